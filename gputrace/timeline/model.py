@@ -1,0 +1,360 @@
+"""The columnar `Timeline`: every span of one or more traces as numpy columns.
+
+Contract (shared by readers, analysis, TUI and exporters):
+
+* Rows are sorted by ``(lane, start, -end)``, so each lane's spans are one contiguous slice
+  ``lane_offsets[k]:lane_offsets[k+1]`` and parents come before their children in a lane.
+* Times are int64 epoch nanoseconds. ``gpu_start``/``gpu_end`` are -1 where a span has no
+  device time (no CUDA events).
+* Integer columns use -1 for "absent" (device, circuit, batch, nbytes, parent).
+* ``parent`` is a row index into this Timeline (-1 for roots or a parent not in the data).
+* Attributes other than the columns below live in ``attrs`` (row -> dict), only for rows
+  that have any; ``resources[resource[row]]`` is the row's resource attribute dict.
+
+A Timeline is immutable once built; loaders build a new one per batch (see ``concat``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+
+KIND_CODES = {"host": 0, "gpu": 1, "sync": 2, "pin": 3}
+KIND_NAMES = {v: k for k, v in KIND_CODES.items()}
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+#: Column name -> dtype. Every column has one entry per row.
+COLUMNS: dict[str, np.dtype] = {
+    "start": np.dtype(np.int64),
+    "end": np.dtype(np.int64),
+    "gpu_start": np.dtype(np.int64),
+    "gpu_end": np.dtype(np.int64),
+    "phase": np.dtype(np.int32),
+    "lane": np.dtype(np.int32),
+    "depth": np.dtype(np.int16),
+    "parent": np.dtype(np.int64),
+    "device": np.dtype(np.int16),
+    "kind": np.dtype(np.int8),
+    "status": np.dtype(np.int8),
+    "circuit": np.dtype(np.int32),
+    "batch": np.dtype(np.int32),
+    "nbytes": np.dtype(np.int64),
+    "resource": np.dtype(np.int32),
+    "trace": np.dtype(np.int32),
+    "span_id": np.dtype(np.uint64),
+    "parent_span_id": np.dtype(np.uint64),
+}
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One horizontal track: a stream on a device, or a thread on a host.
+
+    ``device`` is the GPU index, or -1 for host-only work (CPU lanes). ``name`` is the
+    lane attribute as recorded (``stream:N`` or ``thread:NAME``).
+    """
+
+    host: str
+    pid: int
+    device: int
+    name: str
+
+    @property
+    def device_label(self) -> str:
+        return "CPU" if self.device < 0 else f"GPU {self.device}"
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """(host, device label): the two outer levels of the lane tree."""
+        return (self.host, self.device_label)
+
+    @property
+    def sort_key(self) -> tuple:
+        # Hosts, then GPUs before CPU lanes, then streams before threads, then name.
+        return (self.host, self.device < 0, self.device, self.pid, not self.name.startswith("stream:"), self.name)
+
+
+@dataclass
+class Timeline:
+    """All spans as columns (see the module docstring for the contract)."""
+
+    cols: dict[str, np.ndarray]
+    phases: list[str]
+    lanes: list[Lane]
+    lane_offsets: np.ndarray  # int64, len(lanes) + 1
+    resources: list[dict] = field(default_factory=list)
+    trace_ids: list[str] = field(default_factory=list)
+    attrs: dict[int, dict] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # row -> original span name if it differs from phase
+    _end_prefix_max: list[np.ndarray] | None = field(default=None, repr=False)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def empty(cls) -> "Timeline":
+        return cls(
+            cols={k: np.empty(0, dtype=d) for k, d in COLUMNS.items()},
+            phases=[],
+            lanes=[],
+            lane_offsets=np.zeros(1, dtype=np.int64),
+        )
+
+    @classmethod
+    def from_unsorted(
+        cls,
+        cols: Mapping[str, np.ndarray],
+        phases: Sequence[str],
+        lanes: Sequence[Lane],
+        resources: Sequence[dict] = (),
+        trace_ids: Sequence[str] = (),
+        attrs: Mapping[int, dict] | None = None,
+    ) -> "Timeline":
+        """Build from columns in any row order; ``parent`` may be -1 everywhere.
+
+        ``parent`` and ``depth`` are recomputed from ``span_id``/``parent_span_id`` (ids are
+        unique per trace in OTLP; a clash across traces is disambiguated by ``trace``).
+        ``attrs`` keys refer to the unsorted row numbers and are remapped. Lanes are
+        reordered by ``Lane.sort_key``.
+        """
+        n = len(cols["start"])
+        full = {}
+        for k, dt in COLUMNS.items():
+            if k in cols:
+                full[k] = np.asarray(cols[k], dtype=dt)
+            else:
+                full[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
+        # Order lanes.
+        lane_order = sorted(range(len(lanes)), key=lambda i: lanes[i].sort_key)
+        remap = np.empty(max(len(lanes), 1), dtype=np.int32)
+        remap[lane_order] = np.arange(len(lane_order), dtype=np.int32)
+        if n:
+            full["lane"] = remap[full["lane"]]
+        sorted_lanes = [lanes[i] for i in lane_order]
+        order = np.lexsort((-full["end"], full["start"], full["lane"])) if n else np.empty(0, np.int64)
+        for k in full:
+            full[k] = full[k][order]
+        new_attrs: dict[int, dict] = {}
+        if attrs:
+            inv = np.empty(n, dtype=np.int64)
+            inv[order] = np.arange(n, dtype=np.int64)
+            new_attrs = {int(inv[r]): a for r, a in attrs.items()}
+        counts = np.bincount(full["lane"], minlength=len(sorted_lanes)) if n else np.zeros(len(sorted_lanes), np.int64)
+        offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        tl = cls(
+            cols=full,
+            phases=list(phases),
+            lanes=sorted_lanes,
+            lane_offsets=offsets,
+            resources=list(resources),
+            trace_ids=list(trace_ids),
+            attrs=new_attrs,
+        )
+        tl._link_parents()
+        return tl
+
+    def _link_parents(self) -> None:
+        c = self.cols
+        n = len(c["start"])
+        if n == 0:
+            return
+        # Key = (trace, span_id): sort keys, then binary-search each parent key.
+        key_hi = c["trace"].astype(np.uint64)
+        ids = c["span_id"]
+        order = np.lexsort((ids, key_hi))
+        s_hi, s_id = key_hi[order], ids[order]
+        p_id = c["parent_span_id"]
+        has = p_id != 0
+        parent = np.full(n, -1, dtype=np.int64)
+        if has.any():
+            q_hi, q_id = key_hi[has], p_id[has]
+            # Combined search: first by trace, then by id within the trace block.
+            lo = np.searchsorted(s_hi, q_hi, side="left")
+            hi = np.searchsorted(s_hi, q_hi, side="right")
+            pos = np.empty(len(q_id), dtype=np.int64)
+            for t in np.unique(q_hi):
+                m = q_hi == t
+                a, b = int(lo[m][0]), int(hi[m][0])
+                pos[m] = a + np.searchsorted(s_id[a:b], q_id[m])
+            pos_c = np.minimum(pos, n - 1)
+            found = (pos < n) & (s_id[pos_c] == q_id) & (s_hi[pos_c] == q_hi)
+            idx = np.where(has)[0]
+            parent[idx[found]] = order[pos_c[found]]
+        c["parent"] = parent
+        # Depth: iterate parent pointers (depth is small, <= ~10 levels in practice).
+        depth = np.zeros(n, dtype=np.int16)
+        cur = parent.copy()
+        for _ in range(64):
+            m = cur >= 0
+            if not m.any():
+                break
+            depth[m] += 1
+            cur[m] = parent[cur[m]]
+        c["depth"] = depth
+
+    @staticmethod
+    def concat(parts: Sequence["Timeline"]) -> "Timeline":
+        """Merge several Timelines (files, hosts, load batches) into one, re-sorted."""
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return Timeline.empty()
+        if len(parts) == 1:
+            return parts[0]
+        phases: list[str] = []
+        phase_ix: dict[str, int] = {}
+        lanes: list[Lane] = []
+        lane_ix: dict[Lane, int] = {}
+        resources: list[dict] = []
+        trace_ids: list[str] = []
+        trace_ix: dict[str, int] = {}
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
+        attrs: dict[int, dict] = {}
+        base = 0
+        for p in parts:
+            pm = np.array([phase_ix.setdefault(name, len(phase_ix)) for name in p.phases] or [0], dtype=np.int32)
+            for name in p.phases:
+                if name not in phases:
+                    phases.append(name)
+            lm = np.array([lane_ix.setdefault(ln, len(lane_ix)) for ln in p.lanes] or [0], dtype=np.int32)
+            for ln in p.lanes:
+                if ln not in lanes:
+                    lanes.append(ln)
+            rm = np.arange(len(resources), len(resources) + max(len(p.resources), 1), dtype=np.int32)
+            resources.extend(p.resources)
+            tm = np.array([trace_ix.setdefault(t, len(trace_ix)) for t in p.trace_ids] or [0], dtype=np.int32)
+            for t in p.trace_ids:
+                if t not in trace_ids:
+                    trace_ids.append(t)
+            for k in COLUMNS:
+                col = p.cols[k]
+                if k == "phase":
+                    col = pm[col] if len(col) else col
+                elif k == "lane":
+                    col = lm[col] if len(col) else col
+                elif k == "resource":
+                    col = np.where(col >= 0, rm[np.maximum(col, 0)], -1).astype(np.int32) if len(col) else col
+                elif k == "trace":
+                    col = np.where(col >= 0, tm[np.maximum(col, 0)], -1).astype(np.int32) if len(col) else col
+                cols[k].append(col)
+            for r, a in p.attrs.items():
+                attrs[base + r] = a
+            base += p.n
+        merged = {k: np.concatenate(v) for k, v in cols.items()}
+        return Timeline.from_unsorted(merged, phases, lanes, resources, trace_ids, attrs)
+
+    # ---- basic properties ---------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return int(len(self.cols["start"]))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # Columns as attributes: tl.start, tl.end, tl.phase, ...
+        cols = self.__dict__.get("cols")
+        if cols is not None and name in cols:
+            return cols[name]
+        raise AttributeError(name)
+
+    @property
+    def t0(self) -> int:
+        if self.n == 0:
+            return 0
+        s = self.cols["start"]
+        g = self.cols["gpu_start"]
+        m = int(s.min())
+        if (g >= 0).any():
+            m = min(m, int(g[g >= 0].min()))
+        return m
+
+    @property
+    def t1(self) -> int:
+        if self.n == 0:
+            return 0
+        return int(max(self.cols["end"].max(), self.cols["gpu_end"].max()))
+
+    def phase_id(self, name: str) -> int:
+        """Index of a phase name, or -1 if no span has it."""
+        try:
+            return self.phases.index(name)
+        except ValueError:
+            return -1
+
+    def lane_slice(self, lane: int) -> slice:
+        return slice(int(self.lane_offsets[lane]), int(self.lane_offsets[lane + 1]))
+
+    def lane_rows(self, lane: int) -> np.ndarray:
+        return np.arange(self.lane_offsets[lane], self.lane_offsets[lane + 1])
+
+    # ---- queries ------------------------------------------------------------------------
+    def rows_in(self, lane: int, t0: int, t1: int) -> slice:
+        """Rows of ``lane`` that may overlap [t0, t1): a slice, O(log n).
+
+        Uses a running maximum of end times, so nested and overlapping spans are found.
+        The slice can include a few rows ending before t0 (their successors' running max is
+        large); callers that need exactness mask with ``end > t0``.
+        """
+        if self._end_prefix_max is None:
+            self._end_prefix_max = []
+            for k in range(len(self.lanes)):
+                e = self.cols["end"][self.lane_slice(k)]
+                self._end_prefix_max.append(np.maximum.accumulate(e) if len(e) else e)
+        sl = self.lane_slice(lane)
+        starts = self.cols["start"][sl]
+        pm = self._end_prefix_max[lane]
+        lo = int(np.searchsorted(pm, t0, side="right"))
+        hi = int(np.searchsorted(starts, t1, side="left"))
+        return slice(sl.start + lo, sl.start + max(lo, hi))
+
+    def duration(self) -> np.ndarray:
+        return self.cols["end"] - self.cols["start"]
+
+    def gpu_duration(self) -> np.ndarray:
+        g0, g1 = self.cols["gpu_start"], self.cols["gpu_end"]
+        return np.where((g0 >= 0) & (g1 >= 0), g1 - g0, -1)
+
+    def name_of(self, row: int) -> str:
+        return self.names.get(row) or self.phases[int(self.cols["phase"][row])]
+
+    def parent_chain(self, row: int) -> list[int]:
+        """Rows from ``row``'s parent up to its root (nearest first)."""
+        out = []
+        p = int(self.cols["parent"][row])
+        while p >= 0 and len(out) < 256:
+            out.append(p)
+            p = int(self.cols["parent"][p])
+        return out
+
+    def path(self, row: int) -> str:
+        """Slash-joined phase path from the root, e.g. ``prove/ntt/coset_ntt``."""
+        chain = [row] + self.parent_chain(row)
+        return "/".join(self.phases[int(self.cols["phase"][r])] for r in reversed(chain))
+
+    def children(self, row: int) -> np.ndarray:
+        return np.nonzero(self.cols["parent"] == row)[0]
+
+    def span(self, row: int) -> dict:
+        """Everything known about one row as a plain dict (for details panels and exports)."""
+        c = self.cols
+        d = {k: c[k][row].item() for k in COLUMNS}
+        d["name"] = self.name_of(row)
+        d["phase_name"] = self.phases[d["phase"]]
+        d["kind_name"] = KIND_NAMES.get(d["kind"], "host")
+        d["lane_obj"] = self.lanes[d["lane"]]
+        d["attrs"] = dict(self.attrs.get(row, {}))
+        d["resource_attrs"] = self.resources[d["resource"]] if 0 <= d["resource"] < len(self.resources) else {}
+        d["trace_id"] = self.trace_ids[d["trace"]] if 0 <= d["trace"] < len(self.trace_ids) else ""
+        return d
+
+    def select(self, mask: np.ndarray) -> "Timeline":
+        """A new Timeline with only the rows where ``mask`` is true (parents re-linked)."""
+        idx = np.nonzero(mask)[0]
+        cols = {k: v[idx] for k, v in self.cols.items()}
+        inv = {int(r): i for i, r in enumerate(idx)} if self.attrs else {}
+        attrs = {inv[r]: a for r, a in self.attrs.items() if r in inv}
+        return Timeline.from_unsorted(cols, self.phases, self.lanes, self.resources, self.trace_ids, attrs)
+
+    def iter_lanes(self) -> Iterator[tuple[int, Lane]]:
+        return iter(enumerate(self.lanes))
