@@ -1,0 +1,112 @@
+"""``ProveOptions`` / ``ProveResult``: the stable in-process API of the prover.
+
+``gputrace.prover.run_prove(options: ProveOptions) -> ProveResult`` (in ``pipeline.py``) is what
+``gputrace prove``, ``gputrace demo`` and ``gputrace ab`` call. Keep these fields stable; add new
+ones with defaults only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+#: The seed's five optimisation switches (see docs/prover.md).
+OPT_NAMES: tuple[str, ...] = ("a1", "a2", "a4", "b1", "d4")
+
+OPT_DESCRIPTIONS: dict[str, str] = {
+    "a1": "A1 packed linear-combination storage (flat index/coefficient arrays instead of per-LC dicts)",
+    "a2": "A2 pre-sized assignment vectors (allocated from the circuit's shape instead of grown by append)",
+    "a4": "A4 parallel B_G2 MSMs across circuits (CPU pool) instead of one after another",
+    "b1": "B1 pinning of the a/b/c host vectors before the host-to-device transfer",
+    "d4": "D4 per-MSM tuning (window / narrow split) for L, A and B_G1 from their scalar popcounts",
+}
+
+
+def parse_opts(text: str | None) -> frozenset[str]:
+    """Parse ``--opt``: a comma list of switch names, or ``all`` / ``none`` (case-insensitive).
+
+    Raises ValueError naming the unknown switch.
+    """
+    if text is None:
+        return frozenset()
+    items = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if items in (["all"],):
+        return frozenset(OPT_NAMES)
+    if items in (["none"], []):
+        return frozenset()
+    bad = [t for t in items if t not in OPT_NAMES]
+    if bad:
+        raise ValueError(f"--opt: unknown switch {bad[0]!r} (choose from {', '.join(OPT_NAMES)}, all, none)")
+    return frozenset(items)
+
+
+def parse_size(text: str) -> int:
+    """Parse ``--constraints``: an int or ``2^N`` / ``2**N``. Raises ValueError with the text."""
+    t = text.strip().replace("**", "^")
+    try:
+        if "^" in t:
+            base, exp = t.split("^", 1)
+            value = int(base) ** int(exp)
+        else:
+            value = int(t)
+    except ValueError:
+        raise ValueError(f"--constraints: expected N or 2^N, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"--constraints: must be positive, got {text!r}")
+    return value
+
+
+@dataclass
+class ProveOptions:
+    """Everything one ``run_prove`` call needs.
+
+    Circuit size: either ``constraints`` (target count; K and D are picked) or both
+    ``challenges`` (K) and ``depth`` (D). ``batch``: circuits per device; ``devices``: devices
+    (CPU: worker lanes). ``opts``: subset of OPT_NAMES. ``out_dir``: proofs, ``vk.json`` and (unless
+    ``key_dir`` is given) the key cache. ``trace``: OTLP JSON-lines path or None. ``configure_tracer``:
+    when False the caller has already called ``gputrace.configure`` (tests with a MemorySink, demo).
+    ``progress``: optional callback ``(event, done, total)`` called from worker threads.
+    """
+
+    constraints: int | None = 1 << 10
+    challenges: int | None = None
+    depth: int | None = None
+    batch: int = 1
+    devices: int = 1
+    backend: str = "cpu"
+    opts: frozenset[str] = frozenset()
+    out_dir: Path = Path("gputrace-out")
+    key_dir: Path | None = None
+    trace: Path | None = None
+    otlp: str | None = None
+    configure_tracer: bool = True
+    seed: int = 1
+    verify: bool = True
+    progress: Callable[[str, int, int], None] | None = None
+
+
+@dataclass
+class ProveResult:
+    """What ``run_prove`` returns.
+
+    ``proof_paths``: one ``proof-<circuit>.json`` per circuit; ``vk_path``; ``verified``: per circuit
+    (empty if verification was off); ``phase_seconds``: {(phase, device_label): total seconds}
+    measured by the pipeline itself (same intervals as the spans); ``wall_s``: the whole batch;
+    ``setup_s``: key generation or load; ``backend``: the backend really used; ``notice``: e.g. the
+    auto-fallback message; ``config``: the resource attributes recorded (``gputrace.config.*``).
+    """
+
+    proof_paths: list[Path]
+    vk_path: Path
+    verified: list[bool]
+    phase_seconds: dict[tuple[str, str], float]
+    wall_s: float
+    setup_s: float
+    backend: str
+    constraints: int
+    challenges: int
+    depth: int
+    notice: str | None = None
+    config: Mapping[str, object] = field(default_factory=dict)
+    key_cached: bool = False
