@@ -1,0 +1,64 @@
+"""NVTX emission for phases: one domain ``gputrace``, attributes registered once per phase shape.
+
+Contract
+--------
+* The domain is created on first import of this module (``nvtx.get_domain("gputrace")``). NVTX loads an
+  injection tool (Nsight Systems, or the test recorder via ``NVTX_INJECTION64_PATH``) at that moment, so the
+  environment variable must be set before ``gputrace.trace`` is imported.
+* With no tool attached the ``nvtx`` package hands back a ``DummyDomain`` whose calls do nothing;
+  ``ENABLED`` is then False and the hot path skips the calls entirely (same effect, ~120 ns less per phase).
+* ``attributes(name, device, payload)`` returns a pre-built ``EventAttributes``: message = phase name
+  (a registered string), colour = ``gputrace.phases.phase_color(name)`` (ARGB), category = device index
+  (categories are named ``gpu N``; -1/None means no category), payload = ``bytes`` when given (uint64).
+  Attribute objects are cached per ``(name, device, payload)`` (bounded; beyond the bound they are built
+  per call, never dropped). Thread-safe: a race builds an equal object twice, both valid.
+"""
+
+from __future__ import annotations
+
+import nvtx
+
+from gputrace.phases import phase_color
+
+DOMAIN_NAME = "gputrace"
+_CACHE_MAX = 8192
+
+domain = nvtx.get_domain(DOMAIN_NAME)
+ENABLED: bool = type(domain).__name__ != "DummyDomain"
+
+push_range = domain.push_range
+pop_range = domain.pop_range
+start_range = domain.start_range
+end_range = domain.end_range
+
+_cache: dict = {}
+_categories: dict = {}
+
+
+def _category(device) -> int | None:
+    if device is None or device < 0:
+        return None
+    cat = _categories.get(device)
+    if cat is None:
+        # NVTX categories are per-domain ids > 0; name them so Nsight shows "gpu 0" rather than a number.
+        cat = domain.get_category_id(f"gpu {device}")
+        _categories[device] = cat
+    return cat
+
+
+def attributes(name: str, device=None, payload=None):
+    """Pre-registered ``EventAttributes`` for one phase shape (None when NVTX is disabled)."""
+    key = (name, device, payload)
+    attrs = _cache.get(key)
+    if attrs is None:
+        if not ENABLED:
+            return None
+        attrs = domain.get_event_attributes(
+            message=name,
+            color=phase_color(name),
+            category=_category(device),
+            payload=int(payload) if payload is not None else None,
+        )
+        if len(_cache) < _CACHE_MAX:
+            _cache[key] = attrs
+    return attrs

@@ -1,0 +1,267 @@
+"""The recorder: ``configure()``/``shutdown()`` and the background exporter thread.
+
+Threading contract
+------------------
+* ``configure()`` and ``shutdown()`` may be called from any thread; they are serialised by a module lock.
+  ``configure()`` while a recorder is active shuts the old one down first (its summary is logged).
+* One exporter thread (daemon, named ``gputrace-exporter``) per active recorder wakes every
+  ``flush_interval_s`` (default 0.5 s, capped at 1 s), drains every thread's buffer, resolves CUDA events
+  (in batches, never on a caller's thread), turns phases into span records and hands them to each sink,
+  then flushes the sinks. A sink that raises is counted (its batch dropped) and never stops the thread.
+* ``shutdown()`` stops recording, runs a final drain (waiting up to ``cuda_timeout_s`` for outstanding CUDA
+  events), closes the sinks and returns the ``RunSummary``. A second ``shutdown()`` returns the same summary.
+  An ``atexit`` hook shuts an active recorder down at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import secrets
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+from gputrace.trace import clock, hotpath as _ph, records
+from gputrace.trace.sinks.base import Sink
+from gputrace.trace.summary import RunSummary
+
+log = logging.getLogger("gputrace.trace")
+
+_lock = threading.RLock()
+_active: "Recorder | None" = None
+_last_summary: RunSummary | None = None
+_atexit_registered = False
+
+
+class Recorder:
+    """An active recording: its sinks, resource, counters and exporter thread. Made by ``configure()``."""
+
+    def __init__(
+        self,
+        sinks: list[Sink],
+        resource: Mapping[str, Any],
+        *,
+        run_id: str,
+        flush_interval_s: float = 0.5,
+        buffer_size: int = 1 << 16,
+        id_seed: int | None = None,
+        cuda_timeout_s: float = 10.0,
+    ) -> None:
+        if buffer_size < 1:
+            raise ValueError(f"buffer_size must be >= 1, got {buffer_size}")
+        if not flush_interval_s > 0:
+            raise ValueError(f"flush_interval_s must be > 0, got {flush_interval_s}")
+        self.sinks = list(sinks)
+        self.resource = dict(resource)
+        self.run_id = run_id
+        self.flush_interval_s = min(float(flush_interval_s), 1.0)
+        self.buffer_size = int(buffer_size)
+        self.cuda_timeout_s = cuda_timeout_s
+        self.ids = records.IdSource(id_seed)
+        self.epoch_offset_ns = clock.EPOCH_OFFSET_NS
+        self.recorded = 0
+        self.cuda_unresolved = 0
+        self._pending_cuda: list = []
+        self._dropped_pruned = 0
+        self._drop_base = 0
+        self._stop = threading.Event()
+        self._drain_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._t_start = time.monotonic()
+        self._summary: RunSummary | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        for s in self.sinks:
+            s.start(self.resource)
+        with _ph._states_lock:
+            self._drop_base = sum(st.dropped for st in _ph._states)
+        _ph._CAP = self.buffer_size
+        _ph._RECORDING = True
+        self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
+            try:
+                self.drain()
+            except Exception:  # never let the exporter die: a dead exporter would fill every buffer
+                log.exception("gputrace exporter: drain failed")
+
+    def stop(self) -> RunSummary:
+        """Stop recording, final drain, close sinks; returns the summary (idempotent)."""
+        if self._summary is not None:
+            return self._summary
+        _ph._RECORDING = False
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        self.drain(final=True)
+        for s in self.sinks:
+            try:
+                s.close()
+            except Exception as e:
+                s.stats.add(error=f"close: {type(e).__name__}: {e}")
+        self._summary = RunSummary(
+            run_id=self.run_id,
+            spans_recorded=self.recorded,
+            spans_dropped=self.dropped(),
+            sinks=tuple(s.summary() for s in self.sinks),
+            cuda_unresolved=self.cuda_unresolved,
+            duration_s=time.monotonic() - self._t_start,
+        )
+        return self._summary
+
+    # -- draining ----------------------------------------------------------------------------------
+    def dropped(self) -> int:
+        """Phases dropped so far because a thread's buffer was full."""
+        with _ph._states_lock:
+            live = sum(st.dropped for st in _ph._states)
+        return live + self._dropped_pruned - self._drop_base
+
+    def drain(self, final: bool = False) -> int:
+        """Move everything buffered to the sinks now; returns the number of spans exported.
+
+        Called by the exporter thread; also safe from any other thread (serialised by a lock).
+        """
+        with self._drain_lock:
+            phases = self._collect()
+            if self._pending_cuda or any(_has_events(p) for p in phases):
+                phases = self._resolve_cuda(phases, final)
+            if not phases:
+                return 0
+            off = self.epoch_offset_ns
+            ids = self.ids
+            spans = [records.to_span(p, ids, off) for p in phases]
+            self.recorded += len(spans)
+            for s in self.sinks:
+                try:
+                    s.export(list(spans))
+                    s.flush()
+                except Exception as e:
+                    s.stats.add(dropped=len(spans), error=f"{type(e).__name__}: {e}")
+            return len(spans)
+
+    def _collect(self) -> list:
+        out: list = []
+        dead = []
+        with _ph._states_lock:
+            states = list(_ph._states)
+        for st in states:
+            b = st.buf
+            n = len(b)
+            if n:
+                out.extend(b[:n])
+                del b[:n]  # atomic under the GIL; entries appended meanwhile stay for the next drain
+            elif not st.thread.is_alive():
+                dead.append(st)
+        if dead:
+            with _ph._states_lock:
+                for st in dead:
+                    if not st.buf:
+                        _ph._states.remove(st)
+                        self._dropped_pruned += st.dropped
+        return out
+
+    def _resolve_cuda(self, phases: list, final: bool) -> list:
+        from gputrace.trace import cuda_timing
+
+        todo = self._pending_cuda + [p for p in phases if _has_events(p)]
+        ready, pending, failed = cuda_timing.resolve(todo, wait_s=self.cuda_timeout_s if final else 0.0)
+        self._pending_cuda = pending
+        self.cuda_unresolved += failed
+        if final and pending:
+            self.cuda_unresolved += len(pending)
+            ready.extend(pending)
+            self._pending_cuda = []
+        return [p for p in phases if not _has_events(p)] + ready
+
+
+def _has_events(p) -> bool:
+    try:
+        return p.ev0 is not None
+    except AttributeError:
+        return False
+
+
+# -- module-level API ------------------------------------------------------------------------------
+def configure(
+    trace_file: str | os.PathLike | None = None,
+    otlp: str | bool | Mapping[str, Any] | None = None,
+    service_name: str = "gputrace",
+    config: Mapping[str, Any] | None = None,
+    resource: Mapping[str, Any] | None = None,
+    sinks: Iterable[Sink] | None = None,
+    *,
+    flush_interval_s: float = 0.5,
+    buffer_size: int = 1 << 16,
+    id_seed: int | None = None,
+    collect_gpu_info: bool = True,
+) -> Recorder:
+    """Start recording phases of this process; returns the active ``Recorder``.
+
+    trace_file: write OTLP JSON Lines there (truncated). otlp: also export over OTLP: ``True`` (endpoint
+    and protocol from ``OTEL_EXPORTER_OTLP_*``), ``"grpc"``/``"http"``, an endpoint URL, or a mapping of
+    ``OtlpSink`` arguments. config: the run's switches, recorded as resource attributes
+    ``gputrace.config.<key>``. resource: extra resource attributes. sinks: further ``Sink`` objects
+    (e.g. ``MemorySink()``). buffer_size: per-thread bound (phases past it are dropped and counted).
+    id_seed: reproducible span/trace ids (tests). Raises OSError if the trace file cannot be opened,
+    ValueError for bad arguments.
+    """
+    global _active, _atexit_registered
+    from gputrace.trace.resource import build_resource
+
+    all_sinks: list[Sink] = []
+    if trace_file is not None:
+        from gputrace.trace.sinks.jsonl import JsonlFileSink
+
+        all_sinks.append(JsonlFileSink(trace_file))
+    if otlp:
+        from gputrace.trace.sinks.otlp import otlp_sink_from
+
+        all_sinks.append(otlp_sink_from(otlp))
+    for s in sinks or ():
+        if not isinstance(s, Sink):
+            raise ValueError(f"sinks: expected gputrace Sink objects, got {type(s).__name__}")
+        all_sinks.append(s)
+    run_id = secrets.token_hex(8)
+    res = build_resource(service_name, run_id, config, resource, collect_gpu_info=collect_gpu_info)
+    rec = Recorder(
+        all_sinks, res, run_id=run_id, flush_interval_s=flush_interval_s, buffer_size=buffer_size, id_seed=id_seed
+    )
+    with _lock:
+        if _active is not None:
+            log.info("gputrace: configure() replaced an active recorder:\n%s", _active.stop())
+        _active = rec
+        rec.start()
+        if not _atexit_registered:
+            atexit.register(_shutdown_at_exit)
+            _atexit_registered = True
+    return rec
+
+
+def shutdown() -> RunSummary:
+    """Stop recording, deliver what is buffered, close sinks; returns the ``RunSummary``.
+
+    Without an active recorder returns the previous run's summary (or an empty one). Never raises for
+    sink failures: they are in the summary.
+    """
+    global _active, _last_summary
+    with _lock:
+        rec, _active = _active, None
+        if rec is None:
+            return _last_summary or RunSummary(run_id="", spans_recorded=0, spans_dropped=0)
+        _last_summary = rec.stop()
+        return _last_summary
+
+
+def get_recorder() -> Recorder | None:
+    """The active recorder, or None when not configured."""
+    return _active
+
+
+def _shutdown_at_exit() -> None:
+    if _active is not None:
+        shutdown()

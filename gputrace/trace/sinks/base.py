@@ -1,0 +1,42 @@
+"""The sink interface. Every method runs on the recorder's exporter thread, never on a caller's thread.
+
+A sink receives finished span records (``gputrace.otlp_json.SpanDict`` dicts: int ids, epoch-ns times,
+an ``attributes`` dict) in batches. ``export`` must return quickly: a sink whose destination may be slow
+(network) queues the batch for its own worker thread, bounded, and counts what it drops. Sinks never raise
+into the recorder; failures are counted in ``stats``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gputrace.trace.summary import SinkStats, SinkSummary
+
+
+class Sink:
+    """Base class. Subclasses implement ``export`` and may override ``start``, ``flush``, ``close``."""
+
+    #: Shown in the run summary; instances may override (e.g. ``file:run.jsonl``).
+    name = "sink"
+
+    def __init__(self) -> None:
+        self.stats = SinkStats()
+        self.resource: Mapping[str, Any] = {}
+
+    def start(self, resource: Mapping[str, Any]) -> None:
+        """Called once by ``configure()`` with the run's resource attributes, before any ``export``."""
+        self.resource = dict(resource)
+
+    def export(self, spans: list[dict]) -> None:
+        """Take one batch of span records (the list is not reused by the caller)."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Push buffered data to its destination (called after every drain)."""
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Flush and release resources; spans not delivered within ``timeout_s`` count as dropped.
+        A second call does nothing."""
+
+    def summary(self) -> SinkSummary:
+        return self.stats.snapshot(self.name)

@@ -1,0 +1,64 @@
+"""``JsonlFileSink``: OTLP JSON Lines file, one ``ExportTraceServiceRequest`` per line.
+
+Lines are encoded by ``gputrace.otlp_json.encode_request`` (the OTel file-exporter format: hex ids,
+camelCase, integer enums, 64-bit integers as strings). A batch becomes one line per ``max_spans_per_line``
+spans so readers never meet a giant line. The file is flushed after every drain of the exporter (at
+least once per second), so a viewer can follow a running file. Runs on the exporter thread only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gputrace.otlp_json import encode_request
+from gputrace.trace.sinks.base import Sink
+
+
+class JsonlFileSink(Sink):
+    """Write spans to ``path`` (truncated at start unless ``append=True``).
+
+    Raises OSError from the constructor if the file cannot be opened (bad directory, permissions).
+    A write error later counts the batch as dropped and keeps the run going.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, append: bool = False, max_spans_per_line: int = 2048) -> None:
+        super().__init__()
+        self.path = os.fspath(path)
+        self.name = f"file:{self.path}"
+        self.max_spans_per_line = max(1, int(max_spans_per_line))
+        self._f = open(self.path, "ab" if append else "wb", buffering=1 << 20)
+        self._closed = False
+
+    def export(self, spans: list[dict]) -> None:
+        if self._closed or not spans:
+            if spans:
+                self.stats.add(dropped=len(spans), error="file sink already closed")
+            return
+        step = self.max_spans_per_line
+        for i in range(0, len(spans), step):
+            chunk = spans[i : i + step]
+            try:
+                line = encode_request(self.resource, chunk)
+                self._f.write(line)
+                self._f.write(b"\n")
+            except (OSError, ValueError, TypeError) as e:
+                self.stats.add(dropped=len(chunk), error=f"{type(e).__name__}: {e}")
+            else:
+                self.stats.add(exported=len(chunk))
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._f.flush()
+            except OSError as e:
+                self.stats.add(error=f"flush: {e}")
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        try:
+            self._f.close()
+        except OSError as e:
+            self.stats.add(error=f"close: {e}")
