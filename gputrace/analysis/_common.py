@@ -1,0 +1,257 @@
+"""Shared vectorised helpers for the analysis functions (interval unions, run grouping).
+
+Everything here is pure numpy over `Timeline` columns; nothing allocates per span in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gputrace.timeline.model import KIND_CODES, Timeline
+
+GPU_KIND = KIND_CODES["gpu"]
+SYNC_KIND = KIND_CODES["sync"]
+PIN_KIND = KIND_CODES["pin"]
+
+#: Resource attributes that identify one run (first one present wins).
+RUN_KEYS = ("gputrace.run_id",)
+#: Fallback identity of a run when no run id was recorded.
+PROCESS_KEYS = ("service.name", "host.name", "process.pid")
+
+
+def run_index(tl: Timeline) -> tuple[np.ndarray, list[str]]:
+    """Row -> run number, and one label per run.
+
+    A run is the resource attribute ``gputrace.run_id`` when present, else
+    (service.name, host.name, process.pid), else the trace id. Files of one run merged by
+    ``Timeline.concat`` (one resource entry each) map to the same run.
+    """
+    n = tl.n
+    if n == 0:
+        return np.zeros(0, np.int64), []
+    labels: list[str] = []
+    ix: dict[str, int] = {}
+    res_map = np.full(max(len(tl.resources), 1), -1, np.int64)
+    for r, attrs in enumerate(tl.resources):
+        key = None
+        for k in RUN_KEYS:
+            if attrs.get(k) not in (None, ""):
+                key = f"run:{attrs[k]}"
+                break
+        if key is None and any(attrs.get(k) not in (None, "") for k in PROCESS_KEYS):
+            key = "proc:" + "/".join(str(attrs.get(k, "")) for k in PROCESS_KEYS)
+        if key is not None:
+            res_map[r] = ix.setdefault(key, len(ix))
+    res = tl.cols["resource"]
+    has_res = (res >= 0) & (res < len(tl.resources))
+    run = np.where(has_res, res_map[np.where(has_res, res, 0)], -1)
+    labels = list(ix)
+    missing = run < 0
+    if missing.any():
+        # No usable resource: group by trace id instead.
+        tr = tl.cols["trace"][missing]
+        uniq, inv = np.unique(tr, return_inverse=True)
+        base = len(labels)
+        run[missing] = base + inv
+        for t in uniq:
+            t = int(t)
+            labels.append("trace:" + (tl.trace_ids[t] if 0 <= t < len(tl.trace_ids) else str(t)))
+    return run.astype(np.int64), labels
+
+
+def row_hosts(tl: Timeline) -> tuple[np.ndarray, list[str]]:
+    """Row -> host number (from its lane), and the host names."""
+    names = sorted({ln.host for ln in tl.lanes})
+    hix = {h: i for i, h in enumerate(names)}
+    lane_host = np.array([hix[ln.host] for ln in tl.lanes] or [0], np.int64)
+    return (lane_host[tl.cols["lane"]] if tl.n else np.zeros(0, np.int64)), names
+
+
+def device_activity(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows that are device activity, with their activity interval.
+
+    A row is device activity when it has device times (``gpu_start``/``gpu_end`` >= 0) or
+    has kind ``gpu`` and a device index >= 0; its interval is the device time where
+    recorded, else its host time. Returns (rows, start, end).
+    """
+    c = tl.cols
+    has_gpu = (c["gpu_start"] >= 0) & (c["gpu_end"] >= c["gpu_start"])
+    is_dev = (c["device"] >= 0) & (has_gpu | (c["kind"] == GPU_KIND))
+    rows = np.flatnonzero(is_dev)
+    s = np.where(has_gpu[rows], c["gpu_start"][rows], c["start"][rows])
+    e = np.where(has_gpu[rows], c["gpu_end"][rows], c["end"][rows])
+    return rows, s, e
+
+
+def host_rows(tl: Timeline) -> np.ndarray:
+    """Rows that are host-side work: no device time and kind other than ``gpu``."""
+    c = tl.cols
+    return np.flatnonzero((c["gpu_start"] < 0) & (c["kind"] != GPU_KIND))
+
+
+def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids for the tuples of several equal-length integer key arrays.
+
+    Returns (ids, first_row_of_each_id). Ids follow the lexicographic order of the keys.
+    Each key is densified with a 1-D ``np.unique``, then the codes are combined in mixed
+    radix into one int64 (much faster than ``np.unique(axis=0)`` on a million rows).
+    """
+    if not keys or len(keys[0]) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    combined = np.zeros(len(keys[0]), np.int64)
+    for k in keys:
+        k = np.asarray(k)
+        lo = int(k.min())
+        span = int(k.max()) - lo + 1
+        if span <= 4 * len(k) + 1024:
+            code, radix = k.astype(np.int64) - lo, span  # already small: skip the sort
+        else:
+            u, code = np.unique(k, return_inverse=True)
+            code, radix = code.reshape(-1).astype(np.int64), len(u)
+        combined = combined * radix + code
+    u, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), first.astype(np.int64)
+
+
+def union_by_group(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Union of intervals [s, e) within each group ``g``.
+
+    Returns (group, start, end) of the disjoint merged segments, sorted by (group, start).
+    Touching intervals (one ends where the next starts) merge. Vectorised: one lexsort and
+    one running maximum; groups are kept apart by offsetting each group's times by a
+    stride larger than the whole time range, so the running maximum never crosses them.
+    """
+    n = len(s)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), z.copy()
+    g = np.asarray(g, np.int64)
+    s = np.asarray(s, np.int64)
+    e = np.maximum(np.asarray(e, np.int64), s)
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    base = int(s.min())
+    stride = int(e.max()) - base + 1
+    rank = np.zeros(n, np.int64)
+    if n > 1:
+        np.cumsum(g[1:] != g[:-1], out=rank[1:])
+    if (int(rank[-1]) + 1) * stride >= 2**62:
+        # Too many groups for the offset trick: per-group loop (rare: hours x millions of groups).
+        parts = [union_by_group(g[rank == r], s[rank == r], e[rank == r]) for r in np.unique(rank)]
+        return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
+    off = rank * stride - base
+    ss, ee = s + off, e + off
+    cm = np.maximum.accumulate(ee)
+    new = np.ones(n, bool)
+    new[1:] = ss[1:] > cm[:-1]
+    first = np.flatnonzero(new)
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = n - 1
+    return g[first], s[first], cm[last] - off[last]
+
+
+def gaps_between(g: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gaps between consecutive merged segments of the same group (output of union_by_group)."""
+    if len(us) < 2:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), z.copy()
+    same = g[1:] == g[:-1]
+    gs, ge = ue[:-1][same], us[1:][same]
+    keep = ge > gs
+    return g[:-1][same][keep], gs[keep], ge[keep]
+
+
+def quantiles_sorted(vals: np.ndarray, offsets: np.ndarray, q: float) -> np.ndarray:
+    """Per-group quantile (numpy's default linear interpolation) of values already sorted
+    within each group; group k is ``vals[offsets[k]:offsets[k+1]]`` (non-empty)."""
+    n = np.diff(offsets)
+    pos = (n - 1) * q
+    lo = np.floor(pos).astype(np.int64)
+    frac = pos - lo
+    a = vals[offsets[:-1] + lo].astype(np.float64)
+    hi = np.minimum(lo + 1, n - 1)
+    b = vals[offsets[:-1] + hi].astype(np.float64)
+    return a + (b - a) * frac
+
+
+def fmt_ns(ns: float) -> str:
+    """Human duration: '812 ns', '4.20 µs', '12.5 ms', '2.10 s', '3 m 05 s'."""
+    ns = float(ns)
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.3g} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.3g} ms"
+    if a < 600e9:
+        return f"{ns / 1e9:.3g} s"
+    m, s = divmod(ns / 1e9, 60)
+    return f"{int(m)} m {s:04.1f} s"
+
+
+def uncovered(tl: Timeline, parent_mask: np.ndarray, child_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parts of each parent's host interval not covered by its children.
+
+    ``parent_mask``: bool per row, the rows to examine; ``child_rows``: candidate children
+    (only those whose ``parent`` is a masked row count). Children are clipped to their
+    parent. Returns (row, start, end) of the uncovered pieces, sorted by (row, start); a
+    masked row with no child yields its whole interval, zero-length pieces are dropped.
+    """
+    c = tl.cols
+    ps, pe = c["start"], c["end"]
+    child_rows = np.asarray(child_rows, np.int64)
+    par = c["parent"][child_rows]
+    ok = par >= 0
+    ok[ok] = parent_mask[par[ok]]
+    ch, p = child_rows[ok], par[ok]
+    cs = np.maximum(ps[ch], ps[p])
+    ce = np.minimum(pe[ch], pe[p])
+    v = ce > cs
+    ug, us, ue = union_by_group(p[v], cs[v], ce[v])
+    bg, bs, be = gaps_between(ug, us, ue)
+    first = np.ones(len(ug), bool)
+    first[1:] = ug[1:] != ug[:-1]
+    last = np.ones(len(ug), bool)
+    last[:-1] = ug[1:] != ug[:-1]
+    lg, ls, le = ug[first], ps[ug[first]], us[first]
+    tg, ts, te = ug[last], ue[last], pe[ug[last]]
+    with_kids = np.zeros(len(ps), bool)
+    with_kids[ug] = True
+    alone = np.flatnonzero(parent_mask & ~with_kids)
+    rg = np.concatenate([bg, lg, tg, alone])
+    rs = np.concatenate([bs, ls, ts, ps[alone]])
+    re = np.concatenate([be, le, te, pe[alone]])
+    keep = re > rs
+    rg, rs, re = rg[keep], rs[keep], re[keep]
+    o = np.lexsort((rs, rg))
+    return rg[o], rs[o], re[o]
+
+
+def pair_overlaps(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (i, j) with interval a[i] overlapping b[j] (open overlap: a_s < b_e and b_s < a_e).
+
+    Vectorised: b sorted by start, a running maximum of b's ends bounds the first candidate,
+    then candidates are expanded with ``np.repeat`` and filtered. Cost is the number of
+    candidate pairs, small when each family is mostly disjoint (lanes, devices).
+    """
+    if len(a_s) == 0 or len(b_s) == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy()
+    ob = np.argsort(b_s, kind="stable")
+    bs_sorted = b_s[ob]
+    pm = np.maximum.accumulate(b_e[ob])
+    lo = np.searchsorted(pm, a_s, side="right")
+    hi = np.searchsorted(bs_sorted, a_e, side="left")
+    cnt = np.maximum(hi - lo, 0)
+    tot = int(cnt.sum())
+    if tot == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy()
+    ai = np.repeat(np.arange(len(a_s), dtype=np.int64), cnt)
+    csum = np.cumsum(cnt)
+    pos = np.arange(tot, dtype=np.int64) + np.repeat(lo - csum + cnt, cnt)
+    bj = ob[pos]
+    ok = (b_e[bj] > a_s[ai]) & (b_s[bj] < a_e[ai])
+    return ai[ok], bj[ok]

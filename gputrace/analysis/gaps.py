@@ -1,0 +1,256 @@
+"""GPU idle gaps per device, with what the host was doing meanwhile.
+
+A device's activity is the union of its device intervals (CUDA-event times where
+recorded, else the host times of ``gpu``-kind spans; see `_common.device_activity`). An
+idle gap is time between two merged activity segments of one device in one run; with
+``edges=True`` the time from the run's first span to the device's first activity (and
+from its last activity to the run's end) counts too, marked as leading/trailing.
+
+For each gap, host work overlapping it is measured per phase as *exclusive* overlap: a host
+span's overlap with the gap minus its host children's overlap, so ``prove`` does not take
+credit for the ``synthesis`` nested in it. Vectorised: candidate (gap, host span) pairs come
+from two ``searchsorted`` calls per (run, host) group. Pure function; any thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gputrace.analysis._common import (
+    device_activity,
+    fmt_ns,
+    gaps_between,
+    group_ids,
+    host_rows,
+    pair_overlaps,
+    row_hosts,
+    run_index,
+    uncovered,
+    union_by_group,
+)
+from gputrace.timeline.model import Timeline
+
+BETWEEN, LEADING, TRAILING = 0, 1, 2
+EDGE_NAMES = {BETWEEN: "between", LEADING: "leading", TRAILING: "trailing"}
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    """One idle gap (a row of `IdleGaps`, for lists and details panels)."""
+
+    device: int
+    host: str
+    run: str
+    start: int
+    end: int
+    edge: str  # "between", "leading" or "trailing"
+    host_activity: list[tuple[str, int]]  # (phase, exclusive overlap ns), largest first
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+    def describe(self) -> str:
+        """E.g. 'GPU 1 idle 2.1 s while synthesis ran on the host'."""
+        head = f"GPU {self.device} idle {fmt_ns(self.duration)}"
+        if self.edge != "between":
+            head += f" ({self.edge})"
+        acts = [(p, ns) for p, ns in self.host_activity if ns > 0]
+        if not acts:
+            return head + " while the host recorded no work"
+        names = [p for p, _ in acts[:3]]
+        covered = sum(ns for _, ns in acts)
+        what = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        tail = "" if covered >= 0.9 * self.duration else f" (host busy {covered / max(self.duration, 1):.0%} of it)"
+        return f"{head} while {what} ran on the host{tail}"
+
+
+@dataclass
+class IdleGaps:
+    """All idle gaps, columnar (one entry per gap, sorted by device group then start).
+
+    * ``device``: GPU index; ``host``: index into ``hosts``; ``run``: index into ``runs``.
+    * ``start``/``end``: epoch ns of the gap; ``duration`` = end - start.
+    * ``edge``: BETWEEN (0), LEADING (1) or TRAILING (2).
+    * Host activity in CSR form: gap ``i``'s entries are ``act_offsets[i]:act_offsets[i+1]``
+      of ``act_phase`` (phase id into ``phases``) and ``act_ns`` (exclusive overlap ns),
+      largest first.
+    * ``busy_ns``: per device group (same order as ``groups``), the total active time;
+      ``groups``: list of (run, host, device) tuples of names/ints.
+    """
+
+    device: np.ndarray
+    host: np.ndarray
+    run: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    edge: np.ndarray
+    act_offsets: np.ndarray
+    act_phase: np.ndarray
+    act_ns: np.ndarray
+    phases: list[str]
+    hosts: list[str]
+    runs: list[str]
+    groups: list[tuple[str, str, int]] = field(default_factory=list)
+    busy_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return int(len(self.start))
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+    def gap(self, i: int) -> IdleGap:
+        a, b = int(self.act_offsets[i]), int(self.act_offsets[i + 1])
+        return IdleGap(
+            device=int(self.device[i]),
+            host=self.hosts[int(self.host[i])],
+            run=self.runs[int(self.run[i])],
+            start=int(self.start[i]),
+            end=int(self.end[i]),
+            edge=EDGE_NAMES[int(self.edge[i])],
+            host_activity=[(self.phases[int(p)], int(ns)) for p, ns in zip(self.act_phase[a:b], self.act_ns[a:b])],
+        )
+
+    def largest(self, k: int = 10, min_ns: int = 0) -> list[IdleGap]:
+        """The ``k`` longest gaps of at least ``min_ns``, longest first."""
+        d = self.duration
+        idx = np.flatnonzero(d >= min_ns)
+        idx = idx[np.argsort(-d[idx], kind="stable")][:k]
+        return [self.gap(int(i)) for i in idx]
+
+    def idle_by_device(self) -> dict[int, int]:
+        """Total idle ns per device index (all runs and hosts together)."""
+        out: dict[int, int] = {}
+        for dv, du in zip(self.device.tolist(), self.duration.tolist()):
+            out[dv] = out.get(dv, 0) + du
+        return out
+
+
+def _empty(tl: Timeline, hosts: list[str], runs: list[str]) -> IdleGaps:
+    z = np.zeros(0, np.int64)
+    return IdleGaps(z, z, z, z, z, z, np.zeros(1, np.int64), z, z, list(tl.phases), hosts, runs)
+
+
+def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True) -> IdleGaps:
+    """Idle gaps of every device, each at least ``min_gap_ns`` long (see module docstring)."""
+    run, runs = run_index(tl)
+    host, hosts = row_hosts(tl)
+    rows, s, e = device_activity(tl)
+    if len(rows) == 0:
+        return _empty(tl, hosts, runs)
+    dev = tl.cols["device"][rows].astype(np.int64)
+    gid, first = group_ids(run[rows], host[rows], dev)
+    grow = rows[first]  # a representative row per device group
+    g_run, g_host, g_dev = run[grow], host[grow], dev[first]
+    ug, us, ue = union_by_group(gid, s, e)
+    busy = np.bincount(ug, weights=(ue - us).astype(np.float64), minlength=len(first)).astype(np.int64)
+    bg, bs, be = gaps_between(ug, us, ue)
+    parts_g, parts_s, parts_e, parts_k = [bg], [bs], [be], [np.full(len(bg), BETWEEN, np.int64)]
+    if edges:
+        # Run extents (host and device clocks) bound leading/trailing gaps.
+        c = tl.cols
+        lo = np.where(c["gpu_start"] >= 0, np.minimum(c["start"], c["gpu_start"]), c["start"])
+        hi = np.maximum(c["end"], c["gpu_end"])
+        nr = len(runs)
+        rmin = np.full(nr, np.iinfo(np.int64).max, np.int64)
+        rmax = np.full(nr, np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(rmin, run, lo)
+        np.maximum.at(rmax, run, hi)
+        ng = len(first)
+        seg_first = np.ones(len(ug), bool)
+        seg_first[1:] = ug[1:] != ug[:-1]
+        seg_last = np.ones(len(ug), bool)
+        seg_last[:-1] = ug[1:] != ug[:-1]
+        fs = np.empty(ng, np.int64)
+        fs[ug[seg_first]] = us[seg_first]
+        le = np.empty(ng, np.int64)
+        le[ug[seg_last]] = ue[seg_last]
+        gi = np.arange(ng, dtype=np.int64)
+        lead_s, lead_e = rmin[g_run], fs
+        trail_s, trail_e = le, rmax[g_run]
+        m1, m2 = lead_e > lead_s, trail_e > trail_s
+        parts_g += [gi[m1], gi[m2]]
+        parts_s += [lead_s[m1], trail_s[m2]]
+        parts_e += [lead_e[m1], trail_e[m2]]
+        parts_k += [np.full(int(m1.sum()), LEADING, np.int64), np.full(int(m2.sum()), TRAILING, np.int64)]
+    gg, gs, ge, gk = (np.concatenate(p) for p in (parts_g, parts_s, parts_e, parts_k))
+    keep = (ge - gs) >= max(min_gap_ns, 1)
+    gg, gs, ge, gk = gg[keep], gs[keep], ge[keep], gk[keep]
+    order = np.lexsort((gs, gg))
+    gg, gs, ge, gk = gg[order], gs[order], ge[order], gk[order]
+    offs, aph, ans = _host_activity(tl, run, host, g_run[gg], g_host[gg], g_dev[gg], gs, ge)
+    return IdleGaps(
+        device=g_dev[gg],
+        host=g_host[gg],
+        run=g_run[gg],
+        start=gs,
+        end=ge,
+        edge=gk,
+        act_offsets=offs,
+        act_phase=aph,
+        act_ns=ans,
+        phases=list(tl.phases),
+        hosts=hosts,
+        runs=runs,
+        groups=[(runs[int(r)], hosts[int(h)], int(d)) for r, h, d in zip(g_run, g_host, g_dev)],
+        busy_ns=busy,
+    )
+
+
+def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):
+    """Exclusive host overlap per (gap, phase) in CSR form (see IdleGaps).
+
+    Host spans are first cut into *self* pieces (each span minus its host children), so a
+    time instant belongs to the innermost span of its thread; pieces are then paired with
+    gaps of the same (run, host).
+    """
+    ngap = len(gs)
+    z = np.zeros(0, np.int64)
+    hrows = host_rows(tl)
+    if ngap == 0 or len(hrows) == 0:
+        return np.zeros(ngap + 1, np.int64), z, z
+    c = tl.cols
+    mask = np.zeros(tl.n, bool)
+    mask[hrows] = True
+    srow, ss, se = uncovered(tl, mask, hrows)
+    stride = len(tl.lanes) + 1
+    skey = run[srow] * stride + host[srow]
+    gkey = gap_run * stride + gap_host
+    so = np.argsort(skey, kind="stable")
+    skey_sorted = skey[so]
+    pg_parts, ov_parts, ph_parts = [], [], []
+    # One device group at a time: its gaps are disjoint, so the candidate ranges are tight.
+    gid, _ = group_ids(gkey, gap_dev)
+    go = np.argsort(gid, kind="stable")
+    bounds = np.searchsorted(gid[go], np.arange(int(gid.max()) + 2))
+    for k in range(len(bounds) - 1):
+        gidx = go[bounds[k] : bounds[k + 1]]
+        key = int(gkey[gidx[0]])
+        lo, hi = np.searchsorted(skey_sorted, [key, key + 1])
+        sidx = so[lo:hi]
+        if len(sidx) == 0:
+            continue
+        ai, bj = pair_overlaps(ss[sidx], se[sidx], gs[gidx], ge[gidx])
+        a, g = sidx[ai], gidx[bj]
+        pg_parts.append(g)
+        ov_parts.append(np.minimum(se[a], ge[g]) - np.maximum(ss[a], gs[g]))
+        ph_parts.append(c["phase"][srow[a]].astype(np.int64))
+    if not pg_parts:
+        return np.zeros(ngap + 1, np.int64), z, z
+    pg, ov, ph = (np.concatenate(p) for p in (pg_parts, ov_parts, ph_parts))
+    # Sum per (gap, phase), then order each gap's phases by ns descending.
+    nph = max(len(tl.phases), 1)
+    uk, inv = np.unique(pg * nph + ph, return_inverse=True)
+    sums = np.bincount(inv.reshape(-1), weights=ov.astype(np.float64), minlength=len(uk)).astype(np.int64)
+    ug, uph = uk // nph, uk % nph
+    keep = sums > 0
+    ug, uph, sums = ug[keep], uph[keep], sums[keep]
+    o2 = np.lexsort((-sums, ug))
+    ug, uph, sums = ug[o2], uph[o2], sums[o2]
+    offs = np.zeros(ngap + 1, np.int64)
+    np.cumsum(np.bincount(ug, minlength=ngap), out=offs[1:])
+    return offs, uph, sums

@@ -1,0 +1,131 @@
+"""Build small Timelines from plain span dicts, and synthetic prover-shaped runs.
+
+For tests, examples and benchmarks of the analysis: the statistics must be checkable
+without the prover or the recorder. `make_timeline` is exact (no randomness);
+`synthetic_run` draws a pipeline-shaped run with multiplicative noise and optional
+injected slowdowns.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from gputrace.phases import phase_kind
+from gputrace.timeline.model import KIND_CODES, Lane, Timeline
+
+
+def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, trace_id: str = "t0") -> Timeline:
+    """A Timeline from span dicts (one trace, one resource).
+
+    Keys: ``name`` (phase), ``start``, ``end`` (ns; required); optional ``id`` (any hashable,
+    default the list position), ``parent`` (an ``id``), ``device`` (default -1), ``lane``
+    (default ``stream:0`` for gpu-kind spans on a device, else ``thread:main``), ``kind``
+    (default from the phase vocabulary), ``gpu_start``/``gpu_end``, ``circuit``, ``batch``,
+    ``bytes``, ``host`` (default ``h``), ``attrs`` (dict). Raises ValueError naming the span
+    on end < start or an unknown parent id.
+    """
+    spans = list(spans)
+    n = len(spans)
+    ids = {}
+    for i, sp in enumerate(spans):
+        ids[sp.get("id", i)] = i + 1  # span_id 0 means "none" in the model
+    lanes: list[Lane] = []
+    lane_ix: dict[Lane, int] = {}
+    phases: list[str] = []
+    ph_ix: dict[str, int] = {}
+    cols = {k: np.full(n, -1, np.int64) for k in ("start", "end", "gpu_start", "gpu_end", "device", "circuit", "batch", "nbytes")}
+    phase = np.zeros(n, np.int32)
+    lane = np.zeros(n, np.int32)
+    kind = np.zeros(n, np.int8)
+    span_id = np.zeros(n, np.uint64)
+    parent_id = np.zeros(n, np.uint64)
+    attrs = {}
+    for i, sp in enumerate(spans):
+        name = sp["name"]
+        s, e = int(sp["start"]), int(sp["end"])
+        if e < s:
+            raise ValueError(f"span {i} ({name}): end {e} < start {s}")
+        k = sp.get("kind", phase_kind(name))
+        dev = int(sp.get("device", -1))
+        ln = sp.get("lane") or ("stream:0" if (k == "gpu" and dev >= 0) else "thread:main")
+        lane_obj = Lane(sp.get("host", "h"), 1, dev if ln.startswith("stream:") else -1, ln)
+        lane[i] = lane_ix.setdefault(lane_obj, len(lane_ix))
+        if lane[i] == len(lanes):
+            lanes.append(lane_obj)
+        phase[i] = ph_ix.setdefault(name, len(ph_ix))
+        if phase[i] == len(phases):
+            phases.append(name)
+        kind[i] = KIND_CODES[k]
+        cols["start"][i], cols["end"][i], cols["device"][i] = s, e, dev
+        for key, col in (("gpu_start", "gpu_start"), ("gpu_end", "gpu_end"), ("circuit", "circuit"), ("batch", "batch"), ("bytes", "nbytes")):
+            if sp.get(key) is not None:
+                cols[col][i] = int(sp[key])
+        span_id[i] = ids[sp.get("id", i)]
+        if sp.get("parent") is not None:
+            if sp["parent"] not in ids:
+                raise ValueError(f"span {i} ({name}): unknown parent id {sp['parent']!r}")
+            parent_id[i] = ids[sp["parent"]]
+        if sp.get("attrs"):
+            attrs[i] = dict(sp["attrs"])
+    full = dict(cols)
+    full.update(phase=phase, lane=lane, kind=kind, span_id=span_id, parent_span_id=parent_id)
+    full["resource"] = np.zeros(n, np.int32)
+    full["trace"] = np.zeros(n, np.int32)
+    res = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": trace_id}
+    return Timeline.from_unsorted(full, phases, lanes, [res], [trace_id], attrs)
+
+
+#: Default pipeline for `synthetic_run`: (path, mean seconds, kind). Children follow parents.
+DEFAULT_PIPELINE: tuple[tuple[str, float, str], ...] = (
+    ("synthesis", 5.0, "host"),
+    ("h2d", 0.6, "gpu"),
+    ("ntt", 1.2, "gpu"),
+    ("msm_h", 1.5, "gpu"),
+    ("msm_l", 1.0, "gpu"),
+    ("msm_a", 0.8, "gpu"),
+    ("msm_b_g1", 0.7, "gpu"),
+    ("b_g2", 0.9, "host"),
+    ("assemble", 0.1, "host"),
+)
+
+
+def synthetic_run(
+    seed: int,
+    *,
+    circuits: int = 2,
+    devices: int = 1,
+    noise: float = 0.03,
+    slow: Mapping[str, float] | None = None,
+    pipeline: tuple[tuple[str, float, str], ...] = DEFAULT_PIPELINE,
+    resource: Mapping | None = None,
+    scale_ns: float = 1e6,
+) -> Timeline:
+    """One synthetic run: per circuit a ``prove`` root whose children run back to back.
+
+    Each phase duration is ``mean * scale_ns * (1 + slow.get(phase, 0)) * lognormal(noise)``
+    (the default ``scale_ns`` makes "seconds" in the pipeline table milliseconds, so runs
+    are small). GPU phases get device times equal to their host times on device
+    ``circuit % devices``. Deterministic for a given ``seed``.
+    """
+    rng = np.random.default_rng(seed)
+    slow = dict(slow or {})
+    spans: list[dict] = []
+    t = 1_000_000_000_000
+    for ci in range(circuits):
+        dev = ci % devices
+        root = f"p{ci}"
+        t0 = t
+        kids = []
+        for name, mean, kind in pipeline:
+            d = int(mean * scale_ns * (1.0 + slow.get(name, 0.0)) * rng.lognormal(0.0, noise))
+            sp = {"name": name, "start": t, "end": t + d, "parent": root, "circuit": ci, "batch": 0, "kind": kind}
+            if kind == "gpu":
+                sp.update(device=dev, lane=f"stream:{dev}", gpu_start=t, gpu_end=t + d)
+            kids.append(sp)
+            t += d
+        spans.append({"id": root, "name": "prove", "start": t0, "end": t, "circuit": ci, "batch": 0, "kind": "host"})
+        spans.extend(kids)
+    res = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": f"run-{seed}"}
+    return make_timeline(spans, resource=res, trace_id=f"{seed:032x}")
