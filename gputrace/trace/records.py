@@ -119,8 +119,8 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int, thread_ident=None, thread_na
             attrs["gputrace.device"] = lane[0]
         attrs["gputrace.lane"] = lane[1]
         if lane[2] is not None:
-            attrs["gputrace.gpu.start_ns"] = lane[2]
-            attrs["gputrace.gpu.end_ns"] = lane[3]
+            attrs["gputrace.gpu.start_ns"] = lane[2] + epoch_offset_ns
+            attrs["gputrace.gpu.end_ns"] = lane[3] + epoch_offset_ns
     elif kw and kw.get("lane") is not None:
         attrs["gputrace.lane"] = str(kw["lane"])
     else:
