@@ -1,0 +1,401 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) read into a Timeline.
+
+What is read (tables are optional; a report has the ones its ``-t`` options collected):
+
+* ``NVTX_EVENTS`` push/pop and start/end ranges, names from ``text`` or ``textId`` -> ``StringIds``,
+  domain names from the domain-create rows, category names (``gpu N`` for gputrace ranges sets the
+  device), the uint64 payload (gputrace's ``bytes``) and the ARGB colour. Event type ids are resolved
+  through ``ENUM_NSYS_EVENT_TYPE`` when the report has it; older reports without the table use the
+  ids those versions documented (59/60 ranges, 75 domain create, 33 category).
+* ``CUPTI_ACTIVITY_KIND_RUNTIME`` CUDA API calls (``nameId`` -> ``StringIds``) on host-thread lanes.
+* ``CUPTI_ACTIVITY_KIND_KERNEL`` kernels (``shortName``/``demangledName`` -> ``StringIds``) on the lane
+  ``stream:<streamId>`` of GPU ``deviceId``, with grid, block and register counts as attributes.
+* ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``_MEMSET`` on the same GPU stream lanes; the copy direction and
+  the source/destination memory kinds (pageable, pinned, device, ...) are labels looked up in the
+  report's own ``ENUM_CUDA_MEMCPY_OPER`` / ``ENUM_CUDA_MEM_KIND`` tables, never hard-coded ids.
+
+Lanes and parents: host threads come from ``globalTid`` (pid = bits 24..47, tid = bits 0..23) named
+from ``ThreadNames``; NVTX ranges and API calls nest by time containment per thread (of ranges that
+start at the same instant the longer is the parent; an NVTX range wins a tie with an API call). A
+kernel, copy or memset is linked through its ``correlationId`` (scoped by process) to the API call
+that launched it, and its parent is the innermost NVTX range around that call.
+
+Times: nsys stores nanoseconds since the session start; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``
+is added where present, so rows land on the epoch clock gputrace uses. Without it, times stay
+session-relative and each resource says so (``nsys.clock = "session"``).
+
+``read_nsys`` opens the file read-only; errors name the file and table. Not thread-safe per call
+(one sqlite connection), but calls on different threads are independent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from gputrace.phases import PHASES, phase_kind
+from gputrace.timeline.chrome import nest_parents
+from gputrace.timeline.model import KIND_CODES, Lane, Timeline
+
+__all__ = ["NsysFormatError", "read_nsys", "is_nsys_sqlite"]
+
+#: Event type ids of reports that predate ENUM_NSYS_EVENT_TYPE (nsys 2020-2021 exporter docs).
+_LEGACY_EVENT_TYPES = {"NvtxCategory": 33, "NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
+_SYNC_API = re.compile(r"Synchronize|StreamWaitEvent")
+_PIN_API = {"cudaHostRegister", "cudaHostUnregister", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys's own reports join them
+
+
+class NsysFormatError(ValueError):
+    """Not an nsys SQLite export, or a table in it breaks the schema; names file and table."""
+
+
+def is_nsys_sqlite(path: str | Path) -> bool:
+    """True if ``path`` is a SQLite file (nsys exports are; the reader checks the tables)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+class _Rows:
+    """Column lists for the rows being built (appended per record, turned into numpy once)."""
+
+    def __init__(self) -> None:
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.gpu: list[bool] = []
+        self.lane: list[int] = []
+        self.phase: list[int] = []
+        self.kind: list[int] = []
+        self.status: list[int] = []
+        self.nbytes: list[int] = []
+        self.device: list[int] = []
+        self.proc: list[int] = []  # globalPid
+        self.tie: list[int] = []  # 0 NVTX, 1 API call, 2 device activity
+        self.attrs: dict[int, dict] = {}
+        self.lanes: list[Lane] = []
+        self.lane_ix: dict[Lane, int] = {}
+        self.phases: list[str] = []
+        self.phase_ix: dict[str, int] = {}
+
+    def add(self, start, end, lane: Lane, phase: str, kind: str, proc: int, tie: int, *, gpu=False,
+            nbytes=-1, device=-1, status=0, attrs=None) -> int:
+        r = len(self.start)
+        k = self.lane_ix.get(lane)
+        if k is None:
+            k = self.lane_ix[lane] = len(self.lanes)
+            self.lanes.append(lane)
+        p = self.phase_ix.get(phase)
+        if p is None:
+            p = self.phase_ix[phase] = len(self.phases)
+            self.phases.append(phase)
+        self.start.append(start)
+        self.end.append(end)
+        self.gpu.append(gpu)
+        self.lane.append(k)
+        self.phase.append(p)
+        self.kind.append(KIND_CODES[kind])
+        self.status.append(status)
+        self.nbytes.append(nbytes)
+        self.device.append(device)
+        self.proc.append(proc)
+        self.tie.append(tie)
+        if attrs:
+            self.attrs[r] = attrs
+        return r
+
+
+class _Report:
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path, self.conn = path, conn
+        self.tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+        self.strings: dict[int, str] = dict(conn.execute("SELECT id, value FROM StringIds")) if "StringIds" in self.tables else {}
+
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+
+    def select(self, table: str, wanted: list[str], where: str = "") -> tuple[list[str], list[tuple]]:
+        """Rows of ``table`` for the ``wanted`` columns the table has (missing ones come back None)."""
+        have = self.columns(table)
+        exprs = [c if c in have else "NULL" for c in wanted]
+        try:
+            rows = self.conn.execute(f"SELECT {', '.join(exprs)} FROM {table} {where}").fetchall()
+        except sqlite3.Error as exc:
+            raise NsysFormatError(f"{self.path}: table {table}: {exc}") from None
+        return wanted, rows
+
+    def enum(self, table: str) -> dict[int, str]:
+        """id -> label (or name) from one of the report's ENUM_* tables; {} if absent."""
+        if table not in self.tables:
+            return {}
+        cols = self.columns(table)
+        label = "label" if "label" in cols else "name"
+        return {int(i): str(v) for i, v in self.conn.execute(f"SELECT id, {label} FROM {table}")}
+
+    def enum_names(self, table: str) -> dict[str, int]:
+        if table not in self.tables or "name" not in self.columns(table):
+            return {}
+        return {str(n): int(i) for i, n in self.conn.execute(f"SELECT id, name FROM {table}")}
+
+    def text(self, text, text_id) -> str:
+        if text is not None:
+            return str(text)
+        if text_id is not None:
+            return self.strings.get(int(text_id), f"<string {text_id}>")
+        return "<unnamed>"
+
+
+def _required_int(path, table, col, v) -> int:
+    if v is None:
+        raise NsysFormatError(f"{path}: table {table}: column {col} is NULL")
+    return int(v)
+
+
+def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True) -> Timeline:
+    """Read an nsys SQLite export into a Timeline (see the module docstring for the mapping).
+
+    ``host`` names the machine (default: the report's host name if recorded, else the file stem).
+    ``runtime=False`` leaves CUDA API calls out of the result (they are still used for linking).
+    Raises :class:`NsysFormatError` for files that are not SQLite or have no nsys tables, and
+    ``FileNotFoundError`` for a missing file.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(p)
+    if p.suffix in (".nsys-rep", ".qdrep"):
+        raise NsysFormatError(f"{p}: this is an Nsight Systems report; export it first: nsys export --type sqlite -o {p.with_suffix('.sqlite')} {p}")
+    if not is_nsys_sqlite(p):
+        raise NsysFormatError(f"{p}: not a SQLite file (expected the output of `nsys export --type sqlite`)")
+    conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    try:
+        rep = _Report(p, conn)
+        known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"}
+        if not rep.tables & known:
+            raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
+        return _read(rep, host, runtime)
+    finally:
+        conn.close()
+
+
+def _session_start(rep: _Report) -> int | None:
+    t = "TARGET_INFO_SESSION_START_TIME"
+    if t in rep.tables and "utcEpochNs" in rep.columns(t):
+        row = rep.conn.execute(f"SELECT utcEpochNs FROM {t}").fetchone()
+        if row and row[0] is not None:
+            return int(row[0])
+    return None
+
+
+def _host_name(rep: _Report) -> str | None:
+    t = "TARGET_INFO_SYSTEM_ENV"
+    if t in rep.tables and {"name", "value"} <= rep.columns(t):
+        row = rep.conn.execute(f"SELECT value FROM {t} WHERE lower(name) = 'hostname'").fetchone()
+        if row and row[0]:
+            return str(row[0])
+    return None
+
+
+def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
+    path = rep.path
+    epoch = _session_start(rep)
+    off = epoch or 0
+    host = host or _host_name(rep) or path.name.split(".")[0]
+    R = _Rows()
+    # ---- processes and threads ------------------------------------------------------------
+    proc_names: dict[int, str] = {}
+    if "PROCESSES" in rep.tables:
+        _, rows = rep.select("PROCESSES", ["globalPid", "pid", "name"])
+        proc_names = {int(g): str(n) for g, _pid, n in rows if g is not None and n}
+    thread_names: dict[int, str] = {}
+    if "ThreadNames" in rep.tables:
+        _, rows = rep.select("ThreadNames", ["globalTid", "nameId"])
+        for gtid, nid in rows:
+            if gtid is not None and nid is not None:
+                thread_names[int(gtid)] = rep.strings.get(int(nid), str(nid))
+    name_count: dict[tuple[int, str], int] = {}
+    for gtid, name in thread_names.items():
+        key = ((gtid >> 24) & 0xFFFFFF, name)
+        name_count[key] = name_count.get(key, 0) + 1
+    thread_lanes: dict[int, Lane] = {}
+
+    def thread_lane(gtid: int) -> Lane:
+        lane = thread_lanes.get(gtid)
+        if lane is None:
+            pid, tid = (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
+            name = thread_names.get(gtid)
+            if name is None:
+                name = str(tid)
+            elif name_count.get((pid, name), 0) > 1:
+                name = f"{name} ({tid})"
+            lane = thread_lanes[gtid] = Lane(host, pid, -1, f"thread:{name}")
+        return lane
+
+    # ---- NVTX ranges ---------------------------------------------------------------------
+    if "NVTX_EVENTS" in rep.tables:
+        types = rep.enum_names("ENUM_NSYS_EVENT_TYPE") or _LEGACY_EVENT_TYPES
+        rng = {types.get("NvtxPushPopRange"): "push/pop", types.get("NvtxStartEndRange"): "start/end"}
+        rng.pop(None, None)
+        _, rows = rep.select("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "domainId",
+                                                "globalTid", "color", "category", "uint64Value"])
+        domains = {0: "default"}
+        categories: dict[tuple[int, int], str] = {}
+        for start, end, et, text, tid_, dom, gtid, color, cat, u64 in rows:
+            if et == types.get("NvtxDomainCreate") and dom is not None:
+                domains[int(dom)] = rep.text(text, tid_)
+            elif et == types.get("NvtxCategory") and cat is not None:
+                categories[(int(dom or 0), int(cat))] = rep.text(text, tid_)
+        for start, end, et, text, tid_, dom, gtid, color, cat, u64 in rows:
+            if et not in rng or end is None or start is None:
+                continue
+            gtid = _required_int(path, "NVTX_EVENTS", "globalTid", gtid)
+            name = rep.text(text, tid_)
+            dname = domains.get(int(dom or 0), f"domain {dom}")
+            attrs: dict = {"nvtx.domain": dname, "nvtx.range": rng[et]}
+            device = -1
+            if cat:
+                cname = categories.get((int(dom or 0), int(cat)), str(cat))
+                attrs["nvtx.category"] = cname
+                m = re.fullmatch(r"gpu (\d+)", cname)
+                if m and dname == "gputrace":
+                    device = int(m.group(1))
+            if color is not None:
+                attrs["nvtx.color"] = "#%06x" % (int(color) & 0xFFFFFF)
+            ours = dname == "gputrace" or name in PHASES
+            kind = phase_kind(name) if ours else "host"
+            R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 0,
+                  nbytes=int(u64) if (u64 is not None and dname == "gputrace") else -1, device=device, attrs=attrs)
+    # ---- CUDA API calls ------------------------------------------------------------------
+    api_by_corr: dict[tuple[int, int], int] = {}
+    api_rows: list[int] = []
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in rep.tables:
+        _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
+        for start, end, gtid, corr, nid, ret in rows:
+            gtid = _required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
+            name = re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>")) if nid is not None else "<api>"
+            kind = "sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"
+            attrs = {"cuda.correlation_id": int(corr)} if corr is not None else {}
+            status = 0
+            if ret:
+                attrs["cuda.return"] = int(ret)
+                status = 2
+            r = R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 1,
+                      status=status, attrs=attrs)
+            api_rows.append(r)
+            if corr is not None:
+                api_by_corr[(gtid & _PID_MASK, int(corr))] = r
+    # ---- device activity -----------------------------------------------------------------
+    launched: list[tuple[int, int]] = []  # (device row, api row)
+    copy_kinds = rep.enum("ENUM_CUDA_MEMCPY_OPER")
+    mem_kinds = rep.enum("ENUM_CUDA_MEM_KIND")
+
+    def gpu_row(table, start, end, dev, stream, gpid, corr, phase, nbytes, attrs):
+        dev = _required_int(path, table, "deviceId", dev)
+        gpid = int(gpid or 0)
+        lane = Lane(host, (gpid >> 24) & 0xFFFFFF, dev, f"stream:{int(stream or 0)}")
+        if corr is not None:
+            attrs["cuda.correlation_id"] = int(corr)
+        r = R.add(int(start) + off, int(end) + off, lane, phase, "gpu", gpid & _PID_MASK, 2, gpu=True,
+                  nbytes=nbytes, device=dev, attrs=attrs)
+        a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
+        if a is not None:
+            launched.append((r, a))
+
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if t in rep.tables:
+        cols = ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "shortName", "demangledName",
+                "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"]
+        _, rows = rep.select(t, cols)
+        for row in rows:
+            start, end, dev, stream, gpid, corr, short, full = row[:8]
+            full_s = rep.strings.get(int(full), f"<kernel {full}>") if full is not None else None
+            short_s = rep.strings.get(int(short)) if short is not None else None
+            phase = short_s or (full_s.split("(")[0] if full_s else "<kernel>")
+            attrs = {"cuda.kernel.name": full_s or phase}
+            if row[8] is not None:
+                attrs["cuda.grid"] = [int(x) for x in row[8:11]]
+                attrs["cuda.block"] = [int(x) for x in row[11:14]]
+            if row[14] is not None:
+                attrs["cuda.registers_per_thread"] = int(row[14])
+            gpu_row(t, start, end, dev, stream, gpid, corr, phase, -1, attrs)
+    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    if t in rep.tables:
+        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes",
+                                 "copyKind", "srcKind", "dstKind"])
+        for start, end, dev, stream, gpid, corr, nb, ck, sk, dk in rows:
+            label = copy_kinds.get(int(ck), f"kind {ck}") if ck is not None else "unknown"
+            attrs = {"cuda.memcpy.kind": label}
+            if sk is not None:
+                attrs["cuda.memcpy.src_kind"] = mem_kinds.get(int(sk), f"kind {sk}")
+            if dk is not None:
+                attrs["cuda.memcpy.dst_kind"] = mem_kinds.get(int(dk), f"kind {dk}")
+            gpu_row(t, start, end, dev, stream, gpid, corr, f"[CUDA memcpy {label}]", int(nb) if nb is not None else -1, attrs)
+    t = "CUPTI_ACTIVITY_KIND_MEMSET"
+    if t in rep.tables:
+        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes", "memKind"])
+        for start, end, dev, stream, gpid, corr, nb, mk in rows:
+            attrs = {"cuda.memset.kind": mem_kinds.get(int(mk), f"kind {mk}")} if mk is not None else {}
+            gpu_row(t, start, end, dev, stream, gpid, corr, "[CUDA memset]", int(nb) if nb is not None else -1, attrs)
+    return _assemble(R, launched, api_rows, runtime, proc_names, host, epoch, path)
+
+
+def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, path) -> Timeline:
+    n = len(R.start)
+    start = np.asarray(R.start, dtype=np.int64)
+    end = np.asarray(R.end, dtype=np.int64)
+    lane = np.asarray(R.lane, dtype=np.int32)
+    tie = np.asarray(R.tie, dtype=np.int8)
+    gpu = np.asarray(R.gpu, dtype=bool)
+    # Host side: NVTX ranges and API calls nest per thread; device rows are placed by correlation.
+    group = np.where(gpu, -1 - lane, lane)
+    parent = nest_parents(start, end, group, tiebreak=tie) if n else np.empty(0, np.int64)
+    parent[gpu] = -1
+    api_kind = tie == 1
+    for r, a in launched:
+        p = int(parent[a])  # innermost range around the launching call
+        while p >= 0 and api_kind[p]:
+            p = int(parent[p])
+        if p >= 0:
+            parent[r] = p
+        R.attrs.setdefault(r, {})["cuda.api"] = R.phases[R.phase[a]]
+    procs = sorted(set(R.proc))
+    proc_ix = {g: i for i, g in enumerate(procs)}
+    resources, trace_ids = [], []
+    for g in procs:
+        pid = (g >> 24) & 0xFFFFFF
+        res = {"service.name": proc_names.get(g, "nsys"), "host.name": host, "process.pid": pid, "nsys.report": path.name}
+        if epoch is None:
+            res["nsys.clock"] = "session"
+        resources.append(res)
+        trace_ids.append(hashlib.blake2b(f"{path.name}:{epoch}:{g}".encode(), digest_size=16).hexdigest())
+    proc_col = np.asarray([proc_ix[g] for g in R.proc], dtype=np.int32)
+    span_id = np.arange(1, n + 1, dtype=np.uint64)
+    psid = np.where(parent >= 0, span_id[np.maximum(parent, 0)], 0).astype(np.uint64)
+    cols = {
+        "start": start,
+        "end": end,
+        "gpu_start": np.where(gpu, start, -1),
+        "gpu_end": np.where(gpu, end, -1),
+        "phase": np.asarray(R.phase, dtype=np.int32),
+        "lane": lane,
+        "device": np.asarray(R.device, dtype=np.int16),
+        "kind": np.asarray(R.kind, dtype=np.int8),
+        "status": np.asarray(R.status, dtype=np.int8),
+        "nbytes": np.asarray(R.nbytes, dtype=np.int64),
+        "resource": proc_col,
+        "trace": proc_col,
+        "span_id": span_id,
+        "parent_span_id": psid,
+    }
+    tl = Timeline.from_unsorted(cols, R.phases, R.lanes, resources, trace_ids, R.attrs)
+    if not runtime and api_rows:
+        # Rows were re-sorted by from_unsorted; find the API calls again by their span ids.
+        drop = span_id[np.asarray(api_rows, dtype=np.int64)]
+        tl = tl.select(~np.isin(tl.cols["span_id"], drop))
+    return tl
