@@ -1,5 +1,7 @@
 """The read side: readers, the columnar Timeline model and writers for other formats."""
 
+from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, KIND_CODES, KIND_NAMES, Lane, Timeline
+from gputrace.timeline.reader import read_trace
 
-__all__ = ["COLUMNS", "KIND_CODES", "KIND_NAMES", "Lane", "Timeline"]
+__all__ = ["COLUMNS", "KIND_CODES", "KIND_NAMES", "Lane", "LoadReport", "Timeline", "TraceFormatError", "read_trace"]

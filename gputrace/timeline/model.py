@@ -88,6 +88,8 @@ class Timeline:
     trace_ids: list[str] = field(default_factory=list)
     attrs: dict[int, dict] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)  # row -> original span name if it differs from phase
+    #: What the reader loaded and skipped (a ``gputrace.timeline.errors.LoadReport``), or None.
+    load_report: object | None = field(default=None, repr=False, compare=False)
     _end_prefix_max: list[np.ndarray] | None = field(default=None, repr=False)
 
     # ---- construction -------------------------------------------------------------------
