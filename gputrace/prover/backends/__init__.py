@@ -1,1 +1,35 @@
-"""gputrace.prover.backends"""
+"""Prover backends: ``base`` (the interface), ``cpu``, ``cuda`` (imported lazily: needs CuPy).
+
+``make_backend(name, devices)`` returns ``(backend, notice)``: ``name`` is ``cpu``, ``cuda`` or
+``auto``. ``cuda`` raises ``BackendUnavailable`` if CuPy or a GPU is missing; ``auto`` then falls
+back to the CPU and returns a one-line ``notice`` saying why. The CUDA backend's contract:
+``gputrace.prover.backends.cuda.CudaBackend(devices: int)`` implementing ``base.ProverBackend``.
+"""
+
+from __future__ import annotations
+
+from .base import BackendUnavailable, ProverBackend
+
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+def make_backend(name: str, devices: int) -> tuple[ProverBackend, str | None]:
+    if name not in BACKENDS:
+        raise ValueError(f"--backend: expected one of {', '.join(BACKENDS)}, got {name!r}")
+    if name in ("cuda", "auto"):
+        try:
+            from .cuda import CudaBackend  # lazy: imports cupy
+
+            return CudaBackend(devices), None
+        except (ImportError, BackendUnavailable) as exc:
+            if name == "cuda":
+                if isinstance(exc, BackendUnavailable):
+                    raise
+                raise BackendUnavailable(f"cuda backend unavailable: {exc}") from exc
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            notice = f"note: CUDA backend unavailable ({reason}); using the CPU backend"
+    else:
+        notice = None
+    from .cpu import CpuBackend
+
+    return CpuBackend(devices), notice

@@ -204,6 +204,16 @@ class ProverBackend(abc.ABC):
     def d2h(self, arr: DeviceArray, lane: LaneInfo | None = None) -> np.ndarray:
         """Copy a device scalar array back to a new host ``uint64`` array of the same shape."""
 
+    def rows(self, x: DeviceArray, start: int, stop: int) -> DeviceArray:
+        """Rows ``start:stop`` of the first axis of ``x`` as a view (no copy).
+
+        The default slices ``x.data`` (works for numpy and CuPy arrays); override if ``data`` is not
+        an array. The pipeline lays a device's batch out as ``[a_0..a_B-1, b_0.., c_0..]`` and takes
+        the a, b and c blocks with this.
+        """
+        sub = x.data[start:stop]
+        return DeviceArray(sub, x.device, (stop - start, *x.shape[1:]))
+
     # -- scalar-field work (the ``ntt`` phase) -----------------------------------------
     @abc.abstractmethod
     def ntt(self, x: DeviceArray, *, inverse: bool, coset: bool, lane: LaneInfo | None = None) -> DeviceArray:

@@ -1,0 +1,109 @@
+"""Fixed-base scalar multiplication of the group generators, for key generation.
+
+Every Groth16 key element is k·G for the generator G of G1 or G2 and a known scalar k, so setup
+is millions of fixed-base multiplications. ``py_arkworks_bls12381`` multiplies a point by a scalar
+in ~370 µs (G1); a byte-windowed table (32 windows × 256 multiples of 256^j·G) turns each into
+31 additions, ~75 µs in Python — the hot loop is hand-written for that reason. Work is split
+into chunks over a process pool (arkworks' single additions do not release the GIL, so threads
+would not help); results travel as 96/192-byte little-endian affine ``xy`` encodings, with the
+identity as all zero bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Sequence
+
+from py_arkworks_bls12381 import G1Point, G2Point
+
+from .field import R
+
+_TABLES: dict[str, list] = {}
+_XY = {"g1": 96, "g2": 192}
+#: Below this many multiplications the pool's start-up costs more than it saves.
+POOL_THRESHOLD = 3000
+CHUNK = 2048
+
+
+def _table(group: str) -> list:
+    t = _TABLES.get(group)
+    if t is None:
+        cls = G1Point if group == "g1" else G2Point
+        t = []
+        base = cls()
+        for _ in range(32):
+            row = [cls.identity()]
+            acc = cls.identity()
+            for _d in range(1, 256):
+                acc = acc + base
+                row.append(acc)
+            t.append(row)
+            base = acc + base
+        _TABLES[group] = t
+    return t
+
+
+def mul_gen(group: str, scalars: Sequence[int]) -> bytes:
+    """Concatenated xy-LE encodings of k·G for each k in ``scalars`` (this process, no pool)."""
+    table = _table(group)
+    zero = bytes(_XY[group])
+    out = []
+    t0 = table[0]
+    rest = table[1:]
+    for k in scalars:
+        k %= R
+        if k == 0:
+            out.append(zero)
+            continue
+        b = k.to_bytes(32, "little")
+        acc = t0[b[0]]
+        for j, row in enumerate(rest, 1):
+            d = b[j]
+            if d:
+                acc = acc + row[d]
+        out.append(acc.to_xy_bytes_le())
+    return b"".join(out)
+
+
+def _job(args: tuple[str, list[int]]) -> bytes:
+    return mul_gen(*args)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None = None) -> list[bytes]:
+    """Run several ``mul_gen`` jobs (group, scalars), in parallel over processes when large.
+
+    Returns one bytes per job, in order. The pool uses ``fork``: ``spawn``/``forkserver`` re-import the
+    caller's ``__main__``, which breaks scripts without a main guard; the children only run
+    ``mul_gen`` (arkworks and ints), never the parent's threads or locks.
+    """
+    workers = workers or default_workers()
+    total = sum(len(s) for _, s in jobs)
+    if workers <= 1 or total < POOL_THRESHOLD:
+        return [mul_gen(g, s) for g, s in jobs]
+    tasks = []
+    for ji, (g, s) in enumerate(jobs):
+        s = list(s)
+        for start in range(0, len(s), CHUNK):
+            tasks.append((ji, g, s[start : start + CHUNK]))
+    parts: list[list[bytes]] = [[] for _ in jobs]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+        for (ji, _g, _s), res in zip(tasks, pool.map(_job, [(g, s) for _, g, s in tasks])):
+            parts[ji].append(res)
+    return [b"".join(p) for p in parts]
+
+
+def decode_g1(buf: bytes) -> list[G1Point]:
+    """xy-LE bytes (96 per point) -> G1 points (on-curve checked, subgroup trusted: our own keys)."""
+    dec = G1Point.from_xy_bytes_unchecked_le
+    return [dec(buf[i : i + 96]) for i in range(0, len(buf), 96)]
+
+
+def decode_g2(buf: bytes) -> list[G2Point]:
+    dec = G2Point.from_xy_bytes_unchecked_le
+    return [dec(buf[i : i + 192]) for i in range(0, len(buf), 192)]

@@ -1,0 +1,162 @@
+"""Key files and the key cache.
+
+Layout of one cached key (a directory ``<key_dir>/<circuit-id>-<shape>-<fingerprint16>/``):
+
+* ``vk.json`` — ``alpha_g1``, ``beta_g2``, ``gamma_g2``, ``delta_g2`` (compressed hex), ``ic`` (list),
+  plus ``circuit``, ``fingerprint`` and ``num_inputs`` for error messages.
+* ``pk.npz`` — every query as ``uint8`` rows of little-endian affine ``xy`` encodings (96 bytes G1,
+  192 bytes G2; identity = zeros), the fixed elements, and ``meta`` (JSON: fingerprint, sizes, seed).
+
+Keys are found by circuit shape and checked against the R1CS fingerprint; a key whose fingerprint
+differs from the circuit's is ``KeyMismatchError`` (never silently used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import fixed_base
+from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
+from .setup import ProvingKey, VerifyingKey
+
+KEY_FORMAT = 1
+
+
+class KeyError_(ValueError):
+    """A key file is unreadable or malformed (names the file and the field)."""
+
+
+class KeyMismatchError(ValueError):
+    """A key does not belong to this circuit (fingerprint or input count differs)."""
+
+
+def vk_to_json(vk: VerifyingKey, circuit: str, fingerprint: str) -> dict:
+    return {
+        "protocol": "groth16",
+        "curve": "bls12-381",
+        "circuit": circuit,
+        "fingerprint": fingerprint,
+        "num_inputs": len(vk.ic) - 1,
+        "alpha_g1": g1_to_hex(vk.alpha_g1),
+        "beta_g2": g2_to_hex(vk.beta_g2),
+        "gamma_g2": g2_to_hex(vk.gamma_g2),
+        "delta_g2": g2_to_hex(vk.delta_g2),
+        "ic": [g1_to_hex(p) for p in vk.ic],
+    }
+
+
+def load_vk(path: Path) -> tuple[VerifyingKey, dict]:
+    """Read ``vk.json``; raises KeyError_ naming the file and field on any problem."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise KeyError_(f"{path}: cannot read verifying key ({exc})") from None
+    if not isinstance(doc, dict):
+        raise KeyError_(f"{path}: verifying key must be a JSON object")
+    try:
+        for f in ("alpha_g1", "beta_g2", "gamma_g2", "delta_g2", "ic"):
+            if f not in doc:
+                raise KeyError_(f"{path}: missing field {f!r}")
+        if not isinstance(doc["ic"], list) or not doc["ic"]:
+            raise KeyError_(f"{path}: field 'ic' must be a non-empty list")
+        vk = VerifyingKey(
+            alpha_g1=g1_from_hex(doc["alpha_g1"], f"{path}: alpha_g1"),
+            beta_g2=g2_from_hex(doc["beta_g2"], f"{path}: beta_g2"),
+            gamma_g2=g2_from_hex(doc["gamma_g2"], f"{path}: gamma_g2"),
+            delta_g2=g2_from_hex(doc["delta_g2"], f"{path}: delta_g2"),
+            ic=[g1_from_hex(x, f"{path}: ic[{i}]") for i, x in enumerate(doc["ic"])],
+        )
+    except EncodingError as exc:
+        raise KeyError_(str(exc)) from None
+    return vk, doc
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _rows(buf: bytes, width: int) -> np.ndarray:
+    return np.frombuffer(buf, dtype=np.uint8).reshape(-1, width)
+
+
+def save_keys(directory: Path, pk: ProvingKey, vk: VerifyingKey, circuit: str, meta: dict) -> None:
+    """Write ``vk.json`` and ``pk.npz`` into ``directory`` (atomically, file by file)."""
+    directory = Path(directory)
+    raw = pk.raw or {
+        "a": b"".join(p.to_xy_bytes_le() for p in pk.a),
+        "b_g1": b"".join(p.to_xy_bytes_le() for p in pk.b_g1),
+        "b_g2": b"".join(p.to_xy_bytes_le() for p in pk.b_g2),
+        "l": b"".join(p.to_xy_bytes_le() for p in pk.l),
+        "h": b"".join(p.to_xy_bytes_le() for p in pk.h),
+    }
+    fixed1 = b"".join(p.to_xy_bytes_le() for p in (pk.alpha_g1, pk.beta_g1, pk.delta_g1))
+    fixed2 = b"".join(p.to_xy_bytes_le() for p in (pk.beta_g2, pk.delta_g2))
+    full_meta = dict(meta, format=KEY_FORMAT, fingerprint=pk.fingerprint, domain_size=pk.domain_size,
+                     num_inputs=pk.num_inputs, num_vars=pk.num_vars, circuit=circuit)
+    import io
+
+    bio = io.BytesIO()
+    np.savez(
+        bio,
+        a=_rows(raw["a"], 96), b_g1=_rows(raw["b_g1"], 96), b_g2=_rows(raw["b_g2"], 192),
+        l=_rows(raw["l"], 96), h=_rows(raw["h"], 96),
+        fixed_g1=_rows(fixed1, 96), fixed_g2=_rows(fixed2, 192),
+        meta=np.frombuffer(json.dumps(full_meta).encode(), dtype=np.uint8),
+    )
+    _atomic_write(directory / "pk.npz", bio.getvalue())
+    vk_doc = vk_to_json(vk, circuit, pk.fingerprint)
+    _atomic_write(directory / "vk.json", json.dumps(vk_doc, indent=1).encode())
+
+
+def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
+    """Read ``pk.npz``; KeyMismatchError if ``expect_fingerprint`` differs, KeyError_ if malformed."""
+    path = Path(path)
+    try:
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise KeyError_(f"{path}: cannot read proving key ({exc})") from None
+    try:
+        meta = json.loads(arrays["meta"].tobytes())
+        fp = meta["fingerprint"]
+    except (KeyError, ValueError) as exc:
+        raise KeyError_(f"{path}: missing or bad field 'meta' ({exc})") from None
+    if expect_fingerprint is not None and fp != expect_fingerprint:
+        raise KeyMismatchError(
+            f"{path}: proving key is for circuit fingerprint {fp[:16]}, this circuit is {expect_fingerprint[:16]}"
+        )
+    try:
+        f1 = fixed_base.decode_g1(arrays["fixed_g1"].tobytes())
+        f2 = fixed_base.decode_g2(arrays["fixed_g2"].tobytes())
+        return ProvingKey(
+            alpha_g1=f1[0], beta_g1=f1[1], delta_g1=f1[2], beta_g2=f2[0], delta_g2=f2[1],
+            a=fixed_base.decode_g1(arrays["a"].tobytes()),
+            b_g1=fixed_base.decode_g1(arrays["b_g1"].tobytes()),
+            b_g2=fixed_base.decode_g2(arrays["b_g2"].tobytes()),
+            l=fixed_base.decode_g1(arrays["l"].tobytes()),
+            h=fixed_base.decode_g1(arrays["h"].tobytes()),
+            domain_size=int(meta["domain_size"]), num_inputs=int(meta["num_inputs"]),
+            num_vars=int(meta["num_vars"]), fingerprint=fp,
+        )
+    except KeyError as exc:
+        raise KeyError_(f"{path}: missing field {exc}") from None
+    except Exception as exc:  # arkworks decode error: name the file
+        raise KeyError_(f"{path}: corrupt point data ({exc})") from None
+
+
+def cache_dir_for(key_dir: Path, circuit: str, label: str, fingerprint: str) -> Path:
+    return Path(key_dir) / f"{circuit}-{label}-{fingerprint[:16]}"

@@ -1,0 +1,295 @@
+"""``run_prove``: the batched Groth16 proving pipeline, every phase traced.
+
+Structure of one run (phase names from ARCHITECTURE.md; all under one ``prove`` root):
+
+* ``synthesis`` per circuit on a host pool (lanes ``thread:synth-N``, device -1; GIL-bound).
+* one worker thread per backend device, proving its B circuits together: ``pin`` (B1) → ``h2d`` →
+  ``ntt`` {``intt_abc``, ``coset_ntt``, ``h_eval``, ``intt_h``} on all 3B vectors at once → per circuit
+  ``msm_h`` → ``batch_add`` (points whose scalar is 1, for A, B_G1 and L) → ``msm_l``, ``msm_a``,
+  ``msm_b_g1`` (0/1 scalars removed; D4 plans) → ``sync`` (wait for that circuit's ``b_g2``) →
+  ``assemble``; then ``unpin``.
+* ``b_g2`` (G2 MSM) on a CPU pool started as soon as a circuit is synthesized, overlapping the device
+  work: A4 on = one pool thread per CPU (circuits in parallel; arkworks releases the GIL), A4 off = one
+  thread (circuits one after another). Lanes ``thread:b_g2-pool-N``.
+
+Parent contexts are handed to every thread, so nesting in the trace is exact. Threads: the caller's
+thread runs setup, synthesis scheduling, verification and file writing.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from py_arkworks_bls12381 import G2Point
+
+import gputrace
+
+from .backends import make_backend
+from .backends.base import LaneInfo, ProverBackend
+from .circuit import CircuitShape, shape_for_constraints, validate_shape
+from .field import to_scalar
+from .keycache import get_keys
+from .msm_plan import plan_msm
+from .options import OPT_NAMES, ProveOptions, ProveResult
+from .setup import ProvingKey
+from .verify import Proof, verify, write_proof
+from .keys import load_vk
+from .witness import Witness, synthesize_witness
+from .field import limbs_to_scalars
+
+
+class _Stats:
+    """Thread-safe per-(phase, device-label) seconds, measured on the same intervals as the spans."""
+
+    def __init__(self) -> None:
+        self.sec: dict[tuple[str, str], float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def phase(self, name: str, label: str, **kw):
+        t0 = time.perf_counter()
+        try:
+            with gputrace.phase(name, **kw) as p:
+                yield p
+        finally:
+            dt = time.perf_counter() - t0
+            with self._lock:
+                self.sec[(name, label)] += dt
+
+
+def resolve_shape(o: ProveOptions) -> CircuitShape:
+    if o.challenges is not None or o.depth is not None:
+        if o.challenges is None or o.depth is None:
+            raise ValueError("--challenges and --depth go together")
+        return validate_shape(o.challenges, o.depth)
+    if o.constraints is None:
+        raise ValueError("give --constraints or --challenges with --depth")
+    return shape_for_constraints(o.constraints)
+
+
+def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str) -> dict:
+    cfg = {name: (name in o.opts) for name in OPT_NAMES}
+    cfg.update(backend=backend, batch=o.batch, devices=o.devices, constraints=shape.constraints,
+               challenges=shape.challenges, depth=shape.depth)
+    return cfg
+
+
+def run_prove(options: ProveOptions) -> ProveResult:
+    """Prove ``batch × devices`` circuits; write proofs and ``vk.json`` to ``options.out_dir``.
+
+    Raises ValueError for bad options, ``BackendUnavailable`` for ``--backend cuda`` without a GPU,
+    ``UnsatisfiedConstraint`` if a witness is wrong, key errors from ``keys``.
+    """
+    o = options
+    if o.batch < 1 or o.devices < 1:
+        raise ValueError(f"--batch and --devices must be >= 1 (got {o.batch}, {o.devices})")
+    unknown = set(o.opts) - set(OPT_NAMES)
+    if unknown:
+        raise ValueError(f"unknown optimisation switch {sorted(unknown)[0]!r}")
+    shape = resolve_shape(o)
+    backend, notice = make_backend(o.backend, o.devices)
+    out_dir = Path(o.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key_dir = Path(o.key_dir) if o.key_dir else out_dir / "keys"
+    cfg = config_attrs(o, shape, backend.name)
+    if o.configure_tracer:
+        gputrace.configure(trace_file=str(o.trace) if o.trace else None, otlp=o.otlp, config=cfg)
+    stats = _Stats()
+    try:
+        t0 = time.perf_counter()
+        with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
+            keyset = get_keys(shape, key_dir, o.seed)
+        pk = keyset.pk
+        vk, _ = load_vk(keyset.vk_path)
+        setup_s = time.perf_counter() - t0
+        total = o.batch * backend.device_count()
+        t_start = time.perf_counter()
+        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total)
+        wall = time.perf_counter() - t_start
+        paths, verified = [], []
+        (out_dir / "vk.json").write_bytes(keyset.vk_path.read_bytes())
+        for i in range(total):
+            p = out_dir / f"proof-{i}.json"
+            write_proof(p, proofs[i], publics[i], circuit=i)
+            paths.append(p)
+            if o.verify:
+                with stats.phase("verify", "host", circuit=i, kind="host"):
+                    verified.append(verify(vk, proofs[i], publics[i]))
+    finally:
+        backend.close()
+        if o.configure_tracer:
+            gputrace.shutdown()
+    return ProveResult(
+        proof_paths=paths, vk_path=out_dir / "vk.json", verified=verified, phase_seconds=dict(stats.sec),
+        wall_s=wall, setup_s=setup_s, backend=backend.name, constraints=shape.constraints,
+        challenges=shape.challenges, depth=shape.depth, notice=notice, config=cfg, key_cached=keyset.cached,
+    )
+
+
+def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey,
+                 stats: _Stats, total: int) -> tuple[list[Proof], list[list[int]]]:
+    ndev = backend.device_count()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    bases = [
+        {name: backend.load_bases(name, pts, d) for name, pts in
+         (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))}
+        for d in range(ndev)
+    ]
+    g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
+    witnesses: list[Future] = []
+    b_g2: list[Future] = []
+    done = [0]
+    done_lock = threading.Lock()
+
+    def progress(event: str) -> None:
+        if o.progress is not None:
+            with done_lock:
+                done[0] += 1
+                n = done[0]
+            o.progress(event, n, 2 * total)
+
+    with gputrace.phase("prove", batch=0, circuits=total, devices=ndev, kind="host"):
+        ctx = gputrace.current_context()
+        synth_pool = ThreadPoolExecutor(max_workers=max(1, min(total, cpus)), thread_name_prefix="synth")
+        g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
+        try:
+            def synth(i: int) -> Witness:
+                lane = f"thread:synth-{_slot(threading.current_thread().name)}"
+                with stats.phase("synthesis", "host", circuit=i, batch=0, device=-1, lane=lane, parent=ctx,
+                                 constraints=shape.constraints):
+                    w = synthesize_witness(shape, o.seed, i, pk.domain_size, o.opts)
+                progress("synthesis")
+                return w
+
+            def g2(wf: Future) -> G2Point:
+                w = wf.result()
+                lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
+                with stats.phase("b_g2", "host", circuit=w.circuit, batch=0, device=-1, lane=lane, parent=ctx,
+                                 kind="host"):
+                    return G2Point.multiexp_unchecked(pk.b_g2[: len(w.z)], limbs_to_scalars(w.z_limbs))
+
+            for i in range(total):
+                wf = synth_pool.submit(synth, i)
+                witnesses.append(wf)
+                b_g2.append(g2_pool.submit(g2, wf))
+            results: list = [None] * total
+            errors: list[BaseException] = []
+
+            def worker(d: int) -> None:
+                try:
+                    lane = backend.lanes(d)[0]
+                    mine = list(range(d * o.batch, (d + 1) * o.batch))
+                    ws = [witnesses[i].result() for i in mine]
+                    for i, pr in zip(mine, _device_work(o, backend, lane, bases[d], pk, ws, b_g2, stats, ctx)):
+                        results[i] = pr
+                        progress("proof")
+                except BaseException as exc:  # surfaced on the caller's thread below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=worker, args=(d,), name=f"cpu-worker-{d}") for d in range(ndev)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        finally:
+            synth_pool.shutdown(wait=True, cancel_futures=True)
+            g2_pool.shutdown(wait=True, cancel_futures=True)
+    return results, [wf.result().public_inputs for wf in witnesses]
+
+
+def _slot(thread_name: str) -> str:
+    return thread_name.rsplit("_", 1)[-1]
+
+
+def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases: dict, pk: ProvingKey,
+                 ws: list[Witness], b_g2: list[Future], stats: _Stats, ctx) -> list[Proof]:
+    """One device's batch: returns one proof per witness (runs on that device's worker thread)."""
+    dl = f"{backend.name}:{lane.index}"
+    kw = dict(device=lane.device, lane=lane.lane, stream=lane.stream, batch=0)
+    top = dict(kw, parent=ctx)  # top-level device phases: children of the prove root
+    nb, n = len(ws), pk.domain_size
+    # Layout [a_0..a_nb-1, b_0.., c_0..] so a, b and c are contiguous row blocks.
+    host = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * nb, n, 4))
+    pinned = None
+    proofs: list[Proof] = []
+    try:
+        if "b1" in o.opts:
+            with stats.phase("pin", dl, bytes=host.nbytes, kind="pin", **top) as p:
+                pinned = backend.pin(host)
+                p.set("pinned", pinned.pinned)
+        with stats.phase("h2d", dl, bytes=host.nbytes, **top):
+            dev = backend.h2d(pinned if pinned is not None else host, lane.index, lane)
+        with stats.phase("ntt", dl, **top):
+            with stats.phase("intt_abc", dl, **kw):
+                dev = backend.ntt(dev, inverse=True, coset=False, lane=lane)
+            with stats.phase("coset_ntt", dl, **kw):
+                dev = backend.ntt(dev, inverse=False, coset=True, lane=lane)
+            with stats.phase("h_eval", dl, **kw):
+                h = backend.h_eval(backend.rows(dev, 0, nb), backend.rows(dev, nb, 2 * nb),
+                                   backend.rows(dev, 2 * nb, 3 * nb), lane=lane)
+            with stats.phase("intt_h", dl, **kw):
+                h = backend.ntt(h, inverse=True, coset=True, lane=lane)
+        d4 = "d4" in o.opts
+        one = np.array([1, 0, 0, 0], dtype=np.uint64)
+        for j, w in enumerate(ws):
+            ckw = dict(top, circuit=w.circuit)
+            with stats.phase("msm_h", dl, **ckw):
+                # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
+                mh = backend.msm_g1(bases["h"], _coeffs(backend, h, j, n - 1), lane=lane)
+            z, ni = w.z_limbs, w.num_inputs
+            ones = np.all(z == one, axis=1)
+            tail = z.copy()
+            tail[ones] = 0
+            with stats.phase("batch_add", dl, **ckw):
+                ba = backend.batch_add_g1(bases["a"], ones, lane=lane)
+                bb = backend.batch_add_g1(bases["b_g1"], ones, lane=lane)
+                bl = backend.batch_add_g1(bases["l"], ones[ni:], lane=lane)
+            with stats.phase("msm_l", dl, **ckw):
+                sl = tail[ni:]
+                ml = backend.msm_g1(bases["l"], sl, plan=plan_msm(sl) if d4 else None, lane=lane)
+            with stats.phase("msm_a", dl, **ckw):
+                ma = backend.msm_g1(bases["a"], tail, plan=plan_msm(tail) if d4 else None, lane=lane)
+            with stats.phase("msm_b_g1", dl, **ckw):
+                mb = backend.msm_g1(bases["b_g1"], tail, plan=plan_msm(tail) if d4 else None, lane=lane)
+            hkw = {k: v for k, v in ckw.items() if k != "stream"}
+            with stats.phase("sync", dl, kind="sync", waits_for="b_g2", **hkw):
+                g2 = b_g2[w.circuit].result()
+            with stats.phase("assemble", dl, **hkw):
+                proofs.append(_assemble(pk, ma + ba, mb + bb, ml + bl, mh, g2))
+    finally:
+        if pinned is not None:
+            with stats.phase("unpin", dl, bytes=pinned.nbytes, kind="pin", **top):
+                backend.unpin(pinned)
+    return proofs
+
+
+def _coeffs(backend: ProverBackend, h, j: int, count: int):
+    """The first ``count`` coefficients of row ``j`` of the device array ``h`` (a device view)."""
+    from .backends.base import DeviceArray
+
+    row = backend.rows(h, j, j + 1)
+    return DeviceArray(row.data[0, :count], row.device, (count, 4))
+
+
+def _assemble(pk: ProvingKey, sum_a, sum_b1, sum_l, sum_h, sum_b2) -> Proof:
+    r = secrets.randbelow(_R - 1) + 1  # fresh blinding per proof (zero knowledge)
+    s = secrets.randbelow(_R - 1) + 1
+    rs, ss = to_scalar(r), to_scalar(s)
+    a = pk.alpha_g1 + sum_a + pk.delta_g1 * rs
+    b2 = pk.beta_g2 + sum_b2 + pk.delta_g2 * ss
+    b1 = pk.beta_g1 + sum_b1 + pk.delta_g1 * ss
+    c = sum_l + sum_h + a * ss + b1 * rs - pk.delta_g1 * to_scalar(r * s)
+    return Proof(a=a, b=b2, c=c)
+
+
+from .field import R as _R  # noqa: E402

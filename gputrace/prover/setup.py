@@ -1,0 +1,110 @@
+"""Groth16 key generation from a seeded RNG — FOR TESTS AND BENCHMARKS ONLY, NOT A CEREMONY.
+
+Anyone who knows the seed knows the toxic waste (τ, α, β, γ, δ) and can forge proofs for the
+key. The seed exists so that keys are reproducible and cacheable in CI.
+
+Follows bellman's ``generate_parameters``: the R1CS gets one extra row per public input
+(``input_i · 0 = 0``) so the input polynomials are linearly independent; the domain is the
+smallest power of two >= constraints + inputs; u_i(τ), v_i(τ), w_i(τ) come from the Lagrange
+basis at τ; key elements are fixed-base multiples of the generators (``fixed_base``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from py_arkworks_bls12381 import G1Point, G2Point
+
+from . import fixed_base
+from .field import R, batch_inv, inv, root_of_unity
+from .r1cs import ConstraintSystem
+
+
+@dataclass
+class ProvingKey:
+    """Groth16 proving key. Point lists are host arkworks points; ``l`` covers private variables only."""
+
+    alpha_g1: G1Point
+    beta_g1: G1Point
+    beta_g2: G2Point
+    delta_g1: G1Point
+    delta_g2: G2Point
+    a: list[G1Point]
+    b_g1: list[G1Point]
+    b_g2: list[G2Point]
+    l: list[G1Point]
+    h: list[G1Point]
+    domain_size: int
+    num_inputs: int  # including ONE
+    num_vars: int
+    fingerprint: str
+    #: xy-LE encodings of the queries as generated (saves re-encoding when writing the key).
+    raw: dict | None = None
+
+
+@dataclass
+class VerifyingKey:
+    alpha_g1: G1Point
+    beta_g2: G2Point
+    gamma_g2: G2Point
+    delta_g2: G2Point
+    ic: list[G1Point]  # one per input including ONE
+
+
+def domain_size_for(cs: ConstraintSystem) -> int:
+    rows = cs.num_constraints + cs.num_inputs
+    n = 2
+    while n < rows:
+        n <<= 1
+    return n
+
+
+def lagrange_at(tau: int, n: int) -> list[int]:
+    """L_j(τ) for the size-n domain: (τ^n − 1)/n · ω^j / (τ − ω^j)."""
+    w = root_of_unity(n)
+    pts = [1] * n
+    for j in range(1, n):
+        pts[j] = pts[j - 1] * w % R
+    zt = (pow(tau, n, R) - 1) % R
+    scale = zt * inv(n) % R
+    invs = batch_inv([(tau - p) % R for p in pts])
+    return [scale * p % R * iv % R for p, iv in zip(pts, invs)]
+
+
+def generate(cs: ConstraintSystem, seed: int, workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
+    """Keys for ``cs``'s structure from ``seed`` (see the module warning). Uses a process pool."""
+    rng = random.Random(f"groth16-setup:{seed}")
+    tau, alpha, beta, gamma, delta = (rng.randrange(1, R) for _ in range(5))
+    n = domain_size_for(cs)
+    m, ni, nv = cs.num_constraints, cs.num_inputs, cs.num_vars
+    lag = lagrange_at(tau, n)
+    u = cs.column_sums(0, lag)
+    v = cs.column_sums(1, lag)
+    w = cs.column_sums(2, lag)
+    for i in range(ni):  # the input rows input_i * 0 = 0
+        u[i] = (u[i] + lag[m + i]) % R
+    gi, di = inv(gamma), inv(delta)
+    ic_s = [(beta * u[i] + alpha * v[i] + w[i]) * gi % R for i in range(ni)]
+    l_s = [(beta * u[i] + alpha * v[i] + w[i]) * di % R for i in range(ni, nv)]
+    zt_d = (pow(tau, n, R) - 1) * di % R
+    h_s = []
+    acc = zt_d
+    for _ in range(n - 1):
+        h_s.append(acc)
+        acc = acc * tau % R
+    jobs = [
+        ("g1", u), ("g1", v), ("g2", v), ("g1", l_s), ("g1", h_s), ("g1", ic_s),
+        ("g1", [alpha, beta, delta]), ("g2", [beta, gamma, delta]),
+    ]
+    out = fixed_base.mul_gen_many(jobs, workers)
+    a_q, b1_q, l_q, h_q, ic, g1x = (fixed_base.decode_g1(out[i]) for i in (0, 1, 3, 4, 5, 6))
+    b2_q, g2x = fixed_base.decode_g2(out[2]), fixed_base.decode_g2(out[7])
+    pk = ProvingKey(
+        alpha_g1=g1x[0], beta_g1=g1x[1], beta_g2=g2x[0], delta_g1=g1x[2], delta_g2=g2x[2],
+        a=a_q, b_g1=b1_q, b_g2=b2_q, l=l_q, h=h_q,
+        domain_size=n, num_inputs=ni, num_vars=nv, fingerprint=cs.fingerprint(),
+        raw={"a": out[0], "b_g1": out[1], "b_g2": out[2], "l": out[3], "h": out[4]},
+    )
+    vk = VerifyingKey(alpha_g1=g1x[0], beta_g2=g2x[0], gamma_g2=g2x[1], delta_g2=g2x[2], ic=ic)
+    return pk, vk

@@ -1,0 +1,99 @@
+"""Groth16 verification by pairings, and proof files.
+
+``proof-<circuit>.json``: ``{"a": G1 hex, "b": G2 hex, "c": G1 hex, "public_inputs": [decimal str]}``
+(compressed points, the zcash/blst encoding). Checks e(A,B) = e(α,β)·e(Σ x_i·IC_i, γ)·e(C,δ) as one
+``pairing_check`` of four pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from py_arkworks_bls12381 import G1Point, G2Point, GT
+
+from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
+from .field import R, to_scalars
+from .setup import VerifyingKey
+
+
+class ProofFileError(ValueError):
+    """A proof file is unreadable or malformed; the message names the file and field."""
+
+
+class InputCountError(ValueError):
+    """The number of public inputs does not match the verifying key."""
+
+
+@dataclass
+class Proof:
+    a: G1Point
+    b: G2Point
+    c: G1Point
+
+
+def proof_to_json(proof: Proof, public_inputs: list[int], circuit: int | str | None = None) -> dict:
+    doc = {
+        "a": g1_to_hex(proof.a),
+        "b": g2_to_hex(proof.b),
+        "c": g1_to_hex(proof.c),
+        "public_inputs": [str(x) for x in public_inputs],
+    }
+    if circuit is not None:
+        doc["circuit"] = circuit
+    return doc
+
+
+def write_proof(path: Path, proof: Proof, public_inputs: list[int], circuit: int | str | None = None) -> None:
+    Path(path).write_text(json.dumps(proof_to_json(proof, public_inputs, circuit), indent=1))
+
+
+def read_proof(path: Path) -> tuple[Proof, list[int]]:
+    """Parse a proof file; ProofFileError names the file and the offending field."""
+    path = Path(path)
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ProofFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ProofFileError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ProofFileError(f"{path}: expected a JSON object")
+    for f in ("a", "b", "c", "public_inputs"):
+        if f not in doc:
+            raise ProofFileError(f"{path}: missing field {f!r}")
+    try:
+        proof = Proof(
+            a=g1_from_hex(doc["a"], f"{path}: field 'a'"),
+            b=g2_from_hex(doc["b"], f"{path}: field 'b'"),
+            c=g1_from_hex(doc["c"], f"{path}: field 'c'"),
+        )
+    except EncodingError as exc:
+        raise ProofFileError(str(exc)) from None
+    pis = doc["public_inputs"]
+    if not isinstance(pis, list):
+        raise ProofFileError(f"{path}: field 'public_inputs' must be a list of decimal strings")
+    values = []
+    for i, s in enumerate(pis):
+        if not isinstance(s, str) or not s.isdigit():
+            raise ProofFileError(f"{path}: field 'public_inputs[{i}]' must be a decimal string, got {s!r}")
+        v = int(s)
+        if v >= R:
+            raise ProofFileError(f"{path}: field 'public_inputs[{i}]' is not below the scalar field modulus")
+        values.append(v)
+    return proof, values
+
+
+def verify(vk: VerifyingKey, proof: Proof, public_inputs: list[int]) -> bool:
+    """True iff the proof verifies. InputCountError if the input count does not match the key."""
+    if len(public_inputs) + 1 != len(vk.ic):
+        raise InputCountError(
+            f"verifying key expects {len(vk.ic) - 1} public inputs, proof has {len(public_inputs)}"
+        )
+    acc = vk.ic[0]
+    if public_inputs:
+        acc = acc + G1Point.multiexp_unchecked(vk.ic[1:], to_scalars([x % R for x in public_inputs]))
+    return bool(
+        GT.pairing_check([-proof.a, vk.alpha_g1, acc, proof.c], [proof.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2])
+    )
