@@ -1,0 +1,452 @@
+"""`GputraceApp`: the timeline viewer (``gputrace view``).
+
+Layout: title bar; time axis over the Gantt (left), tabs Details / Summary / Stalls
+(right); search/filter input; status bar; footer.
+
+Threads: loading runs in a thread worker (`gputrace.tui.loader`) that posts `Loaded`
+messages carrying an already-built `TimelineIndex`; analysis (idle gaps, stalls, phase
+statistics) runs in a second thread worker after the load and posts `Analysed`. The UI
+thread only swaps references and redraws. A load that fails posts `LoadFailed`, shown as a
+message in place of the timeline (never a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+from rich.table import Table
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from gputrace.timeline.model import Timeline
+from gputrace.tui.axis import TimeAxis
+from gputrace.tui.gantt import NAME_W, Gantt
+from gputrace.tui.index import TimelineIndex
+from gputrace.tui.layout import View, format_duration
+from gputrace.tui.loader import LoadError, Part, Update, batch_updates
+from gputrace.tui.overlays import Overlays, compute_overlays
+from gputrace.tui.panels import DetailsPanel, StallsPanel, SummaryPanel
+from gputrace.tui.query import QueryError, match_mask
+
+KEYS = [
+    ("←/→  h/l", "pan a tenth of the view (shift: half)"),
+    ("↑/↓  k/j", "move the row cursor"),
+    ("+ / -", "zoom in / out around the cursor (mouse wheel: around the pointer)"),
+    ("f  0", "zoom to fit"),
+    ("z", "zoom to the selected span"),
+    ("enter", "select the span under the cursor on this row"),
+    ("[ / ]", "previous / next span on this row"),
+    ("n / N", "next / previous span of the same phase"),
+    ("space", "fold / unfold the host or device group"),
+    ("/", "search: dims everything that does not match"),
+    ("m / M", "next / previous search match"),
+    ("F", "filter: show only matching spans"),
+    ("escape", "clear search, then filter"),
+    ("1 2 3", "details / summary / stalls panel"),
+    ("s  d", "summary: cycle sort column / split by device"),
+    ("p", "show / hide the side panel"),
+    ("mouse", "click selects, drag pans, wheel zooms, shift+wheel pans"),
+    ("q", "quit"),
+]
+
+QUERY_HELP = (
+    "words match phase names; key=value[,value] on phase, device (n|cpu), lane, host, kind, "
+    "circuit, batch, bytes or any attribute; dur>10ms, bytes>1000000"
+)
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        t = Table.grid(padding=(0, 2))
+        t.add_column(style="bold cyan", no_wrap=True)
+        t.add_column()
+        for k, v in KEYS:
+            t.add_row(k, v)
+        t.add_row("", "")
+        t.add_row("query", QUERY_HELP)
+        t.add_row("", "")
+        t.add_row("drawing", "▌▐ half-cell edges · ░▒▓ many spans in one cell · ▄ device (CUDA-event) time "
+                             "· red bars on GPU rows: idle gaps · ┄ parent time no child covers (unattributed)")
+        yield Static(t, id="help")
+
+
+@dataclass
+class Loaded(Message):
+    update: Update
+
+
+@dataclass
+class LoadFailed(Message):
+    text: str
+
+
+@dataclass
+class Analysed(Message):
+    generation: int
+    overlays: Overlays
+    stats: list
+
+
+class GputraceApp(App):
+    """The viewer. Give ``paths`` (files read by the timeline reader), or ``timeline``, or
+    ``parts`` (an iterable of `Part`, for tests and benchmarks)."""
+
+    CSS_PATH = "gputrace.tcss"
+    TITLE = "gputrace"
+
+    BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("slash", "query('search')", "Search"),
+        Binding("F", "query('filter')", "Filter"),
+        Binding("m", "match(1)", "Next match", show=False),
+        Binding("M", "match(-1)", show=False),
+        Binding("escape", "clear", "Clear", show=False),
+        Binding("1", "panel('details')", show=False),
+        Binding("2", "panel('summary')", show=False),
+        Binding("3", "panel('stalls')", show=False),
+        Binding("p", "toggle_side", "Panel", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        paths: Sequence[str] = (),
+        *,
+        timeline: Timeline | None = None,
+        parts: Iterable[Part] | Callable[[], Iterable[Part]] | None = None,
+        follow: bool = False,
+        batch_time: float = 0.25,
+        title: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.paths = list(paths)
+        self._timeline = timeline
+        self._parts = parts
+        self.follow = follow
+        self.batch_time = batch_time
+        self.trace_title = title or (", ".join(self.paths) if self.paths else "trace")
+        self.index: TimelineIndex | None = None
+        self.full_index: TimelineIndex | None = None  # unfiltered
+        self.filter_text = ""
+        self.search_text = ""
+        self.search_rows = np.empty(0, np.int64)
+        self.query_mode = "search"
+        self.loaded = asyncio.Event()  # set after the final update (or a failure)
+        self.analysed = asyncio.Event()
+        self.error: str | None = None
+        self.last_update: Update | None = None
+        self.first_draw_s: float | None = None
+        self._t_start = time.perf_counter()
+        self._analysis_gen = 0
+        self._last_analysis = 0.0
+        self.overlays = Overlays()
+        self.by_device = True
+
+    # ---- layout -----------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(f"gputrace · {self.trace_title} · loading…", id="title")
+        with Horizontal(id="body"):
+            with Vertical(id="main"):
+                yield TimeAxis(NAME_W, id="axis")
+                yield Gantt(id="gantt")
+                yield Static("", id="message")
+            with TabbedContent(id="side", initial="details"):
+                with TabPane("Details", id="details"):
+                    yield DetailsPanel(id="details-panel")
+                with TabPane("Summary", id="summary"):
+                    yield SummaryPanel(id="summary-panel")
+                with TabPane("Stalls", id="stalls"):
+                    yield StallsPanel(id="stalls-panel")
+        yield Input(placeholder=QUERY_HELP, id="query")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DetailsPanel).show(None, -1, 0)
+        self.query_one(Gantt).focus()
+        self._load()
+
+    # ---- loading (worker thread) ------------------------------------------------------
+    def _make_parts(self) -> Iterable[Part]:
+        if self._timeline is not None:
+            return [Part(self._timeline)]
+        if self._parts is not None:
+            return self._parts() if callable(self._parts) else self._parts
+        from gputrace.tui.sources import trace_parts
+
+        return trace_parts(self.paths, follow=self.follow)
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        worker = get_current_worker()
+        try:
+            for upd in batch_updates(
+                self._make_parts(), batch_time=self.batch_time,
+                cancelled=lambda: worker.is_cancelled, final=not self.follow,
+            ):
+                self.post_message(Loaded(upd))
+        except LoadError as e:
+            self.post_message(LoadFailed(str(e)))
+        except Exception as e:  # the reader's TraceFormatError names file/line/field
+            name = type(e).__name__
+            text = str(e) if name in ("TraceFormatError", "FileNotFoundError", "PermissionError") else f"{name}: {e}"
+            self.post_message(LoadFailed(f"cannot open {self.trace_title}: {text}"))
+
+    def on_loaded(self, msg: Loaded) -> None:
+        upd = msg.update
+        self.last_update = upd
+        self.full_index = upd.index
+        gantt = self.query_one(Gantt)
+        if self.filter_text:
+            self._apply_filter(self.filter_text, quiet=True)
+        else:
+            self.index = upd.index
+            gantt.set_index(upd.index)
+        if self.search_text:
+            self._apply_search(self.search_text, quiet=True)
+        if self.first_draw_s is None and upd.spans:
+            self.call_after_refresh(self._mark_first_draw)
+        self._update_title()
+        self._update_status()
+        if upd.final:
+            if upd.spans == 0:
+                self._fail(f"{self.trace_title}: no spans (empty file, or not an OTLP JSON Lines trace)"
+                           + (f" — {upd.note}" if upd.note else ""))
+                return
+            self.loaded.set()
+        if upd.final or time.monotonic() - self._last_analysis > 2.0:
+            self._last_analysis = time.monotonic()
+            self._analysis_gen += 1
+            self._analyse(upd.index, self._analysis_gen, self.by_device)
+
+    def _mark_first_draw(self) -> None:
+        if self.first_draw_s is None:
+            self.first_draw_s = time.perf_counter() - self._t_start
+
+    def on_load_failed(self, msg: LoadFailed) -> None:
+        self._fail(msg.text)
+
+    def _fail(self, text: str) -> None:
+        self.error = text
+        msg = self.query_one("#message", Static)
+        msg.update(f"⚠ {text}\n\nPress q to quit.")
+        msg.add_class("shown")
+        self.query_one(Gantt).display = False
+        self.query_one(TimeAxis).display = False
+        self.query_one("#title", Static).update(f"gputrace · {self.trace_title} · failed")
+        self.loaded.set()
+        self.analysed.set()
+
+    # ---- analysis (worker thread) -----------------------------------------------------
+    @work(thread=True, exclusive=True, group="analysis")
+    def _analyse(self, index: TimelineIndex, gen: int, by_device: bool) -> None:
+        from gputrace.analysis.stats import phase_stats
+
+        tl = index.timeline
+        try:
+            ov = compute_overlays(tl, index.origin)
+            stats = phase_stats(tl, by_device=by_device)
+        except Exception as e:  # analysis must never take the viewer down
+            ov, stats = Overlays(notes=[f"analysis failed: {type(e).__name__}: {e}"]), []
+        self.post_message(Analysed(gen, ov, stats))
+
+    def on_analysed(self, msg: Analysed) -> None:
+        if msg.generation != self._analysis_gen:
+            return
+        self.overlays = msg.overlays
+        self.query_one(Gantt).set_overlays(msg.overlays)
+        self.query_one(SummaryPanel).show(msg.stats)
+        self.query_one(StallsPanel).show(msg.overlays.items, msg.overlays.notes)
+        if self.loaded.is_set():
+            self.analysed.set()
+
+    def on_summary_panel_by_device_toggled(self, msg: SummaryPanel.ByDeviceToggled) -> None:
+        self.by_device = msg.by_device
+        if self.full_index is not None:
+            self._analysis_gen += 1
+            self._analyse(self.full_index, self._analysis_gen, self.by_device)
+
+    # ---- panels and bars --------------------------------------------------------------
+    def on_gantt_span_selected(self, msg: Gantt.SpanSelected) -> None:
+        idx = self.index
+        self.query_one(DetailsPanel).show(idx.timeline if idx else None, msg.row, idx.origin if idx else 0)
+        self._update_status()
+
+    def on_gantt_view_changed(self, msg: Gantt.ViewChanged) -> None:
+        self.query_one(TimeAxis).show(msg.view, msg.width, msg.cursor_t)
+        self._update_status()
+
+    def on_stalls_panel_chosen(self, msg: StallsPanel.Chosen) -> None:
+        gantt = self.query_one(Gantt)
+        if self.index is None:
+            return
+        o = self.index.origin
+        if msg.item.row >= 0:
+            gantt.select_row(msg.item.row)
+        gantt.set_view(View.fit(msg.item.start - o, msg.item.end - o, gantt.timeline_width, margin=0.25))
+        gantt.focus()
+
+    def _update_title(self) -> None:
+        idx = self.full_index
+        if idx is None:
+            return
+        tl = idx.timeline
+        hosts = {ln.host for ln in tl.lanes}
+        gpus = {(ln.host, ln.device) for ln in tl.lanes if ln.device >= 0}
+        dur = format_duration(idx.t_max - idx.t_min)
+        self.query_one("#title", Static).update(
+            f"gputrace · {self.trace_title} · {tl.n:,} spans · {len(hosts)} host{'s' * (len(hosts) != 1)} · "
+            f"{len(gpus)} GPU{'s' * (len(gpus) != 1)} · {dur}"
+        )
+
+    def _update_status(self) -> None:
+        parts = []
+        u = self.last_update
+        if u is not None and not u.final:
+            if self.follow and u.total_bytes and u.done_bytes >= u.total_bytes:
+                parts.append(f"following · {u.spans:,} spans")
+            else:
+                parts.append(f"loading {u.fraction:.0%} · {u.spans:,} spans")
+        if u is not None and u.note:
+            parts.append(u.note)
+        gantt = self.query_one(Gantt)
+        parts.append(gantt.describe_view())
+        if self.filter_text:
+            parts.append(f"filter: {self.filter_text}")
+        if self.search_text:
+            parts.append(f"search: {self.search_text} ({len(self.search_rows):,} matches)")
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    # ---- search & filter --------------------------------------------------------------
+    def action_query(self, mode: str) -> None:
+        self.query_mode = mode
+        box = self.query_one("#query", Input)
+        box.value = self.search_text if mode == "search" else self.filter_text
+        box.placeholder = f"{mode}: {QUERY_HELP}"
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        box = self.query_one("#query", Input)
+        box.remove_class("shown")
+        text = event.value.strip()
+        if self.query_mode == "search":
+            self._apply_search(text)
+        else:
+            self._apply_filter(text)
+        self.query_one(Gantt).focus()
+
+    def _apply_search(self, text: str, quiet: bool = False) -> None:
+        gantt = self.query_one(Gantt)
+        if not text or self.index is None:
+            self.search_text, self.search_rows = "", np.empty(0, np.int64)
+            gantt.set_dim(None)
+            self._update_status()
+            return
+        try:
+            mask = match_mask(self.index.timeline, text)
+        except QueryError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.search_text = text
+        self.search_rows = np.flatnonzero(mask)
+        gantt.set_dim(~mask)
+        if not quiet:
+            if len(self.search_rows):
+                self.action_match(1)
+            else:
+                self.notify(f"no span matches {text!r}", severity="warning")
+        self._update_status()
+
+    def _apply_filter(self, text: str, quiet: bool = False) -> None:
+        full = self.full_index
+        if full is None:
+            return
+        gantt = self.query_one(Gantt)
+        if not text:
+            self.filter_text = ""
+            self.index = full
+            gantt.set_index(full)
+            self._update_status()
+            return
+        try:
+            mask = match_mask(full.timeline, text)
+        except QueryError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.filter_text = text
+        idx = TimelineIndex.build(full.timeline, origin=full.origin, mask=mask)
+        self.index = idx
+        gantt.set_index(idx)
+        if not quiet and not mask.any():
+            self.notify(f"filter {text!r} hides every span (Esc clears it)", severity="warning")
+        self._update_status()
+
+    def action_match(self, delta: int) -> None:
+        rows = self.search_rows
+        if not len(rows) or self.index is None:
+            return
+        gantt = self.query_one(Gantt)
+        tl = self.index.timeline
+        order = rows[np.lexsort((rows, tl.start[rows]))]
+        if gantt.selected in order:
+            j = int(np.flatnonzero(order == gantt.selected)[0]) + delta
+        else:
+            t = gantt.view.t0 + self.index.origin
+            j = int(np.searchsorted(tl.start[order], t)) if delta > 0 else int(np.searchsorted(tl.start[order], t)) - 1
+        gantt.select_row(int(order[j % len(order)]))
+
+    def action_clear(self) -> None:
+        box = self.query_one("#query", Input)
+        if box.has_class("shown"):
+            box.remove_class("shown")
+            self.query_one(Gantt).focus()
+        elif self.search_text:
+            self._apply_search("")
+        elif self.filter_text:
+            self._apply_filter("")
+        else:
+            self.query_one(Gantt).select_row(-1)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_panel(self, name: str) -> None:
+        side = self.query_one("#side", TabbedContent)
+        side.remove_class("hidden")
+        side.active = name
+
+    def action_toggle_side(self) -> None:
+        self.query_one("#side").toggle_class("hidden")
+
+    # ---- headless use -----------------------------------------------------------------
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until loaded and analysed (or failed); raises TimeoutError."""
+        await asyncio.wait_for(self.loaded.wait(), timeout)
+        if not self.follow:
+            await asyncio.wait_for(self.analysed.wait(), timeout)
+
+
+async def _screenshot(app: GputraceApp, size: tuple[int, int], timeout: float) -> str:
+    async with app.run_test(size=size) as pilot:
+        await app.wait_ready(timeout)
+        await pilot.pause()
+        await pilot.pause(0.05)
+        return app.export_screenshot(title=f"gputrace view {app.trace_title}")
+
+
+def screenshot_svg(app: GputraceApp, size: tuple[int, int] = (160, 48), timeout: float = 120.0) -> str:
+    """Run ``app`` headless until loaded and analysed, and return its first screen as SVG."""
+    return asyncio.run(_screenshot(app, size, timeout))

@@ -1,0 +1,217 @@
+"""Pure layout maths for the Gantt view: time <-> cells, the visible window, axis ticks,
+duration formatting and interval packing.
+
+Nothing here imports Textual; every function is deterministic and unit-tested
+(``tests/tui/test_layout.py``). Times are int64 epoch nanoseconds; a *cell* is one
+terminal column of the timeline area, split into two *half-cells* for edge precision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Smallest zoom: one nanosecond per cell. Largest is bounded by ``View.fit``.
+MIN_NS_PER_CELL = 1.0
+MAX_NS_PER_CELL = 1e15
+
+_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+
+
+def format_duration(ns: float, digits: int = 3) -> str:
+    """Human duration with an adaptive unit: ``1.23 ms``, ``950 ns``, ``2.10 s``.
+
+    ``digits`` is the number of significant digits (at least 1). Negative values keep their sign.
+    """
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    sign = "-" if ns < 0 else ""
+    a = abs(float(ns))
+    if a == 0:
+        return "0 ns"
+    # Pick the largest unit <= a; if rounding carries to 1000, step up one unit.
+    i = next((k for k, (scale, _) in enumerate(_UNITS) if a >= scale), len(_UNITS) - 1)
+    carried = False
+    while True:
+        scale, unit = _UNITS[i]
+        v = a / scale
+        if carried:
+            decimals = digits - 1
+        elif unit == "ns" and v >= 1:
+            decimals = 0
+        else:
+            decimals = max(0, digits - 1 - int(math.floor(math.log10(v))))
+        txt = f"{v:.{decimals}f}"
+        if float(txt) >= 1000 and i > 0:
+            i, carried = i - 1, True
+            continue
+        return f"{sign}{txt} {unit}"
+
+
+def format_bytes(n: int) -> str:
+    """``1.50 GiB``-style binary size; ``-`` for negative (absent) sizes."""
+    if n is None or n < 0:
+        return "-"
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if v < 1024 or unit == "TiB":
+            return f"{int(v)} B" if unit == "B" else f"{v:.2f} {unit}"
+        v /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_bandwidth(nbytes: int, ns: int) -> str:
+    """Bytes over a duration as ``GB/s`` (decimal, like vendor specs); ``-`` if unknown."""
+    if nbytes is None or nbytes < 0 or ns is None or ns <= 0:
+        return "-"
+    gbps = nbytes / ns  # bytes per ns == GB/s
+    if gbps >= 1:
+        return f"{gbps:.2f} GB/s"
+    return f"{gbps * 1e3:.2f} MB/s"
+
+
+@dataclass(frozen=True)
+class View:
+    """The horizontal window: the time at the left edge and nanoseconds per cell.
+
+    Immutable; every navigation returns a new View. ``width`` (cells) is passed in where
+    needed because it belongs to the widget, not to the view.
+    """
+
+    t0: float
+    ns_per_cell: float
+
+    def t1(self, width: int) -> float:
+        return self.t0 + self.ns_per_cell * width
+
+    def cell_of(self, t: float) -> float:
+        """Fractional cell of time ``t`` (may be outside ``[0, width)``)."""
+        return (t - self.t0) / self.ns_per_cell
+
+    def time_of(self, cell: float) -> float:
+        return self.t0 + cell * self.ns_per_cell
+
+    @classmethod
+    def fit(cls, t0: int, t1: int, width: int, margin: float = 0.01) -> "View":
+        """A view showing ``[t0, t1]`` in ``width`` cells with a small margin each side."""
+        width = max(1, width)
+        span = max(1.0, float(t1 - t0))
+        pad = span * margin
+        npc = min(MAX_NS_PER_CELL, max(MIN_NS_PER_CELL, (span + 2 * pad) / width))
+        return cls(t0=t0 - pad, ns_per_cell=npc)
+
+    def zoom(self, factor: float, anchor_t: float) -> "View":
+        """Zoom by ``factor`` (>1 zooms in) keeping time ``anchor_t`` at the same column."""
+        npc = min(MAX_NS_PER_CELL, max(MIN_NS_PER_CELL, self.ns_per_cell / factor))
+        col = (anchor_t - self.t0) / self.ns_per_cell
+        return View(t0=anchor_t - col * npc, ns_per_cell=npc)
+
+    def pan(self, cells: float) -> "View":
+        """Move the window right by ``cells`` columns (negative: left)."""
+        return View(t0=self.t0 + cells * self.ns_per_cell, ns_per_cell=self.ns_per_cell)
+
+    def centred_on(self, t: float, width: int) -> "View":
+        return View(t0=t - self.ns_per_cell * width / 2, ns_per_cell=self.ns_per_cell)
+
+    def ensure_visible(self, t0: float, t1: float, width: int) -> "View":
+        """Pan (never zoom) the least amount so that ``[t0, t1]`` starts inside the window."""
+        right = self.t1(width)
+        if t0 < self.t0 or t0 >= right:
+            return self.centred_on(t0 if t1 - t0 > self.ns_per_cell * width else (t0 + t1) / 2, width)
+        return self
+
+
+def half_cells(start: np.ndarray, end: np.ndarray, view: View) -> tuple[np.ndarray, np.ndarray]:
+    """Half-cell extent ``[a, b)`` of intervals, rounded to the nearest half-cell edge.
+
+    An interval occupies a half-cell when it covers that half-cell's centre, which is the
+    same as rounding both edges to the nearest half-cell boundary. Returned as int64
+    (not clipped to the screen). An interval shorter than a half-cell may get ``a == b``.
+    """
+    h = view.ns_per_cell / 2.0
+    a = np.floor((np.asarray(start, dtype=np.float64) - view.t0) / h + 0.5).astype(np.int64)
+    b = np.floor((np.asarray(end, dtype=np.float64) - view.t0) / h + 0.5).astype(np.int64)
+    return a, b
+
+
+def nice_step(ns_per_cell: float, min_cells: int = 12) -> float:
+    """Tick step (ns) on a 1-2-5 series so that ticks are at least ``min_cells`` apart."""
+    raw = max(1.0, ns_per_cell * min_cells)
+    exp = math.floor(math.log10(raw))
+    base = 10.0**exp
+    for m in (1, 2, 5, 10):
+        if m * base >= raw:
+            return m * base
+    return 10 * base
+
+
+def axis_ticks(view: View, width: int, origin: float, min_cells: int = 12) -> list[tuple[int, str]]:
+    """Tick columns and labels for the time axis.
+
+    Labels are times relative to ``origin`` (the trace start), in a unit chosen from the
+    tick step so neighbouring labels differ visibly (``+1.5 ms``, ``+2.0 ms``).
+    """
+    step = nice_step(view.ns_per_cell, min_cells)
+    first = math.ceil((view.t0 - origin) / step)
+    out = []
+    k = first
+    while True:
+        t = origin + k * step
+        col = int(round((t - view.t0) / view.ns_per_cell))
+        if col >= width:
+            break
+        if col >= 0:
+            out.append((col, _tick_label(k * step, step)))
+        k += 1
+        if len(out) > width:  # defensive: never loop forever on degenerate input
+            break
+    return out
+
+
+def _tick_label(rel: float, step: float) -> str:
+    for scale, unit in _UNITS:
+        if step >= scale or scale == 1.0:
+            v = rel / scale
+            decimals = max(0, -int(math.floor(math.log10(step / scale))) if step / scale < 1 else 0)
+            # A 1-2-5 step of 500 µs labelled in ms needs one decimal.
+            if step < scale * 1:
+                decimals = max(decimals, 1)
+            return f"{v:.{decimals}f}{unit}"
+    raise AssertionError("unreachable")
+
+
+def pack_levels(start: np.ndarray, end: np.ndarray, max_levels: int = 8) -> np.ndarray:
+    """Assign sorted-by-start intervals to levels so that no two on one level overlap.
+
+    Greedy first-fit (lowest free level), which is optimal for interval graphs. Fast path:
+    when no interval overlaps an earlier one (the common case: spans of one depth on one
+    thread or stream are sequential) everything is level 0 and the check is vectorised.
+    Intervals beyond ``max_levels`` share the last level.
+    """
+    n = len(start)
+    levels = np.zeros(n, dtype=np.int16)
+    if n < 2:
+        return levels
+    prev_max = np.maximum.accumulate(end)[:-1]
+    if not np.any(start[1:] < prev_max):
+        return levels
+    free_at: list[int] = []  # end time of the last interval on each level
+    s_list, e_list = start.tolist(), end.tolist()
+    for i in range(n):
+        s = s_list[i]
+        for lv, fe in enumerate(free_at):
+            if fe <= s:
+                free_at[lv] = e_list[i]
+                levels[i] = lv
+                break
+        else:
+            if len(free_at) < max_levels:
+                free_at.append(e_list[i])
+                levels[i] = len(free_at) - 1
+            else:
+                lv = max_levels - 1
+                free_at[lv] = max(free_at[lv], e_list[i])
+                levels[i] = lv
+    return levels

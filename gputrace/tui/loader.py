@@ -1,0 +1,126 @@
+"""Loading traces for the TUI off the UI thread, in batches (toolong's pattern).
+
+`batch_updates` consumes an iterable of `Part`s (Timelines read from a file a chunk at a
+time), and yields an `Update` -- the merged Timeline so far plus its render index -- at most
+every ``batch_time`` seconds (and less often when merging gets slower, so a big file costs
+O(n log n) overall rather than once per batch). The first update comes after the first
+part, so the first screen appears before the whole file is read.
+
+`trace_parts` adapts the timeline reader (``gputrace.timeline.reader``) to `Part`s.
+
+Threading: both generators run on a worker thread (``App.run_worker(thread=True)``); the
+worker posts each `Update` to the app as a message. ``cancelled()`` is polled between
+parts. Errors propagate as `LoadError` with a one-line message fit for the screen.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Sequence
+
+from gputrace.timeline.model import Timeline
+from gputrace.tui.index import TimelineIndex
+
+
+class LoadError(Exception):
+    """A trace could not be shown; ``str`` is one line naming the file (and line)."""
+
+
+@dataclass
+class Part:
+    """A chunk of spans read from the source, and how far the read has got."""
+
+    timeline: Timeline
+    done_bytes: int = 0
+    total_bytes: int = 0
+    note: str = ""  # e.g. a LoadReport summary of what a lenient read skipped
+
+
+@dataclass
+class Update:
+    """What the UI shows next: the whole data so far, indexed."""
+
+    index: TimelineIndex
+    spans: int
+    done_bytes: int
+    total_bytes: int
+    final: bool
+    note: str = ""
+    build_s: float = 0.0
+    parts: int = field(default=0)
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if self.final or not self.total_bytes else min(1.0, self.done_bytes / self.total_bytes)
+
+
+def batch_updates(
+    parts: Iterable[Part],
+    *,
+    batch_time: float = 0.25,
+    cancelled: Callable[[], bool] = lambda: False,
+    origin: int | None = None,
+    final: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[Update]:
+    """Merge parts and yield indexed updates (see module docstring).
+
+    ``final=False`` (follow mode) never marks an update final. Parts with no spans only
+    advance progress.
+    """
+    acc: list[Timeline] = []
+    merged: Timeline | None = None
+    last_post = None
+    interval = batch_time
+    done = total = 0
+    note = ""
+    pending = False
+    n_parts = 0
+    for part in parts:
+        if cancelled():
+            return
+        n_parts += 1
+        done, total = part.done_bytes, part.total_bytes
+        note = part.note or note
+        if part.timeline.n:
+            acc.append(part.timeline)
+            pending = True
+        now = clock()
+        if pending and (last_post is None or now - last_post >= interval):
+            merged, upd = _merge(merged, acc, origin)
+            acc = []
+            if origin is None:
+                origin = upd.origin
+            upd_s = clock() - now
+            # Back off when merging is slow relative to the batch time (keeps total cost bounded).
+            interval = max(batch_time, 2.0 * upd_s)
+            last_post = clock()
+            pending = False
+            yield Update(upd, merged.n, done, total, False, note, upd_s, n_parts)
+    if cancelled():
+        return
+    if acc or merged is None or final:
+        t = clock()
+        merged, upd = _merge(merged, acc, origin)
+        yield Update(upd, merged.n, done, total, final, note, clock() - t, n_parts)
+
+
+def _merge(merged: Timeline | None, acc: list[Timeline], origin: int | None) -> tuple[Timeline, TimelineIndex]:
+    parts = ([merged] if merged is not None else []) + acc
+    tl = Timeline.concat(parts) if parts else Timeline.empty()
+    return tl, TimelineIndex.build(tl, origin=origin if origin is not None else (tl.t0 if tl.n else 0))
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Raise `LoadError` for a missing, unreadable or empty file (before any parsing)."""
+    if not paths:
+        raise LoadError("no trace file given")
+    for p in paths:
+        if not os.path.exists(p):
+            raise LoadError(f"{p}: no such file")
+        if os.path.isdir(p):
+            raise LoadError(f"{p}: is a directory, not a trace file")
+        if not os.access(p, os.R_OK):
+            raise LoadError(f"{p}: permission denied")

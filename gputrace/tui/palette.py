@@ -1,0 +1,80 @@
+"""Colour keys -> rich styles, cached.
+
+Phase colours come from `gputrace.phases.phase_hex` (the same colours NVTX and the
+exporters use); the structural colours (row background, selection, idle gaps,
+unattributed time) come from the Gantt widget's CSS component classes and are passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.color import Color
+from rich.style import Style
+
+from gputrace.phases import phase_hex
+from gputrace.tui.render import BG, DIM, IDLE, INK, SEL, UNATTR, WAIT
+
+
+def _rgb(hex_: str) -> tuple[int, int, int]:
+    h = hex_.lstrip("#")
+    return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
+
+
+def blend(a: str, b: str, t: float) -> str:
+    """``a`` moved ``t`` of the way towards ``b`` (both '#rrggbb')."""
+    ra, ga, ba = _rgb(a)
+    rb, gb, bb = _rgb(b)
+    return "#%02x%02x%02x" % (round(ra + (rb - ra) * t), round(ga + (gb - ga) * t), round(ba + (bb - ba) * t))
+
+
+def luminance(hex_: str) -> float:
+    r, g, b = _rgb(hex_)
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255.0
+
+
+@dataclass
+class Palette:
+    """Resolves colour keys (see `gputrace.tui.render`) for one list of phase names."""
+
+    phases: list[str]
+    background: str = "#1e1e1e"
+    selected: str = "#ffffff"
+    idle: str = "#a33a3a"
+    unattributed: str = "#e0a030"
+    wait: str = "#ffe066"
+    _cache: dict = field(default_factory=dict, repr=False)
+    _hex: dict = field(default_factory=dict, repr=False)
+
+    def colour(self, key: int, base: str | None = None) -> str:
+        base = base or self.background
+        if key == BG:
+            return base
+        if key == SEL:
+            return self.selected
+        if key == IDLE:
+            return self.idle
+        if key == UNATTR:
+            return self.unattributed
+        if key == WAIT:
+            return self.wait
+        dim = key >= DIM
+        k = key - DIM if dim else key
+        h = self._hex.get(k)
+        if h is None:
+            h = phase_hex(self.phases[k]) if 0 <= k < len(self.phases) else "#808080"
+            self._hex[k] = h
+        return blend(h, base, 0.7) if dim else h
+
+    def style(self, fg: int, bg: int, bold: bool = False, base: str | None = None) -> Style:
+        ck = (fg, bg, bold, base)
+        st = self._cache.get(ck)
+        if st is None:
+            bgh = self.colour(bg, base)
+            if fg == INK:
+                fgh = "#000000" if luminance(bgh) > 0.5 else "#ffffff"
+            else:
+                fgh = self.colour(fg, base)
+            st = Style(color=Color.parse(fgh), bgcolor=Color.parse(bgh), bold=bold)
+            self._cache[ck] = st
+        return st

@@ -1,0 +1,184 @@
+"""Side panels: span details, per-phase summary (sortable) and the stalls list.
+
+UI thread only. Each panel is fed plain data by the app (a Timeline row, a list of
+`PhaseStat`, a list of `StallItem`); none of them computes analysis itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from gputrace.phases import phase_hex
+from gputrace.timeline.model import KIND_NAMES, Timeline
+from gputrace.tui.layout import format_bandwidth, format_bytes, format_duration
+from gputrace.tui.overlays import StallItem
+
+
+def details_table(tl: Timeline, row: int, origin: int) -> Table:
+    """Everything about one span as a two-column table (times relative to ``origin``)."""
+    c = tl.cols
+    t = Table.grid(padding=(0, 1))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    phase = tl.phases[int(c["phase"][row])]
+    lane = tl.lanes[int(c["lane"][row])]
+    s, e = int(c["start"][row]), int(c["end"][row])
+    t.add_row("phase", Text(f"■ {phase}", style=phase_hex(phase)))
+    if tl.name_of(row) != phase:
+        t.add_row("name", tl.name_of(row))
+    t.add_row("kind", KIND_NAMES.get(int(c["kind"][row]), "host"))
+    dev = int(c["device"][row])
+    t.add_row("device", "CPU" if dev < 0 else f"GPU {dev}")
+    t.add_row("lane", f"{lane.name} ({lane.host} pid {lane.pid})")
+    t.add_row("host start", f"+{format_duration(s - origin, 6)}")
+    t.add_row("host end", f"+{format_duration(e - origin, 6)}")
+    t.add_row("host dur", format_duration(e - s, 4))
+    g0, g1 = int(c["gpu_start"][row]), int(c["gpu_end"][row])
+    if g0 >= 0 and g1 >= 0:
+        t.add_row("device start", f"+{format_duration(g0 - origin, 6)}")
+        t.add_row("device end", f"+{format_duration(g1 - origin, 6)}")
+        t.add_row("device dur", format_duration(g1 - g0, 4))
+        t.add_row("launch lag", format_duration(g0 - s, 3))
+    nb = int(c["nbytes"][row])
+    if nb >= 0:
+        t.add_row("bytes", format_bytes(nb))
+        t.add_row("bandwidth", format_bandwidth(nb, (g1 - g0) if g0 >= 0 and g1 > g0 else e - s))
+    for col in ("circuit", "batch"):
+        v = int(c[col][row])
+        if v >= 0:
+            t.add_row(col, str(v))
+    status = int(c["status"][row])
+    if status == 2:
+        t.add_row("status", Text("ERROR", style="bold red"))
+    chain = tl.parent_chain(row)
+    if chain:
+        t.add_row("parents", " < ".join(f"{tl.name_of(p)} ({format_duration(int(c['end'][p] - c['start'][p]), 3)})"
+                                        for p in chain))
+    kids = tl.children(row)
+    if len(kids):
+        covered = int((c["end"][kids] - c["start"][kids]).sum())
+        t.add_row("children", f"{len(kids)} (cover {format_duration(covered, 3)} of {format_duration(e - s, 3)})")
+    for k, v in sorted(tl.attrs.get(row, {}).items()):
+        t.add_row(k, str(v))
+    if 0 <= int(c["trace"][row]) < len(tl.trace_ids):
+        t.add_row("trace", tl.trace_ids[int(c["trace"][row])])
+    t.add_row("span id", f"{int(c['span_id'][row]):016x}")
+    return t
+
+
+class DetailsPanel(Static):
+    """Shows `details_table` of the selected span, or a hint."""
+
+    def show(self, tl: Timeline | None, row: int, origin: int) -> None:
+        if tl is None or row < 0 or row >= tl.n:
+            self.update(Text("No span selected.\nClick a bar, or press Enter on a row.", style="dim"))
+        else:
+            self.update(details_table(tl, row, origin))
+
+
+SUMMARY_COLUMNS = ("phase", "device", "count", "total", "mean", "median", "p95", "share")
+_SORT_KEYS = {
+    "phase": lambda s: (s.phase, _dev(s)),
+    "device": lambda s: (_dev(s), s.phase),
+    "count": lambda s: -s.count,
+    "total": lambda s: -s.total_ns,
+    "mean": lambda s: -s.mean_ns,
+    "median": lambda s: -s.median_ns,
+    "p95": lambda s: -(s.p95_ns if not math.isnan(s.p95_ns) else -1),
+    "share": lambda s: -(s.share if not math.isnan(s.share) else -1),
+}
+
+
+def _dev(s) -> int:
+    return -2 if s.device is None else s.device
+
+
+def sort_stats(stats: list, column: str) -> list:
+    """Stats sorted by a summary column (numbers largest first, names A-Z)."""
+    return sorted(stats, key=_SORT_KEYS[column])
+
+
+class SummaryPanel(DataTable):
+    """Per-phase (and per-device) statistics; click a header or press ``s`` to sort."""
+
+    BINDINGS = [("s", "cycle_sort", "Sort"), ("d", "toggle_devices", "By device")]
+
+    @dataclass
+    class ByDeviceToggled(Message):
+        by_device: bool
+
+    def __init__(self, **kw) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+        self.stats: list = []
+        self.sort_column = "total"
+        self.by_device = True
+
+    def on_mount(self) -> None:
+        for name in SUMMARY_COLUMNS:
+            self.add_column(name, key=name)
+
+    def show(self, stats: list) -> None:
+        self.stats = list(stats)
+        self._refill()
+
+    def _refill(self) -> None:
+        self.clear()
+        for s in sort_stats(self.stats, self.sort_column):
+            dev = "all" if s.device is None else ("CPU" if s.device < 0 else f"GPU {s.device}")
+            share = "-" if math.isnan(s.share) else f"{s.share:.1%}"
+            self.add_row(
+                Text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),
+                format_duration(s.mean_ns), format_duration(s.median_ns), format_duration(s.p95_ns), share,
+            )
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_column = str(event.column_key.value)
+        self._refill()
+
+    def action_cycle_sort(self) -> None:
+        i = SUMMARY_COLUMNS.index(self.sort_column)
+        self.sort_column = SUMMARY_COLUMNS[(i + 1) % len(SUMMARY_COLUMNS)]
+        self._refill()
+        self.app.notify(f"summary sorted by {self.sort_column}", timeout=1.5)
+
+    def action_toggle_devices(self) -> None:
+        self.by_device = not self.by_device
+        self.post_message(self.ByDeviceToggled(self.by_device))
+
+
+class StallsPanel(DataTable):
+    """GPU idle gaps, host waits, pinning and unattributed time; Enter zooms to one."""
+
+    @dataclass
+    class Chosen(Message):
+        item: StallItem
+
+    def __init__(self, **kw) -> None:
+        super().__init__(cursor_type="row", **kw)
+        self.items: list[StallItem] = []
+
+    def on_mount(self) -> None:
+        self.add_column("what", key="what")
+        self.add_column("dur", key="dur")
+        self.add_column("detail", key="detail")
+
+    def show(self, items: list[StallItem], notes: list[str] = ()) -> None:
+        self.items = list(items)
+        self.clear()
+        for it in self.items:
+            style = {"idle": "bold red", "wait": "yellow", "pin": "magenta", "unattributed": "dark_orange"}.get(
+                it.category, "")
+            self.add_row(Text(it.category, style=style), format_duration(it.end - it.start, 3), it.text)
+        for n in notes:
+            self.add_row(Text("n/a", style="dim"), "", Text(n, style="dim"))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        i = event.cursor_row
+        if 0 <= i < len(self.items):
+            self.post_message(self.Chosen(self.items[i]))
