@@ -6,7 +6,28 @@ from a worker thread: functions read the Timeline and return new small dataclass
 columnar numpy results whose fields are documented on the classes.
 """
 
+from gputrace.analysis.critical_path import CriticalPath, critical_path, critical_path_summary, default_root
 from gputrace.analysis.gaps import IdleGap, IdleGaps, gpu_idle_gaps
+from gputrace.analysis.pinning import PinningReport, pinning_economics
 from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
+from gputrace.analysis.unattributed import Unattributed, unattributed_time
+from gputrace.analysis.waits import HostWaits, host_waits
 
-__all__ = ["IdleGap", "IdleGaps", "PhaseStat", "gpu_idle_gaps", "phase_stats", "wall_ns"]
+__all__ = [
+    "CriticalPath",
+    "HostWaits",
+    "IdleGap",
+    "IdleGaps",
+    "PhaseStat",
+    "PinningReport",
+    "Unattributed",
+    "critical_path",
+    "critical_path_summary",
+    "default_root",
+    "gpu_idle_gaps",
+    "host_waits",
+    "phase_stats",
+    "pinning_economics",
+    "unattributed_time",
+    "wall_ns",
+]

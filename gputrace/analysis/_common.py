@@ -191,23 +191,32 @@ def fmt_ns(ns: float) -> str:
     return f"{int(m)} m {s:04.1f} s"
 
 
-def uncovered(tl: Timeline, parent_mask: np.ndarray, child_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def uncovered(
+    tl: Timeline,
+    parent_mask: np.ndarray,
+    child_rows: np.ndarray,
+    child_start: np.ndarray | None = None,
+    child_end: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Parts of each parent's host interval not covered by its children.
 
     ``parent_mask``: bool per row, the rows to examine; ``child_rows``: candidate children
     (only those whose ``parent`` is a masked row count). Children are clipped to their
     parent. Returns (row, start, end) of the uncovered pieces, sorted by (row, start); a
     masked row with no child yields its whole interval, zero-length pieces are dropped.
+    ``child_start``/``child_end`` (per row, optional) replace the children's host times.
     """
     c = tl.cols
     ps, pe = c["start"], c["end"]
+    qs = ps if child_start is None else child_start
+    qe = pe if child_end is None else child_end
     child_rows = np.asarray(child_rows, np.int64)
     par = c["parent"][child_rows]
     ok = par >= 0
     ok[ok] = parent_mask[par[ok]]
     ch, p = child_rows[ok], par[ok]
-    cs = np.maximum(ps[ch], ps[p])
-    ce = np.minimum(pe[ch], pe[p])
+    cs = np.maximum(qs[ch], ps[p])
+    ce = np.minimum(qe[ch], pe[p])
     v = ce > cs
     ug, us, ue = union_by_group(p[v], cs[v], ce[v])
     bg, bs, be = gaps_between(ug, us, ue)

@@ -118,3 +118,12 @@ def test_phase_stats_matches_numpy_on_random():
         assert s.median_ns == pytest.approx(np.median(v))
         assert s.p95_ns == pytest.approx(np.percentile(v, 95))
         assert s.total_ns == v.sum()
+
+
+def test_gaps_activity_only_for_longest():
+    g = gpu_idle_gaps(_tl(), activity_for=2)
+    assert g.has_activity.sum() == 2
+    longest = g.largest(5)
+    assert longest[0].duration == 600 and longest[0].measured and longest[1].measured
+    assert not longest[2].measured and longest[2].host_activity == []
+    assert longest[2].describe() == "GPU 1 idle 300 ns (trailing)"
