@@ -79,6 +79,7 @@ class _Rows:
         self.device: list[int] = []
         self.proc: list[int] = []  # globalPid
         self.tie: list[int] = []  # 0 NVTX, 1 API call, 2 device activity
+        self.thread: list[int] = []  # globalTid of host rows (nesting is per OS thread), -1 on GPUs
         self.attrs: dict[int, dict] = {}
         self.lanes: list[Lane] = []
         self.lane_ix: dict[Lane, int] = {}
@@ -86,7 +87,7 @@ class _Rows:
         self.phase_ix: dict[str, int] = {}
 
     def add(self, start, end, lane: Lane, phase: str, kind: str, proc: int, tie: int, *, gpu=False,
-            nbytes=-1, device=-1, status=0, attrs=None) -> int:
+            nbytes=-1, device=-1, status=0, attrs=None, thread=-1) -> int:
         r = len(self.start)
         k = self.lane_ix.get(lane)
         if k is None:
@@ -107,6 +108,7 @@ class _Rows:
         self.device.append(device)
         self.proc.append(proc)
         self.tie.append(tie)
+        self.thread.append(thread)
         if attrs:
             self.attrs[r] = attrs
         return r
@@ -225,7 +227,7 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
         name_count[key] = name_count.get(key, 0) + 1
     thread_lanes: dict[int, Lane] = {}
 
-    def thread_lane(gtid: int) -> Lane:
+    def thread_lane(gtid: int, device: int = -1) -> Lane:
         lane = thread_lanes.get(gtid)
         if lane is None:
             pid, tid = (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
@@ -235,7 +237,9 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
             elif name_count.get((pid, name), 0) > 1:
                 name = f"{name} ({tid})"
             lane = thread_lanes[gtid] = Lane(host, pid, -1, f"thread:{name}")
-        return lane
+        # A gputrace phase with a device but no stream sits on its thread's lane under that GPU,
+        # as the recorder's own trace places it.
+        return lane if device < 0 else Lane(lane.host, lane.pid, device, lane.name)
 
     # ---- NVTX ranges ---------------------------------------------------------------------
     if "NVTX_EVENTS" in rep.tables:
@@ -269,8 +273,9 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
                 attrs["nvtx.color"] = "#%06x" % (int(color) & 0xFFFFFF)
             ours = dname == "gputrace" or name in PHASES
             kind = phase_kind(name) if ours else "host"
-            R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 0,
-                  nbytes=int(u64) if (u64 is not None and dname == "gputrace") else -1, device=device, attrs=attrs)
+            R.add(int(start) + off, int(end) + off, thread_lane(gtid, device), name, kind, gtid & _PID_MASK, 0,
+                  nbytes=int(u64) if (u64 is not None and dname == "gputrace") else -1, device=device, attrs=attrs,
+                  thread=gtid)
     # ---- CUDA API calls ------------------------------------------------------------------
     api_by_corr: dict[tuple[int, int], int] = {}
     api_rows: list[int] = []
@@ -286,7 +291,7 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
                 attrs["cuda.return"] = int(ret)
                 status = 2
             r = R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 1,
-                      status=status, attrs=attrs)
+                      status=status, attrs=attrs, thread=gtid)
             api_rows.append(r)
             if corr is not None:
                 api_by_corr[(gtid & _PID_MASK, int(corr))] = r
@@ -352,8 +357,8 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
     lane = np.asarray(R.lane, dtype=np.int32)
     tie = np.asarray(R.tie, dtype=np.int8)
     gpu = np.asarray(R.gpu, dtype=bool)
-    # Host side: NVTX ranges and API calls nest per thread; device rows are placed by correlation.
-    group = np.where(gpu, -1 - lane, lane)
+    # Host side: NVTX ranges and API calls nest per OS thread; device rows are placed by correlation.
+    group = np.where(gpu, -1 - np.arange(n), np.asarray(R.thread, dtype=np.int64))
     parent = nest_parents(start, end, group, tiebreak=tie) if n else np.empty(0, np.int64)
     parent[gpu] = -1
     api_kind = tie == 1

@@ -133,6 +133,8 @@ def test_report_maps_to_lanes_times_and_parents(tmp_path):
     # Same start instant: the longer range is the parent.
     assert tl.parent[r["synthesis"]] == r["prove"] and tl.depth[r["synthesis"]] == 1
     # gputrace ranges: device from the "gpu 0" category, bytes from the payload, kind from the phase.
+    assert tl.lanes[tl.lane[r["ntt"]]] == Lane("prove", PID, 0, "thread:MainThread")  # under GPU 0
+    assert tl.parent[r["ntt"]] == r["prove"]  # nesting is per OS thread, across its lanes
     assert tl.device[r["ntt"]] == 0 and tl.nbytes[r["ntt"]] == 4096 and tl.kind[r["ntt"]] == KIND_CODES["gpu"]
     assert tl.attrs[r["ntt"]]["nvtx.domain"] == "gputrace" and tl.attrs[r["ntt"]]["nvtx.category"] == "gpu 0"
     assert tl.attrs[r["ntt"]]["nvtx.color"] == "#%06x" % (phase_color("ntt") & 0xFFFFFF)
