@@ -1,0 +1,109 @@
+"""``gputrace prove``: batched Groth16 proofs of the Merkle/Poseidon circuit, every phase traced."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "prove", help="prove a batch of circuits with the reference Groth16 prover, traced",
+        description="Prove K-challenge Merkle inclusion circuits (Poseidon, BLS12-381 Groth16) in batches "
+                    "per device, write proofs + vk.json, record every phase to a trace.",
+    )
+    size = p.add_argument_group("circuit size (either --constraints or --challenges with --depth)")
+    size.add_argument("--constraints", default=None, help="target constraint count: N or 2^N (default 2^10)")
+    size.add_argument("--challenges", type=int, default=None, help="K challenged leaves")
+    size.add_argument("--depth", type=int, default=None, help="tree depth D")
+    p.add_argument("--batch", type=int, default=1, help="circuits per device (default 1)")
+    p.add_argument("--devices", type=int, default=1, help="devices (CPU backend: worker lanes) (default 1)")
+    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto", help="default auto")
+    p.add_argument("--opt", default="none", help="switches a1,a2,a4,b1,d4 (comma list), all or none")
+    p.add_argument("--trace", type=Path, default=None, help="write the trace here (OTLP JSON lines)")
+    p.add_argument("--otlp", default=None, help="also export over OTLP (grpc, http or an endpoint URL)")
+    p.add_argument("--out", type=Path, default=Path("gputrace-out"), help="output directory (default gputrace-out)")
+    p.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys)")
+    p.add_argument("--seed", type=int, default=1, help="seed for the test key and the trees (default 1)")
+    p.add_argument("--no-verify", action="store_true", help="skip verifying the proofs")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    return p
+
+
+def options_from_args(args):
+    """Build ``ProveOptions`` from parsed arguments; ValueError with the flag name on bad values."""
+    from gputrace.prover.options import ProveOptions, parse_opts, parse_size
+
+    if args.constraints is not None and (args.challenges is not None or args.depth is not None):
+        raise ValueError("give either --constraints or --challenges/--depth, not both")
+    constraints = parse_size(args.constraints) if args.constraints is not None else (
+        None if args.challenges is not None or args.depth is not None else 1 << 10)
+    return ProveOptions(
+        constraints=constraints, challenges=args.challenges, depth=args.depth, batch=args.batch,
+        devices=args.devices, backend=args.backend, opts=parse_opts(args.opt), out_dir=args.out,
+        key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=args.seed, verify=not args.no_verify,
+    )
+
+
+def summary_table(result):
+    """A rich Table: phases as rows, device labels as columns, seconds in cells."""
+    from rich.table import Table
+
+    from gputrace.phases import PHASES
+
+    labels = sorted({lab for _, lab in result.phase_seconds}, key=lambda s: (s != "host", s))
+    names = {n for n, _ in result.phase_seconds}
+    order = [n for n in ("setup", *PHASES, "verify") if n in names] + sorted(names - set(PHASES) - {"setup", "verify"})
+    t = Table(title=f"per-phase seconds ({result.backend}, {result.constraints} constraints/circuit)")
+    t.add_column("phase")
+    for lab in labels:
+        t.add_column(lab, justify="right")
+    for n in order:
+        t.add_row(n, *(f"{result.phase_seconds[(n, lab)]:.3f}" if (n, lab) in result.phase_seconds else "" for lab in labels))
+    return t
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gputrace.prover.backends.base import BackendUnavailable
+    from gputrace.prover.keys import KeyError_, KeyMismatchError
+    from gputrace.prover.pipeline import run_prove
+    from gputrace.prover.r1cs import UnsatisfiedConstraint
+
+    err = Console(stderr=True)
+    try:
+        opts = options_from_args(args)
+    except ValueError as exc:
+        err.print(f"error: {exc}")
+        return 2
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), console=err, disable=args.quiet or not err.is_terminal)
+    task = progress.add_task("proving", total=None)
+
+    def on_progress(event: str, done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total, description=f"proving ({event})")
+
+    opts.progress = on_progress
+    try:
+        with progress:
+            result = run_prove(opts)
+    except (ValueError, BackendUnavailable, KeyError_, KeyMismatchError, UnsatisfiedConstraint) as exc:
+        err.print(f"error: {exc}")
+        return 2
+    out = Console()
+    if result.notice:
+        err.print(result.notice, soft_wrap=True)
+    out.print(summary_table(result))
+    n = len(result.proof_paths)
+    ok = sum(result.verified)
+    out.print(
+        f"{n} proofs ({result.challenges} challenges x depth {result.depth}) in {result.wall_s:.2f} s; "
+        f"keys {'cached' if result.key_cached else 'generated'} in {result.setup_s:.2f} s; "
+        + (f"verified {ok}/{n}" if result.verified else "not verified")
+    )
+    out.print(f"proofs and vk.json in {opts.out_dir}" + (f"; trace in {opts.trace}" if opts.trace else ""))
+    return 0 if (not result.verified or ok == n) else 1
