@@ -3,5 +3,6 @@
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, KIND_CODES, KIND_NAMES, Lane, Timeline
 from gputrace.timeline.reader import read_trace
+from gputrace.timeline.incremental import LoadProgress, follow, iter_load
 
-__all__ = ["COLUMNS", "KIND_CODES", "KIND_NAMES", "Lane", "LoadReport", "Timeline", "TraceFormatError", "read_trace"]
+__all__ = ["COLUMNS", "KIND_CODES", "KIND_NAMES", "Lane", "LoadProgress", "LoadReport", "Timeline", "TraceFormatError", "follow", "iter_load", "read_trace"]

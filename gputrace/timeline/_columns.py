@@ -233,9 +233,12 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
                                 mark(int(rows[p]), f"attributes[{p - int(first[rows[p]])}].value",
                                      f"expected stringValue for {key}, got {_describe(sel[j])}")
                 if colname == "lane":
-                    lane_code[r] = np.fromiter(map(it.lane_name_code, strs), np.int64, len(strs))
+                    for s in set(strs).difference(it.lane_name_ix):
+                        it.lane_name_code(s)
+                    lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
                 else:
-                    kind[r] = np.fromiter((KIND_CODES.get(s, 0) for s in strs), np.int8, len(strs))
+                    kc = {s: KIND_CODES.get(s, 0) for s in set(strs)}
+                    kind[r] = np.fromiter(map(kc.__getitem__, strs), np.int8, len(strs))
         if present[_NKNOWN]:
             idx = np.flatnonzero(codes == _NKNOWN)
             for p, r in zip(idx.tolist(), rows[idx].tolist()):

@@ -161,28 +161,36 @@ class Timeline:
         n = len(c["start"])
         if n == 0:
             return
-        # Key = (trace, span_id): sort keys, then binary-search each parent key.
-        key_hi = c["trace"].astype(np.uint64)
+        # Key = (trace, span_id). Span ids are random 64-bit numbers, so search by id alone
+        # (one argsort + searchsorted, O(n log n)) and check the trace; only ids that occur more
+        # than once (rare: clashes across traces) are resolved by scanning their short run.
+        trace = c["trace"]
         ids = c["span_id"]
-        order = np.lexsort((ids, key_hi))
-        s_hi, s_id = key_hi[order], ids[order]
+        order = np.argsort(ids, kind="stable")
+        s_id = ids[order]
         p_id = c["parent_span_id"]
-        has = p_id != 0
+        has = np.flatnonzero(p_id != 0)
         parent = np.full(n, -1, dtype=np.int64)
-        if has.any():
-            q_hi, q_id = key_hi[has], p_id[has]
-            # Combined search: first by trace, then by id within the trace block.
-            lo = np.searchsorted(s_hi, q_hi, side="left")
-            hi = np.searchsorted(s_hi, q_hi, side="right")
-            pos = np.empty(len(q_id), dtype=np.int64)
-            for t in np.unique(q_hi):
-                m = q_hi == t
-                a, b = int(lo[m][0]), int(hi[m][0])
-                pos[m] = a + np.searchsorted(s_id[a:b], q_id[m])
-            pos_c = np.minimum(pos, n - 1)
-            found = (pos < n) & (s_id[pos_c] == q_id) & (s_hi[pos_c] == q_hi)
-            idx = np.where(has)[0]
-            parent[idx[found]] = order[pos_c[found]]
+        if len(has):
+            q_id = p_id[has]
+            pos = np.minimum(np.searchsorted(s_id, q_id, side="left"), n - 1)
+            cand = order[pos]
+            ok = (s_id[pos] == q_id) & (trace[cand] == trace[has])
+            parent[has[ok]] = cand[ok]
+            dup = np.zeros(n, dtype=bool)
+            dup[1:] = s_id[1:] == s_id[:-1]
+            if dup.any():
+                # Queries whose id run has more than one row: pick the row of the same trace.
+                run_dup = dup[np.minimum(pos + 1, n - 1)] & (pos + 1 < n)
+                for j in np.flatnonzero(run_dup & (s_id[pos] == q_id)).tolist():
+                    k, t = int(pos[j]), trace[has[j]]
+                    parent[has[j]] = -1
+                    while k < n and s_id[k] == q_id[j]:
+                        if trace[order[k]] == t:
+                            parent[has[j]] = order[k]
+                            break
+                        k += 1
+        parent[parent == np.arange(n)] = -1  # a span that names itself as parent is a root
         c["parent"] = parent
         # Depth: iterate parent pointers (depth is small, <= ~10 levels in practice).
         depth = np.zeros(n, dtype=np.int16)

@@ -18,15 +18,15 @@ from typing import List, Optional, Union
 import msgspec
 
 
-class ArrayValue(msgspec.Struct):
+class ArrayValue(msgspec.Struct, gc=False):
     values: List["AnyValue"] = []
 
 
-class KeyValueList(msgspec.Struct):
+class KeyValueList(msgspec.Struct, gc=False):
     values: List["KeyValue"] = []
 
 
-class AnyValue(msgspec.Struct, frozen=True):
+class AnyValue(msgspec.Struct, frozen=True, gc=False):
     stringValue: Optional[str] = None
     intValue: Optional[int] = None
     doubleValue: Optional[float] = None
@@ -39,12 +39,12 @@ class AnyValue(msgspec.Struct, frozen=True):
 _EMPTY = AnyValue()
 
 
-class KeyValue(msgspec.Struct):
+class KeyValue(msgspec.Struct, gc=False):
     key: str
     value: AnyValue = _EMPTY
 
 
-class Status(msgspec.Struct, frozen=True):
+class Status(msgspec.Struct, frozen=True, gc=False):
     code: Union[int, str] = 0
     message: str = ""
 
@@ -52,7 +52,7 @@ class Status(msgspec.Struct, frozen=True):
 _NO_STATUS = Status()
 
 
-class Span(msgspec.Struct):
+class Span(msgspec.Struct, gc=False):
     traceId: str
     spanId: str
     name: str
@@ -64,7 +64,7 @@ class Span(msgspec.Struct):
     status: Status = _NO_STATUS
 
 
-class Scope(msgspec.Struct, frozen=True):
+class Scope(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     version: str = ""
 
@@ -72,31 +72,31 @@ class Scope(msgspec.Struct, frozen=True):
 _NO_SCOPE = Scope()
 
 
-class ScopeSpans(msgspec.Struct):
+class ScopeSpans(msgspec.Struct, gc=False):
     spans: List[Span] = []
     scope: Scope = _NO_SCOPE
 
 
-class LibrarySpans(msgspec.Struct):  # pre-1.0 OTLP (instrumentationLibrarySpans)
+class LibrarySpans(msgspec.Struct, gc=False):  # pre-1.0 OTLP (instrumentationLibrarySpans)
     spans: List[Span] = []
     instrumentationLibrary: Scope = _NO_SCOPE
 
 
-class Resource(msgspec.Struct, frozen=True):
+class Resource(msgspec.Struct, frozen=True, gc=False):
     attributes: List[KeyValue] = []
 
 
 _NO_RESOURCE = Resource()
 
 
-class ResourceSpans(msgspec.Struct):
+class ResourceSpans(msgspec.Struct, gc=False):
     resource: Resource = _NO_RESOURCE
     scopeSpans: List[ScopeSpans] = []
     instrumentationLibrarySpans: List[LibrarySpans] = []
 
 
-class TraceRequest(msgspec.Struct):
-    resourceSpans: List[ResourceSpans] = []
+class TraceRequest(msgspec.Struct, gc=False):
+    resourceSpans: List[ResourceSpans]  # required: a JSON object without it is not an OTLP request
 
 
 STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}

@@ -339,15 +339,13 @@ def load_file_into(loader: TraceLoader, path: PathLike) -> None:
         loader.report.add(e, line_skipped=False)
         return
     before = loader.report.lines
+    problems_before = sum(loader.report.reasons.values())
     with f:
         try:
             for line_no, (line, terminated, _) in enumerate(iter_lines(f), 1):
-                try:
-                    loader.feed(path, line_no, line, terminated)
-                except TraceFormatError as e:
-                    if e.line == 1 and e.reason == "truncated line" and _try_whole_file(loader, path):
-                        return
-                    raise
+                if line_no == 1 and line.strip() == b"{" and _try_whole_file(loader, path):
+                    return  # one pretty-printed request, not JSON Lines
+                loader.feed(path, line_no, line, terminated)
         except (EOFError, gzip.BadGzipFile, OSError) as e:
             if isinstance(e, FileNotFoundError):
                 raise
@@ -355,7 +353,7 @@ def load_file_into(loader: TraceLoader, path: PathLike) -> None:
             if not loader.lenient:
                 raise err from None
             loader.report.add(err, line_skipped=False)
-    if loader.report.lines == before:
+    if loader.report.lines == before and sum(loader.report.reasons.values()) == problems_before:
         err = TraceFormatError(path, None, None, "empty file (no trace data)", "empty file")
         if not loader.lenient:
             raise err
@@ -370,5 +368,6 @@ def _try_whole_file(loader: TraceLoader, path) -> bool:
         req = request_decoder.decode(data)
     except Exception:  # noqa: BLE001 - not a whole-file request either: report the line error
         return False
+    loader.report.lines += 1
     loader._add_request(path, 1, req)
     return True
