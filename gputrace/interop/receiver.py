@@ -1,0 +1,411 @@
+"""A local OTLP trace receiver: gRPC ``TraceService/Export`` and HTTP ``POST /v1/traces``.
+
+Every accepted request becomes one OTLP JSON line (the file-exporter format gputrace reads: hex
+ids, camelCase, integer enums, 64-bit numbers as strings), appended to ``out_path`` and flushed
+before the sender gets its response, so nothing received is lost when the viewer closes. The same
+lines are kept in a bounded in-memory queue that a viewer drains (:meth:`OtlpReceiver.drain`);
+when undrained lines exceed ``max_buffer_bytes`` the oldest are dropped from the queue (they stay
+in the file) and counted in :attr:`ReceiverStats.dropped_lines`.
+
+Addresses: loopback only (``127.0.0.1``, ``::1``, ``localhost``) unless ``allow_remote=True``; any
+other address raises :class:`ReceiverAddressError` at construction. Port 0 binds an ephemeral
+port (read :attr:`grpc_port` / :attr:`http_port` after :meth:`start`). Either address may be None
+to leave that protocol off.
+
+HTTP accepts ``application/x-protobuf`` and ``application/json`` bodies, optionally
+``Content-Encoding: gzip``, answers 200 with an empty ``ExportTraceServiceResponse`` in the request's
+encoding, 400 for an undecodable body, 404/405 for other paths/methods, 411 without a length, 413
+above ``max_request_bytes`` (also enforced after gunzip), 415 for other content types. gRPC uses the
+same size limit (``RESOURCE_EXHAUSTED`` above it).
+
+Threads: gRPC runs its handlers on a 4-thread pool, HTTP on one thread per connection
+(``ThreadingHTTPServer``, started on a daemon thread). All of them append under one lock.
+:meth:`start` and :meth:`stop` are idempotent and may be called from any thread; :meth:`drain`,
+:meth:`stats` and :meth:`wait_for` too. grpcio and opentelemetry-proto are imported on
+:meth:`start`, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import dataclasses
+import ipaddress
+import socket
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
+
+_ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
+
+
+class ReceiverAddressError(ValueError):
+    """An address that is malformed, or not loopback while ``allow_remote`` is False."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReceiverStats:
+    """Counters since construction (a snapshot)."""
+
+    requests: int = 0
+    spans: int = 0
+    bytes_written: int = 0
+    buffered_lines: int = 0
+    buffered_bytes: int = 0
+    dropped_lines: int = 0  # dropped from the in-memory queue (still in the file)
+    rejected: int = 0  # requests refused (bad body, too large, wrong type)
+
+
+def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
+    """``"host:port"`` / ``"[v6]:port"`` -> (host, port); refuses non-loopback unless allowed."""
+    if not isinstance(addr, str) or ":" not in addr:
+        raise ReceiverAddressError(f"address {addr!r}: expected HOST:PORT (e.g. 127.0.0.1:4317)")
+    host, _, port_s = addr.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ReceiverAddressError(f"address {addr!r}: port {port_s!r} is not a number") from None
+    if not 0 <= port <= 65535 or not host:
+        raise ReceiverAddressError(f"address {addr!r}: expected HOST:PORT with port 0-65535")
+    if not allow_remote and not _is_loopback(host):
+        raise ReceiverAddressError(
+            f"address {addr!r} is not loopback; the receiver accepts unauthenticated data, so listening "
+            "beyond this machine must be asked for explicitly (allow_remote=True / --listen-remote)")
+    return host, port
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def _b64_to_hex(v: str) -> str:
+    return base64.b64decode(v).hex()
+
+
+def request_to_json(req: Any) -> tuple[bytes, int]:
+    """A protobuf ``ExportTraceServiceRequest`` -> (one OTLP JSON line without newline, span count).
+
+    ``MessageToDict`` gives camelCase, integer enums and 64-bit ints as strings, as the OTLP JSON
+    mapping wants, but base64 ids; ids (span, parent, link) are rewritten as lowercase hex.
+    """
+    from google.protobuf.json_format import MessageToDict
+
+    d = MessageToDict(req, use_integers_for_enums=True)
+    n = 0
+    for rs in d.get("resourceSpans", ()):
+        for ss in rs.get("scopeSpans", ()):
+            for span in ss.get("spans", ()):
+                n += 1
+                for key, _ in _ID_FIELDS:
+                    if key in span:
+                        span[key] = _b64_to_hex(span[key])
+                for link in span.get("links", ()):
+                    for key, _ in _ID_FIELDS[:2]:
+                        if key in link:
+                            link[key] = _b64_to_hex(link[key])
+    return orjson.dumps(d), n
+
+
+def _json_request(body: bytes) -> tuple[bytes, int]:
+    """An OTLP/HTTP JSON body -> (compact line, span count). Raises ValueError if it is not one."""
+    try:
+        d = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"body is not JSON: {exc}") from None
+    if not isinstance(d, dict) or not isinstance(d.get("resourceSpans", []), list):
+        raise ValueError("body is not an ExportTraceServiceRequest (no 'resourceSpans' list)")
+    n = 0
+    for i, rs in enumerate(d.get("resourceSpans", [])):
+        if not isinstance(rs, dict):
+            raise ValueError(f"resourceSpans[{i}] is not an object")
+        for j, ss in enumerate(rs.get("scopeSpans", [])):
+            spans = ss.get("spans", []) if isinstance(ss, dict) else None
+            if not isinstance(spans, list):
+                raise ValueError(f"resourceSpans[{i}].scopeSpans[{j}].spans is not a list")
+            for k, span in enumerate(spans):
+                for key, nbytes in _ID_FIELDS:
+                    v = span.get(key) if isinstance(span, dict) else None
+                    if v in (None, "") and key == "parentSpanId":
+                        continue
+                    if not (isinstance(v, str) and len(v) == 2 * nbytes and all(ch in "0123456789abcdefABCDEF" for ch in v)):
+                        raise ValueError(f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}].{key}: expected {2 * nbytes} hex characters, got {v!r}")
+                n += 1
+    return orjson.dumps(d), n
+
+
+class _Http(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Http6(_Http):
+    address_family = socket.AF_INET6
+
+
+class OtlpReceiver:
+    """OTLP gRPC + HTTP receiver writing OTLP JSONL (see the module docstring for the contract)."""
+
+    def __init__(
+        self,
+        grpc_addr: str | None = "127.0.0.1:4317",
+        http_addr: str | None = "127.0.0.1:4318",
+        out_path: str | Path = "runs/live.jsonl",
+        max_buffer_bytes: int = 64 << 20,
+        *,
+        allow_remote: bool = False,
+        max_request_bytes: int = 32 << 20,
+    ) -> None:
+        if grpc_addr is None and http_addr is None:
+            raise ReceiverAddressError("both grpc_addr and http_addr are None: nothing to listen on")
+        self._grpc_hp = parse_address(grpc_addr, allow_remote) if grpc_addr is not None else None
+        self._http_hp = parse_address(http_addr, allow_remote) if http_addr is not None else None
+        self.out_path = Path(out_path)
+        self.max_buffer_bytes = int(max_buffer_bytes)
+        self.max_request_bytes = int(max_request_bytes)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._state_lock = threading.Lock()
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0)
+        self._file = None
+        self._grpc_server = None
+        self._http_server: _Http | None = None
+        self._http_thread: threading.Thread | None = None
+        self.grpc_port: int | None = None
+        self.http_port: int | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def start(self) -> "OtlpReceiver":
+        """Bind and serve (returns self). Idempotent. Raises OSError if a port cannot be bound
+        (everything started so far is stopped again)."""
+        with self._state_lock:
+            if self._file is not None:
+                return self
+            self.out_path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.out_path, "ab")
+            try:
+                if self._grpc_hp is not None:
+                    self._start_grpc(*self._grpc_hp)
+                if self._http_hp is not None:
+                    self._start_http(*self._http_hp)
+            except BaseException:
+                self._stop_locked()
+                raise
+            return self
+
+    def stop(self) -> None:
+        """Stop serving and close the file. Idempotent; in-flight requests get up to 1 s."""
+        with self._state_lock:
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        if self._grpc_server is not None:
+            self._grpc_server.stop(grace=1.0).wait(5.0)
+            self._grpc_server = None
+        if self._http_server is not None:
+            self._http_server.shutdown()
+            self._http_server.server_close()
+            self._http_server = None
+        if self._http_thread is not None:
+            self._http_thread.join(5.0)
+            self._http_thread = None
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            self._cond.notify_all()
+
+    def __enter__(self) -> "OtlpReceiver":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._file is not None
+
+    @property
+    def grpc_endpoint(self) -> str | None:
+        """``host:port`` for an OTLP gRPC exporter (after start)."""
+        if self._grpc_hp is None or self.grpc_port is None:
+            return None
+        h = self._grpc_hp[0]
+        return f"[{h}]:{self.grpc_port}" if ":" in h else f"{h}:{self.grpc_port}"
+
+    @property
+    def http_endpoint(self) -> str | None:
+        """``http://host:port/v1/traces`` for an OTLP HTTP exporter (after start)."""
+        if self._http_hp is None or self.http_port is None:
+            return None
+        h = self._http_hp[0]
+        return f"http://[{h}]:{self.http_port}/v1/traces" if ":" in h else f"http://{h}:{self.http_port}/v1/traces"
+
+    def _start_grpc(self, host: str, port: int) -> None:
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        receiver = self
+
+        class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request, context):  # noqa: N802 - gRPC method name
+                line, n = request_to_json(request)
+                receiver._ingest(line, n)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="gputrace-otlp-grpc"),
+            options=[("grpc.max_receive_message_length", self.max_request_bytes)],
+        )
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(), server)
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = server.add_insecure_port(target)
+        except RuntimeError as exc:  # grpcio raises RuntimeError when it cannot bind
+            raise OSError(f"cannot listen for OTLP/gRPC on {target}: {exc}") from None
+        if not bound:
+            raise OSError(f"cannot listen for OTLP/gRPC on {target}")
+        server.start()
+        self._grpc_server = server
+        self.grpc_port = bound
+
+    def _start_http(self, host: str, port: int) -> None:
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        cls = _Http6 if ":" in host else _Http
+        server = cls((host, port), _make_handler(self, trace_service_pb2))
+        self._http_server = server
+        self.http_port = server.server_address[1]
+        self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http", daemon=True)
+        self._http_thread.start()
+
+    # ---- data -------------------------------------------------------------------------------
+    def _ingest(self, line: bytes, spans: int) -> None:
+        """Append one request line to the file (flushed) and the queue. Any handler thread."""
+        with self._lock:
+            f = self._file
+            if f is None:
+                raise OSError("receiver is stopped")
+            f.write(line + b"\n")
+            f.flush()
+            c = self._counts
+            c["requests"] += 1
+            c["spans"] += spans
+            c["bytes_written"] += len(line) + 1
+            self._queue.append(line)
+            self._queued_bytes += len(line)
+            while self._queued_bytes > self.max_buffer_bytes and self._queue:
+                self._queued_bytes -= len(self._queue.popleft())
+                c["dropped_lines"] += 1
+            self._cond.notify_all()
+
+    def _reject(self) -> None:
+        with self._lock:
+            self._counts["rejected"] += 1
+
+    def drain(self) -> list[bytes]:
+        """Take every line received since the last drain (oldest first; no trailing newlines)."""
+        with self._lock:
+            out = list(self._queue)
+            self._queue.clear()
+            self._queued_bytes = 0
+            return out
+
+    def stats(self) -> ReceiverStats:
+        with self._lock:
+            return ReceiverStats(buffered_lines=len(self._queue), buffered_bytes=self._queued_bytes, **self._counts)
+
+    def wait_for(self, spans: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``spans`` spans were received in total; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._counts["spans"] >= spans, timeout)
+
+
+def _make_handler(receiver: OtlpReceiver, pb2) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "gputrace-otlp"
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: no stderr noise in the TUI
+            pass
+
+        def _send(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _error(self, code: int, msg: str, proto: bool) -> None:
+            receiver._reject()
+            if proto:
+                from google.rpc import status_pb2
+
+                self._send(code, status_pb2.Status(code=3, message=msg).SerializeToString(), "application/x-protobuf")
+            else:
+                self._send(code, orjson.dumps({"code": 3, "message": msg}), "application/json")
+            self.close_connection = True
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._error(405 if self.path.split("?")[0] == "/v1/traces" else 404, "use POST /v1/traces", False)
+
+        def do_POST(self) -> None:  # noqa: N802
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            proto = ctype == "application/x-protobuf"
+            if self.path.split("?")[0] != "/v1/traces":
+                return self._error(404, f"unknown path {self.path}; OTLP traces go to /v1/traces", proto)
+            length = self.headers.get("Content-Length")
+            if length is None or not length.isdigit():
+                return self._error(411, "Content-Length required", proto)
+            if int(length) > receiver.max_request_bytes:
+                return self._error(413, f"request larger than {receiver.max_request_bytes} bytes", proto)
+            body = self.rfile.read(int(length))
+            if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                try:
+                    body = d.decompress(body, receiver.max_request_bytes + 1)
+                except zlib.error as exc:
+                    return self._error(400, f"bad gzip body: {exc}", proto)
+                if len(body) > receiver.max_request_bytes or d.unconsumed_tail:
+                    return self._error(413, f"request larger than {receiver.max_request_bytes} bytes after gunzip", proto)
+            if proto:
+                try:
+                    req = pb2.ExportTraceServiceRequest.FromString(body)
+                except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError; report any as 400
+                    return self._error(400, f"bad protobuf body: {exc}", proto)
+                line, n = request_to_json(req)
+            elif ctype == "application/json":
+                try:
+                    line, n = _json_request(body)
+                except ValueError as exc:
+                    return self._error(400, str(exc), proto)
+            else:
+                return self._error(415, f"unsupported Content-Type {ctype!r}; use application/x-protobuf or application/json", False)
+            try:
+                receiver._ingest(line, n)
+            except OSError as exc:
+                return self._error(503, str(exc), proto)
+            if proto:
+                self._send(200, pb2.ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+            else:
+                self._send(200, b"{}", "application/json")
+
+    return Handler
