@@ -103,7 +103,9 @@ def run(args) -> int:
     out.print(
         f"{n} proofs ({result.challenges} challenges x depth {result.depth}) in {result.wall_s:.2f} s; "
         f"keys {'cached' if result.key_cached else 'generated'} in {result.setup_s:.2f} s; "
-        + (f"verified {ok}/{n}" if result.verified else "not verified")
+        + (f"verified {ok}/{n}" if result.verified else "not verified"),
+        soft_wrap=True,
     )
-    out.print(f"proofs and vk.json in {opts.out_dir}" + (f"; trace in {opts.trace}" if opts.trace else ""))
+    out.print(f"proofs and vk.json in {opts.out_dir}" + (f"; trace in {opts.trace}" if opts.trace else ""),
+              soft_wrap=True)
     return 0 if (not result.verified or ok == n) else 1

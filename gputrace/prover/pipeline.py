@@ -216,6 +216,8 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
     """One device's batch: returns one proof per witness (runs on that device's worker thread)."""
     dl = f"{backend.name}:{lane.index}"
     kw = dict(device=lane.device, lane=lane.lane, stream=lane.stream, batch=0)
+    if lane.stream is None:  # CPU lanes: say so in the span kind instead of the vocabulary's "gpu"
+        kw["kind"] = "host"
     top = dict(kw, parent=ctx)  # top-level device phases: children of the prove root
     nb, n = len(ws), pk.domain_size
     # Layout [a_0..a_nb-1, b_0.., c_0..] so a, b and c are contiguous row blocks.
@@ -224,9 +226,10 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
     proofs: list[Proof] = []
     try:
         if "b1" in o.opts:
-            with stats.phase("pin", dl, bytes=host.nbytes, kind="pin", **top) as p:
+            with stats.phase("pin", dl, **dict(top, bytes=host.nbytes, kind="pin")) as p:
                 pinned = backend.pin(host)
                 p.set("pinned", pinned.pinned)
+                p.set("pin.method", "page-locked" if pinned.pinned else "staging-copy")
         with stats.phase("h2d", dl, bytes=host.nbytes, **top):
             dev = backend.h2d(pinned if pinned is not None else host, lane.index, lane)
         with stats.phase("ntt", dl, **top):
@@ -262,13 +265,13 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
             with stats.phase("msm_b_g1", dl, **ckw):
                 mb = backend.msm_g1(bases["b_g1"], tail, plan=plan_msm(tail) if d4 else None, lane=lane)
             hkw = {k: v for k, v in ckw.items() if k != "stream"}
-            with stats.phase("sync", dl, kind="sync", waits_for="b_g2", **hkw):
+            with stats.phase("sync", dl, **dict(hkw, kind="sync", waits_for="b_g2")):
                 g2 = b_g2[w.circuit].result()
             with stats.phase("assemble", dl, **hkw):
                 proofs.append(_assemble(pk, ma + ba, mb + bb, ml + bl, mh, g2))
     finally:
         if pinned is not None:
-            with stats.phase("unpin", dl, bytes=pinned.nbytes, kind="pin", **top):
+            with stats.phase("unpin", dl, **dict(top, bytes=pinned.nbytes, kind="pin")):
                 backend.unpin(pinned)
     return proofs
 

@@ -1,0 +1,100 @@
+"""CPU backend against direct computation: NTT conventions, H evaluation, MSM with/without D4 plans."""
+
+import random
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point
+
+from gputrace.prover.backends import make_backend
+from gputrace.prover.backends.base import BackendError, MsmPlan
+from gputrace.prover.backends.cpu import CpuBackend
+from gputrace.prover.field import COSET_SHIFT, R, ints_to_limbs, limbs_to_ints, root_of_unity, to_scalar
+from gputrace.prover.msm_plan import plan_msm
+
+
+def test_ntt_conventions_against_direct_evaluation():
+    be = CpuBackend(1)
+    rng = random.Random(1)
+    n = 16
+    rows = [[rng.randrange(R) for _ in range(n)] for _ in range(2)]
+    dev = be.h2d(ints_to_limbs(sum(rows, [])).reshape(2, n, 4), 0)
+    w = root_of_unity(n)
+    ev = be.d2h(be.ntt(dev, inverse=False, coset=True))
+    got = limbs_to_ints(ev[1])
+    for k in (0, 5, 15):
+        x = COSET_SHIFT * pow(w, k, R) % R
+        assert got[k] == sum(c * pow(x, i, R) for i, c in enumerate(rows[1])) % R
+    back = be.ntt(be.ntt(dev, inverse=False, coset=True), inverse=True, coset=True)
+    assert limbs_to_ints(be.d2h(back).reshape(-1, 4)) == sum(rows, [])
+    plain = be.ntt(be.ntt(dev, inverse=True, coset=False), inverse=False, coset=False)
+    assert limbs_to_ints(be.d2h(plain).reshape(-1, 4)) == sum(rows, [])
+
+
+def test_h_eval_divides_by_vanishing_on_coset():
+    be = CpuBackend(1)
+    n = 8
+    a, b, c = ([random.randrange(R) for _ in range(n)] for _ in range(3))
+    mk = lambda v: be.h2d(ints_to_limbs(v).reshape(1, n, 4), 0)
+    h = limbs_to_ints(be.d2h(be.h_eval(mk(a), mk(b), mk(c))).reshape(-1, 4))
+    z = (pow(COSET_SHIFT, n, R) - 1) % R
+    assert all(h[i] * z % R == (a[i] * b[i] - c[i]) % R for i in range(n))
+
+
+def test_msm_plans_and_batch_add_agree_with_naive():
+    be = CpuBackend(2)
+    rng = random.Random(2)
+    g = G1Point()
+    pts = [g * to_scalar(rng.randrange(1, R)) for _ in range(40)]
+    scalars = [0, 1, 1, 5, (1 << 63) + 3] + [rng.randrange(R) for _ in range(30)] + [2, 0, 1, 7, 9]
+    bases = be.load_bases("a", pts, 1)
+    naive = G1Point.identity()
+    for p, s in zip(pts, scalars):
+        naive = naive + p * to_scalar(s)
+    limbs = ints_to_limbs(scalars)
+    assert be.msm_g1(bases, limbs) == naive
+    plan = plan_msm(limbs)
+    assert plan.narrow_bits == 65 and 4 <= plan.window <= 16
+    assert be.msm_g1(bases, limbs, plan=plan) == naive
+    assert be.msm_g1(bases, limbs, plan=MsmPlan(window=8, narrow_bits=0)) == naive
+    dev = be.h2d(limbs, 1)
+    assert be.msm_g1(bases, dev) == naive
+    sel = np.array([s == 1 for s in scalars])
+    expect = G1Point.identity()
+    for p, s in zip(pts, scalars):
+        if s == 1:
+            expect = expect + p
+    assert be.batch_add_g1(bases, sel) == expect
+    with pytest.raises(BackendError, match="41 scalars for 40 bases"):
+        be.msm_g1(bases, ints_to_limbs(scalars + [1]))
+
+
+def test_pin_unpin_and_lanes():
+    be = CpuBackend(3)
+    assert be.device_count() == 3
+    lane = be.lanes(2)[0]
+    assert lane.device == -1 and lane.lane == "thread:cpu-worker-2" and lane.stream is None
+    with pytest.raises(BackendError):
+        be.lanes(3)
+    host = ints_to_limbs(list(range(64)))
+    p = be.pin(host)
+    try:
+        assert np.array_equal(p.array, host) and p.nbytes == host.nbytes
+    finally:
+        be.unpin(p)
+    staged = CpuBackend(1, try_mlock=False).pin(host)
+    assert staged.pinned is False and staged.array is not host and np.array_equal(staged.array, host)
+
+
+def test_make_backend_auto_falls_back_with_notice():
+    be, notice = make_backend("cpu", 2)
+    assert be.name == "cpu" and notice is None
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy present: fallback not exercised")
+    except ImportError:
+        pass
+    be, notice = make_backend("auto", 1)
+    assert be.name == "cpu" and notice and "CPU" in notice
+    with pytest.raises(ValueError):
+        make_backend("tpu", 1)

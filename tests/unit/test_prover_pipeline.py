@@ -1,0 +1,109 @@
+"""The traced pipeline: every phase present, nested under one ``prove`` root, on the right lane;
+switch combinations still give verifying proofs and are recorded as resource attributes."""
+
+import pytest
+
+import gputrace
+from gputrace.prover.options import OPT_NAMES, ProveOptions, parse_opts, parse_size
+from gputrace.prover.pipeline import run_prove
+
+DEVICE_PHASES = {"h2d", "ntt", "intt_abc", "coset_ntt", "h_eval", "intt_h", "msm_h", "batch_add", "msm_l",
+                 "msm_a", "msm_b_g1", "sync", "assemble"}
+PER_CIRCUIT = {"synthesis", "msm_h", "batch_add", "msm_l", "msm_a", "msm_b_g1", "b_g2", "sync", "assemble"}
+
+
+@pytest.fixture(scope="module")
+def key_dir(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "prover-keys"
+
+
+def _run(tmp_path, key_dir, opts, batch=2, devices=2, **kw):
+    sink = gputrace.MemorySink()
+    gputrace.configure(sinks=[sink], config={"test": "pipeline"}, collect_gpu_info=False)
+    try:
+        res = run_prove(ProveOptions(challenges=1, depth=2, batch=batch, devices=devices, opts=opts,
+                                     out_dir=tmp_path, key_dir=key_dir, configure_tracer=False, **kw))
+    finally:
+        gputrace.shutdown()
+    return res, sink.spans
+
+
+def test_every_phase_present_nested_and_on_its_lane(tmp_path, key_dir):
+    res, spans = _run(tmp_path, key_dir, frozenset(OPT_NAMES))
+    assert res.verified == [True] * 4
+    by_id = {s["span_id"]: s for s in spans}
+    roots = [s for s in spans if s["name"] == "prove"]
+    assert len(roots) == 1
+    root = roots[0]
+    names = {s["name"] for s in spans}
+    assert DEVICE_PHASES | {"synthesis", "b_g2", "pin", "unpin"} <= names
+    for s in spans:
+        a = s["attributes"]
+        if s["name"] in ("setup", "verify", "prove"):
+            continue
+        # walk up to the root: every phase of the batch sits under the one prove span
+        p = s
+        while p["parent_span_id"] is not None:
+            p = by_id[p["parent_span_id"]]
+        assert p is root, s["name"]
+        if s["name"] in DEVICE_PHASES | {"pin", "unpin"}:
+            assert a["gputrace.device"] == -1
+            assert a["gputrace.lane"].startswith("thread:cpu-worker-")
+            assert a["gputrace.kind"] in ("host", "pin", "sync")  # CPU lanes never claim to be GPU work
+        if s["name"] in ("intt_abc", "coset_ntt", "h_eval", "intt_h"):
+            assert by_id[s["parent_span_id"]]["name"] == "ntt"
+            assert by_id[s["parent_span_id"]]["attributes"]["gputrace.lane"] == a["gputrace.lane"]
+        elif s["name"] != "prove":
+            assert s["parent_span_id"] == root["span_id"], s["name"]
+        if s["name"] == "b_g2":
+            assert a["gputrace.lane"].startswith("thread:b_g2-pool-")
+        if s["name"] == "synthesis":
+            assert a["gputrace.lane"].startswith("thread:synth-")
+        assert s["start_ns"] <= s["end_ns"]
+    for name in PER_CIRCUIT:
+        assert sorted(s["attributes"]["gputrace.circuit"] for s in spans if s["name"] == name) == [0, 1, 2, 3], name
+    lanes = {s["attributes"]["gputrace.lane"] for s in spans if s["name"] == "msm_h"}
+    assert lanes == {"thread:cpu-worker-0", "thread:cpu-worker-1"}
+    pin = [s for s in spans if s["name"] == "pin"]
+    assert len(pin) == 2 and all(s["attributes"]["gputrace.bytes"] > 0 for s in pin)
+    assert res.phase_seconds[("msm_h", "cpu:0")] > 0
+
+
+def test_switches_off_means_no_pin_phases(tmp_path, key_dir):
+    res, spans = _run(tmp_path, key_dir, frozenset(), batch=1, devices=1)
+    assert res.verified == [True]
+    names = {s["name"] for s in spans}
+    assert "pin" not in names and "unpin" not in names
+    assert res.config["b1"] is False and res.config["backend"] == "cpu"
+
+
+@pytest.mark.parametrize("opts", ["a1", "a2", "a4", "b1", "d4", "a1,a2", "a4,d4", "all"])
+def test_switch_combinations_verify(tmp_path, key_dir, opts):
+    res = run_prove(ProveOptions(challenges=1, depth=2, batch=2, devices=1, opts=parse_opts(opts),
+                                 out_dir=tmp_path, key_dir=key_dir, configure_tracer=False))
+    assert res.verified == [True, True]
+    assert all(res.config[k] == (k in parse_opts(opts)) for k in OPT_NAMES)
+
+
+def test_switches_recorded_in_trace_file(tmp_path, key_dir):
+    trace = tmp_path / "run.jsonl"
+    res = run_prove(ProveOptions(challenges=2, depth=3, batch=1, devices=1, opts=parse_opts("a1,d4"),
+                                 out_dir=tmp_path, key_dir=key_dir, trace=trace))
+    assert res.verified == [True]
+    text = trace.read_text()
+    assert '"gputrace.config.a1","value":{"boolValue":true}' in text.replace(" ", "")
+    assert '"gputrace.config.b1","value":{"boolValue":false}' in text.replace(" ", "")
+    assert '"name":"msm_b_g1"' in text.replace(" ", "")
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="unknown switch 'a3'"):
+        parse_opts("a1,a3")
+    assert parse_opts("ALL") == frozenset(OPT_NAMES) and parse_opts("none") == frozenset()
+    assert parse_size("2^12") == 4096 and parse_size("2**3") == 8 and parse_size("100") == 100
+    with pytest.raises(ValueError, match="2\\^N"):
+        parse_size("lots")
+    with pytest.raises(ValueError, match="--batch"):
+        run_prove(ProveOptions(batch=0, configure_tracer=False))
+    with pytest.raises(ValueError, match="together"):
+        run_prove(ProveOptions(challenges=2, configure_tracer=False))
