@@ -105,6 +105,7 @@ class OtlpSink(Sink):
         max_queue_spans: int = 1 << 16,
         batch_size: int = 512,
         max_retries: int = 2,
+        close_timeout_s: float = 5.0,
         exporter: Any = None,
     ) -> None:
         super().__init__()
@@ -114,6 +115,7 @@ class OtlpSink(Sink):
         self.max_queue_spans = int(max_queue_spans)
         self.batch_size = max(1, int(batch_size))
         self.max_retries = max(0, int(max_retries))
+        self.close_timeout_s = float(close_timeout_s)
         self._exporter = exporter if exporter is not None else self._make_exporter(endpoint, headers, timeout_s, insecure)
         self._queue: collections.deque = collections.deque()  # (spans, attempt, not_before)
         self._queued = 0
@@ -121,6 +123,7 @@ class OtlpSink(Sink):
         self._cv = threading.Condition()
         self._closing = False
         self._closed = False
+        self._abandoned = False
         self._last_sdk_error: str | None = None
         self._sdk_retries_in_batch = 0
         self._sdk_resource = None
@@ -177,11 +180,14 @@ class OtlpSink(Sink):
                 self._queued += len(chunk)
             self._cv.notify()
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Send what is queued for up to ``timeout_s``; count the rest as dropped; shut the exporter down."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Send what is queued for up to ``timeout_s`` (default ``close_timeout_s``); count the rest as
+        dropped; shut the exporter down."""
         if self._closed:
             return
         self._closed = True
+        if timeout_s is None:
+            timeout_s = self.close_timeout_s
         deadline = time.monotonic() + timeout_s
         with self._cv:
             self._closing = True
@@ -193,7 +199,7 @@ class OtlpSink(Sink):
                 self._cv.wait(left)
             left_over = sum(len(b[0]) for b in self._queue)
             self._queue.clear()
-            self._queued = 0
+            self._queued = self._inflight
         if left_over:
             self.stats.add(dropped=left_over, error="still queued at shutdown")
         try:
@@ -206,6 +212,7 @@ class OtlpSink(Sink):
                 if self._inflight:
                     self.stats.add(dropped=self._inflight, error="export still in flight at shutdown")
                     self._inflight = 0
+                self._abandoned = True
 
     # -- worker thread -----------------------------------------------------------------------------
     def _sdk_retry(self) -> None:
@@ -221,8 +228,7 @@ class OtlpSink(Sink):
                             spans, attempt, not_before = self._queue[0]
                             wait = not_before - time.monotonic()
                             if wait <= 0 or self._closing:
-                                self._queue.popleft()
-                                self._queued -= len(spans)
+                                self._queue.popleft()  # its slots stay reserved until _send is done
                                 self._inflight = len(spans)
                                 break
                             self._cv.wait(wait)
@@ -230,14 +236,18 @@ class OtlpSink(Sink):
                             return
                         else:
                             self._cv.wait()
-                self._send(spans, attempt)
+                requeued = self._send(spans, attempt)
                 with self._cv:
+                    if not requeued:
+                        self._queued -= len(spans)
                     self._inflight = 0
                     self._cv.notify_all()
         finally:
             _counter.by_thread.pop(threading.get_ident(), None)
 
-    def _send(self, spans: list[dict], attempt: int) -> None:
+    def _send(self, spans: list[dict], attempt: int) -> bool:
+        """One export attempt; returns True when the batch went back on the queue for a retry (it keeps
+        its reserved queue slots, so a retry is never crowded out by newer batches)."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         self._sdk_retries_in_batch = 0
@@ -246,7 +256,7 @@ class OtlpSink(Sink):
             readable = [self._readable(s) for s in spans]
         except Exception as e:
             self.stats.add(dropped=len(spans), error=f"building SDK spans: {type(e).__name__}: {e}")
-            return
+            return False
         try:
             result = self._exporter.export(readable)
             ok = result == SpanExportResult.SUCCESS
@@ -255,16 +265,18 @@ class OtlpSink(Sink):
             ok, err = False, f"{type(e).__name__}: {e}"
         n = len(spans)
         retried = self._sdk_retries_in_batch * n
-        if ok:
-            self.stats.add(exported=n, retried=retried)
-            return
         with self._cv:
-            if attempt < self.max_retries and not self._closing and self._queued + n <= self.max_queue_spans:
+            if self._abandoned:  # close() gave up on this batch and already counted it as dropped
+                return False
+            if ok:
+                self.stats.add(exported=n, retried=retried)
+                return False
+            if attempt < self.max_retries:  # also while closing: close() bounds the total time
                 self._queue.appendleft((spans, attempt + 1, time.monotonic() + 0.5 * 2**attempt))
-                self._queued += n
                 self.stats.add(retried=retried + n, error=err)
-                return
-        self.stats.add(retried=retried, dropped=n, error=err)
+                return True
+            self.stats.add(retried=retried, dropped=n, error=err)
+            return False
 
     def _readable(self, s: dict):
         ReadableSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags = self._sdk
