@@ -15,7 +15,7 @@ import sys
 import gputrace
 
 #: Subcommand modules under gputrace.commands, in help order.
-COMMANDS: tuple[str, ...] = ("prove", "verify")
+COMMANDS: tuple[str, ...] = ("prove", "verify", "export", "import_")
 
 
 def build_parser() -> argparse.ArgumentParser:

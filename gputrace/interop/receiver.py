@@ -5,7 +5,8 @@ ids, camelCase, integer enums, 64-bit numbers as strings), appended to ``out_pat
 before the sender gets its response, so nothing received is lost when the viewer closes. The same
 lines are kept in a bounded in-memory queue that a viewer drains (:meth:`OtlpReceiver.drain`);
 when undrained lines exceed ``max_buffer_bytes`` the oldest are dropped from the queue (they stay
-in the file) and counted in :attr:`ReceiverStats.dropped_lines`.
+in the file) and counted in :attr:`ReceiverStats.dropped_lines`. ``max_buffer_bytes=0`` keeps no
+queue at all, for a viewer that follows the file instead.
 
 Addresses: loopback only (``127.0.0.1``, ``::1``, ``localhost``) unless ``allow_remote=True``; any
 other address raises :class:`ReceiverAddressError` at construction. Port 0 binds an ephemeral
@@ -310,8 +311,9 @@ class OtlpReceiver:
             c["requests"] += 1
             c["spans"] += spans
             c["bytes_written"] += len(line) + 1
-            self._queue.append(line)
-            self._queued_bytes += len(line)
+            if self.max_buffer_bytes > 0:
+                self._queue.append(line)
+                self._queued_bytes += len(line)
             while self._queued_bytes > self.max_buffer_bytes and self._queue:
                 self._queued_bytes -= len(self._queue.popleft())
                 c["dropped_lines"] += 1

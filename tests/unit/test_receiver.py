@@ -176,6 +176,11 @@ def test_buffer_is_bounded_and_file_keeps_everything(tmp_path):
     finally:
         r.stop()
     assert len((tmp_path / "b.jsonl").read_bytes().splitlines()) == 10
+    # 0: no queue at all (a viewer that follows the file), nothing counted as dropped.
+    with OtlpReceiver(None, "127.0.0.1:0", tmp_path / "c.jsonl", max_buffer_bytes=0) as r0:
+        assert _post(r0.http_endpoint, orjson.dumps(JSON_REQ), "application/json")[0] == 200
+        st = r0.stats()
+        assert st.buffered_lines == 0 and st.dropped_lines == 0 and st.spans == 1 and r0.drain() == []
 
 
 def test_start_stop_idempotent_and_file_survives(tmp_path):

@@ -1,0 +1,56 @@
+"""``gputrace import nsys|chrome FILE -o OUT.jsonl``: bring other tools' traces into gputrace.
+
+Argument wiring only: `gputrace.timeline.nsys.read_nsys` / `gputrace.timeline.chrome.read_chrome`
+read, `gputrace.interop.otlp_file.write_otlp_jsonl` writes. The output opens in ``gputrace view``
+and every other gputrace command (which also open .sqlite and Chrome files directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "import",
+        help="convert an Nsight Systems SQLite export or a Chrome/PyTorch trace to OTLP JSONL",
+        description="Read an Nsight Systems report exported with `nsys export --type sqlite` (NVTX ranges, "
+                    "CUDA kernels, memcpys, API calls) or a Chrome Trace Event JSON file (e.g. the PyTorch "
+                    "profiler's) and write it as an OTLP JSON Lines trace.",
+    )
+    p.add_argument("source", choices=("nsys", "chrome"), help="input kind")
+    p.add_argument("input", metavar="FILE", help="REPORT.sqlite (nsys) or TRACE.json[.gz] (chrome)")
+    p.add_argument("-o", "--output", metavar="OUT.jsonl", help="output (default: FILE with .jsonl)")
+    p.add_argument("--host", help="host name for the lanes (default: from the report, else the file name)")
+    p.add_argument("--no-runtime", action="store_true", help="nsys: leave CUDA API calls out (still used to link kernels)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputrace.interop.otlp_file import write_otlp_jsonl
+
+    src = Path(args.input)
+    out = Path(args.output) if args.output else src.with_name(src.name.split(".")[0] + ".jsonl")
+    if out.resolve() == src.resolve():
+        print(f"gputrace import: output {out} would overwrite the input", file=sys.stderr)
+        return 2
+    try:
+        if args.source == "nsys":
+            from gputrace.timeline.nsys import read_nsys
+
+            tl = read_nsys(src, host=args.host, runtime=not args.no_runtime)
+        else:
+            from gputrace.timeline.chrome import read_chrome
+
+            tl = read_chrome(src, host=args.host)
+        lines = write_otlp_jsonl(tl, out)
+    except (OSError, ValueError) as exc:
+        print(f"gputrace import: {exc}", file=sys.stderr)
+        return 1
+    lanes = len(tl.lanes)
+    gpus = len({ln.device for ln in tl.lanes if ln.device >= 0})
+    print(f"wrote {tl.n} spans ({lanes} lanes, {gpus} GPUs) in {lines} lines to {out}")
+    return 0
