@@ -65,7 +65,7 @@ class _ThreadState:
         self.buf: list = []
         self.cur = None
         self.dropped = 0
-        self.ident = t.ident
+        self.ident = threading.get_native_id()  # the OS thread id, as Nsight Systems shows it
         self.name = t.name
         self.thread = t
 
