@@ -6,6 +6,7 @@ from a worker thread: functions read the Timeline and return new small dataclass
 columnar numpy results whose fields are documented on the classes.
 """
 
+from gputrace.analysis.compare import ComparisonResult, PhaseComparison, compare_measures, compare_sets
 from gputrace.analysis.critical_path import CriticalPath, critical_path, critical_path_summary, default_root
 from gputrace.analysis.gaps import IdleGap, IdleGaps, gpu_idle_gaps
 from gputrace.analysis.pinning import PinningReport, pinning_economics
@@ -14,6 +15,10 @@ from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits
 
 __all__ = [
+    "ComparisonResult",
+    "PhaseComparison",
+    "compare_measures",
+    "compare_sets",
     "CriticalPath",
     "HostWaits",
     "IdleGap",

@@ -1,0 +1,329 @@
+"""Noise-aware comparison of two sets of runs, per phase path, device and clock.
+
+For every measurement key (see `measures`), each side gives one value per run (instances
+aligned: only ``(circuit, batch)`` instances present in every run are summed, so runs with
+different batch contents still compare like with like). The shift variant - baseline is
+estimated by Hodges–Lehmann with its distribution-free Mann–Whitney interval (`ranks`), on
+log durations when every value is positive (timing noise is multiplicative, so the interval
+is one for the *ratio*), else on nanoseconds. Verdicts at the chosen confidence:
+
+* ``slower`` / ``faster``: the interval excludes no change;
+* ``unchanged``: the interval lies inside ``±equivalence`` (default 2 %);
+* ``inconclusive``: neither;
+* ``too few runs``: no interval can reach the confidence with these N (3 vs 3 at 95 %);
+* ``new`` / ``gone``: the phase ran on only one side.
+
+Warm-up runs (the first ``warmup`` per side, by start time) are discarded and listed;
+outliers (more than 5 robust standard deviations from their side's median) are reported,
+never dropped.
+Pure numpy/scipy; any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from gputrace.analysis.environment import EnvironmentCheck, check_environment
+from gputrace.analysis.measures import RUN_PATH, RunMeasures, run_measures
+from gputrace.analysis.ranks import hl_interval, min_two_sided_p
+from gputrace.timeline.model import Timeline
+
+VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "too few runs", "new", "gone")
+OUTLIER_Z = 5.0
+
+
+@dataclass(frozen=True)
+class PhaseComparison:
+    """One row of a comparison (a phase path on a device and clock).
+
+    * ``path``: ``prove/ntt/coset_ntt`` or ``(run)`` for end to end; ``device``: GPU index,
+      -1 host-only spans, ``None`` all devices together; ``clock``: ``host`` or ``device``.
+    * ``n_base``/``n_variant``: runs per side; ``base_values``/``variant_values``: per-run ns.
+    * ``base_median_ns``/``variant_median_ns``; ``diff_ns`` (variant - base, HL estimate) with
+      ``diff_low_ns``/``diff_high_ns``; ``rel``/``rel_low``/``rel_high``: the same as a
+      fraction of the baseline (+0.10 = 10 % slower). NaN bounds when undecidable.
+    * ``p_value`` (two-sided Mann–Whitney), ``verdict`` (see module doc), ``scale``
+      (``log`` or ``linear``), ``instances`` aligned and ``instances_dropped``.
+    """
+
+    path: str
+    device: int | None
+    clock: str
+    n_base: int
+    n_variant: int
+    base_median_ns: float
+    variant_median_ns: float
+    diff_ns: float
+    diff_low_ns: float
+    diff_high_ns: float
+    rel: float
+    rel_low: float
+    rel_high: float
+    p_value: float
+    verdict: str
+    scale: str
+    instances: int
+    instances_dropped: int
+    base_values: tuple[float, ...]
+    variant_values: tuple[float, ...]
+
+    @property
+    def device_label(self) -> str:
+        return "all" if self.device is None else ("host" if self.device < 0 else f"GPU {self.device}")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["base_values"], d["variant_values"] = list(self.base_values), list(self.variant_values)
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+@dataclass
+class ComparisonResult:
+    """Everything `compare_sets` found; the TUI compare view and the CLI draw from it.
+
+    * ``rows``: one `PhaseComparison` per key, ``(run)`` first, then by baseline time.
+    * ``confidence``, ``equivalence``: as requested; ``min_p``: the smallest p-value these
+      N allow (``too few runs`` when it exceeds 1 - confidence).
+    * ``base_labels``/``variant_labels``: runs used; ``warmup_dropped``: labels discarded.
+    * ``base_representative``/``variant_representative``: index (into the runs used) of the
+      run whose end-to-end time is closest to its side's median (for side-by-side timelines).
+    * ``outliers``: ``{"side", "run", "path", "device", "clock", "value_ns", "median_ns", "z"}``.
+    * ``environment``: the `EnvironmentCheck`.
+    """
+
+    rows: list[PhaseComparison]
+    confidence: float
+    equivalence: float
+    min_p: float
+    base_labels: list[str]
+    variant_labels: list[str]
+    warmup_dropped: list[str] = field(default_factory=list)
+    base_representative: int = 0
+    variant_representative: int = 0
+    outliers: list[dict] = field(default_factory=list)
+    environment: EnvironmentCheck = field(default_factory=EnvironmentCheck)
+
+    @property
+    def total(self) -> PhaseComparison | None:
+        """The end-to-end ``(run)`` row."""
+        for r in self.rows:
+            if r.path == RUN_PATH:
+                return r
+        return None
+
+    def find(self, path: str, device: int | None = None, clock: str = "host") -> PhaseComparison | None:
+        for r in self.rows:
+            if r.path == path and r.device == device and r.clock == clock:
+                return r
+        return None
+
+    def regressions(self, threshold: float, min_base_ns: float = 0.0) -> list[PhaseComparison]:
+        """Rows slower beyond ``threshold`` (0.05 = 5 %) with the stated confidence: verdict
+        ``slower`` and the lower bound of the relative change above ``threshold``. Rows whose
+        baseline median is under ``min_base_ns`` are skipped. A ``new`` phase has no relative
+        change; its cost shows in its parents and in ``(run)``."""
+        out = []
+        for r in self.rows:
+            if r.verdict == "slower" and r.rel_low > threshold and r.base_median_ns >= min_base_ns:
+                out.append(r)
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "confidence": self.confidence,
+            "equivalence": self.equivalence,
+            "min_p": self.min_p,
+            "base_runs": self.base_labels,
+            "variant_runs": self.variant_labels,
+            "warmup_dropped": self.warmup_dropped,
+            "base_representative": self.base_representative,
+            "variant_representative": self.variant_representative,
+            "environment": self.environment.to_dict(),
+            "outliers": self.outliers,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def _aligned(side_runs: Sequence[RunMeasures], all_runs: Sequence[RunMeasures], key) -> tuple[np.ndarray, int, int]:
+    """Per-run values for ``key`` summed over the instances common to every run."""
+    sets = [set(r.values.get(key, {})) for r in all_runs]
+    present = [s for s in sets if s]
+    union = set().union(*present) if present else set()
+    common = set.intersection(*present) if present else set()
+    if present and len(present) == len(sets) and common:
+        use = common
+    else:
+        use = None  # phase absent from some runs, or no common instance: sum all
+    vals = []
+    for r in side_runs:
+        d = r.values.get(key, {})
+        vals.append(sum(v for i, v in d.items() if use is None or i in use))
+    n_inst = len(use) if use is not None else len(union)
+    dropped = len(union) - len(use) if use is not None else 0
+    return np.asarray(vals, np.float64), n_inst, dropped
+
+
+def _verdict(lo: float, hi: float, equivalence: float) -> str:
+    if lo > 0:
+        return "slower"
+    if hi < 0:
+        return "faster"
+    if -equivalence <= lo and hi <= equivalence:
+        return "unchanged"
+    return "inconclusive"
+
+
+def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equivalence: float = 0.02) -> dict:
+    """Statistics of one key: ``x`` baseline and ``y`` variant per-run values (ns).
+
+    Returns the numeric fields of `PhaseComparison` (diff, rel with bounds, p_value, verdict,
+    scale). Raises ValueError on empty input.
+    """
+    x = np.asarray(x, np.float64)
+    y = np.asarray(y, np.float64)
+    if len(x) == 0 or len(y) == 0:
+        raise ValueError("compare_values: each side needs at least one run")
+    nan = float("nan")
+    bm, vm = float(np.median(x)), float(np.median(y))
+    out = dict(base_median_ns=bm, variant_median_ns=vm, p_value=nan, scale="linear")
+    if np.all(x == 0) and np.all(y == 0):
+        out.update(diff_ns=0.0, diff_low_ns=0.0, diff_high_ns=0.0, rel=0.0, rel_low=0.0, rel_high=0.0, verdict="unchanged", p_value=1.0)
+        return out
+    if np.all(x == 0) or np.all(y == 0):
+        est = hl_interval(x, y, confidence)
+        out.update(diff_ns=est.estimate, diff_low_ns=est.low, diff_high_ns=est.high, p_value=est.p_value)
+        out.update(rel=nan, rel_low=nan, rel_high=nan, verdict="new" if np.all(x == 0) else "gone")
+        return out
+    if np.all(x > 0) and np.all(y > 0):
+        est = hl_interval(np.log(x), np.log(y), confidence)
+        g = math.exp(float(np.median(np.log(x))))
+        rel, lo, hi = math.expm1(est.estimate), math.expm1(est.low), math.expm1(est.high)
+        out.update(scale="log", rel=rel, rel_low=lo, rel_high=hi, diff_ns=g * rel, diff_low_ns=g * lo, diff_high_ns=g * hi)
+    else:
+        est = hl_interval(x, y, confidence)
+        ref = bm if bm > 0 else nan
+        out.update(diff_ns=est.estimate, diff_low_ns=est.low, diff_high_ns=est.high)
+        out.update(rel=est.estimate / ref, rel_low=est.low / ref, rel_high=est.high / ref)
+    out["p_value"] = est.p_value
+    out["verdict"] = _verdict(out["rel_low"], out["rel_high"], equivalence) if est.decidable else "too few runs"
+    return out
+
+
+def _residuals(v: np.ndarray) -> np.ndarray:
+    r = v - np.median(v)
+    if len(v) % 2:  # the median run itself has residual 0 by construction: leave it out
+        r = np.delete(r, int(np.argmin(np.abs(r))))
+    return r
+
+
+def _outliers(b: Sequence[RunMeasures], v: Sequence[RunMeasures], key, x: np.ndarray, y: np.ndarray) -> list[dict]:
+    """Runs far from their side's median: |value - median| > OUTLIER_Z robust standard
+    deviations, the scale being 1.4826 x the median absolute residual pooled over both sides
+    (pooling keeps it stable at small N; false flags on clean lognormal noise ~2 % per key at
+    N=5, <1 % at N>=15). Needs at least 5 runs per side."""
+    if len(x) < 5 or len(y) < 5:
+        return []
+    scale = 1.4826 * float(np.median(np.abs(np.concatenate([_residuals(x), _residuals(y)]))))
+    if scale <= 0:
+        return []
+    out = []
+    for side, runs, vals in (("baseline", b, x), ("variant", v, y)):
+        med = float(np.median(vals))
+        z = (vals - med) / scale
+        for i in np.flatnonzero(np.abs(z) > OUTLIER_Z):
+            out.append({"side": side, "run": runs[i].label, "path": key[0], "device": key[1], "clock": key[2],
+                        "value_ns": float(vals[i]), "median_ns": med, "z": float(z[i])})
+    return out
+
+
+def _drop_warmup(runs: list[RunMeasures], warmup: int, side: str) -> tuple[list[RunMeasures], list[str]]:
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    runs = sorted(runs, key=lambda r: r.start_ns)
+    if warmup >= len(runs):
+        raise ValueError(f"{side}: {len(runs)} run(s) given but --warmup {warmup} would discard all of them")
+    return runs[warmup:], [r.label for r in runs[:warmup]]
+
+
+def _representative(runs: Sequence[RunMeasures]) -> int:
+    w = np.array([r.wall_ns for r in runs])
+    return int(np.argmin(np.abs(w - np.median(w)))) if len(w) else 0
+
+
+def compare_measures(
+    base: Sequence[RunMeasures],
+    variant: Sequence[RunMeasures],
+    *,
+    confidence: float = 0.95,
+    equivalence: float = 0.02,
+    warmup: int = 0,
+    ignore_env: Sequence[str] = (),
+) -> ComparisonResult:
+    """Compare measured runs (see module doc). Raises ValueError for an empty side, a bad
+    confidence, or a warm-up count that leaves no run."""
+    if not base or not variant:
+        raise ValueError("compare: both the baseline and the variant need at least one run")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    b, bd = _drop_warmup(list(base), warmup, "baseline")
+    v, vd = _drop_warmup(list(variant), warmup, "variant")
+    everything = b + v
+    keys = sorted({k for r in everything for k in r.values}, key=lambda k: (k[0], -9 if k[1] is None else k[1], k[2]))
+    # Per-device rows only where a path ran on more than one device (else "all" says it).
+    devs: dict[tuple, set] = {}
+    for k in keys:
+        if k[1] is not None:
+            devs.setdefault((k[0], k[2]), set()).add(k[1])
+    keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
+    rows, outliers = [], []
+    for key in keys:
+        x, n_inst, dropped = _aligned(b, everything, key)
+        y, _, _ = _aligned(v, everything, key)
+        st = compare_values(x, y, confidence, equivalence)
+        rows.append(
+            PhaseComparison(
+                path=key[0], device=key[1], clock=key[2], n_base=len(x), n_variant=len(y),
+                instances=n_inst, instances_dropped=dropped,
+                base_values=tuple(x.tolist()), variant_values=tuple(y.tolist()), **st,
+            )
+        )
+        outliers += _outliers(b, v, key, x, y)
+    rows.sort(key=lambda r: (r.path != RUN_PATH, r.clock != "host", -max(r.base_median_ns, r.variant_median_ns), r.path))
+    return ComparisonResult(
+        rows=rows,
+        confidence=confidence,
+        equivalence=equivalence,
+        min_p=min_two_sided_p(len(b), len(v)),
+        base_labels=[r.label for r in b],
+        variant_labels=[r.label for r in v],
+        warmup_dropped=bd + vd,
+        base_representative=_representative(b),
+        variant_representative=_representative(v),
+        outliers=outliers,
+        environment=check_environment([r.resource for r in b], [r.resource for r in v], ignore_env),
+    )
+
+
+def compare_sets(
+    base: Sequence[Timeline],
+    variant: Sequence[Timeline],
+    *,
+    base_labels: Sequence[str] | None = None,
+    variant_labels: Sequence[str] | None = None,
+    confidence: float = 0.95,
+    equivalence: float = 0.02,
+    warmup: int = 0,
+    ignore_env: Sequence[str] = (),
+) -> ComparisonResult:
+    """Compare two sets of runs, one Timeline per run (see `measures.split_runs` to cut a
+    merged Timeline). Labels default to each run's ``gputrace.run_id``. Raises ValueError
+    as `compare_measures` does."""
+    bl = list(base_labels) if base_labels is not None else [""] * len(base)
+    vl = list(variant_labels) if variant_labels is not None else [""] * len(variant)
+    bm = [run_measures(t, l) for t, l in zip(base, bl)]
+    vm = [run_measures(t, l) for t, l in zip(variant, vl)]
+    return compare_measures(bm, vm, confidence=confidence, equivalence=equivalence, warmup=warmup, ignore_env=ignore_env)

@@ -1,0 +1,145 @@
+"""Comparison statistics: exact rank machinery, verdict rates over many random seeds,
+instance alignment, warm-up and outliers, environment checks."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gputrace.analysis.compare import compare_measures, compare_sets, compare_values
+from gputrace.analysis.environment import check_environment
+from gputrace.analysis.measures import RunMeasures, path_ids, run_measures
+from gputrace.analysis.ranks import hl_interval, k_for, min_two_sided_p, u_null_cdf
+from gputrace.analysis.synth import make_timeline, synthetic_run
+
+
+@pytest.mark.parametrize("n1,n2", [(1, 1), (2, 3), (4, 5), (6, 6)])
+def test_u_null_distribution_matches_enumeration(n1, n2):
+    counts = np.zeros(n1 * n2 + 1)
+    for c in itertools.combinations(range(n1 + n2), n1):
+        counts[sum(c) - n1 * (n1 - 1) // 2] += 1
+    assert np.allclose(u_null_cdf(n1, n2), np.cumsum(counts) / counts.sum())
+
+
+def test_k_table_and_too_few():
+    # Classical two-sided 5 % critical values of the rank-sum test: U <= 23 at 10 vs 10, U <= 2 at 5 vs 5.
+    assert k_for(10, 10, 0.95) == 24 and k_for(5, 5, 0.95) == 3
+    assert k_for(3, 3, 0.95) == 0 and k_for(4, 4, 0.95) == 1
+    assert min_two_sided_p(3, 3) == pytest.approx(0.1)
+    # Large samples use the normal approximation and stay close to the exact value.
+    assert abs(k_for(150, 150, 0.95) - (150 * 150 / 2 - 1.96 * np.sqrt(150 * 150 * 301 / 12))) <= 1
+
+
+def test_hl_interval_brute_force():
+    x, y = [1.0, 2.0, 4.0, 7.0, 11.0], [3.0, 5.0, 6.0, 9.0, 15.0]
+    est = hl_interval(x, y, 0.9)
+    d = sorted(b - a for a in x for b in y)
+    k = k_for(5, 5, 0.9)
+    assert est.estimate == np.median(d) and (est.low, est.high) == (d[k - 1], d[-k])
+    assert est.p_value == pytest.approx(stats.mannwhitneyu(y, x).pvalue)
+    with pytest.raises(ValueError):
+        hl_interval([], [1.0])
+    with pytest.raises(ValueError):
+        hl_interval([1.0], [1.0], confidence=1.0)
+
+
+def test_verdict_rates_over_seeds():
+    """At 95 %: clean noise is called slower/faster at most ~5 % of the time (the interval's
+    coverage), a 15 % slowdown under 3 % noise with 8 runs a side is found nearly always."""
+    rng = np.random.default_rng(12345)
+    false_calls = found = 0
+    trials = 400
+    for _ in range(trials):
+        x = 1e9 * rng.lognormal(0, 0.03, 8)
+        y = 1e9 * rng.lognormal(0, 0.03, 8)
+        if compare_values(x, y)["verdict"] in ("slower", "faster"):
+            false_calls += 1
+        z = 1.15e9 * rng.lognormal(0, 0.03, 8)
+        if compare_values(x, z)["verdict"] == "slower":
+            found += 1
+    assert false_calls / trials <= 0.08
+    assert found / trials >= 0.97
+
+
+def test_unchanged_needs_tight_interval_and_too_few_runs():
+    rng = np.random.default_rng(3)
+    x, y = 1e9 * rng.lognormal(0, 0.002, 20), 1e9 * rng.lognormal(0, 0.002, 20)
+    assert compare_values(x, y, equivalence=0.02)["verdict"] == "unchanged"
+    assert compare_values(x[:3], y[:3] * 2)["verdict"] == "too few runs"
+    assert compare_values([0, 0, 0, 0], [5, 6, 7, 8])["verdict"] == "new"
+    assert compare_values([5, 6, 7, 8], [0, 0, 0, 0])["verdict"] == "gone"
+    r = compare_values([1e6, 1.1e6, 0.9e6, 1e6, 1.05e6], [2e6, 2.1e6, 1.9e6, 2.2e6, 2e6])
+    assert r["scale"] == "log" and r["verdict"] == "slower" and r["rel_low"] > 0.7 and r["rel"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_injected_phase_found_at_timeline_level():
+    """Synthetic prover runs, msm_l 40 % slower on the variant: over many seeds msm_l (and the
+    whole run) come out slower every time and untouched phases are rarely called changed."""
+    reps, wrong, total_noise_rows, total_slower = 10, 0, 0, 0
+    for rep in range(reps):
+        base = [synthetic_run(1000 * rep + s, circuits=2, devices=2) for s in range(6)]
+        var = [synthetic_run(1000 * rep + 500 + s, circuits=2, devices=2, slow={"msm_l": 0.4}) for s in range(6)]
+        res = compare_sets(base, var)
+        assert res.find("prove/msm_l").verdict == "slower"
+        assert 0.3 < res.find("prove/msm_l").rel < 0.5
+        assert res.find("prove/msm_l", clock="device").verdict == "slower"
+        assert res.total.verdict != "faster"
+        total_slower += res.total.verdict == "slower"
+        for row in res.rows:
+            if "msm_l" in row.path or row.path in ("(run)", "prove") or row.device is not None:
+                continue
+            total_noise_rows += 1
+            wrong += row.verdict in ("slower", "faster")
+    assert wrong / total_noise_rows <= 0.10
+    assert total_slower >= 8  # msm_l is 1/12 of the run: +3.3 % end to end under ~1 % noise
+
+
+def _rm(label, start, vals, res=None):
+    return RunMeasures(label=label, start_ns=start, resource=res or {}, values=vals)
+
+
+def test_instances_aligned_warmup_and_outliers():
+    key = ("prove/msm_a", None, "host")
+    base = [_rm(f"b{i}", i, {key: {(0, 0): 100.0 + i, (1, 0): 100.0}}) for i in range(6)]
+    # Variant runs also proved circuit 2: only circuits 0 and 1 are compared.
+    var = [_rm(f"v{i}", 10 + i, {key: {(0, 0): 100.0 + i, (1, 0): 100.0, (2, 0): 500.0}}) for i in range(6)]
+    var[5] = _rm("v5", 15, {key: {(0, 0): 900.0, (1, 0): 100.0, (2, 0): 500.0}})
+    r = compare_measures(base, var, warmup=1)
+    row = r.find("prove/msm_a")
+    assert row.instances == 2 and row.instances_dropped == 1
+    assert row.n_base == 5 and row.base_values == (201.0, 202.0, 203.0, 204.0, 205.0)
+    assert r.warmup_dropped == ["b0", "v0"]
+    assert [o["run"] for o in r.outliers] == ["v5"]
+    with pytest.raises(ValueError, match="discard all"):
+        compare_measures(base, var, warmup=6)
+
+
+def test_path_ids_and_measures():
+    tl = make_timeline(
+        [
+            {"id": "p", "name": "prove", "start": 0, "end": 100, "circuit": 0},
+            {"id": "n", "name": "ntt", "start": 10, "end": 50, "parent": "p", "device": 0, "kind": "gpu", "gpu_start": 12, "gpu_end": 40, "circuit": 0},
+            {"name": "coset_ntt", "start": 10, "end": 30, "parent": "n", "device": 0, "kind": "gpu", "circuit": 0},
+            {"name": "ntt", "start": 60, "end": 70, "circuit": 0},  # a root ntt: a different path
+        ]
+    )
+    pid, names = path_ids(tl)
+    assert sorted(names) == ["ntt", "prove", "prove/ntt", "prove/ntt/coset_ntt"]
+    m = run_measures(tl)
+    assert m.values[("prove/ntt", None, "host")] == {(0, -1): 40.0}
+    assert m.values[("prove/ntt", 0, "device")] == {(0, -1): 28.0}
+    assert m.values[("ntt", -1, "host")] == {(0, -1): 10.0}
+    assert m.wall_ns == 100
+
+
+def test_environment_check_names_fields():
+    a = {"gputrace.config.b1": False, "gputrace.gpu.0.model": "H200", "gputrace.git.commit": "abc", "process.pid": 1}
+    b = {"gputrace.config.b1": True, "gputrace.gpu.0.model": "H200", "gputrace.git.commit": "def", "process.pid": 2}
+    chk = check_environment([a, a], [b, b])
+    assert "gputrace.config.b1" in chk.config_diffs
+    assert list(chk.differences) == ["gputrace.git.commit"]
+    assert len(chk.warnings) == 1 and "gputrace.git.commit" in chk.warnings[0] and "'abc'" in chk.warnings[0]
+    chk2 = check_environment([a, dict(a, **{"gputrace.config.b1": True})], [b])
+    assert any("baseline runs differ among themselves in gputrace.config.b1" in w for w in chk2.warnings)
+    assert check_environment([a], [a]).ok
