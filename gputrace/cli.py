@@ -15,7 +15,7 @@ import sys
 import gputrace
 
 #: Subcommand modules under gputrace.commands, in help order.
-COMMANDS: tuple[str, ...] = ("prove", "verify", "export", "import_")
+COMMANDS: tuple[str, ...] = ("prove", "verify", "view", "export", "import_", "report", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -68,9 +68,11 @@ class PinningReport:
         parts = [f"{who}: pin+unpin {fmt_ns(self.overhead_ns)}"]
         if self.pin_bytes > 0:
             parts.append(f"for {self.pin_bytes / GIB:.3g} GiB ({fmt_ns(self.pin_ns_per_gib)}/GiB to pin)")
-        if self.h2d_count:
-            parts.append(f"bought h2d of {max(self.h2d_bytes, 0) / GIB:.3g} GiB in {fmt_ns(self.h2d_ns)} at {self.h2d_gbps:.3g} GB/s")
+        if self.h2d_count and self.h2d_bytes > 0:
+            parts.append(f"bought h2d of {self.h2d_bytes / GIB:.3g} GiB in {fmt_ns(self.h2d_ns)} at {self.h2d_gbps:.3g} GB/s")
             parts.append(f"break-even: pays off only if pageable copies run below {self.effective_gbps:.3g} GB/s")
+        elif self.h2d_count:
+            parts.append(f"h2d took {fmt_ns(self.h2d_ns)} (bytes not recorded: no bandwidth or break-even)")
         if not np.isnan(self.net_ns):
             verdict = "saved" if self.net_ns >= 0 else "lost"
             parts.append(f"at {self.pageable_gbps:.3g} GB/s pageable, pinning {verdict} {fmt_ns(abs(self.net_ns))}")

@@ -71,6 +71,7 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
             attrs[i] = dict(sp["attrs"])
     full = dict(cols)
     full.update(phase=phase, lane=lane, kind=kind, span_id=span_id, parent_span_id=parent_id)
+    full["status"] = np.zeros(n, np.int8)  # STATUS_UNSET
     full["resource"] = np.zeros(n, np.int32)
     full["trace"] = np.zeros(n, np.int32)
     res = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": trace_id}
@@ -128,4 +129,4 @@ def synthetic_run(
         spans.append({"id": root, "name": "prove", "start": t0, "end": t, "circuit": ci, "batch": 0, "kind": "host"})
         spans.extend(kids)
     res = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": f"run-{seed}"}
-    return make_timeline(spans, resource=res, trace_id=f"{seed:032x}")
+    return make_timeline(spans, resource=res, trace_id=f"{(seed & 0xFFFFFFFFFFFFFFFF) + 1:032x}")

@@ -1,0 +1,196 @@
+"""``gputrace compare BASE... --vs VARIANT...``: which phase moved, on which device, by how
+much, and whether it is real. Wiring and rendering only (statistics: gputrace.analysis.compare).
+
+Exit codes: 0 fine, 1 unreadable input or bad arguments, 3 ``--fail-on-regression`` tripped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+REGRESSION_EXIT = 3
+
+VERDICT_STYLE = {
+    "slower": "bold red",
+    "faster": "bold green",
+    "unchanged": "dim",
+    "inconclusive": "yellow",
+    "too few runs": "magenta",
+    "new": "cyan",
+    "gone": "cyan",
+}
+
+
+def parse_fraction(text: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05. Raises argparse.ArgumentTypeError."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 5% or 0.05, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return v
+
+
+def parse_confidence(text: str) -> float:
+    v = parse_fraction(text)
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"confidence must be between 0 and 1 (or 0% and 100%), got {text!r}")
+    return v
+
+
+def add_stat_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``compare`` and ``ab``."""
+    p.add_argument("--confidence", type=parse_confidence, default=0.95, help="confidence of the intervals (default 95%%)")
+    p.add_argument("--equivalence", type=parse_fraction, default=0.02,
+                   help="an interval inside ±this is called unchanged (default 2%%)")
+    p.add_argument("--warmup", type=int, default=0, help="discard the first K runs of each side (by start time)")
+    p.add_argument("--fail-on-regression", type=parse_fraction, default=None, metavar="PCT",
+                   help=f"exit {REGRESSION_EXIT} when a phase or the whole run is slower by more than PCT "
+                        "with the stated confidence (e.g. 5%%)")
+    p.add_argument("--min-time", type=float, default=0.0, metavar="SECONDS",
+                   help="ignore phases whose baseline median is shorter than this for --fail-on-regression")
+    p.add_argument("--ignore-env", action="append", default=[], metavar="FIELD",
+                   help="resource attribute not to check for environment differences (repeatable)")
+    p.add_argument("--top", type=int, default=40, help="rows to print (default 40; --json has all)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+
+
+def register(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "compare", help="noise-aware comparison of two sets of traces, per phase and device",
+        description="Compare N baseline runs against N variant runs (one run per trace file; a file holding "
+                    "several runs is split by run id). Per phase path, device and clock: medians, the "
+                    "Hodges-Lehmann difference with its rank-based confidence interval, and a verdict.",
+    )
+    p.add_argument("base", nargs="+", metavar="BASE", help="baseline trace files")
+    p.add_argument("--vs", nargs="+", required=True, metavar="VARIANT", help="variant trace files")
+    add_stat_options(p)
+    p.add_argument("--lenient", action="store_true", help="skip unreadable lines/spans instead of failing")
+    p.set_defaults(func=run)
+    return p
+
+
+def load_runs(paths, lenient: bool = False):
+    """(Timelines, labels): one per run; files holding several runs are split by run id."""
+    from pathlib import Path
+
+    from gputrace.analysis.measures import split_runs
+    from gputrace.interop.formats import read_any
+
+    tls, labels = [], []
+    for p in paths:
+        parts = split_runs(read_any([p], lenient=lenient))
+        for i, t in enumerate(parts):
+            if t.n == 0:
+                continue
+            tls.append(t)
+            labels.append(Path(p).name if len(parts) == 1 else f"{Path(p).name}#{i}")
+    return tls, labels
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}%"
+
+
+def render_comparison(res, console, top: int = 40, title: str = "Comparison") -> None:
+    """Print a ComparisonResult: environment warnings (stderr-loud), the table, outliers."""
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from gputrace.analysis._common import fmt_ns
+
+    env = res.environment
+    if env.warnings:
+        console.print(Panel("\n".join(env.warnings), title="[bold]WARNING: the runs' environments differ[/]",
+                            border_style="bold red", style="red"))
+    if env.config_diffs:
+        diffs = ", ".join(f"{k.removeprefix('gputrace.config.')}: {'/'.join(map(str, v['base']))} -> "
+                          f"{'/'.join(map(str, v['variant']))}" for k, v in env.config_diffs.items())
+        console.print(f"configuration: {diffs}")
+    nb, nv = len(res.base_labels), len(res.variant_labels)
+    head = f"{nb} baseline vs {nv} variant runs, {res.confidence:.0%} confidence"
+    if res.warmup_dropped:
+        head += f", warm-up discarded: {', '.join(res.warmup_dropped)}"
+    console.print(head)
+    if res.min_p > 1 - res.confidence:
+        console.print(f"[bold magenta]N too small to decide: with {nb} vs {nv} runs no rank interval reaches "
+                      f"{res.confidence:.0%} (smallest possible p = {res.min_p:.3f}); add runs.[/]")
+    t = Table(title=title, title_justify="left")
+    for col, j in (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
+                   ("diff", "right"), ("change", "right"), (f"{res.confidence:.0%} interval", "right"), ("p", "right"),
+                   ("verdict", "left")):
+        t.add_column(col, justify=j, no_wrap=col != "phase")
+    for r in res.rows[:top]:
+        style = VERDICT_STYLE.get(r.verdict, "")
+        ci = "-" if not math.isfinite(r.rel_low) else f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]"
+        if r.verdict in ("new", "gone"):
+            ci = "-" if not math.isfinite(r.diff_low_ns) else f"[{fmt_ns(r.diff_low_ns)}, {fmt_ns(r.diff_high_ns)}]"
+        p = "-" if not math.isfinite(r.p_value) else f"{r.p_value:.3g}"
+        t.add_row(r.path, r.device_label, r.clock, fmt_ns(r.base_median_ns), fmt_ns(r.variant_median_ns),
+                  ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns)), _pct(r.rel), ci, p, f"[{style}]{r.verdict}[/]")
+    console.print(t)
+    if len(res.rows) > top:
+        console.print(f"({len(res.rows) - top} more rows: --top N or --json)")
+    if res.outliers:
+        t = Table(title="Outlier runs (reported, not dropped)", title_justify="left")
+        for col in ("side", "run", "phase", "device", "clock", "value", "side median", "robust z"):
+            t.add_column(col)
+        for o in res.outliers[:top]:
+            dev = "all" if o["device"] is None else ("host" if o["device"] < 0 else f"GPU {o['device']}")
+            t.add_row(o["side"], o["run"], o["path"], dev, o["clock"], fmt_ns(o["value_ns"]), fmt_ns(o["median_ns"]), f"{o['z']:+.1f}")
+        console.print(t)
+
+
+def gate(res, threshold: float | None, min_time_s: float, console) -> int:
+    """Apply ``--fail-on-regression``; prints what tripped it. Returns the exit code."""
+    if threshold is None:
+        return 0
+    from gputrace.analysis._common import fmt_ns
+
+    bad = res.regressions(threshold, min_base_ns=min_time_s * 1e9)
+    if not bad:
+        console.print(f"no phase slower than +{threshold:.1%} at {res.confidence:.0%} confidence")
+        return 0
+    for r in bad:
+        console.print(f"[bold red]REGRESSION[/] {r.path} ({r.device_label}, {r.clock}): {_pct(r.rel)} "
+                      f"(at least {_pct(r.rel_low)} at {res.confidence:.0%}), {fmt_ns(r.base_median_ns)} -> {fmt_ns(r.variant_median_ns)}")
+    return REGRESSION_EXIT
+
+
+def dump_json(doc) -> None:
+    import orjson
+
+    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from gputrace.analysis.compare import compare_sets
+
+    try:
+        bt, bl = load_runs(args.base, args.lenient)
+        vt, vl = load_runs(args.vs, args.lenient)
+        res = compare_sets(bt, vt, base_labels=bl, variant_labels=vl, confidence=args.confidence,
+                           equivalence=args.equivalence, warmup=args.warmup, ignore_env=args.ignore_env)
+    except (OSError, ValueError) as e:
+        print(f"gputrace compare: {e}", file=sys.stderr)
+        return 1
+    err = Console(stderr=True, highlight=False)
+    if args.json:
+        doc = res.to_dict()
+        if args.fail_on_regression is not None:
+            doc["regressions"] = [r.to_dict() for r in res.regressions(args.fail_on_regression, args.min_time * 1e9)]
+        dump_json(doc)
+        for w in res.environment.warnings:
+            err.print(f"[bold red]WARNING[/] {w}")
+        return gate(res, args.fail_on_regression, args.min_time, err)
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    render_comparison(res, out, args.top)
+    for w in res.environment.warnings:
+        err.print(f"[bold red]WARNING[/] {w}")
+    return gate(res, args.fail_on_regression, args.min_time, out)
