@@ -76,7 +76,7 @@ def record_start(p, stream, device) -> None:
 def record_end(p) -> None:
     """Record the end event of phase ``p`` on its stream (caller's thread, or the thread calling end())."""
     ev = _event(p.cdev[0])
-    ev.record(p.kw["stream"])
+    ev.record(p.stream)
     p.ev1 = ev
 
 

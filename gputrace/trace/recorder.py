@@ -180,10 +180,7 @@ class Recorder:
 
 
 def _has_events(p) -> bool:
-    try:
-        return p.ev0 is not None
-    except AttributeError:
-        return False
+    return p.ev0 is not None
 
 
 # -- module-level API ------------------------------------------------------------------------------

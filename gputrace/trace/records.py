@@ -23,14 +23,10 @@ from gputrace.trace.hotpath import Phase
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # odd, so n -> n * _GOLDEN mod 2**64 is a bijection
 
-# kw name -> span attribute key for the shared vocabulary
-_KNOWN = {
-    "device": "gputrace.device",
-    "circuit": "gputrace.circuit",
-    "batch": "gputrace.batch",
-    "bytes": "gputrace.bytes",
-}
-_SKIP = frozenset(("stream", "lane", "kind", "parent", "device", "circuit", "batch", "bytes"))
+# Names in Phase.kw that map to shared-vocabulary attributes; "lane", "kind", "parent" are handled apart.
+_KNOWN = {"circuit": "gputrace.circuit", "batch": "gputrace.batch"}
+_SPECIAL = frozenset(("lane", "kind", "parent"))
+_kind_cache: dict = {}
 
 
 class IdSource:
@@ -57,20 +53,15 @@ class IdSource:
 
 def _ids_of(p, ids: IdSource) -> tuple[int, int]:
     """(trace_id, span_id) of a phase, assigning them (and its ancestors') on first sight."""
-    try:
-        return p.tid, p.sid
-    except AttributeError:
-        pass
+    sid = p.sid
+    if sid is not None:
+        return p.tid, sid
     # Walk up to the first ancestor that already has ids (or the root), then assign downwards.
     chain = []
     q = p
-    while q is not None:
-        try:
-            q.sid
-            break
-        except AttributeError:
-            chain.append(q)
-            q = _parent_of(q)
+    while q is not None and q.sid is None:
+        chain.append(q)
+        q = _parent_of(q)
     for node in reversed(chain):
         parent = _parent_of(node)
         node.sid = ids.next_span_id()
@@ -79,64 +70,85 @@ def _ids_of(p, ids: IdSource) -> tuple[int, int]:
 
 
 def _parent_of(p):
-    parent = p.kw.get("parent") if p.kw else None
+    kw = p.kw
+    parent = kw.get("parent") if kw else None
     if parent is None:
-        try:
-            parent = p.up
-        except AttributeError:
-            return None
+        return p.up
     # Anything that is not a phase (a no-op phase, a foreign object) means "no parent": start a trace.
     return parent if type(parent) is Phase else None
 
 
-def to_span(p, ids: IdSource, epoch_offset_ns: int, thread_ident=None, thread_name=None) -> dict:
+def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
     """One finished ``Phase`` -> span dict (keys as ``gputrace.otlp_json.SpanDict``).
 
-    Attributes: ``gputrace.device/circuit/batch/bytes`` when given, ``gputrace.lane``
-    (``stream:N`` for a stream, ``lane=`` if given, else ``thread:NAME``), ``gputrace.kind``,
-    ``gputrace.gpu.start_ns``/``gpu.end_ns`` when CUDA events resolved, ``thread.id``/``thread.name``,
-    user attributes, and ``exception.type`` on error (status ERROR, message = exception text).
+    Attributes: ``gputrace.device/bytes/circuit/batch`` when given, ``gputrace.lane`` (``stream:N`` for a
+    stream, ``lane=`` if given, else ``thread:NAME``), ``gputrace.kind``, ``gputrace.gpu.start_ns`` /
+    ``gpu.end_ns`` when CUDA events resolved, ``thread.id`` (OS thread id) / ``thread.name``, user
+    attributes, and ``exception.type`` on error (status ERROR, message = type and exception text).
+    This runs once per span on the exporter thread (it bounds file-writing throughput), hence the
+    plain, branchy code.
     """
-    tid, sid = _ids_of(p, ids)
+    sid = p.sid
+    if sid is None:
+        tid, sid = _ids_of(p, ids)
+    else:
+        tid = p.tid
     parent = _parent_of(p)
-    psid = _ids_of(parent, ids)[1] if parent is not None else None
-    kw = p.kw
+    if parent is None:
+        psid = None
+    else:
+        psid = parent.sid
+        if psid is None:
+            psid = _ids_of(parent, ids)[1]
     st = p.st
     attrs: dict = {}
-    device = kw.get("device") if kw else None
-    if kw:
-        for k, key in _KNOWN.items():
-            v = kw.get(k)
-            if v is not None:
-                attrs[key] = v
-    lane = None
-    try:
-        lane = p.cdev  # (device, "stream:N", gpu_start_ns, gpu_end_ns) once resolved
-    except AttributeError:
-        pass
-    if lane is not None:
-        if device is None and lane[0] is not None:
-            attrs["gputrace.device"] = lane[0]
-        attrs["gputrace.lane"] = lane[1]
-        if lane[2] is not None:
-            attrs["gputrace.gpu.start_ns"] = lane[2] + epoch_offset_ns
-            attrs["gputrace.gpu.end_ns"] = lane[3] + epoch_offset_ns
-    elif kw and kw.get("lane") is not None:
-        attrs["gputrace.lane"] = str(kw["lane"])
-    else:
-        attrs["gputrace.lane"] = "thread:" + (thread_name or st.name)
-    kind = kw.get("kind") if kw else None
-    attrs["gputrace.kind"] = kind if kind is not None else phase_kind(p.name)
-    attrs["thread.id"] = thread_ident if thread_ident is not None else st.ident
-    attrs["thread.name"] = thread_name or st.name
+    device = p.device
+    if device is not None:
+        attrs["gputrace.device"] = device
+    if p.nbytes is not None:
+        attrs["gputrace.bytes"] = p.nbytes
+    kw = p.kw
+    lane = kind = None
+    user = None
     if kw:
         for k, v in kw.items():
-            if k not in _SKIP:
-                attrs[k] = v
-    try:
+            key = _KNOWN.get(k)
+            if key is not None:
+                if v is not None:
+                    attrs[key] = v
+            elif k in _SPECIAL:
+                if k == "lane":
+                    lane = v
+                elif k == "kind":
+                    kind = v
+            else:
+                if user is None:
+                    user = {}
+                user[k] = v
+    cd = p.cdev  # (device, "stream:N", gpu_start, gpu_end) for a phase with a stream
+    if cd is not None:
+        if device is None and cd[0] is not None:
+            attrs["gputrace.device"] = cd[0]
+        attrs["gputrace.lane"] = cd[1]
+        if cd[2] is not None:
+            attrs["gputrace.gpu.start_ns"] = cd[2] + epoch_offset_ns
+            attrs["gputrace.gpu.end_ns"] = cd[3] + epoch_offset_ns
+    elif lane is not None:
+        attrs["gputrace.lane"] = str(lane)
+    else:
+        attrs["gputrace.lane"] = "thread:" + st.name
+    if kind is None:
+        name = p.name
+        kind = _kind_cache.get(name)
+        if kind is None:
+            kind = _kind_cache[name] = phase_kind(name)
+    attrs["gputrace.kind"] = kind
+    attrs["thread.id"] = st.ident
+    attrs["thread.name"] = st.name
+    if user:
+        attrs.update(user)
+    if p.extra:
         attrs.update(p.extra)
-    except AttributeError:
-        pass
     span = {
         "trace_id": tid,
         "span_id": sid,
@@ -146,12 +158,10 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int, thread_ident=None, thread_na
         "end_ns": p.t1 + epoch_offset_ns,
         "attributes": attrs,
     }
-    try:
-        err = p.err
-    except AttributeError:
-        err = None
+    err = p.err
     if err is not None:
-        attrs["exception.type"] = getattr(err, "__qualname__", str(err))
+        et = getattr(err, "__qualname__", None) or str(err)
+        attrs["exception.type"] = et
         span["status_code"] = STATUS_ERROR
-        span["status_message"] = f"{attrs['exception.type']}: {p.errmsg}" if p.errmsg else attrs["exception.type"]
+        span["status_message"] = f"{et}: {p.errmsg}" if p.errmsg else et
     return span
