@@ -35,8 +35,8 @@ last_alignment_error_ns: dict[int, int] = {}
 
 
 def _device_of(stream, device) -> int:
-    d = getattr(stream, "device_id", None)
-    if d is None:
+    d = getattr(stream, "device_id", None)  # -1 for the null stream and external streams
+    if d is None or d < 0:
         d = device if device is not None else cupy.cuda.runtime.getDevice()
     return int(d)
 
