@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
+
+# scipy.stats is imported inside the functions that need it: it costs ~0.5-2 s to import,
+# and `gputrace report` (which imports this package) never needs it.
 
 EXACT_MAX = 40_000
 
@@ -72,6 +74,8 @@ def k_for(n1: int, n2: int, confidence: float) -> int:
         # largest k with P(U <= k - 1) <= alpha / 2
         k = int(np.searchsorted(cdf, alpha / 2 + 1e-12, side="right"))
         return min(k, (m + 1) // 2)
+    from scipy import stats
+
     z = stats.norm.ppf(1 - alpha / 2)
     k = int(np.floor(m / 2 - z * np.sqrt(m * (n1 + n2 + 1) / 12.0)))
     return max(0, min(k, (m + 1) // 2))
@@ -109,6 +113,8 @@ def hl_interval(x, y, confidence: float = 0.95) -> ShiftEstimate:
     est = float(np.median(d))
     k = k_for(len(x), len(y), confidence)
     if len(x) >= 1 and len(y) >= 1 and (len(x) + len(y)) > 2 and not (np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]):
+        from scipy import stats
+
         p = float(stats.mannwhitneyu(y, x, alternative="two-sided").pvalue)
     else:
         p = 1.0

@@ -50,7 +50,7 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
         k = sp.get("kind", phase_kind(name))
         dev = int(sp.get("device", -1))
         ln = sp.get("lane") or ("stream:0" if (k == "gpu" and dev >= 0) else "thread:main")
-        lane_obj = Lane(sp.get("host", "h"), 1, dev if ln.startswith("stream:") else -1, ln)
+        lane_obj = Lane(sp.get("host", "h"), 1, dev, ln)  # as the reader does: a lane is (device, name)
         lane[i] = lane_ix.setdefault(lane_obj, len(lane_ix))
         if lane[i] == len(lanes):
             lanes.append(lane_obj)

@@ -180,7 +180,7 @@ def run(args) -> int:
     except (OSError, ValueError) as e:
         print(f"gputrace compare: {e}", file=sys.stderr)
         return 1
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if args.json:
         doc = res.to_dict()
         if args.fail_on_regression is not None:

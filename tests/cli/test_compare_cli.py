@@ -1,0 +1,91 @@
+"""`gputrace compare` in a subprocess: verdicts, JSON, the regression gate, environment
+warnings and "N too small"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputrace.analysis.synth import synthetic_run
+from gputrace.interop.otlp_file import write_otlp_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def gputrace(*args):
+    return subprocess.run([sys.executable, "-m", "gputrace", *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def _write(d: Path, name: str, seed: int, slow=None, commit="c0", b1=False):
+    res = {"gputrace.run_id": name, "service.name": "t", "gputrace.git.commit": commit, "gputrace.config.b1": b1}
+    p = d / f"{name}.jsonl"
+    write_otlp_jsonl(synthetic_run(seed, circuits=2, devices=2, slow=slow, resource=res), p)
+    return p
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cmp")
+    base = [_write(d, f"base{i}", i) for i in range(6)]
+    same = [_write(d, f"same{i}", 100 + i) for i in range(6)]
+    slow = [_write(d, f"slow{i}", 200 + i, slow={"msm_h": 0.3}, b1=True) for i in range(6)]
+    other = [_write(d, f"other{i}", 300 + i, commit="c1") for i in range(6)]
+    return base, same, slow, other
+
+
+def test_injected_regression_trips_gate(sets):
+    base, _, slow, _ = sets
+    r = gputrace("compare", *base, "--vs", *slow, "--fail-on-regression", "5%", "--top", "100")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "REGRESSION prove/msm_h (all, host)" in r.stdout
+    assert "REGRESSION prove/synthesis" not in r.stdout
+    assert "configuration: b1: False -> True" in r.stdout
+    assert "WARNING" not in r.stderr
+
+
+def test_noise_only_passes_gate_and_json(sets):
+    base, same, _, _ = sets
+    r = gputrace("compare", *base, "--vs", *same, "--fail-on-regression", "5%", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.loads(r.stdout)
+    assert d["regressions"] == [] and d["environment"]["ok"]
+    assert len(d["base_runs"]) == 6 and d["confidence"] == 0.95
+    rows = {(x["path"], x["device"], x["clock"]): x for x in d["rows"]}
+    row = rows[("prove/msm_h", None, "host")]
+    assert row["verdict"] in ("inconclusive", "unchanged", "slower", "faster")
+    assert len(row["base_values"]) == 6 and row["rel_low"] <= row["rel"] <= row["rel_high"]
+    assert ("prove/msm_h", None, "device") in rows and ("(run)", None, "host") in rows
+
+
+def test_environment_difference_warns_loudly(sets):
+    base, _, _, other = sets
+    r = gputrace("compare", *base, "--vs", *other)
+    assert r.returncode == 0
+    assert "WARNING: the runs' environments differ" in r.stdout
+    assert "gputrace.git.commit is 'c0' in the baseline but 'c1' in the variant" in r.stderr
+    r = gputrace("compare", *base, "--vs", *other, "--ignore-env", "gputrace.git.commit")
+    assert "WARNING" not in r.stdout + r.stderr
+
+
+def test_too_few_runs_and_warmup(sets):
+    base, _, slow, _ = sets
+    r = gputrace("compare", *base[:3], "--vs", *slow[:3], "--fail-on-regression", "5%")
+    assert r.returncode == 0
+    assert "N too small to decide" in r.stdout and "too few runs" in r.stdout
+    r = gputrace("compare", *base, "--vs", *slow, "--warmup", "1", "--json")
+    d = json.loads(r.stdout)
+    assert d["warmup_dropped"] == ["base0.jsonl", "slow0.jsonl"] and len(d["variant_runs"]) == 5
+    r = gputrace("compare", *base, "--vs", *slow, "--warmup", "6")
+    assert r.returncode == 1 and "discard all" in r.stderr
+
+
+def test_bad_arguments(sets, tmp_path):
+    base, _, slow, _ = sets
+    r = gputrace("compare", *base, "--vs", *slow, "--confidence", "1.5")
+    assert r.returncode == 2 and "confidence" in r.stderr
+    r = gputrace("compare", *base, "--vs", tmp_path / "nope.jsonl")
+    assert r.returncode == 1 and "nope.jsonl" in r.stderr
