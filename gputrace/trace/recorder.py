@@ -168,6 +168,7 @@ class Recorder:
     def _resolve_cuda(self, phases: list, final: bool) -> list:
         from gputrace.trace import cuda_timing
 
+        plain = [p for p in phases if not _has_events(p)]
         todo = self._pending_cuda + [p for p in phases if _has_events(p)]
         ready, pending, failed = cuda_timing.resolve(todo, wait_s=self.cuda_timeout_s if final else 0.0)
         self._pending_cuda = pending
@@ -176,7 +177,7 @@ class Recorder:
             self.cuda_unresolved += len(pending)
             ready.extend(pending)
             self._pending_cuda = []
-        return [p for p in phases if not _has_events(p)] + ready
+        return plain + ready  # (resolve() clears ev0 of what it resolved: split before, not after)
 
 
 def _has_events(p) -> bool:
