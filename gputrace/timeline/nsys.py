@@ -4,7 +4,8 @@ What is read (tables are optional; a report has the ones its ``-t`` options coll
 
 * ``NVTX_EVENTS`` push/pop and start/end ranges, names from ``text`` or ``textId`` -> ``StringIds``,
   domain names from the domain-create rows, category names (``gpu N`` for gputrace ranges sets the
-  device), the uint64 payload (gputrace's ``bytes``) and the ARGB colour. Event type ids are resolved
+  device), the integer payload (gputrace's ``bytes``; whichever of ``uint64Value``/``int64Value``/
+  ``uint32Value``/``int32Value`` holds it) and the ARGB colour. Event type ids are resolved
   through ``ENUM_NSYS_EVENT_TYPE`` when the report has it; older reports without the table use the
   ids those versions documented (59/60 ranges, 75 domain create, 33 category).
 * ``CUPTI_ACTIVITY_KIND_RUNTIME`` CUDA API calls (``nameId`` -> ``StringIds``) on host-thread lanes.
@@ -15,7 +16,7 @@ What is read (tables are optional; a report has the ones its ``-t`` options coll
   report's own ``ENUM_CUDA_MEMCPY_OPER`` / ``ENUM_CUDA_MEM_KIND`` tables, never hard-coded ids.
 
 Lanes and parents: host threads come from ``globalTid`` (pid = bits 24..47, tid = bits 0..23) named
-from ``ThreadNames``; NVTX ranges and API calls nest by time containment per thread (of ranges that
+from ``ThreadNames`` (threads sharing a name get ``(tid)`` appended, except the main thread); NVTX ranges and API calls nest by time containment per thread (of ranges that
 start at the same instant the longer is the parent; an NVTX range wins a tie with an API call). A
 kernel, copy or memset is linked through its ``correlationId`` (scoped by process) to the API call
 that launched it, and its parent is the innermost NVTX range around that call.
@@ -234,7 +235,7 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
             name = thread_names.get(gtid)
             if name is None:
                 name = str(tid)
-            elif name_count.get((pid, name), 0) > 1:
+            elif name_count.get((pid, name), 0) > 1 and tid != pid:  # the main thread keeps its name
                 name = f"{name} ({tid})"
             lane = thread_lanes[gtid] = Lane(host, pid, -1, f"thread:{name}")
         # A gputrace phase with a device but no stream sits on its thread's lane under that GPU,
@@ -247,15 +248,16 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
         rng = {types.get("NvtxPushPopRange"): "push/pop", types.get("NvtxStartEndRange"): "start/end"}
         rng.pop(None, None)
         _, rows = rep.select("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "domainId",
-                                                "globalTid", "color", "category", "uint64Value"])
+                                                "globalTid", "color", "category", "uint64Value", "int64Value",
+                                                "uint32Value", "int32Value"])
         domains = {0: "default"}
         categories: dict[tuple[int, int], str] = {}
-        for start, end, et, text, tid_, dom, gtid, color, cat, u64 in rows:
+        for start, end, et, text, tid_, dom, gtid, color, cat, *_ in rows:
             if et == types.get("NvtxDomainCreate") and dom is not None:
                 domains[int(dom)] = rep.text(text, tid_)
             elif et == types.get("NvtxCategory") and cat is not None:
                 categories[(int(dom or 0), int(cat))] = rep.text(text, tid_)
-        for start, end, et, text, tid_, dom, gtid, color, cat, u64 in rows:
+        for start, end, et, text, tid_, dom, gtid, color, cat, *payloads in rows:
             if et not in rng or end is None or start is None:
                 continue
             gtid = _required_int(path, "NVTX_EVENTS", "globalTid", gtid)
@@ -271,10 +273,12 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
                     device = int(m.group(1))
             if color is not None:
                 attrs["nvtx.color"] = "#%06x" % (int(color) & 0xFFFFFF)
+            # The payload lands in the column of its NVTX type (the nvtx package sends ints as int64).
+            payload = next((int(v) for v in payloads if v is not None), None)
             ours = dname == "gputrace" or name in PHASES
             kind = phase_kind(name) if ours else "host"
             R.add(int(start) + off, int(end) + off, thread_lane(gtid, device), name, kind, gtid & _PID_MASK, 0,
-                  nbytes=int(u64) if (u64 is not None and dname == "gputrace") else -1, device=device, attrs=attrs,
+                  nbytes=payload if (payload is not None and dname == "gputrace") else -1, device=device, attrs=attrs,
                   thread=gtid)
     # ---- CUDA API calls ------------------------------------------------------------------
     api_by_corr: dict[tuple[int, int], int] = {}

@@ -2,7 +2,9 @@
 
 The CREATE TABLE statements follow the nsys SQLite export schema reference (StringIds, ThreadNames,
 PROCESSES, NVTX_EVENTS, CUPTI_ACTIVITY_KIND_RUNTIME/_KERNEL/_MEMCPY, the ENUM_* tables and
-TARGET_INFO_SESSION_START_TIME), including columns the reader does not use.
+TARGET_INFO_SESSION_START_TIME), including columns the reader does not use. Column lists and the
+enum rows were checked against a real report: Nsight Systems 2025.3.1 (`nsys profile -t cuda,nvtx`
+on an H200, exported with `nsys export --type sqlite`); see docs/nsight.md.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gputrace.timeline.nsys import NsysFormatError, read_nsys
 
 EPOCH = 1_764_000_000_000_000_000
 PID = 4321
-MAIN, WORKER = (PID << 24) | PID, (PID << 24) | (PID + 1)
+MAIN, WORKER, HELPER = (PID << 24) | PID, (PID << 24) | (PID + 1), (PID << 24) | (PID + 2)
 GPID = PID << 24
 
 SCHEMA = """
@@ -34,11 +36,11 @@ CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, l
 CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,
   category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,
   domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER,
-  int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
+  int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT, binaryData BLOB);
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL,
   globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId INTEGER);
 CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
-  contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+  contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
   demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER,
   cacheConfig INTEGER, registersPerThread INTEGER NOT NULL, gridX INTEGER NOT NULL, gridY INTEGER NOT NULL,
   gridZ INTEGER NOT NULL, blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL,
@@ -46,19 +48,20 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT
   localMemoryTotal INTEGER, gridId INTEGER, sharedMemoryExecuted INTEGER, graphNodeId INTEGER,
   sharedMemoryLimitConfig INTEGER);
 CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
-  contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+  contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
   bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, deprecatedSrcId INTEGER, srcKind INTEGER, dstKind INTEGER,
   srcDeviceId INTEGER, srcContextId INTEGER, dstDeviceId INTEGER, dstContextId INTEGER, migrationCause INTEGER,
-  graphNodeId INTEGER, virtualAddress INTEGER);
+  graphNodeId INTEGER, virtualAddress INTEGER, copyCount INTEGER);
 """
 
 # Event type ids as recent nsys versions number them; the reader must take them from the table.
 EVENT_TYPES = [(33, "NvtxCategory"), (34, "NvtxMark"), (59, "NvtxPushPopRange"), (60, "NvtxStartEndRange"),
                (75, "NvtxDomainCreate")]
-MEMCPY_OPER = [(0, "CUDA_MEMCPY_OPER_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_OPER_HTOD", "Host-to-Device"),
-               (2, "CUDA_MEMCPY_OPER_DTOH", "Device-to-Host")]
-MEM_KIND = [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (1, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"),
-            (2, "CUDA_MEMOPR_MEMORY_KIND_ARRAY", "Array"), (3, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned")]
+# As in the 2025.3.1 report (the reader must not rely on these numbers; see the shuffled variant).
+MEMCPY_OPER = [(0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
+               (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host")]
+MEM_KIND = [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (1, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"),
+            (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"), (3, "CUDA_MEMOPR_MEMORY_KIND_ARRAY", "Array")]
 STRINGS = {1: "MainThread", 2: "worker", 3: "cudaLaunchKernel_v7000", 4: "cudaMemcpyAsync_v3020",
            5: "cudaStreamSynchronize_v3020", 6: "void ntt_kernel<256>(Fr*, int)", 7: "ntt_kernel",
            8: "user range", 9: "python3"}
@@ -69,7 +72,7 @@ def build_report(path: Path, *, session=True, event_enum=True, mem_kind=MEM_KIND
     con = sqlite3.connect(path)
     con.executescript(SCHEMA)
     con.executemany("INSERT INTO StringIds VALUES (?,?)", STRINGS.items())
-    con.executemany("INSERT INTO ThreadNames VALUES (?,?,?)", [(1, 0, MAIN), (2, 0, WORKER)])
+    con.executemany("INSERT INTO ThreadNames VALUES (?,?,?)", [(1, 0, MAIN), (2, 0, WORKER), (1, 0, HELPER)])
     con.execute("INSERT INTO PROCESSES VALUES (?,?,?)", (GPID, PID, "python3"))
     if event_enum:
         con.executemany("INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (?,?,?)", [(i, n, n) for n, i in types.items()])
@@ -82,24 +85,25 @@ def build_report(path: Path, *, session=True, event_enum=True, mem_kind=MEM_KIND
     else:
         con.execute("DROP TABLE TARGET_INFO_SESSION_START_TIME")
     PP, SE = types["NvtxPushPopRange"], types["NvtxStartEndRange"]
-    nvtx = [  # start, end, eventType, category, color, text, globalTid, textId, domainId, uint64Value
-        (0, None, types["NvtxDomainCreate"], None, None, "gputrace", MAIN, None, 1, None),
-        (0, None, types["NvtxCategory"], 1, None, "gpu 0", MAIN, None, 1, None),
+    nvtx = [  # start, end, eventType, category, color, text, globalTid, textId, domainId, uint64Value, int64Value
+        (0, None, types["NvtxDomainCreate"], None, None, "gputrace", MAIN, None, 1, None, None),
+        (0, None, types["NvtxCategory"], 1, None, "gpu 0", MAIN, None, 1, None, None),
         # synthesis is inserted before prove and starts at the same instant: prove must still be its parent.
-        (1_000, 30_000, PP, None, phase_color("synthesis"), "synthesis", MAIN, None, 1, None),
-        (1_000, 100_000, PP, None, phase_color("prove"), "prove", MAIN, None, 1, None),
-        (40_000, 60_000, PP, 1, phase_color("ntt"), "ntt", MAIN, None, 1, 4096),
-        (30_000, 39_000, SE, None, phase_color("pin"), "pin", WORKER, None, 1, 1 << 20),
-        (61_000, 62_000, PP, None, None, None, MAIN, 8, 0, None),  # default domain, name via textId
-        (70_000, None, PP, None, None, "never ended", MAIN, None, 1, None),
+        (1_000, 30_000, PP, None, phase_color("synthesis"), "synthesis", MAIN, None, 1, None, None),
+        (1_000, 100_000, PP, None, phase_color("prove"), "prove", MAIN, None, 1, None, None),
+        # The nvtx package sends integer payloads as int64 (seen in the real report).
+        (40_000, 60_000, PP, 1, phase_color("ntt"), "ntt", MAIN, None, 1, None, 4096),
+        (30_000, 39_000, SE, None, phase_color("pin"), "pin", WORKER, None, 1, 1 << 20, None),
+        (61_000, 62_000, PP, None, None, None, MAIN, 8, 0, None, None),  # default domain, name via textId
+        (70_000, None, PP, None, None, "never ended", MAIN, None, 1, None, None),
     ]
     con.executemany(
-        "INSERT INTO NVTX_EVENTS (start,end,eventType,category,color,text,globalTid,textId,domainId,uint64Value) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?)", nvtx)
+        "INSERT INTO NVTX_EVENTS (start,end,eventType,category,color,text,globalTid,textId,domainId,uint64Value,"
+        "int64Value) VALUES (?,?,?,?,?,?,?,?,?,?,?)", nvtx)
     con.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)",
         [(41_000, 41_500, 1, MAIN, 10, 3, 0, 0), (42_000, 42_300, 1, MAIN, 11, 4, 0, 0),
-         (59_000, 59_900, 1, MAIN, 12, 5, 0, 0)])
+         (59_000, 59_900, 1, MAIN, 12, 5, 0, 0), (63_000, 63_500, 1, HELPER, 13, 5, 0, 0)])
     con.execute(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,globalPid,"
         "demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,staticSharedMemory,"
@@ -129,6 +133,9 @@ def test_report_maps_to_lanes_times_and_parents(tmp_path):
     gpu = Lane("prove", PID, 0, "stream:7")
     assert tl.lanes[tl.lane[r["prove"]]] == main
     assert tl.lanes[tl.lane[r["pin"]]] == Lane("prove", PID, -1, "thread:worker")
+    assert tl.nbytes[r["pin"]] == 1 << 20  # uint64 payload
+    # Two threads named MainThread: the main one (tid == pid) keeps the name, the other gets its tid.
+    assert Lane("prove", PID, -1, f"thread:MainThread ({PID + 2})") in tl.lanes
     assert tl.start[r["prove"]] == EPOCH + 1_000 and tl.end[r["prove"]] == EPOCH + 100_000
     # Same start instant: the longer range is the parent.
     assert tl.parent[r["synthesis"]] == r["prove"] and tl.depth[r["synthesis"]] == 1
@@ -167,7 +174,7 @@ def test_memcpy_kinds_come_from_the_enum_tables(tmp_path):
     d2h = r["[CUDA memcpy Device-to-Host]"]
     assert tl.attrs[d2h]["cuda.memcpy.dst_kind"] == "Pageable" and tl.parent[d2h] == -1  # no launching call
     # Renumber the memory kinds: the labels follow the report's table, not fixed ids.
-    shuffled = [(7, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (5, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"),
+    shuffled = [(7, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (1, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"),
                 (9, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned (page-locked)")]
     tl2 = read_nsys(build_report(tmp_path / "b.sqlite", mem_kind=shuffled))
     a2 = tl2.attrs[_rows(tl2)["[CUDA memcpy Host-to-Device]"]]
