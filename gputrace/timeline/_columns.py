@@ -168,7 +168,10 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
     # ---- status
     statuses = list(map(_g_status, spans))
     try:
-        status = np.fromiter(map(_g_code, statuses), np.int8, n)
+        status = np.fromiter(map(_g_code, statuses), np.int64, n)
+        if n and (status.min() < 0 or status.max() > 2):
+            raise ValueError
+        status = status.astype(np.int8)
     except (TypeError, ValueError, OverflowError):
         status = np.zeros(n, dtype=np.int8)
         for i, st in enumerate(statuses):

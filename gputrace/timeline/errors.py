@@ -67,6 +67,11 @@ class LoadReport:
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(err)
 
+    def sorted_problems(self) -> list[TraceFormatError]:
+        """Problems in file order, then line order (batch checks report after later lines)."""
+        order = {f: i for i, f in enumerate(self.files)}
+        return sorted(self.problems, key=lambda p: (order.get(p.path, len(order)), p.line or 0))
+
     @property
     def ok(self) -> bool:
         return not self.lines_skipped and not self.spans_skipped and not self.reasons
@@ -81,7 +86,7 @@ class LoadReport:
         if self.spans_skipped:
             parts.append(f"{self.spans_skipped} span{'s' * (self.spans_skipped != 1)} skipped")
         first: dict[str, TraceFormatError] = {}
-        for p in self.problems:
+        for p in self.sorted_problems():
             first.setdefault(p.reason, p)
         why = []
         for reason, n in self.reasons.most_common():
@@ -92,4 +97,4 @@ class LoadReport:
 
     def details(self, limit: int = 20) -> list[str]:
         """The first ``limit`` problems, one line each (for ``--lenient`` output)."""
-        return [str(p) for p in self.problems[:limit]]
+        return [str(p) for p in self.sorted_problems()[:limit]]

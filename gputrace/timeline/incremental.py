@@ -100,7 +100,7 @@ def _progress(r: _Reader, loader: TraceLoader, total: int, done: bool, reset: bo
 def _pump(r: _Reader, loader: TraceLoader, interval: float, stop_event) -> bool:
     """Feed lines for about ``interval`` seconds. Returns True when the data ran out."""
     t_end = time.perf_counter() + interval
-    while time.perf_counter() < t_end:
+    while True:  # at least one read per slice, however small the interval
         if stop_event is not None and stop_event.is_set():
             return False
         lines = r.read_lines(_READ)
@@ -110,6 +110,8 @@ def _pump(r: _Reader, loader: TraceLoader, interval: float, stop_event) -> bool:
         for ln in lines:
             r.line_no += 1
             loader.feed(r.path, r.line_no, ln, True)
+        if time.perf_counter() >= t_end:
+            break
     loader.flush()
     return False
 
