@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from gputrace.analysis.environment import EnvironmentCheck, check_environment
-from gputrace.analysis.measures import RUN_PATH, RunMeasures, run_measures
+from gputrace.analysis.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
 from gputrace.analysis.ranks import hl_interval, min_two_sided_p
 from gputrace.timeline.model import Timeline
 
@@ -40,7 +40,8 @@ OUTLIER_Z = 5.0
 class PhaseComparison:
     """One row of a comparison (a phase path on a device and clock).
 
-    * ``path``: ``prove/ntt/coset_ntt`` or ``(run)`` for end to end; ``device``: GPU index,
+    * ``path``: ``prove/ntt/coset_ntt``, ``(run)`` (whole trace) or ``(prove)`` (extent of the
+      ``prove`` roots); ``device``: GPU index,
       -1 host-only spans, ``None`` all devices together; ``clock``: ``host`` or ``device``.
     * ``n_base``/``n_variant``: runs per side; ``base_values``/``variant_values``: per-run ns.
     * ``base_median_ns``/``variant_median_ns``; ``diff_ns`` (variant - base, HL estimate) with
@@ -85,7 +86,7 @@ class PhaseComparison:
 class ComparisonResult:
     """Everything `compare_sets` found; the TUI compare view and the CLI draw from it.
 
-    * ``rows``: one `PhaseComparison` per key, ``(run)`` first, then by baseline time.
+    * ``rows``: one `PhaseComparison` per key, ``(run)`` and ``(prove)`` first, then by time.
     * ``confidence``, ``equivalence``: as requested; ``min_p``: the smallest p-value these
       N allow (``too few runs`` when it exceeds 1 - confidence).
     * ``base_labels``/``variant_labels``: runs used; ``warmup_dropped``: labels discarded.
@@ -148,7 +149,7 @@ class ComparisonResult:
         }
 
 
-def _aligned(side_runs: Sequence[RunMeasures], all_runs: Sequence[RunMeasures], key) -> tuple[np.ndarray, int, int]:
+def aligned_values(side_runs: Sequence[RunMeasures], all_runs: Sequence[RunMeasures], key) -> tuple[np.ndarray, int, int]:
     """Per-run values for ``key`` summed over the instances common to every run."""
     sets = [set(r.values.get(key, {})) for r in all_runs]
     present = [s for s in sets if s]
@@ -281,8 +282,8 @@ def compare_measures(
     keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
     rows, outliers = [], []
     for key in keys:
-        x, n_inst, dropped = _aligned(b, everything, key)
-        y, _, _ = _aligned(v, everything, key)
+        x, n_inst, dropped = aligned_values(b, everything, key)
+        y, _, _ = aligned_values(v, everything, key)
         st = compare_values(x, y, confidence, equivalence)
         rows.append(
             PhaseComparison(
@@ -292,7 +293,8 @@ def compare_measures(
             )
         )
         outliers += _outliers(b, v, key, x, y)
-    rows.sort(key=lambda r: (r.path != RUN_PATH, r.clock != "host", -max(r.base_median_ns, r.variant_median_ns), r.path))
+    rows.sort(key=lambda r: (r.path not in (RUN_PATH, PROVE_PATH), r.path != RUN_PATH, r.clock != "host",
+                             -max(r.base_median_ns, r.variant_median_ns), r.path))
     return ComparisonResult(
         rows=rows,
         confidence=confidence,

@@ -4,7 +4,8 @@ A run's measurement for ``(path, device, clock)`` is the summed duration of its 
 that phase path (``prove/ntt/coset_ntt``), on that device (``None`` = all devices), on that
 clock (``host``: end - start; ``device``: CUDA-event time, only spans that have it), kept per
 instance ``(circuit, batch)`` so that comparisons can align instances across runs. The
-special path ``(run)`` is the run's extent (first start to last end). Pure numpy.
+special path ``(run)`` is the run's extent (first start to last end), and ``(prove)`` the
+extent of its ``prove`` roots (end to end without key setup or verification). Pure numpy.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gputrace.analysis._common import group_ids, run_index
 from gputrace.timeline.model import Timeline
 
 RUN_PATH = "(run)"
+PROVE_PATH = "(prove)"
 Key = tuple  # (path: str, device: int | None, clock: str)
 Instance = tuple  # (circuit: int, batch: int); (-1, -1) when not recorded
 
@@ -95,6 +97,10 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
     start = tl.t0
     if tl.n:
         values[(RUN_PATH, None, "host")] = {(-1, -1): float(tl.t1 - tl.t0)}
+        pid_prove = tl.phase_id("prove")
+        roots = (c["parent"] < 0) & (c["phase"] == pid_prove) if pid_prove >= 0 else np.zeros(tl.n, bool)
+        if roots.any():
+            values[(PROVE_PATH, None, "host")] = {(-1, -1): float(c["end"][roots].max() - c["start"][roots].min())}
     r0 = int(c["resource"][0]) if tl.n else -1
     res = dict(tl.resources[r0]) if 0 <= r0 < len(tl.resources) else {}
     if not label:

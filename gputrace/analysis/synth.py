@@ -130,3 +130,39 @@ def synthetic_run(
         spans.extend(kids)
     res = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": f"run-{seed}"}
     return make_timeline(spans, resource=res, trace_id=f"{(seed & 0xFFFFFFFFFFFFFFFF) + 1:032x}")
+
+
+def switch_run(
+    switches,
+    seed: int,
+    *,
+    effects: Mapping[str, Mapping[str, float]] | None = None,
+    extra: Mapping[str, tuple[str, float]] | None = None,
+    noise: float = 0.03,
+    circuits: int = 2,
+    devices: int = 1,
+    pipeline: tuple[tuple[str, float, str], ...] = DEFAULT_PIPELINE,
+) -> Timeline:
+    """A `synthetic_run` whose phase times depend on the switches that are on.
+
+    ``effects``: term -> {phase: relative change}; a term is a switch (``"b1"``) or a pair
+    (``"b1*d4"``, active when both are on); active terms multiply (1 + change). ``extra``:
+    switch -> (phase, mean) inserted as a host child after ``synthesis`` when that switch is on
+    (e.g. ``{"b1": ("pin", 0.8)}``). The resource records ``gputrace.config.<switch>``.
+    """
+    on = frozenset(switches)
+    slow: dict[str, float] = {}
+    for term, changes in (effects or {}).items():
+        parts = term.split("*")
+        if all(p in on for p in parts):
+            for ph, rel in changes.items():
+                slow[ph] = (1.0 + slow.get(ph, 0.0)) * (1.0 + rel) - 1.0
+    pipe = list(pipeline)
+    for sw, (ph, mean) in (extra or {}).items():
+        if sw in on:
+            kind = "pin" if ph in ("pin", "unpin") else "host"
+            pipe.insert(1, (ph, mean, kind))
+    known = sorted({p for t in (effects or {}) for p in t.split("*")} | set(extra or {}))
+    res = {"service.name": "synthetic", "gputrace.run_id": f"run-{seed}"}
+    res.update({f"gputrace.config.{s}": s in on for s in known})
+    return synthetic_run(seed, circuits=circuits, devices=devices, noise=noise, slow=slow, pipeline=tuple(pipe), resource=res)

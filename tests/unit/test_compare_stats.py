@@ -87,7 +87,7 @@ def test_injected_phase_found_at_timeline_level():
         assert res.total.verdict != "faster"
         total_slower += res.total.verdict == "slower"
         for row in res.rows:
-            if "msm_l" in row.path or row.path in ("(run)", "prove") or row.device is not None:
+            if "msm_l" in row.path or row.path in ("(run)", "(prove)", "prove") or row.device is not None:
                 continue
             total_noise_rows += 1
             wrong += row.verdict in ("slower", "faster")
