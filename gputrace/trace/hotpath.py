@@ -95,12 +95,10 @@ class Phase:
     ``current_context()`` or a handle), and any other attribute as ``key=value``.
     """
 
-    # No __slots__ on purpose: fields set only sometimes (errors, CUDA events, ids assigned later by the
-    # exporter) default to these class attributes, so the exporter reads them without catching
-    # AttributeError (~1 us each on an unset slot), and CPython 3.11's inline instance values make
-    # creating and setting attributes as fast as with slots (measured: 240 vs 250 ns per object).
-    up = None
-    st = None
+    # Slots for the fields every phase sets (fastest to create and read); a __dict__ for the rest, which
+    # default to the class attributes below so the exporter reads them without catching AttributeError
+    # (an unset slot raises, ~1 us per catch).
+    __slots__ = ("name", "device", "nbytes", "stream", "kw", "st", "up", "t0", "t1", "__dict__")
     extra = None
     err = None
     errmsg = None
@@ -111,7 +109,6 @@ class Phase:
     sid = None
     tid = None
     _ended = None  # None: not a start_phase handle; False: open handle; True: ended
-    t1 = None
 
     def __init__(self, name: str, *, device=None, bytes=None, stream=None, **kw) -> None:
         # device/bytes/stream are named parameters because the hot path needs them (NVTX category and
@@ -120,7 +117,8 @@ class Phase:
         self.device = device
         self.nbytes = bytes
         self.stream = stream
-        self.kw = kw
+        self.kw = kw or None
+        self.up = None
 
     # -- context manager (same thread) -------------------------------------------------------------
     def __enter__(self) -> "Phase":
@@ -186,11 +184,11 @@ class Phase:
     # -- decorator --------------------------------------------------------------------------------
     def __call__(self, fn):
         """``@phase("name", ...)``: every call of ``fn`` runs inside a fresh phase with these arguments."""
-        name, device, nbytes, stream, kw = self.name, self.device, self.nbytes, self.stream, self.kw
+        name, device, nbytes, stream, kw = self.name, self.device, self.nbytes, self.stream, self.kw or {}
 
         @functools.wraps(fn)
         def traced(*args, **kwargs):
-            with Phase(name, device=device, bytes=nbytes, stream=stream, **kw):
+            with _phase(name, device=device, bytes=nbytes, stream=stream, **kw):
                 return fn(*args, **kwargs)
 
         return traced
@@ -265,6 +263,27 @@ def _cuda_start(p: Phase) -> None:
     _cuda.record_start(p, p.stream, p.device)
 
 
+_new = object.__new__
+
+
+def _phase(name: str, *, device=None, bytes=None, stream=None, **kw) -> Phase:
+    """``phase(name, *, device=None, bytes=None, stream=None, lane=None, circuit=None, batch=None,
+    kind=None, parent=None, **attrs)``: a new phase, to use as ``with phase(...)`` or ``@phase(...)``.
+
+    A plain function rather than the class: calling a class with keyword arguments makes CPython pack
+    them into a dict for ``__init__`` (type_call -> slot_tp_init); a function receives them directly.
+    Measured: 430 -> 267 ns (min) per construction with two keyword arguments.
+    """
+    p = _new(Phase)
+    p.name = name
+    p.device = device
+    p.nbytes = bytes
+    p.stream = stream
+    p.kw = kw or None  # drop the empty dict now: one GC-tracked object per buffered phase instead of two
+    p.up = None
+    return p
+
+
 def start_phase(name: str, **kw) -> Phase:
     """Open a phase now and return its handle; call ``handle.end()`` (from any thread) to close it."""
     return Phase(name, **kw)._start()
@@ -305,7 +324,8 @@ class _NoopPhase:
 NOOP = _NoopPhase()
 
 
-def _disabled_phase(name, **kw):
+def _disabled_phase(name, *, device=None, bytes=None, stream=None, lane=None, circuit=None, batch=None,
+                    kind=None, parent=None, **attrs):
     return NOOP
 
 
@@ -322,4 +342,4 @@ if DISABLED:
     start_phase = _disabled_start_phase  # noqa: F811
     current_context = _disabled_current_context  # noqa: F811
 else:
-    phase = Phase  # the class itself: one call per phase instead of a wrapper function plus a class
+    phase = _phase
