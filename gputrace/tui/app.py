@@ -151,6 +151,7 @@ class GputraceApp(App):
         self._t_start = time.perf_counter()
         self._analysis_gen = 0
         self._last_analysis = 0.0
+        self._analysis_cost = 0.0
         self.overlays = Overlays()
         self.by_device = True
 
@@ -226,8 +227,11 @@ class GputraceApp(App):
                            + (f" — {upd.note}" if upd.note else ""))
                 return
             self.loaded.set()
-        if upd.final or time.monotonic() - self._last_analysis > 2.0:
-            self._last_analysis = time.monotonic()
+        # Analysis competes with loading for the CPU: run it once at the end, and while
+        # following a live file at most every few seconds (longer when it is slow).
+        now = time.monotonic()
+        if upd.final or (self.follow and now - self._last_analysis > max(3.0, 4 * self._analysis_cost)):
+            self._last_analysis = now
             self._analysis_gen += 1
             self._analyse(upd.index, self._analysis_gen, self.by_device)
 
@@ -255,11 +259,13 @@ class GputraceApp(App):
         from gputrace.analysis.stats import phase_stats
 
         tl = index.timeline
+        t = time.monotonic()
         try:
             ov = compute_overlays(tl, index.origin)
             stats = phase_stats(tl, by_device=by_device)
         except Exception as e:  # analysis must never take the viewer down
             ov, stats = Overlays(notes=[f"analysis failed: {type(e).__name__}: {e}"]), []
+        self._analysis_cost = time.monotonic() - t
         self.post_message(Analysed(gen, ov, stats))
 
     def on_analysed(self, msg: Analysed) -> None:

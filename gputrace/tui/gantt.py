@@ -107,6 +107,7 @@ class Gantt(ScrollView, can_focus=True):
         self.auto_fit = True  # refit on new data until the user navigates
         self._cache: LRUCache[tuple, Strip] = LRUCache(2048)
         self._palette: Palette | None = None
+        self._style_cache: dict[tuple, tuple[Style, str]] = {}
         self._drag: tuple[int, View] | None = None
         self._dragged = False
 
@@ -208,6 +209,7 @@ class Gantt(ScrollView, can_focus=True):
                 return st.color.get_truecolor().hex if st.color is not None else default
 
             phases = self.index.timeline.phases if self.index is not None else []
+            self._style_cache = {}
             self._palette = Palette(
                 phases,
                 background=bg("gantt--row", "#1e1e1e"),
@@ -217,6 +219,21 @@ class Gantt(ScrollView, can_focus=True):
                 wait=fg("gantt--wait", "#ffe066"),
             )
         return self._palette
+
+    def _name_styles(self, kind: str, cursor: bool, base: str) -> tuple[Style, str]:
+        """(name column style, timeline background) for a row kind; cached per palette."""
+        key = (kind, cursor)
+        hit = self._style_cache.get(key)
+        if hit is None:
+            cls = "gantt--cursor" if cursor else {HOST: "gantt--host", DEVICE: "gantt--device"}.get(kind, "gantt--name")
+            st = self.get_component_rich_style(cls)
+            bg = base
+            if kind in (HOST, DEVICE):
+                hdr = self.get_component_rich_style("gantt--device" if kind == DEVICE else "gantt--host")
+                if hdr.bgcolor is not None:
+                    bg = hdr.bgcolor.get_truecolor().hex
+            hit = self._style_cache[key] = (st, bg)
+        return hit
 
     def render_line(self, y: int) -> Strip:
         ry = y + int(self.scroll_offset.y)
@@ -235,14 +252,7 @@ class Gantt(ScrollView, can_focus=True):
             return Strip.blank(width, Style(bgcolor=base))
         spec = self.rows[ry]
         tw = self.timeline_width
-        name_style = self.get_component_rich_style(
-            "gantt--cursor" if ry == self.cursor_row and self.has_focus else
-            {HOST: "gantt--host", DEVICE: "gantt--device"}.get(spec.kind, "gantt--name")
-        )
-        if spec.kind in (HOST, DEVICE):
-            hdr = self.get_component_rich_style("gantt--device" if spec.kind == DEVICE else "gantt--host")
-            if hdr.bgcolor is not None:
-                base = hdr.bgcolor.get_truecolor().hex
+        name_style, base = self._name_styles(spec.kind, ry == self.cursor_row and self.has_focus, base)
         label = spec.label[: NAME_W - 1].ljust(NAME_W - 1)
         segs = [Segment(label, name_style), Segment("│", name_style)]
         cells = self._row_cells(spec, tw)

@@ -44,12 +44,12 @@ class IntervalIndex:
 
     start: np.ndarray  # int64, sorted ascending (relative ns)
     end: np.ndarray  # int64
-    key: np.ndarray  # int32
-    row: np.ndarray  # int64
+    key: np.ndarray  # int32 colour key
+    row: np.ndarray  # int32 Timeline row
     labels: list[str] | None = None
     end_sorted: np.ndarray = field(init=False, repr=False)
     cum: np.ndarray = field(init=False, repr=False)  # cum[k] = sum of durations of intervals < k
-    end_max: np.ndarray = field(init=False, repr=False)  # running max of end
+    _end_max: np.ndarray | None = field(init=False, repr=False, default=None)  # running max of end (lazy)
 
     def __post_init__(self) -> None:
         if len(self.start) > 1 and np.any(self.start[1:] < self.start[:-1]):
@@ -62,7 +62,6 @@ class IntervalIndex:
         dur = np.maximum(self.end - self.start, 0)
         self.cum = np.zeros(len(self.start) + 1, dtype=np.int64)
         np.cumsum(dur, out=self.cum[1:])
-        self.end_max = np.maximum.accumulate(self.end) if len(self.end) else self.end
 
     @classmethod
     def of(cls, start, end, key, row=None, labels=None) -> "IntervalIndex":
@@ -72,12 +71,19 @@ class IntervalIndex:
             start=start,
             end=np.asarray(end, dtype=np.int64),
             key=np.asarray(key, dtype=np.int32) if np.ndim(key) else np.full(n, key, np.int32),
-            row=np.full(n, -1, np.int64) if row is None else np.asarray(row, dtype=np.int64),
+            row=np.full(n, -1, np.int32) if row is None else np.asarray(row, dtype=np.int32),
             labels=labels,
         )
 
     def __len__(self) -> int:
         return len(self.start)
+
+    @property
+    def end_max(self) -> np.ndarray:
+        """Running maximum of ``end`` (built on first use: only hit tests need it)."""
+        if self._end_max is None:
+            self._end_max = np.maximum.accumulate(self.end) if len(self.end) else self.end
+        return self._end_max
 
     def sample(self, t0: float, ns_per_cell: float, width: int) -> Sample:
         """Sample the row for a window starting at ``t0`` (relative ns), ``width`` cells."""
@@ -89,13 +95,17 @@ class IntervalIndex:
             z = np.zeros(width, np.int64)
             return Sample(np.full(2 * width, -1, np.int64), z, z.astype(np.float64), np.full(width, -1, np.int64))
         s, e = self.start, self.end
-        i = np.searchsorted(s, centres, side="right") - 1
+        # Query with int64 (floor/ceil chosen so the integer comparisons equal the real
+        # ones): searching an int64 array with float keys would copy-cast the whole array.
+        c_fl = np.floor(centres).astype(np.int64)
+        i = np.searchsorted(s, c_fl, side="right") - 1  # last start <= centre
         ic = np.maximum(i, 0)
-        sub = np.where((i >= 0) & (e[ic] > centres), i, -1)
-        n_start_before = np.searchsorted(s, edges[1:], side="left")
-        n_end_before = np.searchsorted(self.end_sorted, edges[:-1], side="right")
+        sub = np.where((i >= 0) & (e[ic] > c_fl), i, -1)  # e > centre  <=>  e > floor(centre)
+        e_fl = np.floor(edges).astype(np.int64)
+        n_start_before = np.searchsorted(s, np.ceil(edges[1:]).astype(np.int64), side="left")  # s < edge
+        n_end_before = np.searchsorted(self.end_sorted, e_fl[:-1], side="right")  # e <= edge
         count = n_start_before - n_end_before
-        k = np.searchsorted(s, edges, side="right")  # starts <= edge
+        k = np.searchsorted(s, e_fl, side="right")  # starts <= edge
         km = np.maximum(k - 1, 0)
         partial = np.clip(np.minimum(edges, e[km]) - s[km], 0, None)
         covered = np.where(k > 0, self.cum[km] + partial, 0.0)
@@ -107,7 +117,7 @@ class IntervalIndex:
         """Index of an interval covering time ``t`` (the latest-starting one), or -1."""
         if len(self.start) == 0:
             return -1
-        i = int(np.searchsorted(self.start, t, side="right")) - 1
+        i = int(np.searchsorted(self.start, int(np.floor(t)), side="right")) - 1
         while i >= 0 and self.end_max[i] > t:
             if self.end[i] > t:
                 return i
@@ -120,7 +130,7 @@ class IntervalIndex:
         if hit >= 0 or len(self.start) == 0:
             return hit
         best, best_d = -1, max_dist
-        i = int(np.searchsorted(self.start, t, side="right"))
+        i = int(np.searchsorted(self.start, int(np.floor(t)), side="right"))
         for j in (i - 1, i):
             if 0 <= j < len(self.start):
                 d = max(self.start[j] - t, t - self.end[j], 0)

@@ -30,12 +30,17 @@ class LoadError(Exception):
 
 @dataclass
 class Part:
-    """A chunk of spans read from the source, and how far the read has got."""
+    """Progress from a source: either a disjoint chunk of spans (``timeline``, merged with
+    earlier chunks by ``Timeline.concat``) or, for sources that accumulate themselves, a
+    ``snapshot`` callable returning everything read so far (called only when an update is
+    due, so a cheap progress Part per few thousand lines costs nothing). Neither: progress
+    only (also a heartbeat that lets a follow loop notice cancellation)."""
 
-    timeline: Timeline
+    timeline: Timeline | None = None
     done_bytes: int = 0
     total_bytes: int = 0
     note: str = ""  # e.g. a LoadReport summary of what a lenient read skipped
+    snapshot: Callable[[], Timeline] | None = None
 
 
 @dataclass
@@ -71,6 +76,7 @@ def batch_updates(
     advance progress.
     """
     acc: list[Timeline] = []
+    snap: Callable[[], Timeline] | None = None
     merged: Timeline | None = None
     last_post = None
     interval = batch_time
@@ -84,32 +90,51 @@ def batch_updates(
         n_parts += 1
         done, total = part.done_bytes, part.total_bytes
         note = part.note or note
-        if part.timeline.n:
+        if part.timeline is not None and part.timeline.n:
             acc.append(part.timeline)
             pending = True
+        if part.snapshot is not None:
+            snap, pending = part.snapshot, True
         now = clock()
-        if pending and (last_post is None or now - last_post >= interval):
-            merged, upd = _merge(merged, acc, origin)
+        # Near the end of a finite read, wait for the final update instead of merging twice.
+        nearly_done = final and total > 0 and done >= 0.85 * total and last_post is not None
+        if pending and not nearly_done and (last_post is None or now - last_post >= interval):
+            if snap is not None:
+                merged = None  # let the previous snapshot go before building the next
+            merged, upd = _merge(merged, acc, origin, snap)
             acc = []
+            if merged.n == 0:  # a snapshot with nothing in it yet
+                pending = False
+                continue
             if origin is None:
                 origin = upd.origin
             upd_s = clock() - now
-            # Back off when merging is slow relative to the batch time (keeps total cost bounded).
-            interval = max(batch_time, 2.0 * upd_s)
+            # Back off: intervals grow geometrically and stay >= 4x the cost of one merge,
+            # so re-merging costs a bounded fraction of the load (toolong posts every 0.25 s
+            # because its batches are cheap; ours re-sort everything so far).
+            interval = max(batch_time, 1.5 * interval, 4.0 * upd_s)
             last_post = clock()
             pending = False
             yield Update(upd, merged.n, done, total, False, note, upd_s, n_parts)
     if cancelled():
         return
-    if acc or merged is None or final:
+    if pending or merged is None or final:
         t = clock()
-        merged, upd = _merge(merged, acc, origin)
+        if snap is not None:
+            merged = None
+        merged, upd = _merge(merged, acc, origin, snap)
         yield Update(upd, merged.n, done, total, final, note, clock() - t, n_parts)
 
 
-def _merge(merged: Timeline | None, acc: list[Timeline], origin: int | None) -> tuple[Timeline, TimelineIndex]:
-    parts = ([merged] if merged is not None else []) + acc
-    tl = Timeline.concat(parts) if parts else Timeline.empty()
+def _merge(merged: Timeline | None, acc: list[Timeline], origin: int | None,
+           snap: Callable[[], Timeline] | None) -> tuple[Timeline, TimelineIndex]:
+    if snap is not None:
+        tl = snap()
+        if acc:
+            tl = Timeline.concat([tl, *acc])
+    else:
+        parts = ([merged] if merged is not None else []) + acc
+        tl = Timeline.concat(parts) if parts else Timeline.empty()
     return tl, TimelineIndex.build(tl, origin=origin if origin is not None else (tl.t0 if tl.n else 0))
 
 

@@ -1,0 +1,79 @@
+"""``gputrace view TRACE...``: the terminal timeline viewer (Textual).
+
+Argument wiring only; the app is `gputrace.tui.app.GputraceApp`. Textual is imported
+only when the command runs, so ``gputrace --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "view",
+        help="open traces in the terminal timeline viewer",
+        description=(
+            "Per-GPU Gantt timeline of one or more OTLP JSON Lines trace files, with GPU idle gaps, "
+            "host waits, pinning and unattributed time drawn on it. Press ? inside for keys."
+        ),
+    )
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (OTLP JSON Lines, optionally gzipped)")
+    p.add_argument("--follow", action="store_true", help="keep reading a trace file that is still being written")
+    p.add_argument("--listen", metavar="ADDR",
+                   help="receive OTLP/HTTP at ADDR (host:port) and show spans as they arrive")
+    p.add_argument("--screenshot", metavar="OUT.svg",
+                   help="write the first screen (after loading) as SVG and exit; needs no terminal")
+    p.add_argument("--size", default="160x48", metavar="COLSxROWS", help="screen size for --screenshot (default 160x48)")
+    p.set_defaults(func=run)
+    return p
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"gputrace view: --size wants COLSxROWS, e.g. 160x48 (got {text!r})") from None
+    if w < 40 or h < 10:
+        raise SystemExit("gputrace view: --size must be at least 40x10")
+    return w, h
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.traces and not args.listen:
+        print("gputrace view: give a TRACE file (or --listen ADDR)", file=sys.stderr)
+        return 2
+    if args.listen and args.traces:
+        print("gputrace view: --listen shows the spans it receives; give no TRACE with it", file=sys.stderr)
+        return 2
+    from gputrace.tui.app import GputraceApp, screenshot_svg
+
+    receiver = None
+    paths = list(args.traces)
+    follow = bool(args.follow)
+    if args.listen:
+        from gputrace.tui.listen import start_receiver
+
+        receiver, path = start_receiver(args.listen)
+        paths, follow = [path], True
+    try:
+        if args.screenshot:
+            app = GputraceApp(paths, follow=False)
+            svg = screenshot_svg(app, _size(args.size))
+            with open(args.screenshot, "w", encoding="utf-8") as f:
+                f.write(svg)
+            if app.error:
+                print(f"gputrace view: {app.error}", file=sys.stderr)
+                return 1
+            print(f"wrote {args.screenshot}")
+            return 0
+        app = GputraceApp(paths, follow=follow, title=f"listening on {args.listen}" if args.listen else None)
+        app.run()
+        if app.error:
+            print(f"gputrace view: {app.error}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        if receiver is not None:
+            receiver.stop()
