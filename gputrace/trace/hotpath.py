@@ -58,7 +58,7 @@ class _ThreadState:
     (and by threads ending a ``start_phase`` handle); the exporter thread only reads ``dropped``
     and removes a prefix of ``buf``."""
 
-    __slots__ = ("buf", "cur", "dropped", "ident", "name", "thread")
+    __slots__ = ("buf", "cur", "dropped", "ident", "name", "thread", "lane")
 
     def __init__(self) -> None:
         t = threading.current_thread()
@@ -68,6 +68,7 @@ class _ThreadState:
         self.ident = threading.get_native_id()  # the OS thread id, as Nsight Systems shows it
         self.name = t.name
         self.thread = t
+        self.lane = "thread:" + t.name
 
 
 def _new_state() -> _ThreadState:

@@ -88,12 +88,25 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
     This runs once per span on the exporter thread (it bounds file-writing throughput), hence the
     plain, branchy code.
     """
+    kw = p.kw
+    parent = kw.get("parent") if kw else None
+    if parent is None:
+        parent = p.up
+    elif type(parent) is not Phase:
+        parent = None
     sid = p.sid
     if sid is None:
-        tid, sid = _ids_of(p, ids)
+        if parent is None:  # a root seen for the first time (the common case for top-level phases)
+            ids.n += 1
+            sid = ((ids.n * _GOLDEN) & _MASK64) ^ ids.span_salt
+            if not sid:
+                sid = ids.next_span_id()
+            p.sid = sid
+            p.tid = tid = (ids.trace_salt << 64) | sid
+        else:
+            tid, sid = _ids_of(p, ids)
     else:
         tid = p.tid
-    parent = _parent_of(p)
     if parent is None:
         psid = None
     else:
@@ -107,7 +120,6 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
         attrs["gputrace.device"] = device
     if p.nbytes is not None:
         attrs["gputrace.bytes"] = p.nbytes
-    kw = p.kw
     lane = kind = None
     user = None
     if kw:
@@ -136,7 +148,7 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
     elif lane is not None:
         attrs["gputrace.lane"] = str(lane)
     else:
-        attrs["gputrace.lane"] = "thread:" + st.name
+        attrs["gputrace.lane"] = st.lane
     if kind is None:
         name = p.name
         kind = _kind_cache.get(name)
