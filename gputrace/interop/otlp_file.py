@@ -87,7 +87,7 @@ def _span(tl: Timeline, r: int, span_ids: np.ndarray, fallback_trace: str) -> di
         "start_ns": int(c["start"][r]),
         "end_ns": int(c["end"][r]),
         "attributes": a,
-        "status_code": int(c["status"][r]),
+        "status_code": max(0, int(c["status"][r])),  # -1 (a default-filled column) is unset
     }
 
 

@@ -132,9 +132,9 @@ def _row_args(tl: Timeline, r: int, lane: Lane, device_time: bool) -> dict:
     res = int(c["resource"][r])
     if 0 <= res < len(tl.resources):
         a["resource"] = res
-    st = int(c["status"][r])
-    if st:
-        a["status"] = {1: "ok", 2: "error"}.get(st, st)
+    st = int(c["status"][r])  # 0 (or -1 from a default-filled column): unset
+    if st in (1, 2):
+        a["status"] = "ok" if st == 1 else "error"
     if name != phase:
         a["name"] = name
     g0, g1 = int(c["gpu_start"][r]), int(c["gpu_end"][r])

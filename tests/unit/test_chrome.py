@@ -51,6 +51,7 @@ def sample_timeline() -> Timeline:
         "circuit": np.array([r[11] for r in rows]),
         "trace": np.zeros(len(rows), np.int32),
         "resource": np.zeros(len(rows), np.int32),
+        "status": np.array([0, 0, 2, 0, 0, 1]),
     }
     res = [{"service.name": "prover", "host.name": "node1", "process.pid": 4242, "gputrace.config.pin": True}]
     attrs = {5: {"gputrace.kernel": "msm_bucket_acc", "gputrace.windows": 17}}
@@ -117,7 +118,8 @@ def test_export_follows_the_format_and_maps_processes():
     assert xs["ntt"]["ts"] == 500.0 and xs["ntt"]["dur"] == 200.0
     assert xs["ntt"]["args"]["host.ts_us"] == 480.0 and xs["ntt"]["args"]["host.dur_us"] == 10.0
     assert xs["pin"]["ts"] == 400.0 and xs["pin"]["dur"] == 80.5 and xs["pin"]["cat"] == "pin"
-    assert xs["pin"]["args"]["bytes"] == 1 << 30
+    assert xs["pin"]["args"]["bytes"] == 1 << 30 and xs["pin"]["args"]["status"] == "error"
+    assert "status" not in xs["prove"]["args"] and xs["msm_h"]["args"]["status"] == "ok"
     assert xs["msm_h"]["args"]["gputrace.windows"] == 17
     assert xs["coset_ntt"]["args"]["parent_span_id"] == "0000000000000004"
     assert xs["prove"]["args"]["trace_id"] == TRACE and xs["prove"]["args"]["color"].startswith("#")
@@ -160,7 +162,7 @@ def test_round_trip_restores_the_timeline(tmp_path):
     back = read_chrome(path)
     assert back.lanes == tl.lanes
     assert [back.phases[p] for p in back.phase] == [tl.phases[p] for p in tl.phase]
-    for k in ("start", "end", "gpu_start", "gpu_end", "lane", "device", "kind", "nbytes",
+    for k in ("start", "end", "gpu_start", "gpu_end", "lane", "device", "kind", "nbytes", "status",
               "circuit", "span_id", "parent_span_id", "parent", "depth", "resource"):
         np.testing.assert_array_equal(back.cols[k], tl.cols[k], err_msg=k)
     assert back.trace_ids == [TRACE] and back.resources == tl.resources

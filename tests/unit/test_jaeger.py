@@ -65,7 +65,8 @@ def test_jaeger_document_shape_and_mapping():
     t = _tags(spans["ntt"])
     assert t["gputrace.device"] == 0 and t["gputrace.lane"] == "stream:7" and t["gputrace.kind"] == "gpu"
     assert t["gputrace.gpu.start_ns"] == T0 + 500_000 and t["gputrace.gpu.duration_us"] == 200.0
-    assert _tags(spans["pin"])["gputrace.bytes"] == 1 << 30
+    assert _tags(spans["pin"])["gputrace.bytes"] == 1 << 30 and _tags(spans["pin"])["error"] is True
+    assert "error" not in _tags(spans["prove"]) and _tags(spans["msm_h"])["otel.status_code"] == "OK"
     assert _tags(spans["msm_h"])["gputrace.windows"] == 17
     proc = tr["processes"][spans["msm_h"]["processID"]]
     assert proc["serviceName"] == "prover"
