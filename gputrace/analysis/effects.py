@@ -105,6 +105,17 @@ class FactorialResult:
     def for_term(self, term: str) -> list[Effect]:
         return [e for e in self.effects if e.term == term]
 
+    def predicted_line(self) -> str:
+        """All switches on against none, as the model predicts it for the end-to-end key (the
+        sum of every term: exact with 0/1 coding)."""
+        es = self.for_key(self.e2e_path)
+        if not es:
+            return "all vs none (model): no end-to-end measurement"
+        if es[0].scale == "log":
+            return f"all vs none (model, every run pooled): {self.e2e_path} {math.expm1(sum(e.estimate for e in es)):+.1%}"
+        tot = sum(e.ns for e in es)
+        return f"all vs none (model, every run pooled): {self.e2e_path} {'+' if tot >= 0 else '-'}{fmt_ns(abs(tot))}"
+
     def summary_lines(self) -> list[str]:
         out = [c.describe() for c in self.culprits]
         out += [c.describe() for c in self.helpers]
@@ -128,11 +139,12 @@ def design_matrix(coded: np.ndarray, names: Sequence[str], interactions: bool) -
     return np.stack(cols, axis=1), terms
 
 
-def _phase_list(effects: list[Effect], e2e_paths: set[str], sign: float) -> list[Effect]:
-    """Significant same-sign phase effects (all devices, host clock), nesting de-duplicated:
-    a path is dropped when a listed descendant carries at least half its time."""
+def _phase_list(effects: list[Effect], e2e_paths: set[str], sign: float, floor_ns: float = 0.0) -> list[Effect]:
+    """Significant same-sign phase effects (all devices, host clock) of at least ``floor_ns``,
+    nesting de-duplicated: a path is dropped when a listed descendant carries at least half
+    its time."""
     cand = [e for e in effects if e.significant and e.device is None and e.clock == "host" and e.path not in e2e_paths
-            and e.path != "prove" and e.ns * sign > 0]
+            and e.path != "prove" and e.ns * sign > 0 and abs(e.ns) >= floor_ns]
     cand.sort(key=lambda e: -abs(e.ns))
     keep = []
     for e in cand:
@@ -224,7 +236,7 @@ def fit_effects(
         if not e.significant:
             continue
         sign = 1.0 if e.ns > 0 else -1.0
-        c = Culprit(e.term, e, _phase_list(res.for_term(e.term), e2e_paths, sign))
+        c = Culprit(e.term, e, _phase_list(res.for_term(e.term), e2e_paths, sign, 0.05 * abs(e.ns)))
         (res.culprits if sign > 0 else res.helpers).append(c)
     res.culprits.sort(key=lambda c: -c.e2e.ns)
     res.helpers.sort(key=lambda c: c.e2e.ns)

@@ -89,3 +89,42 @@ def test_bad_arguments(sets, tmp_path):
     assert r.returncode == 2 and "confidence" in r.stderr
     r = gputrace("compare", *base, "--vs", tmp_path / "nope.jsonl")
     assert r.returncode == 1 and "nope.jsonl" in r.stderr
+
+
+def test_ab_analyze_existing_folder(tmp_path):
+    """`gputrace ab --analyze` on an experiment folder written by a synthetic runner."""
+    from gputrace.analysis.design import one_at_a_time
+    from gputrace.analysis.experiment import run_experiment
+    from gputrace.analysis.synth import switch_run
+
+    u = ("a2", "b1")
+    n = {"k": 0}
+
+    def run_variant(switches, path):
+        n["k"] += 1
+        write_otlp_jsonl(switch_run(switches, n["k"], effects={"a2": {"synthesis": 0.2}}, extra={"b1": ("pin", 1.0)}), path)
+
+    run_experiment(run_variant, one_at_a_time(u), runs=5, out_dir=tmp_path / "exp", design="one-at-a-time", switches=u, warmup=1)
+    r = gputrace("ab", "--analyze", tmp_path / "exp", "--fail-on-regression", "5%")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "all vs none: (prove) +" in r.stdout and "One switch at a time" in r.stdout
+    assert "a2: with all others on it changes the run" in r.stdout and "prove/synthesis" in r.stdout
+    assert "REGRESSION (prove)" in r.stdout
+    r = gputrace("ab", "--analyze", tmp_path / "exp", "--json")
+    assert r.returncode == 0
+    d = json.loads(r.stdout)
+    assert d["design"] == "one-at-a-time" and {f["switch"] for f in d["switch_findings"]} == {"a2", "b1"}
+    r = gputrace("ab", "--analyze", tmp_path / "missing")
+    assert r.returncode == 1 and "manifest.json" in r.stderr
+
+
+def test_ab_runs_the_prover(tmp_path):
+    """A tiny real experiment: the CPU prover, two sets, two runs each after one warm-up."""
+    r = gputrace("ab", "--opt-sets", "none", "b1", "--runs", "2", "--constraints", "2^6", "--out", tmp_path / "ab")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "b1 vs none: (prove)" in r.stdout and "prove/pin" in r.stdout
+    man = json.loads((tmp_path / "ab" / "manifest.json").read_text())
+    assert [x["variant"] for x in man["runs"]] == ["none", "b1"] * 3
+    assert all((tmp_path / "ab" / x["path"]).stat().st_size > 0 for x in man["runs"])
+    r = gputrace("ab", "--switches", "A1,ZZ", "--out", tmp_path / "ab2")
+    assert r.returncode == 1 and "unknown switch 'zz'" in r.stderr

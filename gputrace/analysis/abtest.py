@@ -1,0 +1,206 @@
+"""Analysis of an A/B experiment: the headline comparison, per-design breakdowns, and plain
+sentences naming which switch (or interaction) explains the end-to-end change and through
+which phases.
+
+* opt-sets: every set against the first.
+* one-at-a-time: each switch alone against none, and all against all-but-that-switch
+  (leave-one-out). A switch that hurts only in the presence of the others (alone not slower,
+  leave-one-out slower) is flagged as acting through an interaction.
+* factorial: `effects.fit_effects` (main effects and two-way interactions per phase).
+
+Pure numpy/scipy over `RunMeasures`; any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from gputrace.analysis._common import fmt_ns
+from gputrace.analysis.compare import ComparisonResult, PhaseComparison, compare_measures
+from gputrace.analysis.design import Variant
+from gputrace.analysis.effects import FactorialResult, fit_effects
+from gputrace.analysis.measures import PROVE_PATH, RUN_PATH, RunMeasures
+
+E2E_PATHS = (PROVE_PATH, RUN_PATH)
+
+
+def e2e_row(res: ComparisonResult) -> PhaseComparison | None:
+    """The ``(prove)`` row when the runs have prove roots, else ``(run)``."""
+    return res.find(PROVE_PATH) or res.find(RUN_PATH)
+
+
+def moved_phases(res: ComparisonResult, verdict: str = "slower", min_share: float = 0.05) -> list[PhaseComparison]:
+    """Phases (all devices, host clock) with this verdict, largest time change first; a path
+    is left out when a listed descendant carries at least half of its change, or when its
+    change is under ``min_share`` of the end-to-end change (real but not an explanation)."""
+    e2e = e2e_row(res)
+    floor = min_share * abs(e2e.diff_ns) if e2e is not None and math.isfinite(e2e.diff_ns) else 0.0
+    cand = [r for r in res.rows if r.verdict == verdict and r.device is None and r.clock == "host"
+            and r.path not in E2E_PATHS and r.path != "prove" and abs(r.diff_ns) >= floor]
+    cand += [r for r in res.rows if verdict == "slower" and r.verdict == "new" and r.device is None and r.clock == "host"
+             and abs(r.diff_ns) >= floor]
+    cand.sort(key=lambda r: -abs(r.diff_ns))
+    keep = []
+    for r in cand:
+        if any(d.path.startswith(r.path + "/") and abs(d.diff_ns) >= 0.5 * abs(r.diff_ns) for d in cand):
+            continue
+        keep.append(r)
+    return keep
+
+
+def _via(rows: Sequence[PhaseComparison]) -> str:
+    parts = []
+    for r in rows[:5]:
+        sign = "+" if r.diff_ns >= 0 else "-"
+        tag = " (new)" if r.verdict == "new" else (f" ({r.rel:+.0%})" if math.isfinite(r.rel) else "")
+        parts.append(f"{r.path} {sign}{fmt_ns(abs(r.diff_ns))}{tag}")
+    return ", ".join(parts) if parts else "no single phase"
+
+
+def describe_change(label: str, res: ComparisonResult) -> str:
+    """'all vs none: (prove) +19.1% [+17.0%, +21.3%] slower, through prove/pin +8.6 s (new), ...'"""
+    row = e2e_row(res)
+    if row is None:
+        return f"{label}: no end-to-end measurement"
+    iv = f" [{row.rel_low:+.1%}, {row.rel_high:+.1%}]" if math.isfinite(row.rel_low) else ""
+    text = f"{label}: {row.path} {row.rel:+.1%}{iv} {row.verdict}"
+    if row.verdict in ("slower", "faster"):
+        text += ", through " + _via(moved_phases(res, row.verdict))
+    return text
+
+
+@dataclass
+class SwitchFinding:
+    """One-at-a-time result for one switch: ``alone`` (switch alone vs none) and ``loo``
+    (all vs all-but-this) comparisons, their end-to-end rows, and a sentence."""
+
+    switch: str
+    alone: ComparisonResult | None
+    loo: ComparisonResult | None
+    text: str
+    hurts: bool
+    interaction: bool
+
+
+@dataclass
+class ABReport:
+    """Everything `analyse` found. ``comparisons``: (label, ComparisonResult), the headline
+    first when there is one; ``switch_findings`` (one-at-a-time), ``factorial`` (factorial);
+    ``conclusions``: the sentences to print, most important first."""
+
+    design: str
+    switches: tuple[str, ...]
+    comparisons: list[tuple[str, ComparisonResult]] = field(default_factory=list)
+    switch_findings: list[SwitchFinding] = field(default_factory=list)
+    factorial: FactorialResult | None = None
+    conclusions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = {
+            "design": self.design,
+            "switches": list(self.switches),
+            "conclusions": self.conclusions,
+            "comparisons": [{"label": lab, **res.to_dict()} for lab, res in self.comparisons],
+            "switch_findings": [
+                {"switch": f.switch, "text": f.text, "hurts": f.hurts, "interaction": f.interaction,
+                 "alone": e2e_row(f.alone).to_dict() if f.alone and e2e_row(f.alone) else None,
+                 "leave_one_out": e2e_row(f.loo).to_dict() if f.loo and e2e_row(f.loo) else None}
+                for f in self.switch_findings
+            ],
+        }
+        if self.factorial is not None:
+            fr = self.factorial
+            d["factorial"] = {
+                "model": fr.model, "df": fr.df, "terms": fr.terms, "e2e": fr.e2e_path,
+                "culprits": [c.describe() for c in fr.culprits], "helpers": [c.describe() for c in fr.helpers],
+                "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.__dict__.items()} for e in fr.effects],
+            }
+        return d
+
+
+def _find(runs: Mapping[Variant, Sequence[RunMeasures]], on: frozenset[str]) -> tuple[Variant, Sequence[RunMeasures]] | None:
+    for v, rs in runs.items():
+        if v.switches == on and rs:
+            return v, rs
+    return None
+
+
+def analyse(
+    runs: Mapping[Variant, Sequence[RunMeasures]],
+    design: str,
+    switches: Sequence[str],
+    *,
+    confidence: float = 0.95,
+    equivalence: float = 0.02,
+) -> ABReport:
+    """Analyse measured runs per variant (warm-ups already excluded; the first variant is
+    the baseline for opt-sets). Raises ValueError for an unknown design or a variant
+    without runs."""
+    if design not in ("opt-sets", "one-at-a-time", "factorial"):
+        raise ValueError(f"unknown design {design!r}")
+    empty = [v.name for v, rs in runs.items() if not rs]
+    if empty:
+        raise ValueError(f"no successful runs for variant(s) {', '.join(empty)}")
+    u = tuple(switches)
+    rep = ABReport(design, u)
+    kw = dict(confidence=confidence, equivalence=equivalence)
+    none, allv = _find(runs, frozenset()), _find(runs, frozenset(u))
+    if design == "opt-sets":
+        items = list(runs.items())
+        bv, brs = items[0]
+        for v, rs in items[1:]:
+            res = compare_measures(brs, rs, **kw)
+            rep.comparisons.append((f"{v.name} vs {bv.name}", res))
+            rep.conclusions.append(describe_change(f"{v.name} vs {bv.name}", res))
+        return rep
+    if none and allv and none[0] != allv[0]:
+        res = compare_measures(none[1], allv[1], **kw)
+        rep.comparisons.append(("all vs none", res))
+        rep.conclusions.append(describe_change("all vs none", res))
+    if design == "one-at-a-time":
+        for s in u:
+            alone = _find(runs, frozenset([s]))
+            drop = _find(runs, frozenset(u) - {s})
+            a_res = compare_measures(none[1], alone[1], **kw) if none and alone and alone[0] != none[0] else None
+            l_res = compare_measures(drop[1], allv[1], **kw) if drop and allv and drop[0] != allv[0] else None
+            if a_res is not None:
+                rep.comparisons.append((f"{s} alone vs none", a_res))
+            if l_res is not None and l_res is not a_res:
+                rep.comparisons.append((f"all vs all without {s}", l_res))
+            rep.switch_findings.append(_oat_finding(s, a_res, l_res))
+        hurt = [f for f in rep.switch_findings if f.hurts]
+        rep.conclusions += [f.text for f in hurt] + [f.text for f in rep.switch_findings if not f.hurts]
+        return rep
+    fr = fit_effects(runs, u, confidence)
+    rep.factorial = fr
+    if rep.conclusions and e2e_row(rep.comparisons[0][1]).verdict == "too few runs":
+        # Too few runs of those two corners alone; the model pools every run.
+        rep.conclusions[0] = fr.predicted_line()
+    rep.conclusions += fr.summary_lines()
+    return rep
+
+
+def _oat_finding(s: str, a_res: ComparisonResult | None, l_res: ComparisonResult | None) -> SwitchFinding:
+    a = e2e_row(a_res) if a_res else None
+    lo = e2e_row(l_res) if l_res else None
+    a_v = a.verdict if a else "not run"
+    l_v = lo.verdict if lo else "not run"
+    hurts = l_v == "slower" or a_v == "slower"
+    interaction = (l_v in ("slower", "faster") and a_v in ("unchanged", "inconclusive")) or (
+        a_v in ("slower", "faster") and l_v in ("unchanged", "inconclusive")) or (
+        a_v in ("slower", "faster") and l_v in ("slower", "faster") and a_v != l_v)
+    parts = [s + ":"]
+    if lo is not None:
+        parts.append(f"with all others on it changes the run {lo.rel:+.1%} ({l_v})")
+        if l_v in ("slower", "faster"):
+            parts.append("through " + _via(moved_phases(l_res, l_v)))
+    if a is not None:
+        parts.append(f"; alone {a.rel:+.1%} ({a_v})")
+        if a_v in ("slower", "faster") and l_v not in ("slower", "faster"):
+            parts.append("through " + _via(moved_phases(a_res, a_v)))
+    if interaction:
+        parts.append("; the two disagree, so it acts through an interaction with the other switches "
+                     "(--design factorial names the partner)")
+    return SwitchFinding(s, a_res, l_res, " ".join(parts).replace(" ;", ";"), hurts, interaction)

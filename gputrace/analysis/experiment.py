@@ -1,0 +1,154 @@
+"""Run an A/B experiment through a callable, keep every trace, and analyse the folder.
+
+The runner is any callable ``run_variant(switches: frozenset[str], trace_path: Path) -> None``
+that performs one run with those switches on and writes its trace to ``trace_path`` (the
+CLI passes one that calls the prover; tests pass a synthetic one), so the statistics never
+depend on the prover. Layout of ``out_dir``::
+
+    manifest.json                 design, switches, variants, one record per run
+    <variant>/run-003.jsonl       one trace per run (warm-up runs: warmup-000.jsonl)
+
+The manifest is rewritten after every run, so an interrupted experiment can still be
+analysed. Runs execute on the calling thread, in `design.schedule` order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from gputrace.analysis.design import Variant, schedule
+from gputrace.analysis.measures import RunMeasures, run_measures
+
+MANIFEST = "manifest.json"
+
+
+class ExperimentError(RuntimeError):
+    """A run failed; the message names the variant and round, ``manifest`` has the records."""
+
+
+@dataclass
+class RunRecord:
+    """One run: ``path`` relative to the experiment folder; ``error`` set if it failed."""
+
+    variant: str
+    switches: list[str]
+    round: int
+    seq: int
+    path: str
+    warmup: bool
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class Experiment:
+    """An experiment folder: design name, switch universe, variants (baseline first), runs."""
+
+    out_dir: Path
+    design: str
+    switches: tuple[str, ...]
+    variants: list[Variant]
+    records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def baseline(self) -> Variant:
+        return self.variants[0]
+
+    def variant_named(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"no variant {name!r} in {self.out_dir / MANIFEST}")
+
+    def traces(self, v: Variant, warmup: bool = False) -> list[Path]:
+        """Trace files of successful runs of ``v`` (warm-ups only if ``warmup``), run order."""
+        return [self.out_dir / r.path for r in self.records if r.variant == v.name and r.error is None and r.warmup == warmup]
+
+    def save(self) -> None:
+        doc = {
+            "design": self.design,
+            "switches": list(self.switches),
+            "variants": [{"name": v.name, "switches": sorted(v.switches)} for v in self.variants],
+            "runs": [asdict(r) for r in self.records],
+        }
+        tmp = self.out_dir / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        tmp.replace(self.out_dir / MANIFEST)
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> "Experiment":
+        """Read ``out_dir/manifest.json``. Raises FileNotFoundError, or ValueError naming the
+        file and the missing field."""
+        out_dir = Path(out_dir)
+        path = out_dir / MANIFEST
+        doc = json.loads(path.read_text())
+        try:
+            variants = [Variant(v["name"], frozenset(v["switches"])) for v in doc["variants"]]
+            recs = [RunRecord(**r) for r in doc["runs"]]
+            return cls(out_dir, doc["design"], tuple(doc["switches"]), variants, recs)
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path}: malformed manifest ({e})") from None
+
+    def measures(self, reader: Callable[[Path], object] | None = None) -> dict[Variant, list[RunMeasures]]:
+        """Measured non-warm-up runs per variant. ``reader(path) -> Timeline`` defaults to the
+        OTLP JSON-lines reader."""
+        if reader is None:
+            from gputrace.timeline import read_trace as reader  # noqa: N813
+        out: dict[Variant, list[RunMeasures]] = {}
+        for v in self.variants:
+            out[v] = [run_measures(reader(p), f"{v.name}/{p.name}") for p in self.traces(v)]
+        return out
+
+
+def run_experiment(
+    run_variant: Callable[[frozenset[str], Path], None],
+    variants: Sequence[Variant],
+    runs: int,
+    out_dir: str | Path,
+    *,
+    design: str = "opt-sets",
+    switches: Sequence[str] = (),
+    warmup: int = 0,
+    shuffle: bool = False,
+    seed: int = 0,
+    progress: Callable[[int, int, Variant, bool], None] | None = None,
+) -> Experiment:
+    """Run every variant ``runs`` times (after ``warmup`` rounds), interleaved, writing traces
+    under ``out_dir``; return the Experiment. ``progress(done, total, variant, warmup)`` is
+    called before each run. A failing run raises ExperimentError (the manifest keeps what ran).
+    Raises ValueError if ``out_dir`` already holds a manifest (never overwrite evidence).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / MANIFEST).exists():
+        raise ValueError(f"{out} already holds an experiment ({MANIFEST}); choose a new --out folder")
+    exp = Experiment(out, design, tuple(switches), list(variants))
+    plan = schedule(list(variants), runs, warmup, shuffle, seed)
+    for seq, (rnd, v, is_warm) in enumerate(plan):
+        rel = Path(v.name) / (f"warmup-{rnd:03d}.jsonl" if is_warm else f"run-{rnd - warmup:03d}.jsonl")
+        (out / v.name).mkdir(exist_ok=True)
+        if progress is not None:
+            progress(seq, len(plan), v, is_warm)
+        t0 = time.perf_counter()
+        rec = RunRecord(v.name, sorted(v.switches), rnd, seq, str(rel), is_warm, 0.0)
+        try:
+            run_variant(frozenset(v.switches), out / rel)
+        except Exception as e:
+            rec.seconds = time.perf_counter() - t0
+            rec.error = f"{type(e).__name__}: {e}"
+            exp.records.append(rec)
+            exp.save()
+            raise ExperimentError(f"run {seq + 1}/{len(plan)} (variant {v.name}, round {rnd}) failed: {rec.error}") from e
+        rec.seconds = time.perf_counter() - t0
+        if not (out / rel).exists():
+            rec.error = "the runner wrote no trace"
+            exp.records.append(rec)
+            exp.save()
+            raise ExperimentError(f"run {seq + 1}/{len(plan)} (variant {v.name}): no trace at {out / rel}")
+        exp.records.append(rec)
+        exp.save()
+    return exp

@@ -1,0 +1,165 @@
+"""``gputrace ab``: run the prover N times per switch variant (interleaved), keep every trace,
+compare, and name which switch or interaction explains the end-to-end change.
+
+Wiring only: designs, the runner and the statistics live in ``gputrace.analysis``
+(``design``, ``experiment``, ``abtest``, ``effects``); this module supplies the prover as the
+``run_variant(switches, trace_path)`` callable. Exit codes as ``gputrace compare``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
+
+
+def register(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "ab", help="run the prover per switch variant, interleaved, and attribute the change",
+        description="A/B experiment over the prover's optimisation switches: --opt-sets compares whole sets "
+                    "(the first is the baseline); --switches with --design one-at-a-time (each alone, and "
+                    "leave-one-out) or factorial (main effects and two-way interactions per phase). Every trace "
+                    "is kept under --out with a manifest; --analyze re-reads such a folder without running.",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--opt-sets", nargs="+", metavar="SET", help='switch sets, e.g. "none" "all" "a1,b1"')
+    what.add_argument("--switches", help="switches to study, e.g. A1,A2,A4,B1,D4")
+    what.add_argument("--analyze", type=Path, metavar="DIR", help="analyse an existing experiment folder")
+    p.add_argument("--design", choices=("one-at-a-time", "factorial"), default="one-at-a-time",
+                   help="design for --switches (default one-at-a-time)")
+    p.add_argument("--fraction", choices=("auto", "full", "half"), default="auto",
+                   help="factorial: full 2^k or half fraction (auto: half from 5 switches)")
+    p.add_argument("--runs", type=int, default=5, help="measured runs per variant (default 5)")
+    p.add_argument("--shuffle", action="store_true", help="random variant order within each round (seeded)")
+    p.add_argument("--seed-order", type=int, default=0, help="seed of --shuffle")
+    p.add_argument("--out", type=Path, default=None, help="experiment folder (default gputrace-ab/<time>)")
+    pr = p.add_argument_group("prover")
+    pr.add_argument("--constraints", default="2^10", help="constraints per circuit: N or 2^N (default 2^10)")
+    pr.add_argument("--batch", type=int, default=1, help="circuits per device (default 1)")
+    pr.add_argument("--devices", type=int, default=1, help="devices / CPU worker lanes (default 1)")
+    pr.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="cpu", help="default cpu")
+    pr.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys, shared by all runs)")
+    pr.add_argument("--subprocess", action="store_true", help="run each prove in a fresh process (slower, isolated)")
+    add_stat_options(p)
+    # Here --warmup counts warm-up *rounds* that are run first and kept out of the analysis.
+    p.set_defaults(func=run, warmup=1)
+    return p
+
+
+def prover_runner(args, out_dir: Path):
+    """``run_variant(switches, trace_path)`` that proves with those switches on."""
+    key_dir = args.key_dir or out_dir / "keys"
+    proofs = out_dir / "proofs"
+    if args.subprocess:
+        def run_variant(switches: frozenset[str], trace_path: Path) -> None:
+            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints), "--batch", str(args.batch),
+                   "--devices", str(args.devices), "--backend", args.backend, "--opt", ",".join(sorted(switches)) or "none",
+                   "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet"]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"gputrace prove exited {r.returncode}: {r.stderr.strip()[-500:]}")
+        return run_variant
+
+    from gputrace.prover import run_prove
+    from gputrace.prover.options import ProveOptions, parse_size
+
+    constraints = parse_size(str(args.constraints))
+
+    def run_variant(switches: frozenset[str], trace_path: Path) -> None:
+        run_prove(ProveOptions(constraints=constraints, batch=args.batch, devices=args.devices, backend=args.backend,
+                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False))
+    return run_variant
+
+
+def _plan(args):
+    from gputrace.analysis.design import factorial, one_at_a_time, opt_sets, parse_switches
+    from gputrace.prover.options import OPT_NAMES
+
+    if args.opt_sets:
+        return "opt-sets", tuple(OPT_NAMES), opt_sets(args.opt_sets, tuple(OPT_NAMES))
+    sw = parse_switches(args.switches)
+    bad = [s for s in sw if s not in OPT_NAMES]
+    if bad:
+        raise ValueError(f"--switches: unknown switch {bad[0]!r} (the prover has {', '.join(OPT_NAMES)})")
+    if args.design == "factorial":
+        return "factorial", sw, factorial(sw, args.fraction)
+    return "one-at-a-time", sw, one_at_a_time(sw)
+
+
+def render_report(rep, console, top: int) -> None:
+    from rich.table import Table
+
+    console.rule(f"[bold]A/B result ({rep.design})")
+    for line in rep.conclusions:
+        console.print(" • " + line)
+    if rep.comparisons:
+        label, res = rep.comparisons[0]
+        render_comparison(res, console, top, title=label)
+    if rep.switch_findings:
+        from gputrace.analysis.abtest import e2e_row
+
+        t = Table(title="One switch at a time (end to end)", title_justify="left")
+        for col in ("switch", "alone vs none", "verdict", "all vs all-without", "verdict", "interaction?"):
+            t.add_column(col)
+        for f in rep.switch_findings:
+            a = e2e_row(f.alone) if f.alone else None
+            lo = e2e_row(f.loo) if f.loo else None
+            t.add_row(f.switch, f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-", f"{lo.rel:+.1%}" if lo else "-",
+                      lo.verdict if lo else "-", "yes" if f.interaction else "")
+        console.print(t)
+    if rep.factorial is not None:
+        fr = rep.factorial
+        t = Table(title=f"Factorial effects on {fr.e2e_path} ({fr.model}, {fr.df} residual df)", title_justify="left")
+        for col in ("term", "effect", f"{fr.confidence:.0%} interval", "time", "p", "significant"):
+            t.add_column(col)
+        for e in sorted(fr.for_key(fr.e2e_path), key=lambda e: -abs(e.ns)):
+            iv = f"[{e.rel_low:+.1%}, {e.rel_high:+.1%}]" if math.isfinite(e.rel_low) else "-"
+            from gputrace.analysis._common import fmt_ns
+
+            t.add_row(e.term, f"{e.rel:+.1%}", iv, ("+" if e.ns >= 0 else "-") + fmt_ns(abs(e.ns)),
+                      "-" if not math.isfinite(e.p_value) else f"{e.p_value:.3g}", "yes" if e.significant else "")
+        console.print(t)
+
+
+def run(args) -> int:
+    import datetime
+
+    from rich.console import Console
+
+    from gputrace.analysis.abtest import analyse
+    from gputrace.analysis.experiment import Experiment, ExperimentError, run_experiment
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        if args.analyze:
+            exp = Experiment.load(args.analyze)
+        else:
+            design, switches, variants = _plan(args)
+            out = args.out or Path("gputrace-ab") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            total = len(variants) * (args.runs + args.warmup)
+            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs -> {out}")
+
+            def progress(done, total, v, warm):
+                err.print(f"  [{done + 1}/{total}] {v.name}{' (warm-up)' if warm else ''}")
+
+            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
+                                 warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress)
+        runs = exp.measures()
+        rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence)
+    except (OSError, ValueError, ExperimentError) as e:
+        print(f"gputrace ab: {e}", file=sys.stderr)
+        return 1
+    head = rep.comparisons[0][1] if rep.comparisons else None
+    if args.json:
+        doc = rep.to_dict()
+        doc["folder"] = str(exp.out_dir)
+        dump_json(doc)
+        return gate(head, args.fail_on_regression, args.min_time, err) if head is not None else 0
+    out_c = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    render_report(rep, out_c, args.top)
+    out_c.print(f"traces and manifest: {exp.out_dir}")
+    return gate(head, args.fail_on_regression, args.min_time, out_c) if head is not None else 0
