@@ -22,7 +22,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (OTLP JSON Lines, optionally gzipped)")
     p.add_argument("--follow", action="store_true", help="keep reading a trace file that is still being written")
     p.add_argument("--listen", metavar="ADDR",
-                   help="receive OTLP/HTTP at ADDR (host:port) and show spans as they arrive")
+                   help="receive OTLP gRPC at ADDR (host:port; OTLP/HTTP on the next port) and show spans as "
+                        "they arrive; loopback only")
+    p.add_argument("--out", metavar="FILE", help="with --listen: the trace file to write (default runs/live-<time>.jsonl)")
     p.add_argument("--screenshot", metavar="OUT.svg",
                    help="write the first screen (after loading) as SVG and exit; needs no terminal")
     p.add_argument("--size", default="160x48", metavar="COLSxROWS", help="screen size for --screenshot (default 160x48)")
@@ -52,11 +54,17 @@ def run(args: argparse.Namespace) -> int:
     receiver = None
     paths = list(args.traces)
     follow = bool(args.follow)
+    title = None
     if args.listen:
-        from gputrace.tui.listen import start_receiver
+        from gputrace.tui.listen import ListenError, start_receiver
 
-        receiver, path = start_receiver(args.listen)
+        try:
+            receiver, path = start_receiver(args.listen, args.out)
+        except ListenError as e:
+            print(f"gputrace view: {e}", file=sys.stderr)
+            return 2
         paths, follow = [path], True
+        title = f"listening: grpc {receiver.grpc_endpoint} · {receiver.http_endpoint} → {path}"
     try:
         if args.screenshot:
             app = GputraceApp(paths, follow=False)
@@ -68,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             print(f"wrote {args.screenshot}")
             return 0
-        app = GputraceApp(paths, follow=follow, title=f"listening on {args.listen}" if args.listen else None)
+        app = GputraceApp(paths, follow=follow, title=title)
         app.run()
         if app.error:
             print(f"gputrace view: {app.error}", file=sys.stderr)

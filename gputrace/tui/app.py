@@ -163,13 +163,14 @@ class GputraceApp(App):
                 yield TimeAxis(NAME_W, id="axis")
                 yield Gantt(id="gantt")
                 yield Static("", id="message")
-            with TabbedContent(id="side", initial="details"):
+            with TabbedContent(id="side", initial="stalls"):
                 with TabPane("Details", id="details"):
                     yield DetailsPanel(id="details-panel")
                 with TabPane("Summary", id="summary"):
                     yield SummaryPanel(id="summary-panel")
                 with TabPane("Stalls", id="stalls"):
                     yield StallsPanel(id="stalls-panel")
+                    yield Static("", id="stall-detail")
         yield Input(placeholder=QUERY_HELP, id="query")
         yield Static("", id="status")
         yield Footer()
@@ -287,12 +288,20 @@ class GputraceApp(App):
     # ---- panels and bars --------------------------------------------------------------
     def on_gantt_span_selected(self, msg: Gantt.SpanSelected) -> None:
         idx = self.index
+        if msg.row >= 0:
+            self.query_one("#side", TabbedContent).active = "details"
         self.query_one(DetailsPanel).show(idx.timeline if idx else None, msg.row, idx.origin if idx else 0)
         self._update_status()
 
     def on_gantt_view_changed(self, msg: Gantt.ViewChanged) -> None:
         self.query_one(TimeAxis).show(msg.view, msg.width, msg.cursor_t)
         self._update_status()
+
+    def on_stalls_panel_highlighted(self, msg: StallsPanel.Highlighted) -> None:
+        it = msg.item
+        self.query_one("#stall-detail", Static).update(
+            "" if it is None else f"[b]{it.category}[/b] {format_duration(it.end - it.start)}\n{it.text}\n"
+                                  "[dim]Enter: zoom the timeline to it[/dim]")
 
     def on_stalls_panel_chosen(self, msg: StallsPanel.Chosen) -> None:
         gantt = self.query_one(Gantt)

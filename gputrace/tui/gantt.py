@@ -477,7 +477,7 @@ class Gantt(ScrollView, can_focus=True):
             self.capture_mouse()
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        if self._drag is not None and event.button == 1:
+        if self._drag is not None:  # the mouse is captured between our mouse-down and mouse-up
             x0, v0 = self._drag
             if event.x != x0:
                 self._dragged = True

@@ -52,8 +52,11 @@ class Overlays:
 MARK_WAIT, MARK_UNATTR = 0, 1
 
 
-def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 100, min_gap_ns: int = 0) -> Overlays:
-    """Idle gaps, host waits, pinning and unattributed time from `gputrace.analysis`."""
+def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 12, min_gap_ns: int = 0) -> Overlays:
+    """Idle gaps, host waits, pinning and unattributed time from `gputrace.analysis`.
+
+    Every gap and mark is drawn; the list keeps the ``max_items`` largest of each category
+    (idle, wait, unattributed) plus every pinning report, in that order."""
     out = Overlays()
     if tl.n == 0:
         return out

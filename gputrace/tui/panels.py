@@ -178,7 +178,15 @@ class StallsPanel(DataTable):
         for n in notes:
             self.add_row(Text("n/a", style="dim"), "", Text(n, style="dim"))
 
+    @dataclass
+    class Highlighted(Message):
+        item: StallItem | None
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         i = event.cursor_row
         if 0 <= i < len(self.items):
             self.post_message(self.Chosen(self.items[i]))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        i = event.cursor_row
+        self.post_message(self.Highlighted(self.items[i] if 0 <= i < len(self.items) else None))

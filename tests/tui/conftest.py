@@ -1,0 +1,17 @@
+import os
+
+import pytest
+
+DATA = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data"))
+
+
+@pytest.fixture
+def sample_2gpu() -> str:
+    """120 spans, 1 host, 2 GPUs x 2 streams, 2 batches (gputrace.timeline.synthetic, seed 1)."""
+    return os.path.join(DATA, "sample_2gpu.jsonl")
+
+
+@pytest.fixture
+def sample_pinning() -> str:
+    """128 spans, 2 hosts x 1 GPU, 25 ms of extra pin/unpin host time per batch (seed 2)."""
+    return os.path.join(DATA, "sample_pinning.jsonl")

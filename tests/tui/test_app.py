@@ -1,0 +1,301 @@
+"""Pilot tests: press keys and use the mouse on the real app over a committed sample trace."""
+
+import asyncio
+import io
+
+import numpy as np
+import pytest
+from rich.console import Console
+from textual import events
+from textual.widgets import Static
+
+from gputrace.tui.app import GputraceApp, HelpScreen
+from gputrace.tui.gantt import NAME_W, Gantt
+from gputrace.tui.panels import DetailsPanel, StallsPanel, SummaryPanel, sort_stats
+from gputrace.tui.rows import DEVICE, LANE
+
+SIZE = (150, 44)
+
+
+async def ready(app, pilot):
+    await app.wait_ready(60)
+    await pilot.pause()
+    return app.query_one(Gantt)
+
+
+def first_lane_row(gantt, phase=None):
+    """Screen row of the first lane level whose spans include ``phase`` (or any)."""
+    tl = gantt.index.timeline
+    for y, spec in enumerate(gantt.rows):
+        if spec.kind != LANE:
+            continue
+        ii = gantt.index.lanes[spec.lane].levels[spec.level].index
+        if phase is None or any(tl.phases[tl.phase[r]] == phase for r in ii.row):
+            return y
+    raise AssertionError(f"no row with {phase}")
+
+
+def text_of(widget) -> str:
+    """Plain text of what a widget shows (a Static's content, or a widget's render())."""
+    content = widget.content if isinstance(widget, Static) else widget.render()
+    console = Console(width=200, file=io.StringIO(), record=True)
+    console.print(content)
+    return console.export_text()
+
+
+def test_loads_sample_and_fills_panels(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            assert app.error is None
+            assert app.index.timeline.n == 120
+            labels = [r.label.strip() for r in gantt.rows if r.kind == DEVICE]
+            assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ CPU"]
+            assert "120 spans" in text_of(app.query_one("#title"))
+            stalls = app.query_one(StallsPanel)
+            assert stalls.items and stalls.items[0].category == "idle"
+            assert "idle" in stalls.items[0].text
+            # Idle gaps are drawn on the GPU header rows.
+            assert set(gantt.gaps) == {("host0", "GPU 0"), ("host0", "GPU 1")}
+            summary = app.query_one(SummaryPanel)
+            assert summary.row_count == len(summary.stats) > 0
+
+    asyncio.run(go())
+
+
+def test_zoom_pan_fit_keys(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            v0 = gantt.view
+            await pilot.press("plus")
+            assert gantt.view.ns_per_cell == pytest.approx(v0.ns_per_cell / 2)
+            await pilot.press("minus", "minus")
+            assert gantt.view.ns_per_cell == pytest.approx(v0.ns_per_cell * 2)
+            v1 = gantt.view
+            await pilot.press("l")
+            assert gantt.view.t0 == pytest.approx(v1.t0 + 0.1 * gantt.timeline_width * v1.ns_per_cell)
+            await pilot.press("H")
+            assert gantt.view.t0 == pytest.approx(v1.t0 - 0.4 * gantt.timeline_width * v1.ns_per_cell)
+            await pilot.press("f")
+            assert gantt.view == v0
+            # The axis follows the view.
+            axis = app.query_one("#axis")
+            assert axis.view == gantt.view
+            assert "ms" in text_of(axis)
+
+    asyncio.run(go())
+
+
+def test_select_step_same_phase_and_details(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = gantt.index.timeline
+            y = first_lane_row(gantt, "msm_h")
+            gantt.cursor_row = y
+            ii = gantt.index.lanes[gantt.rows[y].lane].levels[gantt.rows[y].level].index
+            await pilot.press("right_square_bracket")  # first span at/after the cursor time
+            assert gantt.selected in ii.row
+            first = gantt.selected
+            await pilot.press("right_square_bracket")
+            assert tl.start[gantt.selected] > tl.start[first]
+            # Jump to an msm_h, then to the next msm_h in time, on any lane.
+            msm = int(np.flatnonzero(tl.phase == tl.phase_id("msm_h"))[0])
+            gantt.select_row(msm)
+            await pilot.press("n")
+            nxt = gantt.selected
+            assert nxt != msm and tl.phases[tl.phase[nxt]] == "msm_h"
+            assert tl.start[nxt] >= tl.start[msm]
+            await pilot.press("N")
+            assert gantt.selected == msm
+            await pilot.pause()
+            details = text_of(app.query_one(DetailsPanel))
+            assert "msm_h" in details and "device dur" in details and "parents" in details
+            assert app.query_one("#side").active == "details"
+            await pilot.press("z")
+            s, e = tl.start[msm] - gantt.index.origin, tl.end[msm] - gantt.index.origin
+            assert gantt.view.t0 <= s and gantt.view.t1(gantt.timeline_width) >= e
+            assert gantt.view.ns_per_cell * gantt.timeline_width < (e - s) * 1.5
+
+    asyncio.run(go())
+
+
+def test_search_dims_and_walks_matches(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = gantt.index.timeline
+            await pilot.press("slash")
+            await pilot.press(*"msm_l")
+            await pilot.press("enter")
+            await pilot.pause()
+            assert len(app.search_rows) == 8
+            assert all(tl.phases[p] == "msm_l" for p in tl.phase[app.search_rows])
+            assert gantt.dim_rows is not None and gantt.dim_rows.sum() == 120 - 8
+            first = gantt.selected
+            assert first in app.search_rows
+            await pilot.press("m")
+            assert gantt.selected in app.search_rows and gantt.selected != first
+            assert "8 matches" in text_of(app.query_one("#status"))
+            await pilot.press("escape")
+            assert gantt.dim_rows is None and not app.search_text
+
+    asyncio.run(go())
+
+
+def test_filter_by_device_and_clear(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            n_rows = len(gantt.rows)
+            await pilot.press("F")
+            await pilot.press(*"device=1")
+            await pilot.press("enter")
+            await pilot.pause()
+            lanes = {gantt.rows[y].lane for y in range(len(gantt.rows)) if gantt.rows[y].kind == LANE}
+            assert lanes and all(gantt.index.timeline.lanes[k].device == 1 for k in lanes)
+            assert "filter: device=1" in text_of(app.query_one("#status"))
+            await pilot.press("escape")
+            assert len(gantt.rows) == n_rows
+
+    asyncio.run(go())
+
+
+def test_fold_group_and_help(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            n = len(gantt.rows)
+            gantt.cursor_row = next(y for y, r in enumerate(gantt.rows) if r.kind == DEVICE)
+            await pilot.press("space")
+            assert len(gantt.rows) < n and gantt.rows[gantt.cursor_row].collapsed
+            await pilot.press("space")
+            assert len(gantt.rows) == n
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)
+
+    asyncio.run(go())
+
+
+def test_mouse_click_drag_and_wheel(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = gantt.index.timeline
+            y = first_lane_row(gantt, "synthesis")
+            spec = gantt.rows[y]
+            ii = gantt.index.lanes[spec.lane].levels[spec.level].index
+            mid = (ii.start[0] + ii.end[0]) / 2
+            x = NAME_W + int(gantt.view.cell_of(mid))
+            await pilot.click(Gantt, offset=(x, y))
+            assert gantt.selected == ii.row[0] and tl.phases[tl.phase[gantt.selected]] == "synthesis"
+            v = gantt.view
+            await pilot.mouse_down(Gantt, offset=(x, y))
+            await pilot.hover(Gantt, offset=(x - 10, y))
+            await pilot.mouse_up(Gantt, offset=(x - 10, y))
+            assert gantt.view.t0 == pytest.approx(v.t0 + 10 * v.ns_per_cell)
+            assert gantt.selected == ii.row[0]  # a drag is not a click
+            v = gantt.view
+            t_at = v.time_of(x - NAME_W + 0.5)
+            gantt.post_message(events.MouseScrollUp(gantt, x, y, 0, -1, 0, False, False, False))
+            await pilot.pause()
+            assert gantt.view.ns_per_cell < v.ns_per_cell
+            assert gantt.view.time_of(x - NAME_W + 0.5) == pytest.approx(t_at)  # zoom around the pointer
+
+    asyncio.run(go())
+
+
+def test_stalls_enter_zooms_to_gap(sample_pinning):
+    async def go():
+        app = GputraceApp([sample_pinning])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            stalls = app.query_one(StallsPanel)
+            cats = [it.category for it in stalls.items]
+            assert {"idle", "wait", "pin", "unattributed"} <= set(cats)
+            assert any("pin+unpin" in it.text for it in stalls.items if it.category == "pin")
+            stalls.focus()
+            await pilot.press("enter")
+            await pilot.pause()
+            it = stalls.items[0]
+            o = gantt.index.origin
+            assert gantt.view.t0 <= it.start - o and gantt.view.t1(gantt.timeline_width) >= it.end - o
+            assert "while" in text_of(app.query_one("#stall-detail"))
+
+    asyncio.run(go())
+
+
+def test_summary_sort():
+    class S:
+        def __init__(self, phase, device, total, count):
+            self.phase, self.device, self.total_ns, self.count = phase, device, total, count
+            self.mean_ns = self.median_ns = self.p95_ns = total / count
+            self.share = total / 1000
+
+    stats = [S("b", 0, 10, 1), S("a", 1, 30, 5), S("c", None, 20, 2)]
+    assert [s.phase for s in sort_stats(stats, "total")] == ["a", "c", "b"]
+    assert [s.phase for s in sort_stats(stats, "phase")] == ["a", "b", "c"]
+    assert [s.phase for s in sort_stats(stats, "count")] == ["a", "c", "b"]
+    assert [s.device for s in sort_stats(stats, "device")] == [None, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "content,expect",
+    [
+        (b"", "empty file"),
+        (b"\x00\x01binary", "not a text file"),
+        (b"hello\nworld\n", "not an OTLP JSON Lines trace"),
+    ],
+)
+def test_bad_files_show_a_message_not_a_traceback(tmp_path, content, expect):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(content)
+
+    async def go():
+        app = GputraceApp([str(p)])
+        async with app.run_test(size=SIZE) as pilot:
+            await app.wait_ready(30)
+            await pilot.pause()
+            assert app.error and expect in app.error
+            msg = app.query_one("#message")
+            assert msg.has_class("shown") and expect in text_of(msg)
+            assert not app.query_one(Gantt).display
+
+    asyncio.run(go())
+
+
+def test_follow_grows_as_the_file_is_written(tmp_path, sample_2gpu):
+    lines = open(sample_2gpu, "rb").read().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(lines[0] + lines[1][:100])  # a writer is mid-line
+
+    async def go():
+        app = GputraceApp([str(live)], follow=True, batch_time=0.05)
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = app.query_one(Gantt)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if gantt.index is not None:
+                    break
+            first = gantt.index.timeline.n
+            assert 0 < first < 120
+            with open(live, "ab") as f:
+                f.write(lines[1][100:])
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if gantt.index.timeline.n == 120:
+                    break
+            assert gantt.index.timeline.n == 120
+            assert "following" in text_of(app.query_one("#status"))
+
+    asyncio.run(go())

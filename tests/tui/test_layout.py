@@ -1,0 +1,149 @@
+"""Pure layout maths: durations, the view window, half-cells, axis ticks, interval packing."""
+
+import numpy as np
+import pytest
+
+from gputrace.tui.axis import axis_lines
+from gputrace.tui.layout import (
+    View,
+    axis_ticks,
+    format_bandwidth,
+    format_bytes,
+    format_duration,
+    half_cells,
+    nice_step,
+    pack_levels,
+)
+
+
+@pytest.mark.parametrize(
+    "ns,text",
+    [
+        (0, "0 ns"),
+        (1, "1 ns"),
+        (999, "999 ns"),
+        (999.6, "1.00 µs"),  # rounding carries into the next unit
+        (1234, "1.23 µs"),
+        (56_700_000, "56.7 ms"),
+        (999_996, "1.00 ms"),
+        (2_100_000_000, "2.10 s"),
+        (-1_500, "-1.50 µs"),
+        (12_345_678_901, "12.3 s"),
+    ],
+)
+def test_format_duration_adaptive_units(ns, text):
+    assert format_duration(ns) == text
+
+
+def test_format_bytes_and_bandwidth():
+    assert format_bytes(-1) == "-"
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(3 << 30) == "3.00 GiB"
+    assert format_bandwidth(25_000_000_000, 1_000_000_000) == "25.00 GB/s"
+    assert format_bandwidth(1_000_000, 1_000_000_000) == "1.00 MB/s"
+    assert format_bandwidth(100, 0) == "-"
+
+
+def test_fit_shows_whole_range_with_margin():
+    v = View.fit(1_000, 101_000, 100)
+    assert v.t0 < 1_000
+    assert v.t1(100) > 101_000
+    assert v.cell_of(1_000) == pytest.approx(1, abs=0.05)
+    assert v.ns_per_cell == pytest.approx(100_000 * 1.02 / 100)
+
+
+def test_zoom_keeps_anchor_column():
+    v = View(0.0, 1000.0)
+    anchor = 37_250.0
+    col = v.cell_of(anchor)
+    z = v.zoom(4, anchor)
+    assert z.ns_per_cell == 250.0
+    assert z.cell_of(anchor) == pytest.approx(col)
+    back = z.zoom(0.25, anchor)
+    assert back.t0 == pytest.approx(v.t0) and back.ns_per_cell == pytest.approx(v.ns_per_cell)
+
+
+def test_zoom_is_clamped_at_one_ns_per_cell():
+    v = View(0.0, 4.0).zoom(1000, 10.0)
+    assert v.ns_per_cell == 1.0
+
+
+def test_pan_moves_by_cells():
+    v = View(100.0, 10.0).pan(-5)
+    assert v.t0 == 50.0 and v.ns_per_cell == 10.0
+
+
+def test_ensure_visible_pans_only_when_needed():
+    v = View(0.0, 10.0)
+    assert v.ensure_visible(100, 200, 100) is v
+    moved = v.ensure_visible(5_000, 5_100, 100)
+    assert moved.ns_per_cell == 10.0
+    assert moved.t0 <= 5_000 < moved.t1(100)
+
+
+def test_half_cells_round_to_nearest_half_cell_edge():
+    v = View(0.0, 10.0)  # half-cell = 5 ns
+    a, b = half_cells(np.array([0, 7, 12, 3]), np.array([10, 13, 13, 4]), v)
+    # [0,10) -> half-cells 0..2 ; [7,13) -> edges 7->1 (7/5=1.4 rounds to 1), 13->3 ; tiny spans collapse
+    assert a.tolist() == [0, 1, 2, 1]
+    assert b.tolist() == [2, 3, 3, 1]
+
+
+def test_nice_step_is_1_2_5_and_wide_enough():
+    for npc in (0.3, 1, 7, 130, 2.5e6, 8e9):
+        step = nice_step(npc, 12)
+        assert step >= npc * 12
+        mant = step / 10 ** np.floor(np.log10(step))
+        assert round(mant, 6) in (1.0, 2.0, 5.0, 10.0)
+        assert step < npc * 12 * 5.01
+
+
+def test_axis_ticks_are_evenly_spaced_with_units():
+    v = View.fit(0, 1_000_000_000, 100)  # ~1 s over 100 cells
+    ticks = axis_ticks(v, 100, 0.0)
+    cols = [c for c, _ in ticks]
+    assert cols == sorted(cols) and all(0 <= c < 100 for c in cols)
+    gaps = np.diff(cols)
+    assert gaps.min() >= 11 and gaps.max() - gaps.min() <= 1
+    assert ticks[0][1] == "0ms" and ticks[1][1] == "200ms"
+
+
+def test_axis_labels_for_microseconds():
+    v = View.fit(0, 500_000, 100)
+    labels = [t for _, t in axis_ticks(v, 100, 0.0)]
+    assert labels[:3] == ["0µs", "100µs", "200µs"]
+
+
+def test_axis_lines_place_labels_and_cursor():
+    v = View(0.0, 1e6)  # 1 ms per cell
+    top, marks = axis_lines(v, 60, 10, cursor_t=25.5e6)
+    assert len(top) == 70 and len(marks) == 70
+    assert marks[10 + 25] == "▼"
+    assert top[10:13] == "0ms"
+    assert marks[9] == "│"
+
+
+def test_pack_levels_fast_path_sequential():
+    s = np.array([0, 10, 20, 30])
+    e = np.array([10, 20, 25, 40])
+    assert pack_levels(s, e).tolist() == [0, 0, 0, 0]
+
+
+def test_pack_levels_overlaps_never_share_a_level():
+    rng = np.random.default_rng(3)
+    s = np.sort(rng.integers(0, 1000, 200))
+    e = s + rng.integers(1, 60, 200)
+    lv = pack_levels(s, e, max_levels=64)
+    for level in np.unique(lv):
+        m = lv == level
+        ss, ee = s[m], e[m]
+        assert np.all(ss[1:] >= ee[:-1]), f"overlap on level {level}"
+    # First fit: a span only goes up a level when every lower level is busy at its start.
+    assert lv.max() <= 20
+
+
+def test_pack_levels_caps_levels():
+    s = np.zeros(10, np.int64)
+    e = np.full(10, 5, np.int64)
+    lv = pack_levels(s, e, max_levels=3)
+    assert lv.max() == 2 and (lv == 2).sum() == 8
