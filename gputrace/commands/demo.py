@@ -1,0 +1,73 @@
+"""``gputrace demo``: a traced, batched Groth16 proof run, verified, then its timeline.
+
+Argument wiring only: the proof run is `gputrace.prover.pipeline.run_prove`, the tables come
+from the ``prove`` and ``report`` commands, the timeline is `gputrace.tui.app.GputraceApp`.
+On a terminal the viewer opens; otherwise (CI, pipes) the first screen is written as SVG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "demo",
+        help="prove a small batch with every phase traced, verify it, then open the timeline",
+        description="Run the reference Groth16 prover on a small batch (2 devices x 2 circuits by default), "
+                    "write proofs, keys and an OTLP JSON Lines trace under --out, print per-phase tables and "
+                    "the stall report, then open the timeline (or write it as SVG when not on a terminal).",
+    )
+    p.add_argument("--constraints", default="2^10", help="constraints per circuit: N or 2^N (default 2^10)")
+    p.add_argument("--batch", type=int, default=2, help="circuits per device (default 2)")
+    p.add_argument("--devices", type=int, default=2, help="devices; CPU backend: worker lanes (default 2)")
+    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto", help="default auto")
+    p.add_argument("--opt", default="all", help="switches a1,a2,a4,b1,d4, all or none (default all)")
+    p.add_argument("--out", type=Path, default=Path("gputrace-demo"), help="output folder (default gputrace-demo)")
+    p.add_argument("--no-view", action="store_true", help="do not open the timeline at the end")
+    p.add_argument("--screenshot", type=Path, default=None,
+                   help="write the timeline's first screen here as SVG (default OUT/timeline.svg off a terminal)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from gputrace.commands import prove as prove_cmd
+
+    out: Path = args.out
+    trace = out / "trace.jsonl"
+    if trace.exists():
+        trace.unlink()  # the file sink appends; a demo shows one run
+    prove_args = argparse.Namespace(
+        constraints=args.constraints, challenges=None, depth=None, batch=args.batch, devices=args.devices,
+        backend=args.backend, opt=args.opt, trace=trace, otlp=None, out=out, key_dir=None, seed=1,
+        no_verify=False, quiet=False,
+    )
+    rc = prove_cmd.run(prove_args)
+    if rc != 0:
+        return rc
+    rc = _report(trace)
+    if rc != 0:
+        return rc
+    if args.no_view:
+        print(f"open the timeline with: gputrace view {trace}")
+        return 0
+    from gputrace.commands import view as view_cmd
+
+    on_terminal = sys.stdout.isatty() and sys.stdin.isatty()
+    shot = args.screenshot or (None if on_terminal else out / "timeline.svg")
+    view_args = argparse.Namespace(traces=[str(trace)], follow=False, listen=None,
+                                   screenshot=str(shot) if shot else None, size="160x48")
+    return view_cmd.run(view_args)
+
+
+def _report(trace: Path) -> int:
+    """Print the stall/pinning report of ``trace`` (the ``gputrace report`` tables)."""
+    from gputrace.commands import report as report_cmd
+
+    parser = argparse.ArgumentParser(prog="gputrace report")
+    report_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["report", "--top", "5", str(trace)])
+    return report_cmd.run(args)
