@@ -314,18 +314,57 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list:
     return list(paths)
 
 
-def read_trace(paths: PathLike | Sequence[PathLike], lenient: bool = False) -> Timeline:
+def read_trace(paths: PathLike | Sequence[PathLike], lenient: bool = False, workers: int | None = None) -> Timeline:
     """Read one or more OTLP JSON Lines files (plain or gzip) into one Timeline.
 
     Raises ``TraceFormatError`` (file, line, field) for unreadable input unless ``lenient``, in
     which case bad lines/spans are skipped and counted in ``timeline.load_report``. Raises
     ``OSError`` (e.g. FileNotFoundError) for files that cannot be opened. Runs on the calling
     thread; see ``gputrace.timeline.incremental`` for progressive loading.
+
+    ``workers``: plain files of at least ``parallel.MIN_PARALLEL_BYTES`` are split over this many
+    worker processes (default: the usable CPUs, at most 8; ``1`` reads everything in-process).
     """
+    from gputrace.timeline import parallel
+
+    nworkers = parallel.default_workers() if workers is None else max(1, int(workers))
     loader = TraceLoader(lenient=lenient)
+    parts: list[Timeline] = []
+    order: list[str] = []
     for p in _as_paths(paths):
-        load_file_into(loader, p)
-    return loader.timeline()
+        order.append(str(p))
+        if nworkers > 1 and _parallel_ok(p, parallel.MIN_PARALLEL_BYTES):
+            parts.append(parallel.timeline_parallel(p, lenient, nworkers))
+        else:
+            load_file_into(loader, p)
+    if not parts:
+        return loader.timeline()
+    if loader.report.files:
+        parts.append(loader.timeline())
+    tl = Timeline.concat(parts)
+    report = LoadReport(files=order)
+    for part in parts:
+        r = part.load_report
+        report.lines += r.lines
+        report.spans += r.spans
+        report.lines_skipped += r.lines_skipped
+        report.spans_skipped += r.spans_skipped
+        report.reasons.update(r.reasons)
+        report.problems.extend(r.problems)
+    tl.load_report = report
+    return tl
+
+
+def _parallel_ok(path: PathLike, min_bytes: int) -> bool:
+    """A large, plain, JSON Lines file (not gzip, not binary, not one pretty-printed object)."""
+    try:
+        if os.path.getsize(path) < min_bytes:
+            return False
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head[:2] != _GZIP_MAGIC and b"\x00" not in head and head.split(b"\n", 1)[0].strip() != b"{"
 
 
 def load_file_into(loader: TraceLoader, path: PathLike) -> None:

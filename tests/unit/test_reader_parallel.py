@@ -1,0 +1,59 @@
+"""Parallel reading of large files: same Timeline as in-process, file line numbers in errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gputrace.timeline.parallel as par
+from gputrace.otlp_json import encode_request
+from gputrace.timeline import TraceFormatError, read_trace
+from gputrace.timeline.synthetic import write_synthetic
+
+
+@pytest.fixture
+def small_threshold(monkeypatch):
+    monkeypatch.setattr(par, "MIN_PARALLEL_BYTES", 0)
+
+
+def test_split_ranges_start_on_lines(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"".join(b"x" * (i % 7) + b"\n" for i in range(100)))
+    data = p.read_bytes()
+    for parts in (1, 2, 3, 8, 200):
+        rs = par.split_ranges(p, parts)
+        assert rs[0][0] == 0 and rs[-1][1] == len(data)
+        assert all(a == prev_b for (_, prev_b), (a, _) in zip(rs, rs[1:]))
+        assert all(a == 0 or data[a - 1:a] == b"\n" for a, _ in rs)
+
+
+def test_parallel_read_equals_in_process_read(tmp_path, small_threshold):
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=2, gpus=2, circuits=3, batches=3, shuffle_lines=True, spans_per_line=17)
+    a, b = read_trace(p, workers=1), read_trace(p, workers=3)
+    assert a.n == b.n and a.lanes == b.lanes and set(a.trace_ids) == set(b.trace_ids)
+    assert [a.trace_ids[i] for i in a.trace] == [b.trace_ids[i] for i in b.trace]
+    for col in ("start", "end", "lane", "depth", "device", "gpu_start", "span_id", "kind", "batch"):
+        assert np.array_equal(a.cols[col], b.cols[col]), col
+    assert [a.phases[i] for i in a.phase] == [b.phases[i] for i in b.phase]
+    assert [b.resources[i]["host.name"] for i in b.resource] == [a.resources[i]["host.name"] for i in a.resource]
+    assert b.load_report.spans == b.n and b.load_report.lines == a.load_report.lines
+
+
+def _line(i: int) -> bytes:
+    return encode_request({"host.name": "h"}, [dict(trace_id=b"\x01" * 16, span_id=i + 1, name="ntt",
+                                                    start_ns=i, end_ns=i + 1)]) + b"\n"
+
+
+def test_parallel_errors_carry_file_line_numbers(tmp_path, small_threshold):
+    lines = [_line(i) for i in range(40)]
+    lines[30] = b"garbage\n"
+    lines[35] = b"{oops\n"
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(b"".join(lines))
+    with pytest.raises(TraceFormatError) as ei:
+        read_trace(p, workers=4)
+    assert str(ei.value) == f"{p}:31: not JSON (JSON is malformed: invalid character (byte 0))"
+    tl = read_trace(p, lenient=True, workers=4)
+    assert tl.n == 38 and tl.load_report.lines_skipped == 2
+    assert [e.line for e in tl.load_report.problems] == [31, 36]
