@@ -7,8 +7,8 @@ values beside full-width field elements). Per level: ``b·b = b`` (boolean), ``b
 x², x⁴, x⁵; round constants and MDS folded into the linear combinations). Per challenge the bits
 are tied to the public index (``Σ 2^i·b_i · 1 = index``) and the top to the root (``cur · 1 = root``).
 
-Constraints: K·(D·(2 + 243) + 2). ``shape_for_constraints(T)`` picks D from log2 T and K to get
-close to T.
+Constraints: K·(D·(2 + 243) + 2). ``shape_for_constraints(T)`` picks K and D so that the constraints
+and inputs fill as much of T as possible without exceeding it (so 2^N targets give a 2^N domain).
 
 The tree is sparse: only the challenged paths are computed with real hashes; the hash of any
 subtree no challenge enters is a pseudo-random field element drawn from the circuit's seed (it
@@ -58,14 +58,28 @@ class CircuitShape:
 
 
 def shape_for_constraints(target: int) -> CircuitShape:
-    """Pick (K, D) with about ``target`` constraints: D = clamp(log2(target) − 6, 2, 30)."""
+    """Pick (K, D) with as many constraints as fit in ``target`` together with the inputs.
+
+    Constraints + public inputs + ONE stay <= target, so ``--constraints 2^N`` gives an NTT domain of
+    exactly 2^N. Depths from log2(target) − 9 to log2(target) − 4 (clamped to [2, 30]) are tried; the deepest
+    tree whose fill is within 5 % of the fullest fit wins. Below one challenge's size, K = 1 at the largest depth that fits.
+    """
     if target < 1:
         raise ValueError(f"constraint target must be positive, got {target}")
     n = max(1, round(math.log2(target)))
-    depth = min(30, max(2, n - 6))
-    per = depth * (2 + POSEIDON_CONSTRAINTS) + 2
-    k = max(1, round(target / per))
-    return CircuitShape(k, depth)
+    fits = []
+    for depth in range(max(2, n - 9), max(2, min(30, n - 4)) + 1):
+        per = depth * (2 + POSEIDON_CONSTRAINTS) + 2
+        k = (target - 1) // (per + 1)  # K·per constraints + (1 + K) inputs + ONE <= target
+        if k >= 1:
+            fits.append((k * per, CircuitShape(k, depth)))
+    if fits:
+        top = max(f for f, _ in fits)
+        return max((sh for f, sh in fits if f >= 0.95 * top), key=lambda sh: sh.depth)
+    for depth in range(30, 1, -1):
+        if depth * (2 + POSEIDON_CONSTRAINTS) + 5 <= target:
+            return CircuitShape(1, depth)
+    return CircuitShape(1, 2)
 
 
 def validate_shape(challenges: int, depth: int) -> CircuitShape:

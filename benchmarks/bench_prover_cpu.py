@@ -1,0 +1,112 @@
+"""CPU prover benchmark: per-phase times, synthesis rate, A1/A2 synthesis A/B, key generation.
+
+Usage: .venv/bin/python benchmarks/bench_prover_cpu.py [--sizes 12,14,16] [--repeats 3] [--keys DIR]
+
+Prints tables (medians over repeats, batch 1, one CPU worker lane, all switches off unless
+stated). Key generation is timed once per size (then cached in --keys); the 2^20 setup figure is
+extrapolated from the measured sizes by a fit linear in constraints (setup is Θ(n) fixed-base
+multiplications), and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from gputrace.prover.circuit import make_instance, shape_for_constraints
+from gputrace.prover.keycache import get_keys
+from gputrace.prover.options import ProveOptions
+from gputrace.prover.pipeline import run_prove
+from gputrace.prover.witness import build_cs
+
+PHASES = ["synthesis", "h2d", "intt_abc", "coset_ntt", "h_eval", "intt_h", "ntt", "msm_h", "batch_add", "msm_l",
+          "msm_a", "msm_b_g1", "b_g2", "sync", "assemble"]
+
+
+def synthesis_rates(shape, repeats: int) -> dict[str, float]:
+    """Median constraints/s of synthesis + A·z/B·z/C·z evaluation for each A1/A2 combination."""
+    inst = make_instance(shape, 3)
+    out = {}
+    for label, opts in (("baseline", frozenset()), ("A1", frozenset({"a1"})), ("A2", frozenset({"a2"})),
+                        ("A1+A2", frozenset({"a1", "a2"}))):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            cs = build_cs(shape, inst, opts)
+            cs.evaluate(check=True)
+            times.append(time.perf_counter() - t0)
+        out[label] = shape.constraints / statistics.median(times)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="12,14,16")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--keys", type=Path, default=Path(tempfile.gettempdir()) / "gputrace-bench-keys")
+    args = ap.parse_args(argv)
+    console = Console(width=120)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    phase_rows, synth_rows, setup_rows = {}, {}, []
+    for n in sizes:
+        shape = shape_for_constraints(1 << n)
+        t0 = time.perf_counter()
+        ks = get_keys(shape, args.keys, seed=1)
+        setup_rows.append((n, shape.constraints, time.perf_counter() - t0, ks.cached))
+        per_rep = []
+        for r in range(args.repeats):
+            with tempfile.TemporaryDirectory() as out:
+                res = run_prove(ProveOptions(constraints=1 << n, batch=1, devices=1, backend="cpu",
+                                             out_dir=Path(out), key_dir=args.keys, configure_tracer=False))
+            assert all(res.verified), "proof did not verify"
+            per_rep.append({p: sum(v for (q, _), v in res.phase_seconds.items() if q == p) for p in PHASES}
+                           | {"total": res.wall_s})
+        phase_rows[n] = {k: statistics.median(rep[k] for rep in per_rep) for k in per_rep[0]}
+        synth_rows[n] = synthesis_rates(shape, args.repeats)
+        console.print(f"2^{n}: {shape.constraints} constraints (K={shape.challenges}, D={shape.depth}) done", style="dim")
+
+    t = Table(title=f"CPU prover, per-phase seconds (median of {args.repeats}, batch 1, 1 lane, switches off)")
+    t.add_column("phase")
+    for n in sizes:
+        t.add_column(f"2^{n}", justify="right")
+    for p in PHASES + ["total"]:
+        t.add_row(p, *(f"{phase_rows[n][p]:.3f}" for n in sizes))
+    console.print(t)
+
+    t = Table(title="synthesis rate, constraints/s (synthesis + A·z, B·z, C·z + satisfaction check; median)")
+    t.add_column("size")
+    for label in ("baseline", "A1", "A2", "A1+A2"):
+        t.add_column(label, justify="right")
+    t.add_column("A1/baseline", justify="right")
+    for n in sizes:
+        row = synth_rows[n]
+        t.add_row(f"2^{n}", *(f"{row[k]:,.0f}" for k in ("baseline", "A1", "A2", "A1+A2")),
+                  f"{row['A1'] / row['baseline']:.2f}x")
+    console.print(t)
+
+    t = Table(title="key generation (seeded test setup; cached keys marked)")
+    for c in ("size", "constraints", "seconds", "cached"):
+        t.add_column(c, justify="right")
+    for n, c, s, cached in setup_rows:
+        t.add_row(f"2^{n}", str(c), f"{s:.1f}", "yes" if cached else "no")
+    console.print(t)
+    fresh = [(c, s) for _, c, s, cached in setup_rows if not cached]
+    if len(fresh) >= 2:
+        (c0, s0), (c1, s1) = fresh[-2], fresh[-1]
+        slope = (s1 - s0) / (c1 - c0)
+        target = shape_for_constraints(1 << 20).constraints
+        est = s1 + slope * (target - c1)
+        console.print(f"extrapolated setup at 2^20 ({target} constraints) on this machine: {est / 60:.1f} min "
+                      f"(linear fit through the two largest measured sizes; not measured)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
