@@ -139,9 +139,14 @@ def make_instance(shape: CircuitShape, seed: int) -> MerkleInstance:
 
 # -- gadgets ---------------------------------------------------------------------------------
 
-def _lc_add_scaled(acc: dict[int, int], lc: LC, k: int) -> None:
-    for i, c in lc:
-        acc[i] = (acc.get(i, 0) + c * k) % R
+def _mix(lcs: list[dict[int, int]], row: tuple[int, ...]) -> dict[int, int]:
+    """Σ_j row[j]·lcs[j] as one merged LC (one modular reduction per term at the end)."""
+    acc: dict[int, int] = {}
+    get = acc.get
+    for lc, k in zip(lcs, row):
+        for v, c in lc.items():
+            acc[v] = get(v, 0) + c * k
+    return {v: c % R for v, c in acc.items()}
 
 
 def _sbox(cs: ConstraintSystem, lc: LC, val: int, name: str) -> tuple[LC, int]:
@@ -163,23 +168,29 @@ def poseidon_gadget(cs: ConstraintSystem, state: list[tuple[LC, int]], name: str
     width = poseidon.WIDTH
     half = poseidon.FULL_ROUNDS // 2
     k = 0
-    st = [(list(lc), v) for lc, v in state]
+    lcs: list[dict[int, int]] = []
+    vals: list[int] = []
+    for lc, v in state:
+        d: dict[int, int] = {}
+        for var, c in lc:
+            d[var] = (d.get(var, 0) + c) % R
+        lcs.append(d)
+        vals.append(v % R)
     for rnd in range(poseidon.FULL_ROUNDS + poseidon.PARTIAL_ROUNDS):
-        st = [(lc + [(ONE, rcs[k + i])], (v + rcs[k + i]) % R) for i, (lc, v) in enumerate(st)]
+        for i in range(width):
+            rc = rcs[k + i]
+            d = dict(lcs[i])
+            d[ONE] = (d.get(ONE, 0) + rc) % R
+            lcs[i] = d
+            vals[i] = (vals[i] + rc) % R
         k += width
         full = rnd < half or rnd >= half + poseidon.PARTIAL_ROUNDS
         for i in range(width if full else 1):
-            st[i] = _sbox(cs, st[i][0], st[i][1], f"{name}.r{rnd}.s{i}")
-        new = []
-        for i in range(width):
-            acc: dict[int, int] = {}
-            val = 0
-            for j in range(width):
-                _lc_add_scaled(acc, st[j][0], mds[i][j])
-                val += mds[i][j] * st[j][1]
-            new.append((list(acc.items()), val % R))
-        st = new
-    return st
+            out, vals[i] = _sbox(cs, list(lcs[i].items()), vals[i], f"{name}.r{rnd}.s{i}")
+            lcs[i] = dict(out)
+        lcs = [_mix(lcs, mds[i]) for i in range(width)]
+        vals = [sum(mds[i][j] * vals[j] for j in range(width)) % R for i in range(width)]
+    return [(list(lc.items()), v) for lc, v in zip(lcs, vals)]
 
 
 def synthesize(cs: ConstraintSystem, inst: MerkleInstance) -> None:

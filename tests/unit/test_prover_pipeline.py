@@ -107,3 +107,21 @@ def test_bad_options():
         run_prove(ProveOptions(batch=0, configure_tracer=False))
     with pytest.raises(ValueError, match="together"):
         run_prove(ProveOptions(challenges=2, configure_tracer=False))
+
+
+def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch):
+    from gputrace.prover import witness
+    from gputrace.prover.field import R
+    from gputrace.prover.r1cs import UnsatisfiedConstraint
+
+    real = witness.make_instance
+
+    def corrupt(shape, seed):
+        inst = real(shape, seed)
+        inst.paths[0][2][0] = (inst.paths[0][2][0] + 1) % R  # a wrong sibling at level 0
+        return inst
+
+    monkeypatch.setattr(witness, "make_instance", corrupt)
+    with pytest.raises(UnsatisfiedConstraint, match=r"constraint \d+ \('ch0\.root'\) is not satisfied"):
+        run_prove(ProveOptions(challenges=1, depth=2, batch=1, devices=1, out_dir=tmp_path, key_dir=key_dir,
+                               configure_tracer=False))
