@@ -124,6 +124,7 @@ def child(case: str, n: int, repeats: int) -> dict:
         "ref_ns": statistics.median(ref_ns),
         "ours_ns": statistics.median(our_ns),
         "ours_min_ns": min(our_ns),
+        "ref_min_ns": min(ref_ns),
         "sustained_ns": sustained,
         "spans": summary.spans_recorded,
         "dropped": summary.spans_dropped,
@@ -244,7 +245,8 @@ def main(argv=None) -> int:
 
     print(f"gputrace recorder benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"n={n} x {repeats} repeats, medians, {a.clock} clock)")
-    print(f"{'case':<16} {'SDK span ns':>11} {'phase ns':>9} {'ratio':>7} {'target':>16} {'sustained ns':>13}  ok")
+    print(f"{'case':<16} {'SDK span ns':>11} {'phase ns':>9} {'ratio':>7} {'min ratio':>9} {'target':>16} "
+          f"{'sustained ns':>13}  ok")
     ok_all = True
     for r in results:
         _, desc, tgt_ns, tgt_ratio = CASES[r["case"]]
@@ -252,7 +254,8 @@ def main(argv=None) -> int:
         ok = ratio <= tgt_ratio
         ok_all &= ok
         print(f"{r['case']:<16} {r['ref_ns']:>11.0f} {r['ours_ns']:>9.0f} {ratio:>7.4f} "
-              f"{f'<={tgt_ns}ns/{tgt_ratio:.4f}':>16} {r['sustained_ns']:>13.0f}  {'yes' if ok else 'NO'}")
+              f"{r['ours_min_ns'] / r['ref_min_ns']:>9.4f} {f'<={tgt_ns}ns/{tgt_ratio:.4f}':>16} "
+              f"{r['sustained_ns']:>13.0f}  {'yes' if ok else 'NO'}")
     for r in results:
         print(f"  {r['case']}: {CASES[r['case']][1]}; nvtx tool={r['nvtx_enabled']} disabled={r['disabled']} "
               f"spans={r['spans']} dropped={r['dropped']}")

@@ -263,3 +263,24 @@ def get_recorder() -> Recorder | None:
 def _shutdown_at_exit() -> None:
     if _active is not None:
         shutdown()
+
+
+def _after_fork_in_child() -> None:
+    # The exporter thread does not exist in a forked child and the sinks (open file, collector
+    # connections) belong to the parent: stop recording in the child rather than corrupt the parent's
+    # output. Phases still emit NVTX. Call configure() in the child to record there.
+    global _active, _lock, _last_summary
+    _ph._RECORDING = False
+    _active = None
+    _last_summary = None
+    _lock = threading.RLock()
+    _ph._states_lock = threading.Lock()
+    _ph._states[:] = []
+    try:
+        del _ph._local.st
+    except AttributeError:
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -280,3 +280,24 @@ def test_import_does_not_load_sdk_or_cupy():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_does_not_write_parents_sinks(mem):
+    with phase("prove"):
+        pass
+    pid = os.fork()
+    if pid == 0:  # child: recording is off, NVTX-only phases still work
+        ok = False
+        try:
+            with phase("synthesis"):
+                pass
+            ok = gputrace.get_recorder() is None and gputrace.shutdown().spans_recorded == 0
+        finally:
+            os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    with phase("assemble"):
+        pass
+    s = shutdown()
+    assert sorted(sp["name"] for sp in mem.spans) == ["assemble", "prove"] and s.spans_recorded == 2
