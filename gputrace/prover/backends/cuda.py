@@ -1,0 +1,234 @@
+"""The CUDA backend: ``ProverBackend`` on NVIDIA GPUs through CuPy and the kernels in ``prover/kernels``.
+
+What each call does (docs/gpu.md repeats this):
+
+* One ``_Device`` per GPU: a non-blocking CUDA stream (``lanes(d)[0].stream``), an ``FrNtt`` and a
+  ``G1Msm`` engine (kernels compiled once per device, cached). The pipeline runs one worker thread
+  per device, so circuits are split across GPUs and each GPU's work is queued on its own stream;
+  ``b_g2`` stays on the pipeline's CPU pool and overlaps it.
+* Device scalar arrays (``DeviceArray.data``) are CuPy ``(..., 4)`` uint64 in **Montgomery form**:
+  ``h2d`` converts after the copy, ``d2h`` and the MSMs convert back (on a copy).
+* ``pin`` is ``cudaHostRegister`` of the caller's array (B1: real page-locking, no copy); ``unpin`` is
+  ``cudaHostUnregister``. ``h2d`` from a pinned array is an asynchronous copy on the lane's stream; from a
+  pageable array the driver stages it (the copy the seed's pinning removed).
+* ``ntt``/``h_eval`` queue kernels on the lane's stream and return at once; the pipeline's phases carry
+  ``stream=`` so their device times come from CUDA events. ``msm_g1``/``batch_add_g1`` return host points:
+  each ends with a ``d2h`` phase (the 192-byte result) and a ``sync`` phase (the host waiting for the
+  stream), so host-blocked time is visible in the trace. Host scalars are moved in an ``h2d`` phase.
+* ``MsmPlan.window`` (D4) sets the Pippenger window; ``narrow_bits`` is the CPU's knob and unused here.
+
+Errors: ``BackendUnavailable`` without CuPy or a GPU (or fewer GPUs than asked); ``BackendError``
+naming the failing CUDA call otherwise, with byte counts for out-of-memory.
+Threads: calls for different devices may run concurrently; one device is used by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+try:
+    import cupy
+except ImportError as exc:  # pragma: no cover - exercised on machines without CuPy
+    from .base import BackendUnavailable
+
+    raise BackendUnavailable(f"CuPy is not installed ({exc})") from exc
+
+import gputrace
+
+from ..encoding import g1_to_affine_limbs
+from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost,
+                   ProverBackend)
+from .cuda_kernels import check, empty
+from .cuda_msm import G1Msm, xyzz_to_g1
+from .cuda_ntt import FrNtt
+
+
+class _Device:
+    """Per-GPU state: stream, engines. Created on the constructing thread; used by the device's worker."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        with cupy.cuda.Device(index):
+            self.stream = cupy.cuda.Stream(non_blocking=True)
+            self.ntt = FrNtt(index)
+            self.msm = G1Msm(index)
+        self.lane = LaneInfo(device=index, lane="stream:0", stream=self.stream, index=index)
+
+
+class CudaBackend(ProverBackend):
+    """CUDA implementation of ``ProverBackend`` over ``devices`` GPUs (0 .. devices-1)."""
+
+    name = "cuda"
+
+    def __init__(self, devices: int = 1) -> None:
+        if devices < 1:
+            raise ValueError(f"devices must be >= 1, got {devices}")
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise BackendUnavailable(f"no usable CUDA driver ({exc})") from exc
+        if count == 0:
+            raise BackendUnavailable("CuPy sees no CUDA device")
+        if devices > count:
+            raise BackendUnavailable(f"asked for {devices} GPUs, {count} visible")
+        self._devs = [_Device(i) for i in range(devices)]
+        self._pinned: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- devices ----------------------------------------------------------------------------
+    def device_count(self) -> int:
+        return len(self._devs)
+
+    def _dev(self, device: int) -> _Device:
+        if not 0 <= device < len(self._devs):
+            raise BackendError(f"cuda backend: device {device} out of range (0..{len(self._devs) - 1})")
+        return self._devs[device]
+
+    def lanes(self, device: int) -> Sequence[LaneInfo]:
+        return (self._dev(device).lane,)
+
+    def _stream(self, device: int, lane: LaneInfo | None):
+        return lane.stream if lane is not None and lane.stream is not None else self._dev(device).stream
+
+    def synchronize(self, device: int) -> None:
+        d = self._dev(device)
+        with cupy.cuda.Device(device):
+            check(f"cudaStreamSynchronize(device {device})", d.stream.synchronize)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for ptr in list(self._pinned):
+            try:
+                cupy.cuda.runtime.hostUnregister(ptr)
+            except Exception:
+                pass
+        self._pinned.clear()
+        for d in self._devs:
+            with cupy.cuda.Device(d.index):
+                try:
+                    d.stream.synchronize()
+                except Exception:
+                    pass
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    # -- host memory and transfers ------------------------------------------------------------
+    def pin(self, host: np.ndarray) -> PinnedHost:
+        if not host.flags.c_contiguous:
+            raise BackendError("cuda pin: array must be C-contiguous")
+        if host.nbytes == 0:
+            return PinnedHost(host, False, None)
+        ptr = host.ctypes.data
+        check(f"cudaHostRegister({host.nbytes} bytes)", cupy.cuda.runtime.hostRegister, ptr, host.nbytes, 0)
+        with self._lock:
+            self._pinned[ptr] = host.nbytes
+        return PinnedHost(host, True, ptr)
+
+    def unpin(self, pinned: PinnedHost) -> None:
+        ptr = pinned.token
+        if ptr is None:
+            return
+        pinned.token = None
+        with self._lock:
+            self._pinned.pop(ptr, None)
+        check(f"cudaHostUnregister({pinned.nbytes} bytes)", cupy.cuda.runtime.hostUnregister, ptr)
+
+    def h2d(self, host: np.ndarray | PinnedHost, device: int, lane: LaneInfo | None = None) -> DeviceArray:
+        d = self._dev(device)
+        arr = host.array if isinstance(host, PinnedHost) else host
+        if arr.dtype != np.uint64 or arr.ndim < 1 or arr.shape[-1] != 4:
+            raise BackendError(f"cuda h2d: expected uint64 (..., 4) limbs, got {arr.dtype} {arr.shape}")
+        arr = np.ascontiguousarray(arr)
+        s = self._stream(device, lane)
+        with cupy.cuda.Device(device):
+            dst = empty(arr.shape, np.uint64, f"h2d ({arr.nbytes} bytes)", device)
+            check(f"cudaMemcpyAsync(H2D, {arr.nbytes} bytes)", dst.set, arr, stream=s)
+            d.ntt.to_mont(dst, s)
+        return DeviceArray(dst, device, arr.shape)
+
+    def d2h(self, arr: DeviceArray, lane: LaneInfo | None = None) -> np.ndarray:
+        d = self._dev(arr.device)
+        s = self._stream(arr.device, lane)
+        with cupy.cuda.Device(arr.device):
+            with s:
+                tmp = cupy.ascontiguousarray(arr.data).copy()
+            d.ntt.from_mont(tmp, s)
+            out = np.empty(tmp.shape, dtype=np.uint64)
+            check(f"cudaMemcpyAsync(D2H, {out.nbytes} bytes)", tmp.get, stream=s, out=out)
+            check("cudaStreamSynchronize(d2h)", s.synchronize)
+        return out
+
+    # -- scalar-field work --------------------------------------------------------------------
+    def ntt(self, x: DeviceArray, *, inverse: bool, coset: bool, lane: LaneInfo | None = None) -> DeviceArray:
+        d = self._dev(x.device)
+        with cupy.cuda.Device(x.device):
+            data = x.data if x.data.ndim == 3 else x.data.reshape(-1, x.data.shape[-2], 4)
+            d.ntt.transform(data, inverse=inverse, coset=coset, stream=self._stream(x.device, lane))
+        return x
+
+    def h_eval(self, a: DeviceArray, b: DeviceArray, c: DeviceArray, *, lane: LaneInfo | None = None) -> DeviceArray:
+        d = self._dev(a.device)
+        if not (a.device == b.device == c.device):
+            raise BackendError(f"cuda h_eval: arrays on devices {a.device}, {b.device}, {c.device}")
+        with cupy.cuda.Device(a.device):
+            d.ntt.h_eval(a.data, b.data, c.data, self._stream(a.device, lane))
+        return a
+
+    # -- group work ---------------------------------------------------------------------------
+    def load_bases(self, name: str, points: Sequence[Any], device: int) -> BasesHandle:
+        d = self._dev(device)
+        limbs = g1_to_affine_limbs(list(points)) if len(points) else np.zeros((0, 2, 6), dtype=np.uint64)
+        with cupy.cuda.Device(device):
+            data = d.msm.load_bases(limbs, d.stream)
+            check(f"load_bases({name})", d.stream.synchronize)
+        return BasesHandle(name, device, len(limbs), data)
+
+    def _finish(self, d: _Device, res, s, what: str):
+        """Copy the 24-limb XYZZ result to the host (``d2h`` + ``sync`` phases) and make a G1Point."""
+        host = np.empty(24, dtype=np.uint64)
+        with gputrace.phase("d2h", device=d.index, stream=s, bytes=host.nbytes, what=what):
+            check(f"cudaMemcpyAsync(D2H {what} result)", res.get, stream=s, out=host)
+        with gputrace.phase("sync", device=d.index, lane=d.lane.lane, kind="sync", waits_for=what):
+            check(f"cudaStreamSynchronize({what})", s.synchronize)
+        return xyzz_to_g1(host)
+
+    def msm_g1(self, bases: BasesHandle, scalars: np.ndarray | DeviceArray, *, plan: MsmPlan | None = None,
+               lane: LaneInfo | None = None) -> Any:
+        d = self._dev(bases.device)
+        s = self._stream(bases.device, lane)
+        with cupy.cuda.Device(bases.device):
+            if isinstance(scalars, DeviceArray):
+                if scalars.device != bases.device:
+                    raise BackendError(f"cuda msm_g1({bases.name}): scalars on device {scalars.device}, "
+                                       f"bases on {bases.device}")
+                with s:
+                    sc = cupy.ascontiguousarray(scalars.data.reshape(-1, 4)).copy()
+                d.ntt.from_mont(sc, s)
+            else:
+                host = np.ascontiguousarray(scalars, dtype=np.uint64).reshape(-1, 4)
+                sc = empty(host.shape, np.uint64, f"msm_g1({bases.name}) scalars", bases.device)
+                with gputrace.phase("h2d", device=d.index, stream=s, bytes=host.nbytes, what="scalars"):
+                    check(f"cudaMemcpyAsync(H2D msm_g1({bases.name}) scalars)", sc.set, host, stream=s)
+            if sc.shape[0] > bases.count:
+                raise BackendError(f"cuda msm_g1({bases.name}): {sc.shape[0]} scalars for {bases.count} bases")
+            res = d.msm.msm(bases.data, sc, plan.window if plan is not None else None, s)
+            return self._finish(d, res, s, f"msm_g1({bases.name})")
+
+    def batch_add_g1(self, bases: BasesHandle, select: np.ndarray, *, lane: LaneInfo | None = None) -> Any:
+        d = self._dev(bases.device)
+        s = self._stream(bases.device, lane)
+        idx = np.flatnonzero(np.asarray(select, dtype=bool)).astype(np.int64)
+        if idx.size and idx[-1] >= bases.count:
+            raise BackendError(f"cuda batch_add_g1({bases.name}): index {int(idx[-1])} >= {bases.count} bases")
+        with cupy.cuda.Device(bases.device):
+            didx = empty(idx.shape, np.int64, f"batch_add_g1({bases.name}) indices", bases.device)
+            if idx.size:
+                with gputrace.phase("h2d", device=d.index, stream=s, bytes=idx.nbytes, what="indices"):
+                    check("cudaMemcpyAsync(H2D batch_add indices)", didx.set, idx, stream=s)
+            res = d.msm.sum_selected(bases.data, didx, s)
+            return self._finish(d, res, s, f"batch_add_g1({bases.name})")

@@ -1,0 +1,157 @@
+"""G1 MSM and batch addition on one GPU (kernels/msm.cu), driven with CuPy.
+
+``G1Msm(device)``:
+* ``load_bases(limbs)``: affine ``(n, 2, 6)`` canonical limbs (``encoding.g1_to_affine_limbs``) -> device
+  ``(n, 12)`` Montgomery.
+* ``msm(bases, scalars, window, stream)``: Pippenger with ``window``-bit unsigned digits. Keys
+  ``(window << c) | digit`` are sorted (CuPy argsort), each bucket's run is cut into chunks of at most
+  ``chunk`` entries that are summed in parallel, and partial sums are reduced again until each bucket is
+  one point, so no thread's work grows with a skewed bucket. Buckets are combined per window
+  (``sum j*B_j``) in 1024 segments, segments and windows summed the same way, then a one-thread Horner.
+* ``sum_selected(bases, idx, stream)``: batch addition (sum of the points at ``idx``) with the same
+  chunked reduction.
+Both return the XYZZ result as a host ``uint64[24]`` (Montgomery); ``xyzz_to_g1`` makes a ``G1Point``.
+
+Thread: one instance per device, used from that device's worker thread. Raises ``BackendError``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cupy
+import numpy as np
+from py_arkworks_bls12381 import G1Point
+
+from ..encoding import Q
+from .base import BackendError
+from .cuda_kernels import check, empty, i32, kernel, launch, u64
+
+FQ_R_INV = pow(1 << 384, -1, Q)
+SEGMENTS = 1024  # bucket-reduction segments per window
+
+
+def default_window(n: int) -> int:
+    """Window bits for an MSM of ``n`` non-zero scalars without a D4 plan: log2(n) - 4, in [4, 16]."""
+    return max(4, min(16, int(round(math.log2(max(n, 2)))) - 4))
+
+
+def chunk_size(entries: int) -> int:
+    """Entries per chunk: enough chunks (about 2^20) to fill the GPU, at least 32 per thread."""
+    return int(max(32, min(512, entries >> 20)))
+
+
+def _ints(limbs: np.ndarray) -> int:
+    return int.from_bytes(np.ascontiguousarray(limbs, dtype="<u8").tobytes(), "little")
+
+
+def xyzz_to_g1(p: np.ndarray) -> G1Point:
+    """Host XYZZ (24 uint64, Montgomery) -> ``G1Point`` (affine, one inversion each for ZZ and ZZZ)."""
+    X, Y, ZZ, ZZZ = (_ints(p[6 * i: 6 * i + 6]) * FQ_R_INV % Q for i in range(4))
+    if ZZ == 0:
+        return G1Point.identity()
+    x = X * pow(ZZ, -1, Q) % Q
+    y = Y * pow(ZZZ, -1, Q) % Q
+    return G1Point.from_xy_bytes_unchecked_le(x.to_bytes(48, "little") + y.to_bytes(48, "little"))
+
+
+class G1Msm:
+    """MSM engine for one device (see module docstring)."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self._k = {fn: kernel("msm", device, fn) for fn in (
+            "fq_to_mont", "msm_digits", "sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner")}
+        self._none = cupy.zeros(1, dtype=np.int64)
+
+    def load_bases(self, limbs: np.ndarray, stream) -> cupy.ndarray:
+        arr = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, 12)
+        d = empty(arr.shape, np.uint64, f"bases ({len(arr)} points)", self.device)
+        check("cudaMemcpyAsync(bases H2D)", d.set, arr, stream=stream)
+        launch(self._k["fq_to_mont"], "fq_to_mont", 2 * len(arr), (d, u64(2 * len(arr))), stream)
+        return d
+
+    # -- chunked reductions ---------------------------------------------------------------------
+    @staticmethod
+    def _chunks(starts: cupy.ndarray, ends: cupy.ndarray, S: int):
+        """Cut runs [starts, ends) into chunks of <= S: (chunk starts, chunk ends, chunks per run, cumsum)."""
+        per = (ends - starts + (S - 1)) // S
+        cum = cupy.cumsum(per)
+        total = int(cum[-1]) if cum.size else 0
+        t = cupy.arange(total, dtype=np.int64)
+        owner = cupy.searchsorted(cum, t, side="right")
+        first = cum[owner] - per[owner]
+        cs = starts[owner] + (t - first) * S
+        ce = cupy.minimum(cs + S, ends[owner])
+        return cs, ce, per, cum, owner
+
+    def _reduce_runs(self, pts: cupy.ndarray, per: cupy.ndarray, cum: cupy.ndarray, S: int, stream) -> cupy.ndarray:
+        """Run r owns pts[cum[r]-per[r] : cum[r]] (XYZZ); returns (nruns, 24) run sums (inf for empty)."""
+        k = self._k["sum_xyzz_chunks"]
+        while True:
+            nruns = per.size
+            if nruns == 0:
+                return cupy.zeros((0, 24), dtype=np.uint64)
+            if int(per.max()) <= 1:
+                out = cupy.zeros((nruns, 24), dtype=np.uint64)  # zero = infinity
+                owners = cupy.flatnonzero(per)
+                out[owners] = pts[: owners.size]
+                return out
+            cs, ce, per, cum, _ = self._chunks(cum - per, cum, S)
+            nxt = empty((cs.size, 24), np.uint64, "msm partial sums", self.device)
+            launch(k, "sum_xyzz_chunks", cs.size, (pts, cs, ce, self._none, i32(0), nxt, u64(cs.size)), stream)
+            pts = nxt
+
+    def _sum_gathered(self, bases, perm, nbases: int, starts, ends, S: int, stream) -> cupy.ndarray:
+        """Per run [starts, ends) of ``perm``: sum of bases[perm[k] % nbases]; (nruns, 24)."""
+        cs, ce, per, cum, _ = self._chunks(starts, ends, S)
+        part = empty((max(cs.size, 1), 24), np.uint64, "msm bucket partial sums", self.device)
+        launch(self._k["sum_affine_chunks"], "sum_affine_chunks", cs.size,
+               (bases, perm, u64(nbases), cs, ce, self._none, i32(0), part, u64(cs.size)), stream)
+        return self._reduce_runs(part, per, cum, S, stream)
+
+    # -- public ---------------------------------------------------------------------------------
+    def msm(self, bases: cupy.ndarray, scalars: cupy.ndarray, window: int | None, stream) -> cupy.ndarray:
+        """Device XYZZ (24,) of sum scalars[i] * bases[i]; ``scalars`` (n, 4) canonical uint64 on device."""
+        n = scalars.shape[0]
+        if n > bases.shape[0]:
+            raise BackendError(f"cuda msm: {n} scalars for {bases.shape[0]} bases")
+        if n == 0:
+            return cupy.zeros(24, dtype=np.uint64)
+        c = int(window) if window else default_window(n)
+        if not 1 <= c <= 16:
+            raise BackendError(f"cuda msm: window must be in 1..16 bits, got {c}")
+        nw = (255 + c - 1) // c
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        with stream:
+            keys = empty((nw * n,), np.uint32, f"msm keys ({nw} windows x {n})", self.device)
+            launch(self._k["msm_digits"], "msm_digits", n, (scalars, u64(n), i32(c), i32(nw), keys), stream)
+            perm = check("cupy.argsort(msm keys)", cupy.argsort, keys)
+            skeys = keys[perm]
+            nb = nw << c
+            off = cupy.searchsorted(skeys, cupy.arange(nb + 1, dtype=np.uint32))
+            del keys, skeys
+            S = chunk_size(nw * n)
+            buckets = self._sum_gathered(bases, perm, n, off[:-1], off[1:], S, stream)
+            del perm
+            G = min(SEGMENTS, 1 << c)
+            seg = empty((nw * G, 24), np.uint64, "msm window segments", self.device)
+            launch(self._k["bucket_reduce"], "bucket_reduce", nw * G, (buckets, i32(c), i32(nw), i32(G), seg), stream)
+            per = cupy.full(nw, G, dtype=np.int64)
+            win = self._reduce_runs(seg, per, cupy.cumsum(per), 32, stream)
+            out = cupy.empty(24, dtype=np.uint64)
+            launch(self._k["msm_horner"], "msm_horner", 1, (win, i32(c), i32(nw), out), stream)
+        return out
+
+    def sum_selected(self, bases: cupy.ndarray, idx: cupy.ndarray, stream) -> cupy.ndarray:
+        """Device XYZZ (24,) of the sum of bases[idx] (idx int64 on device)."""
+        m = idx.size
+        if m == 0:
+            return cupy.zeros(24, dtype=np.uint64)
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        with stream:
+            S = int(max(8, min(512, m >> 14)))
+            starts = cupy.zeros(1, dtype=np.int64)
+            ends = cupy.full(1, m, dtype=np.int64)
+            res = self._sum_gathered(bases, idx, bases.shape[0], starts, ends, S, stream)
+        return res[0]

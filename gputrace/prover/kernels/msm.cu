@@ -1,0 +1,124 @@
+// G1 multi-scalar multiplication (Pippenger, sort-based bucket accumulation) and batch addition.
+//
+// Data: bases are affine points, 12 u64 each (x then y, Montgomery, (0,0) = infinity); scalars are
+// Fr elements in standard form, 4 u64 each; XYZZ points are 24 u64 each.
+// Steps (driven from cuda_msm.py):
+//   1. msm_digits: key[w*n+i] = (w << c) | digit_w(s_i), or 0xffffffff for a zero digit.
+//   2. sort keys (CuPy argsort) -> perm; bucket b owns the run of equal keys.
+//   3. runs are cut into chunks of at most S entries; sum_affine_chunks sums each chunk;
+//      sum_xyzz_chunks repeats on the partial sums until every bucket is one point
+//      (bounded work per thread even when one bucket holds most points).
+//   4. bucket_reduce: window w's sum_d d*B_d, in G segments per window, then the segments summed;
+//   5. msm_horner: sum_w 2^(c*w) W_w on one thread.
+#include "ec.cuh"
+
+extern "C" __global__ void fq_to_mont(u64* a, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    fq_t::load(a + 6 * i).to_mont().store(a + 6 * i);
+}
+
+extern "C" __global__ void fq_from_mont(u64* a, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    fq_t::load(a + 6 * i).from_mont().store(a + 6 * i);
+}
+
+extern "C" __global__ void msm_digits(const u64* __restrict__ scalars, u64 n, int c, int nw, u32* keys) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 s[4];
+#pragma unroll
+    for (int l = 0; l < 4; l++) s[l] = scalars[4 * i + l];
+    u32 mask = (1u << c) - 1u;
+    for (int w = 0; w < nw; w++) {
+        int bit = w * c;
+        int limb = bit >> 6, off = bit & 63;
+        u64 v = limb < 4 ? (s[limb] >> off) : 0;
+        if (off + c > 64 && limb + 1 < 4) v |= s[limb + 1] << (64 - off);
+        u32 d = (u32)v & mask;
+        keys[(u64)w * n + i] = d == 0 ? 0xffffffffu : (((u32)w << c) | d);
+    }
+}
+
+// out[dst ? dst[t] : t] = sum of bases[perm[k] % nbases] for k in [cstart[t], cend[t]).
+extern "C" __global__ void sum_affine_chunks(const u64* __restrict__ bases, const long long* __restrict__ perm,
+                                             u64 nbases, const long long* __restrict__ cstart,
+                                             const long long* __restrict__ cend, const long long* __restrict__ dst,
+                                             int use_dst, u64* out, u64 nchunks) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nchunks) return;
+    long long b = cstart[t], e = cend[t];
+    xyzz_t acc = xyzz_t::inf();
+    for (long long k = b; k < e; k++) {
+        u64 idx = (u64)perm[k] % nbases;
+        acc = acc.add_affine(affine_t::load(bases + 12 * idx));
+    }
+    u64 o = use_dst ? (u64)dst[t] : t;
+    acc.store(out + 24 * o);
+}
+
+// out[dst ? dst[t] : t] = sum of in[k] (XYZZ) for k in [cstart[t], cend[t]).
+extern "C" __global__ void sum_xyzz_chunks(const u64* __restrict__ in, const long long* __restrict__ cstart,
+                                           const long long* __restrict__ cend, const long long* __restrict__ dst,
+                                           int use_dst, u64* out, u64 nchunks) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nchunks) return;
+    long long b = cstart[t], e = cend[t];
+    xyzz_t acc = xyzz_t::inf();
+    for (long long k = b; k < e; k++) acc = acc.add(xyzz_t::load(in + 24 * (u64)k));
+    u64 o = use_dst ? (u64)dst[t] : t;
+    acc.store(out + 24 * o);
+}
+
+// buckets: nw windows x 2^c XYZZ points (bucket d of window w at w*2^c + d; bucket 0 unused = inf).
+// Thread (w, g) covers buckets [a, a+m) with m = 2^c / G, a = g*m, and writes
+// sum_{j in [a, a+m)} j * B_j to seg[w*G + g].
+extern "C" __global__ void bucket_reduce(const u64* __restrict__ buckets, int c, int nw, int G, u64* seg) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (u64)nw * G) return;
+    u32 w = t / G, g = t % G;
+    u32 m = (1u << c) / G;
+    u32 a = g * m;
+    const u64* B = buckets + 24 * (((u64)w << c) + a);
+    xyzz_t sum = xyzz_t::inf(), acc = xyzz_t::inf();
+    for (int j = (int)m - 1; j >= 0; j--) {
+        acc = acc.add(sum);                      // acc = sum_k (k - a) B_k after the loop
+        sum = sum.add(xyzz_t::load(B + 24 * j));
+    }
+    acc = acc.add(sum.mul_small(a));
+    acc.store(seg + 24 * t);
+}
+
+// out = sum_w 2^(c*w) * win[w], one thread.
+extern "C" __global__ void msm_horner(const u64* __restrict__ win, int c, int nw, u64* out) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    xyzz_t acc = xyzz_t::load(win + 24 * (u64)(nw - 1));
+    for (int w = nw - 2; w >= 0; w--) {
+        for (int i = 0; i < c; i++) acc = acc.dbl();
+        acc = acc.add(xyzz_t::load(win + 24 * (u64)w));
+    }
+    acc.store(out);
+}
+
+// Test hooks: Fq ops, and point ops (P + Q mixed and general, 2P) for the CPU oracle.
+extern "C" __global__ void fq_test_ops(const u64* __restrict__ x, const u64* __restrict__ y, u64* out, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    fq_t a = fq_t::load(x + 6 * i), b = fq_t::load(y + 6 * i);
+    (a + b).store(out + 24 * i);
+    (a - b).store(out + 24 * i + 6);
+    (a * b).store(out + 24 * i + 12);
+    a.neg().store(out + 24 * i + 18);
+}
+
+extern "C" __global__ void g1_test_ops(const u64* __restrict__ p, const u64* __restrict__ q, u64* out, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    affine_t a = affine_t::load(p + 12 * i), b = affine_t::load(q + 12 * i);
+    xyzz_t pa = xyzz_t::from_affine(a), pb = xyzz_t::from_affine(b);
+    pa.add_affine(b).store(out + 96 * i);         // mixed add
+    pa.add(pb).store(out + 96 * i + 24);           // general add
+    pa.dbl().store(out + 96 * i + 48);             // doubling
+    pa.add(pb).add_affine(a).add(pa.dbl().add(pb).dbl()).store(out + 96 * i + 72);  // 2P+Q + 2(2P+Q)
+}
