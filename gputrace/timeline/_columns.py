@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 from itertools import chain
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 import numpy as np
 
@@ -61,6 +61,22 @@ _g_int = attrgetter("intValue")
 _g_str = attrgetter("stringValue")
 
 
+class _KeyCodes(dict):
+    """Attribute key -> column code (``_NKNOWN`` for non-column keys); misses fill in lazily so
+    the hot ``map(__getitem__)`` stays in C. Bounded: cleared past 100k distinct keys."""
+
+    instance: "_KeyCodes"
+
+    def __missing__(self, key: str) -> int:
+        if len(self) > 100_000:
+            self.clear()
+        c = self[key] = _KEY_CODE.get(key, _NKNOWN)
+        return c
+
+
+_KeyCodes.instance = _KeyCodes()
+
+
 class BadSpan(Exception):
     """Internal: (batch index, field suffix, message) of a span that fails validation."""
 
@@ -80,14 +96,6 @@ def parse_id(s: str, nbytes: int) -> int:
         if len(raw) == nbytes:
             return int.from_bytes(raw, "big")
     raise ValueError(f"expected {2 * nbytes} hex characters, got {s!r}")
-
-
-def _take(seq: list, idx: np.ndarray) -> list:
-    if len(idx) == 0:
-        return []
-    if len(idx) == 1:
-        return [seq[int(idx[0])]]
-    return list(itemgetter(*idx.tolist())(seq))
 
 
 class Interner:
@@ -205,10 +213,9 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
     lens = np.fromiter(map(len, attr_lists), np.int64, n)
     flat = list(chain.from_iterable(attr_lists))
     if flat:
-        keys = list(map(_g_key, flat))
-        vals = list(map(_g_value, flat))
-        kcode = {k: _KEY_CODE.get(k, _NKNOWN) for k in set(keys)}
-        codes = np.fromiter(map(kcode.__getitem__, keys), np.int16, len(keys))
+        vals = np.empty(len(flat), dtype=object)
+        vals[:] = list(map(_g_value, flat))
+        codes = np.fromiter(map(_KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
         rows = np.repeat(np.arange(n, dtype=np.int64), lens)
         first = np.zeros(n, dtype=np.int64)
         np.cumsum(lens[:-1], out=first[1:])
@@ -217,7 +224,7 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
             key = _KEYS[c]
             colname, typ = COLUMN_ATTRS[key]
             idx = np.flatnonzero(codes == c)
-            sel = _take(vals, idx)
+            sel = vals[idx]  # object-array gather: C speed
             r = rows[idx]
             if typ == "int":
                 v = _int_values(sel, idx, rows, first, colname, mark)
@@ -248,9 +255,10 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
                 d = attrs.get(r)
                 if d is None:
                     d = attrs[r] = {}
-                v = vals[p]
+                kv = flat[p]
+                v = kv.value
                 s = v.stringValue
-                d[keys[p]] = s if s is not None else py_value(v)
+                d[kv.key] = s if s is not None else py_value(v)
 
     # ---- lanes: (resource, device, lane name); missing names from thread.* or the service
     missing = np.flatnonzero(lane_code < 0)
@@ -314,9 +322,10 @@ def _int64_column(vals: list, fld: str, mark) -> np.ndarray:
 def _int_values(sel: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str, mark) -> np.ndarray:
     lo, hi = _INT_BOUNDS[colname]
     dt = np.int16 if colname == "device" else np.int32 if colname in ("circuit", "batch") else np.int64
-    ints = list(map(_g_int, sel))
+    ints = np.empty(len(sel), dtype=object)
+    ints[:] = list(map(_g_int, sel))
     try:
-        arr = np.fromiter(ints, np.int64, len(ints))
+        arr = ints.astype(np.int64)  # raises TypeError on None (a value that is not intValue)
         if len(arr) and (arr.min() < lo or arr.max() > hi):
             raise OverflowError
         return arr.astype(dt)

@@ -134,3 +134,14 @@ def test_encode_request_rejects_bad_span_id():
         encode_request({}, [dict(trace_id=TID, span_id="nothex", name="x", start_ns=1, end_ns=2)])
     with pytest.raises(ValueError, match="must not be empty"):
         encode_request({}, [dict(trace_id=TID, span_id=0, name="x", start_ns=1, end_ns=2)])
+
+
+def test_fast_path_matches_reference_on_random_attribute_mixes():
+    import random
+
+    rnd = random.Random(1)
+    choices = [1, -5, 2**70, True, False, "s", "%d", '"q"\n', 1.5, float("nan"), None, [1], {"z": 1}, b"x", np.float32(0.5)]
+    for i in range(1500):
+        attrs = {rnd.choice(["a", "b%", 'c"', "gputrace.lane", "x"]): rnd.choice(choices) for _ in range(rnd.randrange(6))}
+        span = dict(trace_id=TID, span_id=i + 1, name="n", start_ns=1, end_ns=2, attributes=attrs)
+        assert encode_request({}, [span]) == encode_request_reference({}, [span]), attrs
