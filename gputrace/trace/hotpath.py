@@ -46,6 +46,8 @@ _NV = _nv.ENABLED
 _nv_push = _nv.push_range
 _nv_pop = _nv.pop_range
 _nv_attrs = _nv.attributes
+_nv_cache = _nv.cache
+_nv_h = _nv.handle
 
 _local = threading.local()
 _states: list = []  # every _ThreadState ever created and not yet pruned by the exporter
@@ -131,7 +133,8 @@ class Phase:
         self.up = st.cur
         st.cur = self
         if _NV:
-            _nv_push(_nv_attrs(self.name, self.device, self.nbytes))
+            a = _nv_cache.get((self.name, self.device, self.nbytes))
+            _nv_push(a if a is not None else _nv_attrs(self.name, self.device, self.nbytes), _nv_h)
         self.t0 = _pc()
         if self.stream is not None:
             try:
@@ -139,7 +142,7 @@ class Phase:
             except BaseException:
                 st.cur = self.up
                 if _NV:
-                    _nv_pop()
+                    _nv_pop(_nv_h)
                 raise
         return self
 
@@ -155,7 +158,7 @@ class Phase:
         st = self.st
         st.cur = self.up
         if _NV:
-            _nv_pop()
+            _nv_pop(_nv_h)
         if et is not None:
             self.err = et
             self.errmsg = str(ev)
@@ -171,7 +174,7 @@ class Phase:
         st = self.st
         st.cur = self.up
         if _NV:
-            _nv_pop()
+            _nv_pop(_nv_h)
         if et is not None:
             self.err = et
             self.errmsg = str(ev)
@@ -209,14 +212,14 @@ class Phase:
         self.st = st
         self.up = st.cur  # parent only; the handle is not pushed on the thread's stack
         if _NV:
-            self.rid = _nv.start_range(_nv_attrs(self.name, self.device, self.nbytes))
+            self.rid = _nv.start_range(_nv_attrs(self.name, self.device, self.nbytes), _nv_h)
         self.t0 = _pc()
         if self.stream is not None:
             try:
                 _cuda_start(self)
             except BaseException:
                 if _NV:
-                    _nv.end_range(self.rid)
+                    _nv.end_range(self.rid, _nv_h)
                 raise
         self._ended = False
         return self
@@ -238,7 +241,7 @@ class Phase:
         finally:
             self.t1 = _pc()
             if _NV:
-                _nv.end_range(self.rid)
+                _nv.end_range(self.rid, _nv_h)
             if error is not None:
                 self.err = type(error)
                 self.errmsg = str(error)

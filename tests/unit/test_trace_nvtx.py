@@ -34,8 +34,10 @@ def run_traced(lib: Path, tmp_path: Path, code: str, extra_env: dict | None = No
     env = dict(os.environ, NVTX_INJECTION64_PATH=str(lib), NVTX_RECORDER_OUT=str(log))
     env.pop("GPUTRACE_DISABLE", None)
     env.update(extra_env or {})
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                       timeout=60)
+    # An exception on any thread fails the run (a worker's end() raising would otherwise go unnoticed).
+    prelude = "import os, sys, threading\nthreading.excepthook = lambda a: (print(a, file=sys.stderr), os._exit(7))\n"
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=env, capture_output=True,
+                       text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return [line.split("\t") for line in log.read_text().splitlines()]
 
