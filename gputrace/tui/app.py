@@ -13,6 +13,7 @@ message in place of the timeline (never a traceback).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -23,6 +24,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
@@ -63,6 +65,28 @@ QUERY_HELP = (
     "words match phase names; key=value[,value] on phase, device (n|cpu), lane, host, kind, "
     "circuit, batch, bytes or any attribute; dur>10ms, bytes>1000000"
 )
+
+
+def _ui(handler):
+    """Message handlers touch widgets that are gone while the app shuts down (a load or
+    analysis message can arrive after the screen was removed): ignore those."""
+
+    @functools.wraps(handler)
+    def wrapped(self, *args, **kw):
+        try:
+            return handler(self, *args, **kw)
+        except NoMatches:
+            if self._exit or self._closing:
+                return None
+            try:
+                alive = bool(self.query("#body"))
+            except Exception:  # no screen at all: shutting down
+                alive = False
+            if alive:
+                raise
+            return None
+
+    return wrapped
 
 
 class HelpScreen(ModalScreen):
@@ -206,6 +230,7 @@ class GputraceApp(App):
             text = str(e) if name in ("TraceFormatError", "FileNotFoundError", "PermissionError") else f"{name}: {e}"
             self.post_message(LoadFailed(f"cannot open {self.trace_title}: {text}"))
 
+    @_ui
     def on_loaded(self, msg: Loaded) -> None:
         upd = msg.update
         self.last_update = upd
@@ -240,6 +265,7 @@ class GputraceApp(App):
         if self.first_draw_s is None:
             self.first_draw_s = time.perf_counter() - self._t_start
 
+    @_ui
     def on_load_failed(self, msg: LoadFailed) -> None:
         self._fail(msg.text)
 
@@ -250,6 +276,8 @@ class GputraceApp(App):
         msg.add_class("shown")
         self.query_one(Gantt).display = False
         self.query_one(TimeAxis).display = False
+        self.query_one("#side").add_class("hidden")
+        self.query_one("#status", Static).update("")
         self.query_one("#title", Static).update(f"gputrace · {self.trace_title} · failed")
         self.loaded.set()
         self.analysed.set()
@@ -269,6 +297,7 @@ class GputraceApp(App):
         self._analysis_cost = time.monotonic() - t
         self.post_message(Analysed(gen, ov, stats))
 
+    @_ui
     def on_analysed(self, msg: Analysed) -> None:
         if msg.generation != self._analysis_gen:
             return
@@ -279,6 +308,7 @@ class GputraceApp(App):
         if self.loaded.is_set():
             self.analysed.set()
 
+    @_ui
     def on_summary_panel_by_device_toggled(self, msg: SummaryPanel.ByDeviceToggled) -> None:
         self.by_device = msg.by_device
         if self.full_index is not None:
@@ -286,6 +316,7 @@ class GputraceApp(App):
             self._analyse(self.full_index, self._analysis_gen, self.by_device)
 
     # ---- panels and bars --------------------------------------------------------------
+    @_ui
     def on_gantt_span_selected(self, msg: Gantt.SpanSelected) -> None:
         idx = self.index
         if msg.row >= 0:
@@ -293,16 +324,22 @@ class GputraceApp(App):
         self.query_one(DetailsPanel).show(idx.timeline if idx else None, msg.row, idx.origin if idx else 0)
         self._update_status()
 
+    @_ui
     def on_gantt_view_changed(self, msg: Gantt.ViewChanged) -> None:
-        self.query_one(TimeAxis).show(msg.view, msg.width, msg.cursor_t)
+        axis = self.query(TimeAxis)
+        if not axis:  # a message that arrives while the screen is being torn down
+            return
+        axis.first().show(msg.view, msg.width, msg.cursor_t)
         self._update_status()
 
+    @_ui
     def on_stalls_panel_highlighted(self, msg: StallsPanel.Highlighted) -> None:
         it = msg.item
         self.query_one("#stall-detail", Static).update(
             "" if it is None else f"[b]{it.category}[/b] {format_duration(it.end - it.start)}\n{it.text}\n"
                                   "[dim]Enter: zoom the timeline to it[/dim]")
 
+    @_ui
     def on_stalls_panel_chosen(self, msg: StallsPanel.Chosen) -> None:
         gantt = self.query_one(Gantt)
         if self.index is None:
@@ -327,6 +364,8 @@ class GputraceApp(App):
         )
 
     def _update_status(self) -> None:
+        if self.error or not self.query("#status"):
+            return
         parts = []
         u = self.last_update
         if u is not None and not u.final:

@@ -66,6 +66,14 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
         t.add_row("children", f"{len(kids)} (cover {format_duration(covered, 3)} of {format_duration(e - s, 3)})")
     for k, v in sorted(tl.attrs.get(row, {}).items()):
         t.add_row(k, str(v))
+    res_i = int(c["resource"][row])
+    res = tl.resources[res_i] if 0 <= res_i < len(tl.resources) else {}
+    for k in ("service.name", "gputrace.run_id"):
+        if k in res:
+            t.add_row(k.split(".")[-1] if k != "service.name" else "service", str(res[k]))
+    for k in sorted(res):
+        if k.startswith("gputrace.config."):
+            t.add_row(k[len("gputrace."):], str(res[k]))
     if 0 <= int(c["trace"][row]) < len(tl.trace_ids):
         t.add_row("trace", tl.trace_ids[int(c["trace"][row])])
     t.add_row("span id", f"{int(c['span_id'][row]):016x}")

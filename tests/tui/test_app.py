@@ -299,3 +299,30 @@ def test_follow_grows_as_the_file_is_written(tmp_path, sample_2gpu):
             assert "following" in text_of(app.query_one("#status"))
 
     asyncio.run(go())
+
+
+def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
+    pytest.importorskip("grpc")
+    import urllib.request
+
+    from gputrace.tui.listen import start_receiver
+
+    rec, path = start_receiver("127.0.0.1:0", str(tmp_path / "live.jsonl"))
+    try:
+        async def go():
+            app = GputraceApp([path], follow=True, batch_time=0.05)
+            async with app.run_test(size=SIZE) as pilot:
+                for line in open(sample_2gpu, "rb").read().splitlines():
+                    req = urllib.request.Request(rec.http_endpoint, data=line,
+                                                 headers={"Content-Type": "application/json"})
+                    await asyncio.to_thread(lambda: urllib.request.urlopen(req, timeout=10).read())
+                gantt = app.query_one(Gantt)
+                for _ in range(200):
+                    await pilot.pause(0.05)
+                    if gantt.index is not None and gantt.index.timeline.n == 120:
+                        break
+                assert gantt.index.timeline.n == 120
+
+        asyncio.run(go())
+    finally:
+        rec.stop()

@@ -1,0 +1,48 @@
+"""SVG snapshot tests (pytest-textual-snapshot, textual pinned in pyproject) over committed
+sample traces. Update after a deliberate visual change with ``pytest tests/tui --snapshot-update``
+and look at the report first."""
+
+from gputrace.tui.app import GputraceApp
+
+SIZE = (150, 44)
+
+
+async def _ready(pilot):
+    await pilot.app.wait_ready(60)
+    await pilot.pause()
+
+
+def test_first_screen_2gpu(snap_compare, sample_2gpu):
+    assert snap_compare(GputraceApp([sample_2gpu], title="sample_2gpu.jsonl"), terminal_size=SIZE, run_before=_ready)
+
+
+def test_first_screen_pinning_two_hosts(snap_compare, sample_pinning):
+    assert snap_compare(GputraceApp([sample_pinning], title="sample_pinning.jsonl"), terminal_size=SIZE,
+                        run_before=_ready)
+
+
+def test_selected_span_zoomed_with_details(snap_compare, sample_2gpu):
+    async def run_before(pilot):
+        await _ready(pilot)
+        await pilot.press("slash", *"msm_h", "enter")  # search selects the first msm_h
+        await pilot.press("z", "minus", "minus")
+        await pilot.pause()
+
+    assert snap_compare(GputraceApp([sample_2gpu], title="sample_2gpu.jsonl"), terminal_size=SIZE,
+                        run_before=run_before)
+
+
+def test_summary_panel(snap_compare, sample_2gpu):
+    async def run_before(pilot):
+        await _ready(pilot)
+        await pilot.press("2")
+        await pilot.pause()
+
+    assert snap_compare(GputraceApp([sample_2gpu], title="sample_2gpu.jsonl"), terminal_size=SIZE,
+                        run_before=run_before)
+
+
+def test_error_message(snap_compare, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the message names the file as given: keep it the same every run
+    (tmp_path / "notes.jsonl").write_text("this is not a trace\n")
+    assert snap_compare(GputraceApp(["notes.jsonl"]), terminal_size=(100, 20), run_before=_ready)

@@ -1,0 +1,42 @@
+"""``gputrace view`` in a subprocess: --screenshot writes SVG without a terminal; errors are
+one line on stderr with a non-zero exit, never a traceback."""
+
+import subprocess
+import sys
+
+
+def gputrace(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "gputrace", "view", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def test_screenshot_writes_svg(tmp_path, sample_2gpu):
+    out = tmp_path / "shot.svg"
+    r = gputrace("--screenshot", str(out), "--size", "120x36", sample_2gpu)
+    assert r.returncode == 0, r.stderr
+    svg = out.read_text()
+    assert svg.startswith("<svg") and "</svg>" in svg
+    text = svg.replace("&#160;", " ")
+    for word in ("120 spans", "GPU 0", "GPU 1", "synthesis", "idle"):
+        assert word in text, word
+
+
+def test_screenshot_of_a_bad_file_fails_cleanly(tmp_path):
+    bad = tmp_path / "x.jsonl"
+    bad.write_text("{not json\n")
+    out = tmp_path / "shot.svg"
+    r = gputrace("--screenshot", str(out), str(bad))
+    assert r.returncode == 1
+    assert "not an OTLP JSON Lines trace" in r.stderr and "Traceback" not in r.stderr
+    assert out.exists()  # the screen with the message is still written
+
+
+def test_missing_file_and_usage_errors(tmp_path):
+    r = gputrace("--screenshot", str(tmp_path / "s.svg"), str(tmp_path / "missing.jsonl"))
+    assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    r = gputrace()
+    assert r.returncode == 2 and "give a TRACE" in r.stderr
+    r = gputrace("--listen", "8.8.8.8:4317")
+    assert r.returncode == 2 and "not loopback" in r.stderr
+    r = gputrace("--screenshot", "a.svg", "--size", "big", "x.jsonl")
+    assert r.returncode != 0 and "COLSxROWS" in r.stderr
