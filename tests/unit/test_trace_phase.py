@@ -238,6 +238,15 @@ a, b = gputrace.phase("ntt", device=0), gputrace.phase("prove")
 assert a is b is hotpath.NOOP
 with a as p:
     p.set("x", 1)
+assert p is a
+try:
+    with gputrace.phase("sync"):
+        raise KeyError("must propagate")
+except KeyError:
+    pass
+else:
+    raise AssertionError("exception swallowed")
+assert list(a) == []
 f = lambda: 3
 assert gputrace.phase("synthesis")(f) is f
 assert gputrace.start_phase("pin").end() is False and gputrace.current_context() is None
