@@ -59,10 +59,15 @@ def _synthetic_trace_id(resource: dict) -> str:
 def to_jaeger(tl: Timeline) -> dict:
     """The Timeline as a Jaeger JSON document (``{"data": [...]}``); see the module docstring."""
     c = tl.cols
+    # Python lists: the loop below visits every row, and list indexing is ~10x cheaper than numpy's.
+    L = {k: c[k].tolist() for k in ("start", "end", "gpu_start", "gpu_end", "phase", "kind", "lane", "parent",
+                                    "parent_span_id", "trace", "resource", "device", "circuit", "batch",
+                                    "nbytes", "status")}
     traces: dict[str, dict] = {}
     proc_ids: dict[tuple[str, int, int], str] = {}
-    span_ids = [int(x) for x in c["span_id"]]
-    # Rows without span ids get ids from their row number (offset to avoid colliding with real ids).
+    n_procs: dict[str, int] = {}
+    span_ids = c["span_id"].tolist()
+    # Rows without span ids get fresh ids that collide with no real one.
     used = set(span_ids)
     next_id = 1
     for r, sid in enumerate(span_ids):
@@ -71,25 +76,26 @@ def to_jaeger(tl: Timeline) -> dict:
                 next_id += 1
             span_ids[r] = next_id
             used.add(next_id)
+    synthetic = [_synthetic_trace_id(res) for res in tl.resources] + [_synthetic_trace_id({})]
     row_trace: list[str] = []
-    for r in range(tl.n):
-        t = int(c["trace"][r])
+    for t, res in zip(L["trace"], L["resource"]):
         if 0 <= t < len(tl.trace_ids) and tl.trace_ids[t]:
             row_trace.append(tl.trace_ids[t])
         else:
-            res = int(c["resource"][r])
-            row_trace.append(_synthetic_trace_id(tl.resources[res] if 0 <= res < len(tl.resources) else {}))
+            row_trace.append(synthetic[res if 0 <= res < len(tl.resources) else -1])
+    lane_names = [ln.name for ln in tl.lanes]
     for r in range(tl.n):
         tid = row_trace[r]
         tr = traces.get(tid)
         if tr is None:
             tr = traces[tid] = {"traceID": tid, "spans": [], "processes": {}, "warnings": None}
-        res_i = int(c["resource"][r])
-        lane_i = int(c["lane"][r])
+        res_i = L["resource"][r]
+        lane_i = L["lane"][r]
         pkey = (tid, res_i, lane_i)
         pid = proc_ids.get(pkey)
         if pid is None:
-            pid = proc_ids[pkey] = f"p{sum(1 for k in proc_ids if k[0] == tid) + 1}"
+            n_procs[tid] = n_procs.get(tid, 0) + 1
+            pid = proc_ids[pkey] = f"p{n_procs[tid]}"
             res = dict(tl.resources[res_i]) if 0 <= res_i < len(tl.resources) else {}
             lane = tl.lanes[lane_i]
             service = str(res.pop("service.name", "gputrace"))
@@ -99,23 +105,23 @@ def to_jaeger(tl: Timeline) -> dict:
             if lane.pid >= 0 and "process.pid" not in res:
                 tags.append(jaeger_tag("process.pid", lane.pid))
             tr["processes"][pid] = {"serviceName": service, "tags": tags}
-        start, end = int(c["start"][r]), int(c["end"][r])
-        s_us, e_us = start // 1000, -(-end // 1000)
+        s_us, e_us = L["start"][r] // 1000, -(-L["end"][r] // 1000)
+        phase = tl.phases[L["phase"][r]]
         span = {
             "traceID": tid,
             "spanID": f"{span_ids[r]:016x}",
             "flags": 1,
-            "operationName": tl.name_of(r),
+            "operationName": tl.names.get(r) or phase,
             "references": [],
             "startTime": s_us,
             "duration": max(0, e_us - s_us),
-            "tags": _span_tags(tl, r),
+            "tags": _span_tags(tl, L, r, phase, lane_names[lane_i]),
             "logs": [],
             "processID": pid,
             "warnings": None,
         }
-        p = int(c["parent"][r])
-        psid = span_ids[p] if p >= 0 else int(c["parent_span_id"][r])
+        p = L["parent"][r]
+        psid = span_ids[p] if p >= 0 else L["parent_span_id"][r]
         if psid:
             ptrace = row_trace[p] if p >= 0 else tid
             span["references"].append({"refType": "CHILD_OF", "traceID": ptrace, "spanID": f"{psid:016x}"})
@@ -127,25 +133,26 @@ def to_jaeger(tl: Timeline) -> dict:
     return {"data": data, "total": 0, "limit": 0, "offset": 0, "errors": None}
 
 
-def _span_tags(tl: Timeline, r: int) -> list[dict]:
-    c = tl.cols
-    tags = [jaeger_tag("gputrace.kind", KIND_NAMES.get(int(c["kind"][r]), "host"))]
-    phase = tl.phases[int(c["phase"][r])]
-    if phase != tl.name_of(r):
+def _span_tags(tl: Timeline, L: dict, r: int, phase: str, lane_name: str) -> list[dict]:
+    tags = [{"key": "gputrace.kind", "type": "string", "value": KIND_NAMES.get(L["kind"][r], "host")}]
+    name = tl.names.get(r)
+    if name and name != phase:
         tags.append(jaeger_tag("gputrace.phase", phase))
     for col, key in (("device", "gputrace.device"), ("circuit", "gputrace.circuit"),
                      ("batch", "gputrace.batch"), ("nbytes", "gputrace.bytes")):
-        v = int(c[col][r])
+        v = L[col][r]
         if v >= 0:
-            tags.append(jaeger_tag(key, v))
-    tags.append(jaeger_tag("gputrace.lane", tl.lanes[int(c["lane"][r])].name))
-    g0, g1 = int(c["gpu_start"][r]), int(c["gpu_end"][r])
+            tags.append({"key": key, "type": "int64", "value": v})
+    tags.append({"key": "gputrace.lane", "type": "string", "value": lane_name})
+    g0, g1 = L["gpu_start"][r], L["gpu_end"][r]
     if g0 >= 0 and g1 >= g0:
-        tags += [jaeger_tag("gputrace.gpu.start_ns", g0), jaeger_tag("gputrace.gpu.end_ns", g1),
-                 jaeger_tag("gputrace.gpu.duration_us", round((g1 - g0) / 1000.0, 3))]
-    for k, v in tl.attrs.get(r, {}).items():
-        tags.append(jaeger_tag(k, v))
-    st = int(c["status"][r])
+        tags += [{"key": "gputrace.gpu.start_ns", "type": "int64", "value": g0},
+                 {"key": "gputrace.gpu.end_ns", "type": "int64", "value": g1},
+                 {"key": "gputrace.gpu.duration_us", "type": "float64", "value": round((g1 - g0) / 1000.0, 3)}]
+    extra = tl.attrs.get(r)
+    if extra:
+        tags += [jaeger_tag(k, v) for k, v in extra.items()]
+    st = L["status"][r]
     if st == 2:
         tags += [jaeger_tag("error", True), jaeger_tag("otel.status_code", "ERROR")]
     elif st == 1:
