@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     from gputrace.analysis import critical_path, gpu_idle_gaps, host_waits, phase_stats, pinning_economics, unattributed_time
+    from gputrace.analysis.measures import run_measures
 
     t = time.perf_counter()
     tl = build(a.spans)
@@ -86,6 +87,7 @@ def main() -> None:
         ("pinning_economics", lambda: pinning_economics(tl)),
         ("unattributed_time", lambda: unattributed_time(tl)),
         ("critical_path (one prove root)", lambda: critical_path(tl, int(roots[len(roots) // 2]))),
+        ("run_measures (compare input)", lambda: run_measures(tl)),
     ]
     print(f"{'function':34s} {'median s':>10s} {'x reference':>12s}")
     for name, fn in rows:

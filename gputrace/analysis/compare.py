@@ -150,21 +150,26 @@ class ComparisonResult:
 
 
 def aligned_values(side_runs: Sequence[RunMeasures], all_runs: Sequence[RunMeasures], key) -> tuple[np.ndarray, int, int]:
-    """Per-run values for ``key`` summed over the instances common to every run."""
-    sets = [set(r.values.get(key, {})) for r in all_runs]
-    present = [s for s in sets if s]
-    union = set().union(*present) if present else set()
-    common = set.intersection(*present) if present else set()
-    if present and len(present) == len(sets) and common:
-        use = common
-    else:
-        use = None  # phase absent from some runs, or no common instance: sum all
+    """Per-run values for ``key`` summed over the instances common to every run.
+
+    Returns (values of ``side_runs``, instances used, instances dropped). When the phase is
+    missing from some runs, or no instance is common to all, every instance is summed (a
+    missing phase counts 0)."""
+    present = [r.values[key] for r in all_runs if key in r.values and len(r.values[key])]
+    union = np.unique(np.concatenate([p.codes for p in present])) if present else np.zeros(0, np.int64)
+    common = None
+    if present and len(present) == len(all_runs):
+        common = present[0].codes
+        for p in present[1:]:
+            common = np.intersect1d(common, p.codes, assume_unique=True)
+        if len(common) == 0:
+            common = None
     vals = []
     for r in side_runs:
-        d = r.values.get(key, {})
-        vals.append(sum(v for i, v in d.items() if use is None or i in use))
-    n_inst = len(use) if use is not None else len(union)
-    dropped = len(union) - len(use) if use is not None else 0
+        inst = r.values.get(key)
+        vals.append(0.0 if inst is None else inst.total(None if common is None else common))
+    n_inst = len(common) if common is not None else len(union)
+    dropped = len(union) - len(common) if common is not None else 0
     return np.asarray(vals, np.float64), n_inst, dropped
 
 

@@ -10,6 +10,7 @@ extent of its ``prove`` roots (end to end without key setup or verification). Pu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,23 +24,80 @@ Key = tuple  # (path: str, device: int | None, clock: str)
 Instance = tuple  # (circuit: int, batch: int); (-1, -1) when not recorded
 
 
+def _code(circuit: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    return ((np.asarray(circuit, np.int64) + 1) << 32) | (np.asarray(batch, np.int64) + 1)
+
+
+class Instances(Mapping):
+    """Read-only mapping ``(circuit, batch) -> ns`` backed by two sorted numpy arrays
+    (``codes``: instance codes, ``vals``: ns), so a run with a million instances costs two
+    arrays, not a million dict entries. Compares equal to the equivalent dict."""
+
+    __slots__ = ("codes", "vals")
+
+    def __init__(self, codes: np.ndarray, vals: np.ndarray):
+        o = np.argsort(codes, kind="stable")
+        self.codes = np.asarray(codes, np.int64)[o]
+        self.vals = np.asarray(vals, np.float64)[o]
+
+    @classmethod
+    def single(cls, value: float) -> "Instances":
+        return cls(_code(np.array([-1]), np.array([-1])), np.array([value], np.float64))
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Instances":
+        if isinstance(d, Instances):
+            return d
+        keys = list(d)
+        return cls(_code([k[0] for k in keys], [k[1] for k in keys]), np.array([d[k] for k in keys], np.float64))
+
+    def __getitem__(self, inst):
+        c = int(_code(np.array([inst[0]]), np.array([inst[1]]))[0])
+        i = int(np.searchsorted(self.codes, c))
+        if i < len(self.codes) and self.codes[i] == c:
+            return float(self.vals[i])
+        raise KeyError(inst)
+
+    def __iter__(self):
+        for c in self.codes.tolist():
+            yield ((c >> 32) - 1, (c & 0xFFFFFFFF) - 1)
+
+    def __len__(self) -> int:
+        return int(len(self.codes))
+
+    def total(self, codes: np.ndarray | None = None) -> float:
+        """Sum over all instances, or over those whose code is in ``codes`` (sorted)."""
+        if codes is None:
+            return float(self.vals.sum())
+        return float(self.vals[np.isin(self.codes, codes, assume_unique=True)].sum())
+
+    def __repr__(self) -> str:
+        return f"Instances({dict(self.items())!r})"
+
+
 @dataclass
 class RunMeasures:
     """Measurements of one run.
 
     ``label``: a name for messages (file path or run id); ``start_ns``: the run's first
     timestamp (orders runs for warm-up discarding); ``resource``: the run's resource
-    attributes (environment, ``gputrace.config.*``); ``values``: key -> {instance: ns}.
+    attributes (environment, ``gputrace.config.*``); ``values``: key -> `Instances` (a
+    mapping ``(circuit, batch) -> ns``; plain dicts are accepted and converted).
     """
 
     label: str
     start_ns: int
     resource: dict
-    values: dict[Key, dict[Instance, float]] = field(default_factory=dict)
+    values: dict[Key, Instances] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.values = {k: Instances.from_dict(v) for k, v in self.values.items()}
 
     @property
     def wall_ns(self) -> float:
-        return sum(self.values.get((RUN_PATH, None, "host"), {}).values())
+        """End-to-end time: the ``(prove)`` extent when the run has prove roots, else ``(run)``."""
+        v = self.values.get((PROVE_PATH, None, "host")) or self.values.get((RUN_PATH, None, "host"))
+        return v.total() if v is not None else 0.0
 
 
 def path_ids(tl: Timeline) -> tuple[np.ndarray, list[str]]:
@@ -71,15 +129,22 @@ def path_ids(tl: Timeline) -> tuple[np.ndarray, list[str]]:
 
 
 def _accumulate(values, pid, names, dev, cir, bat, dur, clock):
+    """Sum durations per (path, device or all, instance); one Instances per (path, device)."""
     if len(dur) == 0:
         return
-    for devkey in (None, "dev"):
-        d = dev if devkey == "dev" else np.full(len(dur), -9, np.int64)
-        gid, first = group_ids(pid, d, cir, bat)
+    code = _code(cir, bat)
+    for per_device in (False, True):
+        d = dev if per_device else np.full(len(dur), -9, np.int64)
+        gid, first = group_ids(pid, d, code)
         sums = np.bincount(gid, weights=dur.astype(np.float64), minlength=len(first))
-        for g, r in enumerate(first.tolist()):
-            key = (names[int(pid[r])], None if devkey is None else int(dev[r]), clock)
-            values.setdefault(key, {})[(int(cir[r]), int(bat[r]))] = float(sums[g])
+        # Groups come in (path, device, instance) order: cut them per (path, device).
+        kp, kd = pid[first], d[first]
+        cut = np.flatnonzero((kp[1:] != kp[:-1]) | (kd[1:] != kd[:-1])) + 1
+        bounds = np.concatenate([[0], cut, [len(first)]])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            r = int(first[a])
+            key = (names[int(pid[r])], int(dev[r]) if per_device else None, clock)
+            values[key] = Instances(code[first[a:b]], sums[a:b])
 
 
 def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
@@ -96,11 +161,11 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
     _accumulate(values, pid[g], names, dev[g], cir[g], bat[g], gd[g], "device")
     start = tl.t0
     if tl.n:
-        values[(RUN_PATH, None, "host")] = {(-1, -1): float(tl.t1 - tl.t0)}
+        values[(RUN_PATH, None, "host")] = Instances.single(float(tl.t1 - tl.t0))
         pid_prove = tl.phase_id("prove")
         roots = (c["parent"] < 0) & (c["phase"] == pid_prove) if pid_prove >= 0 else np.zeros(tl.n, bool)
         if roots.any():
-            values[(PROVE_PATH, None, "host")] = {(-1, -1): float(c["end"][roots].max() - c["start"][roots].min())}
+            values[(PROVE_PATH, None, "host")] = Instances.single(float(c["end"][roots].max() - c["start"][roots].min()))
     r0 = int(c["resource"][0]) if tl.n else -1
     res = dict(tl.resources[r0]) if 0 <= r0 < len(tl.resources) else {}
     if not label:
