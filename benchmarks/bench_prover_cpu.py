@@ -11,6 +11,7 @@ multiplications), and says so.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -31,28 +32,32 @@ PHASES = ["synthesis", "h2d", "intt_abc", "coset_ntt", "h_eval", "intt_h", "ntt"
 
 
 def synthesis_rates(shape, repeats: int) -> dict[str, float]:
-    """Median constraints/s of synthesis + A·z/B·z/C·z evaluation for each A1/A2 combination."""
+    """Median constraints/s of synthesis + A·z/B·z/C·z evaluation for each A1/A2 combination.
+
+    Configurations are interleaved within each repeat (ABCD ABCD ...) so machine-load drift hits all alike.
+    """
     inst = make_instance(shape, 3)
-    out = {}
-    for label, opts in (("baseline", frozenset()), ("A1", frozenset({"a1"})), ("A2", frozenset({"a2"})),
-                        ("A1+A2", frozenset({"a1", "a2"}))):
-        times = []
-        for _ in range(repeats):
+    configs = (("baseline", frozenset()), ("A1", frozenset({"a1"})), ("A2", frozenset({"a2"})),
+               ("A1+A2", frozenset({"a1", "a2"})))
+    times: dict[str, list[float]] = {label: [] for label, _ in configs}
+    for _ in range(repeats):
+        for label, opts in configs:
             t0 = time.perf_counter()
             cs = build_cs(shape, inst, opts)
             cs.evaluate(check=True)
-            times.append(time.perf_counter() - t0)
-        out[label] = shape.constraints / statistics.median(times)
-    return out
+            times[label].append(time.perf_counter() - t0)
+    return {label: shape.constraints / statistics.median(ts) for label, ts in times.items()}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="12,14,16")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--synth-repeats", type=int, default=5)
     ap.add_argument("--keys", type=Path, default=Path(tempfile.gettempdir()) / "gputrace-bench-keys")
     args = ap.parse_args(argv)
     console = Console(width=120)
+    console.print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", style="dim")
     sizes = [int(s) for s in args.sizes.split(",")]
     phase_rows, synth_rows, setup_rows = {}, {}, []
     for n in sizes:
@@ -69,8 +74,8 @@ def main(argv=None) -> int:
             per_rep.append({p: sum(v for (q, _), v in res.phase_seconds.items() if q == p) for p in PHASES}
                            | {"total": res.wall_s})
         phase_rows[n] = {k: statistics.median(rep[k] for rep in per_rep) for k in per_rep[0]}
-        synth_rows[n] = synthesis_rates(shape, args.repeats)
-        console.print(f"2^{n}: {shape.constraints} constraints (K={shape.challenges}, D={shape.depth}) done", style="dim")
+        synth_rows[n] = synthesis_rates(shape, args.synth_repeats)
+        console.print(f"2^{n}: load {os.getloadavg()[0]:.1f}; {shape.constraints} constraints (K={shape.challenges}, D={shape.depth}) done", style="dim")
 
     t = Table(title=f"CPU prover, per-phase seconds (median of {args.repeats}, batch 1, 1 lane, switches off)")
     t.add_column("phase")
@@ -80,7 +85,7 @@ def main(argv=None) -> int:
         t.add_row(p, *(f"{phase_rows[n][p]:.3f}" for n in sizes))
     console.print(t)
 
-    t = Table(title="synthesis rate, constraints/s (synthesis + A·z, B·z, C·z + satisfaction check; median)")
+    t = Table(title=f"synthesis rate, constraints/s (synthesis + A·z, B·z, C·z + check; median of {args.synth_repeats}, interleaved)")
     t.add_column("size")
     for label in ("baseline", "A1", "A2", "A1+A2"):
         t.add_column(label, justify="right")

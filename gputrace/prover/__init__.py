@@ -1,7 +1,7 @@
 """gputrace.prover: the reference Groth16 prover (BLS12-381) whose phases gputrace traces.
 
 Public API (resolved lazily so ``import gputrace.prover`` stays cheap):
-``run_prove(ProveOptions) -> ProveResult``, ``ProveOptions``, ``ProveResult``, ``verify_files``.
+``run_prove(ProveOptions) -> ProveResult``, ``ProveOptions``, ``ProveResult``, ``config_for``, ``verify_files``.
 See docs/prover.md.
 """
 
@@ -11,6 +11,7 @@ import importlib
 
 _LAZY = {
     "run_prove": "gputrace.prover.pipeline",
+    "config_for": "gputrace.prover.pipeline",
     "ProveOptions": "gputrace.prover.options",
     "ProveResult": "gputrace.prover.options",
     "parse_opts": "gputrace.prover.options",

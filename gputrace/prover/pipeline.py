@@ -82,6 +82,13 @@ def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str) -> dict:
     return cfg
 
 
+def config_for(options: ProveOptions) -> dict:
+    """The ``gputrace.config.*`` attributes a run with ``options`` records, for callers that call
+    ``gputrace.configure(config=...)`` themselves (``configure_tracer=False``). ``backend`` is the
+    requested one (``auto`` is not resolved here; ``ProveResult.config`` has the one used)."""
+    return config_attrs(options, resolve_shape(options), options.backend)
+
+
 def run_prove(options: ProveOptions) -> ProveResult:
     """Prove ``batch × devices`` circuits; write proofs and ``vk.json`` to ``options.out_dir``.
 

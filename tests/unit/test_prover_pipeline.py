@@ -125,3 +125,13 @@ def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch):
     with pytest.raises(UnsatisfiedConstraint, match=r"constraint \d+ \('ch0\.root'\) is not satisfied"):
         run_prove(ProveOptions(challenges=1, depth=2, batch=1, devices=1, out_dir=tmp_path, key_dir=key_dir,
                                configure_tracer=False))
+
+
+def test_config_for_matches_what_run_records(tmp_path, key_dir):
+    from gputrace.prover import config_for
+
+    o = ProveOptions(challenges=1, depth=2, batch=1, devices=1, opts=parse_opts("b1,d4"), backend="cpu",
+                     out_dir=tmp_path, key_dir=key_dir, configure_tracer=False)
+    cfg = config_for(o)
+    assert cfg["b1"] and cfg["d4"] and not cfg["a1"] and cfg["depth"] == 2
+    assert dict(run_prove(o).config) == cfg
