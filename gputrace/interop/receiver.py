@@ -41,6 +41,8 @@ from typing import Any
 
 import orjson
 
+from gputrace.otlp_json import hex_id
+
 __all__ = ["OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
 
 _ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
@@ -94,8 +96,9 @@ def _is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
-def _b64_to_hex(v: str) -> str:
-    return base64.b64decode(v).hex()
+def _b64_to_hex(v: str, nbytes: int) -> str:
+    # hex_id checks the length (16-byte trace ids, 8-byte span ids) as the file spec wants.
+    return hex_id(base64.b64decode(v), nbytes)
 
 
 def request_to_json(req: Any) -> tuple[bytes, int]:
@@ -103,6 +106,7 @@ def request_to_json(req: Any) -> tuple[bytes, int]:
 
     ``MessageToDict`` gives camelCase, integer enums and 64-bit ints as strings, as the OTLP JSON
     mapping wants, but base64 ids; ids (span, parent, link) are rewritten as lowercase hex.
+    Raises ValueError for an id of the wrong length.
     """
     from google.protobuf.json_format import MessageToDict
 
@@ -112,13 +116,13 @@ def request_to_json(req: Any) -> tuple[bytes, int]:
         for ss in rs.get("scopeSpans", ()):
             for span in ss.get("spans", ()):
                 n += 1
-                for key, _ in _ID_FIELDS:
+                for key, nbytes in _ID_FIELDS:
                     if key in span:
-                        span[key] = _b64_to_hex(span[key])
+                        span[key] = _b64_to_hex(span[key], nbytes)
                 for link in span.get("links", ()):
-                    for key, _ in _ID_FIELDS[:2]:
+                    for key, nbytes in _ID_FIELDS[:2]:
                         if key in link:
-                            link[key] = _b64_to_hex(link[key])
+                            link[key] = _b64_to_hex(link[key], nbytes)
     return orjson.dumps(d), n
 
 
@@ -268,7 +272,11 @@ class OtlpReceiver:
 
         class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request, context):  # noqa: N802 - gRPC method name
-                line, n = request_to_json(request)
+                try:
+                    line, n = request_to_json(request)
+                except ValueError as exc:
+                    receiver._reject()
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad span id: {exc}")
                 receiver._ingest(line, n)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -390,10 +398,9 @@ def _make_handler(receiver: OtlpReceiver, pb2) -> type[BaseHTTPRequestHandler]:
                     return self._error(413, f"request larger than {receiver.max_request_bytes} bytes after gunzip", proto)
             if proto:
                 try:
-                    req = pb2.ExportTraceServiceRequest.FromString(body)
-                except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError; report any as 400
+                    line, n = request_to_json(pb2.ExportTraceServiceRequest.FromString(body))
+                except Exception as exc:  # noqa: BLE001 - DecodeError or a bad id length; report any as 400
                     return self._error(400, f"bad protobuf body: {exc}", proto)
-                line, n = request_to_json(req)
             elif ctype == "application/json":
                 try:
                     line, n = _json_request(body)

@@ -162,6 +162,24 @@ def test_protobuf_http_body_answers_protobuf(receiver):
     s = line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert s["traceId"] == bytes(range(16)).hex() and s["spanId"] == bytes(range(8)).hex()
     assert s["startTimeUnixNano"] == "5"
+    span.span_id = b"\x01\x02\x03"  # not 8 bytes: refused, nothing written
+    code, _ = _post(receiver.http_endpoint, req.SerializeToString(), "application/x-protobuf")
+    assert code == 400 and receiver.stats().rejected == 1 and receiver.stats().requests == 1
+
+
+def test_grpc_bad_ids_are_invalid_argument(receiver):
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    req = trace_service_pb2.ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = bytes(16), b"\x01", "x"
+    with grpc.insecure_channel(receiver.grpc_endpoint) as ch:
+        stub = trace_service_pb2_grpc.TraceServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as ei:
+            stub.Export(req, timeout=5)
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert receiver.stats().rejected == 1 and receiver.stats().requests == 0
 
 
 def test_buffer_is_bounded_and_file_keeps_everything(tmp_path):
