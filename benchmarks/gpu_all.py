@@ -14,7 +14,7 @@ Sections, in order (each one's failure is reported and the rest still run):
 5. h2d: pageable vs pinned (cudaHostRegister) host-to-device bandwidth, 64 MiB .. 4 GiB, and what
    registering costs per GiB;
 6. proof: whole Groth16 proofs, CUDA vs CPU backend, per-phase seconds and speed-up.
-Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace.jsonl``; prints a
+Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace-2_N.jsonl``; prints a
 short table last.
 """
 
@@ -58,7 +58,9 @@ def section(name: str, fn, *a) -> None:
         traceback.print_exc()
         RESULTS.setdefault("errors", {})[name] = repr(exc)
         row(f"{name}: ERROR", repr(exc)[:60])
+    RESULTS.setdefault("section_s", {})[name] = time.perf_counter() - t
     print(f"   ({name}: {time.perf_counter() - t:.1f} s)", flush=True)
+    (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))  # partial results survive a kill
 
 
 def events_ms(fn, repeats: int, warmup: int = 1) -> list[float]:
@@ -216,13 +218,39 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
             entry["arkworks_cpu_ms"] = (time.perf_counter() - t0) * 1e3
             entry["matches_arkworks"] = bool(xyzz_to_g1(out) == want)
         sweep = {}
-        for w in sorted({default_window(n) - 2, default_window(n) - 1, default_window(n) + 1} - {default_window(n)}):
-            if 4 <= w <= 16:
+        dw = default_window(n)
+        cands = {dw - 2, dw - 1, dw + 1, dw + 2} | ({13, 14, 16, 17, 18, 20} if logn >= 24 else set())
+        for w in sorted(cands - {dw}):
+            if 4 <= w <= 20:
                 run(w)
                 t0 = time.perf_counter()
                 run(w)
                 sweep[w] = (time.perf_counter() - t0) * 1e3
         entry["window_sweep_ms"] = sweep
+        prof: dict = {}
+        eng.msm(bases, sc, None, None, profile=prof)
+        entry["steps_ms"] = prof
+        print("    steps (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in prof.items() if k != "window"))
+        if logn >= 20:  # A/B: Fq multiplication inlined into the point formulas (module msm_inline)
+            t0 = time.perf_counter()
+            inl = G1Msm(0, "msm_inline")
+            build_s = time.perf_counter() - t0
+            ibases = bases  # same device layout
+            inl.msm(ibases, sc, None, None)
+            it = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                o2 = inl.msm(ibases, sc, None, None).get()
+                it.append((time.perf_counter() - t0) * 1e3)
+            iprof: dict = {}
+            inl.msm(ibases, sc, None, None, profile=iprof)
+            entry["inline_variant"] = dict(build_s=build_s, median_ms=statistics.median(it), all_ms=it,
+                                           same_result=bool(np.array_equal(xyzz_to_g1(o2).to_xy_bytes_le(),
+                                                                           xyzz_to_g1(out).to_xy_bytes_le())),
+                                           steps_ms=iprof)
+            print(f"    inline-Fq variant: {statistics.median(it):.1f} ms (build {build_s:.1f} s), steps: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in iprof.items() if k != "window"))
+            row(f"  MSM 2^{logn} inline-Fq variant", f"{statistics.median(it):.1f} ms, same={entry['inline_variant']['same_result']}")
         res[logn] = entry
         chk = {True: ", = arkworks", False: ", WRONG vs arkworks"}.get(entry.get("matches_arkworks"), "")
         tgt = "<= 1000 ms" if logn == 24 else ""
@@ -286,9 +314,11 @@ def proof_bench(sizes: list[int], keys: Path, cpu: bool) -> None:
     for logn in sizes:
         entry = {}
         tmp = Path(tempfile.mkdtemp())
-        runs = [("cuda", 0), ("cuda", 1)] + ([("cpu", 0)] if cpu else [])
+        # The first size also gets a warm-up CUDA run (module load, CuPy pools); later sizes are warm.
+        last = 1 if logn == sizes[0] else 0
+        runs = [("cuda", r) for r in range(last + 1)] + ([("cpu", 0)] if cpu else [])
         for backend, rep in runs:
-            trace = OUT / "proof-trace.jsonl" if (backend == "cuda" and rep == 1 and logn == sizes[-1]) else None
+            trace = OUT / f"proof-trace-2_{logn}.jsonl" if (backend == "cuda" and rep == last) else None
             o = ProveOptions(constraints=1 << logn, batch=1, devices=1, backend=backend, opts=frozenset(OPT_NAMES),
                              out_dir=tmp / f"{backend}{rep}", key_dir=keys, trace=trace, configure_tracer=True)
             t0 = time.perf_counter()
@@ -301,7 +331,7 @@ def proof_bench(sizes: list[int], keys: Path, cpu: bool) -> None:
                                             key_cached=r.key_cached, phases=phases)
             print(f"  2^{logn} {backend} run {rep}: prove {r.wall_s:.2f} s, setup {r.setup_s:.1f} s, "
                   f"verified {r.verified}")
-        g = entry["cuda1"]
+        g = entry[f"cuda{last}"]
         names = [p for p in ("synthesis", "pin", "h2d", "ntt", "msm_h", "batch_add", "msm_l", "msm_a", "msm_b_g1",
                              "b_g2", "sync", "assemble", "unpin") if p in g["phases"]]
         print("    phase        cuda s    cpu s   speed-up")

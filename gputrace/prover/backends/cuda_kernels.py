@@ -24,7 +24,9 @@ import numpy as np
 from .base import BackendError
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
-MODULES = {"ntt": "ntt.cu", "msm": "msm.cu"}
+#: module name -> (source file, extra compile options). ``msm_inline`` is the A/B variant with the Fq
+#: multiplication inlined into the point formulas (see field.cuh).
+MODULES = {"ntt": ("ntt.cu", ()), "msm": ("msm.cu", ()), "msm_inline": ("msm.cu", ("-DGPUTRACE_FQ_MUL_INLINE",))}
 #: nvcc/NVRTC options (also what cuda_build passes to nvcc).
 OPTIONS = ("-std=c++17",)
 
@@ -35,7 +37,7 @@ _lock = threading.Lock()
 
 def sources(name: str) -> str:
     """The module's source text (the .cu file; headers are found through -I)."""
-    return (KERNEL_DIR / MODULES[name]).read_text()
+    return (KERNEL_DIR / MODULES[name][0]).read_text()
 
 
 def source_hash(name: str) -> str:
@@ -45,7 +47,7 @@ def source_hash(name: str) -> str:
     for p in sorted(KERNEL_DIR.glob("*.cuh")):
         h.update(p.name.encode())
         h.update(p.read_bytes())
-    h.update(" ".join(OPTIONS).encode())
+    h.update(" ".join(OPTIONS + MODULES[name][1]).encode())
     return h.hexdigest()[:16]
 
 
@@ -75,7 +77,7 @@ def module(name: str, device: int) -> cupy.RawModule:
                 if path is not None and path.is_file():
                     mod = cupy.RawModule(path=str(path))
                 else:
-                    mod = cupy.RawModule(code=sources(name), options=(*OPTIONS, f"-I{KERNEL_DIR}"))
+                    mod = cupy.RawModule(code=sources(name), options=(*OPTIONS, *MODULES[name][1], f"-I{KERNEL_DIR}"))
                 mod.compile()
             except Exception as exc:  # CompileException, CUDADriverError
                 raise BackendError(f"building CUDA module {name!r} for device {device} (sm_{cc}): {exc}") from exc
@@ -98,12 +100,12 @@ def kernel(name: str, device: int, fn: str):
     return k
 
 
-def kernel_report(device: int) -> list[dict]:
+def kernel_report(device: int, modules=("ntt", "msm")) -> list[dict]:
     """Registers, local (stack/spill) bytes and max threads per block of every kernel, for the docs."""
     import re
 
     out = []
-    for name in MODULES:
+    for name in modules:
         for fn in re.findall(r'extern "C" __global__ void (\w+)', sources(name)):
             k = kernel(name, device, fn)
             out.append(dict(module=name, kernel=fn, registers=int(k.num_regs),

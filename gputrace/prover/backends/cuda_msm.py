@@ -7,7 +7,7 @@
   ``(window << c) | digit`` are sorted (CuPy argsort), each bucket's run is cut into chunks of at most
   ``chunk`` entries that are summed in parallel, and partial sums are reduced again until each bucket is
   one point, so no thread's work grows with a skewed bucket. Buckets are combined per window
-  (``sum j*B_j``) in 1024 segments, segments and windows summed the same way, then a one-thread Horner.
+  (``sum j*B_j``) in segments of ``bucket_span`` buckets, segments and windows summed the same way, then a one-thread Horner.
 * ``sum_selected(bases, idx, stream)``: batch addition (sum of the points at ``idx``) with the same
   chunked reduction.
 Both return the XYZZ result as a host ``uint64[24]`` (Montgomery); ``xyzz_to_g1`` makes a ``G1Point``.
@@ -28,12 +28,19 @@ from .base import BackendError
 from .cuda_kernels import check, empty, i32, kernel, launch, u64
 
 FQ_R_INV = pow(1 << 384, -1, Q)
-SEGMENTS = 1024  # bucket-reduction segments per window
+def bucket_span(c: int, nw: int) -> int:
+    """Buckets per bucket-reduction thread: a power of two <= 64 leaving >= 2^15 threads where possible."""
+    m = max(1, min(64, (nw << c) >> 15))
+    return 1 << (m.bit_length() - 1)
 
 
 def default_window(n: int) -> int:
-    """Window bits for an MSM of ``n`` non-zero scalars without a D4 plan: log2(n) - 4, in [4, 16]."""
-    return max(4, min(16, int(round(math.log2(max(n, 2)))) - 4))
+    """Window bits for an MSM of ``n`` scalars without a D4 plan: log2(n) - 5, in [4, 15].
+
+    Measured on the H200 (benchmarks/RESULTS.md, 2026-11-29): at 2^24, c=15 took 290 ms against
+    352 ms for c=16 and 346 ms for c=14; at 2^20, c=15 36.6 ms against 39.9 ms for c=16.
+    """
+    return max(4, min(15, int(round(math.log2(max(n, 2)))) - 5))
 
 
 def chunk_size(entries: int) -> int:
@@ -58,9 +65,9 @@ def xyzz_to_g1(p: np.ndarray) -> G1Point:
 class G1Msm:
     """MSM engine for one device (see module docstring)."""
 
-    def __init__(self, device: int) -> None:
+    def __init__(self, device: int, module: str = "msm") -> None:
         self.device = device
-        self._k = {fn: kernel("msm", device, fn) for fn in (
+        self._k = {fn: kernel(module, device, fn) for fn in (
             "fq_to_mont", "msm_digits", "sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner")}
         self._none = cupy.zeros(1, dtype=np.int64)
 
@@ -111,36 +118,61 @@ class G1Msm:
         return self._reduce_runs(part, per, cum, S, stream)
 
     # -- public ---------------------------------------------------------------------------------
-    def msm(self, bases: cupy.ndarray, scalars: cupy.ndarray, window: int | None, stream) -> cupy.ndarray:
-        """Device XYZZ (24,) of sum scalars[i] * bases[i]; ``scalars`` (n, 4) canonical uint64 on device."""
+    def msm(self, bases: cupy.ndarray, scalars: cupy.ndarray, window: int | None, stream,
+            profile: dict | None = None) -> cupy.ndarray:
+        """Device XYZZ (24,) of sum scalars[i] * bases[i]; ``scalars`` (n, 4) canonical uint64 on device.
+
+        ``profile``: if a dict, filled with device milliseconds per step (CUDA events; synchronises).
+        """
         n = scalars.shape[0]
         if n > bases.shape[0]:
             raise BackendError(f"cuda msm: {n} scalars for {bases.shape[0]} bases")
         if n == 0:
             return cupy.zeros(24, dtype=np.uint64)
         c = int(window) if window else default_window(n)
-        if not 1 <= c <= 16:
-            raise BackendError(f"cuda msm: window must be in 1..16 bits, got {c}")
+        if not 1 <= c <= 20:
+            raise BackendError(f"cuda msm: window must be in 1..20 bits, got {c}")
         nw = (255 + c - 1) // c
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        marks: list = []
+
+        def mark(name: str) -> None:
+            if profile is not None:
+                ev = cupy.cuda.Event()
+                ev.record(stream)
+                marks.append((name, ev))
+
         with stream:
+            mark("start")
             keys = empty((nw * n,), np.uint32, f"msm keys ({nw} windows x {n})", self.device)
             launch(self._k["msm_digits"], "msm_digits", n, (scalars, u64(n), i32(c), i32(nw), keys), stream)
+            mark("digits")
             perm = check("cupy.argsort(msm keys)", cupy.argsort, keys)
+            mark("sort")
             skeys = keys[perm]
             nb = nw << c
             off = cupy.searchsorted(skeys, cupy.arange(nb + 1, dtype=np.uint32))
             del keys, skeys
+            mark("bucket_offsets")
             S = chunk_size(nw * n)
             buckets = self._sum_gathered(bases, perm, n, off[:-1], off[1:], S, stream)
             del perm
-            G = min(SEGMENTS, 1 << c)
+            mark("accumulate")
+            G = (1 << c) // bucket_span(c, nw)
             seg = empty((nw * G, 24), np.uint64, "msm window segments", self.device)
             launch(self._k["bucket_reduce"], "bucket_reduce", nw * G, (buckets, i32(c), i32(nw), i32(G), seg), stream)
+            mark("bucket_reduce")
             per = cupy.full(nw, G, dtype=np.int64)
             win = self._reduce_runs(seg, per, cupy.cumsum(per), 32, stream)
+            mark("window_sums")
             out = cupy.empty(24, dtype=np.uint64)
             launch(self._k["msm_horner"], "msm_horner", 1, (win, i32(c), i32(nw), out), stream)
+            mark("horner")
+        if profile is not None:
+            marks[-1][1].synchronize()
+            for (_, e0), (name, e1) in zip(marks, marks[1:]):
+                profile[name] = cupy.cuda.get_elapsed_time(e0, e1)
+            profile["window"] = c
         return out
 
     def sum_selected(self, bases: cupy.ndarray, idx: cupy.ndarray, stream) -> cupy.ndarray:
