@@ -103,7 +103,7 @@ def build() -> None:
 
 
 # -- 2. tests ---------------------------------------------------------------------------------
-def tests(quick: bool) -> None:
+def tests(quick: bool, tracer_bench: bool = True) -> None:
     env = dict(os.environ)
     if quick:
         env.setdefault("GPUTRACE_GPU_TEST_LOGN", "1,5,11")
@@ -118,7 +118,7 @@ def tests(quick: bool) -> None:
     print("\n".join(ln for ln in lines if ln.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED")))[-6000:])
     row("pytest -m gpu tests/gpu", summary[:60], "all pass")
     bt = ROOT / "benchmarks" / "bench_tracer.py"
-    if bt.exists():
+    if bt.exists() and tracer_bench:
         p = subprocess.run([sys.executable, str(bt), "--cuda"], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=240)
         out = (p.stdout + p.stderr).strip().splitlines()
@@ -354,6 +354,7 @@ def main() -> int:
     ap.add_argument("--proof", default="16", help="log2 constraint counts for whole proofs ('' to skip)")
     ap.add_argument("--keys", default=str(ROOT / ".gpukeys"), help="proving-key cache directory")
     ap.add_argument("--no-cpu-proof", action="store_true")
+    ap.add_argument("--no-tracer-bench", action="store_true", help="skip benchmarks/bench_tracer.py --cuda")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: tests,ntt,msm,h2d,proof")
     ap.add_argument("--repeats", type=int, default=10)
     a = ap.parse_args()
@@ -361,7 +362,7 @@ def main() -> int:
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     section("build", build)
     if "tests" not in skip:
-        section("tests", tests, a.quick)
+        section("tests", tests, a.quick, not a.no_tracer_bench)
     if "ntt" not in skip:
         section("ntt", ntt_bench, ints(a.ntt), a.repeats)
     if "msm" not in skip:
