@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from rich.table import Table
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -27,6 +28,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -87,6 +89,23 @@ def _ui(handler):
             return None
 
     return wrapped
+
+
+class TextLine(Widget):
+    """A one-line bar whose updates repaint only itself (a Static's update re-lays out the
+    screen, which costs more than a Gantt redraw on every zoom or pan)."""
+
+    def __init__(self, text: str = "", **kw) -> None:
+        super().__init__(**kw)
+        self.text = text
+
+    def update(self, text: str) -> None:
+        if text != self.text:
+            self.text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        return Text(self.text, no_wrap=True, overflow="ellipsis")
 
 
 class HelpScreen(ModalScreen):
@@ -181,7 +200,7 @@ class GputraceApp(App):
 
     # ---- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(f"gputrace · {self.trace_title} · loading…", id="title")
+        yield TextLine(f"gputrace · {self.trace_title} · loading…", id="title")
         with Horizontal(id="body"):
             with Vertical(id="main"):
                 yield TimeAxis(NAME_W, id="axis")
@@ -196,7 +215,7 @@ class GputraceApp(App):
                     yield StallsPanel(id="stalls-panel")
                     yield Static("", id="stall-detail")
         yield Input(placeholder=QUERY_HELP, id="query")
-        yield Static("", id="status")
+        yield TextLine("", id="status")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -205,21 +224,21 @@ class GputraceApp(App):
         self._load()
 
     # ---- loading (worker thread) ------------------------------------------------------
-    def _make_parts(self) -> Iterable[Part]:
+    def _make_parts(self, stop_event) -> Iterable[Part]:
         if self._timeline is not None:
             return [Part(self._timeline)]
         if self._parts is not None:
             return self._parts() if callable(self._parts) else self._parts
         from gputrace.tui.sources import trace_parts
 
-        return trace_parts(self.paths, follow=self.follow)
+        return trace_parts(self.paths, follow=self.follow, stop_event=stop_event)
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
         worker = get_current_worker()
         try:
             for upd in batch_updates(
-                self._make_parts(), batch_time=self.batch_time,
+                self._make_parts(worker.cancelled_event), batch_time=self.batch_time,
                 cancelled=lambda: worker.is_cancelled, final=not self.follow,
             ):
                 self.post_message(Loaded(upd))
@@ -277,8 +296,8 @@ class GputraceApp(App):
         self.query_one(Gantt).display = False
         self.query_one(TimeAxis).display = False
         self.query_one("#side").add_class("hidden")
-        self.query_one("#status", Static).update("")
-        self.query_one("#title", Static).update(f"gputrace · {self.trace_title} · failed")
+        self.query_one("#status", TextLine).update("")
+        self.query_one("#title", TextLine).update(f"gputrace · {self.trace_title} · failed")
         self.loaded.set()
         self.analysed.set()
 
@@ -358,7 +377,7 @@ class GputraceApp(App):
         hosts = {ln.host for ln in tl.lanes}
         gpus = {(ln.host, ln.device) for ln in tl.lanes if ln.device >= 0}
         dur = format_duration(idx.t_max - idx.t_min)
-        self.query_one("#title", Static).update(
+        self.query_one("#title", TextLine).update(
             f"gputrace · {self.trace_title} · {tl.n:,} spans · {len(hosts)} host{'s' * (len(hosts) != 1)} · "
             f"{len(gpus)} GPU{'s' * (len(gpus) != 1)} · {dur}"
         )
@@ -381,7 +400,7 @@ class GputraceApp(App):
             parts.append(f"filter: {self.filter_text}")
         if self.search_text:
             parts.append(f"search: {self.search_text} ({len(self.search_rows):,} matches)")
-        self.query_one("#status", Static).update(" · ".join(parts))
+        self.query_one("#status", TextLine).update(" · ".join(parts))
 
     # ---- search & filter --------------------------------------------------------------
     def action_query(self, mode: str) -> None:

@@ -89,7 +89,7 @@ def batch_updates(
             return
         n_parts += 1
         done, total = part.done_bytes, part.total_bytes
-        note = part.note or note
+        note = part.note  # sources repeat the full note in every part
         if part.timeline is not None and part.timeline.n:
             acc.append(part.timeline)
             pending = True

@@ -1,26 +1,32 @@
 """Trace files as a stream of loader `Part`s: read once, or follow a file being written.
 
-Drives the timeline reader's incremental `TraceLoader` (``gputrace.timeline.reader``):
-lines are fed as they are read and a cheap progress `Part` is yielded every few
-thousand lines / ``tick`` seconds, carrying ``loader.timeline`` as its snapshot, so the
-consumer (`gputrace.tui.loader.batch_updates`) decides when to materialise the Timeline.
+Built on the timeline engineer's progressive readers: `gputrace.timeline.incremental.iter_load`
+(slices of ~``interval`` s of reading, a cumulative Timeline built only when asked) and
+``follow`` (tails a growing file, restarts on truncation/rotation), plus
+`gputrace.timeline.parallel.timeline_parallel` for big plain files.
 
-Lenient: lines that cannot be read are skipped and summarised in ``Part.note`` (the
-reader's ``LoadReport.summary()``); a file where *nothing* can be read raises the
-reader's first ``TraceFormatError`` (file:line: field: problem), and a missing/empty file
-raises `LoadError`, so the TUI can show one clear line.
+Big plain files (>= ``MIN_PARALLEL_BYTES``, more than one CPU): the first slice is read in
+this process and shown at once (the first screen), then the whole file is read by worker
+processes (JSON decoding holds the GIL, so threads would not help) and shown when done.
+Everything else: every slice is a `Part` whose ``snapshot`` is the cumulative Timeline
+(previous files plus the current one), built only when `batch_updates` decides to post.
 
-Runs on the loader's worker thread. ``follow=True`` never ends by itself: at end of file
-it waits ``poll`` seconds and reads again (a partial last line waits for its newline),
-yielding heartbeat Parts so the worker can be cancelled.
+Lenient: unreadable lines are skipped and summarised in ``Part.note``; a file where nothing
+could be read raises `LoadError` with the reader's first problem (``file:line: ...``), a
+missing or empty file raises `LoadError`; a binary file raises the reader's TraceFormatError.
+
+Runs on the loader's worker thread; ``stop_event`` (the worker's ``cancelled_event``) ends
+a follow promptly.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from typing import Iterator, Sequence
+import sys
+import threading
+from typing import Callable, Iterator, Sequence
 
+from gputrace.timeline.model import Timeline
 from gputrace.tui.loader import LoadError, Part, check_paths
 
 
@@ -28,79 +34,125 @@ def trace_parts(
     paths: Sequence[str],
     *,
     follow: bool = False,
-    tick: float = 0.05,
-    poll: float = 0.2,
-    wait_for_file: bool = False,
+    stop_event: threading.Event | None = None,
+    interval: float = 0.1,
+    parallel: bool = True,
 ) -> Iterator[Part]:
-    """Parts for ``paths`` (see the module docstring). ``wait_for_file`` (follow/listen):
-    a file that does not exist yet is waited for instead of being an error."""
-    from gputrace.timeline.reader import TraceLoader, iter_lines, open_trace_file
+    """Parts for ``paths`` (see the module docstring)."""
+    from gputrace.timeline.incremental import iter_load
 
     paths = [os.fspath(p) for p in paths]
-    if not (follow and wait_for_file):
-        check_paths(paths)
-    loader = TraceLoader(lenient=True)
-    total = sum(os.path.getsize(p) for p in paths if os.path.exists(p))
-    done = 0
-    last = time.monotonic()
-
-    def part() -> Part:
-        return Part(done_bytes=done, total_bytes=max(total, done), note=loader.report.summary(),
-                    snapshot=loader.timeline)
-
-    if not follow:
-        for p in paths:
-            if os.path.getsize(p) == 0:
-                raise LoadError(f"{p}: empty file (no trace data)")
-            loader.report.files.append(p)
-            base = done
-            before = (loader.report.lines, loader.report.lines_skipped)
-            with open_trace_file(p) as f:
-                for line_no, (line, terminated, consumed) in enumerate(iter_lines(f), 1):
-                    loader.feed(p, line_no, line, terminated)
-                    done = base + consumed
-                    if line_no % 64 == 0 and time.monotonic() - last >= tick:
-                        last = time.monotonic()
-                        yield part()
-            _check_readable(loader, p, before)
-        yield part()
+    if follow:
+        yield from _follow(paths, stop_event or threading.Event(), interval)
         return
+    check_paths(paths)
+    total = sum(os.path.getsize(p) for p in paths)
+    finished: list[Timeline] = []
+    base = 0
+    for p in paths:
+        size = os.path.getsize(p)
+        if size == 0:
+            raise LoadError(f"{p}: empty file (no trace data)")
+        use_par = parallel and size >= _min_parallel() and _workers() > 1 and not _is_gzip(p)
+        last = None
+        gen = iter_load(p, interval=interval, lenient=True, stop_event=stop_event)
+        try:
+            for prog in gen:
+                last = prog
+                yield Part(done_bytes=base + prog.bytes_read, total_bytes=total, note=prog.report.summary(),
+                           snapshot=_cumulative(finished, prog.loader.timeline))
+                if use_par and not prog.done:
+                    break  # the first screen is out: read the rest with all CPUs
+        finally:
+            gen.close()
+        if last is None:  # stopped
+            return
+        if use_par and not last.done:
+            yield Part(done_bytes=base + last.bytes_read, total_bytes=total,
+                       note=f"reading {os.path.basename(p)} with {_workers()} processes…")
+            from gputrace.timeline.parallel import timeline_parallel
 
-    # Follow: one file (the one being written). Partial lines wait for their newline.
+            _ensure_resource_tracker()
+            tl = timeline_parallel(p, lenient=True)
+            report = tl.load_report
+        else:
+            tl = last.timeline
+            report = last.report
+        _check_readable(report, p)
+        finished.append(tl)
+        base += size
+        yield Part(done_bytes=base, total_bytes=total, note=_notes(finished),
+                   snapshot=_cumulative(finished[:-1], lambda tl=tl: tl))
+
+
+def _follow(paths: list[str], stop_event: threading.Event, interval: float) -> Iterator[Part]:
+    from gputrace.timeline.incremental import follow
+
     if len(paths) != 1:
         raise LoadError("--follow takes exactly one trace file")
     p = paths[0]
-    while not os.path.exists(p):
+    if not os.path.exists(p):
         yield Part(note=f"waiting for {p}")
-        time.sleep(poll)
-    loader.report.files.append(p)
-    line_no = 0
-    buf = b""
-    with open(p, "rb") as f:
-        while True:
-            data = f.read(1 << 22)
-            if data:
-                buf += data
-                *lines, buf = buf.split(b"\n")
-                for ln in lines:
-                    line_no += 1
-                    loader.feed(p, line_no, ln, True)
-                done = f.tell() - len(buf)
-                total = max(total, f.tell())
-                if lines:
-                    yield part()
-                continue
-            total = os.path.getsize(p)
-            yield Part(done_bytes=done, total_bytes=total, note=loader.report.summary())
-            time.sleep(poll)
+    for prog in follow(p, stop_event, interval=interval, lenient=True):
+        yield Part(done_bytes=prog.bytes_read, total_bytes=prog.bytes_total, note=prog.report.summary(),
+                   snapshot=prog.loader.timeline)
 
 
-def _check_readable(loader, path: str, before: tuple[int, int]) -> None:
+def _cumulative(finished: list[Timeline], current: Callable[[], Timeline]) -> Callable[[], Timeline]:
+    done = list(finished)
+
+    def snap() -> Timeline:
+        return Timeline.concat([*done, current()]) if done else current()
+
+    return snap
+
+
+def _notes(finished: list[Timeline]) -> str:
+    notes = [getattr(t, "load_report", None) for t in finished]
+    return "; ".join(r.summary() for r in notes if r is not None and r.summary())
+
+
+def _check_readable(report, path: str) -> None:
     """Raise the first problem of ``path`` if not one of its lines could be read."""
-    rep = loader.report
-    lines, skipped = rep.lines - before[0], rep.lines_skipped - before[1]
-    if lines == 0:
-        raise LoadError(f"{path}: no trace data (blank file)")
-    if skipped >= lines:
-        first = next((e for e in rep.problems if e.path == path), None)
+    if report is None:
+        return
+    if report.lines == 0:
+        raise LoadError(f"{path}: empty file (no trace data)")
+    if report.lines_skipped >= report.lines and report.spans == 0:
+        first = next((e for e in report.problems if e.path == path), None)
         raise LoadError(f"not an OTLP JSON Lines trace: {first if first else path}")
+
+
+def _ensure_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with the real stderr.
+
+    Textual replaces ``sys.stderr`` with a capture object whose ``fileno()`` is -1; the
+    tracker passes ``sys.stderr.fileno()`` to its process and spawning fails with "bad
+    value(s) in fds_to_keep". Started once here, later spawns reuse it.
+    """
+    from multiprocessing import resource_tracker
+
+    saved = sys.stderr
+    try:
+        if sys.__stderr__ is not None:
+            sys.stderr = sys.__stderr__
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = saved
+
+
+def _min_parallel() -> int:
+    from gputrace.timeline.parallel import MIN_PARALLEL_BYTES
+
+    return MIN_PARALLEL_BYTES
+
+
+def _workers() -> int:
+    from gputrace.timeline.parallel import default_workers
+
+    return default_workers()
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"

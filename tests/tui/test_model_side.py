@@ -139,7 +139,7 @@ def test_batch_updates_snapshot_source_and_cancel():
 
 
 def test_trace_parts_reads_sample_in_parts():
-    ups = list(batch_updates(trace_parts([SAMPLE], tick=0.0), batch_time=0.0))
+    ups = list(batch_updates(trace_parts([SAMPLE], interval=0.0), batch_time=0.0))
     assert ups[-1].final and ups[-1].spans == 120
     assert ups[-1].fraction == 1.0
 
@@ -161,7 +161,7 @@ def test_truncated_file_loads_what_it_can_with_a_note(tmp_path):
     data = open(SAMPLE, "rb").read()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[: len(data) - 500])  # second line loses its end
-    ups = list(batch_updates(trace_parts([str(cut)], tick=0.0)))
+    ups = list(batch_updates(trace_parts([str(cut)], interval=0.0)))
     assert 0 < ups[-1].spans < 120
     assert "truncated" in ups[-1].note
 
