@@ -13,6 +13,10 @@ is one for the *ratio*), else on nanoseconds. Verdicts at the chosen confidence:
 * ``too few runs``: no interval can reach the confidence with these N (3 vs 3 at 95 %);
 * ``new`` / ``gone``: the phase ran on only one side.
 
+Runs of an interleaved experiment (tagged with their ``round``) are paired by round when
+there are enough rounds: the per-round differences then cancel load that drifts between
+rounds (one-sample HL with the Wilcoxon signed-rank interval).
+
 Warm-up runs (the first ``warmup`` per side, by start time) are discarded and listed;
 outliers (more than 5 robust standard deviations from their side's median) are reported,
 never dropped.
@@ -29,11 +33,12 @@ import numpy as np
 
 from gputrace.analysis.environment import EnvironmentCheck, check_environment
 from gputrace.analysis.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
-from gputrace.analysis.ranks import hl_interval, min_two_sided_p
+from gputrace.analysis.ranks import hl_interval, hl_paired, k_signed, min_two_sided_p
 from gputrace.timeline.model import Timeline
 
 VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "too few runs", "new", "gone")
 OUTLIER_Z = 5.0
+AUTO_PAIR_MIN = 8  # rounds from which compare_measures(paired=None) pairs by round
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class ComparisonResult:
       run whose end-to-end time is closest to its side's median (for side-by-side timelines).
     * ``outliers``: ``{"side", "run", "path", "device", "clock", "value_ns", "median_ns", "z"}``.
     * ``environment``: the `EnvironmentCheck`.
+    * ``paired_rounds``: number of rounds when runs were paired by experiment round (0: unpaired).
     """
 
     rows: list[PhaseComparison]
@@ -107,6 +113,11 @@ class ComparisonResult:
     variant_representative: int = 0
     outliers: list[dict] = field(default_factory=list)
     environment: EnvironmentCheck = field(default_factory=EnvironmentCheck)
+    paired_rounds: int = 0
+
+    @property
+    def paired(self) -> bool:
+        return self.paired_rounds > 0
 
     @property
     def total(self) -> PhaseComparison | None:
@@ -138,6 +149,7 @@ class ComparisonResult:
             "confidence": self.confidence,
             "equivalence": self.equivalence,
             "min_p": self.min_p,
+            "paired_rounds": self.paired_rounds,
             "base_runs": self.base_labels,
             "variant_runs": self.variant_labels,
             "warmup_dropped": self.warmup_dropped,
@@ -183,8 +195,13 @@ def _verdict(lo: float, hi: float, equivalence: float) -> str:
     return "inconclusive"
 
 
-def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equivalence: float = 0.02) -> dict:
+def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equivalence: float = 0.02,
+                   paired: bool = False) -> dict:
     """Statistics of one key: ``x`` baseline and ``y`` variant per-run values (ns).
+
+    ``paired``: ``x[i]`` and ``y[i]`` come from the same round of an interleaved experiment;
+    the shift is then the one-sample HL estimate of the per-round differences with the
+    Wilcoxon signed-rank interval (needs 6 rounds at 95 %).
 
     Returns the numeric fields of `PhaseComparison` (diff, rel with bounds, p_value, verdict,
     scale). Raises ValueError on empty input.
@@ -204,13 +221,15 @@ def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equiv
         out.update(diff_ns=est.estimate, diff_low_ns=est.low, diff_high_ns=est.high, p_value=est.p_value)
         out.update(rel=nan, rel_low=nan, rel_high=nan, verdict="new" if np.all(x == 0) else "gone")
         return out
+    if paired and len(x) != len(y):
+        raise ValueError(f"compare_values: paired samples need equal lengths ({len(x)} vs {len(y)})")
     if np.all(x > 0) and np.all(y > 0):
-        est = hl_interval(np.log(x), np.log(y), confidence)
+        est = hl_paired(np.log(y) - np.log(x), confidence) if paired else hl_interval(np.log(x), np.log(y), confidence)
         g = math.exp(float(np.median(np.log(x))))
         rel, lo, hi = math.expm1(est.estimate), math.expm1(est.low), math.expm1(est.high)
         out.update(scale="log", rel=rel, rel_low=lo, rel_high=hi, diff_ns=g * rel, diff_low_ns=g * lo, diff_high_ns=g * hi)
     else:
-        est = hl_interval(x, y, confidence)
+        est = hl_paired(y - x, confidence) if paired else hl_interval(x, y, confidence)
         ref = bm if bm > 0 else nan
         out.update(diff_ns=est.estimate, diff_low_ns=est.low, diff_high_ns=est.high)
         out.update(rel=est.estimate / ref, rel_low=est.low / ref, rel_high=est.high / ref)
@@ -231,13 +250,18 @@ def _outliers(b: Sequence[RunMeasures], v: Sequence[RunMeasures], key, x: np.nda
     deviations, the scale being 1.4826 x the median absolute residual pooled over both sides
     (pooling keeps it stable at small N; false flags on clean lognormal noise ~2 % per key at
     N=5, <1 % at N>=15). Needs at least 5 runs per side."""
-    if len(x) < 5 or len(y) < 5:
+    # A side where the phase never ran (all zeros: B1's pin in the baseline) says nothing
+    # about spread; pool only sides with data.
+    sides = [v for v in (x, y) if len(v) >= 5 and not np.all(v == 0)]
+    if not sides or len(x) < 5 or len(y) < 5:
         return []
-    scale = 1.4826 * float(np.median(np.abs(np.concatenate([_residuals(x), _residuals(y)]))))
+    scale = 1.4826 * float(np.median(np.abs(np.concatenate([_residuals(s) for s in sides]))))
     if scale <= 0:
         return []
     out = []
     for side, runs, vals in (("baseline", b, x), ("variant", v, y)):
+        if np.all(vals == 0):
+            continue
         med = float(np.median(vals))
         z = (vals - med) / scale
         for i in np.flatnonzero(np.abs(z) > OUTLIER_Z):
@@ -268,15 +292,27 @@ def compare_measures(
     equivalence: float = 0.02,
     warmup: int = 0,
     ignore_env: Sequence[str] = (),
+    paired: bool | None = None,
 ) -> ComparisonResult:
     """Compare measured runs (see module doc). Raises ValueError for an empty side, a bad
-    confidence, or a warm-up count that leaves no run."""
+    confidence, or a warm-up count that leaves no run.
+
+    ``paired``: None (default) pairs runs by ``round`` when every run has one and at least
+    ``AUTO_PAIR_MIN`` (8) rounds are common to both sides; True pairs whenever a signed-rank
+    interval can reach the confidence (6 rounds at 95 %; ValueError otherwise); False never
+    pairs."""
     if not base or not variant:
         raise ValueError("compare: both the baseline and the variant need at least one run")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     b, bd = _drop_warmup(list(base), warmup, "baseline")
     v, vd = _drop_warmup(list(variant), warmup, "variant")
+    rounds = _pairing(b, v, confidence, paired)
+    if rounds:
+        bi = {r.round: r for r in b}
+        vi = {r.round: r for r in v}
+        b = [bi[k] for k in rounds]
+        v = [vi[k] for k in rounds]
     everything = b + v
     keys = sorted({k for r in everything for k in r.values}, key=lambda k: (k[0], -9 if k[1] is None else k[1], k[2]))
     # Per-device rows only where a path ran on more than one device (else "all" says it).
@@ -289,7 +325,7 @@ def compare_measures(
     for key in keys:
         x, n_inst, dropped = aligned_values(b, everything, key)
         y, _, _ = aligned_values(v, everything, key)
-        st = compare_values(x, y, confidence, equivalence)
+        st = compare_values(x, y, confidence, equivalence, paired=bool(rounds))
         rows.append(
             PhaseComparison(
                 path=key[0], device=key[1], clock=key[2], n_base=len(x), n_variant=len(y),
@@ -304,7 +340,7 @@ def compare_measures(
         rows=rows,
         confidence=confidence,
         equivalence=equivalence,
-        min_p=min_two_sided_p(len(b), len(v)),
+        min_p=min(1.0, 2.0 / 2 ** len(rounds)) if rounds else min_two_sided_p(len(b), len(v)),
         base_labels=[r.label for r in b],
         variant_labels=[r.label for r in v],
         warmup_dropped=bd + vd,
@@ -312,7 +348,28 @@ def compare_measures(
         variant_representative=_representative(v),
         outliers=outliers,
         environment=check_environment([r.resource for r in b], [r.resource for r in v], ignore_env),
+        paired_rounds=len(rounds),
     )
+
+
+def _pairing(b: Sequence[RunMeasures], v: Sequence[RunMeasures], confidence: float, paired: bool | None) -> list:
+    """Rounds to pair on (sorted), or [] for an unpaired comparison."""
+    if paired is False:
+        return []
+    ok = all(r.round is not None for r in list(b) + list(v))
+    rb = [r.round for r in b]
+    rv = [r.round for r in v]
+    unique = ok and len(set(rb)) == len(rb) and len(set(rv)) == len(rv)
+    common = sorted(set(rb) & set(rv)) if unique else []
+    enough = len(common) > 0 and k_signed(len(common), confidence) >= 1
+    if paired is None and len(common) < AUTO_PAIR_MIN:
+        # At the edge (6 rounds at 95 %) the signed-rank interval is the range of the Walsh
+        # averages: weaker than the unpaired test unless load drifts a lot. Auto-pair from 8.
+        return []
+    if paired is True and not enough:
+        raise ValueError(f"paired comparison needs runs tagged with distinct rounds, at least "
+                         f"{next(n for n in range(1, 400) if k_signed(n, confidence) >= 1)} common to both sides")
+    return common if enough else []
 
 
 def compare_sets(

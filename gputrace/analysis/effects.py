@@ -184,6 +184,17 @@ def fit_effects(
     if np.linalg.matrix_rank(X) < X.shape[1]:
         X, terms = design_matrix(coded, names, False)
         model = "main effects only (the design aliases the two-way interactions)"
+    p_terms = X.shape[1]
+    rounds = [r.round for r in allruns]
+    if all(r is not None for r in rounds) and len(set(rounds)) > 1:
+        # Interleaved rounds: one fixed effect per round soaks up load that drifts between
+        # rounds (a randomised complete block design), if the design stays estimable.
+        levels = sorted(set(rounds))[1:]
+        blocks = np.array([[1.0 if r == lv else 0.0 for lv in levels] for r in rounds])
+        Xb = np.hstack([X, blocks])
+        if np.linalg.matrix_rank(Xb) == Xb.shape[1] and Xb.shape[0] > Xb.shape[1]:
+            X = Xb
+            model += ", blocked by round"
     n, p = X.shape
     df = n - p
     xtx_inv = np.linalg.pinv(X.T @ X)
@@ -210,7 +221,7 @@ def fit_effects(
         else:
             se = np.full(p, nan)
         base = math.exp(beta[0]) if log else beta[0]
-        for t in range(1, p):
+        for t in range(1, p_terms):
             est = float(beta[t])
             lo, hi = (est - tq * se[t], est + tq * se[t]) if df > 0 else (nan, nan)
             if df > 0 and se[t] > 0:

@@ -100,7 +100,12 @@ class Experiment:
             from gputrace.timeline import read_trace as reader  # noqa: N813
         out: dict[Variant, list[RunMeasures]] = {}
         for v in self.variants:
-            out[v] = [run_measures(reader(p), f"{v.name}/{p.name}") for p in self.traces(v)]
+            recs = [r for r in self.records if r.variant == v.name and r.error is None and not r.warmup]
+            out[v] = []
+            for r in recs:
+                m = run_measures(reader(self.out_dir / r.path), f"{v.name}/{Path(r.path).name}")
+                m.round = r.round
+                out[v].append(m)
         return out
 
 

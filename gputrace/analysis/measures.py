@@ -82,13 +82,15 @@ class RunMeasures:
     ``label``: a name for messages (file path or run id); ``start_ns``: the run's first
     timestamp (orders runs for warm-up discarding); ``resource``: the run's resource
     attributes (environment, ``gputrace.config.*``); ``values``: key -> `Instances` (a
-    mapping ``(circuit, batch) -> ns``; plain dicts are accepted and converted).
+    mapping ``(circuit, batch) -> ns``; plain dicts are accepted and converted); ``round``: the
+    experiment round the run belongs to (None outside an experiment).
     """
 
     label: str
     start_ns: int
     resource: dict
     values: dict[Key, Instances] = field(default_factory=dict)
+    round: int | None = None  # experiment round (interleaved runs), for paired comparisons
 
     def __post_init__(self) -> None:
         self.values = {k: Instances.from_dict(v) for k, v in self.values.items()}

@@ -69,6 +69,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("base", nargs="+", metavar="BASE", help="baseline trace files")
     p.add_argument("--vs", nargs="+", required=True, metavar="VARIANT", help="variant trace files")
     add_stat_options(p)
+    p.add_argument("--paired", action="store_true",
+                   help="runs were interleaved (A B A B ...): pair the i-th baseline with the i-th variant run "
+                        "by start time (signed-rank interval; cancels load that drifts between pairs)")
     p.add_argument("--lenient", action="store_true", help="skip unreadable lines/spans instead of failing")
     p.set_defaults(func=run)
     return p
@@ -113,6 +116,8 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison") ->
         console.print(f"configuration: {diffs}")
     nb, nv = len(res.base_labels), len(res.variant_labels)
     head = f"{nb} baseline vs {nv} variant runs, {res.confidence:.0%} confidence"
+    if res.paired:
+        head += f", paired by round ({res.paired_rounds} rounds)"
     if res.warmup_dropped:
         head += f", warm-up discarded: {', '.join(res.warmup_dropped)}"
     console.print(head)
@@ -170,13 +175,22 @@ def dump_json(doc) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from gputrace.analysis.compare import compare_sets
+    from gputrace.analysis.compare import compare_measures
+    from gputrace.analysis.measures import run_measures
 
     try:
         bt, bl = load_runs(args.base, args.lenient)
         vt, vl = load_runs(args.vs, args.lenient)
-        res = compare_sets(bt, vt, base_labels=bl, variant_labels=vl, confidence=args.confidence,
-                           equivalence=args.equivalence, warmup=args.warmup, ignore_env=args.ignore_env)
+        bm = [run_measures(t, lab) for t, lab in zip(bt, bl)]
+        vm = [run_measures(t, lab) for t, lab in zip(vt, vl)]
+        if args.paired:
+            if len(bm) != len(vm):
+                raise ValueError(f"--paired needs as many baseline as variant runs ({len(bm)} vs {len(vm)})")
+            for side in (bm, vm):
+                for i, m in enumerate(sorted(side, key=lambda m: m.start_ns)):
+                    m.round = i
+        res = compare_measures(bm, vm, confidence=args.confidence, equivalence=args.equivalence, warmup=args.warmup,
+                               ignore_env=args.ignore_env, paired=True if args.paired else False)
     except (OSError, ValueError) as e:
         print(f"gputrace compare: {e}", file=sys.stderr)
         return 1

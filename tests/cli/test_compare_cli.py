@@ -128,3 +128,15 @@ def test_ab_runs_the_prover(tmp_path):
     assert all((tmp_path / "ab" / x["path"]).stat().st_size > 0 for x in man["runs"])
     r = gputrace("ab", "--switches", "A1,ZZ", "--out", tmp_path / "ab2")
     assert r.returncode == 1 and "unknown switch 'zz'" in r.stderr
+
+
+def test_paired_flag(sets):
+    base, _, slow, _ = sets
+    r = gputrace("compare", *base, "--vs", *slow, "--paired", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["paired_rounds"] == 6
+    rows = {(x["path"], x["device"], x["clock"]): x for x in d["rows"]}
+    assert rows[("prove/msm_h", None, "host")]["verdict"] == "slower"
+    r = gputrace("compare", *base, "--vs", *slow[:5], "--paired")
+    assert r.returncode == 1 and "--paired needs as many" in r.stderr

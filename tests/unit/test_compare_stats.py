@@ -143,3 +143,47 @@ def test_environment_check_names_fields():
     chk2 = check_environment([a, dict(a, **{"gputrace.config.b1": True})], [b])
     assert any("baseline runs differ among themselves in gputrace.config.b1" in w for w in chk2.warnings)
     assert check_environment([a], [a]).ok
+
+
+def test_signed_rank_table_and_paired_power():
+    from gputrace.analysis.ranks import hl_paired, k_signed, w_null_cdf
+
+    # Two-sided 5 % critical values of the signed-rank test: T <= 0, 2, 3, 5, 8 for n = 6..10.
+    assert [k_signed(n, 0.95) for n in range(5, 11)] == [0, 1, 3, 4, 6, 9]
+    counts = np.zeros(11)
+    for signs in itertools.product((0, 1), repeat=4):
+        counts[sum(i + 1 for i, s in enumerate(signs) if s)] += 1
+    assert np.allclose(w_null_cdf(4), np.cumsum(counts) / 16)
+    d = [0.1, 0.2, 0.15, 0.05, 0.12, 0.3, 0.11]
+    est = hl_paired(d)
+    walsh = sorted((a + b) / 2 for i, a in enumerate(d) for b in d[i:])
+    assert est.estimate == np.median(walsh) and (est.low, est.high) == (walsh[2], walsh[-3])
+    # Load that drifts between rounds (x3 spread) swamps an unpaired test; pairing by round
+    # finds the 8 % slowdown.
+    rng = np.random.default_rng(5)
+    found_p = found_u = false_p = 0
+    for _ in range(100):
+        load = rng.uniform(1.0, 3.0, 8)
+        x = 1e9 * load * rng.lognormal(0, 0.02, 8)
+        y = 1.08e9 * load * rng.lognormal(0, 0.02, 8)
+        z = 1e9 * load * rng.lognormal(0, 0.02, 8)
+        found_p += compare_values(x, y, paired=True)["verdict"] == "slower"
+        found_u += compare_values(x, y)["verdict"] == "slower"
+        false_p += compare_values(x, z, paired=True)["verdict"] in ("slower", "faster")
+    assert found_p >= 90 and found_u <= 20 and false_p <= 10
+
+
+def test_compare_measures_pairs_by_round():
+    key = ("prove", None, "host")
+    base = [_rm(f"b{i}", 2 * i, {key: {(0, 0): 100.0 * (1 + i)}}) for i in range(6)]
+    var = [_rm(f"v{i}", 2 * i + 1, {key: {(0, 0): 110.0 * (1 + i)}}) for i in range(6)]
+    assert not compare_measures(base, var).paired
+    for i, (a, b) in enumerate(zip(base, var)):
+        a.round = b.round = i
+    assert not compare_measures(base, var).paired  # auto pairs from 8 rounds
+    r = compare_measures(base, var, paired=True)
+    assert r.paired_rounds == 6 and r.find("prove").verdict == "slower"
+    assert r.find("prove").rel == pytest.approx(0.10)
+    assert not compare_measures(base, var, paired=False).paired
+    with pytest.raises(ValueError, match="paired comparison needs"):
+        compare_measures(base[:5], var[:5], paired=True)
