@@ -3,13 +3,14 @@
 JSON decoding holds the GIL (msgspec and orjson alike), so threads do not help; a single
 process reads about 0.15-0.3 M spans/s on our machines, under the 0.5 M spans/s target. A
 large uncompressed file is therefore split into byte ranges at line boundaries; each range is
-read by a ``TraceLoader`` in a worker process (``spawn`` start method: safe to call from a
-process that runs threads, such as the TUI), and the parent remaps the workers' phase, lane,
+read by a ``TraceLoader`` in a worker process (``python -m gputrace.timeline.parallel``), and
+the parent remaps the workers' phase, lane,
 resource and trace tables into one set and builds one Timeline.
 
 What crosses the process boundary is what our own workers built: numpy columns, lists of
-strings and dicts of plain attribute values, pickled by the standard library between our
-processes. Nothing from the trace itself is ever unpickled or executed.
+strings and dicts of plain attribute values, pickled by the worker onto its stdout pipe and
+unpickled by the parent that started it. Trace text is only ever parsed as JSON; no pickle
+comes from a file.
 
 Errors keep their meaning: line numbers are translated to the file's line numbers, and in
 strict mode the error with the lowest line is raised.
@@ -18,8 +19,9 @@ strict mode the error with the lowest line is raised.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+import pickle
+import subprocess
+import sys
 
 import numpy as np
 
@@ -131,6 +133,31 @@ def _count_lines(path: str, start: int, end: int) -> int:
     return n + (last != b"\n")
 
 
+def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> list[dict]:
+    """Run one ``python -m gputrace.timeline.parallel`` per range and collect their results.
+
+    Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods
+    re-import the caller's ``__main__`` (re-running an unguarded script's top level in every
+    worker), and fork is unsafe in a process with threads (the TUI). A worker writes one pickle
+    of plain values (numpy arrays, str, int, dict, list) to its stdout; if any worker fails the
+    file is read in-process instead (``RuntimeError`` is never surfaced for a worker problem).
+    """
+    import gputrace
+
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gputrace.__file__)))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "gputrace.timeline.parallel", path, str(a), str(b), str(int(lenient))],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        for a, b in ranges
+    ]
+    outs = [p.communicate() for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        return [_read_range(path, ranges[0][0], ranges[-1][1], lenient)]
+    return [pickle.loads(o) for o, _ in outs]  # our own workers' output (see module docstring)
+
+
 def read_parallel(path, lenient: bool = False, workers: int | None = None) -> tuple[dict, dict, list, list, list, list, LoadReport]:
     """Read one plain (uncompressed) file with ``workers`` processes.
 
@@ -140,10 +167,7 @@ def read_parallel(path, lenient: bool = False, workers: int | None = None) -> tu
     path = os.fspath(path)
     workers = workers or default_workers()
     ranges = split_ranges(path, workers)
-    ctx = get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(ranges), mp_context=ctx) as ex:
-        futs = [ex.submit(_read_range, path, a, b, lenient) for a, b in ranges]
-        parts = [f.result() for f in futs]
+    parts = _run_workers(path, ranges, lenient)
     offsets = np.cumsum([0] + [p["nlines"] for p in parts])
     errors = []
     for p, off in zip(parts, offsets):
@@ -214,3 +238,15 @@ def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -
     tl = Timeline.from_unsorted(cols, phases, lanes, resources, trace_ids, attrs)
     tl.load_report = report
     return tl
+
+
+def _main(argv: list[str]) -> int:
+    path, start, end, lenient = argv[0], int(argv[1]), int(argv[2]), argv[3] == "1"
+    res = _read_range(path, start, end, lenient)
+    sys.stdout.buffer.write(pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -57,3 +57,12 @@ def test_parallel_errors_carry_file_line_numbers(tmp_path, small_threshold):
     tl = read_trace(p, lenient=True, workers=4)
     assert tl.n == 38 and tl.load_report.lines_skipped == 2
     assert [e.line for e in tl.load_report.problems] == [31, 36]
+
+
+def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, monkeypatch):
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2)
+    monkeypatch.setattr(par.sys, "executable", "/bin/false")  # every worker exits 1
+    tl = read_trace(p, workers=3)
+    monkeypatch.undo()
+    assert tl.n == read_trace(p, workers=1).n > 0
