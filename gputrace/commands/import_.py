@@ -25,6 +25,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.jsonl", help="output (default: FILE with .jsonl)")
     p.add_argument("--host", help="host name for the lanes (default: from the report, else the file name)")
     p.add_argument("--no-runtime", action="store_true", help="nsys: leave CUDA API calls out (still used to link kernels)")
+    p.add_argument("--correlation-ids", action="store_true",
+                   help="nsys: keep each API call's and kernel's cuda.correlation_id attribute (more memory)")
     p.set_defaults(func=run)
     return p
 
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         if args.source == "nsys":
             from gputrace.timeline.nsys import read_nsys
 
-            tl = read_nsys(src, host=args.host, runtime=not args.no_runtime)
+            tl = read_nsys(src, host=args.host, runtime=not args.no_runtime, correlation_ids=args.correlation_ids)
         else:
             from gputrace.timeline.chrome import read_chrome
 

@@ -35,6 +35,8 @@ import hashlib
 import re
 import sqlite3
 from pathlib import Path
+from array import array
+from typing import Iterator
 
 import numpy as np
 
@@ -69,18 +71,13 @@ class _Rows:
     """Column lists for the rows being built (appended per record, turned into numpy once)."""
 
     def __init__(self) -> None:
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.gpu: list[bool] = []
-        self.lane: list[int] = []
-        self.phase: list[int] = []
-        self.kind: list[int] = []
-        self.status: list[int] = []
-        self.nbytes: list[int] = []
-        self.device: list[int] = []
-        self.proc: list[int] = []  # globalPid
-        self.tie: list[int] = []  # 0 NVTX, 1 API call, 2 device activity
-        self.thread: list[int] = []  # globalTid of host rows (nesting is per OS thread), -1 on GPUs
+        # array('q'): 8 bytes a value where a list of ints costs ~36 (reports reach millions of rows).
+        self.start, self.end, self.nbytes = array("q"), array("q"), array("q")
+        self.gpu, self.kind, self.status, self.tie = array("b"), array("b"), array("b"), array("b")
+        self.lane, self.phase, self.device = array("i"), array("i"), array("i")
+        self.proc = array("q")  # globalPid
+        self.thread = array("q")  # globalTid of host rows (nesting is per OS thread), -1 on GPUs
+        # tie: 0 NVTX, 1 API call, 2 device activity
         self.attrs: dict[int, dict] = {}
         self.lanes: list[Lane] = []
         self.lane_ix: dict[Lane, int] = {}
@@ -124,15 +121,16 @@ class _Report:
     def columns(self, table: str) -> set[str]:
         return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
 
-    def select(self, table: str, wanted: list[str], where: str = "") -> tuple[list[str], list[tuple]]:
-        """Rows of ``table`` for the ``wanted`` columns the table has (missing ones come back None)."""
+    def select(self, table: str, wanted: list[str], where: str = "") -> tuple[list[str], Iterator[tuple]]:
+        """Rows of ``table`` for the ``wanted`` columns the table has (missing ones come back None),
+        streamed from the cursor (reports can hold millions of rows)."""
         have = self.columns(table)
         exprs = [c if c in have else "NULL" for c in wanted]
         try:
-            rows = self.conn.execute(f"SELECT {', '.join(exprs)} FROM {table} {where}").fetchall()
+            cur = self.conn.execute(f"SELECT {', '.join(exprs)} FROM {table} {where}")
         except sqlite3.Error as exc:
             raise NsysFormatError(f"{self.path}: table {table}: {exc}") from None
-        return wanted, rows
+        return wanted, cur
 
     def enum(self, table: str) -> dict[int, str]:
         """id -> label (or name) from one of the report's ENUM_* tables; {} if absent."""
@@ -161,11 +159,15 @@ def _required_int(path, table, col, v) -> int:
     return int(v)
 
 
-def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True) -> Timeline:
+def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True,
+              correlation_ids: bool = False) -> Timeline:
     """Read an nsys SQLite export into a Timeline (see the module docstring for the mapping).
 
     ``host`` names the machine (default: the report's host name if recorded, else the file stem).
     ``runtime=False`` leaves CUDA API calls out of the result (they are still used for linking).
+    ``correlation_ids=True`` keeps each API call's and device row's ``cuda.correlation_id`` attribute
+    (off by default: one attribute dict per row is most of the memory of a large report; with it off,
+    device rows with identical attributes share one dict).
     Raises :class:`NsysFormatError` for files that are not SQLite or have no nsys tables, and
     ``FileNotFoundError`` for a missing file.
     """
@@ -182,7 +184,7 @@ def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True
         known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"}
         if not rep.tables & known:
             raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
-        return _read(rep, host, runtime)
+        return _read(rep, host, runtime, correlation_ids)
     finally:
         conn.close()
 
@@ -205,7 +207,7 @@ def _host_name(rep: _Report) -> str | None:
     return None
 
 
-def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
+def _read(rep: _Report, host: str | None, runtime: bool, correlation_ids: bool) -> Timeline:
     path = rep.path
     epoch = _session_start(rep)
     off = epoch or 0
@@ -250,6 +252,7 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
         _, rows = rep.select("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "domainId",
                                                 "globalTid", "color", "category", "uint64Value", "int64Value",
                                                 "uint32Value", "int32Value"])
+        rows = list(rows)  # read twice (domains and categories first); NVTX tables are small
         domains = {0: "default"}
         categories: dict[tuple[int, int], str] = {}
         for start, end, et, text, tid_, dom, gtid, color, cat, *_ in rows:
@@ -282,37 +285,55 @@ def _read(rep: _Report, host: str | None, runtime: bool) -> Timeline:
                   thread=gtid)
     # ---- CUDA API calls ------------------------------------------------------------------
     api_by_corr: dict[tuple[int, int], int] = {}
+    api_names: dict[int, str] = {}
+    api_kinds: dict = {}  # nameId -> (name, kind)
     api_rows: list[int] = []
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in rep.tables:
         _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
         for start, end, gtid, corr, nid, ret in rows:
             gtid = _required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
-            name = re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>")) if nid is not None else "<api>"
-            kind = "sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"
-            attrs = {"cuda.correlation_id": int(corr)} if corr is not None else {}
+            nk = api_kinds.get(nid)
+            if nk is None:
+                name = re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>")) if nid is not None else "<api>"
+                nk = api_kinds[nid] = (name, "sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host")
+            name, kind = nk
+            attrs = {"cuda.correlation_id": int(corr)} if (corr is not None and correlation_ids) else None
             status = 0
             if ret:
-                attrs["cuda.return"] = int(ret)
+                attrs = {**(attrs or {}), "cuda.return": int(ret)}
                 status = 2
             r = R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 1,
                       status=status, attrs=attrs, thread=gtid)
             api_rows.append(r)
             if corr is not None:
                 api_by_corr[(gtid & _PID_MASK, int(corr))] = r
+                api_names[r] = name
     # ---- device activity -----------------------------------------------------------------
     launched: list[tuple[int, int]] = []  # (device row, api row)
     copy_kinds = rep.enum("ENUM_CUDA_MEMCPY_OPER")
     mem_kinds = rep.enum("ENUM_CUDA_MEM_KIND")
 
+    shared: dict[tuple, dict] = {}
+    gpu_lanes: dict[tuple, Lane] = {}
+
     def gpu_row(table, start, end, dev, stream, gpid, corr, phase, nbytes, attrs):
         dev = _required_int(path, table, "deviceId", dev)
         gpid = int(gpid or 0)
-        lane = Lane(host, (gpid >> 24) & 0xFFFFFF, dev, f"stream:{int(stream or 0)}")
-        if corr is not None:
+        lane = gpu_lanes.get((gpid, dev, stream))
+        if lane is None:
+            lane = gpu_lanes[(gpid, dev, stream)] = Lane(host, (gpid >> 24) & 0xFFFFFF, dev, f"stream:{int(stream or 0)}")
+        a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
+        if a is not None:
+            attrs["cuda.api"] = api_names[a]
+        if corr is not None and correlation_ids:
             attrs["cuda.correlation_id"] = int(corr)
+        else:
+            # Identical attribute sets share one dict (a Timeline is immutable): a report with a
+            # million launches of a few kernels then costs a few dicts, not a million.
+            key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
+            attrs = shared.setdefault(key, attrs)
         r = R.add(int(start) + off, int(end) + off, lane, phase, "gpu", gpid & _PID_MASK, 2, gpu=True,
                   nbytes=nbytes, device=dev, attrs=attrs)
-        a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
         if a is not None:
             launched.append((r, a))
 
@@ -372,8 +393,8 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
             p = int(parent[p])
         if p >= 0:
             parent[r] = p
-        R.attrs.setdefault(r, {})["cuda.api"] = R.phases[R.phase[a]]
-    procs = sorted(set(R.proc))
+    proc = np.asarray(R.proc, dtype=np.int64)
+    procs = sorted(set(np.unique(proc).tolist()))
     proc_ix = {g: i for i, g in enumerate(procs)}
     resources, trace_ids = [], []
     for g in procs:
@@ -383,7 +404,7 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
             res["nsys.clock"] = "session"
         resources.append(res)
         trace_ids.append(hashlib.blake2b(f"{path.name}:{epoch}:{g}".encode(), digest_size=16).hexdigest())
-    proc_col = np.asarray([proc_ix[g] for g in R.proc], dtype=np.int32)
+    proc_col = np.searchsorted(np.asarray(procs, dtype=np.int64), proc).astype(np.int32)
     span_id = np.arange(1, n + 1, dtype=np.uint64)
     psid = np.where(parent >= 0, span_id[np.maximum(parent, 0)], 0).astype(np.uint64)
     cols = {

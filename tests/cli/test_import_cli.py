@@ -36,10 +36,12 @@ def test_import_nsys(tmp_path):
 
 def test_import_nsys_default_output_and_no_runtime(tmp_path):
     rep = build_report(tmp_path / "rep.sqlite")
-    r = gputrace("import", "nsys", rep, "--no-runtime")
+    r = gputrace("import", "nsys", rep, "--no-runtime", "--correlation-ids")
     assert r.returncode == 0, r.stderr
     tl = read_trace(tmp_path / "rep.jsonl")
     assert not any(tl.name_of(i).startswith("cuda") for i in range(tl.n))
+    k = next(i for i in range(tl.n) if tl.name_of(i) == "ntt_kernel")
+    assert tl.attrs[k]["cuda.correlation_id"] == 10
 
 
 def test_import_chrome(tmp_path):

@@ -152,7 +152,7 @@ def test_report_maps_to_lanes_times_and_parents(tmp_path):
     assert tl.lanes[tl.lane[k]] == gpu
     assert tl.gpu_start[k] == tl.start[k] == EPOCH + 43_000 and tl.gpu_end[k] == EPOCH + 55_000
     assert tl.parent[k] == r["ntt"]
-    assert tl.attrs[k]["cuda.api"] == "cudaLaunchKernel" and tl.attrs[k]["cuda.correlation_id"] == 10
+    assert tl.attrs[k]["cuda.api"] == "cudaLaunchKernel" and "cuda.correlation_id" not in tl.attrs[k]
     assert tl.attrs[k]["cuda.kernel.name"] == "void ntt_kernel<256>(Fr*, int)"
     assert tl.attrs[k]["cuda.grid"] == [1024, 1, 1] and tl.attrs[k]["cuda.registers_per_thread"] == 40
     # API calls: version suffix dropped, nested under the NVTX range, sync calls are 'sync'.
@@ -162,6 +162,13 @@ def test_report_maps_to_lanes_times_and_parents(tmp_path):
     res = tl.resources[tl.resource[k]]
     assert res["service.name"] == "python3" and res["process.pid"] == PID and "nsys.clock" not in res
     assert len(tl.trace_ids) == 1 and len(tl.trace_ids[0]) == 32
+
+
+def test_correlation_ids_on_request(tmp_path):
+    tl = read_nsys(build_report(tmp_path / "c.sqlite"), correlation_ids=True)
+    r = _rows(tl)
+    assert tl.attrs[r["ntt_kernel"]]["cuda.correlation_id"] == 10
+    assert tl.attrs[r["cudaLaunchKernel"]]["cuda.correlation_id"] == 10
 
 
 def test_memcpy_kinds_come_from_the_enum_tables(tmp_path):
@@ -250,5 +257,7 @@ def test_many_kernels_stay_linked(tmp_path):
     lane = tl.lanes.index(Lane("many", PID, 1, "stream:3"))
     rows = tl.lane_rows(lane)
     assert len(rows) == n
+    # Identical attribute sets are one shared dict, not one per launch.
+    assert len({id(tl.attrs[int(r)]) for r in rows}) == 1 and tl.attrs[int(rows[0])]["cuda.api"] == "cudaLaunchKernel"
     ntt = _rows(tl)["ntt"]
     assert np.all(tl.parent[rows] == ntt)
