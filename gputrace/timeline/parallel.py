@@ -94,6 +94,7 @@ def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
             loader.flush()
         except TraceFormatError as e:
             error = e
+            line_no = _count_lines(path, start, end)  # the parent needs every range's line count
     it = loader.it
     cols = {}
     attrs = {}
@@ -104,8 +105,7 @@ def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
             attrs.update(a)
         cols = {k: np.concatenate(v) for k, v in cols.items()}
     return {
-        "lines": line_no if error is None else -1,
-        "nlines": _count_lines(path, start, end),
+        "nlines": line_no,
         "error": error,
         "report": loader.report,
         "cols": cols,
