@@ -128,7 +128,8 @@ class Recorder:
         """
         with self._drain_lock:
             phases = self._collect()
-            if self._pending_cuda or any(_has_events(p) for p in phases):
+            # _ph._cuda stays None until the first phase with a stream: skip the scan for host-only runs.
+            if self._pending_cuda or (_ph._cuda is not None and any(p.ev0 is not None for p in phases)):
                 phases = self._resolve_cuda(phases, final)
             if not phases:
                 return 0

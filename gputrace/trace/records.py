@@ -103,7 +103,14 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
                 sid = ids.next_span_id()
             p.sid = sid
             p.tid = tid = (ids.trace_salt << 64) | sid
-        else:
+        elif parent.tid is not None:  # parent already met (later siblings): inherit its trace
+            ids.n += 1
+            sid = ((ids.n * _GOLDEN) & _MASK64) ^ ids.span_salt
+            if not sid:
+                sid = ids.next_span_id()
+            p.sid = sid
+            p.tid = tid = parent.tid
+        else:  # first child met before its parent (children end first): assign up the chain
             tid, sid = _ids_of(p, ids)
     else:
         tid = p.tid
