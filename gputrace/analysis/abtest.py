@@ -175,7 +175,9 @@ def analyse(
         return rep
     fr = fit_effects(runs, u, confidence)
     rep.factorial = fr
-    if rep.conclusions and e2e_row(rep.comparisons[0][1]).verdict == "too few runs":
+    if not rep.conclusions:
+        rep.conclusions.append(fr.predicted_line())  # a fraction without both corners
+    elif e2e_row(rep.comparisons[0][1]).verdict == "too few runs":
         # Too few runs of those two corners alone; the model pools every run.
         rep.conclusions[0] = fr.predicted_line()
     rep.conclusions += fr.summary_lines()
@@ -201,6 +203,6 @@ def _oat_finding(s: str, a_res: ComparisonResult | None, l_res: ComparisonResult
         if a_v in ("slower", "faster") and l_v not in ("slower", "faster"):
             parts.append("through " + _via(moved_phases(a_res, a_v)))
     if interaction:
-        parts.append("; the two disagree, so it acts through an interaction with the other switches "
-                     "(--design factorial names the partner)")
+        parts.append("; the two disagree: an interaction with the other switches, or noise at this N "
+                     "(--design factorial separates them and names the partner)")
     return SwitchFinding(s, a_res, l_res, " ".join(parts).replace(" ;", ";"), hurts, interaction)

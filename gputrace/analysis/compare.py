@@ -18,8 +18,8 @@ there are enough rounds: the per-round differences then cancel load that drifts 
 rounds (one-sample HL with the Wilcoxon signed-rank interval).
 
 Warm-up runs (the first ``warmup`` per side, by start time) are discarded and listed;
-outliers (more than 5 robust standard deviations from their side's median) are reported,
-never dropped.
+outliers (more than 5 robust standard deviations and 10 % from their side's median) are
+reported, never dropped.
 Pure numpy/scipy; any thread.
 """
 
@@ -38,6 +38,7 @@ from gputrace.timeline.model import Timeline
 
 VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "too few runs", "new", "gone")
 OUTLIER_Z = 5.0
+OUTLIER_MIN_REL = 0.10  # ... and more than 10 % from it: a run within 10 % is not worth a line
 AUTO_PAIR_MIN = 8  # rounds from which compare_measures(paired=None) pairs by round
 
 
@@ -247,7 +248,7 @@ def _residuals(v: np.ndarray) -> np.ndarray:
 
 def _outliers(b: Sequence[RunMeasures], v: Sequence[RunMeasures], key, x: np.ndarray, y: np.ndarray) -> list[dict]:
     """Runs far from their side's median: |value - median| > OUTLIER_Z robust standard
-    deviations, the scale being 1.4826 x the median absolute residual pooled over both sides
+    deviations and > OUTLIER_MIN_REL of the median, the scale being 1.4826 x the median absolute residual pooled over both sides
     (pooling keeps it stable at small N; false flags on clean lognormal noise ~2 % per key at
     N=5, <1 % at N>=15). Needs at least 5 runs per side."""
     # A side where the phase never ran (all zeros: B1's pin in the baseline) says nothing
@@ -264,7 +265,8 @@ def _outliers(b: Sequence[RunMeasures], v: Sequence[RunMeasures], key, x: np.nda
             continue
         med = float(np.median(vals))
         z = (vals - med) / scale
-        for i in np.flatnonzero(np.abs(z) > OUTLIER_Z):
+        far = (np.abs(z) > OUTLIER_Z) & (np.abs(vals - med) > OUTLIER_MIN_REL * abs(med))
+        for i in np.flatnonzero(far):
             out.append({"side": side, "run": runs[i].label, "path": key[0], "device": key[1], "clock": key[2],
                         "value_ns": float(vals[i]), "median_ns": med, "z": float(z[i])})
     return out
