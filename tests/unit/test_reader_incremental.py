@@ -138,3 +138,11 @@ def test_follow_stops_promptly_while_waiting(tmp_path):
     stop.set()
     th.join(5)
     assert not th.is_alive() and time.time() - t < 1.0 and out == []
+
+
+def test_iter_load_reads_gzip_with_compressed_progress(tmp_path):
+    p = tmp_path / "run.jsonl.gz"
+    write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2)
+    steps = list(iter_load(p))
+    assert steps[-1].done and steps[-1].bytes_read == steps[-1].bytes_total == p.stat().st_size
+    assert steps[-1].timeline.n == read_trace(p).n > 0
