@@ -38,6 +38,7 @@ from gputrace.trace import nvtx_support as _nv
 __all__ = ["Phase", "phase", "start_phase", "current_context", "DISABLED"]
 
 DISABLED: bool = os.environ.get("GPUTRACE_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
+# (read again by configure(): see disable())
 
 # Set by the recorder (gputrace.trace.recorder) under its lock; read without a lock on the hot path.
 _RECORDING = False
@@ -344,6 +345,32 @@ def _disabled_start_phase(name, **kw):
 
 def _disabled_current_context():
     return None
+
+
+def env_disabled() -> bool:
+    """True when GPUTRACE_DISABLE is set to something other than '', 0, false, no, off."""
+    return os.environ.get("GPUTRACE_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def disable() -> None:
+    """Switch to the no-op phase from now on (what GPUTRACE_DISABLE=1 at import does).
+
+    Rebinds ``phase``/``start_phase``/``current_context`` here, in ``gputrace.trace`` and in ``gputrace``;
+    references taken earlier (``from gputrace import phase``) keep the real phase, which still emits
+    NVTX but records nothing while recording is off. Called by ``configure()`` when GPUTRACE_DISABLE is set.
+    """
+    import sys
+
+    global DISABLED, phase, start_phase, current_context
+    DISABLED = True
+    phase, start_phase, current_context = _disabled_phase, _disabled_start_phase, _disabled_current_context
+    for modname in ("gputrace.trace", "gputrace"):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        for name, fn in (("phase", phase), ("start_phase", start_phase), ("current_context", current_context)):
+            if name in vars(mod):
+                setattr(mod, name, fn)
 
 
 if DISABLED:

@@ -71,6 +71,7 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._t_start = time.monotonic()
         self._summary: RunSummary | None = None
+        self.record = True
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -79,7 +80,7 @@ class Recorder:
         with _ph._states_lock:
             self._drop_base = sum(st.dropped for st in _ph._states)
         _ph._CAP = self.buffer_size
-        _ph._RECORDING = True
+        _ph._RECORDING = self.record
         self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
         self._thread.start()
 
@@ -206,8 +207,9 @@ def configure(
     ``OtlpSink`` arguments. config: the run's switches, recorded as resource attributes
     ``gputrace.config.<key>``. resource: extra resource attributes. sinks: further ``Sink`` objects
     (e.g. ``MemorySink()``). buffer_size: per-thread bound (phases past it are dropped and counted).
-    id_seed: reproducible span/trace ids (tests). Raises OSError if the trace file cannot be opened,
-    ValueError for bad arguments.
+    id_seed: reproducible span/trace ids (tests). With GPUTRACE_DISABLE set (at import or now) nothing is
+    recorded and phases are no-ops. Raises OSError if the trace file cannot be opened, ValueError for
+    bad arguments.
     """
     global _active, _atexit_registered
     from gputrace.trace.resource import build_resource
@@ -225,6 +227,9 @@ def configure(
         if not isinstance(s, Sink):
             raise ValueError(f"sinks: expected gputrace Sink objects, got {type(s).__name__}")
         all_sinks.append(s)
+    disabled = _ph.DISABLED or _ph.env_disabled()
+    if disabled and not _ph.DISABLED:
+        _ph.disable()  # GPUTRACE_DISABLE set after import: honour it from here on
     run_id = secrets.token_hex(8)
     res = build_resource(service_name, run_id, config, resource, collect_gpu_info=collect_gpu_info)
     rec = Recorder(
@@ -234,6 +239,7 @@ def configure(
         if _active is not None:
             log.info("gputrace: configure() replaced an active recorder:\n%s", _active.stop())
         _active = rec
+        rec.record = not disabled  # disabled: sinks are opened (and closed at shutdown), nothing recorded
         rec.start()
         if not _atexit_registered:
             atexit.register(_shutdown_at_exit)

@@ -310,3 +310,25 @@ def test_forked_child_does_not_write_parents_sinks(mem):
         pass
     s = shutdown()
     assert sorted(sp["name"] for sp in mem.spans) == ["assemble", "prove"] and s.spans_recorded == 2
+
+
+def test_disable_env_read_again_by_configure():
+    code = """
+import os, gputrace
+from gputrace.trace import hotpath
+real = gputrace.phase
+assert real is hotpath._phase
+os.environ["GPUTRACE_DISABLE"] = "1"
+sink = gputrace.MemorySink()
+gputrace.configure(sinks=[sink], collect_gpu_info=False)
+assert gputrace.phase is hotpath.NOOP.__class__ or gputrace.phase("x") is hotpath.NOOP
+with gputrace.phase("prove"):
+    pass
+with real("held-before"):  # an earlier reference still works but records nothing
+    pass
+print(gputrace.shutdown().spans_recorded, len(sink.spans))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "GPUTRACE_DISABLE"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "0"]
