@@ -102,6 +102,8 @@ def test_exporters_reach_jaeger_and_the_host_file(compose, otelcol):
     host, port = jaeger["endpoint"].rsplit(":", 1)
     assert host == "jaeger" and host in compose["services"] and int(port) == 4317
     assert jaeger["tls"]["insecure"] is True
+    # Jaeger v2 listens on localhost unless told otherwise; the collector is another container.
+    assert compose["services"]["jaeger"]["environment"]["JAEGER_LISTEN_HOST"] == "0.0.0.0"
     fexp = otelcol["exporters"]["file/jsonl"]
     assert fexp["format"] == "json"  # OTLP JSON lines, what gputrace reads
     # The file must land in a bind mount, so `gputrace view` on the host can open it.
