@@ -94,11 +94,11 @@ def test_pipeline_wiring_is_complete(otelcol):
     traces = service["pipelines"]["traces"]
     assert traces["processors"][0] == "memory_limiter", "memory_limiter must run first"
     kinds = {e.split("/")[0] for e in traces["exporters"]}
-    assert {"otlp", "file"} <= kinds
+    assert {"otlp_grpc", "file"} <= kinds
 
 
 def test_exporters_reach_jaeger_and_the_host_file(compose, otelcol):
-    jaeger = otelcol["exporters"]["otlp/jaeger"]
+    jaeger = otelcol["exporters"]["otlp_grpc/jaeger"]
     host, port = jaeger["endpoint"].rsplit(":", 1)
     assert host == "jaeger" and host in compose["services"] and int(port) == 4317
     assert jaeger["tls"]["insecure"] is True
