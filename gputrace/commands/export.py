@@ -29,6 +29,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--format", "-f", required=True, choices=sorted(FORMATS), help="output format")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
     p.add_argument("--lenient", action="store_true", help="skip unreadable OTLP lines instead of failing")
+    p.add_argument("--no-flows", action="store_true", help="chrome: no parent -> child arrows across lanes")
     p.set_defaults(func=run)
     return p
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "chrome":
             from gputrace.timeline.chrome import write_chrome
 
-            n = write_chrome(tl, args.output)
+            n = write_chrome(tl, args.output, flows=not args.no_flows)
             what = f"{n} events"
         elif args.format == "jaeger":
             from gputrace.timeline.jaeger import write_jaeger

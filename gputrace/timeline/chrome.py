@@ -10,7 +10,9 @@ Writer (:func:`to_chrome`, :func:`write_chrome`) — opens in ui.perfetto.dev an
 * spans with device times (``gpu_start``/``gpu_end``) on a GPU lane are drawn at device time, with
   the host enqueue times kept in ``args``;
 * ``X`` events on one thread must nest (Perfetto drops or flags the others), so a span that only
-  partly overlaps a span already on its thread goes to an extra thread ``<lane> (overlap N)``.
+  partly overlaps a span already on its thread goes to an extra thread ``<lane> (overlap N)``;
+* flow arrows (``s``/``f`` pairs) from each span to its children on other lanes (host phase -> the
+  GPU work under it), unless ``flows=False``.
 
 Reader (:func:`read_chrome`, :func:`from_chrome`) — gputrace's own files round-trip (lanes, ids and
 attributes are restored from ``otherData`` and ``args``); other tools' traces (PyTorch profiler /
@@ -173,11 +175,18 @@ def _row_args(v: _Rows, r: int, device_time: bool) -> dict:
     return a
 
 
-def to_chrome(tl: Timeline) -> dict:
-    """The Timeline as a Chrome Trace Event JSON object (``{"traceEvents": [...], ...}``)."""
+def to_chrome(tl: Timeline, flows: bool = True) -> dict:
+    """The Timeline as a Chrome Trace Event JSON object (``{"traceEvents": [...], ...}``).
+
+    ``flows``: draw an arrow (flow events ``s`` -> ``f``, binding to the enclosing slices) from each
+    span to each child on another lane, e.g. from a host phase to the GPU work it launched.
+    """
     t0 = tl.t0
     c = tl.cols
     v = _Rows(tl)
+    n = tl.n
+    track_of = np.zeros((n, 2), dtype=np.int64)  # (pid, tid) each row is drawn on
+    drawn = np.zeros((n, 2), dtype=np.int64)  # (start, end) each row is drawn at
     meta: list[dict] = []
     events: list[dict] = []
     procs: dict[tuple[str, int], int] = {}
@@ -231,6 +240,8 @@ def to_chrome(tl: Timeline) -> dict:
                 lane_map[f"{pid}/{tid}"] = {"host": lane.host, "pid": lane.pid, "device": lane.device, "name": lane.name}
             tracks[placed].append(ei)
             r = rows_l[i]
+            track_of[r] = (pid, track_tids[placed])
+            drawn[r] = (si, ei)
             events.append({
                 "name": v.name(r),
                 "cat": KIND_NAMES.get(v.kind[r], "host"),
@@ -241,6 +252,8 @@ def to_chrome(tl: Timeline) -> dict:
                 "tid": track_tids[placed],
                 "args": _row_args(v, r, use_l[i]),
             })
+    if flows and n:
+        events += _flows(tl, track_of, drawn, t0)
     return {
         "traceEvents": meta + events,
         "displayTimeUnit": "ns",
@@ -253,9 +266,33 @@ def to_chrome(tl: Timeline) -> dict:
     }
 
 
-def write_chrome(tl: Timeline, path: str | Path) -> int:
+def _flows(tl: Timeline, track_of: np.ndarray, drawn: np.ndarray, t0: int) -> list[dict]:
+    """Flow event pairs parent -> child for children on another lane (vectorised selection).
+
+    The start sits inside the parent's slice (at the child's host start, clamped to the slice) so
+    Perfetto binds it to the parent; the finish (``bp: e``) binds to the child's enclosing slice.
+    """
+    c = tl.cols
+    par = c["parent"]
+    kids = np.nonzero(par >= 0)[0]
+    if len(kids) == 0:
+        return []
+    ps = par[kids]
+    kids = kids[c["lane"][kids] != c["lane"][ps]]
+    ps = par[kids]
+    at = np.clip(c["start"][kids], drawn[ps, 0], drawn[ps, 1])
+    out = []
+    for k, (r, p, a) in enumerate(zip(kids.tolist(), ps.tolist(), at.tolist()), 1):
+        out.append({"name": "parent", "cat": "gputrace.flow", "ph": "s", "id": k, "ts": _us(a - t0),
+                    "pid": int(track_of[p, 0]), "tid": int(track_of[p, 1])})
+        out.append({"name": "parent", "cat": "gputrace.flow", "ph": "f", "bp": "e", "id": k,
+                    "ts": _us(int(drawn[r, 0]) - t0), "pid": int(track_of[r, 0]), "tid": int(track_of[r, 1])})
+    return out
+
+
+def write_chrome(tl: Timeline, path: str | Path, flows: bool = True) -> int:
     """Write :func:`to_chrome` to ``path`` (gzip if it ends in ``.gz``); returns the event count."""
-    doc = to_chrome(tl)
+    doc = to_chrome(tl, flows=flows)
     data = orjson.dumps(doc)
     p = Path(path)
     if p.suffix == ".gz":

@@ -61,6 +61,10 @@ def test_export_from_nsys_report(tmp_path):
     doc = json.loads(gzip.decompress(out.read_bytes()))
     validate_chrome(doc)
     assert any(e["name"] == "ntt_kernel" for e in doc["traceEvents"])
+    flows = [e for e in doc["traceEvents"] if e["ph"] == "s"]
+    assert flows, "kernels should have arrows from the NVTX range that launched them"
+    r = gputrace("export", "-f", "chrome", "--no-flows", rep, "-o", tmp_path / "nf.json")
+    assert r.returncode == 0 and '"ph":"s"' not in (tmp_path / "nf.json").read_text()
     r = gputrace("export", "-f", "otlp", rep, "-o", tmp_path / "p.jsonl")
     assert r.returncode == 0 and (tmp_path / "p.jsonl").read_bytes().count(b"\n") >= 1
 

@@ -69,6 +69,7 @@ def validate_chrome(doc: dict) -> None:
     assert isinstance(doc["traceEvents"], list)
     assert doc.get("displayTimeUnit", "ms") in ("ms", "ns")
     procs, threads, used = set(), set(), set()
+    flows: dict = {}
     by_thread: dict[tuple, list] = {}
     for ev in doc["traceEvents"]:
         assert isinstance(ev["pid"], int) and isinstance(ev["tid"], int)
@@ -82,6 +83,8 @@ def validate_chrome(doc: dict) -> None:
                 procs.add(ev["pid"])
             if ev["name"] == "thread_name":
                 threads.add((ev["pid"], ev["tid"]))
+        elif ev["ph"] in ("s", "f"):
+            flows.setdefault(ev["id"], []).append(ev)
         else:
             assert ev["ph"] == "X", ev
             assert isinstance(ev["name"], str) and isinstance(ev["cat"], str)
@@ -91,6 +94,12 @@ def validate_chrome(doc: dict) -> None:
             used.add((ev["pid"], ev["tid"]))
             by_thread.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"]))
     assert used <= threads, f"threads without thread_name: {used - threads}"
+    for fid, pair in flows.items():  # one start, one finish, each inside a slice of its thread
+        assert sorted(e["ph"] for e in pair) == ["f", "s"], fid
+        for e in pair:
+            assert (e["pid"], e["tid"]) in threads and isinstance(e["ts"], (int, float))
+            assert e["ph"] == "s" or e["bp"] == "e"
+            assert any(s <= e["ts"] <= t for s, t in by_thread.get((e["pid"], e["tid"]), [])), f"flow {fid} outside a slice"
     assert {p for p, _ in threads} <= procs
     for key, spans in by_thread.items():  # X events on one thread nest
         stack: list[float] = []
@@ -124,6 +133,13 @@ def test_export_follows_the_format_and_maps_processes():
     assert xs["coset_ntt"]["args"]["parent_span_id"] == "0000000000000004"
     assert xs["prove"]["args"]["trace_id"] == TRACE and xs["prove"]["args"]["color"].startswith("#")
     assert doc["otherData"]["t0_epoch_ns"] == str(T0)
+    # Arrows from the host phase to the GPU work under it (children on other lanes only).
+    starts = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "s"}
+    ends = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "f"}
+    assert len(starts) == 2  # prove -> ntt (GPU 0), prove -> msm_h (GPU 1); coset_ntt shares ntt's lane
+    assert {(ends[i]["pid"], ends[i]["ts"]) for i in starts} == {(xs["ntt"]["pid"], 500.0), (xs["msm_h"]["pid"], 520.0)}
+    assert all(s["pid"] == cpu and s["tid"] == xs["prove"]["tid"] for s in starts.values())
+    assert not any(e["ph"] in "sf" for e in to_chrome(sample_timeline(), flows=False)["traceEvents"])
 
 
 def test_export_matches_golden(tmp_path):
