@@ -55,7 +55,8 @@ def summary_table(result):
 
     labels = sorted({lab for _, lab in result.phase_seconds}, key=lambda s: (s != "host", s))
     names = {n for n, _ in result.phase_seconds}
-    order = [n for n in ("setup", *PHASES, "verify") if n in names] + sorted(names - set(PHASES) - {"setup", "verify"})
+    head = ("setup", "load_bases")
+    order = [n for n in (*head, *PHASES, "verify") if n in names] + sorted(names - set(PHASES) - {*head, "verify"})
     t = Table(title=f"per-phase seconds ({result.backend}, {result.constraints} constraints/circuit)")
     t.add_column("phase")
     for lab in labels:

@@ -145,11 +145,13 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                  stats: _Stats, total: int) -> tuple[list[Proof], list[list[int]]]:
     ndev = backend.device_count()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    bases = [
-        {name: backend.load_bases(name, pts, d) for name, pts in
-         (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))}
-        for d in range(ndev)
-    ]
+    bases = []
+    for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
+        lane = backend.lanes(d)[0]
+        with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
+                         points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h)):
+            bases.append({name: backend.load_bases(name, pts, d) for name, pts in
+                          (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))})
     g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
     witnesses: list[Future] = []
     b_g2: list[Future] = []

@@ -39,7 +39,7 @@ def test_every_phase_present_nested_and_on_its_lane(tmp_path, key_dir):
     assert DEVICE_PHASES | {"synthesis", "b_g2", "pin", "unpin"} <= names
     for s in spans:
         a = s["attributes"]
-        if s["name"] in ("setup", "verify", "prove"):
+        if s["name"] in ("setup", "verify", "prove", "load_bases"):
             continue
         # walk up to the root: every phase of the batch sits under the one prove span
         p = s
