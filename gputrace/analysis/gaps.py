@@ -24,7 +24,6 @@ from gputrace.analysis._common import (
     gaps_between,
     group_ids,
     host_rows,
-    pair_overlaps,
     row_hosts,
     run_index,
     uncovered,
@@ -235,31 +234,56 @@ def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):
     if ngap == 0 or len(hrows) == 0:
         return np.zeros(ngap + 1, np.int64), z, z
     c = tl.cols
+    # Only host spans that overlap some gap matter (exactly: a child outside every gap cannot
+    # change its parent's self time inside one). Merge the gaps and test each span against them.
+    _, ug_s, ug_e = union_by_group(np.zeros(ngap, np.int64), gs, ge)
+    hs, he = c["start"][hrows], c["end"][hrows]
+    hrows = hrows[np.searchsorted(ug_e, hs, side="right") < np.searchsorted(ug_s, he, side="left")]
+    if len(hrows) == 0:
+        return np.zeros(ngap + 1, np.int64), z, z
     mask = np.zeros(tl.n, bool)
     mask[hrows] = True
     srow, ss, se = uncovered(tl, mask, hrows)
     stride = len(tl.lanes) + 1
     skey = run[srow] * stride + host[srow]
     gkey = gap_run * stride + gap_host
-    so = np.argsort(skey, kind="stable")
-    skey_sorted = skey[so]
+    # Segments sorted by (run/host key, start) once; per key a running maximum of their ends
+    # bounds the first candidate for each gap. Queries are the (few) gaps, not the (many)
+    # segments: binary searches cost O(gaps x log segments).
+    so = np.lexsort((ss, skey))
+    skey_s, ss_s, se_s, srow_s = skey[so], ss[so], se[so], srow[so]
+    pm_cache: dict[int, tuple[int, np.ndarray]] = {}
     pg_parts, ov_parts, ph_parts = [], [], []
-    # One device group at a time: its gaps are disjoint, so the candidate ranges are tight.
     gid, _ = group_ids(gkey, gap_dev)
     go = np.argsort(gid, kind="stable")
     bounds = np.searchsorted(gid[go], np.arange(int(gid.max()) + 2))
     for k in range(len(bounds) - 1):
         gidx = go[bounds[k] : bounds[k + 1]]
-        key = int(gkey[gidx[0]])
-        lo, hi = np.searchsorted(skey_sorted, [key, key + 1])
-        sidx = so[lo:hi]
-        if len(sidx) == 0:
+        if len(gidx) == 0:
             continue
-        ai, bj = pair_overlaps(ss[sidx], se[sidx], gs[gidx], ge[gidx])
-        a, g = sidx[ai], gidx[bj]
+        key = int(gkey[gidx[0]])
+        if key not in pm_cache:
+            lo, hi = np.searchsorted(skey_s, [key, key + 1])
+            pm_cache[key] = (int(lo), np.maximum.accumulate(se_s[lo:hi]) if hi > lo else np.zeros(0, np.int64))
+        base, pm = pm_cache[key]
+        if len(pm) == 0:
+            continue
+        starts = ss_s[base : base + len(pm)]
+        g_s, g_e = gs[gidx], ge[gidx]
+        first = np.searchsorted(pm, g_s, side="right")
+        last = np.searchsorted(starts, g_e, side="left")
+        cnt = np.maximum(last - first, 0)
+        tot = int(cnt.sum())
+        if tot == 0:
+            continue
+        gi = np.repeat(np.arange(len(gidx), dtype=np.int64), cnt)
+        pos = base + np.arange(tot, dtype=np.int64) + np.repeat(first - np.cumsum(cnt) + cnt, cnt)
+        ok = se_s[pos] > g_s[gi]
+        gi, pos = gi[ok], pos[ok]
+        g = gidx[gi]
         pg_parts.append(g)
-        ov_parts.append(np.minimum(se[a], ge[g]) - np.maximum(ss[a], gs[g]))
-        ph_parts.append(c["phase"][srow[a]].astype(np.int64))
+        ov_parts.append(np.minimum(se_s[pos], ge[g]) - np.maximum(ss_s[pos], gs[g]))
+        ph_parts.append(c["phase"][srow_s[pos]].astype(np.int64))
     if not pg_parts:
         return np.zeros(ngap + 1, np.int64), z, z
     pg, ov, ph = (np.concatenate(p) for p in (pg_parts, ov_parts, ph_parts))

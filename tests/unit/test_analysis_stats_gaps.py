@@ -127,3 +127,90 @@ def test_gaps_activity_only_for_longest():
     assert longest[0].duration == 600 and longest[0].measured and longest[1].measured
     assert not longest[2].measured and longest[2].host_activity == []
     assert longest[2].describe() == "GPU 1 idle 300 ns (trailing)"
+
+
+def _random_trace(seed):
+    rng = np.random.default_rng(seed)
+    spans, t = [], 0
+    for r in range(30):
+        root = f"r{r}"
+        start = t
+        s = t
+        kids = []
+        for k in range(4):
+            d = int(rng.integers(10, 100))
+            kind = ["host", "gpu"][int(rng.integers(0, 2))]
+            sp = {"id": f"{root}k{k}", "name": ["synthesis", "ntt", "msm_l", "b_g2"][k], "start": s, "end": s + d, "parent": root}
+            if kind == "gpu":
+                dev = int(rng.integers(0, 2))
+                sp.update(device=dev, lane=f"stream:{dev}", gpu_start=s + 1, gpu_end=s + d)
+            else:
+                sp.update(kind="host", lane=f"thread:t{int(rng.integers(0, 2))}")
+                if rng.random() < 0.5:  # a nested host child
+                    kids.append({"name": "assemble", "start": s + 2, "end": s + d // 2, "parent": sp["id"], "kind": "host", "lane": sp["lane"]})
+            kids.append(sp)
+            s += d + int(rng.integers(0, 30))
+        spans.append({"id": root, "name": "prove", "start": start, "end": s, "kind": "host"})
+        spans += kids
+        t = s + int(rng.integers(0, 50))
+    return make_timeline(spans)
+
+
+def _brute_activity(tl, g0, g1):
+    c = tl.cols
+    host = [r for r in range(tl.n) if c["gpu_start"][r] < 0 and c["kind"][r] != 1]
+    hs = set(host)
+    out = {}
+    for r in host:
+        a, b = int(c["start"][r]), int(c["end"][r])
+        covered = set()
+        for k in range(tl.n):
+            if c["parent"][k] == r and k in hs:
+                covered |= set(range(max(a, int(c["start"][k])), min(b, int(c["end"][k]))))
+        own = set(range(max(a, g0), min(b, g1))) - covered
+        if own:
+            p = tl.phases[int(c["phase"][r])]
+            out[p] = out.get(p, 0) + len(own)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gap_activity_matches_brute_force(seed):
+    tl = _random_trace(seed)
+    g = gpu_idle_gaps(tl)
+    assert len(g) > 5
+    for i in range(len(g)):
+        gap = g.gap(i)
+        assert dict(gap.host_activity) == _brute_activity(tl, gap.start, gap.end)
+    # Limiting the measured gaps does not change the measured ones.
+    lim = gpu_idle_gaps(tl, activity_for=3)
+    full = {(x.device, x.start): x.host_activity for x in g.largest(len(g))}
+    for x in lim.largest(3):
+        assert x.measured and x.host_activity == full[(x.device, x.start)]
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_gaps_match_brute_force(seed):
+    tl = _random_trace(seed)
+    c = tl.cols
+    lo = int(min(c["start"].min(), c["gpu_start"][c["gpu_start"] >= 0].min()))
+    hi = int(max(c["end"].max(), c["gpu_end"].max()))
+    want = set()
+    for dev in (0, 1):
+        busy = np.zeros(hi - lo, bool)
+        for r in range(tl.n):
+            if c["device"][r] == dev:
+                a, b = (c["gpu_start"][r], c["gpu_end"][r]) if c["gpu_start"][r] >= 0 else (c["start"][r], c["end"][r])
+                busy[a - lo : b - lo] = True
+        t = 0
+        while t < len(busy):  # maximal idle runs
+            if busy[t]:
+                t += 1
+                continue
+            u = t
+            while u < len(busy) and not busy[u]:
+                u += 1
+            want.add((dev, t + lo, u + lo))
+            t = u
+    g = gpu_idle_gaps(tl)
+    assert set(zip(g.device.tolist(), g.start.tolist(), g.end.tolist())) == want
