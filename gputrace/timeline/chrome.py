@@ -20,8 +20,8 @@ Kineto, ``chrome://tracing`` recordings) map ``X`` events and ``B``/``E`` pairs 
 with ``args.device`` and ``args.stream`` (Kineto GPU activity) go to that GPU's stream lane, the rest
 to ``thread:<thread_name>``. Nesting comes from time containment per lane; a GPU event whose
 ``args.correlation`` matches a CPU runtime call gets that call's enclosing span as its parent.
-Instant, counter, flow and async events are skipped (counted in ``Timeline.attrs`` of no row; see
-the ``skipped`` value returned by :func:`from_chrome`'s ``stats``).
+Instant, counter, flow and async events are skipped (counted in the ``skipped`` entry of
+:func:`from_chrome`'s ``stats``).
 
 Pure functions; no threads. Errors name the file and the event index.
 """

@@ -84,6 +84,17 @@ def test_http_exporter_spans_reach_the_file(receiver):
     _check_file(receiver.out_path, ids, "gpuhost2", 22)
 
 
+def test_gzip_compressed_exporters(receiver):
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import Compression as GrpcCompression
+    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+
+    _emit(GrpcExporter(endpoint=receiver.grpc_endpoint, insecure=True, compression=GrpcCompression.Gzip), "g", 1)
+    _emit(HttpExporter(endpoint=receiver.http_endpoint, compression=HttpCompression.Gzip), "h", 2)
+    assert receiver.wait_for(4, timeout=10)
+    assert {ln.host for ln in read_trace(receiver.out_path).lanes} == {"g", "h"}
+    assert receiver.stats().rejected == 0
+
+
 def test_many_processes_at_once(receiver):
     def work(i):
         exp = GrpcExporter(endpoint=receiver.grpc_endpoint, insecure=True) if i % 2 else HttpExporter(endpoint=receiver.http_endpoint)
