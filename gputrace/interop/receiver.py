@@ -282,7 +282,9 @@ class OtlpReceiver:
 
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="gputrace-otlp-grpc"),
-            options=[("grpc.max_receive_message_length", self.max_request_bytes)],
+            # so_reuseport=0: gRPC would otherwise share a port already in use (e.g. with a running
+            # collector) and split the traffic silently; binding must fail instead.
+            options=[("grpc.max_receive_message_length", self.max_request_bytes), ("grpc.so_reuseport", 0)],
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(), server)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

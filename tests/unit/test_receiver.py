@@ -248,6 +248,11 @@ def test_port_in_use_is_an_oserror(tmp_path, receiver):
     with pytest.raises(OSError):
         other.start()
     assert not other.running
+    # gRPC too: no silent port sharing (SO_REUSEPORT) with whoever holds it.
+    other = OtlpReceiver(f"127.0.0.1:{receiver.grpc_port}", None, tmp_path / "o.jsonl")
+    with pytest.raises(OSError, match="gRPC"):
+        other.start()
+    assert not other.running
 
 
 def test_import_is_light():
