@@ -68,6 +68,51 @@ def test_ntt_and_h_eval_identical_to_cpu(gpu, rng, pinned):
     assert np.array_equal(outs[0], outs[1]), f"GPU H differs from CPU at 2^{LOGN} (seed {SEED})"
 
 
+def _busy(stream, ms: float = 50.0) -> None:
+    """Queue roughly ``ms`` of float32 matrix products on ``stream`` (keeps it busy; nothing waits)."""
+    with stream:
+        x = cupy.random.random((4096, 4096), dtype=cupy.float32)
+        for _ in range(max(1, int(ms / 3))):
+            x = x @ x
+            x /= 4096.0
+
+
+def test_fresh_tables_behind_queued_work(rng):
+    """Regression: a 2^18 GPU proof once failed to verify because NTT tables were built from temporaries
+    allocated on the legacy default stream; with the backend's non-blocking stream still busy, CuPy's pool
+    handed those blocks to the next allocation, which overwrote them before the queued kernel read them.
+    Here the stream is kept busy while a fresh backend builds every table, pinned input (async copy)."""
+    from gputrace.prover.backends.cuda import CudaBackend
+
+    cpu = CpuBackend(1)
+    n = 1 << 14
+    host = _rand(rng, (3, n))
+    lane = cpu.lanes(0)[0]
+    dev = cpu.h2d(host, 0, lane)
+    dev = cpu.ntt(cpu.ntt(dev, inverse=True, coset=False), inverse=False, coset=True)
+    h = cpu.h_eval(cpu.rows(dev, 0, 1), cpu.rows(dev, 1, 2), cpu.rows(dev, 2, 3))
+    want = cpu.d2h(cpu.ntt(h, inverse=True, coset=True))
+    for _ in range(3):
+        be = CudaBackend(1)
+        try:
+            lane = be.lanes(0)[0]
+            _busy(lane.stream)
+            p = be.pin(host)
+            try:
+                dev = be.h2d(p, 0, lane)
+                dev = be.ntt(dev, inverse=True, coset=False, lane=lane)
+                _busy(lane.stream, 10)
+                dev = be.ntt(dev, inverse=False, coset=True, lane=lane)
+                h = be.h_eval(be.rows(dev, 0, 1), be.rows(dev, 1, 2), be.rows(dev, 2, 3), lane=lane)
+                h = be.ntt(h, inverse=True, coset=True, lane=lane)
+                got = be.d2h(h, lane)
+            finally:
+                be.unpin(p)
+        finally:
+            be.close()
+        assert np.array_equal(got, want), f"H built behind queued work differs from the CPU's (seed {SEED})"
+
+
 def test_msm_and_batch_add_identical_to_cpu(gpu, rng):
     from py_arkworks_bls12381 import G1Point
 
@@ -106,6 +151,19 @@ def test_errors_name_the_call(gpu):
 
     with pytest.raises(BackendError, match=r"needed \d+ bytes"):
         empty((free // 8 + (1 << 34),), np.uint64, "huge test buffer", 0)
+
+
+@pytest.mark.parametrize("logn", [18])
+def test_gpu_proof_verifies_at_2_18(tmp_path, logn):
+    """A 2^18-constraint proof (the size that exposed the stream race); key generation takes a minute."""
+    from gputrace.prover.pipeline import run_prove
+
+    if os.environ.get("GPUTRACE_GPU_TEST_BIG", "1") == "0":
+        pytest.skip("GPUTRACE_GPU_TEST_BIG=0")
+    keys = os.environ.get("GPUTRACE_GPU_TEST_KEYS") or str(tmp_path / "keys")
+    res = run_prove(ProveOptions(constraints=1 << logn, batch=1, devices=1, backend="cuda",
+                                 opts=frozenset(OPT_NAMES), out_dir=tmp_path, key_dir=keys, configure_tracer=False))
+    assert res.verified == [True]
 
 
 def test_gpu_proof_verifies_and_is_device_timed(tmp_path):

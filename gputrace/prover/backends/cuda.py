@@ -20,6 +20,10 @@ What each call does (docs/gpu.md repeats this):
 Errors: ``BackendUnavailable`` without CuPy or a GPU (or fewer GPUs than asked); ``BackendError``
 naming the failing CUDA call otherwise, with byte counts for out-of-memory.
 Threads: calls for different devices may run concurrently; one device is used by one thread at a time.
+Streams: each device's stream is non-blocking (no implicit order with the legacy default stream), so every
+device buffer, temporary or not, is allocated and filled on the stream that reads it: CuPy's memory pool
+is stream-ordered, and a block freed under another stream could be reused and overwritten while queued
+work still reads it (a 2^18 proof failed to verify that way in an earlier version).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class _Device:
             self.stream = cupy.cuda.Stream(non_blocking=True)
             self.ntt = FrNtt(index)
             self.msm = G1Msm(index)
+            cupy.cuda.Device(index).synchronize()
         self.lane = LaneInfo(device=index, lane="stream:0", stream=self.stream, index=index)
 
 
@@ -145,7 +150,7 @@ class CudaBackend(ProverBackend):
             raise BackendError(f"cuda h2d: expected uint64 (..., 4) limbs, got {arr.dtype} {arr.shape}")
         arr = np.ascontiguousarray(arr)
         s = self._stream(device, lane)
-        with cupy.cuda.Device(device):
+        with cupy.cuda.Device(device), s:  # allocate on the stream that uses it (stream-ordered pool)
             dst = empty(arr.shape, np.uint64, f"h2d ({arr.nbytes} bytes)", device)
             check(f"cudaMemcpyAsync(H2D, {arr.nbytes} bytes)", dst.set, arr, stream=s)
             d.ntt.to_mont(dst, s)
@@ -201,7 +206,7 @@ class CudaBackend(ProverBackend):
                lane: LaneInfo | None = None) -> Any:
         d = self._dev(bases.device)
         s = self._stream(bases.device, lane)
-        with cupy.cuda.Device(bases.device):
+        with cupy.cuda.Device(bases.device), s:
             if isinstance(scalars, DeviceArray):
                 if scalars.device != bases.device:
                     raise BackendError(f"cuda msm_g1({bases.name}): scalars on device {scalars.device}, "
@@ -225,7 +230,7 @@ class CudaBackend(ProverBackend):
         idx = np.flatnonzero(np.asarray(select, dtype=bool)).astype(np.int64)
         if idx.size and idx[-1] >= bases.count:
             raise BackendError(f"cuda batch_add_g1({bases.name}): index {int(idx[-1])} >= {bases.count} bases")
-        with cupy.cuda.Device(bases.device):
+        with cupy.cuda.Device(bases.device), s:
             didx = empty(idx.shape, np.int64, f"batch_add_g1({bases.name}) indices", bases.device)
             if idx.size:
                 with gputrace.phase("h2d", device=d.index, stream=s, bytes=idx.nbytes, what="indices"):

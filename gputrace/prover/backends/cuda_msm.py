@@ -70,12 +70,15 @@ class G1Msm:
         self._k = {fn: kernel(module, device, fn) for fn in (
             "fq_to_mont", "msm_digits", "sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner")}
         self._none = cupy.zeros(1, dtype=np.int64)
+        cupy.cuda.get_current_stream().synchronize()  # ready before any other stream reads it
 
     def load_bases(self, limbs: np.ndarray, stream) -> cupy.ndarray:
         arr = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, 12)
-        d = empty(arr.shape, np.uint64, f"bases ({len(arr)} points)", self.device)
-        check("cudaMemcpyAsync(bases H2D)", d.set, arr, stream=stream)
-        launch(self._k["fq_to_mont"], "fq_to_mont", 2 * len(arr), (d, u64(2 * len(arr))), stream)
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        with stream:
+            d = empty(arr.shape, np.uint64, f"bases ({len(arr)} points)", self.device)
+            check("cudaMemcpyAsync(bases H2D)", d.set, arr, stream=stream)
+            launch(self._k["fq_to_mont"], "fq_to_mont", 2 * len(arr), (d, u64(2 * len(arr))), stream)
         return d
 
     # -- chunked reductions ---------------------------------------------------------------------

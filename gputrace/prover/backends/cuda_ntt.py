@@ -6,6 +6,8 @@ and out, coset shift 7, inverse includes 1/n. Tables (w^j, w^-j for j < n/2; 7^i
 built on the device by ``fr_powers`` from log2(n) host-computed powers and cached per size.
 
 Thread: one instance per device, used by that device's worker thread; table builds are locked.
+Streams: every temporary is allocated, filled and read on the caller's stream (CuPy's memory pool is
+stream-ordered); tables are built on the first caller's stream and read by later work on that stream.
 Raises ``BackendError`` (from ``cuda_kernels``) on CUDA failures.
 """
 
@@ -32,6 +34,11 @@ def mont_limbs(values: list[int]) -> np.ndarray:
     return np.frombuffer(buf, dtype="<u8").reshape(len(values), 4).astype(np.uint64)
 
 
+def _stream(stream):
+    """``stream``, or CuPy's current stream for ``None``."""
+    return stream if stream is not None else cupy.cuda.get_current_stream()
+
+
 class FrNtt:
     """NTT engine for one device (see module docstring)."""
 
@@ -48,10 +55,15 @@ class FrNtt:
         """Device table ``scale * base^i`` for i < count (Montgomery)."""
         bits = max(1, (count - 1).bit_length())
         pow2 = [pow(base, 1 << b, R) for b in range(bits)]
-        d_pow2 = cupy.asarray(mont_limbs(pow2))
-        d_scale = cupy.asarray(mont_limbs([scale % R]))
-        out = empty((count, 4), np.uint64, f"ntt tables ({count} elements)", self.device)
-        launch(self._k["fr_powers"], "fr_powers", count, (out, d_pow2, d_scale, u64(count)), stream)
+        stream = _stream(stream)
+        # Temporaries are allocated and copied *on the stream* that reads them: CuPy's pool hands a freed
+        # block to the next allocation of its stream, and a block freed under another stream could be
+        # overwritten while this (non-blocking) stream still has the kernel that reads it queued.
+        with stream:
+            d_pow2 = cupy.asarray(mont_limbs(pow2))
+            d_scale = cupy.asarray(mont_limbs([scale % R]))
+            out = empty((count, 4), np.uint64, f"ntt tables ({count} elements)", self.device)
+            launch(self._k["fr_powers"], "fr_powers", count, (out, d_pow2, d_scale, u64(count)), stream)
         return out
 
     def _table(self, kind: str, logn: int, stream) -> cupy.ndarray:
@@ -72,7 +84,8 @@ class FrNtt:
                 elif kind == "icoset":  # 7^-i / n: inverse coset shift with the 1/n scaling folded in
                     t = self.powers(inv(COSET_SHIFT), n, inv(n), stream)
                 elif kind == "ninv":
-                    t = cupy.asarray(mont_limbs([inv(n)]))
+                    with _stream(stream):
+                        t = cupy.asarray(mont_limbs([inv(n)]))
                 else:  # pragma: no cover - internal
                     raise KeyError(kind)
                 self._tables[key] = t
@@ -132,7 +145,9 @@ class FrNtt:
         if not (a.shape == b.shape == c.shape):
             raise BackendError(f"cuda h_eval: shapes differ {a.shape} {b.shape} {c.shape}")
         n = a.shape[-2]
-        zinv = cupy.asarray(mont_limbs([inv((pow(COSET_SHIFT, n, R) - 1) % R)]))
-        total = a.size // 4
-        launch(self._k["fr_h_eval"], "fr_h_eval", total, (a, b, c, zinv, u64(total)), stream)
+        stream = _stream(stream)
+        with stream:  # zinv lives on the stream that reads it (see ``powers``)
+            zinv = cupy.asarray(mont_limbs([inv((pow(COSET_SHIFT, n, R) - 1) % R)]))
+            total = a.size // 4
+            launch(self._k["fr_h_eval"], "fr_h_eval", total, (a, b, c, zinv, u64(total)), stream)
         return a
