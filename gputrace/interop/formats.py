@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import os
-from pathlib import Path
 from typing import Sequence, Union
 
 from gputrace.timeline.model import Timeline

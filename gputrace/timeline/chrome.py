@@ -31,7 +31,7 @@ from __future__ import annotations
 import gzip
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import orjson

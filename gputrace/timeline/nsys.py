@@ -395,7 +395,6 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
             parent[r] = p
     proc = np.asarray(R.proc, dtype=np.int64)
     procs = sorted(set(np.unique(proc).tolist()))
-    proc_ix = {g: i for i, g in enumerate(procs)}
     resources, trace_ids = [], []
     for g in procs:
         pid = (g >> 24) & 0xFFFFFF

@@ -4,7 +4,6 @@ read_any opens every format by content."""
 from __future__ import annotations
 
 import gzip
-import json
 
 import numpy as np
 import orjson
