@@ -333,9 +333,11 @@ class _NoopPhase(itertools.repeat):
 NOOP = _NoopPhase(None, 0)
 
 
-def _disabled_phase(name, **kw):
-    # (name, **kw) rather than the named keyword parameters: filling eight unused defaults costs more
-    # (measured 560 vs 371 ns per bare call on the dev box) than building the small kwargs dict.
+def _disabled_phase(name, *, device=None, bytes=None, stream=None, **kw):
+    # The three named parameters of phase() and nothing more: keyword arguments that bind to named
+    # parameters need no kwargs-dict entries (with device= and bytes=: 427 ns against 584 ns for
+    # (name, **kw)), while every extra unused default costs ~30 ns on a bare call (all eight named:
+    # 560 ns bare, against 454 ns here and 372 ns for (name, **kw)).
     return NOOP
 
 
