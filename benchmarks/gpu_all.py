@@ -105,6 +105,7 @@ def build() -> None:
 # -- 2. tests ---------------------------------------------------------------------------------
 def tests(quick: bool, tracer_bench: bool = True) -> None:
     env = dict(os.environ)
+    env.setdefault("GPUTRACE_GPU_TEST_KEYS", str(ROOT / ".gpukeys"))  # the 2^18 test's keys serve the proof section
     if quick:
         env.setdefault("GPUTRACE_GPU_TEST_LOGN", "1,5,11")
         env.setdefault("GPUTRACE_GPU_TEST_MSM", "1,100,2000")

@@ -120,7 +120,7 @@ class CudaBackend(ProverBackend):
                     d.stream.synchronize()
                 except Exception:
                     pass
-        cupy.get_default_memory_pool().free_all_blocks()
+                cupy.get_default_memory_pool().free_all_blocks()  # the pool of this device
 
     # -- host memory and transfers ------------------------------------------------------------
     def pin(self, host: np.ndarray) -> PinnedHost:
