@@ -13,7 +13,7 @@ Not thread-safe: one ``Interner`` per load, used from one thread.
 from __future__ import annotations
 
 import base64
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 
 import numpy as np
@@ -213,8 +213,8 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
     lens = np.fromiter(map(len, attr_lists), np.int64, n)
     flat = list(chain.from_iterable(attr_lists))
     if flat:
-        vals = np.empty(len(flat), dtype=object)
-        vals[:] = list(map(_g_value, flat))
+        # fromiter(dtype=object) skips the per-element sequence checks of ``arr[:] = list``.
+        vals = np.fromiter(map(_g_value, flat), dtype=object, count=len(flat))
         codes = np.fromiter(map(_KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
         rows = np.repeat(np.arange(n, dtype=np.int64), lens)
         first = np.zeros(n, dtype=np.int64)
@@ -322,18 +322,16 @@ def _int64_column(vals: list, fld: str, mark) -> np.ndarray:
 def _int_values(sel: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str, mark) -> np.ndarray:
     lo, hi = _INT_BOUNDS[colname]
     dt = np.int16 if colname == "device" else np.int32 if colname in ("circuit", "batch") else np.int64
-    ints = np.empty(len(sel), dtype=object)
-    ints[:] = list(map(_g_int, sel))
     try:
-        arr = ints.astype(np.int64)  # raises TypeError on None (a value that is not intValue)
+        arr = np.fromiter(map(_g_int, sel), np.int64, len(sel))  # TypeError on None (not an intValue)
         if len(arr) and (arr.min() < lo or arr.max() > hi):
             raise OverflowError
         return arr.astype(dt)
     except (TypeError, OverflowError, ValueError):
         pass
     out = np.full(len(sel), -1, dtype=np.int64)
-    for j, v in enumerate(ints):
-        av = sel[j]
+    for j, av in enumerate(sel):
+        v = av.intValue
         if v is None and av.doubleValue is not None and float(av.doubleValue).is_integer():
             v = int(av.doubleValue)
         if v is None and av.stringValue is not None and av.stringValue.lstrip("-").isdigit():
@@ -382,10 +380,12 @@ def _trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
 
 def _id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
     n = len(ids)
-    if allow_empty:
-        ids = [s or "0000000000000000" for s in ids]
+    orig = ids
+    ok_lengths = sum(map(len, ids)) == 16 * (n - ids.count("")) if allow_empty else True
+    if allow_empty and ok_lengths:
+        ids = list(map(str.zfill, ids, repeat(16)))  # "" -> 16 zeros, in C (lengths checked above)
     joined = "".join(ids)
-    if len(joined) == 16 * n:
+    if ok_lengths and len(joined) == 16 * n:
         try:
             raw = bytes.fromhex(joined)
             if len(raw) == 8 * n:
@@ -395,7 +395,9 @@ def _id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
         except ValueError:
             pass
     out = np.zeros(n, dtype=np.uint64)
-    for i, s in enumerate(ids):
+    for i, s in enumerate(orig):
+        if allow_empty and s == "":
+            continue
         try:
             v = parse_id(s, 8)
         except ValueError as e:

@@ -149,3 +149,17 @@ def test_error_pickles_and_keeps_fields():
     e = TraceFormatError("a.jsonl", 3, "x.y", "bad", "bad field")
     e2 = pickle.loads(pickle.dumps(e))
     assert (e2.path, e2.line, e2.field, e2.message, e2.reason, str(e2)) == ("a.jsonl", 3, "x.y", "bad", "bad field", "a.jsonl:3: field x.y: bad")
+
+
+def test_short_or_base64_parent_ids(tmp_path):
+    import base64
+
+    good_b64 = base64.b64encode((3).to_bytes(8, "big")).decode()
+    parent = _mutate(lambda s: (s[1].__setitem__("parentSpanId", good_b64), s[2].__setitem__("parentSpanId", "")))
+    tl = read_trace(_write(tmp_path, parent))
+    assert tl.n == 5 and int(tl.parent_span_id[1]) == 3 and int(tl.parent_span_id[2]) == 0
+    bad = _mutate(_set(1, "parentSpanId", "abc"))
+    p = _write(tmp_path, bad, "bad.jsonl")
+    with pytest.raises(TraceFormatError) as ei:
+        read_trace(p)
+    assert str(ei.value) == f"{p}:1: field {SP}[1].parentSpanId: expected 16 hex characters, got 'abc'"
