@@ -214,6 +214,16 @@ def configure(
     global _active, _atexit_registered
     from gputrace.trace.resource import build_resource
 
+    # Check the arguments before opening any file or connection.
+    if buffer_size < 1:
+        raise ValueError(f"buffer_size must be >= 1, got {buffer_size}")
+    if not flush_interval_s > 0:
+        raise ValueError(f"flush_interval_s must be > 0, got {flush_interval_s}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping of switch name -> value, got {type(config).__name__}")
+    for s in sinks or ():
+        if not isinstance(s, Sink):
+            raise ValueError(f"sinks: expected gputrace Sink objects, got {type(s).__name__}")
     all_sinks: list[Sink] = []
     if trace_file is not None:
         from gputrace.trace.sinks.jsonl import JsonlFileSink
