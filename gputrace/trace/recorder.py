@@ -225,18 +225,18 @@ def configure(
         if not isinstance(s, Sink):
             raise ValueError(f"sinks: expected gputrace Sink objects, got {type(s).__name__}")
     all_sinks: list[Sink] = []
+    otlp_sink = None
+    if otlp:  # before the file: a bad otlp= spec must not leave an opened file behind
+        from gputrace.trace.sinks.otlp import otlp_sink_from
+
+        otlp_sink = otlp_sink_from(otlp)
     if trace_file is not None:
         from gputrace.trace.sinks.jsonl import JsonlFileSink
 
         all_sinks.append(JsonlFileSink(trace_file))
-    if otlp:
-        from gputrace.trace.sinks.otlp import otlp_sink_from
-
-        all_sinks.append(otlp_sink_from(otlp))
-    for s in sinks or ():
-        if not isinstance(s, Sink):
-            raise ValueError(f"sinks: expected gputrace Sink objects, got {type(s).__name__}")
-        all_sinks.append(s)
+    if otlp_sink is not None:
+        all_sinks.append(otlp_sink)
+    all_sinks.extend(sinks or ())
     disabled = _ph.DISABLED or _ph.env_disabled()
     if disabled and not _ph.DISABLED:
         _ph.disable()  # GPUTRACE_DISABLE set after import: honour it from here on
