@@ -93,8 +93,10 @@ class ComparisonResult:
     """Everything `compare_sets` found; the TUI compare view and the CLI draw from it.
 
     * ``rows``: one `PhaseComparison` per key, ``(run)`` and ``(prove)`` first, then by time.
-    * ``confidence``, ``equivalence``: as requested; ``min_p``: the smallest p-value these
-      N allow (``too few runs`` when it exceeds 1 - confidence).
+    * ``confidence``, ``equivalence``: as requested; ``row_confidence``: the confidence of each
+      row's interval (= ``confidence``, or 1 - (1 - confidence) / rows with ``familywise``,
+      Bonferroni, so that all rows hold together); ``min_p``: the smallest p-value these N
+      allow (``too few runs`` when it exceeds 1 - row_confidence).
     * ``base_labels``/``variant_labels``: runs used; ``warmup_dropped``: labels discarded.
     * ``base_representative``/``variant_representative``: index (into the runs used) of the
       run whose end-to-end time is closest to its side's median (for side-by-side timelines).
@@ -115,6 +117,11 @@ class ComparisonResult:
     outliers: list[dict] = field(default_factory=list)
     environment: EnvironmentCheck = field(default_factory=EnvironmentCheck)
     paired_rounds: int = 0
+    row_confidence: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.row_confidence:
+            self.row_confidence = self.confidence
 
     @property
     def paired(self) -> bool:
@@ -148,6 +155,7 @@ class ComparisonResult:
     def to_dict(self) -> dict:
         return {
             "confidence": self.confidence,
+            "row_confidence": self.row_confidence,
             "equivalence": self.equivalence,
             "min_p": self.min_p,
             "paired_rounds": self.paired_rounds,
@@ -295,9 +303,14 @@ def compare_measures(
     warmup: int = 0,
     ignore_env: Sequence[str] = (),
     paired: bool | None = None,
+    familywise: bool = False,
 ) -> ComparisonResult:
     """Compare measured runs (see module doc). Raises ValueError for an empty side, a bad
     confidence, or a warm-up count that leaves no run.
+
+    ``familywise``: Bonferroni: every row's interval at 1 - (1 - confidence) / rows, so the
+    chance that *any* row is wrongly called slower or faster stays under 1 - confidence
+    (wider intervals; needs more runs).
 
     ``paired``: None (default) pairs runs by ``round`` when every run has one and at least
     ``AUTO_PAIR_MIN`` (8) rounds are common to both sides; True pairs whenever a signed-rank
@@ -324,10 +337,11 @@ def compare_measures(
             devs.setdefault((k[0], k[2]), set()).add(k[1])
     keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
     rows, outliers = [], []
+    row_conf = 1.0 - (1.0 - confidence) / max(len(keys), 1) if familywise else confidence
     for key in keys:
         x, n_inst, dropped = aligned_values(b, everything, key)
         y, _, _ = aligned_values(v, everything, key)
-        st = compare_values(x, y, confidence, equivalence, paired=bool(rounds))
+        st = compare_values(x, y, row_conf, equivalence, paired=bool(rounds))
         rows.append(
             PhaseComparison(
                 path=key[0], device=key[1], clock=key[2], n_base=len(x), n_variant=len(y),
@@ -351,6 +365,7 @@ def compare_measures(
         outliers=outliers,
         environment=check_environment([r.resource for r in b], [r.resource for r in v], ignore_env),
         paired_rounds=len(rounds),
+        row_confidence=row_conf,
     )
 
 
@@ -384,6 +399,8 @@ def compare_sets(
     equivalence: float = 0.02,
     warmup: int = 0,
     ignore_env: Sequence[str] = (),
+    paired: bool | None = None,
+    familywise: bool = False,
 ) -> ComparisonResult:
     """Compare two sets of runs, one Timeline per run (see `measures.split_runs` to cut a
     merged Timeline). Labels default to each run's ``gputrace.run_id``. Raises ValueError
@@ -392,4 +409,5 @@ def compare_sets(
     vl = list(variant_labels) if variant_labels is not None else [""] * len(variant)
     bm = [run_measures(t, l) for t, l in zip(base, bl)]
     vm = [run_measures(t, l) for t, l in zip(variant, vl)]
-    return compare_measures(bm, vm, confidence=confidence, equivalence=equivalence, warmup=warmup, ignore_env=ignore_env)
+    return compare_measures(bm, vm, confidence=confidence, equivalence=equivalence, warmup=warmup, ignore_env=ignore_env,
+                            paired=paired, familywise=familywise)

@@ -90,7 +90,7 @@ def _plan(args):
     return "one-at-a-time", sw, one_at_a_time(sw)
 
 
-def render_report(rep, console, top: int) -> None:
+def render_report(rep, console, top: int, only_changed: bool = False) -> None:
     from rich.table import Table
 
     console.rule(f"[bold]A/B result ({rep.design})")
@@ -98,7 +98,7 @@ def render_report(rep, console, top: int) -> None:
         console.print(" • " + line)
     if rep.comparisons:
         label, res = rep.comparisons[0]
-        render_comparison(res, console, top, title=label)
+        render_comparison(res, console, top, title=label, only_changed=only_changed)
     if rep.switch_findings:
         from gputrace.analysis.abtest import e2e_row
 
@@ -149,7 +149,8 @@ def run(args) -> int:
             exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
                                  warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress)
         runs = exp.measures()
-        rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence)
+        rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
+                      familywise=args.familywise)
     except (OSError, ValueError, ExperimentError) as e:
         print(f"gputrace ab: {e}", file=sys.stderr)
         return 1
@@ -160,6 +161,6 @@ def run(args) -> int:
         dump_json(doc)
         return gate(head, args.fail_on_regression, args.min_time, err) if head is not None else 0
     out_c = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    render_report(rep, out_c, args.top)
+    render_report(rep, out_c, args.top, args.only_changed)
     out_c.print(f"traces and manifest: {exp.out_dir}")
     return gate(head, args.fail_on_regression, args.min_time, out_c) if head is not None else 0

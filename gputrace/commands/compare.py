@@ -48,6 +48,8 @@ def add_stat_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--equivalence", type=parse_fraction, default=0.02,
                    help="an interval inside ±this is called unchanged (default 2%%)")
     p.add_argument("--warmup", type=int, default=0, help="discard the first K runs of each side (by start time)")
+    p.add_argument("--familywise", action="store_true",
+                   help="Bonferroni: hold the confidence for all rows together, not each row (wider intervals)")
     p.add_argument("--fail-on-regression", type=parse_fraction, default=None, metavar="PCT",
                    help=f"exit {REGRESSION_EXIT} when a phase or the whole run is slower by more than PCT "
                         "with the stated confidence (e.g. 5%%)")
@@ -56,6 +58,8 @@ def add_stat_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore-env", action="append", default=[], metavar="FIELD",
                    help="resource attribute not to check for environment differences (repeatable)")
     p.add_argument("--top", type=int, default=40, help="rows to print (default 40; --json has all)")
+    p.add_argument("--only-changed", action="store_true",
+                   help="print only rows called slower, faster, new or gone (plus the end-to-end rows)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
 
 
@@ -99,7 +103,10 @@ def _pct(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}%"
 
 
-def render_comparison(res, console, top: int = 40, title: str = "Comparison") -> None:
+CHANGED = ("slower", "faster", "new", "gone")
+
+
+def render_comparison(res, console, top: int = 40, title: str = "Comparison", only_changed: bool = False) -> None:
     """Print a ComparisonResult: environment warnings (stderr-loud), the table, outliers."""
     from rich.panel import Panel
     from rich.table import Table
@@ -121,15 +128,20 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison") ->
     if res.warmup_dropped:
         head += f", warm-up discarded: {', '.join(res.warmup_dropped)}"
     console.print(head)
-    if res.min_p > 1 - res.confidence:
+    if res.row_confidence != res.confidence:
+        console.print(f"familywise: each row at {res.row_confidence:.2%} so all {len(res.rows)} rows hold together at "
+                      f"{res.confidence:.0%}")
+    if res.min_p > 1 - res.row_confidence:
         console.print(f"[bold magenta]N too small to decide: with {nb} vs {nv} runs no rank interval reaches "
-                      f"{res.confidence:.0%} (smallest possible p = {res.min_p:.3f}); add runs.[/]")
+                      f"{res.row_confidence:.2%} (smallest possible p = {res.min_p:.3g}); add runs.[/]")
     t = Table(title=title, title_justify="left")
     for col, j in (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
-                   ("diff", "right"), ("change", "right"), (f"{res.confidence:.0%} interval", "right"), ("p", "right"),
+                   ("diff", "right"), ("change", "right"), (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
+                                                             else f"{res.confidence:.0%} interval", "right"), ("p", "right"),
                    ("verdict", "left")):
         t.add_column(col, justify=j, no_wrap=col != "phase")
-    for r in res.rows[:top]:
+    rows = [r for r in res.rows if not only_changed or r.verdict in CHANGED or r.path.startswith("(")]
+    for r in rows[:top]:
         style = VERDICT_STYLE.get(r.verdict, "")
         ci = "-" if not math.isfinite(r.rel_low) else f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]"
         if r.verdict in ("new", "gone"):
@@ -138,8 +150,10 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison") ->
         t.add_row(r.path, r.device_label, r.clock, fmt_ns(r.base_median_ns), fmt_ns(r.variant_median_ns),
                   ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns)), _pct(r.rel), ci, p, f"[{style}]{r.verdict}[/]")
     console.print(t)
-    if len(res.rows) > top:
-        console.print(f"({len(res.rows) - top} more rows: --top N or --json)")
+    if len(rows) > top:
+        console.print(f"({len(rows) - top} more rows: --top N or --json)")
+    if only_changed and len(rows) < len(res.rows):
+        console.print(f"({len(res.rows) - len(rows)} unchanged, inconclusive or undecidable rows hidden)")
     if res.outliers:
         t = Table(title="Outlier runs (reported, not dropped)", title_justify="left")
         for col in ("side", "run", "phase", "device", "clock", "value", "side median", "robust z"):
@@ -190,7 +204,8 @@ def run(args) -> int:
                 for i, m in enumerate(sorted(side, key=lambda m: m.start_ns)):
                     m.round = i
         res = compare_measures(bm, vm, confidence=args.confidence, equivalence=args.equivalence, warmup=args.warmup,
-                               ignore_env=args.ignore_env, paired=True if args.paired else False)
+                               ignore_env=args.ignore_env, paired=True if args.paired else False,
+                               familywise=args.familywise)
     except (OSError, ValueError) as e:
         print(f"gputrace compare: {e}", file=sys.stderr)
         return 1
@@ -204,7 +219,7 @@ def run(args) -> int:
             err.print(f"[bold red]WARNING[/] {w}")
         return gate(res, args.fail_on_regression, args.min_time, err)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    render_comparison(res, out, args.top)
+    render_comparison(res, out, args.top, only_changed=args.only_changed)
     for w in res.environment.warnings:
         err.print(f"[bold red]WARNING[/] {w}")
     return gate(res, args.fail_on_regression, args.min_time, out)

@@ -43,6 +43,8 @@ def test_injected_regression_trips_gate(sets):
     assert r.returncode == 3, r.stdout + r.stderr
     assert "REGRESSION prove/msm_h (all, host)" in r.stdout
     assert "REGRESSION prove/synthesis" not in r.stdout
+    r = gputrace("compare", *base, "--vs", *slow, "--only-changed")
+    assert "prove/msm_h" in r.stdout and "prove/synthesis " not in r.stdout and "rows hidden" in r.stdout
     assert "configuration: b1: False -> True" in r.stdout
     assert "WARNING" not in r.stderr
 

@@ -187,3 +187,22 @@ def test_compare_measures_pairs_by_round():
     assert not compare_measures(base, var, paired=False).paired
     with pytest.raises(ValueError, match="paired comparison needs"):
         compare_measures(base[:5], var[:5], paired=True)
+
+
+def test_familywise_holds_across_rows():
+    """10 pure-noise phases, 10 vs 10 runs: per-row 95 % calls something in ~40 % of the
+    repetitions; Bonferroni keeps 'any row called' near 5 %."""
+    rng = np.random.default_rng(77)
+    keys = [(f"prove/p{i}", None, "host") for i in range(10)]
+    any_row = any_fw = 0
+    reps = 30
+    for rep in range(reps):
+        def runs(tag):
+            return [_rm(f"{tag}{j}", j, {k: {(0, 0): 1e6 * rng.lognormal(0, 0.05)} for k in keys}) for j in range(10)]
+        b, v = runs("b"), runs("v")
+        plain = compare_measures(b, v)
+        fw = compare_measures(b, v, familywise=True)
+        assert fw.row_confidence == pytest.approx(1 - 0.05 / 10)
+        any_row += any(r.verdict in ("slower", "faster") for r in plain.rows)
+        any_fw += any(r.verdict in ("slower", "faster") for r in fw.rows)
+    assert any_row / reps >= 0.2 and any_fw / reps <= 0.15
