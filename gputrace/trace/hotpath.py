@@ -163,7 +163,7 @@ class Phase:
             _nv_pop(_nv_h)
         if et is not None:
             self.err = et
-            self.errmsg = str(ev)
+            self.errmsg = _message(ev)
         if _RECORDING:
             b = st.buf
             if len(b) < _CAP:
@@ -179,7 +179,7 @@ class Phase:
             _nv_pop(_nv_h)
         if et is not None:
             self.err = et
-            self.errmsg = str(ev)
+            self.errmsg = _message(ev)
         if _RECORDING:
             b = st.buf
             if len(b) < _CAP:
@@ -246,7 +246,7 @@ class Phase:
                 _nv.end_range(self.rid, _nv_h)
             if error is not None:
                 self.err = type(error)
-                self.errmsg = str(error)
+                self.errmsg = _message(error)
             if _RECORDING:
                 st = _state()
                 b = st.buf
@@ -258,6 +258,14 @@ class Phase:
 
     def __repr__(self) -> str:
         return f"Phase({self.name!r}, device={self.device!r}, bytes={self.nbytes!r}, stream={self.stream!r}, **{self.kw!r})"
+
+
+def _message(exc) -> str:
+    """str(exc), never raising: a broken __str__ must not replace the user's exception."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
 
 
 def _cuda_start(p: Phase) -> None:

@@ -332,3 +332,16 @@ print(gputrace.shutdown().spans_recorded, len(sink.spans))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "0"]
+
+
+def test_exception_with_broken_str_still_propagates(mem):
+    class Weird(Exception):
+        def __str__(self):
+            raise RuntimeError("no str for you")
+
+    with pytest.raises(Weird):
+        with phase("msm_h"):
+            raise Weird()
+    shutdown()
+    (s,) = mem.spans
+    assert s["status_code"] == 2 and "unprintable Weird" in s["status_message"]
