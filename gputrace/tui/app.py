@@ -19,16 +19,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
-from rich.table import Table
-from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widget import Widget
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -40,34 +36,8 @@ from gputrace.tui.layout import View, format_duration
 from gputrace.tui.loader import LoadError, Part, Update, batch_updates
 from gputrace.tui.overlays import Overlays, compute_overlays
 from gputrace.tui.panels import DetailsPanel, StallsPanel, SummaryPanel
-from gputrace.tui.query import QueryError, match_mask
-
-KEYS = [
-    ("←/→  h/l", "pan a tenth of the view (shift: half)"),
-    ("↑/↓  k/j", "move the row cursor"),
-    ("+ / -", "zoom in / out around the cursor (mouse wheel: around the pointer)"),
-    ("f  0", "zoom to fit"),
-    ("z", "zoom to the selected span"),
-    ("enter", "select the span under the cursor on this row"),
-    ("[ / ]", "previous / next span on this row"),
-    ("n / N", "next / previous span of the same phase"),
-    ("space", "fold / unfold the host or device group"),
-    ("/", "search: dims everything that does not match"),
-    ("m / M", "next / previous search match"),
-    ("F", "filter: show only matching spans"),
-    ("escape", "clear search, then filter"),
-    ("1 2 3", "details / summary / stalls panel"),
-    ("s  d", "summary: cycle sort column / split by device"),
-    ("p", "show / hide the side panel"),
-    ("mouse", "click selects, drag pans, wheel zooms, shift+wheel pans"),
-    ("q", "quit"),
-]
-
-QUERY_HELP = (
-    "words match phase names; key=value[,value] on phase, device (n|cpu), lane, host, kind, "
-    "circuit, batch, bytes or any attribute; dur>10ms, bytes>1000000"
-)
-
+from gputrace.tui.search import SearchFilter
+from gputrace.tui.widgets import QUERY_HELP, ErrorScreen, HelpScreen, TextLine
 
 def _ui(handler):
     """Message handlers touch widgets that are gone while the app shuts down (a load or
@@ -91,40 +61,6 @@ def _ui(handler):
     return wrapped
 
 
-class TextLine(Widget):
-    """A one-line bar whose updates repaint only itself (a Static's update re-lays out the
-    screen, which costs more than a Gantt redraw on every zoom or pan)."""
-
-    def __init__(self, text: str = "", **kw) -> None:
-        super().__init__(**kw)
-        self.text = text
-
-    def update(self, text: str) -> None:
-        if text != self.text:
-            self.text = text
-            self.refresh()
-
-    def render(self) -> Text:
-        return Text(self.text, no_wrap=True, overflow="ellipsis")
-
-
-class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
-
-    def compose(self) -> ComposeResult:
-        t = Table.grid(padding=(0, 2))
-        t.add_column(style="bold cyan", no_wrap=True)
-        t.add_column()
-        for k, v in KEYS:
-            t.add_row(k, v)
-        t.add_row("", "")
-        t.add_row("query", QUERY_HELP)
-        t.add_row("", "")
-        t.add_row("drawing", "▌▐ half-cell edges · ░▒▓ many spans in one cell · ▄ device (CUDA-event) time "
-                             "· red bars on GPU rows: idle gaps · ┄ parent time no child covers (unattributed)")
-        yield Static(t, id="help")
-
-
 @dataclass
 class Loaded(Message):
     update: Update
@@ -142,7 +78,7 @@ class Analysed(Message):
     stats: list
 
 
-class GputraceApp(App):
+class GputraceApp(SearchFilter, App):
     """The viewer. Give ``paths`` (files read by the timeline reader), or ``timeline``, or
     ``parts`` (an iterable of `Part`, for tests and benchmarks)."""
 
@@ -205,7 +141,6 @@ class GputraceApp(App):
             with Vertical(id="main"):
                 yield TimeAxis(NAME_W, id="axis")
                 yield Gantt(id="gantt")
-                yield Static("", id="message")
             with TabbedContent(id="side", initial="stalls"):
                 with TabPane("Details", id="details"):
                     yield DetailsPanel(id="details-panel")
@@ -290,16 +225,13 @@ class GputraceApp(App):
 
     def _fail(self, text: str) -> None:
         self.error = text
-        msg = self.query_one("#message", Static)
-        msg.update(f"⚠ {text}\n\nPress q to quit.")
-        msg.add_class("shown")
-        self.query_one(Gantt).display = False
-        self.query_one(TimeAxis).display = False
-        self.query_one("#side").add_class("hidden")
-        self.query_one("#status", TextLine).update("")
-        self.query_one("#title", TextLine).update(f"gputrace · {self.trace_title} · failed")
-        self.loaded.set()
-        self.analysed.set()
+
+        def shown(_result=None) -> None:
+            self.loaded.set()
+            self.analysed.set()
+
+        self.push_screen(ErrorScreen(self.trace_title, text))
+        self.call_after_refresh(shown)
 
     # ---- analysis (worker thread) -----------------------------------------------------
     @work(thread=True, exclusive=True, group="analysis")
@@ -401,97 +333,6 @@ class GputraceApp(App):
         if self.search_text:
             parts.append(f"search: {self.search_text} ({len(self.search_rows):,} matches)")
         self.query_one("#status", TextLine).update(" · ".join(parts))
-
-    # ---- search & filter --------------------------------------------------------------
-    def action_query(self, mode: str) -> None:
-        self.query_mode = mode
-        box = self.query_one("#query", Input)
-        box.value = self.search_text if mode == "search" else self.filter_text
-        box.placeholder = f"{mode}: {QUERY_HELP}"
-        box.add_class("shown")
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        box = self.query_one("#query", Input)
-        box.remove_class("shown")
-        text = event.value.strip()
-        if self.query_mode == "search":
-            self._apply_search(text)
-        else:
-            self._apply_filter(text)
-        self.query_one(Gantt).focus()
-
-    def _apply_search(self, text: str, quiet: bool = False) -> None:
-        gantt = self.query_one(Gantt)
-        if not text or self.index is None:
-            self.search_text, self.search_rows = "", np.empty(0, np.int64)
-            gantt.set_dim(None)
-            self._update_status()
-            return
-        try:
-            mask = match_mask(self.index.timeline, text)
-        except QueryError as e:
-            self.notify(str(e), severity="error")
-            return
-        self.search_text = text
-        self.search_rows = np.flatnonzero(mask)
-        gantt.set_dim(~mask)
-        if not quiet:
-            if len(self.search_rows):
-                self.action_match(1)
-            else:
-                self.notify(f"no span matches {text!r}", severity="warning")
-        self._update_status()
-
-    def _apply_filter(self, text: str, quiet: bool = False) -> None:
-        full = self.full_index
-        if full is None:
-            return
-        gantt = self.query_one(Gantt)
-        if not text:
-            self.filter_text = ""
-            self.index = full
-            gantt.set_index(full)
-            self._update_status()
-            return
-        try:
-            mask = match_mask(full.timeline, text)
-        except QueryError as e:
-            self.notify(str(e), severity="error")
-            return
-        self.filter_text = text
-        idx = TimelineIndex.build(full.timeline, origin=full.origin, mask=mask)
-        self.index = idx
-        gantt.set_index(idx)
-        if not quiet and not mask.any():
-            self.notify(f"filter {text!r} hides every span (Esc clears it)", severity="warning")
-        self._update_status()
-
-    def action_match(self, delta: int) -> None:
-        rows = self.search_rows
-        if not len(rows) or self.index is None:
-            return
-        gantt = self.query_one(Gantt)
-        tl = self.index.timeline
-        order = rows[np.lexsort((rows, tl.start[rows]))]
-        if gantt.selected in order:
-            j = int(np.flatnonzero(order == gantt.selected)[0]) + delta
-        else:
-            t = gantt.view.t0 + self.index.origin
-            j = int(np.searchsorted(tl.start[order], t)) if delta > 0 else int(np.searchsorted(tl.start[order], t)) - 1
-        gantt.select_row(int(order[j % len(order)]))
-
-    def action_clear(self) -> None:
-        box = self.query_one("#query", Input)
-        if box.has_class("shown"):
-            box.remove_class("shown")
-            self.query_one(Gantt).focus()
-        elif self.search_text:
-            self._apply_search("")
-        elif self.filter_text:
-            self._apply_filter("")
-        else:
-            self.query_one(Gantt).select_row(-1)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

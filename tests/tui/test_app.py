@@ -9,7 +9,8 @@ from rich.console import Console
 from textual import events
 from textual.widgets import Static
 
-from gputrace.tui.app import GputraceApp, HelpScreen
+from gputrace.tui.app import GputraceApp
+from gputrace.tui.widgets import ErrorScreen, HelpScreen
 from gputrace.tui.gantt import NAME_W, Gantt
 from gputrace.tui.panels import DetailsPanel, StallsPanel, SummaryPanel, sort_stats
 from gputrace.tui.rows import DEVICE, LANE
@@ -267,9 +268,10 @@ def test_bad_files_show_a_message_not_a_traceback(tmp_path, content, expect):
             await app.wait_ready(30)
             await pilot.pause()
             assert app.error and expect in app.error
-            msg = app.query_one("#message")
-            assert msg.has_class("shown") and expect in text_of(msg)
-            assert not app.query_one(Gantt).display
+            assert isinstance(app.screen, ErrorScreen)
+            assert expect in text_of(app.screen.query_one("#message"))
+            await pilot.press("q")
+        assert app.return_code == 0
 
     asyncio.run(go())
 

@@ -10,6 +10,8 @@ SIZE = (150, 44)
 async def _ready(pilot):
     await pilot.app.wait_ready(60)
     await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
 
 
 def test_first_screen_2gpu(snap_compare, sample_2gpu):
