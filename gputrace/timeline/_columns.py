@@ -77,10 +77,6 @@ class _KeyCodes(dict):
 _KeyCodes.instance = _KeyCodes()
 
 
-class BadSpan(Exception):
-    """Internal: (batch index, field suffix, message) of a span that fails validation."""
-
-
 def parse_id(s: str, nbytes: int) -> int:
     """Hex (the spec) or base64 (old protobuf-JSON writers) id -> int. Raises ValueError."""
     if len(s) == 2 * nbytes:

@@ -42,7 +42,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 BATCH_SPANS = 32768
 _CHUNK = 1 << 22
 _GZIP_MAGIC = b"\x1f\x8b"
-_kv_list_decoder = msgspec.json.Decoder(list[KeyValue], strict=False)
 
 
 def open_trace_file(path: PathLike):

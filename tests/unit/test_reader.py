@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from gputrace.otlp_json import encode_request
 from gputrace.timeline import KIND_CODES, Lane, read_trace
