@@ -243,7 +243,13 @@ def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equiv
         out.update(diff_ns=est.estimate, diff_low_ns=est.low, diff_high_ns=est.high)
         out.update(rel=est.estimate / ref, rel_low=est.low / ref, rel_high=est.high / ref)
     out["p_value"] = est.p_value
-    out["verdict"] = _verdict(out["rel_low"], out["rel_high"], equivalence) if est.decidable else "too few runs"
+    if not est.decidable:
+        out["verdict"] = "too few runs"
+    elif out["scale"] == "linear" and not math.isfinite(out["rel_low"]):
+        # Baseline median 0 (the phase ran in only some baseline runs): judge the ns interval.
+        out["verdict"] = "slower" if est.low > 0 else "faster" if est.high < 0 else "inconclusive"
+    else:
+        out["verdict"] = _verdict(out["rel_low"], out["rel_high"], equivalence)
     return out
 
 
@@ -256,9 +262,9 @@ def _residuals(v: np.ndarray) -> np.ndarray:
 
 def _outliers(b: Sequence[RunMeasures], v: Sequence[RunMeasures], key, x: np.ndarray, y: np.ndarray) -> list[dict]:
     """Runs far from their side's median: |value - median| > OUTLIER_Z robust standard
-    deviations and > OUTLIER_MIN_REL of the median, the scale being 1.4826 x the median absolute residual pooled over both sides
-    (pooling keeps it stable at small N; false flags on clean lognormal noise ~2 % per key at
-    N=5, <1 % at N>=15). Needs at least 5 runs per side."""
+    deviations and > OUTLIER_MIN_REL of the median. The scale is 1.4826 x the median absolute
+    residual pooled over both sides (pooling keeps it stable at small N). Needs at least 5
+    runs per side."""
     # A side where the phase never ran (all zeros: B1's pin in the baseline) says nothing
     # about spread; pool only sides with data.
     sides = [v for v in (x, y) if len(v) >= 5 and not np.all(v == 0)]

@@ -206,3 +206,9 @@ def test_familywise_holds_across_rows():
         any_row += any(r.verdict in ("slower", "faster") for r in plain.rows)
         any_fw += any(r.verdict in ("slower", "faster") for r in fw.rows)
     assert any_row / reps >= 0.2 and any_fw / reps <= 0.15
+
+
+def test_linear_scale_with_zero_baseline_median():
+    # pin ran in only 2 of 5 baseline runs (median 0) but in every variant run.
+    r = compare_values([0, 0, 0, 5e6, 6e6], [9e6, 9.5e6, 10e6, 9e6, 11e6])
+    assert r["scale"] == "linear" and r["verdict"] == "slower" and r["diff_low_ns"] > 0
