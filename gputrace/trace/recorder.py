@@ -102,7 +102,7 @@ class Recorder:
         self.drain(final=True)
         for s in self.sinks:
             try:
-                s.close(None) if hasattr(s, "close_timeout_s") else s.close()
+                s.close()  # each sink's own default timeout (OtlpSink: close_timeout_s)
             except Exception as e:
                 s.stats.add(error=f"close: {type(e).__name__}: {e}")
         self._summary = RunSummary(

@@ -28,13 +28,14 @@ class Sink:
         self.resource = dict(resource)
 
     def export(self, spans: list[dict]) -> None:
-        """Take one batch of span records (the list is not reused by the caller)."""
+        """Take one batch of span records. The list is the sink's own; the dicts are shared with the
+        other sinks and must not be modified."""
         raise NotImplementedError
 
     def flush(self) -> None:
         """Push buffered data to its destination (called after every drain)."""
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         """Flush and release resources; spans not delivered within ``timeout_s`` count as dropped.
         A second call does nothing."""
 

@@ -53,7 +53,7 @@ class JsonlFileSink(Sink):
             except OSError as e:
                 self.stats.add(error=f"flush: {e}")
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         if self._closed:
             return
         self.flush()
