@@ -92,3 +92,19 @@ def test_presized_vector_grows_when_hint_is_short():
     vs = [cs.alloc(i) for i in range(5)]
     assert [cs.value(v) for v in vs] == list(range(5))
     assert cs.assignment[0] == 1 and len(cs.assignment) == 6
+
+
+def test_column_sums_agree_between_layouts():
+    import random
+
+    shape = CircuitShape(2, 2)
+    inst = make_instance(shape, 4)
+    d = build_cs(shape, inst, frozenset())
+    p = build_cs(shape, inst, frozenset({"a1"}))
+    rng = random.Random(5)
+    w = [rng.randrange(R) for _ in range(d.num_constraints)]
+    for m in range(3):
+        naive = [0] * d.num_vars
+        for j, i, k in d.iter_terms(m):
+            naive[i] = (naive[i] + k * w[j]) % R
+        assert d.column_sums(m, w) == naive == p.column_sums(m, w)
