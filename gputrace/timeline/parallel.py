@@ -149,7 +149,7 @@ def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> lis
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     procs = [
         subprocess.Popen([sys.executable, "-m", "gputrace.timeline.parallel", path, str(a), str(b), str(int(lenient))],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         for a, b in ranges
     ]
     outs = [p.communicate() for p in procs]
