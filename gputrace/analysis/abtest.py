@@ -39,8 +39,8 @@ def moved_phases(res: ComparisonResult, verdict: str = "slower", min_share: floa
     floor = min_share * abs(e2e.diff_ns) if e2e is not None and math.isfinite(e2e.diff_ns) else 0.0
     cand = [r for r in res.rows if r.verdict == verdict and r.device is None and r.clock == "host"
             and r.path not in E2E_PATHS and r.path != "prove" and abs(r.diff_ns) >= floor]
-    cand += [r for r in res.rows if verdict == "slower" and r.verdict == "new" and r.device is None and r.clock == "host"
-             and abs(r.diff_ns) >= floor]
+    extra = {"slower": "new", "faster": "gone"}.get(verdict)
+    cand += [r for r in res.rows if r.verdict == extra and r.device is None and r.clock == "host" and abs(r.diff_ns) >= floor]
     cand.sort(key=lambda r: -abs(r.diff_ns))
     keep = []
     for r in cand:
@@ -54,7 +54,7 @@ def _via(rows: Sequence[PhaseComparison]) -> str:
     parts = []
     for r in rows[:5]:
         sign = "+" if r.diff_ns >= 0 else "-"
-        tag = " (new)" if r.verdict == "new" else (f" ({r.rel:+.0%})" if math.isfinite(r.rel) else "")
+        tag = f" ({r.verdict})" if r.verdict in ("new", "gone") else (f" ({r.rel:+.0%})" if math.isfinite(r.rel) else "")
         parts.append(f"{r.path} {sign}{fmt_ns(abs(r.diff_ns))}{tag}")
     return ", ".join(parts) if parts else "no single phase"
 
@@ -68,6 +68,11 @@ def describe_change(label: str, res: ComparisonResult) -> str:
     text = f"{label}: {row.path} {row.rel:+.1%}{iv} {row.verdict}"
     if row.verdict in ("slower", "faster"):
         text += ", through " + _via(moved_phases(res, row.verdict))
+    else:
+        moved = moved_phases(res, "slower", 0.0) + moved_phases(res, "faster", 0.0)
+        moved.sort(key=lambda r: -abs(r.diff_ns))
+        if moved:
+            text += "; phases that did move: " + _via(moved)
     return text
 
 
