@@ -1,8 +1,8 @@
 """Prover backends: ``base`` (the interface), ``cpu``, ``cuda`` (imported lazily: needs CuPy).
 
 ``make_backend(name, devices)`` returns ``(backend, notice)``: ``name`` is ``cpu``, ``cuda`` or
-``auto``. ``cuda`` raises ``BackendUnavailable`` if CuPy or a GPU is missing; ``auto`` then falls
-back to the CPU and returns a one-line ``notice`` saying why. The CUDA backend's contract:
+``auto``. ``cuda`` raises ``BackendUnavailable`` if CuPy or a GPU is missing (or the CUDA backend fails
+to start); ``auto`` then falls back to the CPU and returns a one-line ``notice`` saying why. The CUDA backend's contract:
 ``gputrace.prover.backends.cuda.CudaBackend(devices: int)`` implementing ``base.ProverBackend``.
 """
 
@@ -21,11 +21,11 @@ def make_backend(name: str, devices: int) -> tuple[ProverBackend, str | None]:
             from .cuda import CudaBackend  # lazy: imports cupy
 
             return CudaBackend(devices), None
-        except (ImportError, BackendUnavailable) as exc:
+        except Exception as exc:  # ImportError (no CuPy), BackendUnavailable (no GPU), CUDA runtime errors
             if name == "cuda":
                 if isinstance(exc, BackendUnavailable):
                     raise
-                raise BackendUnavailable(f"cuda backend unavailable: {exc}") from exc
+                raise BackendUnavailable(f"cuda backend unavailable: {type(exc).__name__}: {exc}") from exc
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notice = f"note: CUDA backend unavailable ({reason}); using the CPU backend"
     else:
