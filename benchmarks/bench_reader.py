@@ -32,7 +32,7 @@ from gputrace.timeline.synthetic import SyntheticSpec, iter_synthetic
 
 # VmHWM (not ru_maxrss, which survives execve and would report the parent's peak).
 _CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 import gputrace.timeline as T
 def hwm():
     for ln in open("/proc/self/status"):
@@ -42,7 +42,8 @@ base = hwm()
 t = time.perf_counter()
 tl = T.read_trace(sys.argv[1], workers=int(sys.argv[2]))
 dt = time.perf_counter() - t
-print(json.dumps({"n": tl.n, "s": dt, "peak_kib": hwm(), "base_kib": base}))
+worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # largest worker process
+print(json.dumps({"n": tl.n, "s": dt, "peak_kib": hwm(), "base_kib": base, "worker_kib": worker}))
 """
 
 
@@ -146,6 +147,8 @@ def main(argv=None) -> int:
     print(f"{f'read_trace, {nw} workers (M spans/s)':<44} {med(rd) / 1e6:>14.3f} {'>= 0.5':>12}")
     print(f"{f'read_trace, {nw} workers: wall (s)':<44} {med(r['s'] for r in reads):>14.2f} {'':>12}")
     print(f"{f'read_trace, {nw} workers: parent peak RSS (MiB)':<44} {peak:>14.0f} {'<= 1024':>12}")
+    wk = statistics.median(r.get("worker_kib", 0) for r in reads) / 1024
+    print(f"{f'read_trace, {nw} workers: largest worker (MiB)':<44} {wk:>14.0f} {'':>12}")
     print(f"{'  of which after imports (MiB)':<44} {base:>14.0f} {'':>12}")
     os.unlink(path)
     return 0

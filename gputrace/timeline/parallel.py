@@ -35,13 +35,19 @@ MIN_PARALLEL_BYTES = 48 << 20
 _READ = 8 << 20
 
 
+#: Below this many usable CPUs the default is to read in-process: on a 2-core machine that is
+#: also busy with the caller (a TUI, a test run) two workers measured slower than one process.
+MIN_PARALLEL_CPUS = 4
+
+
 def default_workers() -> int:
-    """Worker processes for a parallel read: the CPUs this process may use, at most 8."""
+    """Worker processes for a parallel read: the usable CPUs, at most 8; 1 (read in-process)
+    when fewer than ``MIN_PARALLEL_CPUS`` are usable. ``read_trace(workers=N)`` overrides it."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         n = os.cpu_count() or 1
-    return max(1, min(8, n))
+    return 1 if n < MIN_PARALLEL_CPUS else min(8, n)
 
 
 def split_ranges(path, parts: int) -> list[tuple[int, int]]:

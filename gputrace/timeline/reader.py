@@ -322,7 +322,7 @@ def read_trace(paths: PathLike | Sequence[PathLike], lenient: bool = False, work
     thread; see ``gputrace.timeline.incremental`` for progressive loading.
 
     ``workers``: plain files of at least ``parallel.MIN_PARALLEL_BYTES`` are split over this many
-    worker processes (default: the usable CPUs, at most 8; ``1`` reads everything in-process).
+    worker processes (default: ``parallel.default_workers()``; ``1`` reads everything in-process).
     """
     from gputrace.timeline import parallel
 
