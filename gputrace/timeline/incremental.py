@@ -125,6 +125,16 @@ def iter_load(path, *, interval: float = 0.25, lenient: bool = False,
     r = _Reader(path)
     try:
         total = os.fstat(r.raw.fileno()).st_size
+        if not r.gz and r.raw.readline(4096).strip() == b"{":  # one pretty-printed request (see read_trace)
+            r.raw.seek(0)
+            from gputrace.timeline.reader import _try_whole_file
+
+            if _try_whole_file(loader, path):
+                loader.flush()
+                r.raw.seek(0, os.SEEK_END)
+                yield _progress(r, loader, total, True)
+                return
+        r.raw.seek(0)
         while True:
             if stop_event is not None and stop_event.is_set():
                 return

@@ -146,3 +146,12 @@ def test_iter_load_reads_gzip_with_compressed_progress(tmp_path):
     steps = list(iter_load(p))
     assert steps[-1].done and steps[-1].bytes_read == steps[-1].bytes_total == p.stat().st_size
     assert steps[-1].timeline.n == read_trace(p).n > 0
+
+
+def test_iter_load_accepts_one_pretty_printed_request(tmp_path):
+    import json
+
+    p = tmp_path / "pretty.json"
+    p.write_text(json.dumps(json.loads(_line(0)), indent=2))
+    (last,) = list(iter_load(p))
+    assert last.done and last.spans == 10 and last.timeline.n == 10 and last.report.lines == 1
