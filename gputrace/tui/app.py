@@ -158,6 +158,12 @@ class GputraceApp(SearchFilter, App):
         self.query_one(Gantt).focus()
         self._load()
 
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        # After a failed load only help and quit make sense (the footer hides the rest).
+        if self.error and action not in ("quit", "help"):
+            return False
+        return True
+
     # ---- loading (worker thread) ------------------------------------------------------
     def _make_parts(self, stop_event) -> Iterable[Part]:
         if self._timeline is not None:
