@@ -121,6 +121,31 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
         if psid is None:
             psid = _ids_of(parent, ids)[1]
     st = p.st
+    if not kw and p.cdev is None:
+        # The common shape (no extra keywords, no stream): every attribute is fixed by (thread, name,
+        # device, bytes), so copy a cached dict (one C call) instead of building it key by key.
+        tkey = (st, p.name, p.device, p.nbytes)
+        tmpl = _templates.get(tkey)
+        if tmpl is None:
+            tmpl = _template(st, p.name, p.device, p.nbytes)
+            if len(_templates) >= _TEMPLATES_MAX:
+                _templates.clear()
+            _templates[tkey] = tmpl
+        attrs = tmpl.copy()
+        if p.extra:
+            attrs.update(p.extra)
+        span = {
+            "trace_id": tid,
+            "span_id": sid,
+            "parent_span_id": psid,
+            "name": p.name,
+            "start_ns": p.t0 + epoch_offset_ns,
+            "end_ns": p.t1 + epoch_offset_ns,
+            "attributes": attrs,
+        }
+        if p.err is not None:
+            _set_error(span, attrs, p)
+        return span
     attrs: dict = {}
     device = p.device
     if device is not None:
@@ -180,10 +205,34 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
         "end_ns": p.t1 + epoch_offset_ns,
         "attributes": attrs,
     }
-    err = p.err
-    if err is not None:
-        et = getattr(err, "__qualname__", None) or str(err)
-        attrs["exception.type"] = et
-        span["status_code"] = STATUS_ERROR
-        span["status_message"] = f"{et}: {p.errmsg}" if p.errmsg else et
+    if p.err is not None:
+        _set_error(span, attrs, p)
     return span
+
+
+def _set_error(span: dict, attrs: dict, p) -> None:
+    err = p.err
+    et = getattr(err, "__qualname__", None) or str(err)
+    attrs["exception.type"] = et
+    span["status_code"] = STATUS_ERROR
+    span["status_message"] = f"{et}: {p.errmsg}" if p.errmsg else et
+
+
+_TEMPLATES_MAX = 4096
+_templates: dict = {}
+
+
+def _template(st, name, device, nbytes) -> dict:
+    """Attributes of a phase without extra keywords or stream (same keys, same order as to_span)."""
+    attrs: dict = {}
+    if device is not None:
+        attrs["gputrace.device"] = device
+    if nbytes is not None:
+        attrs["gputrace.bytes"] = nbytes
+    attrs["gputrace.lane"] = st.lane
+    kind = _kind_cache.get(name)
+    if kind is None:
+        kind = _kind_cache[name] = phase_kind(name)
+    attrs["gputrace.kind"] = kind
+    attrs["thread.id"] = st.ident
+    return attrs
