@@ -293,7 +293,7 @@ class GputraceApp(SearchFilter, App):
     def on_stalls_panel_highlighted(self, msg: StallsPanel.Highlighted) -> None:
         it = msg.item
         self.query_one("#stall-detail", Static).update(
-            "" if it is None else f"[b]{it.category}[/b] {format_duration(it.end - it.start)}\n{it.text}\n"
+            "" if it is None else f"[b]{it.category}[/b] {format_duration(it.amount_ns)}\n{it.text}\n"
                                   "[dim]Enter: zoom the timeline to it[/dim]")
 
     @_ui

@@ -20,7 +20,8 @@ from gputrace.tui.render import IDLE
 
 @dataclass
 class StallItem:
-    """One line of the stalls panel; ``start``/``end`` epoch ns to zoom to, ``row`` a span or -1."""
+    """One line of the stalls panel: ``amount_ns`` is the time lost (idle, waited, pin+unpin,
+    unattributed); ``start``/``end`` (epoch ns) is what to zoom to; ``row`` a span or -1."""
 
     category: str  # "idle", "wait", "pin", "unattributed"
     text: str
@@ -28,6 +29,11 @@ class StallItem:
     end: int
     row: int = -1
     device: int = -1
+    amount_ns: int = -1
+
+    def __post_init__(self) -> None:
+        if self.amount_ns < 0:
+            self.amount_ns = self.end - self.start
 
 
 @dataclass
@@ -112,7 +118,7 @@ def _waits(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
         what = WAIT_KIND_NAMES[int(w.kind[i])]
         text = (f"{w.phases[int(w.phase[i])]} on {where}: host waited {format_duration(int(w.wait_ns[i]))}"
                 + (" beyond its device time" if what != "sync" else ""))
-        out.items.append(StallItem("wait", text, int(w.start[i]), int(w.end[i]), r, dev))
+        out.items.append(StallItem("wait", text, int(w.start[i]), int(w.end[i]), r, dev, int(w.wait_ns[i])))
 
 
 def _pinning(tl: Timeline, out: Overlays) -> None:
@@ -126,7 +132,8 @@ def _pinning(tl: Timeline, out: Overlays) -> None:
             m = pin_like
         lo = int(c["start"][m].min()) if m.any() else tl.t0
         hi = int(c["end"][m].max()) if m.any() else tl.t1
-        out.items.append(StallItem("pin", rep.describe(), lo, hi, device=-1 if rep.device is None else rep.device))
+        out.items.append(StallItem("pin", rep.describe(), lo, hi, device=-1 if rep.device is None else rep.device,
+                                   amount_ns=int(rep.overhead_ns)))
 
 
 def _unattributed(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
@@ -140,4 +147,4 @@ def _unattributed(tl: Timeline, out: Overlays, max_items: int, marks: list) -> N
     for i in range(min(len(u), max_items)):
         r = int(u.row[i])
         out.items.append(StallItem("unattributed", u.describe(i, tl), int(tl.start[r]), int(tl.end[r]), r,
-                                   int(u.device[i])))
+                                   int(u.device[i]), int(u.unattributed_ns[i])))

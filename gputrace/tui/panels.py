@@ -182,7 +182,7 @@ class StallsPanel(DataTable):
         for it in self.items:
             style = {"idle": "bold red", "wait": "yellow", "pin": "magenta", "unattributed": "dark_orange"}.get(
                 it.category, "")
-            self.add_row(Text(it.category, style=style), format_duration(it.end - it.start, 3), it.text)
+            self.add_row(Text(it.category, style=style), format_duration(it.amount_ns, 3), it.text)
         for n in notes:
             self.add_row(Text("n/a", style="dim"), "", Text(n, style="dim"))
 

@@ -225,6 +225,11 @@ def test_stalls_enter_zooms_to_gap(sample_pinning):
             cats = [it.category for it in stalls.items]
             assert {"idle", "wait", "pin", "unattributed"} <= set(cats)
             assert any("pin+unpin" in it.text for it in stalls.items if it.category == "pin")
+            # The amount is the time lost, not the extent zoomed to (a parent's whole span).
+            un = [it for it in stalls.items if it.category == "unattributed"]
+            assert un and all(0 < it.amount_ns < it.end - it.start for it in un)
+            gaps = [it for it in stalls.items if it.category == "idle"]
+            assert all(it.amount_ns == it.end - it.start for it in gaps)
             stalls.focus()
             await pilot.press("enter")
             await pilot.pause()
