@@ -91,6 +91,9 @@ class DetailsPanel(Static):
 
 
 SUMMARY_COLUMNS = ("phase", "device", "count", "total", "mean", "median", "p95", "share")
+# Fixed widths: a DataTable sizes auto columns as rows arrive, so what a first screen (and a
+# snapshot test) shows would depend on timing.
+_SUMMARY_WIDTHS = (12, 6, 7, 9, 9, 9, 9, 6)
 _SORT_KEYS = {
     "phase": lambda s: (s.phase, _dev(s)),
     "device": lambda s: (_dev(s), s.phase),
@@ -128,8 +131,8 @@ class SummaryPanel(DataTable):
         self.by_device = True
 
     def on_mount(self) -> None:
-        for name in SUMMARY_COLUMNS:
-            self.add_column(name, key=name)
+        for name, w in zip(SUMMARY_COLUMNS, _SUMMARY_WIDTHS):
+            self.add_column(name, key=name, width=w)
 
     def show(self, stats: list) -> None:
         self.stats = list(stats)
@@ -172,9 +175,9 @@ class StallsPanel(DataTable):
         self.items: list[StallItem] = []
 
     def on_mount(self) -> None:
-        self.add_column("what", key="what")
-        self.add_column("dur", key="dur")
-        self.add_column("detail", key="detail")
+        self.add_column("what", key="what", width=12)
+        self.add_column("lost", key="dur", width=9)
+        self.add_column("detail", key="detail", width=240)
 
     def show(self, items: list[StallItem], notes: list[str] = ()) -> None:
         self.items = list(items)
