@@ -67,6 +67,8 @@ class ProveOptions:
     ``key_dir`` is given) the key cache. ``trace``: OTLP JSON-lines path or None. ``configure_tracer``:
     when False the caller has already called ``gputrace.configure`` (tests with a MemorySink, demo).
     ``progress``: optional callback ``(event, done, total)`` called from worker threads.
+    ``synthesis_workers``: synthesis processes (None = one per CPU, capped by the circuit count; 1 = synthesis
+    in the host thread, no processes).
     """
 
     constraints: int | None = 1 << 10
@@ -84,6 +86,7 @@ class ProveOptions:
     seed: int = 1
     verify: bool = True
     progress: Callable[[str, int, int], None] | None = None
+    synthesis_workers: int | None = None
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 Structure of one run (phase names from ARCHITECTURE.md; all under one ``prove`` root):
 
-* ``synthesis`` per circuit on a host pool (lanes ``thread:synth-N``, device -1; GIL-bound).
+* ``synthesis`` per circuit on a host pool (lanes ``thread:synth-N``, device -1): each synth thread hands
+  its circuit to a worker process (``ProveOptions.synthesis_workers``, default one per CPU; 1 = in-thread)
+  and the span covers that process's run, results included.
 * one worker thread per backend device, proving its B circuits together: ``pin`` (B1) → ``h2d`` →
   ``ntt`` {``intt_abc``, ``coset_ntt``, ``h_eval``, ``intt_h``} on all 3B vectors at once → per circuit
   ``msm_h`` → ``batch_add`` (points whose scalar is 1, for A, B_G1 and L) → ``msm_l``, ``msm_a``,
@@ -23,8 +25,9 @@ import secrets
 import threading
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -167,14 +170,19 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
 
     with gputrace.phase("prove", batch=0, circuits=total, devices=ndev, kind="host"):
         ctx = gputrace.current_context()
-        synth_pool = ThreadPoolExecutor(max_workers=max(1, min(total, cpus)), thread_name_prefix="synth")
+        nsynth = max(1, min(total, o.synthesis_workers or cpus))
+        synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
+        procs = _synthesis_processes(nsynth) if nsynth > 1 else None
         g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
         try:
             def synth(i: int) -> Witness:
                 lane = f"thread:synth-{_slot(threading.current_thread().name)}"
                 with stats.phase("synthesis", "host", circuit=i, batch=0, device=-1, lane=lane, parent=ctx,
                                  constraints=shape.constraints):
-                    w = synthesize_witness(shape, o.seed, i, pk.domain_size, o.opts)
+                    if procs is None:
+                        w = synthesize_witness(shape, o.seed, i, pk.domain_size, o.opts)
+                    else:  # one process per synth thread, so the job starts at once: the span is its run
+                        w = procs.submit(synthesize_witness, shape, o.seed, i, pk.domain_size, o.opts).result()
                 progress("synthesis")
                 return w
 
@@ -212,8 +220,24 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                 raise errors[0]
         finally:
             synth_pool.shutdown(wait=True, cancel_futures=True)
+            if procs is not None:
+                procs.shutdown(wait=True, cancel_futures=True)
             g2_pool.shutdown(wait=True, cancel_futures=True)
     return results, [wf.result().public_inputs for wf in witnesses]
+
+
+def _synthesis_processes(n: int) -> ProcessPoolExecutor:
+    """A fork pool of ``n`` synthesis processes, all started now (before this batch's threads exist).
+
+    Synthesis is pure-Python work, so threads would serialise on the GIL; the children only run
+    ``synthesize_witness`` (no tracer calls, no arkworks), and the host thread that waits for each
+    child records its ``synthesis`` span. ``fork`` because ``spawn`` re-imports the caller's
+    ``__main__``.
+    """
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=get_context("fork"))
+    for f in [pool.submit(os.getpid) for _ in range(n)]:
+        f.result()
+    return pool
 
 
 def _slot(thread_name: str) -> str:

@@ -46,6 +46,10 @@ class UnsatisfiedConstraint(ValueError):
         )
         self.index = index
         self.name = name
+        self._args = (index, name, a, b, c)
+
+    def __reduce__(self):  # picklable, so it crosses from a synthesis process intact
+        return (type(self), self._args)
 
 
 class ConstraintSystem:

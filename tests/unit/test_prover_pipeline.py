@@ -109,7 +109,8 @@ def test_bad_options():
         run_prove(ProveOptions(challenges=2, configure_tracer=False))
 
 
-def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch):
+@pytest.mark.parametrize("batch,workers", [(1, 1), (2, 2)])  # in-thread, and in synthesis processes
+def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch, batch, workers):
     from gputrace.prover import witness
     from gputrace.prover.field import R
     from gputrace.prover.r1cs import UnsatisfiedConstraint
@@ -123,8 +124,8 @@ def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch):
 
     monkeypatch.setattr(witness, "make_instance", corrupt)
     with pytest.raises(UnsatisfiedConstraint, match=r"constraint \d+ \('ch0\.root'\) is not satisfied"):
-        run_prove(ProveOptions(challenges=1, depth=2, batch=1, devices=1, out_dir=tmp_path, key_dir=key_dir,
-                               configure_tracer=False))
+        run_prove(ProveOptions(challenges=1, depth=2, batch=batch, devices=1, out_dir=tmp_path, key_dir=key_dir,
+                               configure_tracer=False, synthesis_workers=workers))
 
 
 def test_config_for_matches_what_run_records(tmp_path, key_dir):

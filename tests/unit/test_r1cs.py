@@ -108,3 +108,10 @@ def test_column_sums_agree_between_layouts():
         for j, i, k in d.iter_terms(m):
             naive[i] = (naive[i] + k * w[j]) % R
         assert d.column_sums(m, w) == naive == p.column_sums(m, w)
+
+
+def test_unsatisfied_constraint_pickles():
+    import pickle
+
+    e = pickle.loads(pickle.dumps(UnsatisfiedConstraint(4, "ch0.root", 1, 2, 3)))
+    assert isinstance(e, UnsatisfiedConstraint) and e.index == 4 and "ch0.root" in str(e)
