@@ -103,9 +103,43 @@ def child_app(trace: str, size: tuple[int, int]) -> dict:
             out["rows_on_screen"] = h
 
     asyncio.run(go())
+    out["keypress_ref_ms"] = _reference_keypress(size)
     out["first_screen_s"] = app.first_draw_s
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _reference_keypress(size: tuple[int, int]) -> float:
+    """Pilot key press -> frame on a trivial Textual app (one Static that changes text):
+    the harness's own cost, to read the viewer's figure against."""
+    from textual.app import App
+    from textual.widgets import Static
+
+    class Ref(App):
+        BINDINGS = [("plus", "bump")]
+        n = 0
+
+        def compose(self):
+            yield Static("0", id="s")
+
+        def action_bump(self) -> None:
+            self.n += 1
+            self.query_one("#s", Static).update(str(self.n))
+
+    times = []
+
+    async def go() -> None:
+        app = Ref()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            for _ in range(12):
+                t = time.perf_counter()
+                await pilot.press("plus")
+                await pilot.pause()
+                times.append((time.perf_counter() - t) * 1e3)
+
+    asyncio.run(go())
+    return statistics.median(times)
 
 
 def child_reader(trace: str) -> dict:
@@ -175,6 +209,8 @@ def main() -> None:
         rows.append((f"redraw after zoom/pan ({lv})", f"{ms:.1f} ms (max {mx:.1f}, cpu {cp:.1f})", "<= 50 ms", ms <= 50))
     kp = med(a["keypress_ms"] for a in apps)
     rows.append(("key press -> frame (Pilot)", f"{kp:.1f} ms", "", None))
+    kr = med(a["keypress_ref_ms"] for a in apps)
+    rows.append(("  reference: trivial Textual app", f"{kr:.1f} ms", "", None))
     rows.append(("loaded + analysed", f"{med(a['ready_s'] for a in apps):.1f} s", "", None))
     rows.append(("peak memory (viewer)", f"{peak:.0f} MiB", "<= 1024 MiB", peak <= 1024))
     rows.append(("  reference: read_trace peak", f"{med(r['peak_rss_mib'] for r in readers):.0f} MiB", "", None))
