@@ -62,7 +62,7 @@ def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 12, min_gap_
     """Idle gaps, host waits, pinning and unattributed time from `gputrace.analysis`.
 
     Every gap and mark is drawn; the list keeps the ``max_items`` largest of each category
-    (idle, wait, unattributed) plus every pinning report, in that order."""
+    (idle, wait, unattributed) plus every pinning report, largest time lost first."""
     out = Overlays()
     if tl.n == 0:
         return out
@@ -71,6 +71,7 @@ def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 12, min_gap_
     _waits(tl, out, max_items, marks)
     _pinning(tl, out)
     _unattributed(tl, out, max_items, marks)
+    out.items.sort(key=lambda it: -it.amount_ns)  # the biggest loss first, whatever its kind
     if marks:
         out.marks_row = np.concatenate([m[0] for m in marks]).astype(np.int64)
         out.marks_start = np.concatenate([m[1] for m in marks]).astype(np.int64)

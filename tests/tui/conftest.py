@@ -15,3 +15,9 @@ def sample_2gpu() -> str:
 def sample_pinning() -> str:
     """128 spans, 2 hosts x 1 GPU, 25 ms of extra pin/unpin host time per batch (seed 2)."""
     return os.path.join(DATA, "sample_pinning.jsonl")
+
+
+@pytest.fixture
+def sample_prove_cpu() -> str:
+    """56 spans from a real run: `gputrace prove --constraints 2^10 --batch 2 --devices 2 --backend cpu`."""
+    return os.path.join(DATA, "sample_prove_cpu.jsonl")

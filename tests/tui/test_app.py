@@ -236,7 +236,9 @@ def test_stalls_enter_zooms_to_gap(sample_pinning):
             it = stalls.items[0]
             o = gantt.index.origin
             assert gantt.view.t0 <= it.start - o and gantt.view.t1(gantt.timeline_width) >= it.end - o
-            assert "while" in text_of(app.query_one("#stall-detail"))
+            assert it.text[:40] in text_of(app.query_one("#stall-detail")).replace("\n", " ")
+            amounts = [x.amount_ns for x in stalls.items]
+            assert amounts == sorted(amounts, reverse=True)  # the biggest loss first
 
     asyncio.run(go())
 
@@ -333,3 +335,22 @@ def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
         asyncio.run(go())
     finally:
         rec.stop()
+
+
+def test_real_prover_trace_details_show_run_switches(sample_prove_cpu):
+    async def go():
+        app = GputraceApp([sample_prove_cpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = gantt.index.timeline
+            prove = int(np.flatnonzero(tl.phase == tl.phase_id("prove"))[0])
+            gantt.select_row(prove)
+            await pilot.pause()
+            details = text_of(app.query_one(DetailsPanel))
+            assert "config.backend" in details and "cpu" in details
+            assert "children" in details
+            await pilot.press("z")
+            s = tl.start[prove] - gantt.index.origin
+            assert gantt.view.t0 <= s
+
+    asyncio.run(go())

@@ -48,3 +48,8 @@ def test_error_message(snap_compare, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the message names the file as given: keep it the same every run
     (tmp_path / "notes.jsonl").write_text("this is not a trace\n")
     assert snap_compare(GputraceApp(["notes.jsonl"]), terminal_size=(100, 20), run_before=_ready)
+
+
+def test_first_screen_real_prover_cpu(snap_compare, sample_prove_cpu):
+    assert snap_compare(GputraceApp([sample_prove_cpu], title="sample_prove_cpu.jsonl"), terminal_size=SIZE,
+                        run_before=_ready)
