@@ -165,7 +165,6 @@ class TimelineIndex:
     timeline: Timeline
     origin: int
     lanes: list[LaneIndex]
-    has_children: np.ndarray  # bool per timeline row
     t_min: int  # relative extent of the shown data
     t_max: int
     row_level: np.ndarray  # int32 per Timeline row: index into ``level_ids``, -1 if not shown
@@ -177,10 +176,6 @@ class TimelineIndex:
         if origin is None:
             origin = tl.t0
         n = tl.n
-        has_children = np.zeros(n, dtype=bool)
-        if n:
-            p = c["parent"]
-            has_children[p[p >= 0]] = True
         lanes: list[LaneIndex] = []
         row_level = np.full(n, -1, np.int32)
         level_ids: list[tuple[int, int]] = []
@@ -219,4 +214,4 @@ class TimelineIndex:
                     t_min = min(t_min, int(g0[gm].min()) - origin)
                     t_max = max(t_max, int(g1[gm].max()) - origin)
             lanes.append(LaneIndex(levels, gpu))
-        return cls(tl, int(origin), lanes, has_children, t_min or 0, t_max or 0, row_level, level_ids)
+        return cls(tl, int(origin), lanes, t_min or 0, t_max or 0, row_level, level_ids)

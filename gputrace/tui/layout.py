@@ -1,8 +1,10 @@
 """Pure layout maths for the Gantt view: time <-> cells, the visible window, axis ticks,
-duration formatting and interval packing.
+duration formatting and interval packing. (Half-cell edges: a half-cell is drawn when a span
+covers its centre; see `gputrace.tui.index.IntervalIndex.sample`.)
 
 Nothing here imports Textual; every function is deterministic and unit-tested
-(``tests/tui/test_layout.py``). Times are int64 epoch nanoseconds; a *cell* is one
+(``tests/tui/test_layout.py``). Times are nanoseconds relative to the trace start (the
+render index's origin; epoch nanoseconds would not fit a float exactly); a *cell* is one
 terminal column of the timeline area, split into two *half-cells* for edge precision.
 """
 
@@ -121,19 +123,6 @@ class View:
         if t0 < self.t0 or t0 >= right:
             return self.centred_on(t0 if t1 - t0 > self.ns_per_cell * width else (t0 + t1) / 2, width)
         return self
-
-
-def half_cells(start: np.ndarray, end: np.ndarray, view: View) -> tuple[np.ndarray, np.ndarray]:
-    """Half-cell extent ``[a, b)`` of intervals, rounded to the nearest half-cell edge.
-
-    An interval occupies a half-cell when it covers that half-cell's centre, which is the
-    same as rounding both edges to the nearest half-cell boundary. Returned as int64
-    (not clipped to the screen). An interval shorter than a half-cell may get ``a == b``.
-    """
-    h = view.ns_per_cell / 2.0
-    a = np.floor((np.asarray(start, dtype=np.float64) - view.t0) / h + 0.5).astype(np.int64)
-    b = np.floor((np.asarray(end, dtype=np.float64) - view.t0) / h + 0.5).astype(np.int64)
-    return a, b
 
 
 def nice_step(ns_per_cell: float, min_cells: int = 12) -> float:

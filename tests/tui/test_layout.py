@@ -10,7 +10,6 @@ from gputrace.tui.layout import (
     format_bandwidth,
     format_bytes,
     format_duration,
-    half_cells,
     nice_step,
     pack_levels,
 )
@@ -79,14 +78,6 @@ def test_ensure_visible_pans_only_when_needed():
     moved = v.ensure_visible(5_000, 5_100, 100)
     assert moved.ns_per_cell == 10.0
     assert moved.t0 <= 5_000 < moved.t1(100)
-
-
-def test_half_cells_round_to_nearest_half_cell_edge():
-    v = View(0.0, 10.0)  # half-cell = 5 ns
-    a, b = half_cells(np.array([0, 7, 12, 3]), np.array([10, 13, 13, 4]), v)
-    # [0,10) -> half-cells 0..2 ; [7,13) -> edges 7->1 (7/5=1.4 rounds to 1), 13->3 ; tiny spans collapse
-    assert a.tolist() == [0, 1, 2, 1]
-    assert b.tolist() == [2, 3, 3, 1]
 
 
 def test_nice_step_is_1_2_5_and_wide_enough():
