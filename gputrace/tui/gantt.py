@@ -191,6 +191,12 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         self._cache.clear()
         self._post_view()
 
+    def on_focus(self) -> None:
+        self.refresh()  # the cursor row is highlighted only while the timeline has focus
+
+    def on_blur(self) -> None:
+        self.refresh()
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._palette = None
@@ -238,7 +244,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         ry = y + int(self.scroll_offset.y)
         width = self.size.width
-        key = (ry, self.generation, self.view, width, self.selected, ry == self.cursor_row)
+        key = (ry, self.generation, self.view, width, self.selected, ry == self.cursor_row and self.has_focus)
         strip = self._cache.get(key)
         if strip is None:
             strip = self._render_row(ry, width)
