@@ -207,6 +207,8 @@ class GputraceApp(SearchFilter, App):
             self.call_after_refresh(self._mark_first_draw)
         self._update_title()
         self._update_status()
+        if upd.final and upd.note:
+            self.notify(f"loaded with problems: {upd.note}", severity="warning", timeout=10)
         if upd.final:
             if upd.spans == 0:
                 self._fail(f"{self.trace_title}: no spans (empty file, or not an OTLP JSON Lines trace)"

@@ -171,3 +171,37 @@ def test_gzip_trace(tmp_path):
     gz.write_bytes(gzip.compress(open(SAMPLE, "rb").read()))
     ups = list(batch_updates(trace_parts([str(gz)])))
     assert ups[-1].spans == 120
+
+
+def test_first_update_comes_before_the_file_is_read(tmp_path):
+    from gputrace.timeline.synthetic import write_synthetic
+
+    path = tmp_path / "mid.jsonl"
+    write_synthetic(path, target_spans=6000, gpus=2, circuits=4, spans_per_line=64)
+    ups = list(batch_updates(trace_parts([str(path)], interval=0.0), batch_time=0.0))
+    assert len(ups) >= 2
+    assert 0 < ups[0].spans < 6000 and not ups[0].final
+    assert ups[0].fraction < 1.0
+    assert ups[-1].final and ups[-1].spans == 6000
+    assert [u.spans for u in ups] == sorted(u.spans for u in ups)
+
+
+def test_truncated_file_is_reported_in_the_app(tmp_path):
+    import asyncio
+
+    from gputrace.tui.app import GputraceApp
+
+    data = open(SAMPLE, "rb").read()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) - 500])
+
+    async def go():
+        app = GputraceApp([str(cut)])
+        async with app.run_test(size=(120, 30)) as pilot:
+            await app.wait_ready(30)
+            await pilot.pause()
+            assert app.error is None and 0 < app.index.timeline.n < 120
+            assert any("truncated" in n.message for n in app._notifications)
+            assert "truncated" in app.query_one("#status").text
+
+    asyncio.run(go())
