@@ -93,7 +93,10 @@ def run(args) -> int:
         with progress:
             result = run_prove(opts)
     except (ValueError, BackendUnavailable, KeyError_, KeyMismatchError, UnsatisfiedConstraint) as exc:
-        err.print(f"error: {exc}")
+        err.print(f"error: {exc}", soft_wrap=True)
+        return 2
+    except OSError as exc:  # trace file, output or key directory not writable
+        err.print(f"error: {exc.filename or ''}: {exc.strerror or exc}", soft_wrap=True)
         return 2
     out = Console()
     if result.notice:

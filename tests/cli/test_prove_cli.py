@@ -62,3 +62,18 @@ def test_bad_arguments(tmp_path):
     assert r.returncode == 2 and "either --constraints" in r.stderr
     r = _gt("verify", "--vk", str(tmp_path / "missing.json"), str(tmp_path / "p.json"))
     assert r.returncode == 2 and "missing.json" in r.stderr
+    r = _gt("prove", "--challenges", "1", "--depth", "2", "--out", str(tmp_path), "--trace",
+            str(tmp_path / "no" / "such" / "dir" / "run.jsonl"), "--backend", "cpu")
+    assert r.returncode == 2 and "run.jsonl" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cuda_backend_without_gpu_is_a_clear_error(tmp_path):
+    try:
+        import cupy  # noqa: F401
+
+        pytest.skip("CuPy present")
+    except ImportError:
+        pass
+    r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cuda", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--backend cuda: CUDA backend unavailable" in r.stderr
+    assert "Traceback" not in r.stderr

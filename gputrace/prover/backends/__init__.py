@@ -23,9 +23,8 @@ def make_backend(name: str, devices: int) -> tuple[ProverBackend, str | None]:
             return CudaBackend(devices), None
         except Exception as exc:  # ImportError (no CuPy), BackendUnavailable (no GPU), CUDA runtime errors
             if name == "cuda":
-                if isinstance(exc, BackendUnavailable):
-                    raise
-                raise BackendUnavailable(f"cuda backend unavailable: {type(exc).__name__}: {exc}") from exc
+                what = str(exc) if isinstance(exc, BackendUnavailable) else f"{type(exc).__name__}: {exc}"
+                raise BackendUnavailable(f"--backend cuda: CUDA backend unavailable: {what}") from exc
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notice = f"note: CUDA backend unavailable ({reason}); using the CPU backend"
     else:
