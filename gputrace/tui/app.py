@@ -288,7 +288,7 @@ class GputraceApp(SearchFilter, App):
         axis = self.query(TimeAxis)
         if not axis:  # a message that arrives while the screen is being torn down
             return
-        axis.first().show(msg.view, msg.width, msg.cursor_t)
+        axis.first().show(msg.view, msg.width, msg.cursor_t, msg.zero)
         self._update_status()
 
     @_ui

@@ -9,18 +9,18 @@ from textual.widget import Widget
 from gputrace.tui.layout import View, axis_ticks, format_duration
 
 
-def axis_lines(view: View, width: int, name_w: int, cursor_t: float | None, origin_label: str = "") -> tuple[str, str]:
+def axis_lines(view: View, width: int, name_w: int, cursor_t: float | None, zero: float = 0.0) -> tuple[str, str]:
     """Two text lines: labels and tick marks, the timeline part starting at ``name_w``.
 
-    Times in ``view`` are relative to the trace start, so labels read ``0ms``, ``20ms``...
+    Labels are times since ``zero`` (the first span shown), so they read ``0ms``, ``20ms``...
     Pure; used by the widget and tested directly.
     """
     labels = [" "] * (name_w + width)
     marks = [" "] * name_w + ["─"] * width
-    head = (origin_label or f"{format_duration(view.ns_per_cell, 2)}/cell")[: name_w - 1]
+    head = f"{format_duration(view.ns_per_cell, 2)}/cell"[: name_w - 1]
     labels[: len(head)] = list(head)
     last_end = name_w
-    for col, text in axis_ticks(view, width, 0.0):
+    for col, text in axis_ticks(view, width, zero):
         x = name_w + col
         marks[x] = "┬"
         start = max(x, last_end)
@@ -44,13 +44,14 @@ class TimeAxis(Widget):
         self.view: View | None = None
         self.width_cells = 0
         self.cursor_t: float | None = None
+        self.zero = 0.0
 
-    def show(self, view: View, width: int, cursor_t: float | None) -> None:
-        self.view, self.width_cells, self.cursor_t = view, width, cursor_t
+    def show(self, view: View, width: int, cursor_t: float | None, zero: float = 0.0) -> None:
+        self.view, self.width_cells, self.cursor_t, self.zero = view, width, cursor_t, zero
         self.refresh()
 
     def render(self) -> Text:
         if self.view is None:
             return Text("")
-        a, b = axis_lines(self.view, self.width_cells, self.name_w, self.cursor_t)
+        a, b = axis_lines(self.view, self.width_cells, self.name_w, self.cursor_t, self.zero)
         return Text(a + "\n" + b, no_wrap=True, overflow="crop")

@@ -89,6 +89,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         view: View
         width: int  # timeline cells
         cursor_t: float
+        zero: float  # relative time of the first span shown (the axis counts from it)
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -177,7 +178,8 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         self._post_view()
 
     def _post_view(self) -> None:
-        self.post_message(self.ViewChanged(self, self.view, self.timeline_width, self._anchor()))
+        zero = float(self.index.t_min) if self.index is not None else 0.0
+        self.post_message(self.ViewChanged(self, self.view, self.timeline_width, self._anchor(), zero))
 
     def _fit_view(self) -> View:
         if self.index is None:

@@ -112,6 +112,11 @@ def test_axis_lines_place_labels_and_cursor():
     assert marks[10 + 25] == "▼"
     assert top[10:13] == "0ms"
     assert marks[9] == "│"
+    # Counting from the first span: a view starting 5 ms after it labels its ticks from 5 ms on.
+    top, _ = axis_lines(View(5e6, 1e6), 60, 10, cursor_t=None, zero=0.0)
+    assert top[10 + 15 : 10 + 19] == "20ms"  # 20 ms after the first span is 15 cells in
+    top0, _ = axis_lines(View(5e6, 1e6), 60, 10, cursor_t=None, zero=5e6)
+    assert top0[10:13] == "0ms"
 
 
 def test_pack_levels_fast_path_sequential():
