@@ -205,3 +205,13 @@ def test_truncated_file_is_reported_in_the_app(tmp_path):
             assert "truncated" in app.query_one("#status").text
 
     asyncio.run(go())
+
+
+def test_pure_modules_do_not_import_textual():
+    import subprocess
+    import sys
+
+    mods = "layout index render rows query loader overlays sources".split()
+    code = "import sys\n" + "".join(f"import gputrace.tui.{m}\n" for m in mods) + "print('textual' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
