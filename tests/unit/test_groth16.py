@@ -113,3 +113,14 @@ def test_written_proof_roundtrips(proved, tmp_path):
     write_proof(p, proof, inputs, circuit="x")
     again, inputs2 = read_proof(p)
     assert inputs2 == inputs and again.a == proof.a and again.b == proof.b and again.c == proof.c
+
+
+@pytest.mark.parametrize("size,batch,devices,opts", [
+    (dict(constraints=1 << 10), 3, 1, frozenset({"a1", "d4"})),
+    (dict(challenges=3, depth=3), 1, 3, frozenset({"a2", "b1", "a4"})),
+])
+def test_other_sizes_and_batches_verify(tmp_path, key_dir, size, batch, devices, opts):
+    res = run_prove(ProveOptions(batch=batch, devices=devices, opts=opts, out_dir=tmp_path, key_dir=key_dir,
+                                 configure_tracer=False, **size))
+    assert res.verified == [True] * (batch * devices)
+    assert len({p.read_text() for p in res.proof_paths}) == batch * devices
