@@ -274,6 +274,15 @@ class GputraceApp(SearchFilter, App):
             self._analysis_gen += 1
             self._analyse(self.full_index, self._analysis_gen, self.by_device)
 
+    @_ui
+    def on_summary_panel_chosen(self, msg: SummaryPanel.Chosen) -> None:
+        # The query language splits on spaces: a phase name with spaces is searched by its first word.
+        term = f"phase={msg.phase}" if " " not in msg.phase else msg.phase.split()[0]
+        if msg.device is not None:
+            term += f" device={'cpu' if msg.device < 0 else msg.device}"
+        self._apply_search(term)
+        self.query_one(Gantt).focus()
+
     # ---- panels and bars --------------------------------------------------------------
     @_ui
     def on_gantt_span_selected(self, msg: Gantt.SpanSelected) -> None:

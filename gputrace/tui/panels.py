@@ -116,13 +116,21 @@ def sort_stats(stats: list, column: str) -> list:
 
 
 class SummaryPanel(DataTable):
-    """Per-phase (and per-device) statistics; click a header or press ``s`` to sort."""
+    """Per-phase (and per-device) statistics; click a header or press ``s`` to sort, ``d`` to
+    split or merge devices, Enter to highlight that phase on the timeline (a search)."""
 
     BINDINGS = [("s", "cycle_sort", "Sort"), ("d", "toggle_devices", "By device")]
 
     @dataclass
     class ByDeviceToggled(Message):
         by_device: bool
+
+    @dataclass
+    class Chosen(Message):
+        """Enter on a row: the app searches for that phase (on that device)."""
+
+        phase: str
+        device: int | None
 
     def __init__(self, **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
@@ -147,6 +155,12 @@ class SummaryPanel(DataTable):
                 Text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),
                 format_duration(s.mean_ns), format_duration(s.median_ns), format_duration(s.p95_ns), share,
             )
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        rows = sort_stats(self.stats, self.sort_column)
+        if 0 <= event.cursor_row < len(rows):
+            st = rows[event.cursor_row]
+            self.post_message(self.Chosen(st.phase, st.device))
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         self.sort_column = str(event.column_key.value)

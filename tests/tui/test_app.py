@@ -354,3 +354,25 @@ def test_real_prover_trace_details_show_run_switches(sample_prove_cpu):
             assert gantt.view.t0 <= s
 
     asyncio.run(go())
+
+
+def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = gantt.index.timeline
+            await pilot.press("2")
+            summary = app.query_one(SummaryPanel)
+            summary.focus()
+            assert summary.sort_column == "total"
+            await pilot.press("s", "s", "s", "s", "s")  # total -> mean -> median -> p95 -> share -> phase
+            assert summary.sort_column == "phase"
+            await pilot.press("enter")  # first row: assemble on the CPU
+            await pilot.pause()
+            assert app.search_text == "phase=assemble device=cpu"
+            assert len(app.search_rows) == 8
+            assert all(tl.phases[p] == "assemble" for p in tl.phase[app.search_rows])
+            assert gantt.selected in app.search_rows and gantt.has_focus
+
+    asyncio.run(go())
