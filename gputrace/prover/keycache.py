@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import gputrace
+
 from . import keys
 from .circuit import CIRCUIT_ID, CircuitShape, make_instance
 from .setup import ProvingKey, generate
@@ -30,15 +32,18 @@ class KeySet:
 def get_keys(shape: CircuitShape, key_dir: Path, seed: int, workers: int | None = None) -> KeySet:
     """Load the shape's keys from ``key_dir`` or generate and save them (seeded; tests only)."""
     t0 = time.perf_counter()
-    cs = build_cs(shape, make_instance(shape, seed=-1), frozenset({"a1"}))
-    fp = cs.fingerprint()
+    with gputrace.phase("setup_fingerprint", kind="host"):
+        cs = build_cs(shape, make_instance(shape, seed=-1), frozenset({"a1"}))
+        fp = cs.fingerprint()
     directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), fp)
     pk_path = directory / "pk.npz"
     if pk_path.exists() and (directory / "vk.json").exists():
-        pk = keys.load_pk(pk_path, expect_fingerprint=fp)
+        with gputrace.phase("key_load", kind="host"):
+            pk = keys.load_pk(pk_path, expect_fingerprint=fp)
         return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp)
     pk, vk = generate(cs, seed, workers)
     meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed,
             "constraints": cs.num_constraints, "warning": "seeded test key, not a ceremony"}
-    keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
+    with gputrace.phase("key_save", kind="host"):
+        keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
     return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from py_arkworks_bls12381 import G1Point, G2Point
 
+import gputrace
+
 from . import fixed_base
 from .field import R, batch_inv, inv, root_of_unity
 from .r1cs import ConstraintSystem
@@ -78,10 +80,11 @@ def generate(cs: ConstraintSystem, seed: int, workers: int | None = None) -> tup
     tau, alpha, beta, gamma, delta = (rng.randrange(1, R) for _ in range(5))
     n = domain_size_for(cs)
     m, ni, nv = cs.num_constraints, cs.num_inputs, cs.num_vars
-    lag = lagrange_at(tau, n)
-    u = cs.column_sums(0, lag)
-    v = cs.column_sums(1, lag)
-    w = cs.column_sums(2, lag)
+    with gputrace.phase("setup_qap", kind="host", domain=n):  # u, v, w at τ (serial Python)
+        lag = lagrange_at(tau, n)
+        u = cs.column_sums(0, lag)
+        v = cs.column_sums(1, lag)
+        w = cs.column_sums(2, lag)
     for i in range(ni):  # the input rows input_i * 0 = 0
         u[i] = (u[i] + lag[m + i]) % R
     gi, di = inv(gamma), inv(delta)
@@ -97,9 +100,11 @@ def generate(cs: ConstraintSystem, seed: int, workers: int | None = None) -> tup
         ("g1", u), ("g1", v), ("g2", v), ("g1", l_s), ("g1", h_s), ("g1", ic_s),
         ("g1", [alpha, beta, delta]), ("g2", [beta, gamma, delta]),
     ]
-    out = fixed_base.mul_gen_many(jobs, workers)
-    a_q, b1_q, l_q, h_q, ic, g1x = (fixed_base.decode_g1(out[i]) for i in (0, 1, 3, 4, 5, 6))
-    b2_q, g2x = fixed_base.decode_g2(out[2]), fixed_base.decode_g2(out[7])
+    with gputrace.phase("setup_fixed_base", kind="host", points=sum(len(j[1]) for j in jobs)):
+        out = fixed_base.mul_gen_many(jobs, workers)
+    with gputrace.phase("setup_decode", kind="host"):
+        a_q, b1_q, l_q, h_q, ic, g1x = (fixed_base.decode_g1(out[i]) for i in (0, 1, 3, 4, 5, 6))
+        b2_q, g2x = fixed_base.decode_g2(out[2]), fixed_base.decode_g2(out[7])
     pk = ProvingKey(
         alpha_g1=g1x[0], beta_g1=g1x[1], beta_g2=g2x[0], delta_g1=g1x[2], delta_g2=g2x[2],
         a=a_q, b_g1=b1_q, b_g2=b2_q, l=l_q, h=h_q,
