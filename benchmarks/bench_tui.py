@@ -3,8 +3,8 @@
 Measures (medians over ``--repeats``, each repeat in a fresh subprocess so peak memory is
 per run):
 
-* first screen: process-relative seconds from the app's construction until the first
-  frame with spans was drawn (target <= 2 s);
+* first screen: seconds from before importing Textual and the viewer until the first frame
+  with spans was drawn (target <= 2 s);
 * full load: seconds until the final update, as spans/s (target >= 0.5 M/s), next to the
   reference ``read_trace`` on the same file in the same run (ratio = app load / reader);
 * redraw: milliseconds to render every visible Gantt row after a zoom or pan step (the
@@ -104,7 +104,9 @@ def child_app(trace: str, size: tuple[int, int]) -> dict:
 
     asyncio.run(go())
     out["keypress_ref_ms"] = _reference_keypress(size)
-    out["first_screen_s"] = app.first_draw_s
+    # From before importing Textual and the viewer (interpreter start-up itself not included).
+    out["first_screen_s"] = (app._t_start - t_start) + app.first_draw_s
+    out["first_screen_app_s"] = app.first_draw_s
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
@@ -198,6 +200,7 @@ def main() -> None:
     levels = [k for k in apps[0]["redraw_ms"] if not k.endswith(("_max", "_cpu"))]
     rows = [
         ("first drawn screen", f"{first:.2f} s", "<= 2 s", first <= 2.0),
+        ("  of which after App()", f"{med(a['first_screen_app_s'] for a in apps):.2f} s", "", None),
         ("full load", f"{spans / load / 1e6:.2f} M spans/s ({load:.1f} s)", ">= 0.5 M spans/s", spans / load >= 5e5),
         ("  reference: read_trace alone", f"{spans / read / 1e6:.2f} M spans/s ({read:.1f} s)", "", None),
         ("  app load / read_trace", f"{load / read:.2f}x", "", None),
