@@ -42,6 +42,9 @@ __all__ = [
     "encode_span",
     "encode_request",
     "encode_request_reference",
+    "request_head",
+    "REQUEST_TAIL",
+    "span_json",
     "hex_id",
 ]
 
@@ -392,6 +395,13 @@ def _span_json(s: Mapping[str, Any]) -> str:
     )
 
 
+def span_json(s: Mapping[str, Any]) -> str:
+    """One span dict (``SpanDict`` keys) -> the text of its OTLP JSON ``Span`` object, as it appears
+    inside :func:`encode_request`'s output. Raises ValueError for malformed ids, TypeError for a non-str
+    name. Thread-safe."""
+    return _span_json(s)
+
+
 def encode_request(
     resource: Mapping[str, Any],
     spans: Iterable[Mapping[str, Any]],
@@ -405,14 +415,26 @@ def encode_request(
     (tests check this). Raises ValueError for malformed ids, TypeError for a non-str name.
     Thread-safe.
     """
+    head = request_head(resource, scope_name, scope_version)
+    return (head + ",".join([_span_json(s) for s in spans]) + REQUEST_TAIL).encode()
+
+
+#: What follows the last span of a request written as ``request_head(...) + spans + REQUEST_TAIL``.
+REQUEST_TAIL = "]}]}]}"
+
+
+def request_head(
+    resource: Mapping[str, Any], scope_name: str = "gputrace", scope_version: str = _gputrace_version
+) -> str:
+    """The text of a request up to its first span: ``head + ",".join(span texts) + REQUEST_TAIL`` is what
+    :func:`encode_request` returns (decoded). Writers with a fixed resource compute it once."""
     scope: dict = {"name": scope_name}
     if scope_version:
         scope["version"] = scope_version
-    head = '{"resourceSpans":[{"resource":%s,"scopeSpans":[{"scope":%s,"spans":[' % (
+    return '{"resourceSpans":[{"resource":%s,"scopeSpans":[{"scope":%s,"spans":[' % (
         orjson.dumps({"attributes": encode_attributes(resource)}).decode(),
         orjson.dumps(scope).decode(),
     )
-    return (head + ",".join([_span_json(s) for s in spans]) + "]}]}]}").encode()
 
 
 def encode_request_reference(

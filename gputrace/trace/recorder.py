@@ -136,15 +136,23 @@ class Recorder:
                 return 0
             off = self.epoch_offset_ns
             ids = self.ids
-            spans = [records.to_span(p, ids, off) for p in phases]
-            self.recorded += len(spans)
+            # Span records only for sinks that take them; a file sink encodes the phases directly
+            # (same ids, same bytes: gputrace.trace.sinks.phase_json).
+            spans = None
+            if not all(s.takes_phases for s in self.sinks):
+                spans = [records.to_span(p, ids, off) for p in phases]
+            n = len(phases)
+            self.recorded += n
             for s in self.sinks:
                 try:
-                    s.export(list(spans))
+                    if s.takes_phases:
+                        s.export_phases(phases, ids, off)
+                    else:
+                        s.export(list(spans))
                     s.flush()
                 except Exception as e:
-                    s.stats.add(dropped=len(spans), error=f"{type(e).__name__}: {e}")
-            return len(spans)
+                    s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
+            return n
 
     def _collect(self) -> list:
         out: list = []

@@ -18,6 +18,9 @@ class Sink:
 
     #: Shown in the run summary; instances may override (e.g. ``file:run.jsonl``).
     name = "sink"
+    #: True when the sink implements ``export_phases`` (the recorder then hands it finished phases
+    #: instead of span records; see ``JsonlFileSink``).
+    takes_phases = False
 
     def __init__(self) -> None:
         self.stats = SinkStats()
@@ -30,6 +33,14 @@ class Sink:
     def export(self, spans: list[dict]) -> None:
         """Take one batch of span records. The list is the sink's own; the dicts are shared with the
         other sinks and must not be modified."""
+        raise NotImplementedError
+
+    def export_phases(self, phases: list, ids: Any, epoch_offset_ns: int) -> None:
+        """Take one batch as finished ``Phase`` objects (only called when ``takes_phases`` is true).
+
+        ``ids``: the run's ``records.IdSource``. The sink must assign ids exactly as ``records.to_span``
+        would, in list order (``gputrace.trace.sinks.phase_json`` does); other sinks of the run may have
+        assigned them already."""
         raise NotImplementedError
 
     def flush(self) -> None:

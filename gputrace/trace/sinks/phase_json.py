@@ -1,0 +1,264 @@
+"""Finished ``Phase`` objects -> OTLP JSON span text, without span dicts. Exporter thread only.
+
+The file sink's fast path. Contract: for every phase, ``encode_phases`` yields exactly
+``otlp_json.span_json(records.to_span(p, ids, off))`` and assigns the same ids in the same order as
+``to_span`` would (tests compare the bytes over many phase shapes), so a run written through this path
+equals one written from span records.
+
+Why hand-written: file writing is bounded by the exporter's per-span Python work (issue 2 asks for
+0.5 M spans/s), and going through a span dict, an attribute dict and a per-attribute encoder cost ~10 µs
+per span on the CI box. Here:
+
+* a phase without keywords, stream, ``set()`` or error (most phases of a pipeline) has every byte of its
+  span fixed by (thread, name, device, bytes) except the ids and the two times: that text is cached per
+  shape and the span is one f-string;
+* other phases mirror ``records.to_span`` attribute by attribute, but hold encoded ``KeyValue`` texts
+  (cached per (key, value) for str and small int values) in the dict instead of values, so the
+  attribute order, overrides (``set()`` of an existing key) and error fields come out the same;
+* span ids and their hex text come from a per-batch numpy table (``_id_table``);
+* siblings share the text around their span id (trace id, parent id), built once per parent and batch.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from gputrace.otlp_json import STATUS_ERROR, _attrs_json, _jstr, _trace_hex, _trace_hex_cache
+from gputrace.phases import phase_kind
+from gputrace.trace.hotpath import Phase
+from gputrace.trace.records import _GOLDEN, _KNOWN, _MASK64, _SPECIAL, _ids_of, _kind_cache
+
+_MID = '","endTimeUnixNano":"'
+_CACHE_MAX = 1 << 16
+_SMALL = 1 << 40  # ints cached as KeyValue text: ids, devices, sizes; not timestamps (unique per span)
+
+# (thread state, name, device, bytes) -> (head, tail, {key: KeyValue text}) of a phase without keywords:
+# head runs from ',"name"' up to the start time's digits, tail from after the end time's digits.
+_frags: dict = {}
+_heads: dict = {}  # name -> head
+_kvs: dict = {}  # (key, value) -> KeyValue text, for str and small int values
+
+
+def _kv(k: str, v) -> str:
+    """``{"key":k,"value":AnyValue}`` text, exactly as ``otlp_json`` encodes the attribute."""
+    t = type(v)
+    if t is str or (t is int and -_SMALL < v < _SMALL):
+        key = (k, v)  # (type checked first: True == 1 and 1.0 == 1 hash alike)
+        b = _kvs.get(key)
+        if b is None:
+            b = _attrs_json({k: v})
+            if len(_kvs) >= _CACHE_MAX:
+                _kvs.clear()
+            _kvs[key] = b
+        return b
+    return _attrs_json({k: v})
+
+
+def _head(name: str) -> str:
+    h = _heads.get(name)
+    if h is None:
+        h = f',"name":{_jstr(name)},"kind":1,"startTimeUnixNano":"'  # TypeError for a non-str name
+        if len(_heads) >= _CACHE_MAX:
+            _heads.clear()
+        _heads[name] = h
+    return h
+
+
+def _kind_of(name: str):
+    kind = _kind_cache.get(name)
+    if kind is None:
+        kind = _kind_cache[name] = phase_kind(name)
+    return kind
+
+
+def _fragment(key) -> tuple[str, str, dict]:
+    # Same keys, same order as records._template.
+    st, name, device, nbytes = key
+    a: dict = {}
+    if device is not None:
+        a["gputrace.device"] = _kv("gputrace.device", device)
+    if nbytes is not None:
+        a["gputrace.bytes"] = _kv("gputrace.bytes", nbytes)
+    a["gputrace.lane"] = _kv("gputrace.lane", st.lane)
+    a["gputrace.kind"] = _kv("gputrace.kind", _kind_of(name))
+    a["thread.id"] = _kv("thread.id", st.ident)
+    f = (_head(name), f'","attributes":[{",".join(a.values())}]}}', a)
+    if len(_frags) >= 4096:
+        _frags.clear()
+    _frags[key] = f
+    return f
+
+
+def _attr_texts(p, kw, off: int) -> dict:
+    """{key: KeyValue text} of a phase with keywords or a stream, in ``records.to_span``'s order."""
+    a: dict = {}
+    device = p.device
+    if device is not None:
+        a["gputrace.device"] = _kv("gputrace.device", device)
+    if p.nbytes is not None:
+        a["gputrace.bytes"] = _kv("gputrace.bytes", p.nbytes)
+    lane = kind = None
+    user = None
+    if kw:
+        for k, v in kw.items():
+            key = _KNOWN.get(k)
+            if key is not None:
+                if v is not None:
+                    a[key] = _kv(key, v)
+            elif k in _SPECIAL:
+                if k == "lane":
+                    lane = v
+                elif k == "kind":
+                    kind = v
+            else:
+                if user is None:
+                    user = {}
+                user[k] = v
+    st = p.st
+    cd = p.cdev
+    thread_lane = False
+    if cd is not None:
+        if device is None and cd[0] is not None:
+            a["gputrace.device"] = _kv("gputrace.device", cd[0])
+        a["gputrace.lane"] = _kv("gputrace.lane", cd[1])
+        if cd[2] is not None:
+            a["gputrace.gpu.start_ns"] = _kv("gputrace.gpu.start_ns", cd[2] + off)
+            a["gputrace.gpu.end_ns"] = _kv("gputrace.gpu.end_ns", cd[3] + off)
+    elif lane is not None:
+        a["gputrace.lane"] = _kv("gputrace.lane", str(lane))
+    else:
+        a["gputrace.lane"] = _kv("gputrace.lane", st.lane)
+        thread_lane = True
+    if kind is None:
+        kind = _kind_of(p.name)
+    a["gputrace.kind"] = _kv("gputrace.kind", kind)
+    a["thread.id"] = _kv("thread.id", st.ident)
+    if not thread_lane:
+        a["thread.name"] = _kv("thread.name", st.name)
+    if user:
+        for k, v in user.items():
+            a[k] = _kv(k, v)
+    return a
+
+
+_HEX_LUT = None
+
+
+def _id_table(ids, n0: int, k: int) -> tuple[list[int], list[str]]:
+    """Span ids for counter values n0+1 .. n0+k (``IdSource.next_span_id``'s bijection) and their 16-digit
+    hex, computed with numpy for the whole batch: several times cheaper per span than Python int
+    arithmetic and formatting on the CI box (64-bit products of Python ints allocate)."""
+    global _HEX_LUT
+    import numpy as np
+
+    if _HEX_LUT is None:
+        _HEX_LUT = np.array([f"{i:02x}" for i in range(256)], dtype="<U2")
+    if k <= 0:
+        return [], []
+    ns = np.arange(n0 + 1, n0 + k + 1, dtype=np.uint64)
+    v = (ns * np.uint64(_GOLDEN)) ^ np.uint64(ids.span_salt)  # uint64 arithmetic wraps mod 2**64
+    hx = _HEX_LUT[v.astype(">u8").view(np.uint8)].view("<U16")  # 8 two-digit strings -> one of 16
+    return v.tolist(), hx.ravel().tolist()
+
+
+def _parent_parts(parent, tid: int, ids) -> tuple[str, str]:
+    psid = parent.sid
+    if psid is None:
+        psid = _ids_of(parent, ids)[1]
+    th = _trace_hex_cache.get(tid) or _trace_hex(tid)
+    return f'{{"traceId":"{th}","spanId":"', f'","parentSpanId":"{psid.to_bytes(8, "big").hex()}"'
+
+
+def encode_phases(phases: list, ids, off: int) -> list[str]:
+    """Span texts (OTLP JSON ``Span`` objects) of ``phases``, in order.
+
+    ``ids``: the run's ``records.IdSource`` (ids are assigned here, as ``to_span`` would, when not yet
+    assigned); ``off``: the epoch offset in ns. Raises TypeError for a non-str phase name.
+    """
+    out: list[str] = []
+    app = out.append
+    frags = _frags
+    pparts: dict = {}  # parent Phase -> (text before the span id, text after it)
+    n0 = ids.n
+    tsid, thx = _id_table(ids, n0, len(phases))
+    ntab = len(tsid)
+    for p in phases:
+        kw = p.kw
+        if kw:
+            parent = kw.get("parent")
+            if parent is None:
+                parent = p.up
+            elif type(parent) is not Phase:
+                parent = None
+        else:
+            parent = p.up
+        # Ids: the same rules and order as records.to_span.
+        sid = p.sid
+        if sid is None:
+            if parent is None or parent.tid is not None:
+                j = ids.n - n0
+                ids.n += 1
+                if j < ntab:
+                    sid = tsid[j]
+                    sh = thx[j]
+                else:  # more ids than phases (ancestors outside the batch were numbered)
+                    sid = ((ids.n * _GOLDEN) & _MASK64) ^ ids.span_salt
+                    sh = None
+                if not sid:
+                    sid = ids.next_span_id()
+                    sh = None
+                p.sid = sid
+                if parent is None:
+                    p.tid = tid = (ids.trace_salt << 64) | sid
+                else:
+                    p.tid = tid = parent.tid
+            else:  # first child met before its parent: number up the chain
+                tid, sid = _ids_of(p, ids)
+                sh = None
+        else:
+            tid = p.tid
+            sh = None
+        if sh is None:
+            sh = sid.to_bytes(8, "big").hex()
+        if parent is None:
+            th = _trace_hex_cache.get(tid)
+            if th is None:
+                th = _trace_hex(tid)
+            pre = '{"traceId":"' + th + '","spanId":"'
+            post = '"'
+        else:
+            pp = pparts.get(parent)
+            if pp is None:
+                pp = pparts[parent] = _parent_parts(parent, tid, ids)
+            pre, post = pp
+        if not kw and p.cdev is None:
+            key = (p.st, p.name, p.device, p.nbytes)
+            f = frags.get(key)
+            if f is None:
+                f = _fragment(key)
+            if p.extra is None and p.err is None:  # the common case
+                app(f"{pre}{sh}{post}{f[0]}{p.t0 + off}{_MID}{p.t1 + off}{f[1]}")
+                continue
+            head = f[0]
+            a = f[2].copy()
+        else:
+            head = _head(p.name)
+            a = _attr_texts(p, kw, off)
+        extra = p.extra
+        if extra:
+            for k, v in extra.items():
+                a[k] = _kv(k, v)
+        status = ""
+        err = p.err
+        if err is not None:  # as records._set_error + otlp_json's status encoding
+            et = getattr(err, "__qualname__", None) or str(err)
+            a["exception.type"] = _kv("exception.type", et)
+            msg = f"{et}: {p.errmsg}" if p.errmsg else et
+            st: dict = {}
+            if msg:
+                st["message"] = msg
+            st["code"] = STATUS_ERROR
+            status = f',"status":{orjson.dumps(st).decode()}'
+        attrs = f'","attributes":[{",".join(a.values())}]' if a else '"'
+        app(f"{pre}{sh}{post}{head}{p.t0 + off}{_MID}{p.t1 + off}{attrs}{status}}}")
+    return out
