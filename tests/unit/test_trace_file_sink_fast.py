@@ -77,6 +77,10 @@ def _workload():
         with phase("prove", circuit=i % 3, batch=i):
             with phase("ntt", device=0):
                 pass
+            # Repeated keyword shapes (cached text), including values that compare equal across types.
+            for v in (1, True, 1.0, "1", 1, True):
+                with phase("msm_l", device=0, circuit=v, batch=i % 2, points=v):
+                    pass
 
 
 def _collect(monkeypatch, workload=_workload):

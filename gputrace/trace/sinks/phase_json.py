@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import orjson
 
-from gputrace.otlp_json import STATUS_ERROR, _attrs_json, _jstr, _trace_hex, _trace_hex_cache
+from gputrace.otlp_json import STATUS_ERROR, _attrs_json, _jstr
 from gputrace.phases import phase_kind
 from gputrace.trace.hotpath import Phase
 from gputrace.trace.records import _GOLDEN, _KNOWN, _MASK64, _SPECIAL, _ids_of, _kind_cache
@@ -46,7 +46,8 @@ def _kv(k: str, v) -> str:
         key = (k, v)  # (type checked first: True == 1 and 1.0 == 1 hash alike)
         b = _kvs.get(key)
         if b is None:
-            b = _attrs_json({k: v})
+            # (the int text as otlp_json._attrs_json writes it; the test suite compares them)
+            b = f'{{"key":{_jstr(k)},"value":{{"intValue":"{v}"}}}}' if t is int else _attrs_json({k: v})
             if len(_kvs) >= _CACHE_MAX:
                 _kvs.clear()
             _kvs[key] = b
@@ -86,6 +87,32 @@ def _fragment(key) -> tuple[str, str, dict]:
     if len(_frags) >= 4096:
         _frags.clear()
     _frags[key] = f
+    return f
+
+
+_kwfrags: dict = {}
+
+
+def _kw_fragment(p, kw):
+    """(head, tail, texts) of a phase with keywords and no stream, cached per (thread, name, device,
+    bytes, keyword items) when every keyword value (``parent`` aside) is a str or an int; else None.
+    (Exact types: True == 1 and 1.0 == 1 would share a key.)"""
+    key = [p.st, p.name, p.device, p.nbytes]
+    for k, v in kw.items():
+        t = type(v)
+        if t is int or t is str:
+            key.append(k)
+            key.append(v)
+        elif k != "parent":
+            return None
+    key = tuple(key)
+    f = _kwfrags.get(key)
+    if f is None:
+        a = _attr_texts(p, kw, 0)
+        f = (_head(p.name), f'","attributes":[{",".join(a.values())}]}}', a)
+        if len(_kwfrags) >= 4096:
+            _kwfrags.clear()
+        _kwfrags[key] = f
     return f
 
 
@@ -165,7 +192,7 @@ def _parent_parts(parent, tid: int, ids) -> tuple[str, str]:
     psid = parent.sid
     if psid is None:
         psid = _ids_of(parent, ids)[1]
-    th = _trace_hex_cache.get(tid) or _trace_hex(tid)
+    th = tid.to_bytes(16, "big").hex()  # (every trace id of a run fits: salt << 64 | root span id)
     return f'{{"traceId":"{th}","spanId":"', f'","parentSpanId":"{psid.to_bytes(8, "big").hex()}"'
 
 
@@ -179,86 +206,102 @@ def encode_phases(phases: list, ids, off: int) -> list[str]:
     app = out.append
     frags = _frags
     pparts: dict = {}  # parent Phase -> (text before the span id, text after it)
-    n0 = ids.n
+    n = n0 = ids.n
     tsid, thx = _id_table(ids, n0, len(phases))
     ntab = len(tsid)
-    for p in phases:
-        kw = p.kw
-        if kw:
-            parent = kw.get("parent")
-            if parent is None:
-                parent = p.up
-            elif type(parent) is not Phase:
-                parent = None
-        else:
-            parent = p.up
-        # Ids: the same rules and order as records.to_span.
-        sid = p.sid
-        if sid is None:
-            if parent is None or parent.tid is not None:
-                j = ids.n - n0
-                ids.n += 1
-                if j < ntab:
-                    sid = tsid[j]
-                    sh = thx[j]
-                else:  # more ids than phases (ancestors outside the batch were numbered)
-                    sid = ((ids.n * _GOLDEN) & _MASK64) ^ ids.span_salt
-                    sh = None
-                if not sid:
-                    sid = ids.next_span_id()
-                    sh = None
-                p.sid = sid
+    tsalt = ids.trace_salt
+    try:
+        for p in phases:
+            kw = p.kw
+            if kw:
+                parent = kw.get("parent")
                 if parent is None:
-                    p.tid = tid = (ids.trace_salt << 64) | sid
-                else:
-                    p.tid = tid = parent.tid
-            else:  # first child met before its parent: number up the chain
-                tid, sid = _ids_of(p, ids)
+                    parent = p.up
+                elif type(parent) is not Phase:
+                    parent = None
+            else:
+                parent = p.up
+            # Ids: the same rules and order as records.to_span.
+            # The counter lives in a local (n) and is synced with ids around the calls that use it.
+            sid = p.sid
+            if sid is None:
+                if parent is None or parent.tid is not None:
+                    j = n - n0
+                    n += 1
+                    if j < ntab:
+                        sid = tsid[j]
+                        sh = thx[j]
+                    else:  # more ids than phases (ancestors outside the batch were numbered)
+                        sid = ((n * _GOLDEN) & _MASK64) ^ ids.span_salt
+                        sh = None
+                    if not sid:
+                        ids.n = n
+                        sid = ids.next_span_id()
+                        n = ids.n
+                        sh = None
+                    p.sid = sid
+                    if parent is None:
+                        p.tid = tid = (tsalt << 64) | sid
+                    else:
+                        p.tid = tid = parent.tid
+                else:  # first child met before its parent: number up the chain
+                    ids.n = n
+                    tid, sid = _ids_of(p, ids)
+                    n = ids.n
+                    sh = None
+            else:
+                tid = p.tid
                 sh = None
-        else:
-            tid = p.tid
-            sh = None
-        if sh is None:
-            sh = sid.to_bytes(8, "big").hex()
-        if parent is None:
-            th = _trace_hex_cache.get(tid)
-            if th is None:
-                th = _trace_hex(tid)
-            pre = '{"traceId":"' + th + '","spanId":"'
-            post = '"'
-        else:
-            pp = pparts.get(parent)
-            if pp is None:
-                pp = pparts[parent] = _parent_parts(parent, tid, ids)
-            pre, post = pp
-        if not kw and p.cdev is None:
-            key = (p.st, p.name, p.device, p.nbytes)
-            f = frags.get(key)
-            if f is None:
-                f = _fragment(key)
-            if p.extra is None and p.err is None:  # the common case
-                app(f"{pre}{sh}{post}{f[0]}{p.t0 + off}{_MID}{p.t1 + off}{f[1]}")
-                continue
-            head = f[0]
-            a = f[2].copy()
-        else:
-            head = _head(p.name)
-            a = _attr_texts(p, kw, off)
-        extra = p.extra
-        if extra:
-            for k, v in extra.items():
-                a[k] = _kv(k, v)
-        status = ""
-        err = p.err
-        if err is not None:  # as records._set_error + otlp_json's status encoding
-            et = getattr(err, "__qualname__", None) or str(err)
-            a["exception.type"] = _kv("exception.type", et)
-            msg = f"{et}: {p.errmsg}" if p.errmsg else et
-            st: dict = {}
-            if msg:
-                st["message"] = msg
-            st["code"] = STATUS_ERROR
-            status = f',"status":{orjson.dumps(st).decode()}'
-        attrs = f'","attributes":[{",".join(a.values())}]' if a else '"'
-        app(f"{pre}{sh}{post}{head}{p.t0 + off}{_MID}{p.t1 + off}{attrs}{status}}}")
+            if sh is None:
+                sh = sid.to_bytes(8, "big").hex()
+            if parent is None:
+                pre = '{"traceId":"' + tid.to_bytes(16, "big").hex() + '","spanId":"'
+                post = '"'
+            else:
+                pp = pparts.get(parent)
+                if pp is None:
+                    ids.n = n
+                    pp = pparts[parent] = _parent_parts(parent, tid, ids)
+                    n = ids.n
+                pre, post = pp
+            if not kw:
+                if p.cdev is None:
+                    key = (p.st, p.name, p.device, p.nbytes)
+                    f = frags.get(key)
+                    if f is None:
+                        f = _fragment(key)
+                else:
+                    f = None
+            elif p.cdev is None:
+                f = _kw_fragment(p, kw)
+            else:
+                f = None
+            if f is not None:
+                if p.extra is None and p.err is None:  # the common case
+                    app(f"{pre}{sh}{post}{f[0]}{p.t0 + off}{_MID}{p.t1 + off}{f[1]}")
+                    continue
+                head = f[0]
+                a = f[2].copy()
+            else:
+                head = _head(p.name)
+                a = _attr_texts(p, kw, off)
+            extra = p.extra
+            if extra:
+                for k, v in extra.items():
+                    a[k] = _kv(k, v)
+            status = ""
+            err = p.err
+            if err is not None:  # as records._set_error + otlp_json's status encoding
+                et = getattr(err, "__qualname__", None) or str(err)
+                a["exception.type"] = _kv("exception.type", et)
+                msg = f"{et}: {p.errmsg}" if p.errmsg else et
+                st: dict = {}
+                if msg:
+                    st["message"] = msg
+                st["code"] = STATUS_ERROR
+                status = f',"status":{orjson.dumps(st).decode()}'
+            attrs = f'","attributes":[{",".join(a.values())}]' if a else '"'
+            app(f"{pre}{sh}{post}{head}{p.t0 + off}{_MID}{p.t1 + off}{attrs}{status}}}")
+    finally:
+        ids.n = n
     return out
