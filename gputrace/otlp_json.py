@@ -299,6 +299,8 @@ _CACHE_MAX = 1 << 16
 _json_str_cache: dict[str, str] = {}
 _str_kv_cache: dict[tuple[str, str], str] = {}
 _trace_hex_cache: dict[Any, str] = {}
+_int_kv_cache: dict[tuple[str, int], str] = {}  # looked up only for exact ints (True == 1 would match)
+_SMALL_INT = 1 << 40
 
 
 def _jstr(s: str) -> str:
@@ -329,14 +331,24 @@ def _attrs_json(a: Mapping[str, Any]) -> str:
     app = out.append
     jcache = _json_str_cache
     scache = _str_kv_cache
+    icache = _int_kv_cache
     for k, v in a.items():
         t = type(v)
         if t is str:
             b = scache.get((k, v))
             app(b if b is not None else _str_kv(k, v))
         elif t is int:
-            jk = jcache.get(k) or _jstr(k)
-            app(f'{{"key":{jk},"value":{{"intValue":"{v}"}}}}')
+            if -_SMALL_INT < v < _SMALL_INT:  # ids, devices, sizes repeat; timestamps do not
+                b = icache.get((k, v))
+                if b is None:
+                    b = f'{{"key":{jcache.get(k) or _jstr(k)},"value":{{"intValue":"{v}"}}}}'
+                    if len(icache) >= _CACHE_MAX:
+                        icache.clear()
+                    icache[(k, v)] = b
+                app(b)
+            else:
+                jk = jcache.get(k) or _jstr(k)
+                app(f'{{"key":{jk},"value":{{"intValue":"{v}"}}}}')
         elif t is bool:
             app(f'{{"key":{_jstr(k)},"value":{{"boolValue":{"true" if v else "false"}}}}}')
         else:
@@ -358,14 +370,24 @@ def _trace_hex(v: Any) -> str:
 
 
 def _span_json(s: Mapping[str, Any]) -> str:
-    tid = _trace_hex(s["trace_id"])
+    tv = s["trace_id"]
+    try:
+        tid = _trace_hex_cache.get(tv)  # (inline: a call costs ~0.2 us on the CI box)
+    except TypeError:  # unhashable (bytearray, memoryview)
+        tid = None
+    if tid is None:
+        tid = _trace_hex(tv)
     v = s["span_id"]
-    sid = f"{v:016x}" if type(v) is int and 0 < v < 0x10000000000000000 else hex_id(v, 8)
+    # int.to_bytes(...).hex() is faster than f"{v:016x}" (130 vs 220 ns on the CI box)
+    sid = v.to_bytes(8, "big").hex() if type(v) is int and 0 < v < 0x10000000000000000 else hex_id(v, 8)
     if not sid:
         raise ValueError("span_id must not be empty or zero")
     p = s.get("parent_span_id")
     if p:
-        parent = f',"parentSpanId":"{p:016x}"' if type(p) is int and 0 < p < 0x10000000000000000 else f',"parentSpanId":"{hex_id(p, 8)}"'
+        if type(p) is int and 0 < p < 0x10000000000000000:
+            parent = f',"parentSpanId":"{p.to_bytes(8, "big").hex()}"'
+        else:
+            parent = f',"parentSpanId":"{hex_id(p, 8)}"'
     else:
         parent = ""
     start, end = s["start_ns"], s["end_ns"]
@@ -389,8 +411,10 @@ def _span_json(s: Mapping[str, Any]) -> str:
     name = s["name"]
     jn = _json_str_cache.get(name) or _jstr(name)
     kind = s.get("kind", SPAN_KIND_INTERNAL)
+    if type(kind) is not int:
+        kind = int(kind)
     return (
-        f'{{"traceId":"{tid}","spanId":"{sid}"{parent},"name":{jn},"kind":{int(kind)},'
+        f'{{"traceId":"{tid}","spanId":"{sid}"{parent},"name":{jn},"kind":{kind},'
         f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}"{attrs}{status}}}'
     )
 
