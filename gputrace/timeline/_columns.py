@@ -141,8 +141,12 @@ class Interner:
         return c
 
 
-def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
+def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | None = None):
     """Convert one batch. ``res``: resource index per span (int32).
+
+    ``fast``: rows whose attributes were parsed by ``_fast.parse_attributes`` (their spans are
+    ``_fast.LeanSpan``s), as ``(FastAttrs, span indices in it, batch rows)`` triples; all other
+    rows are ``otlp_schema.Span``s with decoded attributes.
 
     Returns ``(cols, attrs, bad)``: column arrays for the good spans, ``attrs`` keyed by row in
     the returned columns, and ``bad`` = list of ``(batch_index, field_suffix, message)`` for
@@ -205,16 +209,27 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
     }
     kind = it.kind_by_phase[phase]
     lane_code = np.full(n, -1, np.int64)
-    attr_lists = list(map(_g_attrs, spans))
-    lens = np.fromiter(map(len, attr_lists), np.int64, n)
+    if fast:
+        gen = np.ones(n, dtype=bool)
+        for _, _, brows in fast:
+            gen[brows] = False
+        gen_rows = np.flatnonzero(gen)
+        attr_lists = [spans[i].attributes for i in gen_rows.tolist()]
+        _fast_attrs(fast, cols, kind, lane_code, attrs, it)
+    else:
+        gen_rows = np.arange(n, dtype=np.int64)
+        attr_lists = list(map(_g_attrs, spans))
+    lens = np.fromiter(map(len, attr_lists), np.int64, len(attr_lists))
     flat = list(chain.from_iterable(attr_lists))
     if flat:
         # fromiter(dtype=object) skips the per-element sequence checks of ``arr[:] = list``.
         vals = np.fromiter(map(_g_value, flat), dtype=object, count=len(flat))
         codes = np.fromiter(map(_KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
-        rows = np.repeat(np.arange(n, dtype=np.int64), lens)
+        rows = np.repeat(gen_rows, lens)
         first = np.zeros(n, dtype=np.int64)
-        np.cumsum(lens[:-1], out=first[1:])
+        starts = np.zeros(len(lens), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        first[gen_rows] = starts
         present = np.bincount(codes, minlength=_NKNOWN + 1)
         for c in np.flatnonzero(present[:_NKNOWN]).tolist():
             key = _KEYS[c]
@@ -239,12 +254,9 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
                                 mark(int(rows[p]), f"attributes[{p - int(first[rows[p]])}].value",
                                      f"expected stringValue for {key}, got {_describe(sel[j])}")
                 if colname == "lane":
-                    for s in set(strs).difference(it.lane_name_ix):
-                        it.lane_name_code(s)
-                    lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
+                    _set_lanes(lane_code, r, strs, it)
                 else:
-                    kc = {s: KIND_CODES.get(s, 0) for s in set(strs)}
-                    kind[r] = np.fromiter(map(kc.__getitem__, strs), np.int8, len(strs))
+                    _set_kinds(kind, r, strs)
         if present[_NKNOWN]:
             idx = np.flatnonzero(codes == _NKNOWN)
             for p, r in zip(idx.tolist(), rows[idx].tolist()):
@@ -292,6 +304,52 @@ def spans_to_columns(spans: list[Span], res: np.ndarray, it: Interner):
         newrow[keep] = np.arange(len(keep))
         attrs = {int(newrow[r]): d for r, d in attrs.items() if okmask[r]}
     return out, attrs, sorted((i, f, m) for i, (f, m) in bad.items())
+
+
+def _set_lanes(lane_code: np.ndarray, r: np.ndarray, strs: list, it: Interner) -> None:
+    for s in set(strs).difference(it.lane_name_ix):
+        it.lane_name_code(s)
+    lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
+
+
+def _set_kinds(kind: np.ndarray, r: np.ndarray, strs: list) -> None:
+    kc = {s: KIND_CODES.get(s, 0) for s in set(strs)}
+    kind[r] = np.fromiter(map(kc.__getitem__, strs), np.int8, len(strs))
+
+
+def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray, attrs: dict, it: Interner) -> None:
+    """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
+    for fa, gidx, brows in fast:
+        st = fa.indptr[gidx]
+        cnt = fa.indptr[gidx + 1] - st
+        tot = int(cnt.sum())
+        if not tot:
+            continue
+        base = np.zeros(len(cnt), dtype=np.int64)
+        np.cumsum(cnt[:-1], out=base[1:])
+        aidx = np.repeat(st - base, cnt) + np.arange(tot, dtype=np.int64)
+        arow = np.repeat(brows, cnt)
+        code = fa.code[aidx]
+        present = np.bincount(code, minlength=_NKNOWN + 1)
+        for c in np.flatnonzero(present).tolist():
+            sel = np.flatnonzero(code == c)
+            ai, r = aidx[sel], arow[sel]
+            if c == _NKNOWN:
+                for row, k, s, ivv in zip(r.tolist(), fa.key[ai].tolist(), fa.sval[ai].tolist(), fa.ival[ai].tolist()):
+                    d = attrs.get(row)
+                    if d is None:
+                        d = attrs[row] = {}
+                    d[k] = s if s is not None else ivv
+                continue
+            colname = COLUMN_ATTRS[_KEYS[c]][0]
+            if colname == "lane" or colname == "kind":
+                strs = fa.sval[ai].tolist()
+                if colname == "lane":
+                    _set_lanes(lane_code, r, strs, it)
+                else:
+                    _set_kinds(kind, r, strs)
+            else:
+                cols[colname][r] = fa.ival[ai]
 
 
 def _describe(v: AnyValue) -> str:

@@ -16,6 +16,12 @@ executed or unpickled: it is parsed as JSON only.
 
 ``TraceLoader`` is the incremental core shared with ``iter_load``/``follow``; it is not
 thread-safe (feed it from one thread).
+
+Fast path (``_fast``): lines are first decoded with their span attributes kept as raw JSON, and
+the attributes of many lines are checked and parsed together with numpy. Lines are queued and
+*resolved* in order before anything observable happens (a column batch, an error, the next
+file), so results, errors and their order are those of the general path; a line whose attributes
+the fast parser declines is decoded again with the general decoder.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import numpy as np
 import orjson
 
 from gputrace.timeline._columns import Interner, spans_to_columns
+from gputrace.timeline._fast import lean_decoder, parse_attributes
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Timeline
 from gputrace.timeline.otlp_schema import KeyValue, Span, TraceRequest, py_value, request_decoder
@@ -40,6 +47,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 #: Spans decoded before they are turned into columns (bounds the memory of decoded objects).
 BATCH_SPANS = 32768
+#: After this many queued lines in a row declined by the fast parser, a loader stops trying it
+#: (a foreign writer's layout: each line would otherwise be decoded twice).
+FAST_GIVE_UP_LINES = 64
 _CHUNK = 1 << 22
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -132,13 +142,22 @@ def _describe_msgspec_error(e: Exception, line: bytes) -> tuple[str | None, str,
 class TraceLoader:
     """Builds a Timeline from OTLP JSON lines fed one at a time (incremental; one thread).
 
-    ``feed(path, line_no, line, terminated)`` raises ``TraceFormatError`` unless ``lenient``;
-    ``timeline()`` returns everything fed so far (cached until more spans arrive).
+    ``feed(path, line_no, line, terminated)`` raises ``TraceFormatError`` unless ``lenient``
+    (an error may surface at a later ``feed``, ``flush`` or ``timeline`` call, but always before
+    anything that follows it in the input); ``timeline()`` returns everything fed so far
+    (cached until more spans arrive). ``fast=False`` uses only the general decoder (same
+    results, slower; for tests and benchmarks).
     """
 
-    def __init__(self, lenient: bool = False, batch_spans: int = BATCH_SPANS) -> None:
+    def __init__(self, lenient: bool = False, batch_spans: int = BATCH_SPANS, fast: bool = True) -> None:
         self.lenient = lenient
         self.batch_spans = batch_spans
+        self.fast = fast
+        self._lean: list[tuple] = []  # queued fast-decoded lines: (path, line_no, line, terminated, req, nspans)
+        self._lean_spans = 0
+        self._declined = 0  # queued lines declined in a row by the fast parser
+        self.fast_lines = 0  # lines added through the fast path (for tests and benchmarks)
+        self._pending_fast: list[tuple] = []  # per pending segment: (FastAttrs or None, first span index in it)
         self.report = LoadReport()
         self.it = Interner()
         self._pending: list[Span] = []
@@ -155,6 +174,56 @@ class TraceLoader:
         if not line:
             return
         self.report.lines += 1
+        if self.fast:
+            try:
+                req = lean_decoder.decode(line)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass  # the general decoder below names the problem
+            else:
+                ns = 0
+                for rs in req.resourceSpans:
+                    for ss in rs.scopeSpans:
+                        ns += len(ss.spans)
+                    for ls in rs.instrumentationLibrarySpans:
+                        ns += len(ls.spans)
+                self._lean.append((path, line_no, line, terminated, req, ns))
+                self._lean_spans += ns
+                if len(self._pending) + self._lean_spans >= self.batch_spans:
+                    self.resolve()
+                return
+            self.resolve()
+        self._feed_general(path, line_no, line, terminated)
+
+    def resolve(self) -> None:
+        """Process queued fast-decoded lines in input order, exactly as the general path would:
+        lines whose attributes the fast parser accepts are added with its result, the others are
+        decoded again by the general decoder (which raises or reports their errors)."""
+        lean = self._lean
+        if not lean:
+            return
+        self._lean, self._lean_spans = [], 0
+        raws = []
+        for e in lean:
+            for rs in e[4].resourceSpans:
+                for ss in rs.scopeSpans:
+                    raws.extend([sp.attributes for sp in ss.spans])
+                for ls in rs.instrumentationLibrarySpans:
+                    raws.extend([sp.attributes for sp in ls.spans])
+        fa = parse_attributes(raws) if raws else None
+        k = 0
+        for path, line_no, line, terminated, req, ns in lean:
+            if ns == 0 or fa.ok[k:k + ns].all():
+                self._declined = 0
+                self.fast_lines += 1
+                self._add_request(path, line_no, req, fa, k)
+            else:
+                self._declined += 1
+                if self._declined >= FAST_GIVE_UP_LINES:
+                    self.fast = False
+                self._feed_general(path, line_no, line, terminated)
+            k += ns
+
+    def _feed_general(self, path: PathLike, line_no: int, line: bytes, terminated: bool) -> None:
         try:
             req = request_decoder.decode(line)
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
@@ -171,13 +240,16 @@ class TraceLoader:
             return
         self._add_request(path, line_no, req)
 
-    def _add_request(self, path, line_no: int, req: TraceRequest) -> None:
+    def _add_request(self, path, line_no: int, req: TraceRequest, fa=None, k: int = 0) -> None:
+        """Queue a decoded request's spans (``fa``/``k``: fast-parsed attributes of a
+        ``LeanRequest``, whose first span is span ``k`` of ``fa``)."""
         for ri, rs in enumerate(req.resourceSpans):
             res = self._resource(path, line_no, ri, rs.resource.attributes)
-            if res is None:
-                continue
             groups = [("scopeSpans", ss.spans) for ss in rs.scopeSpans]
             groups += [("instrumentationLibrarySpans", ls.spans) for ls in rs.instrumentationLibrarySpans]
+            if res is None:
+                k += sum(len(sp) for _, sp in groups)
+                continue
             for si, (gname, spans) in enumerate(groups):
                 if not spans:
                     continue
@@ -185,8 +257,10 @@ class TraceLoader:
                 self._pending_where.append((len(self._pending), str(path), line_no, len(spans), prefix))
                 self._pending.extend(spans)
                 self._pending_res.append((res, len(spans)))
+                self._pending_fast.append((fa, k))
+                k += len(spans)
         if len(self._pending) >= self.batch_spans:
-            self.flush()
+            self._flush_pending()
 
     def _resource(self, path, line_no: int, ri: int, kvs: list[KeyValue]) -> int | None:
         attrs = {kv.key: py_value(kv.value) for kv in kvs}
@@ -254,14 +328,27 @@ class TraceLoader:
         self._add_request(path, line_no, req)
 
     def flush(self) -> None:
-        """Turn pending decoded spans into columns (validating ids, times and attributes)."""
+        """Turn pending decoded spans into columns (validating ids, times and attributes).
+        Queued fast-decoded lines are resolved first."""
+        self.resolve()
+        self._flush_pending()
+
+    def _flush_pending(self) -> None:
         if not self._pending:
             return
         spans, res_counts, where = self._pending, self._pending_res, self._pending_where
-        self._pending, self._pending_res, self._pending_where = [], [], []
-        res = np.repeat(np.array([r for r, _ in res_counts], dtype=np.int32),
-                        np.array([c for _, c in res_counts], dtype=np.int64))
-        cols, attrs, bad = spans_to_columns(spans, res, self.it)
+        srcs = self._pending_fast
+        self._pending, self._pending_res, self._pending_where, self._pending_fast = [], [], [], []
+        counts = np.array([c for _, c in res_counts], dtype=np.int64)
+        res = np.repeat(np.array([r for r, _ in res_counts], dtype=np.int32), counts)
+        fast: dict[int, list] = {}
+        for (fa, k), (s0, _, _, cnt, _) in zip(srcs, where):
+            if fa is not None:
+                fast.setdefault(id(fa), [fa, [], []])
+                fast[id(fa)][1].append(np.arange(k, k + cnt, dtype=np.int64))
+                fast[id(fa)][2].append(np.arange(s0, s0 + cnt, dtype=np.int64))
+        groups = [(fa, np.concatenate(g), np.concatenate(r)) for fa, g, r in fast.values()] or None
+        cols, attrs, bad = spans_to_columns(spans, res, self.it, groups)
         if bad:
             starts = [w[0] for w in where]
             for i, fld, msg in bad:
@@ -387,10 +474,12 @@ def load_file_into(loader: TraceLoader, path: PathLike) -> None:
         except (EOFError, gzip.BadGzipFile, OSError) as e:
             if isinstance(e, FileNotFoundError):
                 raise
+            loader.resolve()  # problems of the lines before come first
             err = TraceFormatError(path, None, None, f"corrupt or truncated gzip stream ({e})", "bad gzip")
             if not loader.lenient:
                 raise err from None
             loader.report.add(err, line_skipped=False)
+    loader.resolve()  # this file's problems before the next file's
     if loader.report.lines == before and sum(loader.report.reasons.values()) == problems_before:
         err = TraceFormatError(path, None, None, "empty file (no trace data)", "empty file")
         if not loader.lenient:
@@ -406,6 +495,7 @@ def _try_whole_file(loader: TraceLoader, path) -> bool:
         req = request_decoder.decode(data)
     except Exception:  # noqa: BLE001 - not a whole-file request either: report the line error
         return False
+    loader.resolve()
     loader.report.lines += 1
     loader._add_request(path, 1, req)
     return True

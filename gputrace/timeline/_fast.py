@@ -1,0 +1,314 @@
+"""Fast path of the reader: spans decoded with their ``attributes`` left as raw JSON, and the
+attribute arrays of a whole group of spans parsed at once with numpy.
+
+Why hand-written: decoding every attribute into ``KeyValue``/``AnyValue`` Structs is half of
+msgspec's time on our traces (about 5 attributes per span), and walking those Structs again to
+build columns costs as much as decoding them. gputrace's own writer emits attributes in one
+fixed layout::
+
+    [{"key":"K","value":{"intValue":"123"}},{"key":"K","value":{"stringValue":"S"}}]
+
+``parse_attributes`` checks each span's raw attribute array against exactly that layout (byte
+for byte, with numpy over the concatenated arrays: quote positions, the literal text between
+them, digits) and parses the accepted ones into flat arrays. A span whose attributes deviate in
+any way (whitespace, escapes, other value types, unquoted integers, an out-of-range column
+value, a column key given twice, invalid UTF-8, ...) is *declined*; the reader then decodes its
+whole line with the general decoder (``otlp_schema.request_decoder``), so errors, messages and
+results are those of the general path. An accepted span yields exactly the values the general
+path would produce for it (tests/unit/test_reader_fast.py checks the two paths give identical
+Timelines).
+
+Pure functions; thread-safe.
+"""
+
+from __future__ import annotations
+
+from typing import List, Union
+
+import msgspec
+import numpy as np
+
+from gputrace.timeline.otlp_schema import Resource, Scope, Status, _NO_RESOURCE, _NO_SCOPE, _NO_STATUS
+
+_EMPTY_RAW = msgspec.Raw(b"[]")
+
+
+class LeanSpan(msgspec.Struct, gc=False):
+    """``otlp_schema.Span`` with ``attributes`` kept as raw JSON (same names, same defaults)."""
+
+    traceId: str
+    spanId: str
+    name: str
+    startTimeUnixNano: int
+    endTimeUnixNano: int
+    parentSpanId: str = ""
+    kind: Union[int, str] = 0
+    attributes: msgspec.Raw = _EMPTY_RAW
+    status: Status = _NO_STATUS
+
+
+class LeanScopeSpans(msgspec.Struct, gc=False):
+    spans: List[LeanSpan] = []
+    scope: Scope = _NO_SCOPE
+
+
+class LeanLibrarySpans(msgspec.Struct, gc=False):
+    spans: List[LeanSpan] = []
+    instrumentationLibrary: Scope = _NO_SCOPE
+
+
+class LeanResourceSpans(msgspec.Struct, gc=False):
+    resource: Resource = _NO_RESOURCE
+    scopeSpans: List[LeanScopeSpans] = []
+    instrumentationLibrarySpans: List[LeanLibrarySpans] = []
+
+
+class LeanRequest(msgspec.Struct, gc=False):
+    resourceSpans: List[LeanResourceSpans]
+
+
+#: Decodes one line into a ``LeanRequest``. Accepts every line ``request_decoder`` accepts (and
+#: more: attributes are not validated here, ``parse_attributes`` does that). Thread-safe.
+lean_decoder = msgspec.json.Decoder(LeanRequest, strict=False)
+
+# Column keys, in the order of ``_columns.COLUMN_ATTRS`` (codes 0..7); 8 = any other key.
+KNOWN_KEYS = (
+    "gputrace.device", "gputrace.circuit", "gputrace.batch", "gputrace.bytes",
+    "gputrace.gpu.start_ns", "gputrace.gpu.end_ns", "gputrace.lane", "gputrace.kind",
+)
+OTHER = len(KNOWN_KEYS)
+_KEY_IS_STR = np.array([False] * 6 + [True, True, False])
+_KEY_LO = np.array([-(1 << 15), -(1 << 31), -(1 << 31)] + [-(1 << 63)] * 6, dtype=np.int64)
+_KEY_HI = np.array([(1 << 15) - 1, (1 << 31) - 1, (1 << 31) - 1] + [(1 << 63) - 1] * 6, dtype=np.int64)
+def _le(b: bytes) -> np.uint64:
+    """8 (or fewer, zero-padded) bytes as the little-endian uint64 a word view reads."""
+    return np.frombuffer(b.ljust(8, b"\0"), dtype="<u8")[0]
+
+
+def _le4(b: bytes) -> np.uint32:
+    return np.frombuffer(b, dtype="<u4")[0]
+
+
+# A known key is identified by the 24 bytes from its first character: the key itself and the
+# literal '","value":{"' that must follow it (all known keys are 12 bytes or longer).
+_KNOWN_WIN = np.array([[_le((k.encode() + b'","value":{"')[8 * j:8 * j + 8]) for j in range(3)] for k in KNOWN_KEYS],
+                      dtype=np.uint64)
+_KNOWN_LEN = np.array([len(k) for k in KNOWN_KEYS], dtype=np.int64)
+_H1, _H2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def _hash(w0, w1, w2):
+    return w0 ^ (w1 * _H1) ^ (w2 * _H2)
+
+
+with np.errstate(over="ignore"):
+    _KNOWN_HASH = _hash(_KNOWN_WIN[:, 0], _KNOWN_WIN[:, 1], _KNOWN_WIN[:, 2])
+_HASH_ORDER = np.argsort(_KNOWN_HASH)
+_HASH_SORTED = _KNOWN_HASH[_HASH_ORDER]
+
+_L_KEY = _le(b'{"key":"')
+_L_VALUE = _le(b'","value')
+_L_VALUE2 = _le4(b'":{"')
+_L_STR = _le(b'"stringV')
+_L_STR2 = _le4(b'alue')
+_L_INT = _le(b'"intValu')
+_L_COLON = _le4(b'":"\0')
+_L_NEXT = _le4(b'"}},')
+_L_LAST = _le4(b'"}}]')
+_M3 = np.uint32(0x00FFFFFF)
+_ZEROS = np.uint64(0x3030303030303030)
+_HI = np.uint64(0x8080808080808080)
+_P46 = np.uint64(0x4646464646464646)
+# _KEEP[k]: the last k bytes of a little-endian word (the ones nearest the end of the number).
+_KEEP = np.array([0] + [((1 << 64) - 1) << (8 * (8 - k)) & ((1 << 64) - 1) for k in range(1, 9)], dtype=np.uint64)
+_I64_MAX = np.uint64((1 << 63) - 1)
+# _KEEP_LOW[k]: the first k bytes of a little-endian word.
+_KEEP_LOW = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+_H3 = np.uint64(0x165667B19E3779F9)
+_PAD = b"\0" * 32
+
+
+class FastAttrs:
+    """Parsed attributes of a group of spans (``parse_attributes``'s result).
+
+    ``ok[i]``: span i was accepted. For accepted spans, attributes are flat arrays in span
+    order: ``indptr`` (per span, CSR offsets into the flat arrays; declined spans have none),
+    ``code`` (0..7 column key, 8 other), ``ival`` (int value, where ``is_str`` is false), and
+    ``sval`` (decoded string for string values, else None) and ``key`` (decoded key for other
+    keys, else None) as object arrays.
+    """
+
+    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key")
+
+    def __init__(self, ok, indptr, code, ival, is_str, sval, key) -> None:
+        self.ok, self.indptr, self.code, self.ival, self.is_str, self.sval, self.key = ok, indptr, code, ival, is_str, sval, key
+
+
+def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:
+    """UTF-8 strings ``buf[s:e]`` (None where not valid UTF-8)."""
+    out = []
+    for i, j in zip(s.tolist(), e.tolist()):
+        try:
+            out.append(buf[i:j].decode())
+        except UnicodeDecodeError:
+            out.append(None)
+    return out
+
+
+def _strings(buf: bytes, w8: np.ndarray, s: np.ndarray, e: np.ndarray, span: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """``buf[s:e]`` decoded, as an object array. Strings repeat (lane names, keys), so each
+    distinct one is decoded once: strings up to 24 bytes are grouped by their bytes (read as
+    three words; a hash only picks the candidate, equality is checked word by word). A string
+    that is not valid UTF-8 declines its span (``ok``)."""
+    ln = e - s
+    f0 = w8[s] & _KEEP_LOW[np.minimum(ln, 8)]
+    f1 = w8[s + 8] & _KEEP_LOW[np.clip(ln - 8, 0, 8)]
+    f2 = w8[s + 16] & _KEEP_LOW[np.clip(ln - 16, 0, 8)]
+    h = _hash(f0, f1, f2) ^ (ln.astype(np.uint64) * _H3)
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    dec = _decode_list(buf, s[first], e[first])
+    out = np.empty(len(s), dtype=object)
+    out[:] = np.array(dec + [None], dtype=object)[:-1][inv]
+    rep = first[inv]
+    alone = np.flatnonzero((ln > 24) | (f0 != f0[rep]) | (f1 != f1[rep]) | (f2 != f2[rep]) | (ln != ln[rep]))
+    if len(alone):
+        out[alone] = np.array(_decode_list(buf, s[alone], e[alone]) + [None], dtype=object)[:-1]
+    bad = np.flatnonzero(np.equal(out, None))
+    if len(bad):
+        ok[span[bad]] = False
+    return out
+
+
+def _digits(w: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Value of the last ``k`` (0..8) ASCII digits of each little-endian word, and whether
+    they are all digits (SWAR: eight digits per 64-bit multiply chain)."""
+    keep = _KEEP[k]
+    x = (w & keep) | (_ZEROS & ~keep)
+    okd = (((x + _P46) | (x - _ZEROS)) & _HI) == 0
+    x = x - _ZEROS
+    x = ((x * np.uint64(10)) + (x >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    x = ((x * np.uint64(100)) + (x >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    x = ((x * np.uint64(10000)) + (x >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    return x, okd
+
+
+def parse_attributes(raws: list) -> FastAttrs:
+    """Check and parse the raw ``attributes`` JSON arrays of a group of spans (see module doc)."""
+    with np.errstate(over="ignore"):
+        return _parse(raws)
+
+
+def _parse(raws: list) -> FastAttrs:
+    n = len(raws)
+    lens = np.fromiter(map(len, raws), np.int64, n)
+    off = np.zeros(n, np.int64)
+    np.cumsum(lens[:-1], out=off[1:])
+    end = off + lens
+    raws = list(raws)
+    raws.append(_PAD)
+    buf = b"".join(raws)
+    total = len(buf) - len(_PAD)
+    a = np.frombuffer(buf, np.uint8)
+    body = a[:total]
+    w8 = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # w8[i]: bytes i..i+7
+    w4 = np.ndarray((len(buf) - 3,), dtype="<u4", buffer=buf, strides=(1,))
+    ok = (lens >= 2) & (a[off] == 91) & (a[np.maximum(end - 1, 0)] == 93)  # [ ... ]
+    if buf.find(b"\\", 0, total) >= 0 or body.min() < 32:  # escapes, control characters
+        bad_bytes = np.flatnonzero((body == 92) | (body < 32))
+        ok[np.searchsorted(end, bad_bytes, side="right")] = False
+    q = np.flatnonzero(body == 34)
+    if len(q) % 10 == 0:
+        # Usual case (every span in the layout): ten quotes per attribute, in order.
+        Q = q.reshape(-1, 10)
+        span = np.searchsorted(end, Q[:, 0], side="right")
+        nat = np.bincount(span, minlength=n)
+        res = _check(buf, a, w8, w4, Q, span, nat, ok & ((nat > 0) | (lens == 2)), off, end)
+        if res.ok.all():
+            return res
+    # Some span is not in the layout: count each span's quotes so that the others still line up.
+    qc = np.searchsorted(q, end) - np.searchsorted(q, off)
+    ok &= (qc % 10 == 0) & ((qc > 0) | (lens == 2))
+    nat = np.where(ok, qc // 10, 0)
+    Q = q[np.repeat(ok, qc)].reshape(-1, 10)
+    return _check(buf, a, w8, w4, Q, np.repeat(np.arange(n), nat), nat, ok, off, end)
+
+
+def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
+    """Check attributes ``Q`` (ten quote positions each; ``span``: their span, ``nat``: count per
+    span) against the layout and parse them; ``ok`` (modified) says which spans are kept."""
+    n = len(ok)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(nat, out=indptr[1:])
+    m = len(Q)
+    if m == 0:
+        return FastAttrs(ok, indptr, np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, object),
+                         np.zeros(0, object))
+    q0, q3, q6, q7, q9 = Q[:, 0], Q[:, 3], Q[:, 6], Q[:, 7], Q[:, 9]
+    # Layout {"key":"K","value":{"T":"V"}}; each literal also pins the next quote positions.
+    good = (w8[q0 - 1] == _L_KEY) & (w8[q3] == _L_VALUE) & (w4[q3 + 8] == _L_VALUE2)
+    t0 = w8[q6]
+    is_str = (t0 == _L_STR) & (w4[q6 + 8] == _L_STR2) & (q7 == q6 + 12)
+    is_int = (t0 == _L_INT) & (a[q6 + 8] == 101) & (q7 == q6 + 9)
+    good &= (is_str | is_int) & ((w4[q7] & _M3) == _L_COLON)
+    # '[{' before a span's first attribute, '}},{' between two, '}}]' after the last.
+    first = np.zeros(m, bool)
+    has = nat > 0
+    first[indptr[:-1][has]] = True
+    last = np.zeros(m, bool)
+    last[indptr[1:][has] - 1] = True
+    c4 = w4[q9]
+    good &= np.where(first, q0 - 2 == off[span], True)
+    good &= np.where(last, (c4 == _L_LAST) & (q9 + 4 == end[span]), c4 == _L_NEXT)
+    nf = ~first
+    nf[0] = False
+    good[nf] &= q0[nf] - q9[np.flatnonzero(nf) - 1] == 5
+    # Keys.
+    ks, ke = q0 + 7, q3
+    kl = ke - ks
+    k0, k1, k2 = w8[ks], w8[ks + 8], w8[ks + 16]
+    h = _hash(k0, k1, k2)
+    cand = _HASH_ORDER[np.minimum(np.searchsorted(_HASH_SORTED, h), len(_HASH_SORTED) - 1)]
+    win = _KNOWN_WIN[cand]
+    hit = (k0 == win[:, 0]) & (k1 == win[:, 1]) & (k2 == win[:, 2]) & (kl == _KNOWN_LEN[cand])
+    code = np.where(hit, cand, OTHER).astype(np.int8)
+    good &= (code == OTHER) | (is_str == _KEY_IS_STR[code])  # column key, wrong value type: general path
+    # Integers: -?(0|[1-9][0-9]{0,18}) inside int64 and the column's range.
+    vs, ve = q7 + 3, q9
+    ival = np.zeros(m, np.int64)
+    ii = np.flatnonzero(is_int & good)
+    if len(ii):
+        e = ve[ii]
+        neg = a[vs[ii]] == 45
+        ds = vs[ii] + neg
+        nd = e - ds
+        lo, ok0 = _digits(w8[e - 8], np.minimum(nd, 8).clip(0))
+        mid, ok1 = _digits(w8[np.maximum(e - 16, 0)], np.clip(nd - 8, 0, 8))
+        hi, ok2 = _digits(w8[np.maximum(e - 24, 0)], np.clip(nd - 16, 0, 8))
+        okd = ok0 & ok1 & ok2 & (nd >= 1) & (nd <= 19) & ((nd == 1) | (a[ds] != 48))
+        uval = hi * np.uint64(10 ** 16) + mid * np.uint64(10 ** 8) + lo
+        okd &= uval <= _I64_MAX + neg.astype(np.uint64)
+        val = np.where(neg, (np.uint64(0) - uval).view(np.int64), uval.view(np.int64))
+        c = code[ii]
+        okd &= (val >= _KEY_LO[c]) & (val <= _KEY_HI[c])
+        ival[ii] = val
+        good[ii[~okd]] = False
+    # A column key twice in one span: the general path decides which wins.
+    kc = code < OTHER
+    if kc.any():
+        sk = span[kc] * OTHER + code[kc]
+        dup = np.bincount(sk, minlength=n * OTHER) > 1
+        if dup.any():
+            good[np.flatnonzero(kc)[dup[sk]]] = False
+    ok[span[~good]] = False
+    # Strings (lane, kind, other values) and other keys, decoded for accepted spans only.
+    keep = ok[span]
+    sval = np.full(m, None, dtype=object)
+    key = np.full(m, None, dtype=object)
+    si = np.flatnonzero(is_str & keep)
+    if len(si):
+        sval[si] = _strings(buf, w8, vs[si], ve[si], span[si], ok)
+    oi = np.flatnonzero((code == OTHER) & keep)
+    if len(oi):
+        key[oi] = _strings(buf, w8, ks[oi], ke[oi], span[oi], ok)
+    return FastAttrs(ok, indptr, code, ival, is_str, sval, key)

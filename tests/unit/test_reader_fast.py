@@ -1,0 +1,209 @@
+"""The reader's fast path (raw attributes parsed with numpy) against the general decoder: same
+Timeline, same errors and reports, and a fallback for every layout the fast parser declines."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gputrace.otlp_json import encode_request
+from gputrace.timeline import TraceFormatError, read_trace
+from gputrace.timeline._fast import parse_attributes
+from gputrace.timeline.reader import TraceLoader, load_file_into
+from gputrace.timeline.synthetic import write_synthetic
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TID = bytes(range(1, 17))
+
+
+def _load(paths, fast: bool, lenient: bool = False, batch_spans: int = 32768):
+    loader = TraceLoader(lenient=lenient, batch_spans=batch_spans, fast=fast)
+    for p in paths:
+        load_file_into(loader, p)
+    return loader.timeline(), loader
+
+
+def _same(a, b) -> None:
+    assert a.n == b.n
+    for k in a.cols:
+        assert a.cols[k].dtype == b.cols[k].dtype, k
+        assert np.array_equal(a.cols[k], b.cols[k]), k
+    assert a.phases == b.phases
+    assert a.lanes == b.lanes
+    assert np.array_equal(a.lane_offsets, b.lane_offsets)
+    assert a.resources == b.resources
+    assert a.trace_ids == b.trace_ids
+    assert a.attrs == b.attrs
+    ra, rb = a.load_report, b.load_report
+    assert (ra.lines, ra.spans, ra.lines_skipped, ra.spans_skipped) == (rb.lines, rb.spans, rb.lines_skipped, rb.spans_skipped)
+    assert ra.reasons == rb.reasons
+    assert [str(e) for e in ra.problems] == [str(e) for e in rb.problems]
+
+
+def _both(paths, lenient=False, batch_spans=32768):
+    fast, fl = _load(paths, True, lenient, batch_spans)
+    gen, gl = _load(paths, False, lenient, batch_spans)
+    _same(fast, gen)
+    assert gl.fast_lines == 0
+    return fast, fl
+
+
+def _span(i, attrs, parent=None, name="ntt"):
+    return dict(trace_id=TID, span_id=i, parent_span_id=parent, name=name, start_ns=1_767_225_600_000_000_000 + i * 10,
+                end_ns=1_767_225_600_000_000_000 + i * 10 + 5, attributes=attrs)
+
+
+def _write(path, lines) -> Path:
+    path.write_bytes(b"".join((ln if isinstance(ln, bytes) else ln.encode()) + b"\n" for ln in lines))
+    return path
+
+
+RES = {"service.name": "prover", "host.name": "h", "process.pid": 7}
+
+
+def test_synthetic_trace_is_all_fast_and_identical(tmp_path):
+    p = tmp_path / "s.jsonl"
+    write_synthetic(p, target_spans=6000, hosts=2, gpus=2, circuits=3, spans_per_line=97, shuffle_lines=True)
+    tl, loader = _both([p], batch_spans=1000)  # many batches and groups
+    assert loader.fast_lines == loader.report.lines > 0
+    assert tl.n == 6000
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.jsonl")))
+def test_fixture_files_identical(name):
+    _both([DATA / name])
+    _both([DATA / name], lenient=True)
+
+
+def test_foreign_layouts_fall_back_to_the_general_decoder(tmp_path):
+    # The Collector writes some integers unquoted; the golden line has doubles, arrays, bytes.
+    _, loader = _both([DATA / "otel_collector_fileexporter.jsonl"])
+    assert loader.fast_lines < loader.report.lines
+    _, loader = _both([DATA / "otel_gputrace_golden.jsonl"])
+    assert loader.fast_lines == 0
+
+
+def test_every_value_kind_and_edge_integer(tmp_path):
+    i64 = (1 << 63) - 1
+    spans = [
+        _span(1, {"gputrace.device": 0, "gputrace.lane": "stream:1", "gputrace.gpu.start_ns": i64, "gputrace.gpu.end_ns": -i64 - 1}),
+        _span(2, {"gputrace.device": -32768, "gputrace.circuit": -(1 << 31), "gputrace.batch": (1 << 31) - 1,
+                  "gputrace.bytes": 0, "gputrace.kind": "sync", "n": -5, "z": 0, "s": "", "u": "é \u2603 \U0001F600"}, parent=1),
+        _span(3, {"thread.name": "worker-1", "x": 1234567890123456789, "longer.key.than.twenty.four.bytes": "v"}),
+        _span(4, {}, name="msm_h"),
+        _span(5, {"gputrace.lane": "thread:a \"quoted\" \\ name"}),  # escapes: general path
+        _span(6, {"gputrace.device": 1, "ratio": 0.5, "flag": True}),  # other value types: general path
+        _span(7, {"gputrace.kind": "gpu", "gputrace.lane": "stream:0"}),
+    ]
+    lines = [encode_request(RES, spans[:4]), encode_request(RES, spans[4:5]), encode_request(RES, spans[5:6]),
+             encode_request(RES, spans[6:])]
+    p = _write(tmp_path / "e.jsonl", lines)
+    tl, loader = _both([p])
+    assert loader.fast_lines == 2
+    r = {int(tl.span_id[k]): k for k in range(tl.n)}
+    assert tl.gpu_start[r[1]] == i64 and tl.gpu_end[r[1]] == -i64 - 1
+    assert tl.device[r[2]] == -32768 and tl.circuit[r[2]] == -(1 << 31)
+    assert tl.attrs[r[2]] == {"n": -5, "z": 0, "s": "", "u": "é \u2603 \U0001F600"}
+    assert tl.lanes[tl.lane[r[3]]].name == "thread:worker-1"
+    assert tl.attrs[r[3]]["x"] == 1234567890123456789
+
+
+@pytest.mark.parametrize("attrs_json", [
+    '[{"key":"gputrace.device","value":{"intValue":"40000"}}]',            # outside int16: error
+    '[{"key":"gputrace.device","value":{"stringValue":"0"}}]',             # wrong type (digits)
+    '[{"key":"gputrace.lane","value":{"intValue":"3"}}]',                  # lane as an int
+    '[{"key":"gputrace.device","value":{"intValue":"1"}},{"key":"gputrace.device","value":{"intValue":"2"}}]',
+    '[{"key":"a","value":{"intValue":"1"}},{"key":"a","value":{"intValue":"2"}}]',
+    '[ {"key":"a","value":{"intValue":"1"}} ]',                            # whitespace
+    '[{"key":"a","value":{"intValue":"007"}}]',                            # not an integer string
+    '[{"key":"a","value":{"intValue":"99999999999999999999"}}]',           # beyond int64
+    '[{"key":"gputrace.gpu.start_ns","value":{"intValue":"9223372036854775808"}}]',
+    '[{"key":"a","value":{"intValue":"1e3"}}]',
+    '[{"key":"a","value":{"intValue":"-"}}]',
+    '[{"key":"a","value":{"intValue":"12a"}}]',
+    '[{"key":"a","value":{"intValue":3}}]',                                # unquoted
+    '[{"key":"a","value":{}}]',
+    '[{"value":{"intValue":"1"},"key":"a"}]',                              # member order
+    '[{"key":"a","value":{"stringValue":"x","intValue":"1"}}]',
+    '[{"key":"gputrace.kind","value":{"stringValue":"weird"}}]',
+    '[1,{"key":"a","value":{"intValue":"1"}}]',                           # something before the first
+    '[{"key":"a","value":{"intValue":"1"}},2]',                           # ... after the last
+    '[{"key":"a","value":{"intValue":"1"}},{"key":"b","value":{"intValue":"2"}}]',
+    '[{"key":"a","value":{"intValue":"1"}},  {"key":"b","value":{"intValue":"2"}}]',
+    '[{"key":"a","value":{"intValue":"1"}},null,{"key":"b","value":{"intValue":"2"}}]',
+    '{}',
+    '[]',
+])
+def test_hand_written_attribute_layouts(tmp_path, attrs_json):
+    good = encode_request(RES, [_span(1, {"gputrace.device": 0, "gputrace.lane": "stream:0"})]).decode()
+    odd = good.replace('"attributes":[{"key":"gputrace.device","value":{"intValue":"0"}},'
+                       '{"key":"gputrace.lane","value":{"stringValue":"stream:0"}}]', '"attributes":' + attrs_json)
+    odd = odd.replace('"spanId":"0000000000000001"', '"spanId":"0000000000000002"')
+    assert odd != good
+    p = _write(tmp_path / "h.jsonl", [good, odd, good.replace('"spanId":"0000000000000001"', '"spanId":"0000000000000003"')])
+    for lenient in (False, True):
+        try:
+            _both([p], lenient=lenient)
+        except TraceFormatError:  # strict: both paths must fail with the same error
+            with pytest.raises(TraceFormatError) as ef:
+                _load([p], True)
+            with pytest.raises(TraceFormatError) as eg:
+                _load([p], False)
+            assert str(ef.value) == str(eg.value)
+
+
+def test_error_order_is_kept_across_queued_lines(tmp_path):
+    s = [_span(i, {"gputrace.device": 0, "gputrace.lane": "stream:0"}) for i in range(1, 6)]
+    bad_decode = encode_request(RES, s[1:2]).replace(b'{"intValue":"0"}', b'{"intValue":"zero"}')  # decoder error
+    bad_column = encode_request(RES, s[2:3]).replace(b'"spanId":"0000000000000003"', b'"spanId":"xyz"')  # column error
+    lines = [encode_request(RES, s[:1]), bad_column, bad_decode, b"{not json", encode_request(RES, s[3:])]
+    p = _write(tmp_path / "o.jsonl", lines)
+    for batch in (1, 2, 32768):
+        errs = []
+        for fast in (True, False):
+            with pytest.raises(TraceFormatError) as e:
+                _load([p], fast, batch_spans=batch)
+            errs.append(str(e.value))
+        assert errs[0] == errs[1]
+        _both([p], lenient=True, batch_spans=batch)
+
+
+def test_invalid_utf8_and_control_bytes_fall_back(tmp_path):
+    good = encode_request(RES, [_span(1, {"gputrace.lane": "stream:0", "k": "abc"})])
+    for bad in (b"\xff\xfe", b"\x01"):
+        p = _write(tmp_path / "u.jsonl", [good, good.replace(b"abc", bad).replace(b"0000000000000001", b"0000000000000002")])
+        for lenient in (False, True):
+            try:
+                _both([p], lenient=lenient)
+            except TraceFormatError:
+                msgs = []
+                for fast in (True, False):
+                    with pytest.raises(TraceFormatError) as e:
+                        _load([p], fast)
+                    msgs.append(str(e.value))
+                assert msgs[0] == msgs[1]
+
+
+def test_gzip_and_several_files_and_read_trace(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
+    write_synthetic(a, target_spans=700, seed=1, spans_per_line=50)
+    write_synthetic(tmp_path / "b.jsonl", target_spans=500, seed=2, hosts=2, spans_per_line=33)
+    b.write_bytes(gzip.compress((tmp_path / "b.jsonl").read_bytes()))
+    _both([a, b])
+    _same(read_trace([a, b], workers=1), _load([a, b], False)[0])
+
+
+def test_parse_attributes_declines_exactly_the_odd_span():
+    raws = [b'[{"key":"gputrace.device","value":{"intValue":"3"}}]', b'[]', b'[{"key":"a","value":{"intValue":1}}]',
+            b'[{"key":"gputrace.lane","value":{"stringValue":"stream:2"}},{"key":"b","value":{"stringValue":"x"}}]']
+    fa = parse_attributes(raws)
+    assert fa.ok.tolist() == [True, True, False, True]
+    assert fa.indptr.tolist()[:3] == [0, 1, 1]
+    assert fa.ival[0] == 3 and fa.code[0] == 0
+    k = fa.indptr[3]
+    assert fa.sval[k] == "stream:2" and fa.code[k] == 6 and fa.key[k + 1] == "b" and fa.sval[k + 1] == "x"
+    json.loads(b"[" + b",".join(raws) + b"]")  # the inputs are valid JSON
