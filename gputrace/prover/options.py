@@ -67,6 +67,8 @@ class ProveOptions:
     ``key_dir`` is given) the key cache. ``trace``: OTLP JSON-lines path or None. ``configure_tracer``:
     when False the caller has already called ``gputrace.configure`` (tests with a MemorySink, demo).
     ``progress``: optional callback ``(event, done, total)`` called from worker threads.
+    ``backend_object``: an already constructed ``ProverBackend`` (tests, custom backends); overrides ``backend``
+    and ``devices`` (its ``device_count()`` is used); ``run_prove`` still closes it.
     ``synthesis_workers``: synthesis processes (None = one per CPU, capped by the circuit count; 1 = synthesis
     in the host thread, no processes).
     """
@@ -87,6 +89,7 @@ class ProveOptions:
     verify: bool = True
     progress: Callable[[str, int, int], None] | None = None
     synthesis_workers: int | None = None
+    backend_object: object | None = None
 
 
 @dataclass

@@ -80,7 +80,8 @@ def resolve_shape(o: ProveOptions) -> CircuitShape:
 
 def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str) -> dict:
     cfg = {name: (name in o.opts) for name in OPT_NAMES}
-    cfg.update(backend=backend, batch=o.batch, devices=o.devices, constraints=shape.constraints,
+    cfg.update(backend=backend, batch=o.batch, devices=o.devices if o.backend_object is None else
+               o.backend_object.device_count(), constraints=shape.constraints,
                challenges=shape.challenges, depth=shape.depth)
     return cfg
 
@@ -105,7 +106,10 @@ def run_prove(options: ProveOptions) -> ProveResult:
     if unknown:
         raise ValueError(f"unknown optimisation switch {sorted(unknown)[0]!r}")
     shape = resolve_shape(o)
-    backend, notice = make_backend(o.backend, o.devices)
+    if o.backend_object is not None:
+        backend, notice = o.backend_object, None
+    else:
+        backend, notice = make_backend(o.backend, o.devices)
     out_dir = Path(o.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key_dir = Path(o.key_dir) if o.key_dir else out_dir / "keys"

@@ -98,3 +98,53 @@ def test_make_backend_auto_falls_back_with_notice():
     assert be.name == "cpu" and notice and "CPU" in notice
     with pytest.raises(ValueError):
         make_backend("tpu", 1)
+
+
+class LimbBackend(CpuBackend):
+    """Test double with the CUDA backend's data layout: device arrays stay ``uint64`` limbs ``(rows, n, 4)``
+    between calls (arithmetic borrowed from the CPU backend). Proves the pipeline only touches device data
+    through the interface (``rows``, slicing of ``data`` as an array) and works with that layout."""
+
+    name = "limbs"
+
+    def h2d(self, host, device, lane=None):
+        arr = host.array if hasattr(host, "array") else host
+        from gputrace.prover.backends.base import DeviceArray
+
+        return DeviceArray(np.array(arr, copy=True), device, arr.shape)
+
+    def d2h(self, arr, lane=None):
+        return np.array(arr.data, copy=True)
+
+    def _obj(self, x):
+        return super().h2d(np.ascontiguousarray(x.data), x.device)
+
+    def _lim(self, x):
+        from gputrace.prover.backends.base import DeviceArray
+
+        out = super().d2h(x)
+        return DeviceArray(out, x.device, out.shape)
+
+    def ntt(self, x, *, inverse, coset, lane=None):
+        return self._lim(super().ntt(self._obj(x), inverse=inverse, coset=coset))
+
+    def h_eval(self, a, b, c, *, lane=None):
+        return self._lim(super().h_eval(self._obj(a), self._obj(b), self._obj(c)))
+
+    def msm_g1(self, bases, scalars, *, plan=None, lane=None):
+        data = scalars.data if hasattr(scalars, "data") and not isinstance(scalars, np.ndarray) else scalars
+        assert isinstance(data, np.ndarray) and data.dtype == np.uint64 and data.shape[-1] == 4
+        return super().msm_g1(bases, data.reshape(-1, 4), plan=plan)
+
+
+def test_pipeline_with_gpu_layout_backend(tmp_path_factory):
+    from pathlib import Path
+
+    from gputrace.prover.options import ProveOptions
+    from gputrace.prover.pipeline import run_prove
+
+    be = LimbBackend(2)
+    res = run_prove(ProveOptions(challenges=1, depth=2, batch=2, backend_object=be, opts=frozenset({"b1", "d4"}),
+                                 out_dir=Path(tmp_path_factory.mktemp("limbs")),
+                                 key_dir=tmp_path_factory.getbasetemp() / "prover-keys", configure_tracer=False))
+    assert res.verified == [True] * 4 and res.backend == "limbs" and res.config["devices"] == 2
