@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -82,7 +83,7 @@ class GputraceApp(SearchFilter, App):
     """The viewer. Give ``paths`` (files read by the timeline reader), or ``timeline``, or
     ``parts`` (an iterable of `Part`, for tests and benchmarks)."""
 
-    CSS_PATH = "gputrace.tcss"
+    CSS_PATH = str(Path(__file__).with_name("gputrace.tcss"))  # absolute: subclasses elsewhere find it too
     TITLE = "gputrace"
 
     BINDINGS = [

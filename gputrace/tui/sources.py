@@ -41,7 +41,7 @@ def trace_parts(
     *,
     follow: bool = False,
     stop_event: threading.Event | None = None,
-    interval: float = 0.1,
+    interval: float = 0.05,
     parallel: bool = True,
 ) -> Iterator[Part]:
     """Parts for ``paths`` (see the module docstring)."""
