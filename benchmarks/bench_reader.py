@@ -10,7 +10,12 @@ Prints a table:
 * decode: one pass over the file's lines with the typed msgspec decoder vs ``orjson.loads``
   (the reason the reader uses msgspec Structs);
 * read: ``read_trace`` of the whole file into a Timeline (spans/s), in a fresh subprocess per
-  repeat, with that process's peak RSS (ru_maxrss) and its RSS right after imports.
+  repeat, with that process's peak RSS (ru_maxrss) and its RSS right after imports;
+* reference in the same run: the same read with the reader's fast path switched off
+  (``TraceLoader(fast=False)``: every line through the general msgspec decoder, i.e. the reader
+  before the fast path), one fresh process per repeat, alternating with the fast reads. Rates
+  are also given per CPU second of the reading process (``time.process_time``), which a shared
+  machine disturbs less than wall time.
 
 Medians over ``--repeats``. Targets (issue 2): write >= 0.5 M spans/s, read >= 0.5 M spans/s,
 reader memory <= 1 GiB for 1 M spans.
@@ -34,16 +39,25 @@ from gputrace.timeline.synthetic import SyntheticSpec, iter_synthetic
 _CHILD = r"""
 import json, resource, sys, time
 import gputrace.timeline as T
+from gputrace.timeline.reader import TraceLoader, load_file_into
 def hwm():
     for ln in open("/proc/self/status"):
         if ln.startswith("VmHWM:"):
             return int(ln.split()[1])
 base = hwm()
 t = time.perf_counter()
-tl = T.read_trace(sys.argv[1], workers=int(sys.argv[2]))
+c = time.process_time()
+workers = int(sys.argv[2])
+if workers == 0:  # reference: general decoder only
+    loader = TraceLoader(fast=False)
+    load_file_into(loader, sys.argv[1])
+    tl = loader.timeline()
+else:
+    tl = T.read_trace(sys.argv[1], workers=workers)
 dt = time.perf_counter() - t
+cpu = time.process_time() - c
 worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # largest worker process
-print(json.dumps({"n": tl.n, "s": dt, "peak_kib": hwm(), "base_kib": base, "worker_kib": worker}))
+print(json.dumps({"n": tl.n, "s": dt, "cpu": cpu, "peak_kib": hwm(), "base_kib": base, "worker_kib": worker}))
 """
 
 
@@ -67,9 +81,10 @@ def bench_write(groups, path: str, encoder, per_line: int = 512) -> float:
     return n / (time.perf_counter() - t)
 
 
-def bench_decode(path: str) -> tuple[float, float, int]:
+def bench_decode(path: str) -> tuple[float, float, float, int]:
     import orjson
 
+    from gputrace.timeline._fast import lean_decoder
     from gputrace.timeline.otlp_schema import request_decoder
 
     with open(path, "rb") as f:
@@ -87,8 +102,12 @@ def bench_decode(path: str) -> tuple[float, float, int]:
     for ln in lines:
         obj = orjson.loads(ln)
     t_oj = time.perf_counter() - t
+    t = time.perf_counter()
+    for ln in lines:
+        obj = lean_decoder.decode(ln)
+    t_lean = time.perf_counter() - t
     del obj, n
-    return total / t_ms, total / t_oj, total
+    return total / t_ms, total / t_oj, total / t_lean, total
 
 
 def bench_read(path: str, workers: int) -> dict:
@@ -117,18 +136,25 @@ def main(argv=None) -> int:
         os.unlink(path + ".ref")
     del groups
     size = os.path.getsize(path)
-    d_ms, d_oj = [], []
+    d_ms, d_oj, d_lean = [], [], []
     for _ in range(a.repeats):
-        ms, oj, _n = bench_decode(path)
+        ms, oj, lean, _n = bench_decode(path)
         d_ms.append(ms)
         d_oj.append(oj)
+        d_lean.append(lean)
     from gputrace.timeline.parallel import default_workers
 
     nw = a.workers or default_workers()
-    reads1 = [bench_read(path, 1) for _ in range(a.repeats)]
+    reads1, refs = [], []
+    for _ in range(a.repeats):  # alternate, so that a busy spell hits both alike
+        reads1.append(bench_read(path, 1))
+        refs.append(bench_read(path, 0))
     reads = [bench_read(path, nw) for _ in range(a.repeats)] if nw > 1 else reads1
     rd1 = [r["n"] / r["s"] for r in reads1]
     rd = [r["n"] / r["s"] for r in reads]
+    rf = [r["n"] / r["s"] for r in refs]
+    cpu1 = [r["n"] / r["cpu"] for r in reads1]
+    cpuf = [r["n"] / r["cpu"] for r in refs]
     peak1 = statistics.median(r["peak_kib"] for r in reads1) / 1024
     peak = statistics.median(r["peak_kib"] for r in reads) / 1024
     base = statistics.median(r["base_kib"] for r in reads) / 1024
@@ -142,7 +168,13 @@ def main(argv=None) -> int:
         print(f"{'write: fast / reference':<44} {med(w_fast) / med(w_ref):>14.2f} {'':>12}")
     print(f"{'decode only: msgspec Structs (M spans/s)':<44} {med(d_ms) / 1e6:>14.3f} {'':>12}")
     print(f"{'decode only: orjson.loads (M spans/s)':<44} {med(d_oj) / 1e6:>14.3f} {'':>12}")
-    print(f"{'read_trace, 1 process (M spans/s)':<44} {med(rd1) / 1e6:>14.3f} {'':>12}")
+    print(f"{'decode only: lean, raw attributes (M spans/s)':<44} {med(d_lean) / 1e6:>14.3f} {'':>12}")
+    print(f"{'read_trace, 1 process (M spans/s)':<44} {med(rd1) / 1e6:>14.3f} {'>= 0.5':>12}")
+    print(f"{'  reference: general decoder only (M spans/s)':<44} {med(rf) / 1e6:>14.3f} {'':>12}")
+    print(f"{'  fast / reference (wall, median of ratios)':<44} {med(x / y for x, y in zip(rd1, rf)):>14.2f} {'':>12}")
+    print(f"{'  per CPU second: fast (M spans/s)':<44} {med(cpu1) / 1e6:>14.3f} {'':>12}")
+    print(f"{'  per CPU second: reference (M spans/s)':<44} {med(cpuf) / 1e6:>14.3f} {'':>12}")
+    print(f"{'  per CPU second: fast / reference':<44} {med(x / y for x, y in zip(cpu1, cpuf)):>14.2f} {'':>12}")
     print(f"{'read_trace, 1 process: peak RSS (MiB)':<44} {peak1:>14.0f} {'<= 1024':>12}")
     print(f"{f'read_trace, {nw} workers (M spans/s)':<44} {med(rd) / 1e6:>14.3f} {'>= 0.5':>12}")
     print(f"{f'read_trace, {nw} workers: wall (s)':<44} {med(r['s'] for r in reads):>14.2f} {'':>12}")

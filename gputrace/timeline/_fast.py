@@ -282,11 +282,14 @@ def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
         neg = a[vs[ii]] == 45
         ds = vs[ii] + neg
         nd = e - ds
-        lo, ok0 = _digits(w8[e - 8], np.minimum(nd, 8).clip(0))
-        mid, ok1 = _digits(w8[np.maximum(e - 16, 0)], np.clip(nd - 8, 0, 8))
-        hi, ok2 = _digits(w8[np.maximum(e - 24, 0)], np.clip(nd - 16, 0, 8))
-        okd = ok0 & ok1 & ok2 & (nd >= 1) & (nd <= 19) & ((nd == 1) | (a[ds] != 48))
-        uval = hi * np.uint64(10 ** 16) + mid * np.uint64(10 ** 8) + lo
+        uval, okd = _digits(w8[e - 8], np.minimum(nd, 8).clip(0))  # last 8 digits
+        for k in (8, 16):  # the 8 before them, then the first 3 (only where there are any)
+            more = np.flatnonzero(nd > k)
+            if len(more):
+                v, okm = _digits(w8[e[more] - k - 8], np.minimum(nd[more] - k, 8))
+                uval[more] += v * np.uint64(10 ** k)
+                okd[more] &= okm
+        okd &= (nd >= 1) & (nd <= 19) & ((nd == 1) | (a[ds] != 48))
         okd &= uval <= _I64_MAX + neg.astype(np.uint64)
         val = np.where(neg, (np.uint64(0) - uval).view(np.int64), uval.view(np.int64))
         c = code[ii]

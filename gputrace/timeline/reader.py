@@ -47,6 +47,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 #: Spans decoded before they are turned into columns (bounds the memory of decoded objects).
 BATCH_SPANS = 32768
+#: Queued fast-decoded spans parsed together (small enough for the numpy work to stay in cache).
+FAST_GROUP_SPANS = 8192
 #: After this many queued lines in a row declined by the fast parser, a loader stops trying it
 #: (a foreign writer's layout: each line would otherwise be decoded twice).
 FAST_GIVE_UP_LINES = 64
@@ -188,7 +190,7 @@ class TraceLoader:
                         ns += len(ls.spans)
                 self._lean.append((path, line_no, line, terminated, req, ns))
                 self._lean_spans += ns
-                if len(self._pending) + self._lean_spans >= self.batch_spans:
+                if self._lean_spans >= FAST_GROUP_SPANS or len(self._pending) + self._lean_spans >= self.batch_spans:
                     self.resolve()
                 return
             self.resolve()
