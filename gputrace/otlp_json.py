@@ -14,9 +14,11 @@ Fields with default values (empty ``parentSpanId``, ``status`` UNSET without mes
 protobuf JSON printers do. ``encode_request`` returns one line without the trailing newline; a writer
 appends ``b"\\n"``.
 
-The encoder is the hot path of the file sink (target: >= 0.5 M spans/s), so it builds plain dicts and
-lets orjson serialise them; ``attr_value`` dispatches on exact types before falling back to
-``isinstance`` checks. Everything here is pure and thread-safe.
+``encode_request`` writes the JSON text with f-strings and cached fragments (``encode_request_reference``
+builds dicts for orjson: the executable definition it is tested against). The recorder's file sink does
+not go through span dicts at all: ``gputrace.trace.sinks.phase_json`` writes the same text straight
+from finished phases, reusing the helpers here. ``attr_value`` dispatches on exact types before falling
+back to ``isinstance`` checks. Everything here is pure and thread-safe.
 """
 
 from __future__ import annotations
