@@ -250,6 +250,7 @@ def child_write(n: int, repeats: int) -> dict:
         "case": "write",
         "spans": n,
         "recorder_spans_s": statistics.median(rec_rate),
+        "recorder_each": [round(x) for x in rec_rate],
         "direct_spans_s": statistics.median(direct),
         "to_span_spans_s": statistics.median(conv),
         "records_spans_s": statistics.median(full),
