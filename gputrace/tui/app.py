@@ -157,6 +157,7 @@ class GputraceApp(SearchFilter, App):
     def on_mount(self) -> None:
         self.query_one(DetailsPanel).show(None, -1, 0)
         self.query_one(Gantt).focus()
+        self._update_status()
         self._load()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -337,6 +338,10 @@ class GputraceApp(SearchFilter, App):
             return
         parts = []
         u = self.last_update
+        if u is None:
+            what = "following" if self.follow else "reading"
+            self.query_one("#status", TextLine).update(f"{what} {', '.join(self.paths) or 'trace'} · waiting for spans…")
+            return
         if u is not None and not u.final:
             if self.follow and u.total_bytes and u.done_bytes >= u.total_bytes:
                 parts.append(f"following · {u.spans:,} spans")

@@ -376,3 +376,23 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
             assert gantt.selected in app.search_rows and gantt.has_focus
 
     asyncio.run(go())
+
+
+def test_follow_a_file_that_does_not_exist_yet(tmp_path, sample_2gpu):
+    live = tmp_path / "later.jsonl"
+
+    async def go():
+        app = GputraceApp([str(live)], follow=True, batch_time=0.05)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.3)
+            assert "waiting for spans" in text_of(app.query_one("#status"))
+            assert app.error is None
+            live.write_bytes(open(sample_2gpu, "rb").read())
+            gantt = app.query_one(Gantt)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if gantt.index is not None and gantt.index.timeline.n == 120:
+                    break
+            assert gantt.index.timeline.n == 120
+
+    asyncio.run(go())
