@@ -174,3 +174,29 @@ def test_recorder_file_bytes_equal_across_paths(tmp_path, monkeypatch):
     # ... and equal to encode_request of the records the memory sink got.
     mem = msinks[1]
     assert direct == encode_request(mem.resource, mem.spans) + b"\n"
+
+
+def test_a_bad_phase_costs_its_line_only(tmp_path):
+    # A non-str name cannot be encoded: that line (chunk) is dropped and counted, the next ones are written.
+    sink = JsonlFileSink(tmp_path / "bad.jsonl", max_spans_per_line=2)
+    configure(sinks=[sink], collect_gpu_info=False, flush_interval_s=1.0)
+    with phase("ntt"):
+        pass
+    with phase(12345):
+        pass
+    for _ in range(3):
+        with phase("msm_l"):
+            pass
+    s = shutdown()
+    (summary,) = s.sinks
+    assert summary.dropped == 2 and summary.exported == 3
+    assert any("TypeError" in e for e in summary.errors)
+    lines = (tmp_path / "bad.jsonl").read_bytes().splitlines()
+    assert len(lines) == 2 and b'"msm_l"' in lines[0] and b"12345" not in lines[0]
+
+
+def test_closed_sink_counts_phases_as_dropped(tmp_path):
+    sink = JsonlFileSink(tmp_path / "closed.jsonl")
+    sink.close()
+    sink.export_phases([object(), object()], records.IdSource(1), 0)
+    assert sink.stats.dropped == 2 and "closed" in sink.stats.errors[-1]
