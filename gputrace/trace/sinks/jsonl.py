@@ -1,21 +1,22 @@
 """``JsonlFileSink``: OTLP JSON Lines file, one ``ExportTraceServiceRequest`` per line.
 
-Lines are encoded by ``gputrace.otlp_json.encode_request`` (the OTel file-exporter format: hex ids,
-camelCase, integer enums, 64-bit integers as strings). A batch becomes one line per ``max_spans_per_line``
-spans so readers never meet a giant line. The file is flushed after every drain of the exporter (at
+The OTel file-exporter format (hex ids, camelCase, integer enums, 64-bit integers as strings). The
+recorder hands this sink finished phases (``export_phases``), which ``phase_json.encode_phases`` turns
+straight into span text; ``export`` takes span records and encodes them with
+``gputrace.otlp_json.encode_request``. Both write the same bytes for the same spans (tested). A
+``JsonlFileSink`` subclass that overrides ``export`` gets span records. A batch becomes one line per
+``max_spans_per_line`` spans so readers never meet a giant line. The file is flushed after every drain of the exporter (at
 least once per second), so a viewer can follow a running file. Runs on the exporter thread only.
 """
 
 from __future__ import annotations
 
 import os
-
 from typing import Any, Mapping
 
 from gputrace.otlp_json import REQUEST_TAIL, encode_request, request_head
 from gputrace.trace.sinks.base import Sink
 from gputrace.trace.sinks.phase_json import encode_phases
-
 
 _TAIL_NL = REQUEST_TAIL + "\n"
 
@@ -55,8 +56,8 @@ class JsonlFileSink(Sink):
             chunk = phases[i : i + step]
             try:
                 texts = encode_phases(chunk, ids, epoch_offset_ns)
-                # One join, one encode: each concatenation of a ~1 MB line is a fresh allocation
-                # (page faults) and a copy.
+                # One join and one encode: every concatenation of a ~1 MB line would be another
+                # allocation and copy.
                 texts[0] = head + texts[0]
                 texts[-1] += _TAIL_NL
                 self._f.write(",".join(texts).encode())
