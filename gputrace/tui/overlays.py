@@ -91,7 +91,7 @@ def _gaps(tl: Timeline, origin: int, out: Overlays, max_items: int, min_gap_ns: 
         m = (hosts == h) & (g.device == d)
         s, e = g.start[m] - origin, g.end[m] - origin
         labels = [f"idle {format_duration(x, 2)}" for x in (e - s).tolist()]
-        out.gaps[(h, f"GPU {d}")] = IntervalIndex.of(s, e, IDLE, labels=labels)
+        out.gaps[(h or "?", f"GPU {d}")] = IntervalIndex.of(s, e, IDLE, labels=labels)  # rows.py names "" "?"
     for gap in g.largest(max_items):
         out.items.append(StallItem("idle", gap.describe(), gap.start, gap.end, device=gap.device))
 

@@ -3,7 +3,9 @@
 Built on the timeline engineer's progressive readers: `gputrace.timeline.incremental.iter_load`
 (slices of ~``interval`` s of reading, a cumulative Timeline built only when asked) and
 ``follow`` (tails a growing file, restarts on truncation/rotation), plus
-`gputrace.timeline.parallel.timeline_parallel` for big plain files.
+`gputrace.timeline.parallel.timeline_parallel` for big plain files. Chrome/Perfetto JSON and
+Nsight Systems SQLite files (recognised by `gputrace.interop.formats.sniff`) are read whole by
+`gputrace.interop.formats.read_any` and shown when read.
 
 Big plain files (>= ``MIN_PARALLEL_BYTES``, ``PARALLEL_MIN_CPUS`` CPUs or more): the first slice is read in
 this process and shown at once (the first screen), then the whole file is read by worker
@@ -59,6 +61,17 @@ def trace_parts(
         size = os.path.getsize(p)
         if size == 0:
             raise LoadError(f"{p}: empty file (no trace data)")
+        kind = _sniff(p)
+        if kind != "otlp":  # Chrome/Perfetto JSON or an Nsight Systems SQLite export: read whole
+            from gputrace.interop.formats import read_any
+
+            yield Part(done_bytes=base, total_bytes=total, note=f"reading {os.path.basename(p)} ({kind})…")
+            tl = read_any([p])
+            finished.append(tl)
+            base += size
+            yield Part(done_bytes=base, total_bytes=total, note=_notes(finished),
+                       snapshot=_cumulative(finished[:-1], lambda tl=tl: tl))
+            continue
         use_par = parallel and size >= _min_parallel() and _workers() >= PARALLEL_MIN_CPUS and not _is_gzip(p)
         last = None
         gen = iter_load(p, interval=interval, lenient=True, stop_event=stop_event)
@@ -145,6 +158,13 @@ def _ensure_resource_tracker() -> None:
         resource_tracker.ensure_running()
     finally:
         sys.stderr = saved
+
+
+def _sniff(path: str) -> str:
+    """'otlp', 'chrome' or 'nsys' by the file's first bytes (the interop engineer's sniffer)."""
+    from gputrace.interop.formats import sniff
+
+    return sniff(path)
 
 
 def _min_parallel() -> int:

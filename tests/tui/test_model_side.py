@@ -215,3 +215,15 @@ def test_pure_modules_do_not_import_textual():
     code = "import sys\n" + "".join(f"import gputrace.tui.{m}\n" for m in mods) + "print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_chrome_trace_opens_too(tmp_path):
+    from gputrace.timeline.chrome import write_chrome
+    from gputrace.timeline.reader import read_trace
+
+    path = tmp_path / "trace.json"
+    write_chrome(read_trace(SAMPLE), path)
+    ups = list(batch_updates(trace_parts([str(path)])))
+    assert ups[-1].final and ups[-1].spans == 120
+    tl = ups[-1].index.timeline
+    assert "msm_h" in tl.phases and any(ln.device == 1 for ln in tl.lanes)
