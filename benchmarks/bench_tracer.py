@@ -136,10 +136,11 @@ def child(case: str, n: int, repeats: int) -> dict:
     }
 
 
-def _prover_shaped(phase, n: int) -> None:
+def _prover_shaped(phase, n: int, first_batch: int = 0) -> None:
     # One root per proof with 15 children (so most spans share their trace id): the root carries
-    # keywords (circuit, batch), the children device and bytes.
-    for i in range(n // 16):
+    # keywords (circuit, batch), the children device and bytes. Batch numbers go on rising across
+    # repeats (first_batch), as in a run: no repeat finds the previous one's batches in a cache.
+    for i in range(first_batch, first_batch + n // 16):
         with phase("prove", circuit=i % 16, batch=i):
             for j in range(15):
                 with phase("ntt", device=j % 8, bytes=1 << 20):
@@ -167,12 +168,12 @@ def child_write(n: int, repeats: int) -> dict:
     tmp = tempfile.mkdtemp(prefix="gputrace-bench-", dir=WRITE_DIR)
     res = {"service.name": "bench", "host.name": "x"}
     rec_rate = []
-    for _ in range(repeats):
+    for rep in range(repeats):
         path = os.path.join(tmp, "rec.jsonl")
         rec = gputrace.configure(trace_file=path, collect_gpu_info=False, buffer_size=1 << 22,
                                  flush_interval_s=1.0)
         rec._stop.set()  # park the exporter thread: the timed drain below does all of its work
-        _prover_shaped(gputrace.phase, n)
+        _prover_shaped(gputrace.phase, n, first_batch=(rep + 1) * n)
         t0 = CLOCK()
         k = rec.drain()
         dt = CLOCK() - t0

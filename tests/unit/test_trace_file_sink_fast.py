@@ -74,8 +74,13 @@ def _workload():
             pass
         root.set("gputrace.result", "ok")
     for i in range(20):
-        with phase("prove", circuit=i % 3, batch=i):
+        with phase("prove", circuit=i % 3, batch=i) as top:
+            ctx = top
             with phase("ntt", device=0):
+                pass
+            with phase("ntt", device=1, circuit=None, batch=True):  # spliced-in keywords, None skipped
+                pass
+            with phase("ntt", bytes=8, parent=ctx):  # parent= only: the plain shape's attributes
                 pass
             # Repeated keyword shapes (cached text), including values that compare equal across types.
             for v in (1, True, 1.0, "1", 1, True):

@@ -80,10 +80,11 @@ def _fragment(key) -> tuple[str, str, dict]:
         a["gputrace.device"] = _kv("gputrace.device", device)
     if nbytes is not None:
         a["gputrace.bytes"] = _kv("gputrace.bytes", nbytes)
-    a["gputrace.lane"] = _kv("gputrace.lane", st.lane)
-    a["gputrace.kind"] = _kv("gputrace.kind", _kind_of(name))
-    a["thread.id"] = _kv("thread.id", st.ident)
-    f = (_head(name), f'","attributes":[{",".join(a.values())}]}}', a)
+    pre = ",".join(a.values())  # device, bytes: circuit/batch keywords go between these and the rest
+    a["gputrace.lane"] = lane = _kv("gputrace.lane", st.lane)
+    a["gputrace.kind"] = kind = _kv("gputrace.kind", _kind_of(name))
+    a["thread.id"] = tid = _kv("thread.id", st.ident)
+    f = (_head(name), f'","attributes":[{",".join(a.values())}]}}', a, pre, f"{lane},{kind},{tid}]}}")
     if len(_frags) >= 4096:
         _frags.clear()
     _frags[key] = f
@@ -93,10 +94,28 @@ def _fragment(key) -> tuple[str, str, dict]:
 _kwfrags: dict = {}
 
 
+_KW_PLAIN = frozenset(("circuit", "batch", "parent"))
+
+
 def _kw_fragment(p, kw):
-    """(head, tail, texts) of a phase with keywords and no stream, cached per (thread, name, device,
-    bytes, keyword items) when every keyword value (``parent`` aside) is a str or an int; else None.
-    (Exact types: True == 1 and 1.0 == 1 would share a key.)"""
+    """(head, tail, texts) of a phase with keywords and no stream; None when not cacheable.
+
+    Keywords among ``circuit``/``batch``/``parent`` only (the usual ones; batch numbers rarely repeat),
+    without ``set()`` or error: the plain shape's text with the two attributes spliced in after
+    device/bytes, where ``to_span`` puts them (texts None: the caller needs no dict). Otherwise cached per
+    (thread, name, device, bytes, keyword items) when every keyword value (``parent`` aside) is a str or
+    an int (exact types: True == 1 and 1.0 == 1 would share a key)."""
+    if kw.keys() <= _KW_PLAIN and p.extra is None and p.err is None:
+        key = (p.st, p.name, p.device, p.nbytes)
+        f = _frags.get(key)
+        if f is None:
+            f = _fragment(key)
+        parts = [f[3]] if f[3] else []
+        for k, v in kw.items():
+            if v is not None and k != "parent":
+                parts.append(_kv(_KNOWN[k], v))
+        parts.append(f[4])
+        return f[0], '","attributes":[' + ",".join(parts), None
     key = [p.st, p.name, p.device, p.nbytes]
     for k, v in kw.items():
         t = type(v)
