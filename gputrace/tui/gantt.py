@@ -31,7 +31,7 @@ from gputrace.tui.layout import View, format_duration
 from gputrace.tui.navigation import NAME_W, GanttNavigation
 from gputrace.tui.overlays import MARK_UNATTR, MARK_WAIT, Overlays
 from gputrace.tui.palette import Palette
-from gputrace.tui.render import UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
+from gputrace.tui.render import BG, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
 from gputrace.tui.rows import DEVICE, GPU, HOST, LANE, RowSpec, build_rows
 
 
@@ -74,6 +74,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         Binding("n", "same_phase(1)", "Next same phase"),
         Binding("N", "same_phase(-1)", "Prev same phase", show=False),
         Binding("space", "toggle", "Fold", show=False),
+        Binding("c", "compact", "Compact", show=False),
     ]
 
     @dataclass
@@ -96,6 +97,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         self.index: TimelineIndex | None = None
         self.rows: list[RowSpec] = []
         self.collapsed: set[tuple] = set()
+        self.compact = False  # one row per lane, depths stacked (key c)
         self.view = View(0.0, 1e6)
         self.cursor_row = 0
         self.cursor_t: float | None = None
@@ -162,7 +164,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
 
     def _rebuild_rows(self) -> None:
         key = self.rows[self.cursor_row].key if 0 <= self.cursor_row < len(self.rows) else None
-        self.rows = build_rows(self.index, self.collapsed) if self.index is not None else []
+        self.rows = build_rows(self.index, self.collapsed, compact=self.compact) if self.index is not None else []
         if key is not None:
             for i, r in enumerate(self.rows):
                 if r.key == key:
@@ -268,6 +270,16 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
             segs.append(Segment(text, pal.style(fg, bg, bold, base)))
         return Strip(segs, NAME_W + tw).extend_cell_length(width, Style(bgcolor=base))
 
+    def _level_cells(self, lane: int, level: int, tw: int):
+        lv = self.index.lanes[lane].levels[level]
+        rows, tl = lv.index.row, self.index.timeline
+        return row_cells(
+            lv.index, self.view, tw,
+            label_fn=lambda i: tl.name_of(int(rows[i])),
+            selected_row=self.selected, dim_rows=self.dim_rows,
+            marks=self._marks.get((lane, level), ()),
+        )
+
     def _row_cells(self, spec: RowSpec, tw: int):
         idx = self.index
         tl = idx.timeline
@@ -278,14 +290,19 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
             return row_cells(gaps, self.view, tw, label_fn=lambda i: gaps.labels[i] if gaps.labels else "idle")
         if spec.kind == LANE:
             li = idx.lanes[spec.lane]
-            lv = li.levels[spec.level]
-            rows = lv.index.row
-            return row_cells(
-                lv.index, self.view, tw,
-                label_fn=lambda i: tl.name_of(int(rows[i])),
-                selected_row=self.selected, dim_rows=self.dim_rows,
-                marks=self._marks.get((spec.lane, spec.level), ()),
-            )
+            if spec.level >= 0:
+                return self._level_cells(spec.lane, spec.level, tw)
+            out = None  # compact: every level drawn over the one above it
+            for j in range(len(li.levels)):
+                c = self._level_cells(spec.lane, j, tw)
+                if out is None:
+                    out = c
+                    continue
+                fill = np.where((out.chars == " ") & (out.bg != BG), out.bg, BG)
+                m = (c.bg != BG) | (c.chars != " ")
+                out.chars[m], out.fg[m], out.bold[m] = c.chars[m], c.fg[m], c.bold[m]
+                out.bg[m] = np.where(c.bg == BG, fill, c.bg)[m]  # a child's half-cell sits on its parent
+            return out if out is not None else blank_cells(tw)
         if spec.kind == GPU:
             gpu = idx.lanes[spec.lane].gpu
             return row_cells(gpu, self.view, tw, thin=True, selected_row=self.selected, dim_rows=self.dim_rows)
@@ -303,12 +320,26 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         if self.index is None:
             return None
         if spec.kind == LANE:
-            return self.index.lanes[spec.lane].levels[spec.level].index
+            return self.index.lanes[spec.lane].levels[max(spec.level, 0)].index
         if spec.kind == GPU:
             return self.index.lanes[spec.lane].gpu
         if spec.kind == DEVICE:
             return self.gaps.get(spec.group)
         return None
+
+    def _hit(self, spec: RowSpec, t: float, tol: float) -> int:
+        """Timeline row of the span drawn at time ``t`` on ``spec`` (the deepest one in a
+        compact row), else the nearest within ``tol`` ns, else -1."""
+        if spec.kind == LANE and spec.level < 0 and self.index is not None:
+            for lv in reversed(self.index.lanes[spec.lane].levels):
+                i = lv.index.at(t)
+                if i >= 0:
+                    return int(lv.index.row[i])
+        ii = self._index_of(spec)
+        if ii is None:
+            return -1
+        i = ii.nearest(t, tol)
+        return int(ii.row[i]) if i >= 0 and ii.row[i] >= 0 else -1
 
     def _locate(self, row: int) -> int:
         """Screen row that draws Timeline ``row`` (expanding its groups), or -1."""
@@ -331,7 +362,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
                         self._rebuild_rows()
                         self.generation += 1
                     for y, spec in enumerate(self.rows):
-                        if spec.kind == LANE and spec.lane == lane and spec.level == j:
+                        if spec.kind == LANE and spec.lane == lane and spec.level in (j, -1):
                             return y
                     return -1
                 i += 1

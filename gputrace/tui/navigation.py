@@ -87,12 +87,9 @@ class GanttNavigation:
         """Select the span on the cursor row at the cursor time (or nearest to it)."""
         if not self.rows:
             return
-        ii = self._index_of(self.rows[self.cursor_row])
-        if ii is None:
-            return
-        i = ii.nearest(self._anchor(), self.view.ns_per_cell * self.timeline_width / 2)
-        if i >= 0 and ii.row[i] >= 0:
-            self.select_row(int(ii.row[i]), reveal=False)
+        row = self._hit(self.rows[self.cursor_row], self._anchor(), self.view.ns_per_cell * self.timeline_width / 2)
+        if row >= 0:
+            self.select_row(row, reveal=False)
 
     def action_step(self, delta: int) -> None:
         """Select the previous/next span on the cursor row."""
@@ -138,6 +135,16 @@ class GanttNavigation:
         for i, r in enumerate(self.rows):
             if r.key == key:
                 self.cursor_row = i
+        self._changed()
+
+    def action_compact(self) -> None:
+        """One row per lane with the depths stacked (deepest on top), or back to depth rows."""
+        self.compact = not self.compact
+        self._rebuild_rows()
+        if self.selected >= 0:
+            y = self._locate(self.selected)
+            if y >= 0:
+                self.cursor_row = y
         self._changed()
 
     # ---- mouse ------------------------------------------------------------------------
@@ -196,10 +203,8 @@ class GanttNavigation:
             return
         t = self._time_at_x(x)
         self.cursor_t = t
-        ii = self._index_of(spec)
-        if ii is not None:
-            i = ii.nearest(t, self.view.ns_per_cell)
-            if i >= 0 and ii.row[i] >= 0:
-                self.select_row(int(ii.row[i]), reveal=False)
-                return
+        row = self._hit(spec, t, self.view.ns_per_cell)
+        if row >= 0:
+            self.select_row(row, reveal=False)
+            return
         self.refresh()

@@ -21,7 +21,7 @@ class RowSpec:
     ``kind``: ``host``/``device`` (collapsible group headers), ``lane`` (one depth level of
     a lane's spans) or ``gpu`` (the device-time intervals of a lane's spans).
     ``key`` identifies the row across rebuilds (collapse state, keeping the cursor).
-    ``level`` indexes ``LaneIndex.levels`` for ``lane`` rows. ``group`` is (host, device
+    ``level`` indexes ``LaneIndex.levels`` for ``lane`` rows (-1: all levels stacked, compact mode). ``group`` is (host, device
     label) for device headers and every row inside them.
     """
 
@@ -35,9 +35,11 @@ class RowSpec:
     collapsed: bool = False
 
 
-def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), show_gpu: bool = True) -> list[RowSpec]:
+def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), show_gpu: bool = True,
+               compact: bool = False) -> list[RowSpec]:
     """Flatten the lane tree. Lanes with nothing to draw (filtered out) are skipped,
-    and so are groups left empty."""
+    and so are groups left empty. ``compact``: one row per lane (``level=-1``: every depth
+    stacked, the deepest span on top) and no device-time rows."""
     tl = index.timeline
     rows: list[RowSpec] = []
     # Lanes are already sorted host > GPUs (by index) > CPU > streams before threads.
@@ -65,6 +67,10 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
             for k in lanes:
                 lane = tl.lanes[k]
                 li = index.lanes[k]
+                if compact:
+                    label = f"   {lane.name}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                    rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev)))
+                    continue
                 for j, lv in enumerate(li.levels):
                     if j == 0:
                         label = f"   {lane.name}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")

@@ -20,6 +20,7 @@ KEYS = [
     ("[ / ]", "previous / next span on this row"),
     ("n / N", "next / previous span of the same phase"),
     ("space", "fold / unfold the host or device group"),
+    ("c", "compact: one row per lane, nested phases stacked (deepest on top)"),
     ("/", "search: dims everything that does not match"),
     ("m / M", "next / previous search match"),
     ("F", "filter: show only matching spans"),

@@ -396,3 +396,35 @@ def test_follow_a_file_that_does_not_exist_yet(tmp_path, sample_2gpu):
             assert gantt.index.timeline.n == 120
 
     asyncio.run(go())
+
+
+def test_compact_stacking_one_row_per_lane(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = gantt.index.timeline
+            n = len(gantt.rows)
+            await pilot.press("c")
+            lanes = [r for r in gantt.rows if r.kind == LANE]
+            assert len(lanes) == len(tl.lanes) and all(r.level == -1 for r in lanes)
+            assert len(gantt.rows) < n and not any(r.kind == "gpu" for r in gantt.rows)
+            # The stream row now shows the depth-2 NTT children over their ntt parent.
+            y = next(y for y, r in enumerate(gantt.rows) if r.kind == LANE and tl.lanes[r.lane].device == 0)
+            stacked = gantt._row_cells(gantt.rows[y], gantt.timeline_width)
+            ntt_kids = {tl.phase_id(p) for p in ("intt_abc", "coset_ntt", "h_eval", "intt_h")}
+            assert ntt_kids & set(stacked.bg.tolist())
+            assert tl.phase_id("msm_h") in set(stacked.bg.tolist())
+            # Clicking picks the deepest span under the pointer.
+            kid = int(np.flatnonzero((tl.phase == tl.phase_id("coset_ntt")) & (tl.lane == gantt.rows[y].lane))[0])
+            gantt.set_view(gantt.view.centred_on((tl.start[kid] + tl.end[kid]) / 2 - gantt.index.origin,
+                                                 gantt.timeline_width).zoom(8, (tl.start[kid] + tl.end[kid]) / 2 - gantt.index.origin))
+            await pilot.pause()
+            x = NAME_W + int(gantt.view.cell_of((tl.start[kid] + tl.end[kid]) / 2 - gantt.index.origin))
+            await pilot.click(Gantt, offset=(x, y - int(gantt.scroll_offset.y)))
+            assert gantt.selected == kid
+            await pilot.press("c")
+            assert len(gantt.rows) == n
+            assert gantt.rows[gantt.cursor_row].kind == LANE and gantt.rows[gantt.cursor_row].depth == tl.depth[kid]
+
+    asyncio.run(go())
