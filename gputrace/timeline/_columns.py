@@ -20,7 +20,7 @@ import numpy as np
 
 from gputrace.phases import phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane
-from gputrace.timeline.otlp_schema import STATUS_NAMES, AnyValue, Span, py_value
+from gputrace.timeline.otlp_schema import _NO_STATUS, STATUS_NAMES, AnyValue, Span, py_value
 
 # Column attributes: key -> (column, type). Types: "int" (intValue), "str" (stringValue).
 COLUMN_ATTRS: dict[str, tuple[str, str]] = {
@@ -162,8 +162,8 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
             okmask[i] = False
 
     # ---- times
-    start = _int64_column(list(map(_g_start, spans)), "startTimeUnixNano", mark)
-    end = _int64_column(list(map(_g_end, spans)), "endTimeUnixNano", mark)
+    start = _int64_column(spans, _g_start, "startTimeUnixNano", mark)
+    end = _int64_column(spans, _g_end, "endTimeUnixNano", mark)
     for i in np.flatnonzero((end < start) & okmask).tolist():
         mark(i, "endTimeUnixNano", f"end {int(end[i])} is before startTimeUnixNano {int(start[i])}")
 
@@ -175,11 +175,16 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
 
     # ---- status
     statuses = list(map(_g_status, spans))
+    attrs: dict[int, dict] = {}
+    if statuses.count(_NO_STATUS) == n:  # no span has a status (identity first: C speed)
+        status = np.zeros(n, dtype=np.int8)
+        statuses = []
     try:
-        status = np.fromiter(map(_g_code, statuses), np.int64, n)
-        if n and (status.min() < 0 or status.max() > 2):
-            raise ValueError
-        status = status.astype(np.int8)
+        if statuses:
+            status = np.fromiter(map(_g_code, statuses), np.int64, n)
+            if n and (status.min() < 0 or status.max() > 2):
+                raise ValueError
+            status = status.astype(np.int8)
     except (TypeError, ValueError, OverflowError):
         status = np.zeros(n, dtype=np.int8)
         for i, st in enumerate(statuses):
@@ -192,7 +197,6 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                 mark(i, "status.code", f"expected 0, 1 or 2 (or a STATUS_CODE_* name), got {st.code!r}")
             else:
                 status[i] = c
-    attrs: dict[int, dict] = {}
     if any(map(_g_msg, statuses)):
         for i, st in enumerate(statuses):
             if st.message:
@@ -360,10 +364,11 @@ def _describe(v: AnyValue) -> str:
     return "an empty value"
 
 
-def _int64_column(vals: list, fld: str, mark) -> np.ndarray:
+def _int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
     try:
-        return np.fromiter(vals, np.int64, len(vals))
+        return np.fromiter(map(getter, spans), np.int64, len(spans))
     except (OverflowError, TypeError, ValueError):
+        vals = list(map(getter, spans))
         out = np.zeros(len(vals), dtype=np.int64)
         for i, v in enumerate(vals):
             if 0 <= v < (1 << 63):
