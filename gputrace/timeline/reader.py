@@ -27,6 +27,7 @@ the fast parser declines is decoded again with the general decoder.
 from __future__ import annotations
 
 import gzip
+import operator
 import os
 import re
 from typing import Iterable, Iterator, Sequence, Union
@@ -53,6 +54,7 @@ FAST_GROUP_SPANS = 8192
 #: (a foreign writer's layout: each line would otherwise be decoded twice).
 FAST_GIVE_UP_LINES = 64
 _CHUNK = 1 << 22
+_g_attributes = operator.attrgetter("attributes")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -204,17 +206,22 @@ class TraceLoader:
         if not lean:
             return
         self._lean, self._lean_spans = [], 0
-        raws = []
+        raws: list = []
         for e in lean:
             for rs in e[4].resourceSpans:
                 for ss in rs.scopeSpans:
-                    raws.extend([sp.attributes for sp in ss.spans])
+                    raws.extend(map(_g_attributes, ss.spans))
                 for ls in rs.instrumentationLibrarySpans:
-                    raws.extend([sp.attributes for sp in ls.spans])
-        fa = parse_attributes(raws) if raws else None
+                    raws.extend(map(_g_attributes, ls.spans))
+        fa = None
+        if raws:
+            try:
+                fa = parse_attributes(raws)
+            except Exception:  # noqa: BLE001 - never expected; the general path then reads these lines
+                fa = None
         k = 0
         for path, line_no, line, terminated, req, ns in lean:
-            if ns == 0 or fa.ok[k:k + ns].all():
+            if ns == 0 or (fa is not None and fa.ok[k:k + ns].all()):
                 self._declined = 0
                 self.fast_lines += 1
                 self._add_request(path, line_no, req, fa, k)

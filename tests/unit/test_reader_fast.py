@@ -207,3 +207,53 @@ def test_parse_attributes_declines_exactly_the_odd_span():
     k = fa.indptr[3]
     assert fa.sval[k] == "stream:2" and fa.code[k] == 6 and fa.key[k + 1] == "b" and fa.sval[k + 1] == "x"
     json.loads(b"[" + b",".join(raws) + b"]")  # the inputs are valid JSON
+
+
+def test_iter_load_and_parallel_use_the_fast_path_with_the_same_result(tmp_path, monkeypatch):
+    import functools
+
+    from gputrace.timeline import incremental, parallel
+
+    p = tmp_path / "s.jsonl"
+    write_synthetic(p, target_spans=3000, gpus=2, circuits=2, spans_per_line=40)
+    monkeypatch.setattr(incremental, "_READ", 4096)  # many slices, each flushed
+
+    def progressive():
+        last = None
+        for prog in incremental.iter_load(p, interval=0.0):
+            last = prog
+        assert last.done
+        return last
+
+    fast = progressive()
+    assert fast.loader.fast_lines == fast.report.lines
+    monkeypatch.setattr(incremental, "TraceLoader", functools.partial(TraceLoader, fast=False))
+    general = progressive()
+    assert general.loader.fast_lines == 0
+    _same(fast.timeline, general.timeline)
+    # Worker processes (fast path inside) against the general path in-process, row by row
+    # (trace and phase tables are numbered by batch, so compare their values).
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
+    got = read_trace(p, workers=2)
+    want, _ = _load([p], False)
+    for k in want.cols:
+        if k not in ("trace", "phase"):
+            assert np.array_equal(got.cols[k], want.cols[k]), k
+    assert [got.trace_ids[t] for t in got.trace] == [want.trace_ids[t] for t in want.trace]
+    assert [got.phases[t] for t in got.phase] == [want.phases[t] for t in want.phase]
+
+
+def test_a_fast_parser_failure_falls_back_to_the_general_path(tmp_path, monkeypatch):
+    from gputrace.timeline import reader
+
+    p = tmp_path / "s.jsonl"
+    write_synthetic(p, target_spans=500, spans_per_line=50)
+    want, _ = _load([p], False)
+
+    def boom(raws):
+        raise IndexError("simulated bug")
+
+    monkeypatch.setattr(reader, "parse_attributes", boom)
+    got, loader = _load([p], True)
+    assert loader.fast_lines == 0
+    _same(got, want)
