@@ -107,15 +107,13 @@ _HASH_ORDER = np.argsort(_KNOWN_HASH)
 _HASH_SORTED = _KNOWN_HASH[_HASH_ORDER]
 
 _L_KEY = _le(b'{"key":"')
+# '","value":{"stringValue":"' (26 bytes) and '","value":{"intValue":"' (23 bytes) as words.
 _L_VALUE = _le(b'","value')
-_L_VALUE2 = _le4(b'":{"')
-_L_STR = _le(b'"stringV')
-_L_STR2 = _le4(b'alue')
-_L_INT = _le(b'"intValu')
-_L_COLON = _le4(b'":"\0')
+_L_STR1, _L_STR2, _L_STR3 = _le(b'":{"stri'), _le(b'ngValue"'), _le(b':"')
+_L_INT1, _L_INT2 = _le(b'":{"intV'), _le(b'alue":"')
+_M16, _M56 = np.uint64(0xFFFF), np.uint64((1 << 56) - 1)
 _L_NEXT = _le4(b'"}},')
 _L_LAST = _le4(b'"}}]')
-_M3 = np.uint32(0x00FFFFFF)
 _ZEROS = np.uint64(0x3030303030303030)
 _HI = np.uint64(0x8080808080808080)
 _P46 = np.uint64(0x4646464646464646)
@@ -155,15 +153,16 @@ def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:
     return out
 
 
-def _strings(buf: bytes, w8: np.ndarray, s: np.ndarray, e: np.ndarray, span: np.ndarray, ok: np.ndarray) -> np.ndarray:
+def _strings(buf: bytes, w32: np.ndarray, s: np.ndarray, e: np.ndarray, span: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """``buf[s:e]`` decoded, as an object array. Strings repeat (lane names, keys), so each
     distinct one is decoded once: strings up to 24 bytes are grouped by their bytes (read as
     three words; a hash only picks the candidate, equality is checked word by word). A string
     that is not valid UTF-8 declines its span (``ok``)."""
     ln = e - s
-    f0 = w8[s] & _KEEP_LOW[np.minimum(ln, 8)]
-    f1 = w8[s + 8] & _KEEP_LOW[np.clip(ln - 8, 0, 8)]
-    f2 = w8[s + 16] & _KEEP_LOW[np.clip(ln - 16, 0, 8)]
+    r = _words(w32, s)
+    f0 = r[:, 0] & _KEEP_LOW[np.minimum(ln, 8)]
+    f1 = r[:, 1] & _KEEP_LOW[np.clip(ln - 8, 0, 8)]
+    f2 = r[:, 2] & _KEEP_LOW[np.clip(ln - 16, 0, 8)]
     h = _hash(f0, f1, f2) ^ (ln.astype(np.uint64) * _H3)
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
@@ -211,8 +210,9 @@ def _parse(raws: list) -> FastAttrs:
     total = len(buf) - len(_PAD)
     a = np.frombuffer(buf, np.uint8)
     body = a[:total]
-    w8 = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # w8[i]: bytes i..i+7
+    # Unaligned views: w4[i] / w32[i] are the 4 / 32 bytes from byte i (one gather reads a record).
     w4 = np.ndarray((len(buf) - 3,), dtype="<u4", buffer=buf, strides=(1,))
+    w32 = np.ndarray((len(buf) - 31,), dtype="V32", buffer=buf, strides=(1,))
     ok = (lens >= 2) & (a[off] == 91) & (a[np.maximum(end - 1, 0)] == 93)  # [ ... ]
     if buf.find(b"\\", 0, total) >= 0 or body.min() < 32:  # escapes, control characters
         bad_bytes = np.flatnonzero((body == 92) | (body < 32))
@@ -223,7 +223,7 @@ def _parse(raws: list) -> FastAttrs:
         Q = q.reshape(-1, 10)
         span = np.searchsorted(end, Q[:, 0], side="right")
         nat = np.bincount(span, minlength=n)
-        res = _check(buf, a, w8, w4, Q, span, nat, ok & ((nat > 0) | (lens == 2)), off, end)
+        res = _check(buf, a, w4, w32, Q, span, nat, ok & ((nat > 0) | (lens == 2)), off, end)
         if res.ok.all():
             return res
     # Some span is not in the layout: count each span's quotes so that the others still line up.
@@ -231,10 +231,15 @@ def _parse(raws: list) -> FastAttrs:
     ok &= (qc % 10 == 0) & ((qc > 0) | (lens == 2))
     nat = np.where(ok, qc // 10, 0)
     Q = q[np.repeat(ok, qc)].reshape(-1, 10)
-    return _check(buf, a, w8, w4, Q, np.repeat(np.arange(n), nat), nat, ok, off, end)
+    return _check(buf, a, w4, w32, Q, np.repeat(np.arange(n), nat), nat, ok, off, end)
 
 
-def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
+def _words(w32: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The 32 bytes from each byte position ``idx`` as four little-endian words, shape (len, 4)."""
+    return w32[idx].view("<u8").reshape(-1, 4)
+
+
+def _check(buf, a, w4, w32, Q, span, nat, ok, off, end) -> FastAttrs:
     """Check attributes ``Q`` (ten quote positions each; ``span``: their span, ``nat``: count per
     span) against the layout and parse them; ``ok`` (modified) says which spans are kept."""
     n = len(ok)
@@ -244,13 +249,17 @@ def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
     if m == 0:
         return FastAttrs(ok, indptr, np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, object),
                          np.zeros(0, object))
-    q0, q3, q6, q7, q9 = Q[:, 0], Q[:, 3], Q[:, 6], Q[:, 7], Q[:, 9]
-    # Layout {"key":"K","value":{"T":"V"}}; each literal also pins the next quote positions.
-    good = (w8[q0 - 1] == _L_KEY) & (w8[q3] == _L_VALUE) & (w4[q3 + 8] == _L_VALUE2)
-    t0 = w8[q6]
-    is_str = (t0 == _L_STR) & (w4[q6 + 8] == _L_STR2) & (q7 == q6 + 12)
-    is_int = (t0 == _L_INT) & (a[q6 + 8] == 101) & (q7 == q6 + 9)
-    good &= (is_str | is_int) & ((w4[q7] & _M3) == _L_COLON)
+    q0, q3, q9 = Q[:, 0], Q[:, 3], Q[:, 9]
+    # Layout {"key":"K","value":{"T":"V"}}. The literal text around K pins the positions of the
+    # quotes in it (Q holds every quote, in order), so only K's and V's closing quotes are read.
+    r = _words(w32, q0 - 1)  # '{"key":"' and the first 24 bytes of K
+    good = r[:, 0] == _L_KEY
+    k0, k1, k2 = r[:, 1], r[:, 2], r[:, 3]
+    t = _words(w32, q3)
+    base = t[:, 0] == _L_VALUE
+    is_str = base & (t[:, 1] == _L_STR1) & (t[:, 2] == _L_STR2) & ((t[:, 3] & _M16) == _L_STR3)
+    is_int = base & (t[:, 1] == _L_INT1) & ((t[:, 2] & _M56) == _L_INT2)
+    good &= is_str | is_int
     # '[{' before a span's first attribute, '}},{' between two, '}}]' after the last.
     first = np.zeros(m, bool)
     has = nat > 0
@@ -266,7 +275,6 @@ def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
     # Keys.
     ks, ke = q0 + 7, q3
     kl = ke - ks
-    k0, k1, k2 = w8[ks], w8[ks + 8], w8[ks + 16]
     h = _hash(k0, k1, k2)
     cand = _HASH_ORDER[np.minimum(np.searchsorted(_HASH_SORTED, h), len(_HASH_SORTED) - 1)]
     win = _KNOWN_WIN[cand]
@@ -274,7 +282,7 @@ def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
     code = np.where(hit, cand, OTHER).astype(np.int8)
     good &= (code == OTHER) | (is_str == _KEY_IS_STR[code])  # column key, wrong value type: general path
     # Integers: -?(0|[1-9][0-9]{0,18}) inside int64 and the column's range.
-    vs, ve = q7 + 3, q9
+    vs, ve = q3 + np.where(is_str, 26, 23), q9
     ival = np.zeros(m, np.int64)
     ii = np.flatnonzero(is_int & good)
     if len(ii):
@@ -282,11 +290,12 @@ def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
         neg = a[vs[ii]] == 45
         ds = vs[ii] + neg
         nd = e - ds
-        uval, okd = _digits(w8[e - 8], np.minimum(nd, 8).clip(0))  # last 8 digits
-        for k in (8, 16):  # the 8 before them, then the first 3 (only where there are any)
+        dw = _words(w32, e - 32)  # the 32 bytes before the closing quote; digits end the last word
+        uval, okd = _digits(dw[:, 3], np.minimum(nd, 8).clip(0))  # last 8 digits
+        for k, col in ((8, 2), (16, 1)):  # the 8 before them, then the first 3 (where there are any)
             more = np.flatnonzero(nd > k)
             if len(more):
-                v, okm = _digits(w8[e[more] - k - 8], np.minimum(nd[more] - k, 8))
+                v, okm = _digits(dw[more, col], np.minimum(nd[more] - k, 8))
                 uval[more] += v * np.uint64(10 ** k)
                 okd[more] &= okm
         okd &= (nd >= 1) & (nd <= 19) & ((nd == 1) | (a[ds] != 48))
@@ -310,8 +319,8 @@ def _check(buf, a, w8, w4, Q, span, nat, ok, off, end) -> FastAttrs:
     key = np.full(m, None, dtype=object)
     si = np.flatnonzero(is_str & keep)
     if len(si):
-        sval[si] = _strings(buf, w8, vs[si], ve[si], span[si], ok)
+        sval[si] = _strings(buf, w32, vs[si], ve[si], span[si], ok)
     oi = np.flatnonzero((code == OTHER) & keep)
     if len(oi):
-        key[oi] = _strings(buf, w8, ks[oi], ke[oi], span[oi], ok)
+        key[oi] = _strings(buf, w32, ks[oi], ke[oi], span[oi], ok)
     return FastAttrs(ok, indptr, code, ival, is_str, sval, key)
