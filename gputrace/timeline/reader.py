@@ -84,8 +84,9 @@ def iter_lines(f, chunk: int = _CHUNK) -> Iterator[tuple[bytes, bool, int]]:
         data = f.read(chunk)
         if not data:
             break
-        buf += data
-        lines = buf.split(b"\n")
+        lines = data.split(b"\n")  # the chunk is split as read: only the carried-over part is copied again
+        if buf:
+            lines[0] = buf + lines[0]
         buf = lines.pop()
         for ln in lines:
             consumed += len(ln) + 1
