@@ -20,7 +20,7 @@ import numpy as np
 
 from gputrace.phases import phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane
-from gputrace.timeline.otlp_schema import _NO_STATUS, STATUS_NAMES, AnyValue, Span, py_value
+from gputrace.timeline.otlp_schema import _NO_STATUS, STATUS_NAMES, AnyValue, py_value
 
 # Column attributes: key -> (column, type). Types: "int" (intValue), "str" (stringValue).
 COLUMN_ATTRS: dict[str, tuple[str, str]] = {
