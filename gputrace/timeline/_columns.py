@@ -7,43 +7,28 @@ flattened across the whole batch, their keys turned into integer codes, and each
 attribute gathered with one numpy ``flatnonzero``; only attributes that are not columns
 (``attrs``) are walked in Python.
 
+
+Split by responsibility: ``_interner`` (shared tables), ``_header_columns`` (times, ids),
+``_attr_columns`` (``gputrace.*`` attributes); this module puts a batch together.
+
 Not thread-safe: one ``Interner`` per load, used from one thread.
 """
 
 from __future__ import annotations
 
-import base64
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
 
-from gputrace.phases import phase_kind
-from gputrace.timeline.model import KIND_CODES, Lane
-from gputrace.timeline.otlp_schema import _NO_STATUS, STATUS_NAMES, AnyValue, py_value
-
-# Column attributes: key -> (column, type). Types: "int" (intValue), "str" (stringValue).
-COLUMN_ATTRS: dict[str, tuple[str, str]] = {
-    "gputrace.device": ("device", "int"),
-    "gputrace.circuit": ("circuit", "int"),
-    "gputrace.batch": ("batch", "int"),
-    "gputrace.bytes": ("nbytes", "int"),
-    "gputrace.gpu.start_ns": ("gpu_start", "int"),
-    "gputrace.gpu.end_ns": ("gpu_end", "int"),
-    "gputrace.lane": ("lane", "str"),
-    "gputrace.kind": ("kind", "str"),
-}
-_KEYS = list(COLUMN_ATTRS)
-_KEY_CODE = {k: i for i, k in enumerate(_KEYS)}
-_NKNOWN = len(_KEYS)
-_INT_BOUNDS = {
-    "device": (-(1 << 15), (1 << 15) - 1),
-    "circuit": (-(1 << 31), (1 << 31) - 1),
-    "batch": (-(1 << 31), (1 << 31) - 1),
-    "nbytes": (-(1 << 63), (1 << 63) - 1),
-    "gpu_start": (-(1 << 63), (1 << 63) - 1),
-    "gpu_end": (-(1 << 63), (1 << 63) - 1),
-}
+from gputrace.timeline._attr_columns import (  # noqa: F401 - COLUMN_ATTRS re-exported
+    _KEYS, _NKNOWN, COLUMN_ATTRS, _describe, _fast_attrs, _g_key, _g_str, _g_value, _int_values, _KeyCodes, _set_kinds,
+    _set_lanes,
+)
+from gputrace.timeline._header_columns import _id_column, _int64_column, _trace_codes, parse_id  # noqa: F401 - re-export
+from gputrace.timeline._interner import Interner
+from gputrace.timeline.model import Lane
+from gputrace.timeline.otlp_schema import _NO_STATUS, STATUS_NAMES, py_value
 
 _g_start = attrgetter("startTimeUnixNano")
 _g_end = attrgetter("endTimeUnixNano")
@@ -55,90 +40,6 @@ _g_attrs = attrgetter("attributes")
 _g_status = attrgetter("status")
 _g_code = attrgetter("code")
 _g_msg = attrgetter("message")
-_g_key = attrgetter("key")
-_g_value = attrgetter("value")
-_g_int = attrgetter("intValue")
-_g_str = attrgetter("stringValue")
-
-
-class _KeyCodes(dict):
-    """Attribute key -> column code (``_NKNOWN`` for non-column keys); misses fill in lazily so
-    the hot ``map(__getitem__)`` stays in C. Bounded: cleared past 100k distinct keys."""
-
-    instance: "_KeyCodes"
-
-    def __missing__(self, key: str) -> int:
-        if len(self) > 100_000:
-            self.clear()
-        c = self[key] = _KEY_CODE.get(key, _NKNOWN)
-        return c
-
-
-_KeyCodes.instance = _KeyCodes()
-
-
-def parse_id(s: str, nbytes: int) -> int:
-    """Hex (the spec) or base64 (old protobuf-JSON writers) id -> int. Raises ValueError."""
-    if len(s) == 2 * nbytes:
-        try:
-            return int(s, 16)
-        except ValueError:
-            pass
-    elif s and len(s) in (4 * ((nbytes + 2) // 3), (8 * nbytes + 5) // 6):
-        try:
-            raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
-        except ValueError:
-            raw = b""
-        if len(raw) == nbytes:
-            return int.from_bytes(raw, "big")
-    raise ValueError(f"expected {2 * nbytes} hex characters, got {s!r}")
-
-
-class Interner:
-    """Shared tables of one load: phases, traces, resources, lanes (global indices)."""
-
-    def __init__(self) -> None:
-        self.phases: list[str] = []
-        self.phase_ix: dict[str, int] = {}
-        self.kind_by_phase = np.zeros(0, dtype=np.int8)
-        self.trace_ids: list[str] = []
-        self.trace_ix: dict[str, int] = {}  # raw id as written -> index
-        self.resources: list[dict] = []
-        self.resource_ix: dict[bytes, int] = {}
-        self.res_host: list[str] = []
-        self.res_pid: list[int] = []
-        self.res_service: list[str] = []
-        self.lanes: list[Lane] = []
-        self.lane_ix: dict[Lane, int] = {}
-        self.lane_name_ix: dict[str, int] = {}
-        self.lane_names: list[str] = []
-
-    def resource(self, key: bytes, attrs: dict) -> int:
-        i = self.resource_ix.get(key)
-        if i is None:
-            i = self.resource_ix[key] = len(self.resources)
-            self.resources.append(attrs)
-            self.res_host.append(str(attrs.get("host.name", "") or "unknown"))
-            pid = attrs.get("process.pid", -1)
-            self.res_pid.append(pid if type(pid) is int else -1)
-            self.res_service.append(str(attrs.get("service.name", "") or "unknown"))
-        return i
-
-    def phase_codes(self, names: list[str]) -> np.ndarray:
-        new = set(names).difference(self.phase_ix)
-        if new:
-            for nm in sorted(new):
-                self.phase_ix[nm] = len(self.phases)
-                self.phases.append(nm)
-            self.kind_by_phase = np.array([KIND_CODES[phase_kind(p)] for p in self.phases], dtype=np.int8)
-        return np.fromiter(map(self.phase_ix.__getitem__, names), np.int32, len(names))
-
-    def lane_name_code(self, name: str) -> int:
-        c = self.lane_name_ix.get(name)
-        if c is None:
-            c = self.lane_name_ix[name] = len(self.lane_names)
-            self.lane_names.append(name)
-        return c
 
 
 def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | None = None):
@@ -309,160 +210,3 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
         attrs = {int(newrow[r]): d for r, d in attrs.items() if okmask[r]}
     return out, attrs, sorted((i, f, m) for i, (f, m) in bad.items())
 
-
-def _set_lanes(lane_code: np.ndarray, r: np.ndarray, strs: list, it: Interner) -> None:
-    for s in set(strs).difference(it.lane_name_ix):
-        it.lane_name_code(s)
-    lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
-
-
-def _set_kinds(kind: np.ndarray, r: np.ndarray, strs: list) -> None:
-    kc = {s: KIND_CODES.get(s, 0) for s in set(strs)}
-    kind[r] = np.fromiter(map(kc.__getitem__, strs), np.int8, len(strs))
-
-
-def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray, attrs: dict, it: Interner) -> None:
-    """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
-    for fa, gidx, brows in fast:
-        st = fa.indptr[gidx]
-        cnt = fa.indptr[gidx + 1] - st
-        tot = int(cnt.sum())
-        if not tot:
-            continue
-        base = np.zeros(len(cnt), dtype=np.int64)
-        np.cumsum(cnt[:-1], out=base[1:])
-        aidx = np.repeat(st - base, cnt) + np.arange(tot, dtype=np.int64)
-        arow = np.repeat(brows, cnt)
-        code = fa.code[aidx]
-        present = np.bincount(code, minlength=_NKNOWN + 1)
-        for c in np.flatnonzero(present).tolist():
-            sel = np.flatnonzero(code == c)
-            ai, r = aidx[sel], arow[sel]
-            if c == _NKNOWN:
-                for row, k, s, ivv in zip(r.tolist(), fa.key[ai].tolist(), fa.sval[ai].tolist(), fa.ival[ai].tolist()):
-                    d = attrs.get(row)
-                    if d is None:
-                        d = attrs[row] = {}
-                    d[k] = s if s is not None else ivv
-                continue
-            colname = COLUMN_ATTRS[_KEYS[c]][0]
-            if colname == "lane" or colname == "kind":
-                strs = fa.sval[ai].tolist()
-                if colname == "lane":
-                    _set_lanes(lane_code, r, strs, it)
-                else:
-                    _set_kinds(kind, r, strs)
-            else:
-                cols[colname][r] = fa.ival[ai]
-
-
-def _describe(v: AnyValue) -> str:
-    for f in AnyValue.__struct_fields__:
-        x = getattr(v, f)
-        if x is not None:
-            return f"{f} {x!r}" if not isinstance(x, (list, tuple)) else f
-    return "an empty value"
-
-
-def _int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
-    try:
-        return np.fromiter(map(getter, spans), np.int64, len(spans))
-    except (OverflowError, TypeError, ValueError):
-        vals = list(map(getter, spans))
-        out = np.zeros(len(vals), dtype=np.int64)
-        for i, v in enumerate(vals):
-            if 0 <= v < (1 << 63):
-                out[i] = v
-            else:
-                mark(i, fld, f"{v} is outside the int64 nanosecond range")
-        return out
-
-
-def _int_values(sel: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str, mark) -> np.ndarray:
-    lo, hi = _INT_BOUNDS[colname]
-    dt = np.int16 if colname == "device" else np.int32 if colname in ("circuit", "batch") else np.int64
-    try:
-        arr = np.fromiter(map(_g_int, sel), np.int64, len(sel))  # TypeError on None (not an intValue)
-        if len(arr) and (arr.min() < lo or arr.max() > hi):
-            raise OverflowError
-        return arr.astype(dt)
-    except (TypeError, OverflowError, ValueError):
-        pass
-    out = np.full(len(sel), -1, dtype=np.int64)
-    for j, av in enumerate(sel):
-        v = av.intValue
-        if v is None and av.doubleValue is not None and float(av.doubleValue).is_integer():
-            v = int(av.doubleValue)
-        if v is None and av.stringValue is not None and av.stringValue.lstrip("-").isdigit():
-            v = int(av.stringValue)
-        if v is None or not lo <= v <= hi:
-            p = int(idx[j])
-            r = int(rows[p])
-            why = f"expected intValue, got {_describe(av)}" if v is None else f"{v} is out of range"
-            mark(r, f"attributes[{p - int(first[r])}].value", f"{why} ({_KEYS[_KEY_CODE[_col_key(colname)]]})")
-        else:
-            out[j] = v
-    return out.astype(dt)
-
-
-def _col_key(colname: str) -> str:
-    for k, (c, _) in COLUMN_ATTRS.items():
-        if c == colname:
-            return k
-    raise KeyError(colname)
-
-
-def _trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
-    new = set(tids).difference(it.trace_ix)
-    badset = set()
-    for t in new:
-        try:
-            h = f"{parse_id(t, 16):032x}"
-        except ValueError:
-            badset.add(t)
-            continue
-        if h == "0" * 32:
-            badset.add(t)
-            continue
-        i = it.trace_ix.get(h)
-        if i is None:
-            i = it.trace_ix[h] = len(it.trace_ids)
-            it.trace_ids.append(h)
-        it.trace_ix[t] = i
-    if badset:
-        for i, t in enumerate(tids):
-            if t in badset:
-                mark(i, "traceId", f"expected 32 hex characters (not all zero), got {t!r}")
-        return np.fromiter((it.trace_ix.get(t, -1) for t in tids), np.int32, len(tids))
-    return np.fromiter(map(it.trace_ix.__getitem__, tids), np.int32, len(tids))
-
-
-def _id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
-    n = len(ids)
-    orig = ids
-    ok_lengths = sum(map(len, ids)) == 16 * (n - ids.count("")) if allow_empty else True
-    if allow_empty and ok_lengths:
-        ids = list(map(str.zfill, ids, repeat(16)))  # "" -> 16 zeros, in C (lengths checked above)
-    joined = "".join(ids)
-    if ok_lengths and len(joined) == 16 * n:
-        try:
-            raw = bytes.fromhex(joined)
-            if len(raw) == 8 * n:
-                out = np.frombuffer(raw, dtype=">u8").astype(np.uint64)
-                if allow_empty or out.all():
-                    return out
-        except ValueError:
-            pass
-    out = np.zeros(n, dtype=np.uint64)
-    for i, s in enumerate(orig):
-        if allow_empty and s == "":
-            continue
-        try:
-            v = parse_id(s, 8)
-        except ValueError as e:
-            mark(i, fld, str(e))
-            continue
-        if v == 0 and not allow_empty:
-            mark(i, fld, "an all-zero span id is invalid")
-        out[i] = v
-    return out

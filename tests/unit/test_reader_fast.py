@@ -244,7 +244,7 @@ def test_iter_load_and_parallel_use_the_fast_path_with_the_same_result(tmp_path,
 
 
 def test_a_fast_parser_failure_falls_back_to_the_general_path(tmp_path, monkeypatch):
-    from gputrace.timeline import reader
+    from gputrace.timeline import _loader
 
     p = tmp_path / "s.jsonl"
     write_synthetic(p, target_spans=500, spans_per_line=50)
@@ -253,7 +253,7 @@ def test_a_fast_parser_failure_falls_back_to_the_general_path(tmp_path, monkeypa
     def boom(raws):
         raise IndexError("simulated bug")
 
-    monkeypatch.setattr(reader, "parse_attributes", boom)
+    monkeypatch.setattr(_loader, "parse_attributes", boom)
     got, loader = _load([p], True)
     assert loader.fast_lines == 0
     _same(got, want)

@@ -1,0 +1,147 @@
+"""Span-attribute columns (``gputrace.*`` keys) from decoded or fast-parsed attributes.
+
+Hand-written hot path (see ``_columns``). Not thread-safe (uses the load's ``Interner``).
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+import numpy as np
+
+from gputrace.timeline._interner import Interner
+from gputrace.timeline.model import KIND_CODES
+from gputrace.timeline.otlp_schema import AnyValue
+
+# Column attributes: key -> (column, type). Types: "int" (intValue), "str" (stringValue).
+COLUMN_ATTRS: dict[str, tuple[str, str]] = {
+    "gputrace.device": ("device", "int"),
+    "gputrace.circuit": ("circuit", "int"),
+    "gputrace.batch": ("batch", "int"),
+    "gputrace.bytes": ("nbytes", "int"),
+    "gputrace.gpu.start_ns": ("gpu_start", "int"),
+    "gputrace.gpu.end_ns": ("gpu_end", "int"),
+    "gputrace.lane": ("lane", "str"),
+    "gputrace.kind": ("kind", "str"),
+}
+_KEYS = list(COLUMN_ATTRS)
+_KEY_CODE = {k: i for i, k in enumerate(_KEYS)}
+_NKNOWN = len(_KEYS)
+_INT_BOUNDS = {
+    "device": (-(1 << 15), (1 << 15) - 1),
+    "circuit": (-(1 << 31), (1 << 31) - 1),
+    "batch": (-(1 << 31), (1 << 31) - 1),
+    "nbytes": (-(1 << 63), (1 << 63) - 1),
+    "gpu_start": (-(1 << 63), (1 << 63) - 1),
+    "gpu_end": (-(1 << 63), (1 << 63) - 1),
+}
+
+_g_key = attrgetter("key")
+_g_value = attrgetter("value")
+_g_int = attrgetter("intValue")
+_g_str = attrgetter("stringValue")
+
+
+class _KeyCodes(dict):
+    """Attribute key -> column code (``_NKNOWN`` for non-column keys); misses fill in lazily so
+    the hot ``map(__getitem__)`` stays in C. Bounded: cleared past 100k distinct keys."""
+
+    instance: "_KeyCodes"
+
+    def __missing__(self, key: str) -> int:
+        if len(self) > 100_000:
+            self.clear()
+        c = self[key] = _KEY_CODE.get(key, _NKNOWN)
+        return c
+
+
+_KeyCodes.instance = _KeyCodes()
+
+def _set_lanes(lane_code: np.ndarray, r: np.ndarray, strs: list, it: Interner) -> None:
+    for s in set(strs).difference(it.lane_name_ix):
+        it.lane_name_code(s)
+    lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
+
+
+def _set_kinds(kind: np.ndarray, r: np.ndarray, strs: list) -> None:
+    kc = {s: KIND_CODES.get(s, 0) for s in set(strs)}
+    kind[r] = np.fromiter(map(kc.__getitem__, strs), np.int8, len(strs))
+
+
+def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray, attrs: dict, it: Interner) -> None:
+    """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
+    for fa, gidx, brows in fast:
+        st = fa.indptr[gidx]
+        cnt = fa.indptr[gidx + 1] - st
+        tot = int(cnt.sum())
+        if not tot:
+            continue
+        base = np.zeros(len(cnt), dtype=np.int64)
+        np.cumsum(cnt[:-1], out=base[1:])
+        aidx = np.repeat(st - base, cnt) + np.arange(tot, dtype=np.int64)
+        arow = np.repeat(brows, cnt)
+        code = fa.code[aidx]
+        present = np.bincount(code, minlength=_NKNOWN + 1)
+        for c in np.flatnonzero(present).tolist():
+            sel = np.flatnonzero(code == c)
+            ai, r = aidx[sel], arow[sel]
+            if c == _NKNOWN:
+                for row, k, s, ivv in zip(r.tolist(), fa.key[ai].tolist(), fa.sval[ai].tolist(), fa.ival[ai].tolist()):
+                    d = attrs.get(row)
+                    if d is None:
+                        d = attrs[row] = {}
+                    d[k] = s if s is not None else ivv
+                continue
+            colname = COLUMN_ATTRS[_KEYS[c]][0]
+            if colname == "lane" or colname == "kind":
+                strs = fa.sval[ai].tolist()
+                if colname == "lane":
+                    _set_lanes(lane_code, r, strs, it)
+                else:
+                    _set_kinds(kind, r, strs)
+            else:
+                cols[colname][r] = fa.ival[ai]
+
+
+def _describe(v: AnyValue) -> str:
+    for f in AnyValue.__struct_fields__:
+        x = getattr(v, f)
+        if x is not None:
+            return f"{f} {x!r}" if not isinstance(x, (list, tuple)) else f
+    return "an empty value"
+
+
+def _int_values(sel: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str, mark) -> np.ndarray:
+    lo, hi = _INT_BOUNDS[colname]
+    dt = np.int16 if colname == "device" else np.int32 if colname in ("circuit", "batch") else np.int64
+    try:
+        arr = np.fromiter(map(_g_int, sel), np.int64, len(sel))  # TypeError on None (not an intValue)
+        if len(arr) and (arr.min() < lo or arr.max() > hi):
+            raise OverflowError
+        return arr.astype(dt)
+    except (TypeError, OverflowError, ValueError):
+        pass
+    out = np.full(len(sel), -1, dtype=np.int64)
+    for j, av in enumerate(sel):
+        v = av.intValue
+        if v is None and av.doubleValue is not None and float(av.doubleValue).is_integer():
+            v = int(av.doubleValue)
+        if v is None and av.stringValue is not None and av.stringValue.lstrip("-").isdigit():
+            v = int(av.stringValue)
+        if v is None or not lo <= v <= hi:
+            p = int(idx[j])
+            r = int(rows[p])
+            why = f"expected intValue, got {_describe(av)}" if v is None else f"{v} is out of range"
+            mark(r, f"attributes[{p - int(first[r])}].value", f"{why} ({_KEYS[_KEY_CODE[_col_key(colname)]]})")
+        else:
+            out[j] = v
+    return out.astype(dt)
+
+
+def _col_key(colname: str) -> str:
+    for k, (c, _) in COLUMN_ATTRS.items():
+        if c == colname:
+            return k
+    raise KeyError(colname)
+
+

@@ -1,0 +1,100 @@
+"""Span-header columns (times, trace and span ids) from decoded spans, a batch at a time.
+
+Hand-written hot path: C-level ``map``/``join``/``bytes.fromhex`` over the whole batch, with a
+per-span Python loop only when some value is invalid (then ``mark(i, field, message)`` is called
+for each bad span). Not thread-safe (uses the load's ``Interner``).
+"""
+
+from __future__ import annotations
+
+import base64
+from itertools import repeat
+
+import numpy as np
+
+from gputrace.timeline._interner import Interner
+
+
+def parse_id(s: str, nbytes: int) -> int:
+    """Hex (the spec) or base64 (old protobuf-JSON writers) id -> int. Raises ValueError."""
+    if len(s) == 2 * nbytes:
+        try:
+            return int(s, 16)
+        except ValueError:
+            pass
+    elif s and len(s) in (4 * ((nbytes + 2) // 3), (8 * nbytes + 5) // 6):
+        try:
+            raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) == nbytes:
+            return int.from_bytes(raw, "big")
+    raise ValueError(f"expected {2 * nbytes} hex characters, got {s!r}")
+
+def _int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
+    try:
+        return np.fromiter(map(getter, spans), np.int64, len(spans))
+    except (OverflowError, TypeError, ValueError):
+        vals = list(map(getter, spans))
+        out = np.zeros(len(vals), dtype=np.int64)
+        for i, v in enumerate(vals):
+            if 0 <= v < (1 << 63):
+                out[i] = v
+            else:
+                mark(i, fld, f"{v} is outside the int64 nanosecond range")
+        return out
+
+def _trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
+    new = set(tids).difference(it.trace_ix)
+    badset = set()
+    for t in new:
+        try:
+            h = f"{parse_id(t, 16):032x}"
+        except ValueError:
+            badset.add(t)
+            continue
+        if h == "0" * 32:
+            badset.add(t)
+            continue
+        i = it.trace_ix.get(h)
+        if i is None:
+            i = it.trace_ix[h] = len(it.trace_ids)
+            it.trace_ids.append(h)
+        it.trace_ix[t] = i
+    if badset:
+        for i, t in enumerate(tids):
+            if t in badset:
+                mark(i, "traceId", f"expected 32 hex characters (not all zero), got {t!r}")
+        return np.fromiter((it.trace_ix.get(t, -1) for t in tids), np.int32, len(tids))
+    return np.fromiter(map(it.trace_ix.__getitem__, tids), np.int32, len(tids))
+
+
+def _id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
+    n = len(ids)
+    orig = ids
+    ok_lengths = sum(map(len, ids)) == 16 * (n - ids.count("")) if allow_empty else True
+    if allow_empty and ok_lengths:
+        ids = list(map(str.zfill, ids, repeat(16)))  # "" -> 16 zeros, in C (lengths checked above)
+    joined = "".join(ids)
+    if ok_lengths and len(joined) == 16 * n:
+        try:
+            raw = bytes.fromhex(joined)
+            if len(raw) == 8 * n:
+                out = np.frombuffer(raw, dtype=">u8").astype(np.uint64)
+                if allow_empty or out.all():
+                    return out
+        except ValueError:
+            pass
+    out = np.zeros(n, dtype=np.uint64)
+    for i, s in enumerate(orig):
+        if allow_empty and s == "":
+            continue
+        try:
+            v = parse_id(s, 8)
+        except ValueError as e:
+            mark(i, fld, str(e))
+            continue
+        if v == 0 and not allow_empty:
+            mark(i, fld, "an all-zero span id is invalid")
+        out[i] = v
+    return out
