@@ -19,17 +19,34 @@ builds dicts for orjson: the executable definition it is tested against). The re
 not go through span dicts at all: ``gputrace.trace.sinks.phase_json`` writes the same text straight
 from finished phases, reusing the helpers here. ``attr_value`` dispatches on exact types before falling
 back to ``isinstance`` checks. Everything here is pure and thread-safe.
+
+This is the public module: it holds the encoder and re-exports the ids and constants of
+:mod:`gputrace.otlp_ids` and the decoder of :mod:`gputrace.otlp_decode`.
 """
 
 from __future__ import annotations
 
 import base64
 import math
-from typing import Any, Iterable, Mapping, TypedDict
+from typing import Any, Iterable, Mapping
 
 import orjson
 
 from gputrace import __version__ as _gputrace_version
+from gputrace.otlp_decode import AnyValueError, decode_attributes, decode_value
+from gputrace.otlp_ids import (
+    SPAN_KIND_CLIENT,
+    SPAN_KIND_CONSUMER,
+    SPAN_KIND_INTERNAL,
+    SPAN_KIND_PRODUCER,
+    SPAN_KIND_SERVER,
+    SPAN_KIND_UNSPECIFIED,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    SpanDict,
+    hex_id,
+)
 
 __all__ = [
     "SpanDict",
@@ -37,6 +54,7 @@ __all__ = [
     "STATUS_UNSET",
     "STATUS_OK",
     "STATUS_ERROR",
+    "AnyValueError",
     "attr_value",
     "encode_attributes",
     "decode_value",
@@ -48,62 +66,12 @@ __all__ = [
     "REQUEST_TAIL",
     "span_json",
     "hex_id",
+    "SPAN_KIND_UNSPECIFIED",
+    "SPAN_KIND_SERVER",
+    "SPAN_KIND_CLIENT",
+    "SPAN_KIND_PRODUCER",
+    "SPAN_KIND_CONSUMER",
 ]
-
-SPAN_KIND_UNSPECIFIED, SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, SPAN_KIND_CLIENT = 0, 1, 2, 3
-SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 4, 5
-STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 64) - 1  # uint64 allowed too (protobuf fixed64 timestamps)
-
-
-class _SpanRequired(TypedDict):
-    trace_id: bytes | str | int
-    span_id: bytes | str | int
-    name: str
-    start_ns: int
-    end_ns: int
-
-
-class SpanDict(_SpanRequired, total=False):
-    """One span as handed to :func:`encode_request` (keys in snake_case; see ``encode_span``)."""
-
-    parent_span_id: bytes | str | int | None
-    attributes: Mapping[str, Any]
-    kind: int
-    status_code: int
-    status_message: str
-
-
-def hex_id(v: bytes | str | int | None, nbytes: int) -> str:
-    """Lowercase hex of an id given as bytes, hex string or int; '' for None/empty/zero.
-
-    Raises ValueError for a string that is not hex or an id of the wrong length.
-    """
-    if v is None:
-        return ""
-    t = type(v)
-    if t is bytes or t is bytearray or t is memoryview:
-        if len(v) == 0:
-            return ""
-        if len(v) != nbytes:
-            raise ValueError(f"id must be {nbytes} bytes, got {len(v)}")
-        return bytes(v).hex()
-    if t is int or isinstance(v, int):
-        if v == 0:
-            return ""
-        if v < 0 or v.bit_length() > nbytes * 8:
-            raise ValueError(f"id {v} does not fit in {nbytes} bytes")
-        return format(v, "0%dx" % (nbytes * 2))
-    if isinstance(v, str):
-        if v == "":
-            return ""
-        if len(v) != nbytes * 2:
-            raise ValueError(f"id must be {nbytes * 2} hex characters, got {v!r}")
-        s = v.lower()
-        int(s, 16)  # raises ValueError on non-hex
-        return s
-    raise ValueError(f"id must be bytes, hex str or int, got {type(v).__name__}")
 
 
 def _double(v: float) -> Any:
@@ -163,104 +131,15 @@ def encode_attributes(attrs: Mapping[str, Any] | None) -> list[dict]:
     return [{"key": k, "value": attr_value(v)} for k, v in attrs.items()]
 
 
-class AnyValueError(ValueError):
-    """An ``AnyValue`` that does not follow the OTLP JSON mapping; ``field`` is the sub-path."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-def _int_of(x: Any, field: str) -> int:
-    if type(x) is int:
-        return x
-    if type(x) is str:
-        try:
-            return int(x)
-        except ValueError:
-            pass
-    if type(x) is float and x.is_integer():  # some writers emit 3.0 for an int64
-        return int(x)
-    raise AnyValueError(field, f"expected integer string, got {x!r}")
-
-
-def _double_of(x: Any, field: str) -> float:
-    if type(x) is float or type(x) is int:
-        return float(x)
-    if type(x) is str:
-        if x in ("NaN", "Infinity", "-Infinity"):
-            return float(x.replace("Infinity", "inf"))
-        try:
-            return float(x)
-        except ValueError:
-            pass
-    raise AnyValueError(field, f"expected number, got {x!r}")
-
-
-def decode_value(v: Any, field: str = "value") -> Any:
-    """OTLP ``AnyValue`` dict -> Python value (inverse of :func:`attr_value`).
-
-    intValue -> int (accepts a string or a JSON number), doubleValue -> float, bytesValue -> bytes,
-    arrayValue -> list, kvlistValue -> dict, empty AnyValue -> None. Raises ``AnyValueError`` with the
-    offending sub-field for anything else.
-    """
-    if type(v) is not dict:
-        raise AnyValueError(field, f"expected AnyValue object, got {_short(v)}")
-    if not v:
-        return None
-    if len(v) != 1:
-        raise AnyValueError(field, f"expected exactly one of stringValue/intValue/... keys, got {sorted(v)}")
-    (k, x), = v.items()
-    if k == "stringValue":
-        if type(x) is not str:
-            raise AnyValueError(f"{field}.stringValue", f"expected string, got {_short(x)}")
-        return x
-    if k == "intValue":
-        return _int_of(x, f"{field}.intValue")
-    if k == "doubleValue":
-        return _double_of(x, f"{field}.doubleValue")
-    if k == "boolValue":
-        if type(x) is not bool:
-            raise AnyValueError(f"{field}.boolValue", f"expected true/false, got {_short(x)}")
-        return x
-    if k == "arrayValue":
-        vals = x.get("values", []) if type(x) is dict else None
-        if type(vals) is not list:
-            raise AnyValueError(f"{field}.arrayValue", f"expected {{'values': [...]}}, got {_short(x)}")
-        return [decode_value(e, f"{field}.arrayValue.values[{i}]") for i, e in enumerate(vals)]
-    if k == "kvlistValue":
-        vals = x.get("values", []) if type(x) is dict else None
-        if type(vals) is not list:
-            raise AnyValueError(f"{field}.kvlistValue", f"expected {{'values': [...]}}, got {_short(x)}")
-        return decode_attributes(vals, f"{field}.kvlistValue.values")
-    if k == "bytesValue":
-        if type(x) is not str:
-            raise AnyValueError(f"{field}.bytesValue", f"expected base64 string, got {_short(x)}")
-        try:
-            return base64.b64decode(x, validate=True)
-        except ValueError:
-            raise AnyValueError(f"{field}.bytesValue", f"expected base64 string, got {_short(x)}") from None
-    raise AnyValueError(field, f"unknown AnyValue key {k!r}")
-
-
-def decode_attributes(kvs: Any, field: str = "attributes") -> dict:
-    """List of OTLP ``KeyValue`` dicts -> ``{key: python value}``. Raises ``AnyValueError``."""
-    if kvs is None:
-        return {}
-    if type(kvs) is not list:
-        raise AnyValueError(field, f"expected list of key/value objects, got {_short(kvs)}")
-    out = {}
-    for i, kv in enumerate(kvs):
-        if type(kv) is not dict or type(kv.get("key")) is not str:
-            raise AnyValueError(f"{field}[{i}]", f"expected {{'key': str, 'value': AnyValue}}, got {_short(kv)}")
-        out[kv["key"]] = decode_value(kv.get("value", {}), f"{field}[{i}].value")
-    return out
-
-
-def _short(x: Any, n: int = 40) -> str:
-    r = repr(x)
-    return r if len(r) <= n else r[: n - 3] + "..."
+def _status(code: int, msg: str) -> dict:
+    """OTLP ``Status`` dict: default fields (code UNSET, empty message) left out, as protobuf JSON does."""
+    st: dict = {}
+    if msg:
+        st["message"] = msg
+    if code:
+        st["code"] = int(code)
+    return st
 
 
 def encode_span(s: Mapping[str, Any]) -> dict:
@@ -282,12 +161,7 @@ def encode_span(s: Mapping[str, Any]) -> dict:
     code = s.get("status_code", STATUS_UNSET)
     msg = s.get("status_message", "")
     if code or msg:
-        st: dict = {}
-        if msg:
-            st["message"] = msg
-        if code:
-            st["code"] = int(code)
-        d["status"] = st
+        d["status"] = _status(code, msg)
     return d
 
 
@@ -402,12 +276,7 @@ def _span_json(s: Mapping[str, Any]) -> str:
     code = s.get("status_code", STATUS_UNSET)
     msg = s.get("status_message", "")
     if code or msg:
-        st: dict = {}
-        if msg:
-            st["message"] = msg
-        if code:
-            st["code"] = int(code)
-        status = f',"status":{orjson.dumps(st).decode()}'
+        status = f',"status":{orjson.dumps(_status(code, msg)).decode()}'
     else:
         status = ""
     name = s["name"]

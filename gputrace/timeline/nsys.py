@@ -26,7 +26,9 @@ is added where present, so rows land on the epoch clock gputrace uses. Without i
 session-relative and each resource says so (``nsys.clock = "session"``).
 
 ``read_nsys`` opens the file read-only; errors name the file and table. Not thread-safe per call
-(one sqlite connection), but calls on different threads are independent.
+(one sqlite connection), but calls on different threads are independent. File access (tables, enum
+tables, strings) lives in :mod:`gputrace.timeline.nsys_sqlite`; ``NsysFormatError`` and
+``is_nsys_sqlite`` are re-exported here.
 """
 
 from __future__ import annotations
@@ -34,15 +36,22 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-from pathlib import Path
 from array import array
-from typing import Iterator
+from pathlib import Path
 
 import numpy as np
 
 from gputrace.phases import PHASES, phase_kind
-from gputrace.timeline.chrome import nest_parents
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
+from gputrace.timeline.nesting import nest_parents
+from gputrace.timeline.nsys_sqlite import (
+    NsysFormatError,
+    NsysReport,
+    is_nsys_sqlite,
+    report_host_name,
+    required_int,
+    session_start,
+)
 
 __all__ = ["NsysFormatError", "read_nsys", "is_nsys_sqlite"]
 
@@ -50,21 +59,7 @@ __all__ = ["NsysFormatError", "read_nsys", "is_nsys_sqlite"]
 _LEGACY_EVENT_TYPES = {"NvtxCategory": 33, "NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
 _SYNC_API = re.compile(r"Synchronize|StreamWaitEvent")
 _PIN_API = {"cudaHostRegister", "cudaHostUnregister", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost"}
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys's own reports join them
-
-
-class NsysFormatError(ValueError):
-    """Not an nsys SQLite export, or a table in it breaks the schema; names file and table."""
-
-
-def is_nsys_sqlite(path: str | Path) -> bool:
-    """True if ``path`` is a SQLite file (nsys exports are; the reader checks the tables)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == _SQLITE_MAGIC
-    except OSError:
-        return False
 
 
 class _Rows:
@@ -112,53 +107,6 @@ class _Rows:
         return r
 
 
-class _Report:
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
-        self.path, self.conn = path, conn
-        self.tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
-        self.strings: dict[int, str] = dict(conn.execute("SELECT id, value FROM StringIds")) if "StringIds" in self.tables else {}
-
-    def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
-
-    def select(self, table: str, wanted: list[str], where: str = "") -> tuple[list[str], Iterator[tuple]]:
-        """Rows of ``table`` for the ``wanted`` columns the table has (missing ones come back None),
-        streamed from the cursor (reports can hold millions of rows)."""
-        have = self.columns(table)
-        exprs = [c if c in have else "NULL" for c in wanted]
-        try:
-            cur = self.conn.execute(f"SELECT {', '.join(exprs)} FROM {table} {where}")
-        except sqlite3.Error as exc:
-            raise NsysFormatError(f"{self.path}: table {table}: {exc}") from None
-        return wanted, cur
-
-    def enum(self, table: str) -> dict[int, str]:
-        """id -> label (or name) from one of the report's ENUM_* tables; {} if absent."""
-        if table not in self.tables:
-            return {}
-        cols = self.columns(table)
-        label = "label" if "label" in cols else "name"
-        return {int(i): str(v) for i, v in self.conn.execute(f"SELECT id, {label} FROM {table}")}
-
-    def enum_names(self, table: str) -> dict[str, int]:
-        if table not in self.tables or "name" not in self.columns(table):
-            return {}
-        return {str(n): int(i) for i, n in self.conn.execute(f"SELECT id, name FROM {table}")}
-
-    def text(self, text, text_id) -> str:
-        if text is not None:
-            return str(text)
-        if text_id is not None:
-            return self.strings.get(int(text_id), f"<string {text_id}>")
-        return "<unnamed>"
-
-
-def _required_int(path, table, col, v) -> int:
-    if v is None:
-        raise NsysFormatError(f"{path}: table {table}: column {col} is NULL")
-    return int(v)
-
-
 def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True,
               correlation_ids: bool = False) -> Timeline:
     """Read an nsys SQLite export into a Timeline (see the module docstring for the mapping).
@@ -180,7 +128,7 @@ def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True
         raise NsysFormatError(f"{p}: not a SQLite file (expected the output of `nsys export --type sqlite`)")
     conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
     try:
-        rep = _Report(p, conn)
+        rep = NsysReport(p, conn)
         known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"}
         if not rep.tables & known:
             raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
@@ -189,29 +137,11 @@ def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True
         conn.close()
 
 
-def _session_start(rep: _Report) -> int | None:
-    t = "TARGET_INFO_SESSION_START_TIME"
-    if t in rep.tables and "utcEpochNs" in rep.columns(t):
-        row = rep.conn.execute(f"SELECT utcEpochNs FROM {t}").fetchone()
-        if row and row[0] is not None:
-            return int(row[0])
-    return None
-
-
-def _host_name(rep: _Report) -> str | None:
-    t = "TARGET_INFO_SYSTEM_ENV"
-    if t in rep.tables and {"name", "value"} <= rep.columns(t):
-        row = rep.conn.execute(f"SELECT value FROM {t} WHERE lower(name) = 'hostname'").fetchone()
-        if row and row[0]:
-            return str(row[0])
-    return None
-
-
-def _read(rep: _Report, host: str | None, runtime: bool, correlation_ids: bool) -> Timeline:
+def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: bool) -> Timeline:
     path = rep.path
-    epoch = _session_start(rep)
+    epoch = session_start(rep)
     off = epoch or 0
-    host = host or _host_name(rep) or path.name.split(".")[0]
+    host = host or report_host_name(rep) or path.name.split(".")[0]
     R = _Rows()
     # ---- processes and threads ------------------------------------------------------------
     proc_names: dict[int, str] = {}
@@ -263,7 +193,7 @@ def _read(rep: _Report, host: str | None, runtime: bool, correlation_ids: bool) 
         for start, end, et, text, tid_, dom, gtid, color, cat, *payloads in rows:
             if et not in rng or end is None or start is None:
                 continue
-            gtid = _required_int(path, "NVTX_EVENTS", "globalTid", gtid)
+            gtid = required_int(path, "NVTX_EVENTS", "globalTid", gtid)
             name = rep.text(text, tid_)
             dname = domains.get(int(dom or 0), f"domain {dom}")
             attrs: dict = {"nvtx.domain": dname, "nvtx.range": rng[et]}
@@ -291,7 +221,7 @@ def _read(rep: _Report, host: str | None, runtime: bool, correlation_ids: bool) 
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in rep.tables:
         _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
         for start, end, gtid, corr, nid, ret in rows:
-            gtid = _required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
+            gtid = required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
             nk = api_kinds.get(nid)
             if nk is None:
                 name = re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>")) if nid is not None else "<api>"
@@ -317,7 +247,7 @@ def _read(rep: _Report, host: str | None, runtime: bool, correlation_ids: bool) 
     gpu_lanes: dict[tuple, Lane] = {}
 
     def gpu_row(table, start, end, dev, stream, gpid, corr, phase, nbytes, attrs):
-        dev = _required_int(path, table, "deviceId", dev)
+        dev = required_int(path, table, "deviceId", dev)
         gpid = int(gpid or 0)
         lane = gpu_lanes.get((gpid, dev, stream))
         if lane is None:

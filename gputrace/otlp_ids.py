@@ -1,0 +1,76 @@
+"""OTLP span constants, the span-dict shape and trace/span id normalisation (hex ids).
+
+Shared by the encoder (:mod:`gputrace.otlp_json`, which re-exports these names) and the OTLP/HTTP
+receiver. Pure and thread-safe.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, TypedDict
+
+__all__ = [
+    "SpanDict",
+    "SPAN_KIND_UNSPECIFIED",
+    "SPAN_KIND_INTERNAL",
+    "SPAN_KIND_SERVER",
+    "SPAN_KIND_CLIENT",
+    "SPAN_KIND_PRODUCER",
+    "SPAN_KIND_CONSUMER",
+    "STATUS_UNSET",
+    "STATUS_OK",
+    "STATUS_ERROR",
+    "hex_id",
+]
+
+SPAN_KIND_UNSPECIFIED, SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, SPAN_KIND_CLIENT = 0, 1, 2, 3
+SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 4, 5
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+
+class _SpanRequired(TypedDict):
+    trace_id: bytes | str | int
+    span_id: bytes | str | int
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+class SpanDict(_SpanRequired, total=False):
+    """One span as handed to :func:`encode_request` (keys in snake_case; see ``encode_span``)."""
+
+    parent_span_id: bytes | str | int | None
+    attributes: Mapping[str, Any]
+    kind: int
+    status_code: int
+    status_message: str
+
+
+def hex_id(v: bytes | str | int | None, nbytes: int) -> str:
+    """Lowercase hex of an id given as bytes, hex string or int; '' for None/empty/zero.
+
+    Raises ValueError for a string that is not hex or an id of the wrong length.
+    """
+    if v is None:
+        return ""
+    t = type(v)
+    if t is bytes or t is bytearray or t is memoryview:
+        if len(v) == 0:
+            return ""
+        if len(v) != nbytes:
+            raise ValueError(f"id must be {nbytes} bytes, got {len(v)}")
+        return bytes(v).hex()
+    if t is int or isinstance(v, int):
+        if v == 0:
+            return ""
+        if v < 0 or v.bit_length() > nbytes * 8:
+            raise ValueError(f"id {v} does not fit in {nbytes} bytes")
+        return format(v, "0%dx" % (nbytes * 2))
+    if isinstance(v, str):
+        if v == "":
+            return ""
+        if len(v) != nbytes * 2:
+            raise ValueError(f"id must be {nbytes * 2} hex characters, got {v!r}")
+        s = v.lower()
+        int(s, 16)  # raises ValueError on non-hex
+        return s
+    raise ValueError(f"id must be bytes, hex str or int, got {type(v).__name__}")
