@@ -14,7 +14,7 @@ import orjson
 
 from gputrace.timeline._columns import Interner, spans_to_columns
 from gputrace.timeline._decode_errors import describe_msgspec_error
-from gputrace.timeline._fast import lean_decoder, parse_attributes
+from gputrace.timeline._fast import lean_decoder, parse_attributes, resource_decoder
 from gputrace.timeline._lines import PathLike
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Timeline
@@ -27,6 +27,8 @@ FAST_GROUP_SPANS = 8192
 #: After this many queued lines in a row declined by the fast parser, a loader stops trying it
 #: (a foreign writer's layout: each line would otherwise be decoded twice).
 FAST_GIVE_UP_LINES = 64
+#: Distinct raw resource texts remembered by a loader (cleared when full).
+RESOURCE_CACHE_SIZE = 1024
 _g_attributes = operator.attrgetter("attributes")
 
 
@@ -44,9 +46,10 @@ class TraceLoader:
         self.lenient = lenient
         self.batch_spans = batch_spans
         self.fast = fast
-        self._lean: list[tuple] = []  # queued fast-decoded lines: (path, line_no, line, terminated, req, nspans)
+        self._lean: list[tuple] = []  # queued fast-decoded lines: (path, line_no, line, terminated, req, nspans, ress)
         self._lean_spans = 0
-        self._declined = 0  # queued lines declined in a row by the fast parser
+        self._declined = 0  # lines declined in a row by the lean decoder or the fast parser
+        self._res_cache: dict[bytes, tuple[bytes, dict]] = {}  # raw resource text -> (key, attrs)
         self.fast_lines = 0  # lines added through the fast path (for tests and benchmarks)
         self._pending_fast: list[tuple] = []  # per pending segment: (FastAttrs or None, first span index in it)
         self.report = LoadReport()
@@ -71,19 +74,45 @@ class TraceLoader:
             except (msgspec.ValidationError, msgspec.DecodeError):
                 pass  # the general decoder below names the problem
             else:
-                ns = 0
-                for rs in req.resourceSpans:
-                    for ss in rs.scopeSpans:
-                        ns += len(ss.spans)
-                    for ls in rs.instrumentationLibrarySpans:
-                        ns += len(ls.spans)
-                self._lean.append((path, line_no, line, terminated, req, ns))
-                self._lean_spans += ns
-                if self._lean_spans >= FAST_GROUP_SPANS or len(self._pending) + self._lean_spans >= self.batch_spans:
-                    self.resolve()
-                return
+                ress = self._lean_resources(req)
+                if ress is not None:
+                    ns = 0
+                    for rs in req.resourceSpans:
+                        for ss in rs.scopeSpans:
+                            ns += len(ss.spans)
+                        for ls in rs.instrumentationLibrarySpans:
+                            ns += len(ls.spans)
+                    self._lean.append((path, line_no, line, terminated, req, ns, ress))
+                    self._lean_spans += ns
+                    if self._lean_spans >= FAST_GROUP_SPANS or len(self._pending) + self._lean_spans >= self.batch_spans:
+                        self.resolve()
+                    return
             self.resolve()
+            self._declined += 1  # refused by the lean decoder: counts as declined (speed only)
+            if self._declined >= FAST_GIVE_UP_LINES:
+                self.fast = False
         self._feed_general(path, line_no, line, terminated)
+
+    def _lean_resources(self, req) -> list | None:
+        """``(key, attrs)`` of each raw resource of a lean request, as ``_resource`` computes them;
+        each distinct resource text is decoded once per loader. None if one does not decode or
+        has no key (the general decoder then reads the whole line and reports the problem)."""
+        out = []
+        cache = self._res_cache
+        for rs in req.resourceSpans:
+            raw = bytes(rs.resource)
+            hit = cache.get(raw)
+            if hit is None:
+                try:
+                    attrs = {kv.key: py_value(kv.value) for kv in resource_decoder.decode(raw).attributes}
+                    key = orjson.dumps(attrs, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
+                except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+                    return None
+                if len(cache) >= RESOURCE_CACHE_SIZE:
+                    cache.clear()
+                hit = cache[raw] = (key, attrs)
+            out.append(hit)
+        return out
 
     def resolve(self) -> None:
         """Process queued fast-decoded lines in input order, exactly as the general path would:
@@ -107,11 +136,11 @@ class TraceLoader:
             except Exception:  # noqa: BLE001 - never expected; the general path then reads these lines
                 fa = None
         k = 0
-        for path, line_no, line, terminated, req, ns in lean:
+        for path, line_no, line, terminated, req, ns, ress in lean:
             if ns == 0 or (fa is not None and fa.ok[k:k + ns].all()):
                 self._declined = 0
                 self.fast_lines += 1
-                self._add_request(path, line_no, req, fa, k)
+                self._add_request(path, line_no, req, fa, k, ress)
             else:
                 self._declined += 1
                 if self._declined >= FAST_GIVE_UP_LINES:
@@ -136,11 +165,14 @@ class TraceLoader:
             return
         self._add_request(path, line_no, req)
 
-    def _add_request(self, path, line_no: int, req: TraceRequest, fa=None, k: int = 0) -> None:
-        """Queue a decoded request's spans (``fa``/``k``: fast-parsed attributes of a
-        ``LeanRequest``, whose first span is span ``k`` of ``fa``)."""
+    def _add_request(self, path, line_no: int, req: TraceRequest, fa=None, k: int = 0, ress=None) -> None:
+        """Queue a decoded request's spans (``fa``/``k``/``ress``: fast-parsed attributes of a
+        ``LeanRequest``, whose first span is span ``k`` of ``fa``, and its resources' ``(key, attrs)``)."""
         for ri, rs in enumerate(req.resourceSpans):
-            res = self._resource(path, line_no, ri, rs.resource.attributes)
+            if ress is None:
+                res = self._resource(path, line_no, ri, rs.resource.attributes)
+            else:
+                res = self.it.resource(*ress[ri])
             groups = [("scopeSpans", ss.spans) for ss in rs.scopeSpans]
             groups += [("instrumentationLibrarySpans", ls.spans) for ls in rs.instrumentationLibrarySpans]
             if res is None:

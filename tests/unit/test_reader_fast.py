@@ -156,6 +156,84 @@ def test_hand_written_attribute_layouts(tmp_path, attrs_json):
             assert str(ef.value) == str(eg.value)
 
 
+def _check_both(p):
+    """Same Timeline (lenient) and same first error (strict) through both paths."""
+    _both([p], lenient=True)
+    try:
+        _both([p])
+    except TraceFormatError:
+        msgs = []
+        for fast in (True, False):
+            with pytest.raises(TraceFormatError) as e:
+                _load([p], fast)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+
+
+_RES_JSON = '"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"prover"}},' \
+            '{"key":"host.name","value":{"stringValue":"h"}},{"key":"process.pid","value":{"intValue":"7"}}]}'
+
+
+@pytest.mark.parametrize("resource_json", [
+    _RES_JSON,
+    '"resource":{"attributes":[{"key":"host.name","value":{"stringValue":"h"}},'      # other order, same attributes
+    '{"key":"process.pid","value":{"intValue":"7"}},{"key":"service.name","value":{"stringValue":"prover"}}]}',
+    '"resource": { "attributes" : [ ] }',                                              # whitespace, empty
+    '"resource":{}',
+    '"resource":null',                                                                  # invalid: error
+    '"resource":{"attributes":[{"key":1}]}',                                            # invalid key
+    '"resource":{"attributes":[{"key":"host.name","value":{"intValue":"x"}}]}',         # invalid value
+    '"resource":{"attributes":[{"key":"a","value":{"doubleValue":0.5}},{"key":"b","value":{"bytesValue":"AAE="}},'
+    '{"key":"c","value":{"arrayValue":{"values":[{"boolValue":true}]}}},{"key":"process.pid","value":{"stringValue":"7"}}]}',
+    '"resource":{"attributes":[{"key":"host.name","value":{"stringValue":"h\\u00e9\\"x"}}],"droppedAttributesCount":0}',
+    '"resource":[]',
+])
+def test_raw_resources_match_the_general_path(tmp_path, resource_json):
+    good = encode_request(RES, [_span(1, {"gputrace.lane": "stream:0"})]).decode()
+    assert _RES_JSON in good  # the writer's layout this test edits
+    lines = [good]
+    for i in range(2, 5):  # the odd resource on several lines (cache hits), between good ones
+        ln = good.replace('"spanId":"0000000000000001"', f'"spanId":"000000000000000{i}"')
+        lines.append(ln.replace(_RES_JSON, resource_json) if i != 3 else ln)
+    lines.append(good.replace(_RES_JSON, resource_json).replace('"spanId":"0000000000000001"', '"spanId":"0000000000000009"'))
+    p = _write(tmp_path / "r.jsonl", lines)
+    _check_both(p)
+    tl, _ = _load([p], True, lenient=True)
+    assert tl.load_report.lines == 5
+
+
+def test_resource_cache_eviction_and_many_resources(tmp_path, monkeypatch):
+    from gputrace.timeline import _loader
+
+    monkeypatch.setattr(_loader, "RESOURCE_CACHE_SIZE", 2)
+    lines = [encode_request({**RES, "process.pid": i % 5, "host.name": f"h{i % 3}"}, [_span(i + 1, {"gputrace.device": i % 2})])
+             for i in range(20)]
+    p = _write(tmp_path / "m.jsonl", lines)
+    tl, loader = _both([p])
+    assert loader.fast_lines == 20 and len(tl.resources) == 15
+
+
+@pytest.mark.parametrize("kind", ['"kind":"SPAN_KIND_SERVER"', '"kind":"1"', '"kind":2', '"kind":1.5', '"kind":null',
+                                  '"kind":[1]'])
+def test_span_kind_forms_match_the_general_path(tmp_path, kind):
+    good = encode_request(RES, [_span(1, {"gputrace.lane": "stream:0"})]).decode()
+    assert '"kind":1' in good
+    odd = good.replace('"kind":1', kind, 1).replace('"spanId":"0000000000000001"', '"spanId":"0000000000000002"')
+    p = _write(tmp_path / "k.jsonl", [good, odd, good.replace('"spanId":"0000000000000001"', '"spanId":"0000000000000003"')])
+    _check_both(p)
+
+
+def test_lines_refused_by_the_lean_decoder_stop_the_fast_path(tmp_path):
+    from gputrace.timeline._loader import FAST_GIVE_UP_LINES
+
+    good = encode_request(RES, [_span(1, {"gputrace.lane": "stream:0"})]).decode()
+    lines = [good.replace('"kind":1', '"kind":"SPAN_KIND_INTERNAL"').replace('"spanId":"0000000000000001"', f'"spanId":"{i:016x}"')
+             for i in range(1, FAST_GIVE_UP_LINES + 10)]
+    p = _write(tmp_path / "g.jsonl", lines)
+    tl, loader = _both([p])
+    assert loader.fast_lines == 0 and not loader.fast and tl.n == len(lines)
+
+
 def test_error_order_is_kept_across_queued_lines(tmp_path):
     s = [_span(i, {"gputrace.device": 0, "gputrace.lane": "stream:0"}) for i in range(1, 6)]
     bad_decode = encode_request(RES, s[1:2]).replace(b'{"intValue":"0"}', b'{"intValue":"zero"}')  # decoder error
