@@ -67,6 +67,20 @@ def row_hosts(tl: Timeline) -> tuple[np.ndarray, list[str]]:
     return (lane_host[tl.cols["lane"]] if tl.n else np.zeros(0, np.int64)), names
 
 
+def run_extents(tl: Timeline, run: np.ndarray, nruns: int) -> tuple[np.ndarray, np.ndarray]:
+    """First start and last end of each run over both clocks (host times, and device times where
+    recorded). ``run``: row -> run number (from :func:`run_index`). Returns (min, max) per run; a run
+    with no rows keeps the int64 max / min sentinels."""
+    c = tl.cols
+    lo = np.where(c["gpu_start"] >= 0, np.minimum(c["start"], c["gpu_start"]), c["start"])
+    hi = np.maximum(c["end"], c["gpu_end"])
+    rmin = np.full(nruns, np.iinfo(np.int64).max, np.int64)
+    rmax = np.full(nruns, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(rmin, run, lo)
+    np.maximum.at(rmax, run, hi)
+    return rmin, rmax
+
+
 def device_activity(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows that are device activity, with their activity interval.
 

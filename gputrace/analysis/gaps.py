@@ -25,6 +25,7 @@ from gputrace.analysis._common import (
     group_ids,
     host_rows,
     row_hosts,
+    run_extents,
     run_index,
     uncovered,
     union_by_group,
@@ -162,14 +163,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     parts_g, parts_s, parts_e, parts_k = [bg], [bs], [be], [np.full(len(bg), BETWEEN, np.int64)]
     if edges:
         # Run extents (host and device clocks) bound leading/trailing gaps.
-        c = tl.cols
-        lo = np.where(c["gpu_start"] >= 0, np.minimum(c["start"], c["gpu_start"]), c["start"])
-        hi = np.maximum(c["end"], c["gpu_end"])
-        nr = len(runs)
-        rmin = np.full(nr, np.iinfo(np.int64).max, np.int64)
-        rmax = np.full(nr, np.iinfo(np.int64).min, np.int64)
-        np.minimum.at(rmin, run, lo)
-        np.maximum.at(rmax, run, hi)
+        rmin, rmax = run_extents(tl, run, len(runs))
         ng = len(first)
         seg_first = np.ones(len(ug), bool)
         seg_first[1:] = ug[1:] != ug[:-1]

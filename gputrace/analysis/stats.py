@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gputrace.analysis._common import group_ids, quantiles_sorted, run_index
+from gputrace.analysis._common import group_ids, quantiles_sorted, run_extents, run_index
 from gputrace.timeline.model import Timeline
 
 
@@ -57,14 +57,7 @@ def wall_ns(tl: Timeline) -> int:
     if tl.n == 0:
         return 0
     run, labels = run_index(tl)
-    c = tl.cols
-    lo = np.where(c["gpu_start"] >= 0, np.minimum(c["start"], c["gpu_start"]), c["start"])
-    hi = np.maximum(c["end"], c["gpu_end"])
-    nr = len(labels)
-    mins = np.full(nr, np.iinfo(np.int64).max, np.int64)
-    maxs = np.full(nr, np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(mins, run, lo)
-    np.maximum.at(maxs, run, hi)
+    mins, maxs = run_extents(tl, run, len(labels))
     return int((maxs - mins).sum())
 
 

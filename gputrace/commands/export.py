@@ -1,8 +1,9 @@
 """``gputrace export --format chrome|jaeger|otlp TRACE... -o OUT``: write traces for other tools.
 
 Argument wiring only: reading is `gputrace.interop.formats.read_any` (OTLP JSONL, nsys SQLite or
-Chrome JSON, by content), writing is `gputrace.timeline.chrome.write_chrome`,
-`gputrace.timeline.jaeger.write_jaeger` or `gputrace.interop.otlp_file.write_otlp_jsonl`.
+Chrome JSON, by content) through `gputrace.commands._inputs.read_inputs`; writing is
+`gputrace.timeline.chrome.write_chrome`, `gputrace.timeline.jaeger.write_jaeger` or
+`gputrace.interop.otlp_file.write_otlp_jsonl`.
 """
 
 from __future__ import annotations
@@ -35,15 +36,10 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputrace.interop.formats import read_any
+    from gputrace.commands._inputs import read_inputs
 
-    try:
-        tl = read_any(args.traces, lenient=args.lenient)
-    except (OSError, ValueError) as exc:
-        print(f"gputrace export: {exc}", file=sys.stderr)
-        return 1
-    if tl.n == 0:
-        print("gputrace export: no spans in the input", file=sys.stderr)
+    tl = read_inputs("export", args.traces, args.lenient, "no spans in the input")
+    if tl is None:
         return 1
     try:
         if args.format == "chrome":

@@ -175,15 +175,10 @@ def run(args) -> int:
     import orjson
     from rich.console import Console
 
-    from gputrace.interop.formats import read_any
+    from gputrace.commands._inputs import read_inputs
 
-    try:
-        tl = read_any(args.traces, lenient=args.lenient)
-    except (OSError, ValueError) as e:
-        print(f"gputrace report: {e}", file=sys.stderr)
-        return 1
-    if tl.n == 0:
-        print("gputrace report: the trace holds no spans", file=sys.stderr)
+    tl = read_inputs("report", args.traces, args.lenient, "the trace holds no spans")
+    if tl is None:
         return 1
     data = analyse(tl, by_device=args.by_device, min_gap=args.min_gap, wait_margin=args.wait_margin,
                    pageable_gbps=args.pageable_gbps, top=args.top)

@@ -96,20 +96,15 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
         parent = None
     sid = p.sid
     if sid is None:
-        if parent is None:  # a root seen for the first time (the common case for top-level phases)
+        # A root seen for the first time (the common case for top-level phases) starts a trace; a
+        # phase whose parent was already met (later siblings) inherits its parent's trace.
+        if parent is None or parent.tid is not None:
             ids.n += 1
             sid = ((ids.n * _GOLDEN) & _MASK64) ^ ids.span_salt
             if not sid:
                 sid = ids.next_span_id()
             p.sid = sid
-            p.tid = tid = (ids.trace_salt << 64) | sid
-        elif parent.tid is not None:  # parent already met (later siblings): inherit its trace
-            ids.n += 1
-            sid = ((ids.n * _GOLDEN) & _MASK64) ^ ids.span_salt
-            if not sid:
-                sid = ids.next_span_id()
-            p.sid = sid
-            p.tid = tid = parent.tid
+            p.tid = tid = (ids.trace_salt << 64) | sid if parent is None else parent.tid
         else:  # first child met before its parent (children end first): assign up the chain
             tid, sid = _ids_of(p, ids)
     else:
@@ -132,20 +127,26 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
                 _templates.clear()
             _templates[tkey] = tmpl
         attrs = tmpl.copy()
-        if p.extra:
-            attrs.update(p.extra)
-        span = {
-            "trace_id": tid,
-            "span_id": sid,
-            "parent_span_id": psid,
-            "name": p.name,
-            "start_ns": p.t0 + epoch_offset_ns,
-            "end_ns": p.t1 + epoch_offset_ns,
-            "attributes": attrs,
-        }
-        if p.err is not None:
-            _set_error(span, attrs, p)
-        return span
+    else:
+        attrs = _attributes(p, kw, st, epoch_offset_ns)
+    if p.extra:
+        attrs.update(p.extra)
+    span = {
+        "trace_id": tid,
+        "span_id": sid,
+        "parent_span_id": psid,
+        "name": p.name,
+        "start_ns": p.t0 + epoch_offset_ns,
+        "end_ns": p.t1 + epoch_offset_ns,
+        "attributes": attrs,
+    }
+    if p.err is not None:
+        _set_error(span, attrs, p)
+    return span
+
+
+def _attributes(p, kw, st, epoch_offset_ns: int) -> dict:
+    """Attributes of a phase with keywords or a stream (before ``p.extra``), in ``to_span``'s key order."""
     attrs: dict = {}
     device = p.device
     if device is not None:
@@ -194,20 +195,7 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
         attrs["thread.name"] = st.name
     if user:
         attrs.update(user)
-    if p.extra:
-        attrs.update(p.extra)
-    span = {
-        "trace_id": tid,
-        "span_id": sid,
-        "parent_span_id": psid,
-        "name": p.name,
-        "start_ns": p.t0 + epoch_offset_ns,
-        "end_ns": p.t1 + epoch_offset_ns,
-        "attributes": attrs,
-    }
-    if p.err is not None:
-        _set_error(span, attrs, p)
-    return span
+    return attrs
 
 
 def _set_error(span: dict, attrs: dict, p) -> None:

@@ -1,0 +1,31 @@
+"""Reading the trace files named on a command line, shared by the subcommands that take ``TRACE...``.
+
+Not a subcommand (``gputrace.cli.COMMANDS`` does not list it). Runs on the CLI's main thread.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gputrace.timeline.model import Timeline
+
+
+def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timeline | None:
+    """All of ``paths`` merged into one Timeline by :func:`gputrace.interop.formats.read_any` (OTLP JSONL,
+    nsys SQLite or Chrome JSON, by content).
+
+    Returns None after printing ``gputrace <command>: <reason>`` to stderr when a file cannot be read
+    (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
+    caller then exits with status 1. Raises nothing else.
+    """
+    from gputrace.interop.formats import read_any
+
+    try:
+        tl = read_any(paths, lenient=lenient)
+    except (OSError, ValueError) as exc:
+        print(f"gputrace {command}: {exc}", file=sys.stderr)
+        return None
+    if tl.n == 0:
+        print(f"gputrace {command}: {empty_message}", file=sys.stderr)
+        return None
+    return tl
