@@ -127,6 +127,23 @@ def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inv.reshape(-1).astype(np.int64), first.astype(np.int64)
 
 
+def offsets_from_counts(counts: np.ndarray) -> np.ndarray:
+    """CSR offsets for per-group counts: group k's items are ``[offsets[k], offsets[k+1])``."""
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def segment_bounds(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the first and the last element of each run of equal values in ``g`` (sorted by group,
+    as :func:`union_by_group` returns it)."""
+    first = np.ones(len(g), bool)
+    first[1:] = g[1:] != g[:-1]
+    last = np.ones(len(g), bool)
+    last[:-1] = g[1:] != g[:-1]
+    return first, last
+
+
 def union_by_group(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Union of intervals [s, e) within each group ``g``.
 
@@ -234,10 +251,7 @@ def uncovered(
     v = ce > cs
     ug, us, ue = union_by_group(p[v], cs[v], ce[v])
     bg, bs, be = gaps_between(ug, us, ue)
-    first = np.ones(len(ug), bool)
-    first[1:] = ug[1:] != ug[:-1]
-    last = np.ones(len(ug), bool)
-    last[:-1] = ug[1:] != ug[:-1]
+    first, last = segment_bounds(ug)
     lg, ls, le = ug[first], ps[ug[first]], us[first]
     tg, ts, te = ug[last], ue[last], pe[ug[last]]
     with_kids = np.zeros(len(ps), bool)

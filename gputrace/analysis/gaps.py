@@ -24,9 +24,11 @@ from gputrace.analysis._common import (
     gaps_between,
     group_ids,
     host_rows,
+    offsets_from_counts,
     row_hosts,
     run_extents,
     run_index,
+    segment_bounds,
     uncovered,
     union_by_group,
 )
@@ -165,10 +167,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         # Run extents (host and device clocks) bound leading/trailing gaps.
         rmin, rmax = run_extents(tl, run, len(runs))
         ng = len(first)
-        seg_first = np.ones(len(ug), bool)
-        seg_first[1:] = ug[1:] != ug[:-1]
-        seg_last = np.ones(len(ug), bool)
-        seg_last[:-1] = ug[1:] != ug[:-1]
+        seg_first, seg_last = segment_bounds(ug)
         fs = np.empty(ng, np.int64)
         fs[ug[seg_first]] = us[seg_first]
         le = np.empty(ng, np.int64)
@@ -194,8 +193,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     offs_s, aph, ans = _host_activity(tl, run, host, g_run[gg][sel], g_host[gg][sel], g_dev[gg][sel], gs[sel], ge[sel])
     counts = np.zeros(len(gs), np.int64)
     counts[sel] = np.diff(offs_s)
-    offs = np.zeros(len(gs) + 1, np.int64)
-    np.cumsum(counts, out=offs[1:])
+    offs = offsets_from_counts(counts)
     return IdleGaps(
         device=g_dev[gg],
         host=g_host[gg],
@@ -290,6 +288,5 @@ def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):
     ug, uph, sums = ug[keep], uph[keep], sums[keep]
     o2 = np.lexsort((-sums, ug))
     ug, uph, sums = ug[o2], uph[o2], sums[o2]
-    offs = np.zeros(ngap + 1, np.int64)
-    np.cumsum(np.bincount(ug, minlength=ngap), out=offs[1:])
+    offs = offsets_from_counts(np.bincount(ug, minlength=ngap))
     return offs, uph, sums

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gputrace.analysis._common import group_ids, quantiles_sorted, run_extents, run_index
+from gputrace.analysis._common import group_ids, offsets_from_counts, quantiles_sorted, run_extents, run_index
 from gputrace.timeline.model import Timeline
 
 
@@ -69,8 +69,7 @@ def _group_stats(gid: np.ndarray, dur: np.ndarray, ngroups: int):
         order = np.lexsort((dur, gid))
     d = dur[order]
     counts = np.bincount(gid, minlength=ngroups)
-    offsets = np.zeros(ngroups + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    offsets = offsets_from_counts(counts)
     nz = counts > 0
     total = np.zeros(ngroups, np.int64)
     med = np.full(ngroups, np.nan)

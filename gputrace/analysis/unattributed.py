@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gputrace.analysis._common import fmt_ns, uncovered
+from gputrace.analysis._common import fmt_ns, offsets_from_counts, uncovered
 from gputrace.timeline.model import Timeline
 
 
@@ -100,8 +100,7 @@ def unattributed_time(tl: Timeline, min_ns: int = 0, min_fraction: float = 0.0) 
     pr, ps, pe = pr[sel], pstart[sel], pend[sel]
     po = np.lexsort((ps, pr))
     pr, ps, pe = pr[po], ps[po], pe[po]
-    offs = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(np.bincount(pr, minlength=len(rows)), out=offs[1:])
+    offs = offsets_from_counts(np.bincount(pr, minlength=len(rows)))
     return Unattributed(
         row=rows,
         phase=c["phase"][rows].astype(np.int64),
