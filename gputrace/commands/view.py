@@ -1,6 +1,7 @@
 """``gputrace view TRACE...``: the terminal timeline viewer (Textual).
 
-Argument wiring only; the app is `gputrace.tui.app.GputraceApp`. Textual is imported
+Argument wiring only; the app is `gputrace.tui.app.GputraceApp` (``--compare A... --vs B...``:
+`gputrace.tui.compare_view.CompareApp`). Textual is imported
 only when the command runs, so ``gputrace --help`` stays light.
 """
 
@@ -16,7 +17,9 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="open traces in the terminal timeline viewer",
         description=(
             "Per-GPU Gantt timeline of one or more OTLP JSON Lines trace files, with GPU idle gaps, "
-            "host waits, pinning and unattributed time drawn on it. Press ? inside for keys."
+            "host waits, pinning and unattributed time drawn on it. Press ? inside for keys. "
+            "With --compare A... --vs B...: the per-phase comparison of two sets of runs over their "
+            "representative timelines."
         ),
     )
     p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (OTLP JSON Lines, optionally gzipped)")
@@ -27,9 +30,20 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="with --listen: the trace file to write (default runs/live-<time>.jsonl)")
     p.add_argument("--screenshot", metavar="OUT.svg",
                    help="write the first screen (after loading) as SVG and exit; needs no terminal")
+    p.add_argument("--compare", nargs="+", metavar="A", help="compare view: baseline trace files (one run each; "
+                   "a file holding several runs is split by run id); give the variant with --vs")
+    p.add_argument("--vs", nargs="+", metavar="B", help="with --compare: the variant trace files")
+    p.add_argument("--confidence", type=_confidence, default=0.95,
+                   help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
     p.add_argument("--size", default="160x48", metavar="COLSxROWS", help="screen size for --screenshot (default 160x48)")
     p.set_defaults(func=run)
     return p
+
+
+def _confidence(text: str) -> float:
+    from gputrace.commands.compare import parse_confidence
+
+    return parse_confidence(text)
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -42,7 +56,39 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _run_compare(args: argparse.Namespace) -> int:
+    if args.traces or args.listen or args.follow:
+        print("gputrace view: --compare takes its files after --compare and --vs; give no TRACE, --listen or "
+              "--follow with it", file=sys.stderr)
+        return 2
+    if not args.vs:
+        print("gputrace view: --compare A... needs --vs B...", file=sys.stderr)
+        return 2
+    from gputrace.commands.compare import load_runs
+    from gputrace.tui.app import screenshot_svg
+    from gputrace.tui.compare_view import CompareApp
+
+    app = CompareApp(args.compare, args.vs, load_runs=load_runs, confidence=args.confidence)
+    if args.screenshot:
+        svg = screenshot_svg(app, _size(args.size))
+        with open(args.screenshot, "w", encoding="utf-8") as f:
+            f.write(svg)
+    else:
+        app.run()
+    if app.error:
+        print(f"gputrace view: {app.error}", file=sys.stderr)
+        return 1
+    if args.screenshot:
+        print(f"wrote {args.screenshot}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return _run_compare(args)
+    if args.vs:
+        print("gputrace view: --vs goes with --compare A...", file=sys.stderr)
+        return 2
     if not args.traces and not args.listen:
         print("gputrace view: give a TRACE file (or --listen ADDR)", file=sys.stderr)
         return 2
