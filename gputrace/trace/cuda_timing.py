@@ -123,7 +123,8 @@ def resolve(phases: list, wait_s: float = 0.0) -> tuple[list, list, int]:
         pending = []
         for p in todo:
             try:
-                done = p.ev1 is not None and p.ev1.done
+                # ev1 is None only when record_end raised: that phase would wait forever.
+                done = p.ev1.done
             except Exception:
                 failed += 1
                 _release_quiet(p)

@@ -135,3 +135,27 @@ def test_unreadable_events_are_counted(ct, monkeypatch):
     (sp,) = mem.spans
     assert "gputrace.gpu.start_ns" not in sp["attributes"] and sp["end_ns"] >= sp["start_ns"]
     assert "without device times" in str(summary)
+
+
+def test_failed_end_record_is_counted_not_left_pending(ct, monkeypatch):
+    # record_end raising (a CUDA fault on the caller's thread) leaves the phase without an end event:
+    # it must be exported with host times at the next drain, not wait for an event that never comes
+    # (it used to stay pending until shutdown, which then waited the full cuda_timeout_s for it).
+    mem = MemorySink()
+    rec = configure(sinks=[mem], collect_gpu_info=False, flush_interval_s=0.05)
+    rec.cuda_timeout_s = 60.0
+
+    def bad(p):
+        raise RuntimeError("cudaErrorIllegalAddress")
+
+    monkeypatch.setattr(ct, "record_end", bad)
+    with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
+        with phase("ntt", stream=FakeStream()):
+            pass
+    deadline = time.monotonic() + 10
+    while not mem.spans and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(mem.spans) == 1  # exported while the run goes on
+    summary = shutdown()
+    assert summary.cuda_unresolved == 1 and summary.spans_recorded == 1
+    assert "gputrace.gpu.start_ns" not in mem.spans[0]["attributes"]
