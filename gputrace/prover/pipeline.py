@@ -111,11 +111,15 @@ def run_prove(options: ProveOptions) -> ProveResult:
     else:
         backend, notice = make_backend(o.backend, o.devices)
     out_dir = Path(o.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     key_dir = Path(o.key_dir) if o.key_dir else out_dir / "keys"
     cfg = config_attrs(o, shape, backend.name)
-    if o.configure_tracer:
-        gputrace.configure(trace_file=str(o.trace) if o.trace else None, otlp=o.otlp, config=cfg)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if o.configure_tracer:
+            gputrace.configure(trace_file=str(o.trace) if o.trace else None, otlp=o.otlp, config=cfg)
+    except BaseException:  # an unwritable output directory or trace file: still release the devices
+        backend.close()
+        raise
     stats = _Stats()
     try:
         t0 = time.perf_counter()

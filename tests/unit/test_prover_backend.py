@@ -148,3 +148,22 @@ def test_pipeline_with_gpu_layout_backend(tmp_path_factory):
                                  out_dir=Path(tmp_path_factory.mktemp("limbs")),
                                  key_dir=tmp_path_factory.getbasetemp() / "prover-keys", configure_tracer=False))
     assert res.verified == [True] * 4 and res.backend == "limbs" and res.config["devices"] == 2
+
+
+def test_pipeline_closes_backend_when_output_dir_is_unusable(tmp_path):
+    from gputrace.prover.options import ProveOptions
+    from gputrace.prover.pipeline import run_prove
+
+    class Closing(CpuBackend):
+        closed = 0
+
+        def close(self):
+            Closing.closed += 1
+            super().close()
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with pytest.raises(OSError):
+        run_prove(ProveOptions(challenges=1, depth=2, batch=1, backend_object=Closing(1), out_dir=blocker / "out",
+                               key_dir=tmp_path / "keys", configure_tracer=False))
+    assert Closing.closed == 1
