@@ -38,7 +38,7 @@ import gputrace
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
-from .field import to_scalar
+from .field import R, limbs_to_scalars, to_scalar
 from .keycache import get_keys
 from .msm_plan import plan_msm
 from .options import OPT_NAMES, ProveOptions, ProveResult
@@ -46,7 +46,6 @@ from .setup import ProvingKey
 from .verify import Proof, verify, write_proof
 from .keys import load_vk
 from .witness import Witness, synthesize_witness
-from .field import limbs_to_scalars
 
 
 class _Stats:
@@ -326,14 +325,11 @@ def _coeffs(backend: ProverBackend, h, j: int, count: int):
 
 
 def _assemble(pk: ProvingKey, sum_a, sum_b1, sum_l, sum_h, sum_b2) -> Proof:
-    r = secrets.randbelow(_R - 1) + 1  # fresh blinding per proof (zero knowledge)
-    s = secrets.randbelow(_R - 1) + 1
+    r = secrets.randbelow(R - 1) + 1  # fresh blinding per proof (zero knowledge)
+    s = secrets.randbelow(R - 1) + 1
     rs, ss = to_scalar(r), to_scalar(s)
     a = pk.alpha_g1 + sum_a + pk.delta_g1 * rs
     b2 = pk.beta_g2 + sum_b2 + pk.delta_g2 * ss
     b1 = pk.beta_g1 + sum_b1 + pk.delta_g1 * ss
     c = sum_l + sum_h + a * ss + b1 * rs - pk.delta_g1 * to_scalar(r * s)
     return Proof(a=a, b=b2, c=c)
-
-
-from .field import R as _R  # noqa: E402
