@@ -76,7 +76,7 @@ def read_proof(path: Path) -> tuple[Proof, list[int]]:
         raise ProofFileError(f"{path}: field 'public_inputs' must be a list of decimal strings")
     values = []
     for i, s in enumerate(pis):
-        if not isinstance(s, str) or not s.isdigit():
+        if not isinstance(s, str) or not (s.isascii() and s.isdigit()):  # isdigit alone accepts '²', '٣'
             raise ProofFileError(f"{path}: field 'public_inputs[{i}]' must be a decimal string, got {s!r}")
         v = int(s)
         if v >= R:

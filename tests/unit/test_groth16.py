@@ -54,14 +54,16 @@ def test_tampered_proof_and_wrong_input_fail(proved):
 
 def test_corrupt_proof_files_name_file_and_field(proved, tmp_path):
     src = json.loads(proved.proof_paths[0].read_text())
-    cases = {
-        "a": dict(src, a="00" * 48),
-        "b": dict(src, b=src["b"][:-2]),
-        "public_inputs[1]": dict(src, public_inputs=[src["public_inputs"][0], "12x"]),
-        "'c'": {k: v for k, v in src.items() if k != "c"},
-    }
-    for field_name, doc in cases.items():
-        p = tmp_path / f"bad-{len(field_name)}.json"
+    cases = [
+        ("a", dict(src, a="00" * 48)),
+        ("b", dict(src, b=src["b"][:-2])),
+        ("public_inputs[1]", dict(src, public_inputs=[src["public_inputs"][0], "12x"])),
+        ("public_inputs[0]", dict(src, public_inputs=["\u00b2"])),  # str.isdigit() is true, int() fails
+        ("public_inputs[0]", dict(src, public_inputs=["\u0663"])),  # Arabic-Indic 3: not a decimal string
+        ("'c'", {k: v for k, v in src.items() if k != "c"}),
+    ]
+    for k, (field_name, doc) in enumerate(cases):
+        p = tmp_path / f"bad-{k}.json"
         p.write_text(json.dumps(doc))
         with pytest.raises(ProofFileError) as ei:
             read_proof(p)
