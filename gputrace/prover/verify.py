@@ -86,14 +86,19 @@ def read_proof(path: Path) -> tuple[Proof, list[int]]:
 
 
 def verify(vk: VerifyingKey, proof: Proof, public_inputs: list[int]) -> bool:
-    """True iff the proof verifies. InputCountError if the input count does not match the key."""
+    """True iff the proof verifies. InputCountError if the input count does not match the key;
+    ValueError for an input outside ``[0, R)`` (reducing it would accept one proof for every
+    ``x + k·R``, the input-aliasing flaw)."""
     if len(public_inputs) + 1 != len(vk.ic):
         raise InputCountError(
             f"verifying key expects {len(vk.ic) - 1} public inputs, proof has {len(public_inputs)}"
         )
+    for i, x in enumerate(public_inputs):
+        if not 0 <= x < R:
+            raise ValueError(f"public input {i} is not in the scalar field (0 <= x < r)")
     acc = vk.ic[0]
     if public_inputs:
-        acc = acc + G1Point.multiexp_unchecked(vk.ic[1:], to_scalars([x % R for x in public_inputs]))
+        acc = acc + G1Point.multiexp_unchecked(vk.ic[1:], to_scalars(public_inputs))
     return bool(
         GT.pairing_check([-proof.a, vk.alpha_g1, acc, proof.c], [proof.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2])
     )

@@ -8,6 +8,7 @@ from py_arkworks_bls12381 import G1Point
 
 from gputrace.prover import keys
 from gputrace.prover.circuit import CircuitShape
+from gputrace.prover.field import R
 from gputrace.prover.keycache import get_keys
 from gputrace.prover.options import ProveOptions
 from gputrace.prover.pipeline import run_prove
@@ -50,6 +51,15 @@ def test_tampered_proof_and_wrong_input_fail(proved):
     assert not verify(vk, proof, inputs)
     other, _ = read_proof(proved.proof_paths[1])
     assert not verify(vk, other, inputs)  # proof of circuit 1 with circuit 0's inputs
+
+
+def test_public_inputs_outside_the_field_are_refused(proved):
+    # x + r and x - r alias x in the field: reducing them would accept this proof for those inputs too.
+    vk, _ = keys.load_vk(proved.vk_path)
+    proof, inputs = read_proof(proved.proof_paths[0])
+    for x in (inputs[0] + R, inputs[0] - R):
+        with pytest.raises(ValueError, match="public input 0 is not in the scalar field"):
+            verify(vk, proof, [x] + inputs[1:])
 
 
 def test_corrupt_proof_files_name_file_and_field(proved, tmp_path):
