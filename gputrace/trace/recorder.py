@@ -99,7 +99,10 @@ class Recorder:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
-        self.drain(final=True)
+        try:
+            self.drain(final=True)
+        except Exception:  # as in _run: the sinks must still be closed and the summary returned
+            log.exception("gputrace: final drain failed")
         for s in self.sinks:
             try:
                 s.close()  # each sink's own default timeout (OtlpSink: close_timeout_s)
@@ -138,15 +141,20 @@ class Recorder:
             ids = self.ids
             # Span records only for sinks that take them; a file sink encodes the phases directly
             # (same ids, same bytes: gputrace.trace.sinks.phase_json).
-            spans = None
+            spans = span_error = None
             if not all(s.takes_phases for s in self.sinks):
-                spans = [records.to_span(p, ids, off) for p in phases]
+                try:
+                    spans = [records.to_span(p, ids, off) for p in phases]
+                except Exception as e:  # e.g. an unhashable device=: count the batch, as a failing sink's
+                    span_error = f"{type(e).__name__}: {e}"
             n = len(phases)
             self.recorded += n
             for s in self.sinks:
                 try:
                     if s.takes_phases:
                         s.export_phases(phases, ids, off)
+                    elif spans is None:
+                        s.stats.add(dropped=n, error=span_error)
                     else:
                         s.export(list(spans))
                     s.flush()

@@ -345,3 +345,21 @@ def test_exception_with_broken_str_still_propagates(mem):
     shutdown()
     (s,) = mem.spans
     assert s["status_code"] == 2 and "unprintable Weird" in s["status_message"]
+
+
+def test_phase_that_cannot_become_a_record_is_counted_and_shutdown_closes_sinks(tmp_path):
+    # to_span raising (here: an unhashable device) used to escape drain(): the exporter lost the batch
+    # silently, and at shutdown() the TypeError reached the caller with the trace file never flushed.
+    path = tmp_path / "run.jsonl"
+    mem = MemorySink()
+    rec = configure(trace_file=path, sinks=[mem], collect_gpu_info=False, flush_interval_s=60)
+    with phase("bad", device=[0]):
+        pass
+    assert rec.drain() == 1
+    with phase("prove"):
+        pass
+    s = shutdown()  # must not raise
+    assert s.spans_recorded == 2
+    assert [sp["name"] for sp in mem.spans] == ["prove"]
+    assert s.sink("memory").dropped == 1 and "TypeError" in s.sink("memory").errors[-1]
+    assert s.sink(f"file:{path}").exported == 1 and b'"prove"' in path.read_bytes()
