@@ -31,7 +31,10 @@ def json_request(body: bytes) -> tuple[bytes, int]:
     for i, rs in enumerate(d.get("resourceSpans", [])):
         if not isinstance(rs, dict):
             raise ValueError(f"resourceSpans[{i}] is not an object")
-        for j, ss in enumerate(rs.get("scopeSpans", [])):
+        scope_spans = rs.get("scopeSpans", [])
+        if not isinstance(scope_spans, list):  # (iterating null or a number raised TypeError: no answer)
+            raise ValueError(f"resourceSpans[{i}].scopeSpans is not a list")
+        for j, ss in enumerate(scope_spans):
             spans = ss.get("spans", []) if isinstance(ss, dict) else None
             if not isinstance(spans, list):
                 raise ValueError(f"resourceSpans[{i}].scopeSpans[{j}].spans is not a list")

@@ -145,6 +145,8 @@ def test_http_refusals(receiver):
     code, body = _post(url, orjson.dumps(bad_ids), "application/json")
     assert code == 400 and b"spanId" in body
     assert _post(url, b"not json", "application/json")[0] == 400
+    code, body = _post(url, b'{"resourceSpans":[{"scopeSpans":null}]}', "application/json")
+    assert code == 400 and b"scopeSpans" in body
     assert _post(url, b"\xff\xff\xff", "application/x-protobuf")[0] == 400
     assert _post(url, b"x", "text/plain")[0] == 415
     assert _post(url.replace("/v1/traces", "/v1/logs"), b"{}", "application/json")[0] == 404
@@ -156,7 +158,7 @@ def test_http_refusals(receiver):
         assert small.stats().rejected == 2
     finally:
         small.stop()
-    assert receiver.stats().rejected == 5 and receiver.stats().spans == 0
+    assert receiver.stats().rejected == 6 and receiver.stats().spans == 0
 
 
 def test_protobuf_http_body_answers_protobuf(receiver):
