@@ -66,7 +66,11 @@ class _Reader:
         self.raw.seek(0)
         self.gz = head[:2] == b"\x1f\x8b"
         if not self.gz:
-            open_trace_file(path).close()  # raises TraceFormatError for binary data
+            try:
+                open_trace_file(path).close()  # raises TraceFormatError for binary data
+            except BaseException:
+                self.raw.close()
+                raise
         self.f = gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gz else self.raw
         self.buf = b""
         self.line_no = 0

@@ -155,3 +155,24 @@ def test_iter_load_accepts_one_pretty_printed_request(tmp_path):
     p.write_text(json.dumps(json.loads(_line(0)), indent=2))
     (last,) = list(iter_load(p))
     assert last.done and last.spans == 10 and last.timeline.n == 10 and last.report.lines == 1
+
+
+def test_binary_file_is_refused_and_its_handle_closed(tmp_path, monkeypatch):
+    # _Reader opened the file, then open_trace_file refused it: that first handle used to stay open.
+    import builtins
+
+    import gputrace.timeline.incremental as inc
+
+    opened = []
+
+    def tracking_open(*a, **kw):
+        f = builtins.open(*a, **kw)
+        opened.append(f)
+        return f
+
+    monkeypatch.setattr(inc, "open", tracking_open, raising=False)
+    p = tmp_path / "x.bin"
+    p.write_bytes(b"\x00\x01binary")
+    with pytest.raises(TraceFormatError, match="binary"):
+        next(iter_load(p))
+    assert opened and all(f.closed for f in opened)
