@@ -70,9 +70,8 @@ def _run_compare(args: argparse.Namespace) -> int:
 
     app = CompareApp(args.compare, args.vs, load_runs=load_runs, confidence=args.confidence)
     if args.screenshot:
-        svg = screenshot_svg(app, _size(args.size))
-        with open(args.screenshot, "w", encoding="utf-8") as f:
-            f.write(svg)
+        if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
+            return 1
     else:
         app.run()
     if app.error:
@@ -81,6 +80,17 @@ def _run_compare(args: argparse.Namespace) -> int:
     if args.screenshot:
         print(f"wrote {args.screenshot}")
     return 0
+
+
+def _write_screenshot(path: str, svg: str) -> bool:
+    """Write the SVG; False after a one-line error on stderr when the file cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(svg)
+    except OSError as e:
+        print(f"gputrace view: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,9 +124,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.screenshot:
             app = GputraceApp(paths, follow=False)
-            svg = screenshot_svg(app, _size(args.size))
-            with open(args.screenshot, "w", encoding="utf-8") as f:
-                f.write(svg)
+            if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
+                return 1
             if app.error:
                 print(f"gputrace view: {app.error}", file=sys.stderr)
                 return 1

@@ -31,6 +31,12 @@ def test_screenshot_of_a_bad_file_fails_cleanly(tmp_path):
     assert out.exists()  # the screen with the message is still written
 
 
+def test_unwritable_screenshot_fails_cleanly(tmp_path, sample_2gpu):
+    out = tmp_path / "no-such-dir" / "shot.svg"
+    r = gputrace("--screenshot", str(out), "--size", "80x24", sample_2gpu)
+    assert r.returncode == 1 and f"cannot write {out}" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_missing_file_and_usage_errors(tmp_path):
     r = gputrace("--screenshot", str(tmp_path / "s.svg"), str(tmp_path / "missing.jsonl"))
     assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
