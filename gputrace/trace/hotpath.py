@@ -132,11 +132,11 @@ class Phase:
         except AttributeError:
             st = _new_state()
         self.st = st
-        self.up = st.cur
-        st.cur = self
-        if _NV:
+        if _NV:  # before the stack push: building the attributes may raise (bytes= not a number)
             a = _nv_cache.get((self.name, self.device, self.nbytes))
             _nv_push(a if a is not None else _nv_attrs(self.name, self.device, self.nbytes), _nv_h)
+        self.up = st.cur
+        st.cur = self
         self.t0 = _pc()
         if self.stream is not None:
             try:

@@ -152,3 +152,28 @@ def test_no_tool_means_no_calls():
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVTX_INJECTION")}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_phase_refused_by_nvtx_leaves_the_thread_stack_as_it_was(injection_lib, tmp_path):
+    # Building the NVTX attributes can raise (bytes= that is not a number: int() of the payload). The phase
+    # had already been pushed on the thread's stack, so it stayed the parent of every later phase there.
+    run_traced(injection_lib, tmp_path, """
+        import gputrace
+        from gputrace.trace import MemorySink, configure, current_context, shutdown
+
+        mem = MemorySink()
+        configure(sinks=[mem], collect_gpu_info=False)
+        try:
+            with gputrace.phase("ntt", bytes="many"):
+                pass
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("expected ValueError")
+        assert current_context() is None, current_context()
+        with gputrace.phase("prove"):
+            pass
+        shutdown()
+        (sp,) = mem.spans
+        assert sp["name"] == "prove" and sp["parent_span_id"] is None, sp
+    """)
