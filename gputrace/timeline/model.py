@@ -111,12 +111,13 @@ class Timeline:
         resources: Sequence[dict] = (),
         trace_ids: Sequence[str] = (),
         attrs: Mapping[int, dict] | None = None,
+        names: Mapping[int, str] | None = None,
     ) -> "Timeline":
         """Build from columns in any row order; ``parent`` may be -1 everywhere.
 
         ``parent`` and ``depth`` are recomputed from ``span_id``/``parent_span_id`` (ids are
         unique per trace in OTLP; a clash across traces is disambiguated by ``trace``).
-        ``attrs`` keys refer to the unsorted row numbers and are remapped. Lanes are
+        ``attrs`` and ``names`` keys refer to the unsorted row numbers and are remapped. Lanes are
         reordered by ``Lane.sort_key``.
         """
         n = len(cols["start"])
@@ -137,10 +138,12 @@ class Timeline:
         for k in full:
             full[k] = full[k][order]
         new_attrs: dict[int, dict] = {}
-        if attrs:
+        new_names: dict[int, str] = {}
+        if attrs or names:
             inv = np.empty(n, dtype=np.int64)
             inv[order] = np.arange(n, dtype=np.int64)
-            new_attrs = {int(inv[r]): a for r, a in attrs.items()}
+            new_attrs = {int(inv[r]): a for r, a in attrs.items()} if attrs else {}
+            new_names = {int(inv[r]): v for r, v in names.items()} if names else {}
         counts = np.bincount(full["lane"], minlength=len(sorted_lanes)) if n else np.zeros(len(sorted_lanes), np.int64)
         offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -152,6 +155,7 @@ class Timeline:
             resources=list(resources),
             trace_ids=list(trace_ids),
             attrs=new_attrs,
+            names=new_names,
         )
         tl._link_parents()
         return tl
@@ -220,6 +224,7 @@ class Timeline:
         trace_ix: dict[str, int] = {}
         cols: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
         attrs: dict[int, dict] = {}
+        names: dict[int, str] = {}
         base = 0
         for p in parts:
             pm = np.array([phase_ix.setdefault(name, len(phase_ix)) for name in p.phases] or [0], dtype=np.int32)
@@ -249,9 +254,11 @@ class Timeline:
                 cols[k].append(col)
             for r, a in p.attrs.items():
                 attrs[base + r] = a
+            for r, v in p.names.items():
+                names[base + r] = v
             base += p.n
         merged = {k: np.concatenate(v) for k, v in cols.items()}
-        return Timeline.from_unsorted(merged, phases, lanes, resources, trace_ids, attrs)
+        return Timeline.from_unsorted(merged, phases, lanes, resources, trace_ids, attrs, names)
 
     # ---- basic properties ---------------------------------------------------------------
     @property
@@ -362,9 +369,10 @@ class Timeline:
         """A new Timeline with only the rows where ``mask`` is true (parents re-linked)."""
         idx = np.nonzero(mask)[0]
         cols = {k: v[idx] for k, v in self.cols.items()}
-        inv = {int(r): i for i, r in enumerate(idx)} if self.attrs else {}
+        inv = {int(r): i for i, r in enumerate(idx)} if self.attrs or self.names else {}
         attrs = {inv[r]: a for r, a in self.attrs.items() if r in inv}
-        return Timeline.from_unsorted(cols, self.phases, self.lanes, self.resources, self.trace_ids, attrs)
+        names = {inv[r]: v for r, v in self.names.items() if r in inv}
+        return Timeline.from_unsorted(cols, self.phases, self.lanes, self.resources, self.trace_ids, attrs, names)
 
     def iter_lanes(self) -> Iterator[tuple[int, Lane]]:
         return iter(enumerate(self.lanes))

@@ -48,3 +48,16 @@ def test_attrs_follow_rows_through_sorting_and_concat():
     both = Timeline.concat([tl, _tl([(5, 6, 1, 3, 0, 2)], attrs={0: {"x": "first"}})])
     assert [both.attrs[r]["x"] for r in range(both.n)] == ["first", "early", "late"]
     assert both.load_report is None
+
+
+def test_span_names_follow_rows_through_concat_and_select():
+    # Timeline.names (a Chrome import's original span names) used to be dropped by concat and select,
+    # so name_of fell back to the phase name (e.g. read_any of a Chrome file and an OTLP file).
+    rows = [(50, 60, 0, 1, 0, 0), (10, 20, 0, 2, 0, 1)]
+    tl = _tl(rows)
+    tl.names = {1: "ntt_late"}  # row 1 (start 50) of the sorted timeline
+    assert [tl.name_of(r) for r in range(tl.n)] == ["ntt", "ntt_late"]
+    both = Timeline.concat([_tl([(5, 6, 1, 3, 0, 2)]), tl])
+    assert [both.name_of(r) for r in range(both.n)] == ["intt_abc", "ntt", "ntt_late"]
+    sel = both.select(both.start >= 10)
+    assert [sel.name_of(r) for r in range(sel.n)] == ["ntt", "ntt_late"]
