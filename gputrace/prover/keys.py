@@ -132,8 +132,10 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
         raise KeyError_(f"{path}: cannot read proving key ({exc})") from None
     try:
         meta = json.loads(arrays["meta"].tobytes())
-        fp = meta["fingerprint"]
-    except (KeyError, ValueError) as exc:
+        fp = meta["fingerprint"]  # TypeError when meta is not a JSON object
+        if not isinstance(fp, str):
+            raise ValueError(f"fingerprint is {type(fp).__name__}, not a string")
+    except (KeyError, TypeError, ValueError) as exc:
         raise KeyError_(f"{path}: missing or bad field 'meta' ({exc})") from None
     if expect_fingerprint is not None and fp != expect_fingerprint:
         raise KeyMismatchError(

@@ -86,6 +86,20 @@ def test_corrupt_proof_files_name_file_and_field(proved, tmp_path):
     assert verdicts[0].ok and not verdicts[1].ok and str(p) in verdicts[1].error
 
 
+def test_bad_proving_key_meta_names_file_and_field(proved, key_dir, tmp_path):
+    import numpy as np
+
+    ks = get_keys(CircuitShape(1, 2), key_dir, seed=1)
+    with np.load(ks.directory / "pk.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    for meta in ([1, 2], {"fingerprint": 7}):
+        p = tmp_path / "pk.npz"
+        np.savez(p, **dict(arrays, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)))
+        with pytest.raises(keys.KeyError_, match="field 'meta'") as ei:
+            keys.load_pk(p, expect_fingerprint=ks.fingerprint)
+        assert str(p) in str(ei.value)
+
+
 def test_wrong_input_count_and_foreign_vk(proved, key_dir, tmp_path):
     vk, _ = keys.load_vk(proved.vk_path)
     proof, inputs = read_proof(proved.proof_paths[0])
