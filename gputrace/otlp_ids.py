@@ -25,6 +25,7 @@ __all__ = [
 SPAN_KIND_UNSPECIFIED, SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, SPAN_KIND_CLIENT = 0, 1, 2, 3
 SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 4, 5
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 class _SpanRequired(TypedDict):
@@ -71,6 +72,7 @@ def hex_id(v: bytes | str | int | None, nbytes: int) -> str:
         if len(v) != nbytes * 2:
             raise ValueError(f"id must be {nbytes * 2} hex characters, got {v!r}")
         s = v.lower()
-        int(s, 16)  # raises ValueError on non-hex
+        if not _HEX_DIGITS.issuperset(s):  # (int(s, 16) also takes "0x", "_", "+" and spaces)
+            raise ValueError(f"id must be {nbytes * 2} hex characters, got {v!r}")
         return s
     raise ValueError(f"id must be bytes, hex str or int, got {type(v).__name__}")

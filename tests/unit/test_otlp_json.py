@@ -123,7 +123,9 @@ def test_hex_id(value, nbytes, expected):
     assert hex_id(value, nbytes) == expected
 
 
-@pytest.mark.parametrize("value", [b"\x01\x02", "xyz", "zz" * 8, -1, 1 << 64, 1.5])
+@pytest.mark.parametrize("value", [b"\x01\x02", "xyz", "zz" * 8, -1, 1 << 64, 1.5,
+                                   # int(s, 16) accepts these, and they used to be written out as ids:
+                                   "0x23456789abcdef", "01234567_9abcdef", " 123456789abcdef", "+123456789abcdef"])
 def test_hex_id_rejects_bad_ids(value):
     with pytest.raises(ValueError):
         hex_id(value, 8)
