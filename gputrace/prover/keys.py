@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,7 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
     try:
         with np.load(path) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:  # BadZipFile: truncated copy
         raise KeyError_(f"{path}: cannot read proving key ({exc})") from None
     try:
         meta = json.loads(arrays["meta"].tobytes())

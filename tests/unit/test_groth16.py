@@ -98,6 +98,11 @@ def test_bad_proving_key_meta_names_file_and_field(proved, key_dir, tmp_path):
         with pytest.raises(keys.KeyError_, match="field 'meta'") as ei:
             keys.load_pk(p, expect_fingerprint=ks.fingerprint)
         assert str(p) in str(ei.value)
+    raw = (ks.directory / "pk.npz").read_bytes()
+    p.write_bytes(raw[: len(raw) // 2])  # an interrupted copy of a cached key
+    with pytest.raises(keys.KeyError_, match="cannot read proving key") as ei:
+        keys.load_pk(p)
+    assert str(p) in str(ei.value)
 
 
 def test_wrong_input_count_and_foreign_vk(proved, key_dir, tmp_path):
