@@ -40,12 +40,10 @@ def run(args) -> int:
     trace = out / "trace.jsonl"
     if trace.exists():
         trace.unlink()  # the file sink appends; a demo shows one run
-    prove_args = argparse.Namespace(
-        constraints=args.constraints, challenges=None, depth=None, batch=args.batch, devices=args.devices,
-        backend=args.backend, opt=args.opt, trace=trace, otlp=None, out=out, key_dir=None, seed=1,
-        no_verify=False, quiet=False,
-    )
-    rc = prove_cmd.run(prove_args)
+    rc = prove_cmd.run(_parse(prove_cmd, [
+        "prove", "--constraints", str(args.constraints), "--batch", str(args.batch), "--devices", str(args.devices),
+        "--backend", args.backend, "--opt", args.opt, "--trace", str(trace), "--out", str(out),
+    ]))
     if rc != 0:
         return rc
     rc = _report(trace)
@@ -58,16 +56,19 @@ def run(args) -> int:
 
     on_terminal = sys.stdout.isatty() and sys.stdin.isatty()
     shot = args.screenshot or (None if on_terminal else out / "timeline.svg")
-    view_args = argparse.Namespace(traces=[str(trace)], follow=False, listen=None,
-                                   screenshot=str(shot) if shot else None, size="160x48")
-    return view_cmd.run(view_args)
+    argv = ["view", str(trace)] + (["--screenshot", str(shot)] if shot else [])
+    return view_cmd.run(_parse(view_cmd, argv))
+
+
+def _parse(command, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv`` with ``command``'s own parser, so every option gets its default."""
+    parser = argparse.ArgumentParser(prog="gputrace")
+    command.register(parser.add_subparsers())
+    return parser.parse_args(argv)
 
 
 def _report(trace: Path) -> int:
     """Print the stall/pinning report of ``trace`` (the ``gputrace report`` tables)."""
     from gputrace.commands import report as report_cmd
 
-    parser = argparse.ArgumentParser(prog="gputrace report")
-    report_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["report", "--top", "5", str(trace)])
-    return report_cmd.run(args)
+    return report_cmd.run(_parse(report_cmd, ["report", "--top", "5", str(trace)]))
