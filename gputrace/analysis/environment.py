@@ -39,6 +39,13 @@ class EnvironmentCheck:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "warnings": self.warnings, "config_diffs": self.config_diffs, "differences": self.differences}
 
+    def config_summary(self) -> str:
+        """The differing switches on one line, e.g. ``b1: False -> True, d4: False -> True`` ('' if none)."""
+        return ", ".join(
+            f"{k.removeprefix('gputrace.config.')}: {'/'.join(map(str, v['base']))} -> {'/'.join(map(str, v['variant']))}"
+            for k, v in self.config_diffs.items()
+        )
+
 
 def _vals(resources: Sequence[dict], key: str) -> list:
     out = []

@@ -118,9 +118,7 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
         console.print(Panel("\n".join(env.warnings), title="[bold]WARNING: the runs' environments differ[/]",
                             border_style="bold red", style="red"))
     if env.config_diffs:
-        diffs = ", ".join(f"{k.removeprefix('gputrace.config.')}: {'/'.join(map(str, v['base']))} -> "
-                          f"{'/'.join(map(str, v['variant']))}" for k, v in env.config_diffs.items())
-        console.print(f"configuration: {diffs}")
+        console.print(f"configuration: {env.config_summary()}")
     nb, nv = len(res.base_labels), len(res.variant_labels)
     head = f"{nb} baseline vs {nv} variant runs, {res.confidence:.0%} confidence"
     if res.paired:

@@ -269,9 +269,7 @@ class CompareApp(App):
         banner = self.query_one("#banner", Static)
         lines = list(env.warnings)
         if env.config_diffs:
-            lines.append("configuration: " + ", ".join(
-                f"{k.removeprefix('gputrace.config.')}: {'/'.join(map(str, v['base']))} -> {'/'.join(map(str, v['variant']))}"
-                for k, v in env.config_diffs.items()))
+            lines.append("configuration: " + env.config_summary())
         if lines:
             banner.update(Text("⚠ the runs' environments differ: " + " · ".join(lines), style="bold"))
             banner.add_class("shown")
