@@ -13,9 +13,11 @@ Sections, in order (each one's failure is reported and the rest still run):
    against arkworks at <= 2^20, window sweep; bound: about 70 ms at 2^24 (scaled by n);
 5. h2d: pageable vs pinned (cudaHostRegister) host-to-device bandwidth, 64 MiB .. 4 GiB, and what
    registering costs per GiB;
-6. proof: whole Groth16 proofs, CUDA vs CPU backend, per-phase seconds and speed-up.
-Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace-2_N.jsonl``; prints a
-short table last.
+6. proof: whole Groth16 proofs, CUDA vs CPU backend, per-phase seconds and speed-up;
+7. multi: the same batch of G circuits (G = ``--gpus``, default every visible GPU) on 1 GPU and split
+   across G GPUs, every proof verified, per-phase seconds per device and the 1 -> G scaling.
+Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace-2_N.jsonl``,
+``$OUT/multi-2_N-Kgpu.jsonl``; prints a short table last.
 """
 
 from __future__ import annotations
@@ -103,9 +105,9 @@ def build() -> None:
 
 
 # -- 2. tests ---------------------------------------------------------------------------------
-def tests(quick: bool, tracer_bench: bool = True) -> None:
+def tests(quick: bool, tracer_bench: bool = True, keys: Path = ROOT / ".gpukeys") -> None:
     env = dict(os.environ)
-    env.setdefault("GPUTRACE_GPU_TEST_KEYS", str(ROOT / ".gpukeys"))  # the 2^18 test's keys serve the proof section
+    env.setdefault("GPUTRACE_GPU_TEST_KEYS", str(keys))  # the 2^18 test's keys serve the proof section
     if quick:
         env.setdefault("GPUTRACE_GPU_TEST_LOGN", "1,5,11")
         env.setdefault("GPUTRACE_GPU_TEST_MSM", "1,100,2000")
@@ -305,7 +307,7 @@ def h2d_bench(sizes_mib: list[int]) -> None:
 
 
 # -- 6. proof ---------------------------------------------------------------------------------
-def proof_bench(sizes: list[int], keys: Path, cpu: bool) -> None:
+def proof_bench(sizes: list[int], keys: Path, cpu: bool, warmup: int = 1) -> None:
     import gputrace
     from gputrace.prover.options import OPT_NAMES, ProveOptions
     from gputrace.prover.pipeline import run_prove
@@ -315,7 +317,7 @@ def proof_bench(sizes: list[int], keys: Path, cpu: bool) -> None:
         entry = {}
         tmp = Path(tempfile.mkdtemp())
         # The first size also gets a warm-up CUDA run (module load, CuPy pools); later sizes are warm.
-        last = 1 if logn == sizes[0] else 0
+        last = warmup if logn == sizes[0] else 0
         runs = [("cuda", r) for r in range(last + 1)] + ([("cpu", 0)] if cpu else [])
         for backend, rep in runs:
             trace = OUT / f"proof-trace-2_{logn}.jsonl" if (backend == "cuda" and rep == last) else None
@@ -346,6 +348,54 @@ def proof_bench(sizes: list[int], keys: Path, cpu: bool) -> None:
     RESULTS["proof"] = res
 
 
+# -- 7. multi-GPU -----------------------------------------------------------------------------
+def multi_bench(sizes: list[int], keys: Path, gpus: int) -> None:
+    """G circuits on 1 GPU (batch G) against the same G circuits split over G GPUs (batch 1 each)."""
+    import cupy
+
+    from gputrace.prover.options import OPT_NAMES, ProveOptions
+    from gputrace.prover.pipeline import run_prove
+
+    visible = cupy.cuda.runtime.getDeviceCount()
+    g = gpus or visible
+    RESULTS.setdefault("multi", {})["visible_gpus"] = visible
+    if g < 2 or g > visible:
+        row("multi-GPU", f"skipped: {visible} GPU(s) visible, --gpus {gpus}")
+        return
+    for logn in sizes:
+        entry = {}
+        tmp = Path(tempfile.mkdtemp())
+        for ndev, batch in ((1, g), (g, 1)):
+            trace = OUT / f"multi-2_{logn}-{ndev}gpu.jsonl"
+            o = ProveOptions(constraints=1 << logn, batch=batch, devices=ndev, backend="cuda",
+                             opts=frozenset(OPT_NAMES), out_dir=tmp / f"{ndev}gpu", key_dir=keys, trace=trace,
+                             configure_tracer=True)
+            r = run_prove(o)
+            per_dev: dict[str, dict[str, float]] = {}
+            for (name, label), sec in r.phase_seconds.items():
+                per_dev.setdefault(label, {})[name] = sec
+            entry[f"{ndev}gpu"] = dict(wall_s=r.wall_s, setup_s=r.setup_s, verified=r.verified, circuits=len(r.verified),
+                                       phases=per_dev)
+            print(f"  2^{logn}: {len(r.verified)} circuits on {ndev} GPU(s): prove {r.wall_s:.2f} s, "
+                  f"verified {r.verified}", flush=True)
+        one, many = entry["1gpu"], entry[f"{g}gpu"]
+        names = sorted({n for lab in one["phases"].values() for n in lab})
+        print(f"    phase        1 GPU s   {g} GPUs s (max over devices)   scaling")
+        for n in names:
+            a = sum(lab.get(n, 0.0) for k, lab in one["phases"].items() if k.startswith("cuda:"))
+            b = max((lab.get(n, 0.0) for k, lab in many["phases"].items() if k.startswith("cuda:")), default=0.0)
+            if a == 0.0:
+                a = one["phases"].get("host", {}).get(n, 0.0)
+                b = many["phases"].get("host", {}).get(n, 0.0)
+            print(f"    {n:<12} {a:8.3f}   {b:8.3f}   {a / b if b else float('nan'):5.2f}x")
+        entry["scaling_wall"] = one["wall_s"] / many["wall_s"]
+        RESULTS["multi"][logn] = entry
+        ok = all(one["verified"]) and all(many["verified"])
+        row(f"multi 2^{logn} x{g} circuits", f"1 GPU {one['wall_s']:.2f} s, {g} GPUs {many['wall_s']:.2f} s, "
+            f"{entry['scaling_wall']:.2f}x, verified={ok}")
+        (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller test sizes and fewer repeats")
@@ -355,15 +405,18 @@ def main() -> int:
     ap.add_argument("--proof", default="16", help="log2 constraint counts for whole proofs ('' to skip)")
     ap.add_argument("--keys", default=str(ROOT / ".gpukeys"), help="proving-key cache directory")
     ap.add_argument("--no-cpu-proof", action="store_true")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed CUDA proofs before the first proof size")
     ap.add_argument("--no-tracer-bench", action="store_true", help="skip benchmarks/bench_tracer.py --cuda")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: tests,ntt,msm,h2d,proof")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: tests,ntt,msm,h2d,proof,multi")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--multi", default="", help="log2 constraint counts for the multi-GPU section ('' to skip)")
+    ap.add_argument("--gpus", type=int, default=0, help="GPUs for the multi-GPU section (default: all visible)")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     section("build", build)
     if "tests" not in skip:
-        section("tests", tests, a.quick, not a.no_tracer_bench)
+        section("tests", tests, a.quick, not a.no_tracer_bench, Path(a.keys))
     if "ntt" not in skip:
         section("ntt", ntt_bench, ints(a.ntt), a.repeats)
     if "msm" not in skip:
@@ -371,7 +424,9 @@ def main() -> int:
     if "h2d" not in skip:
         section("h2d", h2d_bench, ints(a.h2d))
     if "proof" not in skip and a.proof:
-        section("proof", proof_bench, ints(a.proof), Path(a.keys), not a.no_cpu_proof)
+        section("proof", proof_bench, ints(a.proof), Path(a.keys), not a.no_cpu_proof, a.warmup)
+    if "multi" not in skip and a.multi:
+        section("multi", multi_bench, ints(a.multi), Path(a.keys), a.gpus)
     (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     dev = RESULTS.get("device", {})
     print(f"\n== summary ({RESULTS['date']}, {dev.get('name', '?')}, {dev.get('sms', '?')} SMs) ==")

@@ -50,6 +50,9 @@ from .cuda_msm import G1Msm, xyzz_to_g1
 from .cuda_ntt import FrNtt
 
 
+_HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable (driver_types.h)
+
+
 class _Device:
     """Per-GPU state: stream, engines. Created on the constructing thread; used by the device's worker."""
 
@@ -129,7 +132,10 @@ class CudaBackend(ProverBackend):
         if host.nbytes == 0:
             return PinnedHost(host, False, None)
         ptr = host.ctypes.data
-        check(f"cudaHostRegister({host.nbytes} bytes)", cupy.cuda.runtime.hostRegister, ptr, host.nbytes, 0)
+        # Portable: pinned for every device's context, not only the calling thread's current device (a worker
+        # for GPU 1 would otherwise get a registration that GPU 1's copies treat as pageable).
+        check(f"cudaHostRegister({host.nbytes} bytes)", cupy.cuda.runtime.hostRegister, ptr, host.nbytes,
+              _HOST_REGISTER_PORTABLE)
         with self._lock:
             self._pinned[ptr] = host.nbytes
         return PinnedHost(host, True, ptr)
