@@ -407,14 +407,15 @@ def main() -> int:
     ap.add_argument("--no-cpu-proof", action="store_true")
     ap.add_argument("--warmup", type=int, default=1, help="untimed CUDA proofs before the first proof size")
     ap.add_argument("--no-tracer-bench", action="store_true", help="skip benchmarks/bench_tracer.py --cuda")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: tests,ntt,msm,h2d,proof,multi")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: build,tests,ntt,msm,h2d,proof,multi")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--multi", default="", help="log2 constraint counts for the multi-GPU section ('' to skip)")
     ap.add_argument("--gpus", type=int, default=0, help="GPUs for the multi-GPU section (default: all visible)")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
-    section("build", build)
+    if "build" not in skip:
+        section("build", build)
     if "tests" not in skip:
         section("tests", tests, a.quick, not a.no_tracer_bench, Path(a.keys))
     if "ntt" not in skip:

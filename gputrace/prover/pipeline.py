@@ -12,7 +12,9 @@ Structure of one run (phase names from ARCHITECTURE.md; all under one ``prove`` 
   ``assemble``; then ``unpin``.
 * ``b_g2`` (G2 MSM) on a CPU pool started as soon as a circuit is synthesized, overlapping the device
   work: A4 on = one pool thread per CPU (circuits in parallel; arkworks releases the GIL), A4 off = one
-  thread (circuits one after another). Lanes ``thread:b_g2-pool-N``.
+  thread (circuits one after another). Lanes ``thread:b_g2-pool-N``. Each G2 MSM is itself cut into
+  parts on a shared pool of one thread per CPU (``HostMsm``; span attribute ``parts``), since one
+  arkworks multiexp uses one core.
 
 Parent contexts are handed to every thread, so nesting in the trace is exact. Threads: the caller's
 thread runs setup, synthesis scheduling, verification and file writing.
@@ -38,7 +40,8 @@ import gputrace
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
-from .field import R, limbs_to_scalars, to_scalar
+from .field import R, to_scalar
+from .host_msm import HostMsm
 from .keycache import get_keys
 from .msm_plan import plan_msm
 from .options import OPT_NAMES, ProveOptions, ProveResult
@@ -181,6 +184,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
         synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
         procs = _synthesis_processes(nsynth) if nsynth > 1 else None
         g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
+        g2_msm = HostMsm(cpus, thread_name_prefix="b_g2-part")
         try:
             def synth(i: int) -> Witness:
                 lane = f"thread:synth-{_slot(threading.current_thread().name)}"
@@ -197,8 +201,8 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                 w = wf.result()
                 lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
                 with stats.phase("b_g2", "host", circuit=w.circuit, batch=0, device=-1, lane=lane, parent=ctx,
-                                 kind="host"):
-                    return G2Point.multiexp_unchecked(pk.b_g2[: len(w.z)], limbs_to_scalars(w.z_limbs))
+                                 kind="host", parts=g2_msm.parts_for(len(w.z_limbs))):
+                    return g2_msm.multiexp(G2Point, pk.b_g2, w.z_limbs)
 
             for i in range(total):
                 wf = synth_pool.submit(synth, i)
@@ -230,6 +234,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
             if procs is not None:
                 procs.shutdown(wait=True, cancel_futures=True)
             g2_pool.shutdown(wait=True, cancel_futures=True)
+            g2_msm.close()
     return results, [wf.result().public_inputs for wf in witnesses]
 
 

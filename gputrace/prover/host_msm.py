@@ -1,0 +1,62 @@
+"""Host multi-scalar multiplication split over threads (the pipeline's ``b_g2``).
+
+py_arkworks' ``multiexp_unchecked`` runs on one core and releases the GIL: two concurrent calls take
+the time of one (measured on the 2-core box, docs/prover.md). So an MSM of n points cut into k
+contiguous parts, each a ``multiexp_unchecked`` on its own pool thread, runs up to k times faster; the
+k partial sums are added on the calling thread. Parts are at least ``MIN_PART`` points so the fixed
+cost of a call stays small against its work.
+
+Threads: ``multiexp`` may be called from several threads at once (parts of different MSMs share
+the pool's queue); it must not be called from one of this pool's own threads (it waits for parts).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+import numpy as np
+
+from .field import limbs_to_scalars
+
+MIN_PART = 4096
+
+
+class HostMsm:
+    """A pool of ``threads`` threads for split multiexps; ``close()`` joins it (idempotent)."""
+
+    def __init__(self, threads: int, thread_name_prefix: str = "host-msm") -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = threads
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=thread_name_prefix)
+
+    def parts_for(self, n: int) -> int:
+        """How many parts an MSM of ``n`` points is cut into."""
+        return max(1, min(self.threads, n // MIN_PART))
+
+    def multiexp(self, point_type: Any, bases: Sequence[Any], limbs: np.ndarray) -> Any:
+        """``sum(limbs[i] * bases[i])`` for the first ``len(limbs)`` bases; ``point_type`` is ``G1Point`` or
+        ``G2Point``. Raises ValueError if there are more scalars than bases."""
+        limbs = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, 4)
+        n = len(limbs)
+        if n > len(bases):
+            raise ValueError(f"{n} scalars for {len(bases)} bases")
+        if n == 0:
+            return point_type.identity()
+        k = self.parts_for(n)
+        if k == 1:
+            return point_type.multiexp_unchecked(bases[:n], limbs_to_scalars(limbs))
+        cuts = np.linspace(0, n, k + 1).astype(int).tolist()
+        futures = [self._pool.submit(_part, point_type, bases, limbs, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+        acc = point_type.identity()
+        for f in futures:
+            acc = acc + f.result()
+        return acc
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _part(point_type: Any, bases: Sequence[Any], limbs: np.ndarray, lo: int, hi: int) -> Any:
+    return point_type.multiexp_unchecked(bases[lo:hi], limbs_to_scalars(limbs[lo:hi]))
