@@ -35,6 +35,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--vs", nargs="+", metavar="B", help="with --compare: the variant trace files")
     p.add_argument("--confidence", type=_confidence, default=0.95,
                    help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
+    p.add_argument("--focus", metavar="PHASE",
+                   help="start zoomed to the first span of PHASE (e.g. prove), selected; with --screenshot too")
     p.add_argument("--size", default="160x48", metavar="COLSxROWS", help="screen size for --screenshot (default 160x48)")
     p.set_defaults(func=run)
     return p
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         title = f"listening: grpc {receiver.grpc_endpoint} · {receiver.http_endpoint} → {path}"
     try:
         if args.screenshot:
-            app = GputraceApp(paths, follow=False)
+            app = GputraceApp(paths, follow=False, focus=args.focus)
             if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
                 return 1
             if app.error:
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             print(f"wrote {args.screenshot}")
             return 0
-        app = GputraceApp(paths, follow=follow, title=title)
+        app = GputraceApp(paths, follow=follow, title=title, focus=args.focus)
         app.run()
         if app.error:
             print(f"gputrace view: {app.error}", file=sys.stderr)

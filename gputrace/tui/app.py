@@ -109,8 +109,10 @@ class GputraceApp(SearchFilter, App):
         follow: bool = False,
         batch_time: float = 0.25,
         title: str | None = None,
+        focus: str | None = None,
     ) -> None:
         super().__init__()
+        self.focus_phase = focus  # zoom to the first span of this phase once loaded (None: fit all)
         self.paths = list(paths)
         self._timeline = timeline
         self._parts = parts
@@ -216,6 +218,8 @@ class GputraceApp(SearchFilter, App):
                 self._fail(f"{self.trace_title}: no spans (empty file, or not an OTLP JSON Lines trace)"
                            + (f" — {upd.note}" if upd.note else ""))
                 return
+            if self.focus_phase:
+                self._focus(self.focus_phase)
             self.loaded.set()
         # Analysis competes with loading for the CPU: run it once at the end, and while
         # following a live file at most every few seconds (longer when it is slow).
@@ -224,6 +228,19 @@ class GputraceApp(SearchFilter, App):
             self._last_analysis = now
             self._analysis_gen += 1
             self._analyse(upd.index, self._analysis_gen, self.by_device)
+
+    def _focus(self, phase: str) -> None:
+        """Select the earliest span of ``phase`` and zoom the Gantt to it; a notice if there is none."""
+        tl = self.index.timeline if self.index is not None else None
+        pid = tl.phase_id(phase) if tl is not None else -1
+        rows = np.flatnonzero(tl.cols["phase"] == pid) if pid >= 0 else np.empty(0, np.int64)
+        if rows.size == 0:
+            self.notify(f"--focus: no span named {phase!r}", severity="warning", timeout=10)
+            return
+        row = int(rows[np.argmin(tl.cols["start"][rows])])
+        gantt = self.query_one(Gantt)
+        gantt.select_row(row, reveal=False)
+        gantt.action_zoom_selection()
 
     def _mark_first_draw(self) -> None:
         if self.first_draw_s is None:
@@ -237,6 +254,8 @@ class GputraceApp(SearchFilter, App):
         self.error = text
 
         def shown(_result=None) -> None:
+            if self.focus_phase:
+                self._focus(self.focus_phase)
             self.loaded.set()
             self.analysed.set()
 

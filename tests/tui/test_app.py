@@ -428,3 +428,36 @@ def test_compact_stacking_one_row_per_lane(sample_2gpu):
             assert gantt.rows[gantt.cursor_row].kind == LANE and gantt.rows[gantt.cursor_row].depth == tl.depth[kid]
 
     asyncio.run(go())
+
+
+def test_focus_selects_and_zooms_to_first_span_of_phase(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu], focus="msm_h")
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            tl = app.index.timeline
+            rows = np.flatnonzero(tl.phase == tl.phase_id("msm_h"))
+            first = int(rows[np.argmin(tl.start[rows])])
+            assert gantt.selected == first
+            s, e = int(tl.start[first]) - app.index.origin, int(tl.end[first]) - app.index.origin
+            ge = int(tl.gpu_end[first])
+            e = max(e, ge - app.index.origin) if ge >= 0 else e
+            v = gantt.view
+            # The span fills most of the timeline width (5 % margins), not the whole trace.
+            assert v.t0 <= s and v.t0 + v.ns_per_cell * gantt.timeline_width >= e
+            assert (e - s) / (v.ns_per_cell * gantt.timeline_width) > 0.8
+
+    asyncio.run(go())
+
+
+def test_focus_on_unknown_phase_keeps_fit_and_says_so(sample_2gpu):
+    async def go():
+        app = GputraceApp([sample_2gpu], focus="no-such-phase")
+        notes = []
+        app.notify = lambda msg, **kw: notes.append(msg)
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            assert gantt.selected == -1 and gantt.auto_fit
+            assert any("no span named 'no-such-phase'" in n for n in notes)
+
+    asyncio.run(go())

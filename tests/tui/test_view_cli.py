@@ -46,3 +46,19 @@ def test_missing_file_and_usage_errors(tmp_path):
     assert r.returncode == 2 and "not loopback" in r.stderr
     r = gputrace("--screenshot", "a.svg", "--size", "big", "x.jsonl")
     assert r.returncode != 0 and "COLSxROWS" in r.stderr
+
+
+def test_focus_screenshot_of_the_two_gpu_h200_trace(tmp_path):
+    """The committed 2-GPU H200 trace (benchmarks/traces): one lane group per GPU with device-time rows,
+    zoomed to the prove root, whose details name both devices."""
+    import os
+
+    trace = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "traces", "multi-2_20-2gpu.jsonl.gz")
+    out = tmp_path / "shot.svg"
+    r = gputrace("--focus", "prove", "--screenshot", str(out), "--size", "160x40", trace)
+    assert r.returncode == 0, r.stderr
+    import re
+
+    text = "".join(re.findall(r">([^<>]*)</text>", out.read_text())).replace("&#160;", " ")
+    for word in ("GPU 0", "GPU 1", "device time", "■ prove", "devices           2", "config.backend    cuda"):
+        assert word in text, word
