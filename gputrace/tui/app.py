@@ -113,6 +113,7 @@ class GputraceApp(SearchFilter, App):
     ) -> None:
         super().__init__()
         self.focus_phase = focus  # zoom to the first span of this phase once loaded (None: fit all)
+        self._focused = False
         self.paths = list(paths)
         self._timeline = timeline
         self._parts = parts
@@ -211,6 +212,9 @@ class GputraceApp(SearchFilter, App):
             self.call_after_refresh(self._mark_first_draw)
         self._update_title()
         self._update_status()
+        if self.focus_phase and not self._focused and (upd.final or (self.follow and upd.spans)):
+            # While following a live file, focus as soon as the phase appears; a notice only at the end.
+            self._focused = self._focus(self.focus_phase, quiet=not upd.final) or upd.final
         if upd.final and upd.note:
             self.notify(f"loaded with problems: {upd.note}", severity="warning", timeout=10)
         if upd.final:
@@ -218,8 +222,6 @@ class GputraceApp(SearchFilter, App):
                 self._fail(f"{self.trace_title}: no spans (empty file, or not an OTLP JSON Lines trace)"
                            + (f" — {upd.note}" if upd.note else ""))
                 return
-            if self.focus_phase:
-                self._focus(self.focus_phase)
             self.loaded.set()
         # Analysis competes with loading for the CPU: run it once at the end, and while
         # following a live file at most every few seconds (longer when it is slow).
@@ -229,18 +231,21 @@ class GputraceApp(SearchFilter, App):
             self._analysis_gen += 1
             self._analyse(upd.index, self._analysis_gen, self.by_device)
 
-    def _focus(self, phase: str) -> None:
-        """Select the earliest span of ``phase`` and zoom the Gantt to it; a notice if there is none."""
+    def _focus(self, phase: str, quiet: bool = False) -> bool:
+        """Select the earliest span of ``phase`` and zoom the Gantt to it. False if there is none (with a
+        notice unless ``quiet``)."""
         tl = self.index.timeline if self.index is not None else None
         pid = tl.phase_id(phase) if tl is not None else -1
         rows = np.flatnonzero(tl.cols["phase"] == pid) if pid >= 0 else np.empty(0, np.int64)
         if rows.size == 0:
-            self.notify(f"--focus: no span named {phase!r}", severity="warning", timeout=10)
-            return
+            if not quiet:
+                self.notify(f"--focus: no span named {phase!r}", severity="warning", timeout=10)
+            return False
         row = int(rows[np.argmin(tl.cols["start"][rows])])
         gantt = self.query_one(Gantt)
         gantt.select_row(row, reveal=False)
         gantt.action_zoom_selection()
+        return True
 
     def _mark_first_draw(self) -> None:
         if self.first_draw_s is None:
@@ -254,8 +259,6 @@ class GputraceApp(SearchFilter, App):
         self.error = text
 
         def shown(_result=None) -> None:
-            if self.focus_phase:
-                self._focus(self.focus_phase)
             self.loaded.set()
             self.analysed.set()
 

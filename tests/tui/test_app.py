@@ -461,3 +461,24 @@ def test_focus_on_unknown_phase_keeps_fit_and_says_so(sample_2gpu):
             assert any("no span named 'no-such-phase'" in n for n in notes)
 
     asyncio.run(go())
+
+
+def test_focus_while_following_a_live_file(tmp_path, sample_2gpu):
+    """With --follow there is no final update: focus happens on the first update holding the phase."""
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(open(sample_2gpu, "rb").read().splitlines(keepends=True)[0])
+
+    async def go():
+        app = GputraceApp([str(live)], follow=True, batch_time=0.05, focus="msm_h")
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = app.query_one(Gantt)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if gantt.selected >= 0:
+                    break
+            tl = app.index.timeline
+            assert gantt.selected >= 0
+            assert tl.name_of(gantt.selected) == "msm_h"
+            assert not gantt.auto_fit
+
+    asyncio.run(go())
