@@ -3,6 +3,11 @@
 Keys live in ``<key_dir>/<circuit-id>-K<k>-D<d>-<fingerprint16>/`` (see ``keys.py``). The R1CS
 fingerprint is taken from a template synthesis of the shape; a cached key with another
 fingerprint is never used (``keys.load_pk`` raises ``KeyMismatchError``).
+
+The template synthesis is skipped when ``<key_dir>/fingerprints/`` holds a record of the fingerprint
+for this shape and the current source of the circuit modules (``fingerprint_record.py``); the
+``setup_fingerprint`` phase says which with its ``fingerprint.record`` attribute: ``hit`` (fingerprint
+read from a record, no synthesis) or ``miss`` (R1CS built: no usable record, or no cached key to load).
 """
 
 from __future__ import annotations
@@ -13,10 +18,15 @@ from pathlib import Path
 
 import gputrace
 
-from . import keys
+from . import fingerprint_record, keys
 from .circuit import CIRCUIT_ID, CircuitShape, make_instance
+from .r1cs import ConstraintSystem
 from .setup import ProvingKey, generate
 from .witness import build_cs
+
+#: The template instance whose R1CS is fingerprinted (the structure does not depend on the witness).
+TEMPLATE_SEED = -1
+TEMPLATE_OPTS = frozenset({"a1"})
 
 
 @dataclass
@@ -29,18 +39,48 @@ class KeySet:
     fingerprint: str
 
 
+def template_cs(shape: CircuitShape) -> ConstraintSystem:
+    """The shape's template R1CS (what the fingerprint and key generation are computed from)."""
+    return build_cs(shape, make_instance(shape, seed=TEMPLATE_SEED), TEMPLATE_OPTS)
+
+
+def _have_keys(directory: Path) -> bool:
+    return (directory / "pk.npz").exists() and (directory / "vk.json").exists()
+
+
 def get_keys(shape: CircuitShape, key_dir: Path, seed: int, workers: int | None = None) -> KeySet:
-    """Load the shape's keys from ``key_dir`` or generate and save them (seeded; tests only)."""
+    """Load the shape's keys from ``key_dir`` or generate and save them (seeded; tests only).
+
+    Raises ``keys.KeyMismatchError`` when the cached key belongs to another circuit, ``keys.KeyError_``
+    when it is unreadable. Writes a fingerprint record under ``key_dir`` after a template synthesis
+    (best effort: an unwritable directory only costs the synthesis next time).
+    """
     t0 = time.perf_counter()
-    with gputrace.phase("setup_fingerprint", kind="host"):
-        cs = build_cs(shape, make_instance(shape, seed=-1), frozenset({"a1"}))
-        fp = cs.fingerprint()
+    cs = None
+    with gputrace.phase("setup_fingerprint", kind="host") as p:
+        rkey = fingerprint_record.record_key(CIRCUIT_ID, shape.challenges, shape.depth, TEMPLATE_SEED, TEMPLATE_OPTS)
+        recorded = fingerprint_record.read(key_dir, rkey) if rkey is not None else None
+        fp = recorded
+        if recorded is None or not _have_keys(keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), recorded)):
+            cs = template_cs(shape)  # no record, or keys to generate (which needs the R1CS anyway)
+            fp = cs.fingerprint()
+            if recorded is not None and recorded != fp:
+                fingerprint_record.log.warning(
+                    "fingerprint record for %s was stale (%s, built %s): a circuit dependency is missing "
+                    "from fingerprint_record.SOURCE_MODULES", shape.label(), recorded[:16], fp[:16])
+            if rkey is not None and recorded != fp:
+                fingerprint_record.write(key_dir, rkey, fp)
+        p.set("fingerprint.record", "miss" if cs is not None else "hit")
     directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), fp)
     pk_path = directory / "pk.npz"
-    if pk_path.exists() and (directory / "vk.json").exists():
+    if _have_keys(directory):
         with gputrace.phase("key_load", kind="host"):
             pk = keys.load_pk(pk_path, expect_fingerprint=fp)
         return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp)
+    if cs is None:  # the keys went away between the check above and here
+        cs = template_cs(shape)
+        fp = cs.fingerprint()
+        directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), fp)
     pk, vk = generate(cs, seed, workers)
     meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed,
             "constraints": cs.num_constraints, "warning": "seeded test key, not a ceremony"}

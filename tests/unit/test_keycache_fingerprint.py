@@ -1,0 +1,240 @@
+"""Recorded R1CS fingerprints: a key-cache hit does not synthesize the circuit; a changed circuit does.
+
+See gputrace/prover/fingerprint_record.py. Keys are generated once per module (shape K1-D2) and each test
+works on its own copy of the key directory, without records unless it writes them.
+"""
+
+import ast
+import importlib.util
+import json
+import logging
+import shutil
+
+import pytest
+
+import gputrace
+from gputrace.prover import fingerprint_record as fr
+from gputrace.prover import keycache, keys
+from gputrace.prover.circuit import CIRCUIT_ID, CircuitShape
+
+SHAPE = CircuitShape(1, 2)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """A key directory with generated K1-D2 keys (no records) and the fingerprint built the slow way."""
+    d = tmp_path_factory.mktemp("fp-keys")
+    ks = keycache.get_keys(SHAPE, d, seed=1)
+    shutil.rmtree(d / fr.RECORD_DIR, ignore_errors=True)
+    assert ks.fingerprint == keycache.template_cs(SHAPE).fingerprint()
+    return d, ks.fingerprint
+
+
+@pytest.fixture
+def key_dir(reference, tmp_path):
+    d = tmp_path / "keys"
+    shutil.copytree(reference[0], d)
+    return d
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts template syntheses (calls of build_cs from the key cache)."""
+    calls = []
+    real = keycache.build_cs
+
+    def counting(*a, **kw):
+        calls.append(a[0])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(keycache, "build_cs", counting)
+    return calls
+
+
+def _forbid_build(monkeypatch):
+    def boom(*a, **kw):
+        raise AssertionError("build_cs called on a fingerprint-record hit")
+
+    monkeypatch.setattr(keycache, "build_cs", boom)
+
+
+def _record(key_dir, shape=SHAPE):
+    key = fr.record_key(CIRCUIT_ID, shape.challenges, shape.depth, keycache.TEMPLATE_SEED, keycache.TEMPLATE_OPTS)
+    return fr.record_path(key_dir, key)
+
+
+def _traced_get_keys(*args, **kw):
+    sink = gputrace.MemorySink()
+    gputrace.configure(sinks=[sink], config={"test": "keycache"}, collect_gpu_info=False)
+    try:
+        ks = keycache.get_keys(*args, **kw)
+    finally:
+        gputrace.shutdown()
+    (span,) = [s for s in sink.spans if s["name"] == "setup_fingerprint"]
+    return ks, span["attributes"].get("fingerprint.record")
+
+
+def test_hit_does_not_build_the_r1cs(key_dir, reference, monkeypatch):
+    ks, status = _traced_get_keys(SHAPE, key_dir, seed=1)  # no record yet: builds, records
+    assert (ks.cached, ks.fingerprint, status) == (True, reference[1], "miss")
+    assert json.loads(_record(key_dir).read_text())["fingerprint"] == reference[1]
+    _forbid_build(monkeypatch)
+    hit, status = _traced_get_keys(SHAPE, key_dir, seed=1)
+    assert status == "hit"
+    assert (hit.cached, hit.fingerprint, hit.directory) == (True, ks.fingerprint, ks.directory)
+    assert hit.pk.fingerprint == reference[1] and hit.pk.num_vars == ks.pk.num_vars
+    # The key-generation seed is not part of the R1CS: a cached key is found whatever --seed says (as before).
+    assert keycache.get_keys(SHAPE, key_dir, seed=7).fingerprint == reference[1]
+
+
+def test_changed_circuit_source_rebuilds(key_dir, reference, builds, monkeypatch, tmp_path):
+    # Point the source digest at copies of the circuit modules, so the test can edit "the circuit".
+    src = tmp_path / "src"
+    src.mkdir()
+    copies = {}
+    for name, path in fr.module_files().items():
+        copies[name] = src / path.name
+        shutil.copy(path, copies[name])
+    monkeypatch.setattr(fr, "module_files", lambda names=fr.SOURCE_MODULES: dict(copies))
+    monkeypatch.setattr(fr, "LOADED_SOURCES", fr.source_digest(copies))
+    keycache.get_keys(SHAPE, key_dir, seed=1)
+    keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(builds) == 1  # built once, then a hit
+    old_record = _record(key_dir)
+
+    # An edit to any module changes the digest, so the old record does not apply: the R1CS is built again.
+    with open(copies["gputrace.prover.r1cs"], "a") as f:
+        f.write("\n# changed\n")
+    assert fr.source_digest(copies) != fr.LOADED_SOURCES
+    monkeypatch.setattr(fr, "LOADED_SOURCES", fr.source_digest(copies))
+    ks = keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(builds) == 2 and ks.fingerprint == reference[1]
+    assert _record(key_dir) != old_record and _record(key_dir).exists()
+
+    # Source edited after this process imported it: the fingerprint comes from the old code, so it is
+    # used for this run but not recorded against the new source.
+    with open(copies["gputrace.prover.poseidon"], "a") as f:
+        f.write("\n# changed again\n")
+    monkeypatch.setattr(fr, "LOADED_SOURCES", "0" * 40)
+    keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(builds) == 3 and not _record(key_dir).exists()
+
+
+def test_digest_covers_each_module_byte(tmp_path):
+    files = {}
+    for name, path in fr.module_files().items():
+        files[name] = tmp_path / path.name
+        shutil.copy(path, files[name])
+    base = fr.source_digest(files)
+    assert base == fr.LOADED_SOURCES
+    for name, path in files.items():
+        data = path.read_bytes()
+        path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+        assert fr.source_digest(files) != base, name
+        path.write_bytes(data)
+    assert fr.source_digest(files) == base
+    path.unlink()
+    assert fr.source_digest(files) is None  # unreadable source: no records at all
+
+
+@pytest.mark.parametrize("content", [
+    b"", b"\xff\xfe garbage", b'{"key": ', b"[1, 2]", b'"just a string"',
+    None,  # filled in below: a record for another shape
+    b'{"key": KEY, "fingerprint": 7}', b'{"key": KEY, "fingerprint": "abc"}', b'{"key": KEY}',
+    b'{"key": KEY, "fingerprint": "' + b"G" * 40 + b'"}',
+    "directory",
+], ids=["empty", "binary", "truncated", "list", "string", "other-key", "fp-int", "fp-short", "fp-missing",
+        "fp-not-hex", "directory"])
+def test_corrupt_record_rebuilds_silently(key_dir, reference, builds, content, caplog):
+    path = _record(key_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = fr.record_key(CIRCUIT_ID, 1, 2, keycache.TEMPLATE_SEED, keycache.TEMPLATE_OPTS)
+    if content == "directory":
+        path.mkdir()
+    elif content is None:
+        other = dict(key, depth=3)
+        path.write_text(json.dumps({"key": other, "fingerprint": reference[1]}))
+    else:
+        path.write_bytes(content.replace(b"KEY", json.dumps(key).encode()))
+    with caplog.at_level(logging.DEBUG, logger="gputrace"):
+        ks = keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(builds) == 1 and ks.cached and ks.fingerprint == reference[1]
+    assert all(r.levelno <= logging.DEBUG for r in caplog.records), [r.getMessage() for r in caplog.records]
+    if content != "directory":  # replaced by a good record: the next lookup is a hit
+        keycache.get_keys(SHAPE, key_dir, seed=1)
+        assert len(builds) == 1
+
+
+def test_wrong_recorded_fingerprint_without_keys_is_rebuilt(key_dir, reference, builds, caplog):
+    key = fr.record_key(CIRCUIT_ID, 1, 2, keycache.TEMPLATE_SEED, keycache.TEMPLATE_OPTS)
+    path = fr.record_path(key_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "fingerprint": "ab" * 20}))
+    ks = keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(builds) == 1 and ks.cached and ks.fingerprint == reference[1]
+    assert "stale" in caplog.text
+    assert json.loads(path.read_text())["fingerprint"] == reference[1]
+
+
+def test_record_is_per_shape_and_template(key_dir, reference, monkeypatch):
+    keycache.get_keys(SHAPE, key_dir, seed=1)  # records K1-D2
+    k = dict(circuit=CIRCUIT_ID, challenges=1, depth=2, template_seed=-1, template_opts={"a1"})
+    paths = {fr.record_path(key_dir, fr.record_key(**dict(k, **change)))
+             for change in ({}, {"challenges": 2}, {"depth": 3}, {"template_seed": 0}, {"template_opts": set()},
+                            {"sources": "1" * 40})}
+    assert len(paths) == 6
+    _forbid_build(monkeypatch)
+    with pytest.raises(AssertionError, match="build_cs called"):  # another shape: no record of its own
+        keycache.get_keys(CircuitShape(1, 3), key_dir, seed=1)
+    monkeypatch.setattr(keycache, "TEMPLATE_SEED", 5)
+    with pytest.raises(AssertionError, match="build_cs called"):  # another template instance
+        keycache.get_keys(SHAPE, key_dir, seed=1)
+    monkeypatch.setattr(keycache, "TEMPLATE_SEED", -1)
+    assert keycache.get_keys(SHAPE, key_dir, seed=1).fingerprint == reference[1]
+
+
+def test_foreign_key_behind_a_record_is_still_refused(key_dir, reference, tmp_path, monkeypatch):
+    """A record only names the directory: the key in it is still checked against the fingerprint."""
+    keycache.get_keys(SHAPE, key_dir, seed=1)
+    directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, SHAPE.label(), reference[1])
+    other = keycache.get_keys(CircuitShape(1, 3), tmp_path / "other", seed=1)
+    shutil.copy(other.directory / "pk.npz", directory / "pk.npz")
+    _forbid_build(monkeypatch)
+    with pytest.raises(keys.KeyMismatchError):
+        keycache.get_keys(SHAPE, key_dir, seed=1)
+
+
+def _gputrace_imports(module: str) -> set[str]:
+    spec = importlib.util.find_spec(module)
+    tree = ast.parse(open(spec.origin, "rb").read())
+    package = module if spec.submodule_search_locations else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            found.add(base)
+            for a in node.names:
+                found.add(f"{base}.{a.name}")  # a submodule, or a name (dropped below)
+    return {m for m in found if m.startswith("gputrace.") and _is_module_file(m)}
+
+
+def _is_module_file(name: str) -> bool:
+    """A plain module (not a package, not a name defined inside a module)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # "a.b.NAME" where a.b is a module
+        return False
+    return spec is not None and spec.submodule_search_locations is None and str(spec.origin).endswith(".py")
+
+
+def test_source_modules_are_the_import_closure_of_build_cs():
+    """Add a module to SOURCE_MODULES when the circuit starts importing it, or stale keys go unnoticed."""
+    seen, todo = set(), ["gputrace.prover.witness"]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(_gputrace_imports(m))
+    assert seen == set(fr.SOURCE_MODULES)
