@@ -1,4 +1,4 @@
-"""Host multi-scalar multiplication split over threads (the pipeline's ``b_g2``).
+"""Host multi-scalar multiplication split over threads (the pipeline's ``b_g2``, the CPU backend's ``msm_g1``).
 
 py_arkworks' ``multiexp_unchecked`` runs on one core and releases the GIL: two concurrent calls take
 the time of one (measured on the 2-core box, docs/prover.md). So an MSM of n points cut into k
@@ -12,6 +12,7 @@ the pool's queue); it must not be called from one of this pool's own threads (it
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -20,6 +21,11 @@ import numpy as np
 from .field import limbs_to_scalars
 
 MIN_PART = 4096
+
+
+def cpu_threads() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count()`` where that is missing)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 class HostMsm:

@@ -10,13 +10,22 @@ What each interface call really does here (docs/prover.md repeats this):
   ``PinnedHost.pinned = False`` and ``method = 'staging-copy'``.
 * ``h2d``: converts the limb array into this backend's working form (an object array of Python
   ints); ``d2h`` converts back. These are real copies/conversions, not no-ops.
-* ``msm_g1``: ``G1Point.multiexp_unchecked`` (arkworks Pippenger; releases the GIL). With an
-  ``MsmPlan`` (D4) the scalars are split by bit length: zeros dropped, scalars narrower than
-  ``plan.narrow_bits`` in one multiexp, the rest in another — arkworks' cost grows with the widest
-  scalar in a call, so this is the CPU's real per-MSM knob. ``plan.window`` is not used here.
+* ``msm_g1``: ``G1Point.multiexp_unchecked`` (arkworks Pippenger; one core, releases the GIL), cut
+  into contiguous parts on this backend's ``HostMsm`` pool (one thread per CPU the process may use,
+  ``msm_threads``), the partial sums added on the calling lane's thread. With an ``MsmPlan`` (D4) the
+  scalars are first split by bit length: zeros dropped, scalars narrower than ``plan.narrow_bits`` in
+  one multiexp, the rest in another (each of the two cut into parts; narrow, then wide) — arkworks'
+  cost grows with the widest scalar in a call, so this is the CPU's real per-MSM knob
+  (``narrow_bits = 0``: one multiexp of every scalar, zeros included, as without a plan).
+  ``plan.window`` is not used here. The result is the same group element as one multiexp.
 * ``batch_add_g1``: a plain left-to-right sum of the selected points (holds the GIL).
+* ``close``: joins the MSM pool (safe twice); a later ``msm_g1`` starts a new pool, so the object stays
+  usable after ``run_prove`` closes it.
 
-Thread safety: stateless apart from the staging-buffer cache (guarded by a lock).
+Thread safety: ``msm_g1`` may be called from several lanes at once: their parts share one pool of
+``msm_threads`` threads (one queue), so N lanes never run more than ``msm_threads`` multiexps at a
+time. The pool (created on first use) and the staging-buffer cache are guarded by a lock. ``close``
+must not run while another thread is inside ``msm_g1``.
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ from typing import Any, Sequence
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
-from ..field import COSET_SHIFT, R, bit_lengths, ints_to_limbs, limbs_to_ints, limbs_to_scalars
+from ..field import COSET_SHIFT, R, bit_lengths, ints_to_limbs, limbs_to_ints
+from ..host_msm import HostMsm, cpu_threads
 from ..ntt import ntt as _ntt
 from .base import BackendError, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost, ProverBackend
 
@@ -47,17 +57,34 @@ def _mlock_fns():
 
 
 class CpuBackend(ProverBackend):
-    """CPU implementation of ``ProverBackend``. ``workers``: number of worker lanes (>= 1)."""
+    """CPU implementation of ``ProverBackend``. ``workers``: number of worker lanes (>= 1);
+    ``msm_threads``: threads of the shared MSM pool (default: one per CPU the process may use)."""
 
     name = "cpu"
 
-    def __init__(self, workers: int = 1, *, try_mlock: bool = True) -> None:
+    def __init__(self, workers: int = 1, *, try_mlock: bool = True, msm_threads: int | None = None) -> None:
         if workers < 1:
             raise ValueError(f"devices must be >= 1, got {workers}")
+        if msm_threads is not None and msm_threads < 1:
+            raise ValueError(f"msm_threads must be >= 1, got {msm_threads}")
         self._workers = workers
         self._try_mlock = try_mlock
+        self.msm_threads = msm_threads or cpu_threads()
+        self._msm: HostMsm | None = None
         self._staging: dict[tuple, list[np.ndarray]] = {}
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            msm, self._msm = self._msm, None
+        if msm is not None:
+            msm.close()
+
+    def _host_msm(self) -> HostMsm:
+        with self._lock:
+            if self._msm is None:
+                self._msm = HostMsm(self.msm_threads, thread_name_prefix="cpu-msm-part")
+            return self._msm
 
     # -- devices ------------------------------------------------------------------------
     def device_count(self) -> int:
@@ -145,15 +172,16 @@ class CpuBackend(ProverBackend):
         if n > bases.count:
             raise BackendError(f"cpu msm_g1({bases.name}): {n} scalars for {bases.count} bases")
         pts = bases.data
+        if n == 0:
+            return G1Point.identity()
+        msm = self._host_msm()
         if plan is None:
-            if n == 0:
-                return G1Point.identity()
-            return G1Point.multiexp_unchecked(pts[:n], limbs_to_scalars(limbs))
+            return msm.multiexp(G1Point, pts, limbs)
         bl = bit_lengths(limbs)
         acc = G1Point.identity()
         for sel in (np.flatnonzero((bl > 0) & (bl < plan.narrow_bits)), np.flatnonzero(bl >= plan.narrow_bits)):
             if sel.size:
-                acc = acc + G1Point.multiexp_unchecked([pts[i] for i in sel.tolist()], limbs_to_scalars(limbs[sel]))
+                acc = acc + msm.multiexp(G1Point, [pts[i] for i in sel.tolist()], limbs[sel])
         return acc
 
     def batch_add_g1(self, bases: BasesHandle, select: np.ndarray, *, lane: LaneInfo | None = None) -> Any:
