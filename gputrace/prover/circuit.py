@@ -50,8 +50,12 @@ class CircuitShape:
     @property
     def approx_vars(self) -> int:
         """Variables a synthesis allocates (exact; used for A2 pre-sizing)."""
+        return self.vars_for(self.challenges)
+
+    def vars_for(self, challenges: int) -> int:
+        """Variables of a synthesis of ``challenges`` of the K challenges (ONE and all inputs included)."""
         per_level = 1 + 1 + 1 + POSEIDON_CONSTRAINTS  # sibling, bit, select t, S-box outputs
-        return 1 + self.num_public + self.challenges * (1 + self.depth * per_level)
+        return 1 + self.num_public + challenges * (1 + self.depth * per_level)
 
     def label(self) -> str:
         return f"K{self.challenges}-D{self.depth}"
@@ -195,10 +199,21 @@ def poseidon_gadget(cs: ConstraintSystem, state: list[tuple[LC, int]], name: str
 
 def synthesize(cs: ConstraintSystem, inst: MerkleInstance) -> None:
     """Allocate and constrain the whole circuit for ``inst`` into ``cs`` (fills the witness)."""
+    synthesize_challenges(cs, inst, range(inst.shape.challenges))
+
+
+def synthesize_challenges(cs: ConstraintSystem, inst: MerkleInstance, ks: range) -> None:
+    """Allocate every public input, then constrain only challenges ``ks`` (contiguous, ascending).
+
+    Challenges share nothing but the public inputs, and the whole circuit allocates and constrains them
+    one after another, so the parts for consecutive ranges, concatenated (private variables and
+    constraints), are exactly the whole circuit's: what lets one circuit be synthesised by several processes.
+    """
     shape = inst.shape
     root_var = cs.alloc_input(inst.root)
     index_vars = [cs.alloc_input(idx) for idx, _, _ in inst.paths]
-    for k, (idx, leaf, sibs) in enumerate(inst.paths):
+    for k in ks:
+        idx, leaf, sibs = inst.paths[k]
         cur: LC = [(cs.alloc(leaf), 1)]
         cur_v = leaf
         bits: LC = []

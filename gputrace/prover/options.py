@@ -69,8 +69,8 @@ class ProveOptions:
     ``progress``: optional callback ``(event, done, total)`` called from worker threads.
     ``backend_object``: an already constructed ``ProverBackend`` (tests, custom backends); overrides ``backend``
     and ``devices`` (its ``device_count()`` is used); ``run_prove`` still closes it.
-    ``synthesis_workers``: synthesis processes (None = one per CPU, capped by the circuit count; 1 = synthesis
-    in the host thread, no processes).
+    ``synthesis_workers``: synthesis processes (None = one per CPU; 1 = synthesis in the host thread, no
+    processes). With more workers than circuits each circuit is split into ``workers // circuits`` parts.
     """
 
     constraints: int | None = 1 << 10

@@ -3,8 +3,10 @@
 Structure of one run (phase names from ARCHITECTURE.md; all under one ``prove`` root):
 
 * ``synthesis`` per circuit on a host pool (lanes ``thread:synth-N``, device -1): each synth thread hands
-  its circuit to a worker process (``ProveOptions.synthesis_workers``, default one per CPU; 1 = in-thread)
-  and the span covers that process's run, results included.
+  its circuit to the worker processes (``ProveOptions.synthesis_workers``, default one per CPU; 1 = in-thread)
+  and the span covers their run, results included. With more processes than circuits, each circuit is cut
+  into ``parts`` (span attribute; ``workers // circuits`` contiguous challenge ranges, ``witness.synthesize_part``)
+  run in parallel and merged, identical to a whole synthesis.
 * one worker thread per backend device, proving its B circuits together: ``pin`` (B1) → ``h2d`` →
   ``ntt`` {``intt_abc``, ``coset_ntt``, ``h_eval``, ``intt_h``} on all 3B vectors at once → per circuit
   ``msm_h`` → ``batch_add`` (points whose scalar is 1, for A, B_G1 and L) → ``msm_l``, ``msm_a``,
@@ -48,7 +50,7 @@ from .options import OPT_NAMES, ProveOptions, ProveResult
 from .setup import ProvingKey
 from .verify import Proof, verify, write_proof
 from .keys import load_vk
-from .witness import Witness, synthesize_witness
+from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
 
 
 class _Stats:
@@ -180,20 +182,26 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
 
     with gputrace.phase("prove", batch=0, circuits=total, devices=ndev, kind="host"):
         ctx = gputrace.current_context()
-        nsynth = max(1, min(total, o.synthesis_workers or cpus))
+        workers = max(1, o.synthesis_workers or cpus)
+        nsynth = min(total, workers)
+        nparts = max(1, workers // total)  # challenge ranges per circuit (split_challenges caps it at K)
         synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
-        procs = _synthesis_processes(nsynth) if nsynth > 1 else None
+        procs = _synthesis_processes(nsynth * nparts) if nsynth * nparts > 1 else None
         g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
         g2_msm = HostMsm(cpus, thread_name_prefix="b_g2-part")
         try:
             def synth(i: int) -> Witness:
                 lane = f"thread:synth-{_slot(threading.current_thread().name)}"
+                ranges = split_challenges(shape.challenges, nparts)
                 with stats.phase("synthesis", "host", circuit=i, batch=0, device=-1, lane=lane, parent=ctx,
-                                 constraints=shape.constraints):
+                                 constraints=shape.constraints, parts=len(ranges)):
                     if procs is None:
                         w = synthesize_witness(shape, o.seed, i, pk.domain_size, o.opts)
-                    else:  # one process per synth thread, so the job starts at once: the span is its run
+                    elif len(ranges) == 1:  # one process per synth thread, so the job starts at once
                         w = procs.submit(synthesize_witness, shape, o.seed, i, pk.domain_size, o.opts).result()
+                    else:  # nparts processes per synth thread: the parts start at once
+                        jobs = [procs.submit(synthesize_part, shape, o.seed, i, o.opts, lo, hi) for lo, hi in ranges]
+                        w = merge_parts(shape, i, pk.domain_size, [j.result() for j in jobs])
                 progress("synthesis")
                 return w
 

@@ -112,8 +112,8 @@ def test_bad_options():
         run_prove(ProveOptions(challenges=2, configure_tracer=False))
 
 
-@pytest.mark.parametrize("batch,workers", [(1, 1), (2, 2)])  # in-thread, and in synthesis processes
-def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch, batch, workers):
+@pytest.mark.parametrize("batch,workers,challenges", [(1, 1, 1), (2, 2, 1), (1, 3, 3)])  # in-thread, processes, parts
+def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch, batch, workers, challenges):
     from gputrace.prover import witness
     from gputrace.prover.field import R
     from gputrace.prover.r1cs import UnsatisfiedConstraint
@@ -127,8 +127,23 @@ def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch, 
 
     monkeypatch.setattr(witness, "make_instance", corrupt)
     with pytest.raises(UnsatisfiedConstraint, match=r"constraint \d+ \('ch0\.root'\) is not satisfied"):
-        run_prove(ProveOptions(challenges=1, depth=2, batch=batch, devices=1, out_dir=tmp_path, key_dir=key_dir,
-                               configure_tracer=False, synthesis_workers=workers))
+        run_prove(ProveOptions(challenges=challenges, depth=2, batch=batch, devices=1, out_dir=tmp_path,
+                               key_dir=key_dir, configure_tracer=False, synthesis_workers=workers))
+
+
+@pytest.mark.parametrize("batch,workers,parts", [(1, 4, 3), (2, 4, 2), (3, 4, 1)])
+def test_synthesis_split_into_parts_verifies(tmp_path, key_dir, batch, workers, parts):
+    """More synthesis processes than circuits: each circuit is cut into challenge ranges (at most K = 3)."""
+    sink = gputrace.MemorySink()
+    gputrace.configure(sinks=[sink], collect_gpu_info=False)
+    try:
+        res = run_prove(ProveOptions(challenges=3, depth=2, batch=batch, devices=1, out_dir=tmp_path,
+                                     key_dir=key_dir, configure_tracer=False, synthesis_workers=workers))
+    finally:
+        gputrace.shutdown()
+    assert res.verified == [True] * batch
+    synth = [s["attributes"] for s in sink.spans if s["name"] == "synthesis"]
+    assert [a["parts"] for a in synth] == [parts] * batch
 
 
 def test_config_for_matches_what_run_records(tmp_path, key_dir):
