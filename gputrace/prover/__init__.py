@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import importlib
 
+# First, before any module of this package: the circuit modules' source as they are about to be imported
+# (fingerprint_record names recorded R1CS fingerprints by it).
+from . import source_snapshot  # noqa: F401
+
 _LAZY = {
     "run_prove": "gputrace.prover.pipeline",
     "config_for": "gputrace.prover.pipeline",

@@ -13,9 +13,11 @@ everything the fingerprint depends on to the fingerprint, so a key-cache hit ski
 Records live in ``<key_dir>/fingerprints/<circuit>-K<k>-D<d>-<key16>.json`` (one per shape and
 source version) and hold their whole key, compared field by field on reading. A record that is
 missing, unreadable, malformed or for another key reads as None (a debug log line only): the caller
-builds the R1CS, as without records. The source digest is taken when this module is imported, i.e. of
-the code this process runs; a record is written only while the files on disk still have that digest,
-so a record never pairs new source with a fingerprint computed by old code.
+builds the R1CS, as without records. The source digest is of the code this process runs: of the bytes
+``source_snapshot`` read when ``gputrace.prover`` was imported, before the modules themselves (not of
+the files as they are when this module is imported, which may be later); a record is written only while
+the files on disk still have that digest, so a record never pairs new source with a fingerprint computed
+by old code.
 
 Not thread-safe per se, but writes are atomic (temporary file + ``os.replace``), so concurrent
 processes sharing a key directory see either no record or a whole one.
@@ -33,20 +35,17 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from . import witness  # noqa: F401  (loads every module in SOURCE_MODULES before the snapshot below)
+from . import source_snapshot
+from . import witness  # noqa: F401  (loads every module in SOURCE_MODULES, so module_files() finds them)
 
 log = logging.getLogger(__name__)
 
 RECORD_FORMAT = 1
 RECORD_DIR = "fingerprints"
-#: Modules whose source determines the template R1CS and its fingerprint.
-SOURCE_MODULES = (
-    "gputrace.prover.witness",
-    "gputrace.prover.circuit",
-    "gputrace.prover.r1cs",
-    "gputrace.prover.poseidon",
-    "gputrace.prover.field",
-)
+#: A record is about 400 bytes; a bigger file is not read (see ``read``).
+MAX_RECORD_BYTES = 4096
+#: Modules whose source determines the template R1CS and its fingerprint (listed in ``source_snapshot``).
+SOURCE_MODULES = source_snapshot.SOURCE_MODULES
 _FINGERPRINT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -66,20 +65,40 @@ def source_digest(files: Mapping[str, Path] | None) -> str | None:
     """blake2b over (module name, source bytes) of each file, in name order; None if one is unreadable."""
     if files is None:
         return None
-    h = hashlib.blake2b(digest_size=20)
-    for name in sorted(files):
+    sources = {}
+    for name in files:
         try:
-            data = Path(files[name]).read_bytes()
+            sources[name] = Path(files[name]).read_bytes()
         except OSError as e:
             log.debug("fingerprint records off: cannot read %s: %s", files[name], e)
             return None
+    return _digest(sources)
+
+
+def _digest(sources: Mapping[str, bytes]) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    for name in sorted(sources):
+        data = sources[name]
         h.update(f"{name}:{len(data)}:".encode())
         h.update(data)
     return h.hexdigest()
 
 
+def loaded_digest(files: Mapping[str, Path] | None,
+                  snapshot: Mapping[str, tuple[Path, bytes]] | None) -> str | None:
+    """The digest (as ``source_digest``) of the bytes in ``snapshot`` (``source_snapshot.SNAPSHOT``: read
+    before the modules were imported); None if there is none or a module in ``files`` came from another file."""
+    if files is None or snapshot is None or set(files) != set(snapshot):
+        return None
+    for name, path in files.items():
+        if Path(path).resolve() != Path(snapshot[name][0]).resolve():
+            log.debug("fingerprint records off: %s imported from %s, not %s", name, path, snapshot[name][0])
+            return None
+    return _digest({name: data for name, (_, data) in snapshot.items()})
+
+
 #: The digest of the sources as imported by this process (None: records are not used).
-LOADED_SOURCES: str | None = source_digest(module_files())
+LOADED_SOURCES: str | None = loaded_digest(module_files(), source_snapshot.SNAPSHOT)
 
 
 def record_key(circuit: str, challenges: int, depth: int, template_seed: int, template_opts,
@@ -107,10 +126,19 @@ def read(key_dir: Path, key: dict) -> str | None:
     """The recorded fingerprint for ``key``, or None (no record, or one that cannot be trusted)."""
     path = record_path(key_dir, key)
     try:
-        doc = json.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            data = f.read(MAX_RECORD_BYTES + 1)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
+    except OSError as e:
+        log.debug("ignoring unreadable fingerprint record %s: %s", path, e)
+        return None
+    if len(data) > MAX_RECORD_BYTES:  # not one of ours; and deep nesting can overflow the C stack of json
+        log.debug("ignoring fingerprint record %s: over %d bytes", path, MAX_RECORD_BYTES)
+        return None
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as e:  # bad JSON or bad UTF-8; nested deeper than the recursion limit
         log.debug("ignoring unreadable fingerprint record %s: %s", path, e)
         return None
     if not isinstance(doc, dict) or doc.get("key") != key:

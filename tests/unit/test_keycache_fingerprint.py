@@ -142,9 +142,9 @@ def test_digest_covers_each_module_byte(tmp_path):
     None,  # filled in below: a record for another shape
     b'{"key": KEY, "fingerprint": 7}', b'{"key": KEY, "fingerprint": "abc"}', b'{"key": KEY}',
     b'{"key": KEY, "fingerprint": "' + b"G" * 40 + b'"}',
-    "directory",
+    "directory", b"[" * 100_000, b"[" * 4000,
 ], ids=["empty", "binary", "truncated", "list", "string", "other-key", "fp-int", "fp-short", "fp-missing",
-        "fp-not-hex", "directory"])
+        "fp-not-hex", "directory", "huge-nested", "nested"])
 def test_corrupt_record_rebuilds_silently(key_dir, reference, builds, content, caplog):
     path = _record(key_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -238,3 +238,41 @@ def test_source_modules_are_the_import_closure_of_build_cs():
             seen.add(m)
             todo.extend(_gputrace_imports(m))
     assert seen == set(fr.SOURCE_MODULES)
+
+
+def test_source_edited_between_import_and_record_module_is_not_recorded(tmp_path):
+    """The digest is of the code that runs: a circuit module edited after it was imported but before
+    fingerprint_record was (a long-lived process, an editor saving mid-run) must not get its new source
+    paired with the old code's fingerprint. Runs on a copy of the package in a subprocess."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pkg = Path(gputrace.__file__).parent
+    shutil.copytree(pkg, tmp_path / "gputrace", ignore=shutil.ignore_patterns("__pycache__"))
+    script = f"""
+import gputrace, gputrace.prover.circuit
+assert gputrace.__file__.startswith({str(tmp_path)!r}), gputrace.__file__
+with open(gputrace.prover.circuit.__file__, "a") as f:
+    f.write("\\n# edited after import\\n")
+from gputrace.prover import fingerprint_record as fr
+from gputrace.prover.circuit import CIRCUIT_ID
+key = fr.record_key(CIRCUIT_ID, 1, 2, -1, {{"a1"}})
+print(fr.LOADED_SOURCES == fr.source_digest(fr.module_files()), fr.write({str(tmp_path / "keys")!r}, key, "ab" * 20))
+"""
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]  # digest of the imported bytes; nothing recorded
+
+
+def test_loaded_digest_is_of_the_snapshot_and_needs_its_files(tmp_path):
+    from gputrace.prover import source_snapshot
+
+    files = fr.module_files()
+    assert fr.loaded_digest(files, source_snapshot.SNAPSHOT) == fr.LOADED_SOURCES == fr.source_digest(files)
+    assert fr.loaded_digest(files, None) is None and fr.loaded_digest(None, source_snapshot.SNAPSHOT) is None
+    moved = dict(files, **{"gputrace.prover.r1cs": tmp_path / "r1cs.py"})
+    assert fr.loaded_digest(moved, source_snapshot.SNAPSHOT) is None  # imported from another file
