@@ -63,6 +63,9 @@ def _run_compare(args: argparse.Namespace) -> int:
         print("gputrace view: --compare takes its files after --compare and --vs; give no TRACE, --listen or "
               "--follow with it", file=sys.stderr)
         return 2
+    if args.focus:
+        print("gputrace view: --focus zooms the timeline; the --compare view has none", file=sys.stderr)
+        return 2
     if not args.vs:
         print("gputrace view: --compare A... needs --vs B...", file=sys.stderr)
         return 2

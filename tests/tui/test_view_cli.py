@@ -62,3 +62,11 @@ def test_focus_screenshot_of_the_two_gpu_h200_trace(tmp_path):
     text = "".join(re.findall(r">([^<>]*)</text>", out.read_text())).replace("&#160;", " ")
     for word in ("GPU 0", "GPU 1", "device time", "■ prove", "devices           2", "config.backend    cuda"):
         assert word in text, word
+
+
+def test_focus_with_compare_is_a_usage_error(tmp_path, sample_2gpu):
+    """--compare draws no timeline: --focus there is refused, not silently ignored."""
+    out = tmp_path / "cmp.svg"
+    r = gputrace("--compare", sample_2gpu, "--vs", sample_2gpu, "--focus", "prove", "--screenshot", str(out))
+    assert r.returncode == 2 and "--focus" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
