@@ -23,8 +23,8 @@ What each interface call really does here (docs/prover.md repeats this):
   usable after ``run_prove`` closes it.
 
 Thread safety: ``msm_g1`` may be called from several lanes at once: their parts share one pool of
-``msm_threads`` threads (one queue), so N lanes never run more than ``msm_threads`` multiexps at a
-time. The pool (created on first use) and the staging-buffer cache are guarded by a lock. ``close``
+``msm_threads`` threads (one queue), so N lanes never run more than ``msm_threads`` parts at a time
+(an MSM too small to split, under ``2 * host_msm.MIN_PART`` points, runs whole on its lane's thread). The pool (created on first use) and the staging-buffer cache are guarded by a lock. ``close``
 must not run while another thread is inside ``msm_g1``.
 """
 
