@@ -311,7 +311,7 @@ class GputraceApp(SearchFilter, App):
     @_ui
     def on_gantt_span_selected(self, msg: Gantt.SpanSelected) -> None:
         idx = self.index
-        if msg.row >= 0:
+        if msg.row >= 0 and not msg.moved:
             self.query_one("#side", TabbedContent).active = "details"
         self.query_one(DetailsPanel).show(idx.timeline if idx else None, msg.row, idx.origin if idx else 0)
         self._update_status()

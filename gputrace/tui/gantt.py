@@ -79,10 +79,12 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
 
     @dataclass
     class SpanSelected(Message):
-        """A span was selected (``row`` is a Timeline row, -1 for none)."""
+        """A span was selected (``row`` is a Timeline row, -1 for none). ``moved``: not a new choice, the
+        same span under a new row number after the timeline was re-indexed (or -1: filtered out)."""
 
         gantt: "Gantt"
         row: int
+        moved: bool = False
 
     @dataclass
     class ViewChanged(Message):
@@ -116,8 +118,14 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
 
     # ---- data -------------------------------------------------------------------------
     def set_index(self, index: TimelineIndex) -> None:
-        """Show a new index (a new load batch, or a new filter)."""
+        """Show a new index (a new load batch, or a new filter). A selected span stays selected: rows are
+        renumbered when spans arrive, so it is found again by span id and start."""
+        old, row = self.index, self.selected
         self.index = index
+        if row >= 0:
+            self.selected = _same_span(old, index, row)
+            if self.selected != row:
+                self.post_message(self.SpanSelected(self, self.selected, moved=True))
         self._palette = None
         self._group_marks()
         self._rebuild_rows()
@@ -375,3 +383,16 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
 
 
 __all__ = ["Gantt", "NAME_W"]
+
+
+def _same_span(old: TimelineIndex | None, new: TimelineIndex, row: int) -> int:
+    """Row in ``new`` of ``old``'s span at ``row`` (same span id and start), or -1 if it is not there."""
+    if old is None:
+        return -1
+    if old.timeline is new.timeline:
+        return row
+    a, b = old.timeline, new.timeline
+    if row >= a.n:
+        return -1
+    hits = np.flatnonzero((b.span_id == a.span_id[row]) & (b.start == a.start[row]))
+    return int(hits[0]) if hits.size else -1

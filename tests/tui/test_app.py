@@ -482,3 +482,39 @@ def test_focus_while_following_a_live_file(tmp_path, sample_2gpu):
             assert not gantt.auto_fit
 
     asyncio.run(go())
+
+
+def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, sample_2gpu):
+    """Following a file: spans that arrive later but start earlier renumber the rows; the selected span
+    (here chosen by --focus) stays selected, without pulling the side panel to Details."""
+    first, second = open(sample_2gpu, "rb").read().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(second)  # the later batch first
+
+    async def go():
+        app = GputraceApp([str(live)], follow=True, batch_time=0.05, focus="msm_h")
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = app.query_one(Gantt)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if gantt.selected >= 0:
+                    break
+            tl = app.index.timeline
+            row0 = gantt.selected
+            sid, start = int(tl.span_id[row0]), int(tl.start[row0])
+            app.query_one("#side").active = "stalls"
+            with open(live, "ab") as f:
+                f.write(first)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if app.index.timeline.n == 120:
+                    break
+            await pilot.pause(0.1)
+            tl = app.index.timeline
+            assert tl.n == 120
+            row = gantt.selected
+            assert row != row0  # the earlier batch's spans now come first
+            assert (int(tl.span_id[row]), int(tl.start[row])) == (sid, start)
+            assert app.query_one("#side").active == "stalls"
+
+    asyncio.run(go())
