@@ -26,6 +26,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("gputrace-out"), help="output directory (default gputrace-out)")
     p.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys)")
     p.add_argument("--seed", type=int, default=1, help="seed for the test key and the trees (default 1)")
+    p.add_argument("--synthesis-workers", type=int, default=None, metavar="N",
+                   help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
+                        "the circuits in the batch, each circuit is split over N // circuits of them")
     p.add_argument("--no-verify", action="store_true", help="skip verifying the proofs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -36,6 +39,8 @@ def options_from_args(args):
     """Build ``ProveOptions`` from parsed arguments; ValueError with the flag name on bad values."""
     from gputrace.prover.options import ProveOptions, parse_opts, parse_size
 
+    if args.synthesis_workers is not None and args.synthesis_workers < 1:
+        raise ValueError(f"--synthesis-workers must be >= 1, got {args.synthesis_workers}")
     if args.constraints is not None and (args.challenges is not None or args.depth is not None):
         raise ValueError("give either --constraints or --challenges/--depth, not both")
     constraints = parse_size(args.constraints) if args.constraints is not None else (
@@ -44,6 +49,7 @@ def options_from_args(args):
         constraints=constraints, challenges=args.challenges, depth=args.depth, batch=args.batch,
         devices=args.devices, backend=args.backend, opts=parse_opts(args.opt), out_dir=args.out,
         key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=args.seed, verify=not args.no_verify,
+        synthesis_workers=args.synthesis_workers,
     )
 
 

@@ -106,6 +106,8 @@ def run_prove(options: ProveOptions) -> ProveResult:
     o = options
     if o.batch < 1 or o.devices < 1:
         raise ValueError(f"--batch and --devices must be >= 1 (got {o.batch}, {o.devices})")
+    if o.synthesis_workers is not None and o.synthesis_workers < 1:
+        raise ValueError(f"--synthesis-workers must be >= 1 (got {o.synthesis_workers})")
     unknown = set(o.opts) - set(OPT_NAMES)
     if unknown:
         raise ValueError(f"unknown optimisation switch {sorted(unknown)[0]!r}")

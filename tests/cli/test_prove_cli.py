@@ -60,6 +60,8 @@ def test_bad_arguments(tmp_path):
     assert r.returncode == 2 and "--constraints" in r.stderr
     r = _gt("prove", "--constraints", "2^10", "--depth", "3", "--out", str(tmp_path))
     assert r.returncode == 2 and "either --constraints" in r.stderr
+    r = _gt("prove", "--synthesis-workers", "0", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--synthesis-workers must be >= 1, got 0" in r.stderr
     r = _gt("verify", "--vk", str(tmp_path / "missing.json"), str(tmp_path / "p.json"))
     assert r.returncode == 2 and "missing.json" in r.stderr
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--out", str(tmp_path), "--trace",
@@ -77,3 +79,17 @@ def test_cuda_backend_without_gpu_is_a_clear_error(tmp_path):
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cuda", "--out", str(tmp_path))
     assert r.returncode == 2 and "--backend cuda: CUDA backend unavailable" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_synthesis_workers_split_one_circuit(tmp_path):
+    r = _gt("prove", "--challenges", "3", "--depth", "2", "--batch", "1", "--backend", "cpu", "--synthesis-workers",
+            "3", "--out", str(tmp_path), "--trace", str(tmp_path / "run.jsonl"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    parts = []
+    for line in (tmp_path / "run.jsonl").read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    if sp["name"] == "synthesis":
+                        parts += [a["value"] for a in sp["attributes"] if a["key"] == "parts"]
+    assert parts == [{"intValue": "3"}]
