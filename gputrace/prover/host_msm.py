@@ -51,10 +51,15 @@ class HostMsm:
         if n == 0:
             return point_type.identity()
         k = self.parts_for(n)
+        # Scalars are made once, here: the conversion holds the GIL (about 0.5 us per scalar), so doing it in
+        # every part thread gains nothing and makes k GIL holders, and each one lengthens every GIL take-back
+        # of other threads (a GPU worker's launches and syncs) by up to a switch interval
+        # (benchmarks/bench_gil_convoy.py: 5.3 ms per call with one converting thread, 26 ms with four).
+        scalars = limbs_to_scalars(limbs)
         if k == 1:
-            return point_type.multiexp_unchecked(bases[:n], limbs_to_scalars(limbs))
+            return point_type.multiexp_unchecked(bases[:n], scalars)
         cuts = np.linspace(0, n, k + 1).astype(int).tolist()
-        futures = [self._pool.submit(_part, point_type, bases, limbs, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+        futures = [self._pool.submit(_part, point_type, bases, scalars, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
         acc = point_type.identity()
         for f in futures:
             acc = acc + f.result()
@@ -64,5 +69,5 @@ class HostMsm:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _part(point_type: Any, bases: Sequence[Any], limbs: np.ndarray, lo: int, hi: int) -> Any:
-    return point_type.multiexp_unchecked(bases[lo:hi], limbs_to_scalars(limbs[lo:hi]))
+def _part(point_type: Any, bases: Sequence[Any], scalars: Sequence[Any], lo: int, hi: int) -> Any:
+    return point_type.multiexp_unchecked(bases[lo:hi], scalars[lo:hi])

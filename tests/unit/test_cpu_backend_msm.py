@@ -13,7 +13,7 @@ from py_arkworks_bls12381 import G1Point
 from gputrace.prover import host_msm
 from gputrace.prover.backends.base import MsmPlan
 from gputrace.prover.backends.cpu import CpuBackend
-from gputrace.prover.field import R, bit_lengths, ints_to_limbs, limbs_to_scalars, to_scalar
+from gputrace.prover.field import R, ints_to_limbs, limbs_to_scalars, to_scalar
 from gputrace.prover.msm_plan import plan_msm
 
 MIN_PART = 8
@@ -25,10 +25,11 @@ def parts(monkeypatch):
     monkeypatch.setattr(host_msm, "MIN_PART", MIN_PART)
     calls, lock, real = [], threading.Lock(), host_msm._part
 
-    def spy(point_type, bases, limbs, lo, hi):
+    def spy(point_type, bases, scalars, lo, hi):
+        bits = [int.from_bytes(s.to_le_bytes(), "little").bit_length() for s in scalars[lo:hi]]
         with lock:
-            calls.append((hi - lo, bit_lengths(limbs[lo:hi]).tolist(), threading.current_thread().name))
-        return real(point_type, bases, limbs, lo, hi)
+            calls.append((hi - lo, bits, threading.current_thread().name))
+        return real(point_type, bases, scalars, lo, hi)
 
     monkeypatch.setattr(host_msm, "_part", spy)
     return calls

@@ -48,14 +48,14 @@ def test_parts_run_on_pool_threads_concurrently(small_parts, monkeypatch):
     real = host_msm._part
     gate = threading.Barrier(4, timeout=10)
 
-    def spy(point_type, bases, limbs, lo, hi):
+    def spy(point_type, bases, scalars, lo, hi):
         with lock:
             calls.append((lo, hi, threading.current_thread().name))
             inside[0] += 1
             peak[0] = max(peak[0], inside[0])
         gate.wait()  # all four parts must be running at once to pass
         try:
-            return real(point_type, bases, limbs, lo, hi)
+            return real(point_type, bases, scalars, lo, hi)
         finally:
             with lock:
                 inside[0] -= 1
@@ -83,3 +83,24 @@ def test_empty_and_too_many_scalars():
         m.close()
     with pytest.raises(ValueError, match="threads"):
         HostMsm(0)
+
+
+def test_scalars_are_made_once_on_the_calling_thread(small_parts, monkeypatch):
+    """Turning limbs into Scalars holds the GIL: it happens once, on the caller's thread, not in each part."""
+    real = host_msm.limbs_to_scalars
+    where = []
+
+    def spy(limbs):
+        where.append((len(limbs), threading.current_thread().name))
+        return real(limbs)
+
+    monkeypatch.setattr(host_msm, "limbs_to_scalars", spy)
+    bases, limbs = _case(G1Point, 64)
+    m = HostMsm(4)
+    try:
+        got = m.multiexp(G1Point, bases, limbs)
+    finally:
+        m.close()
+    assert got == G1Point.multiexp_unchecked(bases[:64], real(limbs))
+    assert where == [(64, threading.current_thread().name)]
+
