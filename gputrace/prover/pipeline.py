@@ -167,7 +167,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
         lane = backend.lanes(d)[0]
         with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
                          points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h)):
-            bases.append({name: backend.load_bases(name, pts, d) for name, pts in
+            bases.append({name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
                           (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))})
     g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
     witnesses: list[Future] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 import gputrace
@@ -41,8 +42,19 @@ class ProvingKey:
     num_inputs: int  # including ONE
     num_vars: int
     fingerprint: str
-    #: xy-LE encodings of the queries as generated (saves re-encoding when writing the key).
+    #: xy-LE encodings of the queries as generated or read from ``pk.npz`` (bytes or ``uint8`` row arrays;
+    #: saves re-encoding when writing the key, and converting points when a GPU loads the bases).
     raw: dict | None = None
+
+    def affine_limbs(self, name: str) -> np.ndarray | None:
+        """G1 query ``name`` (``a``, ``b_g1``, ``l``, ``h``) as ``uint64`` ``(n, 2, 6)`` affine limbs, a view of
+        ``raw`` (what ``encoding.g1_to_affine_limbs`` gives, without per-point work); None without ``raw``."""
+        buf = (self.raw or {}).get(name)
+        if buf is None or name == "b_g2":
+            return None
+        arr = np.frombuffer(buf, dtype="<u8")
+        n = len(getattr(self, name))
+        return arr.reshape(n, 2, 6) if arr.size == 12 * n else None
 
 
 @dataclass

@@ -131,6 +131,17 @@ class LimbBackend(CpuBackend):
     def h_eval(self, a, b, c, *, lane=None):
         return self._lim(super().h_eval(self._obj(a), self._obj(b), self._obj(c)))
 
+    loaded: list = []
+
+    def load_bases(self, name, points, device, affine_limbs=None):
+        """Like the CUDA backend: takes the key's limbs when given; records them to check they are the points."""
+        from gputrace.prover.encoding import g1_to_affine_limbs
+
+        assert affine_limbs is not None, f"pipeline gave no affine limbs for {name}"
+        assert np.array_equal(affine_limbs, g1_to_affine_limbs(list(points))), name
+        self.loaded.append((name, device))
+        return super().load_bases(name, points, device)
+
     def msm_g1(self, bases, scalars, *, plan=None, lane=None):
         data = scalars.data if hasattr(scalars, "data") and not isinstance(scalars, np.ndarray) else scalars
         assert isinstance(data, np.ndarray) and data.dtype == np.uint64 and data.shape[-1] == 4
@@ -143,11 +154,15 @@ def test_pipeline_with_gpu_layout_backend(tmp_path_factory):
     from gputrace.prover.options import ProveOptions
     from gputrace.prover.pipeline import run_prove
 
-    be = LimbBackend(2)
-    res = run_prove(ProveOptions(challenges=1, depth=2, batch=2, backend_object=be, opts=frozenset({"b1", "d4"}),
-                                 out_dir=Path(tmp_path_factory.mktemp("limbs")),
-                                 key_dir=tmp_path_factory.getbasetemp() / "prover-keys", configure_tracer=False))
-    assert res.verified == [True] * 4 and res.backend == "limbs" and res.config["devices"] == 2
+    for rnd in range(2):  # keys generated (raw from setup), then cached (raw from pk.npz)
+        be = LimbBackend(2)
+        be.loaded = []
+        res = run_prove(ProveOptions(challenges=1, depth=2, batch=2, backend_object=be, opts=frozenset({"b1", "d4"}),
+                                     out_dir=Path(tmp_path_factory.mktemp("limbs")),
+                                     key_dir=tmp_path_factory.getbasetemp() / "limb-keys", configure_tracer=False))
+        assert res.verified == [True] * 4 and res.backend == "limbs" and res.config["devices"] == 2
+        assert res.key_cached == (rnd == 1)
+        assert sorted(be.loaded) == sorted((n, d) for n in ("a", "b_g1", "l", "h") for d in (0, 1))
 
 
 def test_pipeline_closes_backend_when_output_dir_is_unusable(tmp_path):
@@ -167,3 +182,19 @@ def test_pipeline_closes_backend_when_output_dir_is_unusable(tmp_path):
         run_prove(ProveOptions(challenges=1, depth=2, batch=1, backend_object=Closing(1), out_dir=blocker / "out",
                                key_dir=tmp_path / "keys", configure_tracer=False))
     assert Closing.closed == 1
+
+
+def test_affine_limbs_only_for_g1_queries_with_matching_raw(tmp_path):
+    import dataclasses
+
+    from gputrace.prover.circuit import validate_shape
+    from gputrace.prover.encoding import g1_to_affine_limbs
+    from gputrace.prover.keycache import get_keys
+
+    pk = get_keys(validate_shape(1, 2), tmp_path, seed=1).pk
+    for name in ("a", "b_g1", "l", "h"):
+        assert np.array_equal(pk.affine_limbs(name), g1_to_affine_limbs(getattr(pk, name)))
+    assert pk.affine_limbs("b_g2") is None
+    assert dataclasses.replace(pk, raw=None).affine_limbs("a") is None
+    short = dict(pk.raw, a=np.frombuffer(pk.raw["a"], np.uint8)[:-96])  # a raw block that is not the query: not used
+    assert dataclasses.replace(pk, raw=short).affine_limbs("a") is None

@@ -231,8 +231,11 @@ class ProverBackend(abc.ABC):
 
     # -- group work (the MSM phases) ---------------------------------------------------
     @abc.abstractmethod
-    def load_bases(self, name: str, points: Sequence[Any], device: int) -> BasesHandle:
-        """Make a proving-key query resident on ``device``. ``points`` are host ``G1Point``s.
+    def load_bases(self, name: str, points: Sequence[Any], device: int,
+                   affine_limbs: np.ndarray | None = None) -> BasesHandle:
+        """Make a proving-key query resident on ``device``. ``points`` are host ``G1Point``s;
+        ``affine_limbs``, when given, are the same points as ``uint64`` ``(n, 2, 6)`` affine limbs
+        (``ProvingKey.affine_limbs``), which a device backend uploads instead of converting ``points``.
 
         Called once per (query, device) per run, outside the timed phases of a proof.
         """

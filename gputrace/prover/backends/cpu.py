@@ -158,7 +158,8 @@ class CpuBackend(ProverBackend):
         return DeviceArray(out, a.device, a.shape)
 
     # -- group work ---------------------------------------------------------------------
-    def load_bases(self, name: str, points: Sequence[Any], device: int) -> BasesHandle:
+    def load_bases(self, name: str, points: Sequence[Any], device: int,
+                   affine_limbs: np.ndarray | None = None) -> BasesHandle:
         self._check_device(device)
         pts = list(points)
         return BasesHandle(name, device, len(pts), pts)

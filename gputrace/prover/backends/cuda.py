@@ -191,9 +191,17 @@ class CudaBackend(ProverBackend):
         return a
 
     # -- group work ---------------------------------------------------------------------------
-    def load_bases(self, name: str, points: Sequence[Any], device: int) -> BasesHandle:
+    def load_bases(self, name: str, points: Sequence[Any], device: int,
+                   affine_limbs: np.ndarray | None = None) -> BasesHandle:
         d = self._dev(device)
-        limbs = g1_to_affine_limbs(list(points)) if len(points) else np.zeros((0, 2, 6), dtype=np.uint64)
+        if affine_limbs is not None:
+            if affine_limbs.shape != (len(points), 2, 6):
+                raise BackendError(f"cuda load_bases({name}): affine limbs {affine_limbs.shape} for {len(points)} points")
+            limbs = affine_limbs
+        elif len(points):
+            limbs = g1_to_affine_limbs(list(points))
+        else:
+            limbs = np.zeros((0, 2, 6), dtype=np.uint64)
         with cupy.cuda.Device(device):
             data = d.msm.load_bases(limbs, d.stream)
             check(f"load_bases({name})", d.stream.synchronize)
