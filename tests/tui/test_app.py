@@ -463,6 +463,16 @@ def test_focus_on_unknown_phase_keeps_fit_and_says_so(sample_2gpu):
     asyncio.run(go())
 
 
+async def focused(app, pilot):
+    """The Gantt, once --focus has selected a span (following a file there is no final update to wait for)."""
+    gantt = app.query_one(Gantt)
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if gantt.selected >= 0:
+            break
+    return gantt
+
+
 def test_focus_while_following_a_live_file(tmp_path, sample_2gpu):
     """With --follow there is no final update: focus happens on the first update holding the phase."""
     live = tmp_path / "live.jsonl"
@@ -471,11 +481,7 @@ def test_focus_while_following_a_live_file(tmp_path, sample_2gpu):
     async def go():
         app = GputraceApp([str(live)], follow=True, batch_time=0.05, focus="msm_h")
         async with app.run_test(size=SIZE) as pilot:
-            gantt = app.query_one(Gantt)
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if gantt.selected >= 0:
-                    break
+            gantt = await focused(app, pilot)
             tl = app.index.timeline
             assert gantt.selected >= 0
             assert tl.name_of(gantt.selected) == "msm_h"
@@ -494,11 +500,7 @@ def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, s
     async def go():
         app = GputraceApp([str(live)], follow=True, batch_time=0.05, focus="msm_h")
         async with app.run_test(size=SIZE) as pilot:
-            gantt = app.query_one(Gantt)
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if gantt.selected >= 0:
-                    break
+            gantt = await focused(app, pilot)
             tl = app.index.timeline
             row0 = gantt.selected
             sid, start = int(tl.span_id[row0]), int(tl.start[row0])
