@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .circuit import CircuitShape, MerkleInstance, make_instance, synthesize, synthesize_challenges
+from .circuit import CircuitShape, MerkleInstance, make_instance, synthesize_challenges
 from .field import ints_to_limbs
 from .r1cs import ConstraintSystem
 
@@ -35,31 +35,24 @@ class Witness:
     num_constraints: int
 
 
-def build_cs(shape: CircuitShape, inst: MerkleInstance, opts: frozenset[str]) -> ConstraintSystem:
+def build_cs(shape: CircuitShape, inst: MerkleInstance, opts: frozenset[str], ks: range | None = None) -> ConstraintSystem:
+    """The constraint system of challenges ``ks`` (default: all, the whole circuit) with the A1 layout and
+    A2 pre-sizing ``opts`` ask for."""
+    ks = range(shape.challenges) if ks is None else ks
     cs = ConstraintSystem(
         layout="packed" if "a1" in opts else "dict",
-        capacity=shape.approx_vars if "a2" in opts else None,
+        capacity=shape.vars_for(len(ks)) if "a2" in opts else None,
     )
-    synthesize(cs, inst)
+    synthesize_challenges(cs, inst, ks)
     return cs
 
 
 def synthesize_witness(shape: CircuitShape, seed: int, circuit: int, domain_size: int,
                        opts: frozenset[str], instance: MerkleInstance | None = None) -> Witness:
-    """Synthesize circuit number ``circuit`` (its tree comes from ``seed`` and ``circuit``)."""
-    inst = instance or make_instance(shape, instance_seed(seed, circuit))
-    cs = build_cs(shape, inst, opts)
-    a, b, c = cs.evaluate(check=True)
-    z = cs.assignment
-    m, ni = cs.num_constraints, cs.num_inputs
-    if m + ni > domain_size:
-        raise ValueError(f"circuit {circuit}: {m} constraints + {ni} inputs exceed the key's domain {domain_size}")
-    pad = domain_size - m
-    a = a + z[:ni] + [0] * (pad - ni)  # input rows: input_i * 0 = 0 (as in setup)
-    b = b + [0] * pad
-    c = c + [0] * pad
-    abc = ints_to_limbs(a + b + c).reshape(3, domain_size, 4)
-    return Witness(circuit, inst.public_inputs, ints_to_limbs(z), abc, ni, m)
+    """Synthesize circuit number ``circuit`` (its tree comes from ``seed`` and ``circuit``): one part
+    covering every challenge."""
+    part = synthesize_part(shape, seed, circuit, opts, 0, shape.challenges, instance)
+    return merge_parts(shape, circuit, domain_size, [part])
 
 
 @dataclass
@@ -93,11 +86,7 @@ def synthesize_part(shape: CircuitShape, seed: int, circuit: int, opts: frozense
     if not 0 <= lo < hi <= shape.challenges:
         raise ValueError(f"challenge range {lo}..{hi} outside 0..{shape.challenges}")
     inst = instance or make_instance(shape, instance_seed(seed, circuit))
-    cs = ConstraintSystem(
-        layout="packed" if "a1" in opts else "dict",
-        capacity=shape.vars_for(hi - lo) if "a2" in opts else None,
-    )
-    synthesize_challenges(cs, inst, range(lo, hi))
+    cs = build_cs(shape, inst, opts, range(lo, hi))
     a, b, c = cs.evaluate(check=True)
     m = cs.num_constraints
     return WitnessPart(lo, hi, inst.public_inputs, ints_to_limbs(cs.assignment[cs.num_inputs:]),
