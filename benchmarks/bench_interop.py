@@ -16,8 +16,10 @@ uses), so "0.5x" means "half as fast as loading the trace".
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -88,6 +90,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="gputrace-bench-interop-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # about 0.3 GB of traces
     tl = synthetic_timeline(SyntheticSpec(hosts=2, gpus=4, target_spans=args.spans))
     jsonl = tmp / "t.jsonl"
     write_otlp_jsonl(tl, jsonl)

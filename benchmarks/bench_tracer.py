@@ -23,8 +23,10 @@ span costs ~9 us; on slower machines read the ratios (target ns / 9000 ns).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -102,6 +104,7 @@ def child(case: str, n: int, repeats: int) -> dict:
                     pass
 
     tmp = tempfile.mkdtemp(prefix="gputrace-bench-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # trace files of up to hundreds of MB
     gputrace.configure(trace_file=os.path.join(tmp, "bench.jsonl"), collect_gpu_info=False,
                        buffer_size=1 << 22)
     ours(1000)
@@ -166,6 +169,7 @@ def child_write(n: int, repeats: int) -> dict:
     from gputrace.trace.sinks.jsonl import JsonlFileSink
 
     tmp = tempfile.mkdtemp(prefix="gputrace-bench-", dir=WRITE_DIR)
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     res = {"service.name": "bench", "host.name": "x"}
     rec_rate = []
     for rep in range(repeats):

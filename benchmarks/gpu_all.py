@@ -23,9 +23,11 @@ Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-t
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -315,7 +317,8 @@ def proof_bench(sizes: list[int], keys: Path, cpu: bool, warmup: int = 1) -> Non
     res = {}
     for logn in sizes:
         entry = {}
-        tmp = Path(tempfile.mkdtemp())
+        tmp = Path(tempfile.mkdtemp(prefix="gputrace-proof-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
         # The first size also gets a warm-up CUDA run (module load, CuPy pools); later sizes are warm.
         last = warmup if logn == sizes[0] else 0
         runs = [("cuda", r) for r in range(last + 1)] + ([("cpu", 0)] if cpu else [])
@@ -364,7 +367,8 @@ def multi_bench(sizes: list[int], keys: Path, gpus: int) -> None:
         return
     for logn in sizes:
         entry = {}
-        tmp = Path(tempfile.mkdtemp())
+        tmp = Path(tempfile.mkdtemp(prefix="gputrace-multi-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
         for ndev, batch in ((1, g), (g, 1)):
             trace = OUT / f"multi-2_{logn}-{ndev}gpu.jsonl"
             o = ProveOptions(constraints=1 << logn, batch=batch, devices=ndev, backend="cuda",
