@@ -36,6 +36,7 @@ class HostMsm:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=thread_name_prefix)
+        self._closed = False
 
     def parts_for(self, n: int) -> int:
         """How many parts an MSM of ``n`` points is cut into."""
@@ -43,7 +44,9 @@ class HostMsm:
 
     def multiexp(self, point_type: Any, bases: Sequence[Any], limbs: np.ndarray) -> Any:
         """``sum(limbs[i] * bases[i])`` for the first ``len(limbs)`` bases; ``point_type`` is ``G1Point`` or
-        ``G2Point``. Raises ValueError if there are more scalars than bases."""
+        ``G2Point``. Raises ValueError if there are more scalars than bases, RuntimeError after ``close()``."""
+        if self._closed:
+            raise RuntimeError("HostMsm.multiexp after close()")
         limbs = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, 4)
         n = len(limbs)
         if n > len(bases):
@@ -66,6 +69,7 @@ class HostMsm:
         return acc
 
     def close(self) -> None:
+        self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 

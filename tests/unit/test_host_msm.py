@@ -104,3 +104,14 @@ def test_scalars_are_made_once_on_the_calling_thread(small_parts, monkeypatch):
     assert got == G1Point.multiexp_unchecked(bases[:64], real(limbs))
     assert where == [(64, threading.current_thread().name)]
 
+
+def test_closed_pool_refuses_every_msm(small_parts):
+    """After close() a small MSM (one part, no pool) is refused as a split one would be: one contract."""
+    bases, limbs = _case(G1Point, 64)
+    m = HostMsm(4)
+    m.close()
+    m.close()  # idempotent
+    for n in (1, 64):
+        with pytest.raises(RuntimeError, match="after close"):
+            m.multiexp(G1Point, bases, limbs[:n])
+
