@@ -186,9 +186,10 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
         ctx = gputrace.current_context()
         workers = max(1, o.synthesis_workers or cpus)
         nsynth = min(total, workers)
-        nparts = max(1, workers // total)  # challenge ranges per circuit (split_challenges caps it at K)
+        # Challenge ranges per circuit: at most K, so no process is started that no part can use.
+        nparts = max(1, min(workers // total, shape.challenges))
         synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
-        procs = _synthesis_processes(nsynth * nparts) if nsynth * nparts > 1 else None
+        procs = _synthesis_processes(nsynth * nparts) if workers > 1 else None
         g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
         g2_msm = HostMsm(cpus, thread_name_prefix="b_g2-part")
         try:

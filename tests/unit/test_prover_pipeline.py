@@ -154,3 +154,20 @@ def test_config_for_matches_what_run_records(tmp_path, key_dir):
     cfg = config_for(o)
     assert cfg["b1"] and cfg["d4"] and not cfg["a1"] and cfg["depth"] == 2
     assert dict(run_prove(o).config) == cfg
+
+
+def test_no_synthesis_process_beyond_the_challenges(tmp_path, key_dir, monkeypatch):
+    """--synthesis-workers 16 on a K = 3 circuit: 3 parts, so 3 processes are forked, not 16."""
+    from gputrace.prover import pipeline
+
+    started = []
+    real = pipeline._synthesis_processes
+
+    def spy(n):
+        started.append(n)
+        return real(n)
+
+    monkeypatch.setattr(pipeline, "_synthesis_processes", spy)
+    res = run_prove(ProveOptions(challenges=3, depth=2, batch=1, devices=1, out_dir=tmp_path, key_dir=key_dir,
+                                 configure_tracer=False, synthesis_workers=16))
+    assert res.verified == [True] and started == [3]
