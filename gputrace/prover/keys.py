@@ -154,7 +154,8 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
             h=fixed_base.decode_g1(arrays["h"].tobytes()),
             domain_size=int(meta["domain_size"]), num_inputs=int(meta["num_inputs"]),
             num_vars=int(meta["num_vars"]), fingerprint=fp,
-            raw={k: arrays[k] for k in ("a", "b_g1", "b_g2", "l", "h")},  # the rows as read, no copy
+            # The rows as read (no copy unless stored column-major: raw is read as a buffer, in row order).
+            raw={k: np.ascontiguousarray(arrays[k]) for k in ("a", "b_g1", "b_g2", "l", "h")},
         )
     except KeyError as exc:
         raise KeyError_(f"{path}: missing field {exc}") from None

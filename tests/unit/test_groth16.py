@@ -105,6 +105,23 @@ def test_bad_proving_key_meta_names_file_and_field(proved, key_dir, tmp_path):
     assert str(p) in str(ei.value)
 
 
+def test_key_rows_stored_column_major_give_the_same_affine_limbs(proved, key_dir, tmp_path):
+    """A pk.npz whose rows are Fortran-ordered (another writer) decodes by tobytes(); the GPU limbs must be
+    the same points, not a transposed buffer or a 'not C-contiguous' error."""
+    import numpy as np
+
+    from gputrace.prover.encoding import g1_to_affine_limbs
+
+    ks = get_keys(CircuitShape(1, 2), key_dir, seed=1)
+    with np.load(ks.directory / "pk.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    p = tmp_path / "pk.npz"
+    np.savez(p, **{k: np.asfortranarray(v) for k, v in arrays.items()})
+    pk = keys.load_pk(p, expect_fingerprint=ks.fingerprint)
+    for name in ("a", "b_g1", "l", "h"):
+        assert np.array_equal(pk.affine_limbs(name), g1_to_affine_limbs(getattr(pk, name))), name
+
+
 def test_wrong_input_count_and_foreign_vk(proved, key_dir, tmp_path):
     vk, _ = keys.load_vk(proved.vk_path)
     proof, inputs = read_proof(proved.proof_paths[0])
