@@ -501,6 +501,11 @@ def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, s
         app = GputraceApp([str(live)], follow=True, batch_time=0.05, focus="msm_h")
         async with app.run_test(size=SIZE) as pilot:
             gantt = await focused(app, pilot)
+            for _ in range(100):  # --focus's own SpanSelected may still be queued: let it show Details first
+                if app.query_one("#side").active == "details":
+                    break
+                await pilot.pause(0.05)
+            assert app.query_one("#side").active == "details"
             tl = app.index.timeline
             row0 = gantt.selected
             sid, start = int(tl.span_id[row0]), int(tl.start[row0])
