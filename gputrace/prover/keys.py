@@ -97,13 +97,10 @@ def _rows(buf: bytes, width: int) -> np.ndarray:
 def save_keys(directory: Path, pk: ProvingKey, vk: VerifyingKey, circuit: str, meta: dict) -> None:
     """Write ``vk.json`` and ``pk.npz`` into ``directory`` (atomically, file by file)."""
     directory = Path(directory)
-    raw = pk.raw or {
-        "a": b"".join(p.to_xy_bytes_le() for p in pk.a),
-        "b_g1": b"".join(p.to_xy_bytes_le() for p in pk.b_g1),
-        "b_g2": b"".join(p.to_xy_bytes_le() for p in pk.b_g2),
-        "l": b"".join(p.to_xy_bytes_le() for p in pk.l),
-        "h": b"".join(p.to_xy_bytes_le() for p in pk.h),
-    }
+    raw = {name: (pk.raw or {}).get(name) for name in ("a", "b_g1", "b_g2", "l", "h")}
+    for name, buf in raw.items():  # queries without kept encodings (a loaded key keeps only the G1 ones)
+        if buf is None:
+            raw[name] = b"".join(p.to_xy_bytes_le() for p in getattr(pk, name))
     fixed1 = b"".join(p.to_xy_bytes_le() for p in (pk.alpha_g1, pk.beta_g1, pk.delta_g1))
     fixed2 = b"".join(p.to_xy_bytes_le() for p in (pk.beta_g2, pk.delta_g2))
     full_meta = dict(meta, format=KEY_FORMAT, fingerprint=pk.fingerprint, domain_size=pk.domain_size,
@@ -155,7 +152,7 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
             domain_size=int(meta["domain_size"]), num_inputs=int(meta["num_inputs"]),
             num_vars=int(meta["num_vars"]), fingerprint=fp,
             # The rows as read (no copy unless stored column-major: raw is read as a buffer, in row order).
-            raw={k: np.ascontiguousarray(arrays[k]) for k in ("a", "b_g1", "b_g2", "l", "h")},
+            raw={k: np.ascontiguousarray(arrays[k]) for k in ("a", "b_g1", "l", "h")},  # G1 rows for load_bases
         )
     except KeyError as exc:
         raise KeyError_(f"{path}: missing field {exc}") from None

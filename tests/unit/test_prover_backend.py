@@ -198,3 +198,20 @@ def test_affine_limbs_only_for_g1_queries_with_matching_raw(tmp_path):
     assert dataclasses.replace(pk, raw=None).affine_limbs("a") is None
     short = dict(pk.raw, a=np.frombuffer(pk.raw["a"], np.uint8)[:-96])  # a raw block that is not the query: not used
     assert dataclasses.replace(pk, raw=short).affine_limbs("a") is None
+
+
+def test_loaded_key_keeps_only_g1_rows_and_saves_identically(tmp_path):
+    """A loaded key keeps the G1 query rows (for load_bases) but not b_g2's; saving it again re-encodes b_g2
+    and writes the same arrays."""
+    from gputrace.prover.circuit import validate_shape
+    from gputrace.prover.keycache import get_keys
+    from gputrace.prover.keys import load_pk, load_vk, save_keys
+
+    ks = get_keys(validate_shape(1, 2), tmp_path / "k", seed=1)
+    pk = load_pk(ks.directory / "pk.npz")
+    assert set(pk.raw) == {"a", "b_g1", "l", "h"}
+    vk, _ = load_vk(ks.vk_path)
+    save_keys(tmp_path / "again", pk, vk, "merkle-poseidon-t3", {})
+    with np.load(ks.directory / "pk.npz") as a, np.load(tmp_path / "again" / "pk.npz") as b:
+        for name in ("a", "b_g1", "b_g2", "l", "h", "fixed_g1", "fixed_g2"):
+            assert np.array_equal(a[name], b[name]), name
