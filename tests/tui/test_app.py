@@ -18,6 +18,14 @@ from gputrace.tui.rows import DEVICE, LANE
 SIZE = (150, 44)
 
 
+async def until(pilot, cond, tries=100):
+    """Let the app run (0.05 s steps, at most ``tries``) until ``cond()`` holds; the caller asserts it."""
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if cond():
+            return
+
+
 async def ready(app, pilot):
     await app.wait_ready(60)
     await pilot.pause()
@@ -292,18 +300,12 @@ def test_follow_grows_as_the_file_is_written(tmp_path, sample_2gpu):
         app = GputraceApp([str(live)], follow=True, batch_time=0.05)
         async with app.run_test(size=SIZE) as pilot:
             gantt = app.query_one(Gantt)
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if gantt.index is not None:
-                    break
+            await until(pilot, lambda: gantt.index is not None)
             first = gantt.index.timeline.n
             assert 0 < first < 120
             with open(live, "ab") as f:
                 f.write(lines[1][100:])
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if gantt.index.timeline.n == 120:
-                    break
+            await until(pilot, lambda: gantt.index.timeline.n == 120)
             assert gantt.index.timeline.n == 120
             assert "following" in text_of(app.query_one("#status"))
 
@@ -326,10 +328,7 @@ def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
                                                  headers={"Content-Type": "application/json"})
                     await asyncio.to_thread(lambda: urllib.request.urlopen(req, timeout=10).read())
                 gantt = app.query_one(Gantt)
-                for _ in range(200):
-                    await pilot.pause(0.05)
-                    if gantt.index is not None and gantt.index.timeline.n == 120:
-                        break
+                await until(pilot, lambda: gantt.index is not None and gantt.index.timeline.n == 120, 200)
                 assert gantt.index.timeline.n == 120
 
         asyncio.run(go())
@@ -389,10 +388,7 @@ def test_follow_a_file_that_does_not_exist_yet(tmp_path, sample_2gpu):
             assert app.error is None
             live.write_bytes(open(sample_2gpu, "rb").read())
             gantt = app.query_one(Gantt)
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if gantt.index is not None and gantt.index.timeline.n == 120:
-                    break
+            await until(pilot, lambda: gantt.index is not None and gantt.index.timeline.n == 120)
             assert gantt.index.timeline.n == 120
 
     asyncio.run(go())
@@ -466,10 +462,7 @@ def test_focus_on_unknown_phase_keeps_fit_and_says_so(sample_2gpu):
 async def focused(app, pilot):
     """The Gantt, once --focus has selected a span (following a file there is no final update to wait for)."""
     gantt = app.query_one(Gantt)
-    for _ in range(100):
-        await pilot.pause(0.05)
-        if gantt.selected >= 0:
-            break
+    await until(pilot, lambda: gantt.selected >= 0)
     return gantt
 
 
@@ -501,10 +494,8 @@ def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, s
         app = GputraceApp([str(live)], follow=True, batch_time=0.05, focus="msm_h")
         async with app.run_test(size=SIZE) as pilot:
             gantt = await focused(app, pilot)
-            for _ in range(100):  # --focus's own SpanSelected may still be queued: let it show Details first
-                if app.query_one("#side").active == "details":
-                    break
-                await pilot.pause(0.05)
+            # --focus's own SpanSelected may still be queued: let it show Details first
+            await until(pilot, lambda: app.query_one("#side").active == "details")
             assert app.query_one("#side").active == "details"
             tl = app.index.timeline
             row0 = gantt.selected
@@ -512,10 +503,7 @@ def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, s
             app.query_one("#side").active = "stalls"
             with open(live, "ab") as f:
                 f.write(first)
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if app.index.timeline.n == 120:
-                    break
+            await until(pilot, lambda: app.index.timeline.n == 120)
             await pilot.pause(0.1)
             tl = app.index.timeline
             assert tl.n == 120
