@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar  # noqa: E402
 
 from gputrace.prover.field import R, ints_to_limbs, limbs_to_scalars  # noqa: E402
-from gputrace.prover.host_msm import HostMsm  # noqa: E402
+from gputrace.prover.host_msm import HostMsm, cpu_threads  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args(argv)
     pt = G2Point if a.group == "g2" else G1Point
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = cpu_threads()
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cpus} CPUs, load {os.getloadavg()[0]:.1f}, "
           f"{a.group.upper()} MSM, median of {a.repeats}")
     msm = HostMsm(cpus)

@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from gputrace.prover.circuit import shape_for_constraints  # noqa: E402
+from gputrace.prover.host_msm import cpu_threads  # noqa: E402
 from gputrace.prover.witness import merge_parts, split_challenges, synthesize_part, synthesize_witness  # noqa: E402
 
 
 def main(argv=None) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = cpu_threads()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="14,16")
     ap.add_argument("--parts", type=int, default=cpus)

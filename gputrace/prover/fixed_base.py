@@ -11,7 +11,6 @@ identity as all zero bytes.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Sequence
@@ -19,6 +18,7 @@ from typing import Sequence
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from .field import R
+from .host_msm import cpu_threads
 
 _TABLES: dict[str, list] = {}
 _XY = {"g1": 96, "g2": 192}
@@ -71,10 +71,6 @@ def _job(args: tuple[str, list[int]]) -> bytes:
     return mul_gen(*args)
 
 
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
 def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None = None) -> list[bytes]:
     """Run several ``mul_gen`` jobs (group, scalars), in parallel over processes when large.
 
@@ -82,7 +78,7 @@ def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None 
     caller's ``__main__``, which breaks scripts without a main guard; the children only run
     ``mul_gen`` (arkworks and ints), never the parent's threads or locks.
     """
-    workers = workers or default_workers()
+    workers = workers or cpu_threads()
     total = sum(len(s) for _, s in jobs)
     if workers <= 1 or total < POOL_THRESHOLD:
         return [mul_gen(g, s) for g, s in jobs]

@@ -43,7 +43,7 @@ from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
 from .field import R, to_scalar
-from .host_msm import HostMsm
+from .host_msm import HostMsm, cpu_threads
 from .keycache import get_keys
 from .msm_plan import plan_msm
 from .options import OPT_NAMES, ProveOptions, ProveResult
@@ -161,7 +161,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
 def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey,
                  stats: _Stats, total: int) -> tuple[list[Proof], list[list[int]]]:
     ndev = backend.device_count()
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = cpu_threads()
     bases = []
     for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
         lane = backend.lanes(d)[0]
@@ -187,7 +187,8 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
         workers = max(1, o.synthesis_workers or cpus)
         nsynth = min(total, workers)
         # Challenge ranges per circuit: at most K, so no process is started that no part can use.
-        nparts = max(1, min(workers // total, shape.challenges))
+        ranges = split_challenges(shape.challenges, max(1, min(workers // total, shape.challenges)))
+        nparts = len(ranges)
         synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
         procs = _synthesis_processes(nsynth * nparts) if workers > 1 else None
         g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
@@ -195,14 +196,11 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
         try:
             def synth(i: int) -> Witness:
                 lane = f"thread:synth-{_slot(threading.current_thread().name)}"
-                ranges = split_challenges(shape.challenges, nparts)
                 with stats.phase("synthesis", "host", circuit=i, batch=0, device=-1, lane=lane, parent=ctx,
-                                 constraints=shape.constraints, parts=len(ranges)):
+                                 constraints=shape.constraints, parts=nparts):
                     if procs is None:
                         w = synthesize_witness(shape, o.seed, i, pk.domain_size, o.opts)
-                    elif len(ranges) == 1:  # one process per synth thread, so the job starts at once
-                        w = procs.submit(synthesize_witness, shape, o.seed, i, pk.domain_size, o.opts).result()
-                    else:  # nparts processes per synth thread: the parts start at once
+                    else:  # nparts processes per synth thread, so its parts start at once
                         jobs = [procs.submit(synthesize_part, shape, o.seed, i, o.opts, lo, hi) for lo, hi in ranges]
                         w = merge_parts(shape, i, pk.domain_size, [j.result() for j in jobs])
                 progress("synthesis")
