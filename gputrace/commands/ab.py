@@ -77,7 +77,7 @@ def prover_runner(args, out_dir: Path):
 
 
 def _plan(args):
-    from gputrace.analysis.design import factorial, one_at_a_time, opt_sets, parse_switches
+    from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets, parse_switches
     from gputrace.prover.options import OPT_NAMES
 
     if args.opt_sets:
@@ -101,7 +101,7 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         label, res = rep.comparisons[0]
         render_comparison(res, console, top, title=label, only_changed=only_changed)
     if rep.switch_findings:
-        from gputrace.analysis.abtest import e2e_row
+        from gputrace.analysis.ab.abtest import e2e_row
 
         t = Table(title="One switch at a time (end to end)", title_justify="left")
         for col in ("switch", "alone vs none", "verdict", "all vs all-without", "verdict", "interaction?"):
@@ -129,8 +129,8 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
 def run(args) -> int:
     import datetime
 
-    from gputrace.analysis.abtest import analyse
-    from gputrace.analysis.experiment import Experiment, ExperimentError, run_experiment
+    from gputrace.analysis.ab.abtest import analyse
+    from gputrace.analysis.ab.experiment import Experiment, ExperimentError, run_experiment
 
     err = console(stderr=True, soft_wrap=True)
     try:

@@ -1,5 +1,5 @@
 """``gputrace compare BASE... --vs VARIANT...``: which phase moved, on which device, by how
-much, and whether it is real. Wiring and rendering only (statistics: gputrace.analysis.compare).
+much, and whether it is real. Wiring and rendering only (statistics: gputrace.analysis.ab.compare).
 
 Exit codes: 0 fine, 1 unreadable input or bad arguments, 3 ``--fail-on-regression`` tripped.
 """
@@ -87,7 +87,7 @@ def load_runs(paths, lenient: bool = False):
     """(Timelines, labels): one per run; files holding several runs are split by run id."""
     from pathlib import Path
 
-    from gputrace.analysis.measures import split_runs
+    from gputrace.analysis.ab.measures import split_runs
     from gputrace.interop.formats import read_any
 
     tls, labels = [], []
@@ -190,8 +190,8 @@ def dump_json(doc) -> None:
 
 
 def run(args) -> int:
-    from gputrace.analysis.compare import compare_measures
-    from gputrace.analysis.measures import run_measures
+    from gputrace.analysis.ab.compare import compare_measures
+    from gputrace.analysis.ab.measures import run_measures
 
     try:
         bt, bl = load_runs(args.base, args.lenient)

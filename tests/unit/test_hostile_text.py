@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.markup import render as rich_render
 
-from gputrace.analysis.synth import make_timeline, synthetic_run
+from gputrace.testing.synth import make_timeline, synthetic_run
 from gputrace.interop.otlp_file import write_otlp_jsonl
 from gputrace.textsafe import console, markup, rich_text, visible
 from gputrace.textsafe import xml as xml_escape
@@ -117,8 +117,8 @@ def test_report_error_message_is_inert(tmp_path):
 
 
 def test_compare_render_is_inert():
-    from gputrace.analysis.compare import compare_measures
-    from gputrace.analysis.measures import run_measures
+    from gputrace.analysis.ab.compare import compare_measures
+    from gputrace.analysis.ab.measures import run_measures
     from gputrace.commands.compare import gate, render_comparison
 
     def runs(commit, slow):
