@@ -113,6 +113,9 @@ def _follow(paths: list[str], stop_event: threading.Event, interval: float) -> I
     if not os.path.exists(p):
         yield Part(note=f"waiting for {p}")
     for prog in follow(p, stop_event, interval=interval, lenient=True):
+        if prog.idle:  # the writer is quiet: lets the loader post what it holds
+            yield Part(done_bytes=prog.bytes_read, total_bytes=prog.bytes_total, note=prog.report.summary(), idle=True)
+            continue
         yield Part(done_bytes=prog.bytes_read, total_bytes=prog.bytes_total, note=prog.report.summary(),
                    snapshot=prog.loader.timeline)
 

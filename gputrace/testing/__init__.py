@@ -1,0 +1,6 @@
+"""Synthetic traces for tests, examples and benchmarks: `synth` (exact Timelines from span
+dicts; prover-shaped runs with noise and injected slowdowns) and `synthetic` (large
+prover-like OTLP JSON Lines files).
+
+Never imported by the product packages (an import-linter contract in pyproject.toml).
+"""
