@@ -21,7 +21,7 @@ from gputrace import activity as A
 from gputrace.analysis.gpu_activity import activity_index, bracket_only_phases, device_busy, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.analysis.gpu_transfers import copy_table, kernel_table, sync_waits
-from gputrace.timeline.activity_records import activity_timeline
+from gputrace.testing.activity_records import activity_timeline
 
 T0 = 1_767_225_600_000_000_000
 US = 1_000
