@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from gputrace.textsafe import visible
 from gputrace.timeline.model import Timeline
 
 
@@ -14,7 +15,7 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     """All of ``paths`` merged into one Timeline by the entrance, :func:`gputrace.timeline.load.read_any`
     (OTLP JSONL, nsys SQLite or Chrome JSON, by content).
 
-    Returns None after printing ``gputrace <command>: <reason>`` to stderr when a file cannot be read
+    Returns None after printing ``gputrace <command>: <reason>`` (control characters made visible) to stderr when a file cannot be read
     (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
     caller then exits with status 1. Raises nothing else.
     """
@@ -23,7 +24,7 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     try:
         tl = read_any(paths, lenient=lenient)
     except (OSError, ValueError) as exc:
-        print(f"gputrace {command}: {exc}", file=sys.stderr)
+        print(f"gputrace {command}: {visible(exc)}", file=sys.stderr)
         return None
     if tl.n == 0:
         print(f"gputrace {command}: {empty_message}", file=sys.stderr)

@@ -43,6 +43,7 @@ class LoadProgress:
     done: bool
     loader: TraceLoader
     reset: bool = False  # follow(): the file was truncated or replaced; the load started over
+    idle: bool = False  # follow(): a heartbeat while the file is quiet (nothing new since the last progress)
 
     @property
     def timeline(self) -> Timeline:
@@ -95,8 +96,10 @@ class _Reader:
         return self.split.push(data)
 
 
-def _progress(r: _Reader, loader: TraceLoader, total: int, done: bool, reset: bool = False) -> LoadProgress:
-    return LoadProgress(str(r.path), r.pos, total, loader.report.lines, loader.spans_loaded, done, loader, reset)
+def _progress(r: _Reader, loader: TraceLoader, total: int, done: bool, reset: bool = False,
+              idle: bool = False) -> LoadProgress:
+    return LoadProgress(str(r.path), r.pos, total, loader.report.lines, loader.spans_loaded, done, loader, reset,
+                        idle)
 
 
 def _pump(r: _Reader, loader: TraceLoader, interval: float, stop_event) -> bool:
@@ -175,6 +178,10 @@ def follow(path, stop_event: threading.Event, *, interval: float = 0.25, poll: f
     file to appear if it does not exist yet. When the file shrinks (truncated) or its inode
     changes (rotated/replaced), loading restarts from its beginning with a fresh loader and the
     next progress has ``reset=True``. Gzip files cannot grow meaningfully: they are loaded once.
+
+    While the file is quiet it yields a heartbeat (``idle=True``, nothing new) every ``poll``
+    seconds, so a consumer that batches updates can post what it holds once the writer stops
+    (without it, the last lines of a run would wait for data that never comes).
     """
     reset = False
     while not stop_event.is_set():
@@ -196,10 +203,11 @@ def follow(path, stop_event: threading.Event, *, interval: float = 0.25, poll: f
                     continue
                 if r.gz:
                     while not stop_event.wait(poll):
-                        pass
+                        yield _progress(r, loader, r.pos, False, idle=True)
                     return
                 # Out of data: wait, then check for truncation or rotation.
                 while not stop_event.wait(poll):
+                    yield _progress(r, loader, max(r.pos, _size(path)), False, idle=True)
                     try:
                         st = os.stat(path)
                     except FileNotFoundError:

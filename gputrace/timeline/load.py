@@ -213,6 +213,7 @@ class LoadStep:
     total_bytes: int = 0
     note: str = ""
     snapshot: Callable[[], Timeline] | None = None
+    idle: bool = False  # follow: a heartbeat while the file is quiet (nothing new; a viewer may post what it holds)
 
 
 def check_paths(paths: Sequence[PathLike]) -> None:
@@ -309,6 +310,9 @@ def _follow_steps(paths: list[str], stop: threading.Event, interval: float) -> I
     if not os.path.exists(p):
         yield LoadStep(note=f"waiting for {p}")
     for prog in follow(p, stop, interval=interval, lenient=True):
+        if prog.idle:
+            yield LoadStep(prog.bytes_read, prog.bytes_total, prog.report.summary(), idle=True)
+            continue
         yield LoadStep(prog.bytes_read, prog.bytes_total, prog.report.summary(), prog.loader.timeline)
 
 

@@ -135,6 +135,8 @@ class GputraceApp(SearchFilter, App):
         self._analysis_gen = 0
         self._last_analysis = 0.0
         self._analysis_cost = 0.0
+        self._analysis_timer = None
+        self._analysed_index: TimelineIndex | None = None
         self.overlays = Overlays()
         self.by_device = True
 
@@ -225,11 +227,25 @@ class GputraceApp(SearchFilter, App):
             self.loaded.set()
         # Analysis competes with loading for the CPU: run it once at the end, and while
         # following a live file at most every few seconds (longer when it is slow).
+        # A skipped live update is analysed later by a timer, so the stalls of the end of a run
+        # appear once the writer stops.
         now = time.monotonic()
-        if upd.final or (self.follow and now - self._last_analysis > max(3.0, 4 * self._analysis_cost)):
-            self._last_analysis = now
-            self._analysis_gen += 1
-            self._analyse(upd.index, self._analysis_gen, self.by_device)
+        wait = max(3.0, 4 * self._analysis_cost) - (now - self._last_analysis)
+        if upd.final or (self.follow and wait <= 0):
+            self._run_analysis(upd.index)
+        elif self.follow and self._analysis_timer is None:
+            self._analysis_timer = self.set_timer(wait, self._analyse_latest)
+
+    def _run_analysis(self, index: TimelineIndex) -> None:
+        self._last_analysis = time.monotonic()
+        self._analysed_index = index
+        self._analysis_gen += 1
+        self._analyse(index, self._analysis_gen, self.by_device)
+
+    def _analyse_latest(self) -> None:
+        self._analysis_timer = None
+        if self.full_index is not None and self.full_index is not self._analysed_index:
+            self._run_analysis(self.full_index)
 
     def _focus(self, phase: str, quiet: bool = False) -> bool:
         """Select the earliest span of ``phase`` and zoom the Gantt to it. False if there is none (with a

@@ -2,7 +2,7 @@
 
 Top: a banner with the environment differences the comparison found (hidden when none) and
 one line of context (runs, confidence). Middle: the per-phase table of a
-`gputrace.analysis.compare.ComparisonResult`: phase path, device, clock, median A, median B,
+`gputrace.analysis.ab.compare.ComparisonResult`: phase path, device, clock, median A, median B,
 change, confidence interval, a bar with whiskers (the change and its interval on one scale
 shared by all rows, around a zero mark) and the verdict, coloured; sorted with the rows
 called slower first, then by the size of the change. Bottom: the representative run of each
@@ -37,7 +37,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
 from gputrace.analysis._common import fmt_ns
-from gputrace.analysis.compare import ComparisonResult, PhaseComparison, compare_sets
+from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_sets
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt

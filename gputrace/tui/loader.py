@@ -24,6 +24,11 @@ from gputrace.timeline.model import Timeline
 from gputrace.tui.index import TimelineIndex
 
 
+#: Follow mode: the longest wait between updates while data keeps arriving (seconds), unless
+#: one merge costs more than a quarter of it.
+FOLLOW_MAX_INTERVAL = 1.0
+
+
 class LoadError(Exception):
     """A trace could not be shown; ``str`` is one line naming the file (and line)."""
 
@@ -41,6 +46,7 @@ class Part:
     total_bytes: int = 0
     note: str = ""  # e.g. a LoadReport summary of what a lenient read skipped
     snapshot: Callable[[], Timeline] | None = None
+    idle: bool = False  # the source is quiet (a follow heartbeat): post whatever is pending now
 
 
 @dataclass
@@ -72,8 +78,12 @@ def batch_updates(
 ) -> Iterator[Update]:
     """Merge parts and yield indexed updates (see module docstring).
 
-    ``final=False`` (follow mode) never marks an update final. Parts with no spans only
-    advance progress.
+    ``final=False`` (follow mode) never marks an update final, and the interval between
+    updates stops growing at ``max(FOLLOW_MAX_INTERVAL, 4 x one merge)``. Parts with no spans
+    only advance progress. An ``idle`` part (the source went quiet) posts what is pending as
+    soon as ``max(batch_time, 2 x one merge)`` has passed since the last update, so a live
+    view shows the end of a run within about a second of the writer stopping instead of
+    waiting for data that never comes.
     """
     acc: list[Timeline] = []
     snap: Callable[[], Timeline] | None = None
@@ -84,6 +94,7 @@ def batch_updates(
     note = ""
     pending = False
     n_parts = 0
+    upd_s = 0.0
     for part in parts:
         if cancelled():
             return
@@ -98,7 +109,8 @@ def batch_updates(
         now = clock()
         # Near the end of a finite read, wait for the final update instead of merging twice.
         nearly_done = final and total > 0 and done >= 0.85 * total and last_post is not None
-        if pending and not nearly_done and (last_post is None or now - last_post >= interval):
+        due = min(interval, max(batch_time, 2.0 * upd_s)) if part.idle else interval
+        if pending and not nearly_done and (last_post is None or now - last_post >= due):
             if snap is not None:
                 merged = None  # let the previous snapshot go before building the next
             merged, upd = _merge(merged, acc, origin, snap)
@@ -113,6 +125,8 @@ def batch_updates(
             # so re-merging costs a bounded fraction of the load (toolong posts every 0.25 s
             # because its batches are cheap; ours re-sort everything so far).
             interval = max(batch_time, 1.5 * interval, 4.0 * upd_s)
+            if not final:  # live: keep the view current, however long the run
+                interval = min(interval, max(FOLLOW_MAX_INTERVAL, 4.0 * upd_s))
             last_post = clock()
             pending = False
             yield Update(upd, merged.n, done, total, False, note, upd_s, n_parts)

@@ -31,6 +31,6 @@ def trace_parts(
     try:
         for step in load_steps(paths, follow=follow, stop_event=stop_event, interval=interval, parallel=parallel):
             yield Part(done_bytes=step.done_bytes, total_bytes=step.total_bytes, note=step.note,
-                       snapshot=step.snapshot)
+                       snapshot=step.snapshot, idle=step.idle)
     except UnreadableTrace as e:
         raise LoadError(str(e)) from None

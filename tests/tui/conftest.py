@@ -7,7 +7,7 @@ DATA = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data"))
 
 @pytest.fixture
 def sample_2gpu() -> str:
-    """120 spans, 1 host, 2 GPUs x 2 streams, 2 batches (gputrace.timeline.synthetic, seed 1)."""
+    """120 spans, 1 host, 2 GPUs x 2 streams, 2 batches (gputrace.testing.synthetic, seed 1)."""
     return os.path.join(DATA, "sample_2gpu.jsonl")
 
 

@@ -312,6 +312,31 @@ def test_follow_grows_as_the_file_is_written(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gpu):
+    """A prover writes its last lines in a burst (the root span last) and goes quiet: the live view
+    must show every span, without more data arriving to push the last batch out."""
+    lines = open(sample_2gpu, "rb").read().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(lines[0])
+
+    async def go():
+        app = GputraceApp([str(live)], follow=True)  # the default batch time, as `view --follow`
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = app.query_one(Gantt)
+            await until(pilot, lambda: gantt.index is not None)
+            with open(live, "ab", buffering=0) as f:
+                for ln in lines[1:]:
+                    f.write(ln)
+                    await asyncio.sleep(0.005)
+            await until(pilot, lambda: gantt.index.timeline.n == 120, 100)
+            assert gantt.index.timeline.n == 120
+            # The stalls panel catches up too (a deferred analysis of the last update).
+            await until(pilot, lambda: app._analysed_index is app.full_index, 160)
+            assert app._analysed_index is app.full_index
+
+    asyncio.run(go())
+
+
 def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
     pytest.importorskip("grpc")
     import urllib.request
@@ -321,13 +346,20 @@ def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
     rec, path = start_receiver("127.0.0.1:0", str(tmp_path / "live.jsonl"))
     try:
         async def go():
-            app = GputraceApp([path], follow=True, batch_time=0.05)
+            app = GputraceApp([path], follow=True)  # the default batch time, as `view --listen`
             async with app.run_test(size=SIZE) as pilot:
-                for line in open(sample_2gpu, "rb").read().splitlines():
-                    req = urllib.request.Request(rec.http_endpoint, data=line,
-                                                 headers={"Content-Type": "application/json"})
-                    await asyncio.to_thread(lambda: urllib.request.urlopen(req, timeout=10).read())
+                lines = open(sample_2gpu, "rb").read().splitlines()
+
+                def post(batch):
+                    for line in batch:
+                        req = urllib.request.Request(rec.http_endpoint, data=line,
+                                                     headers={"Content-Type": "application/json"})
+                        urllib.request.urlopen(req, timeout=10).read()
+
                 gantt = app.query_one(Gantt)
+                await asyncio.to_thread(post, lines[:1])
+                await until(pilot, lambda: gantt.index is not None, 200)
+                await asyncio.to_thread(post, lines[1:])  # one burst, then the sender goes quiet
                 await until(pilot, lambda: gantt.index is not None and gantt.index.timeline.n == 120, 200)
                 assert gantt.index.timeline.n == 120
 

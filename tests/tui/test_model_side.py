@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from gputrace.analysis.synth import make_timeline
+from gputrace.testing.synth import make_timeline
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.loader import LoadError, Part, batch_updates
@@ -123,6 +123,44 @@ def test_batch_updates_posts_first_part_then_merges():
     assert len({u.index.origin for u in ups}) == 1
 
 
+def test_batch_updates_follow_posts_the_tail_once_the_source_goes_quiet():
+    """A live source whose last parts arrive before the next update is due, then only heartbeats:
+    the pending spans must still be posted (the bug: a live view stuck short of the run's end)."""
+    tl = small_tl()
+    lanes = [tl.select(tl.lane == k) for k in range(len(tl.lanes))]
+    now = [0.0]
+
+    def parts():
+        yield Part(lanes[0])  # first screen
+        now[0] += 0.01
+        for p in lanes[1:]:
+            yield Part(p)  # a burst: each arrives well before the next update is due
+        for _ in range(5):  # the writer stopped: heartbeats only
+            now[0] += 0.3
+            yield Part(idle=True)
+
+    ups = []
+    for u in batch_updates(parts(), batch_time=0.25, final=False, clock=lambda: now[0]):
+        ups.append((now[0], u.spans))
+    assert ups[0][1] == lanes[0].n
+    t_all = next(t for t, n in ups if n == tl.n)  # every span, posted on the first due heartbeat
+    assert t_all <= 0.01 + 0.3 + 1e-9
+
+
+def test_batch_updates_follow_interval_stays_short_while_data_keeps_coming():
+    tl = small_tl()
+    now = [0.0]
+
+    def parts():
+        for _ in range(200):  # a long run writing steadily: a part every 0.1 s for 20 s
+            now[0] += 0.1
+            yield Part(tl)
+
+    times = [now[0] for _ in batch_updates(parts(), batch_time=0.25, final=False, clock=lambda: now[0])]
+    gaps = np.diff(times)
+    assert len(times) > 15 and gaps.max() <= 1.0 + 0.1 + 1e-9  # growth stops at FOLLOW_MAX_INTERVAL
+
+
 def test_batch_updates_snapshot_source_and_cancel():
     tl = small_tl()
     calls = []
@@ -174,7 +212,7 @@ def test_gzip_trace(tmp_path):
 
 
 def test_first_update_comes_before_the_file_is_read(tmp_path):
-    from gputrace.timeline.synthetic import write_synthetic
+    from gputrace.testing.synthetic import write_synthetic
 
     path = tmp_path / "mid.jsonl"
     write_synthetic(path, target_spans=6000, gpus=2, circuits=4, spans_per_line=64)

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from gputrace.analysis.design import Variant, schedule
-from gputrace.analysis.measures import RunMeasures, run_measures
+from gputrace.analysis.ab.design import Variant, schedule
+from gputrace.analysis.ab.measures import RunMeasures, run_measures
 
 MANIFEST = "manifest.json"
 
