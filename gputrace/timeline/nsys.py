@@ -336,6 +336,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
             if a is not None:
                 attrs[A.API] = api_names[a]
                 gtid = int(R.thread[a])
+                attrs["thread.id"] = gtid & 0xFFFFFF  # the OS thread id, as the CUPTI collector records it
                 lane = thread_lane(gtid, device)
                 gpid = gtid & _PID_MASK
             else:

@@ -75,7 +75,7 @@ RECORDS = [
     {"kind": "RUNTIME", "start": us(122), "end": us(131), "name": "cudaStreamSynchronize", "correlation_id": 7},
     {"kind": "SYNCHRONIZATION", "start": us(122), "end": us(131), "device_id": 1, "stream_id": 9,
      "type": "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "correlation_id": 7,
-     "thread": "MainThread", "phase": MSM},
+     "thread": "MainThread", "thread_id": PID, "phase": MSM},
 ]
 PHASES = [("ntt", NTT, 5, 71, 0), ("msm_h", MSM, 71, 135, 1)]  # name, span id, start, end (µs), device
 
@@ -195,3 +195,71 @@ def test_the_comparison_can_fail(tmp_path, field, value):
     changed[i][field] = value
     nsys = read_nsys(nsys_report(tmp_path / "work.sqlite"), host=HOST)
     assert activity_rows(nsys) != activity_rows(cupti_timeline(changed))
+
+
+# ---- against the CUPTI collector's own record -> span conversion (gputrace.trace.cupti_join) -----------
+OFF = T0 - 5_000_000  # CUPTI timestamp + OFF = epoch ns
+_KINDS = {"KERNEL": "CONCURRENT_KERNEL"}
+
+
+def plain_records(records=RECORDS) -> list[dict]:
+    """The work as the collector's plain records (CUPTI field names, enum member names, CUPTI clock),
+    with the EXTERNAL_CORRELATION records that the phases' pushed external ids give."""
+    out = []
+    for r in records:
+        p = {k: v for k, v in r.items() if k not in ("phase", "thread")}
+        p["kind"] = _KINDS.get(r["kind"], r["kind"])
+        p["start"], p["end"] = r["start"] - OFF, r["end"] - OFF
+        if r["kind"] == "RUNTIME":
+            p.update(thread_id=PID, process_id=PID)
+        else:
+            p["context_id"] = r.get("device_id", 0) + 1
+        for f in ("copy_kind", "src_kind", "dst_kind", "memory_kind"):
+            if f in p:
+                p[f] = p[f].rsplit("KIND_", 1)[1]
+        if "type" in p:
+            p["type"] = p["type"].split("TYPE_", 1)[1]
+            p["cuda_event_id"] = 0xFFFFFFFF
+        out.append(p)
+        if r.get("phase") is not None and r.get("correlation_id") is not None:
+            out.append({"kind": "EXTERNAL_CORRELATION", "correlation_id": r["correlation_id"],
+                        "external_id": 100 + r["phase"], "external_kind": "CUSTOM0"})
+    return out
+
+
+def collector_timeline(records=RECORDS):
+    from gputrace.otlp_json import encode_request
+    from gputrace.timeline.reader import TraceLoader
+    from gputrace.trace.cupti_join import ActivityJoin
+    from gputrace.trace.records import IdSource
+
+    trace = 0x0123456789ABCDEF0123456789ABCDEF
+    j = ActivityJoin(IdSource(3), thread_name={PID: "MainThread"}.get)
+    j.offset_ns = OFF
+    phases = []
+    for name, sid, s, e, _ in PHASES:
+        j.register_phase(100 + sid, trace, sid, us(s))
+        phases.append({"trace_id": trace, "span_id": sid, "name": name, "start_ns": us(s), "end_ns": us(e),
+                       "attributes": {"gputrace.lane": "thread:MainThread"}})
+    spans = j.add(plain_records(records)) + j.take(final=True)
+    res = {"service.name": "python3", "host.name": HOST, "process.pid": PID}
+    loader = TraceLoader()
+    loader.feed("<collector>", 1, encode_request(res, phases + spans))
+    return loader.timeline()
+
+
+def test_nsys_and_the_cupti_collector_give_the_same_activity_rows(tmp_path):
+    nsys = read_nsys(nsys_report(tmp_path / "work.sqlite"), host=HOST)
+    a, b = activity_rows(nsys), activity_rows(collector_timeline())
+    assert len(a) == 7
+    for x, y in zip(a, b):
+        assert x == y
+    assert a == b
+
+
+def test_the_collector_comparison_can_fail(tmp_path):
+    changed = [dict(r) for r in RECORDS]
+    i = next(i for i, r in enumerate(changed) if r["kind"] == "MEMCPY")
+    changed[i]["src_kind"] = "CUPTI_ACTIVITY_MEMORY_KIND_PINNED"
+    nsys = read_nsys(nsys_report(tmp_path / "work.sqlite"), host=HOST)
+    assert activity_rows(nsys) != activity_rows(collector_timeline(changed))
