@@ -38,6 +38,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_sets
+from gputrace.textsafe import rich_text
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt
@@ -273,7 +274,7 @@ class CompareApp(App):
         if env.config_diffs:
             lines.append("configuration: " + env.config_summary())
         if lines:
-            banner.update(Text("⚠ the runs' environments differ: " + " · ".join(lines), style="bold"))
+            banner.update(rich_text("⚠ the runs' environments differ: " + " · ".join(lines), style="bold"))
             banner.add_class("shown")
         nb, nv = len(res.base_labels), len(res.variant_labels)
         ctx = f"A: {nb} runs vs B: {nv} runs · {res.confidence:.0%} confidence"
@@ -316,7 +317,7 @@ class CompareApp(App):
             style = VERDICT_STYLE.get(r.verdict, "")
             ci = f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]" if _fin(r.rel_low) else "-"
             table.add_row(
-                r.path, r.device_label, r.clock,
+                rich_text(r.path), rich_text(r.device_label), rich_text(r.clock),
                 Text(fmt_ns(r.base_median_ns), justify="right"), Text(fmt_ns(r.variant_median_ns), justify="right"),
                 Text(_pct(r.rel), style=style, justify="right"), Text(ci, justify="right"),
                 Text(whisker_bar(r.rel, r.rel_low, r.rel_high, scale), style=style or "white"),
