@@ -13,7 +13,7 @@ from rich.color import Color
 from rich.style import Style
 
 from gputrace.phases import phase_hex
-from gputrace.tui.render import BG, DIM, IDLE, INK, SEL, UNATTR, WAIT
+from gputrace.tui.render import BG, CURSOR, DIM, IDLE, INK, RANGE, SEL, UNATTR, WAIT
 
 
 def _rgb(hex_: str) -> tuple[int, int, int]:
@@ -43,6 +43,8 @@ class Palette:
     idle: str = "#a33a3a"
     unattributed: str = "#e0a030"
     wait: str = "#ffe066"
+    range: str = "#233a5c"
+    cursor: str = "#9cdcfe"
     _cache: dict = field(default_factory=dict, repr=False)
     _hex: dict = field(default_factory=dict, repr=False)
 
@@ -58,6 +60,10 @@ class Palette:
             return self.unattributed
         if key == WAIT:
             return self.wait
+        if key == RANGE:
+            return self.range
+        if key == CURSOR:
+            return self.cursor
         dim = key >= DIM
         k = key - DIM if dim else key
         h = self._hex.get(k)

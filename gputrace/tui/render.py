@@ -28,6 +28,7 @@ from gputrace.tui.index import IntervalIndex
 from gputrace.tui.layout import View
 
 BG, SEL, IDLE, UNATTR, INK, WAIT = -1, -2, -3, -4, -5, -6
+RANGE, CURSOR = -7, -8  # measuring: the range's background, the cursor and mark lines
 DIM = 1 << 20
 SHADES = np.array(["░", "▒", "▓"])
 
