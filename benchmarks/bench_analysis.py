@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     from gputrace.analysis import critical_path, gpu_idle_gaps, host_waits, phase_stats, pinning_economics, unattributed_time
-    from gputrace.analysis.measures import run_measures
+    from gputrace.analysis.ab.measures import run_measures
 
     t = time.perf_counter()
     tl = build(a.spans)

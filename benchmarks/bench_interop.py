@@ -36,7 +36,7 @@ from gputrace.timeline import read_trace
 from gputrace.timeline.chrome import to_chrome
 from gputrace.timeline.jaeger import to_jaeger
 from gputrace.timeline.nsys import read_nsys
-from gputrace.timeline.synthetic import SyntheticSpec, synthetic_timeline
+from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
 
 
 def _median_time(fn, repeats: int) -> float:

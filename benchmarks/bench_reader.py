@@ -33,7 +33,7 @@ import sys
 import time
 
 from gputrace.otlp_json import encode_request, encode_request_reference
-from gputrace.timeline.synthetic import SyntheticSpec, iter_synthetic
+from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic
 
 # VmHWM (not ru_maxrss, which survives execve and would report the parent's peak).
 _CHILD = r"""

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_trace(spans: int, path: Path) -> Path:
     if path.exists():
         return path
-    from gputrace.timeline.synthetic import write_synthetic
+    from gputrace.testing.synthetic import write_synthetic
 
     tmp = path.with_suffix(".part")
     write_synthetic(tmp, target_spans=spans, gpus=4, circuits=8, streams=2)

@@ -73,7 +73,7 @@ def prove_options(args, trace: Path, switches, out: Path):
 def calibrate(args, out: Path) -> dict:
     """One baseline run: prove wall time, bytes pinned per run (what B1 would pin), synthesis
     time per circuit."""
-    from gputrace.analysis.measures import run_measures
+    from gputrace.analysis.ab.measures import run_measures
     from gputrace.prover import run_prove
     from gputrace.timeline import read_trace
 
@@ -138,9 +138,9 @@ def main(argv=None) -> int:
 
     from rich.console import Console
 
-    from gputrace.analysis.abtest import analyse, e2e_row
-    from gputrace.analysis.design import factorial, one_at_a_time
-    from gputrace.analysis.experiment import run_experiment
+    from gputrace.analysis.ab.abtest import analyse, e2e_row
+    from gputrace.analysis.ab.design import factorial, one_at_a_time
+    from gputrace.analysis.ab.experiment import run_experiment
     from gputrace.commands.ab import render_report
     from gputrace.commands.report import analyse as report_analyse
     from gputrace.prover import run_prove
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if args.synthetic:
-        from gputrace.analysis.synth import switch_run
+        from gputrace.testing.synth import switch_run
         from gputrace.interop.otlp_file import write_otlp_jsonl
 
         cal = {"synthetic": True}

@@ -8,6 +8,8 @@ import math
 import re
 import sys
 
+from gputrace.textsafe import rich_text
+
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
@@ -51,6 +53,7 @@ def analyse(tl, *, by_device=True, min_gap=None, wait_margin=1_000_000, pageable
         unattributed_time,
         wall_ns,
     )
+    from gputrace.analysis.gpu_summary import gpu_summary
 
     wall = wall_ns(tl)
     if min_gap is None:
@@ -82,6 +85,7 @@ def analyse(tl, *, by_device=True, min_gap=None, wait_margin=1_000_000, pageable
         "pinning": [r.to_dict() | {"text": r.describe()} for r in pins] if any(r.overhead_ns for r in pins) else [],
         "unattributed": un.by_path(tl)[:top],
         "critical_path": critical_path_summary(tl)[:top],
+        "gpu_activity": gpu_summary(tl, top=top),
     }
 
 
@@ -93,8 +97,15 @@ def _fmt(ns) -> str:
     return fmt_ns(ns)
 
 
+def _row(t, *cells) -> None:
+    """Add a table row; every ``str`` cell is trace-derived or plain text and is shown literally
+    (gputrace.textsafe.rich_text: no markup, control characters made visible)."""
+    t.add_row(*(rich_text(c) if isinstance(c, str) else c for c in cells))
+
+
 def render(data: dict, console) -> None:
-    """Print the report tables for ``analyse()`` output on a rich Console."""
+    """Print the report tables for ``analyse()`` output on a rich Console (one from
+    ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters)."""
     from rich.table import Table
 
     from gputrace.phases import phase_hex
@@ -107,7 +118,7 @@ def render(data: dict, console) -> None:
     for s in data["phases"]:
         dev = "all" if s["device"] is None else ("host" if s["device"] < 0 else f"GPU {s['device']}")
         gpu = f"{_fmt(s['gpu_total_ns'])} ({s['gpu_count']})" if s["gpu_count"] else "-"
-        t.add_row(f"[{phase_hex(s['phase'])}]{s['phase']}[/]", dev, str(s["count"]), _fmt(s["total_ns"]), _fmt(s["mean_ns"]),
+        _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), dev, str(s["count"]), _fmt(s["total_ns"]), _fmt(s["mean_ns"]),
                   _fmt(s["median_ns"]), _fmt(s["p95_ns"]), f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
     console.print(t)
 
@@ -117,7 +128,7 @@ def render(data: dict, console) -> None:
         t.add_column(col, justify="left" if col == "device" else "right")
     for d in gi["per_device"]:
         tot = d["busy_ns"] + d["idle_ns"]
-        t.add_row(f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), f"{d['idle_ns'] / tot:.1%}" if tot else "-")
+        _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), f"{d['idle_ns'] / tot:.1%}" if tot else "-")
     console.print(t)
     if gi["largest"]:
         t = Table(title="Largest GPU idle gaps", title_justify="left")
@@ -125,7 +136,7 @@ def render(data: dict, console) -> None:
         t.add_column("gap")
         t0 = data["t0"]
         for g in gi["largest"]:
-            t.add_row(f"{(g['start'] - t0) / 1e9:.3f}", g["text"])
+            _row(t, f"{(g['start'] - t0) / 1e9:.3f}", g["text"])
         console.print(t)
 
     if data["host_waits"]:
@@ -133,7 +144,7 @@ def render(data: dict, console) -> None:
         for col in ("kind", "phase", "device", "count", "waited"):
             t.add_column(col, justify="right" if col in ("count", "waited") else "left")
         for w in data["host_waits"]:
-            t.add_row(w["kind"], w["phase"], "host" if w["device"] < 0 else f"GPU {w['device']}", str(w["count"]), _fmt(w["wait_ns"]))
+            _row(t, w["kind"], w["phase"], "host" if w["device"] < 0 else f"GPU {w['device']}", str(w["count"]), _fmt(w["wait_ns"]))
         console.print(t)
 
     if data["pinning"]:
@@ -148,18 +159,18 @@ def render(data: dict, console) -> None:
                 return "-" if x is None or x != x else f"{x:.3g}"
 
             net = r["net_ns"]
-            t.add_row(dev, _fmt(r["pin_ns"]), _fmt(r["unpin_ns"]), gb, _fmt(r["pin_ns_per_gib"]), _fmt(r["h2d_ns"]),
+            _row(t, dev, _fmt(r["pin_ns"]), _fmt(r["unpin_ns"]), gb, _fmt(r["pin_ns_per_gib"]), _fmt(r["h2d_ns"]),
                       g(r["h2d_gbps"]), g(r["effective_gbps"]), "-" if net != net else ("+" if net >= 0 else "-") + _fmt(abs(net)))
         console.print(t)
         for r in data["pinning"]:
-            console.print("  " + r["text"])
+            console.print(rich_text("  " + r["text"]))
 
     if data["unattributed"]:
         t = Table(title="Unattributed time (parent time no child span covers)", title_justify="left")
         for col in ("path", "count", "parent time", "unattributed", "share"):
             t.add_column(col, justify="left" if col == "path" else "right")
         for u in data["unattributed"]:
-            t.add_row(u["path"], str(u["count"]), _fmt(u["duration_ns"]), _fmt(u["unattributed_ns"]), f"{u['fraction']:.1%}")
+            _row(t, u["path"], str(u["count"]), _fmt(u["duration_ns"]), _fmt(u["unattributed_ns"]), f"{u['fraction']:.1%}")
         console.print(t)
 
     if data["critical_path"]:
@@ -167,15 +178,20 @@ def render(data: dict, console) -> None:
         for col in ("phase", "on path", "share"):
             t.add_column(col, justify="left" if col == "phase" else "right")
         for c in data["critical_path"]:
-            t.add_row(c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
+            _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
+
+    if data.get("gpu_activity"):
+        from gputrace.commands.report_gpu import render_gpu
+
+        render_gpu(data["gpu_activity"], console, _fmt)
 
 
 def run(args) -> int:
     import orjson
-    from rich.console import Console
 
     from gputrace.commands._inputs import read_inputs
+    from gputrace.textsafe import console
 
     tl = read_inputs("report", args.traces, args.lenient, "the trace holds no spans")
     if tl is None:
@@ -185,5 +201,5 @@ def run(args) -> int:
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return 0
-    render(data, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+    render(data, console(width=None if sys.stdout.isatty() else 160))
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from rich.cells import set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -30,9 +31,10 @@ from gputrace.tui.index import IntervalIndex, TimelineIndex
 from gputrace.tui.layout import View, elide_middle, format_duration
 from gputrace.tui.measure import GanttMeasure
 from gputrace.tui.navigation import NAME_W, GanttNavigation
+from gputrace.tui.activity_rows import MARK_LAUNCH
 from gputrace.tui.overlays import MARK_UNATTR, MARK_WAIT, Overlays
 from gputrace.tui.palette import Palette
-from gputrace.tui.render import BG, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
+from gputrace.tui.render import BG, LAUNCH, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
 from gputrace.tui.rows import DEVICE, GPU, HOST, LANE, RowSpec, build_rows
 
 
@@ -50,6 +52,9 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         "gantt--idle",
         "gantt--unattributed",
         "gantt--wait",
+        "gantt--launch",
+        "gantt--pageable",
+        "gantt--pinned",
     }
 
     DEFAULT_CSS = """
@@ -174,7 +179,7 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         for lv_id in np.unique(lvl).tolist():
             m = lvl == lv_id
             key = idx.level_ids[lv_id]
-            for k, glyph, colour in ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT)):
+            for k, glyph, colour in ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT), (MARK_LAUNCH, "╌", LAUNCH)):
                 mk = m & (kind == k)
                 if mk.any():
                     self._marks.setdefault(key, []).append((IntervalIndex.of(s[mk], e[mk], colour, rows[mk]), glyph, colour))
@@ -253,6 +258,9 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
                 idle=bg("gantt--idle", "#a33a3a"),
                 unattributed=fg("gantt--unattributed", "#e0a030"),
                 wait=fg("gantt--wait", "#ffe066"),
+                launch=fg("gantt--launch", "#ff7f50"),
+                pageable=fg("gantt--pageable", "#ff4d6d"),
+                pinned=fg("gantt--pinned", "#2ec4b6"),
             )
         return self._palette
 
@@ -290,7 +298,8 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         spec = self.rows[ry]
         tw = self.timeline_width
         name_style, base = self._name_styles(spec.kind, ry == self.cursor_row and self.has_focus, base)
-        label = elide_middle(spec.label, NAME_W - 1).ljust(NAME_W - 1)
+        # Elided in the middle (the distinguishing end stays), then cut to cells: wide names keep the grid.
+        label = set_cell_size(elide_middle(spec.label, NAME_W - 1), NAME_W - 1)
         segs = [Segment(label, name_style), Segment("│", name_style)]
         cells = self.decorate(self._row_cells(spec, tw))
         for text, fg, bg, bold in cells_to_runs(cells):

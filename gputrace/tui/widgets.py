@@ -13,12 +13,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from gputrace.phases import phase_hex
+from gputrace.textsafe import rich_text, visible
 
 #: Help lines that are not key bindings (the mouse).
 MOUSE_HELP = [
     ("click", "select a span (a group name: fold it); drag pans"),
     ("wheel", "zoom around the pointer (shift+wheel pans; over the names: scroll)"),
-    ("drag on axis", "measure that range (shift+drag on the timeline too)"),
+    ("drag on axis", "measure that range"),
 ]
 
 
@@ -51,7 +52,8 @@ QUERY_HELP = (
 
 class TextLine(Widget):
     """A one-line bar whose updates repaint only itself (a Static's update re-lays out the
-    screen, which costs more than a Gantt redraw on every zoom or pan)."""
+    screen, which costs more than a Gantt redraw on every zoom or pan). The text is shown
+    literally (gputrace.textsafe.rich_text): it may quote file, phase or lane names."""
 
     def __init__(self, text: str = "", **kw) -> None:
         super().__init__(**kw)
@@ -63,7 +65,9 @@ class TextLine(Widget):
             self.refresh()
 
     def render(self) -> Text:
-        return Text(self.text, no_wrap=True, overflow="ellipsis")
+        t = rich_text(self.text)
+        t.no_wrap, t.overflow = True, "ellipsis"
+        return t
 
 
 class HelpScreen(ModalScreen):
@@ -117,7 +121,7 @@ class Legend(Widget):
         t = Text(no_wrap=False, overflow="fold")
         for p in self.phases:
             t.append("■ ", style=phase_hex(p))
-            t.append(p + "  ")  # a Text segment: trace names are never parsed as markup
+            t.append(visible(p) + "  ")  # a Text segment (never parsed as markup), controls made visible
         t.append("█", style="#8f2d2d")
         t.append(" GPU idle  ")
         t.append("┄", style="#ffb000")
@@ -139,5 +143,5 @@ class ErrorScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield TextLine(f"gputrace · {self.title_text} · cannot show this trace", id="title")
-        yield Static(f"⚠ {self.text}\n\nPress q to quit.", id="message")
+        yield Static(Text.assemble("⚠ ", rich_text(self.text), "\n\nPress q to quit."), id="message")
         yield Footer()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputrace.analysis.synth import synthetic_run
+from gputrace.testing.synth import synthetic_run
 from gputrace.interop.otlp_file import write_otlp_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,9 +95,9 @@ def test_bad_arguments(sets, tmp_path):
 
 def test_ab_analyze_existing_folder(tmp_path):
     """`gputrace ab --analyze` on an experiment folder written by a synthetic runner."""
-    from gputrace.analysis.design import one_at_a_time
-    from gputrace.analysis.experiment import run_experiment
-    from gputrace.analysis.synth import switch_run
+    from gputrace.analysis.ab.design import one_at_a_time
+    from gputrace.analysis.ab.experiment import run_experiment
+    from gputrace.testing.synth import switch_run
 
     u = ("a2", "b1")
     n = {"k": 0}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputrace.analysis.synth import make_timeline
+from gputrace.testing.synth import make_timeline
 from gputrace.interop.otlp_file import write_otlp_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gputrace.timeline.synthetic import write_synthetic
+from gputrace.testing.synthetic import write_synthetic
 
 SLOW = "msm_h"
 # 3 vs 3 runs: the smallest two-sided p is 0.1, so 95 % can never decide; 80 % can.

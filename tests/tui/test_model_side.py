@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from gputrace.analysis.synth import make_timeline
+from gputrace.testing.synth import make_timeline
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.loader import LoadError, Part, batch_updates
@@ -212,7 +212,7 @@ def test_gzip_trace(tmp_path):
 
 
 def test_first_update_comes_before_the_file_is_read(tmp_path):
-    from gputrace.timeline.synthetic import write_synthetic
+    from gputrace.testing.synthetic import write_synthetic
 
     path = tmp_path / "mid.jsonl"
     write_synthetic(path, target_spans=6000, gpus=2, circuits=4, spans_per_line=64)

@@ -55,6 +55,16 @@ def test_first_screen_real_prover_cpu(snap_compare, sample_prove_cpu):
                         run_before=_ready)
 
 
+def test_kernels_copies_and_launch_gaps(snap_compare, sample_kernels):
+    async def run_before(pilot):
+        await _ready(pilot)
+        await pilot.press("3")  # stalls panel: launch gaps listed
+        await pilot.pause()
+
+    assert snap_compare(GputraceApp([sample_kernels], title="sample_kernels.jsonl"), terminal_size=SIZE,
+                        run_before=run_before)
+
+
 def test_80x24_stall_measured_from_the_keyboard(snap_compare, sample_pinning):
     """An 80x24 terminal: the side panel under the timeline, a GPU idle gap found in the stalls
     list (3, Down, Down), zoomed (Enter) and measured (x): the Range panel and the status bar."""

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from gputrace.analysis.design import factorial, one_at_a_time, opt_sets, parse_switches, schedule
-from gputrace.analysis.effects import fit_effects
-from gputrace.analysis.measures import run_measures
-from gputrace.analysis.synth import switch_run
+from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets, parse_switches, schedule
+from gputrace.analysis.ab.effects import fit_effects
+from gputrace.analysis.ab.measures import run_measures
+from gputrace.testing.synth import switch_run
 
 
 def test_designs():

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from gputrace.analysis.abtest import analyse
-from gputrace.analysis.design import factorial, one_at_a_time, opt_sets
-from gputrace.analysis.experiment import MANIFEST, Experiment, ExperimentError, run_experiment
-from gputrace.analysis.synth import switch_run
+from gputrace.analysis.ab.abtest import analyse
+from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets
+from gputrace.analysis.ab.experiment import MANIFEST, Experiment, ExperimentError, run_experiment
+from gputrace.testing.synth import switch_run
 from gputrace.interop.otlp_file import write_otlp_jsonl
 
 # The seed's story in miniature: B1 adds pinning time, A2 slows synthesis, D4 speeds msm_a

@@ -5,7 +5,7 @@ import pytest
 
 from gputrace.analysis.gaps import BETWEEN, LEADING, TRAILING, gpu_idle_gaps
 from gputrace.analysis.stats import phase_stats, wall_ns
-from gputrace.analysis.synth import make_timeline
+from gputrace.testing.synth import make_timeline
 from gputrace.timeline.model import Timeline
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from gputrace.analysis.critical_path import critical_path, critical_path_summary, default_root
 from gputrace.analysis.pinning import GIB, pinning_economics
-from gputrace.analysis.synth import make_timeline
+from gputrace.testing.synth import make_timeline
 from gputrace.analysis.unattributed import unattributed_time
 from gputrace.analysis.waits import EXCESS, SYNC, host_waits
 from gputrace.timeline.model import Timeline

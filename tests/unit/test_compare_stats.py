@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gputrace.analysis.compare import compare_measures, compare_sets, compare_values
-from gputrace.analysis.environment import check_environment
-from gputrace.analysis.measures import RunMeasures, path_ids, run_measures
-from gputrace.analysis.ranks import hl_interval, k_for, min_two_sided_p, u_null_cdf
-from gputrace.analysis.synth import make_timeline, synthetic_run
+from gputrace.analysis.ab.compare import compare_measures, compare_sets, compare_values
+from gputrace.analysis.ab.environment import check_environment
+from gputrace.analysis.ab.measures import RunMeasures, path_ids, run_measures
+from gputrace.analysis.ab.ranks import hl_interval, k_for, min_two_sided_p, u_null_cdf
+from gputrace.testing.synth import make_timeline, synthetic_run
 
 
 @pytest.mark.parametrize("n1,n2", [(1, 1), (2, 3), (4, 5), (6, 6)])
@@ -146,7 +146,7 @@ def test_environment_check_names_fields():
 
 
 def test_signed_rank_table_and_paired_power():
-    from gputrace.analysis.ranks import hl_paired, k_signed, w_null_cdf
+    from gputrace.analysis.ab.ranks import hl_paired, k_signed, w_null_cdf
 
     # Two-sided 5 % critical values of the signed-rank test: T <= 0, 2, 3, 5, 8 for n = 6..10.
     assert [k_signed(n, 0.95) for n in range(5, 11)] == [0, 1, 3, 4, 6, 9]

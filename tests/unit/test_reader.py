@@ -10,7 +10,7 @@ import numpy as np
 
 from gputrace.otlp_json import encode_request
 from gputrace.timeline import KIND_CODES, Lane, read_trace
-from gputrace.timeline.synthetic import SyntheticSpec, iter_synthetic, write_synthetic
+from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic, write_synthetic
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -14,7 +14,7 @@ from gputrace.otlp_json import encode_request
 from gputrace.timeline import TraceFormatError, read_trace
 from gputrace.timeline._fast import parse_attributes
 from gputrace.timeline.reader import TraceLoader, load_file_into
-from gputrace.timeline.synthetic import write_synthetic
+from gputrace.testing.synthetic import write_synthetic
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TID = bytes(range(1, 17))

@@ -11,7 +11,7 @@ import pytest
 
 from gputrace.otlp_json import encode_request
 from gputrace.timeline import TraceFormatError, follow, iter_load, read_trace
-from gputrace.timeline.synthetic import write_synthetic
+from gputrace.testing.synthetic import write_synthetic
 
 
 def _line(i: int, n: int = 10) -> bytes:

@@ -8,7 +8,7 @@ import pytest
 import gputrace.timeline.parallel as par
 from gputrace.otlp_json import encode_request
 from gputrace.timeline import TraceFormatError, read_trace
-from gputrace.timeline.synthetic import write_synthetic
+from gputrace.testing.synthetic import write_synthetic
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 
 from gputrace.phases import PHASES
 from gputrace.timeline import read_trace
-from gputrace.timeline.synthetic import SyntheticSpec, synthetic_timeline, write_synthetic
+from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline, write_synthetic
 
 
 def test_deterministic_by_seed(tmp_path):

@@ -1,7 +1,7 @@
 """Statistics of one measurement key for a comparison: instance alignment, the shift estimate with its
 interval and verdict, and outlier runs.
 
-:mod:`gputrace.analysis.compare` applies these to every key of two sets of runs and re-exports
+:mod:`gputrace.analysis.ab.compare` applies these to every key of two sets of runs and re-exports
 :func:`compare_values` and :func:`aligned_values`. Pure numpy/scipy; any thread.
 """
 
@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from gputrace.analysis.measures import RunMeasures
-from gputrace.analysis.ranks import hl_interval, hl_paired
+from gputrace.analysis.ab.measures import RunMeasures
+from gputrace.analysis.ab.ranks import hl_interval, hl_paired
 
 __all__ = ["OUTLIER_Z", "OUTLIER_MIN_REL", "aligned_values", "compare_values", "outlier_runs"]
 

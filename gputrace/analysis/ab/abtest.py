@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from gputrace.analysis._common import fmt_ns
-from gputrace.analysis.compare import ComparisonResult, PhaseComparison, compare_measures
-from gputrace.analysis.design import Variant
-from gputrace.analysis.effects import FactorialResult, fit_effects
-from gputrace.analysis.measures import PROVE_PATH, RUN_PATH, RunMeasures
+from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_measures
+from gputrace.analysis.ab.design import Variant
+from gputrace.analysis.ab.effects import FactorialResult, fit_effects
+from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
 E2E_PATHS = (PROVE_PATH, RUN_PATH)
 

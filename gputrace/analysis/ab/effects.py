@@ -24,9 +24,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from gputrace.analysis._common import fmt_ns
-from gputrace.analysis.compare import aligned_values
-from gputrace.analysis.design import Variant
-from gputrace.analysis.measures import PROVE_PATH, RUN_PATH, RunMeasures
+from gputrace.analysis.ab.compare import aligned_values
+from gputrace.analysis.ab.design import Variant
+from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ rounds (one-sample HL with the Wilcoxon signed-rank interval).
 Warm-up runs (the first ``warmup`` per side, by start time) are discarded and listed;
 outliers (more than 5 robust standard deviations and 10 % from their side's median) are
 reported, never dropped.
-Pure numpy/scipy; any thread. The per-key statistics live in :mod:`gputrace.analysis.compare_stats`
+Pure numpy/scipy; any thread. The per-key statistics live in :mod:`gputrace.analysis.ab.compare_stats`
 (``compare_values`` and ``aligned_values`` are re-exported here).
 """
 
@@ -32,16 +32,16 @@ from typing import Sequence
 
 import numpy as np
 
-from gputrace.analysis.compare_stats import (
+from gputrace.analysis.ab.compare_stats import (
     OUTLIER_MIN_REL,
     OUTLIER_Z,
     aligned_values,
     compare_values,
     outlier_runs,
 )
-from gputrace.analysis.environment import EnvironmentCheck, check_environment
-from gputrace.analysis.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
-from gputrace.analysis.ranks import k_signed, min_two_sided_p
+from gputrace.analysis.ab.environment import EnvironmentCheck, check_environment
+from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
+from gputrace.analysis.ab.ranks import k_signed, min_two_sided_p
 from gputrace.timeline.model import Timeline
 
 __all__ = [
