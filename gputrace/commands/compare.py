@@ -84,21 +84,11 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def load_runs(paths, lenient: bool = False):
-    """(Timelines, labels): one per run; files holding several runs are split by run id."""
-    from pathlib import Path
+    """(Timelines, labels), one per run: :func:`gputrace.timeline.load.load_runs` (imported lazily so
+    ``gputrace --help`` stays light)."""
+    from gputrace.timeline.load import load_runs as _load_runs
 
-    from gputrace.analysis.ab.measures import split_runs
-    from gputrace.interop.formats import read_any
-
-    tls, labels = [], []
-    for p in paths:
-        parts = split_runs(read_any([p], lenient=lenient))
-        for i, t in enumerate(parts):
-            if t.n == 0:
-                continue
-            tls.append(t)
-            labels.append(Path(p).name if len(parts) == 1 else f"{Path(p).name}#{i}")
-    return tls, labels
+    return _load_runs(paths, lenient)
 
 
 def _pct(x: float) -> str:

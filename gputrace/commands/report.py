@@ -53,6 +53,7 @@ def analyse(tl, *, by_device=True, min_gap=None, wait_margin=1_000_000, pageable
         unattributed_time,
         wall_ns,
     )
+    from gputrace.analysis.gpu_summary import gpu_summary
 
     wall = wall_ns(tl)
     if min_gap is None:
@@ -84,6 +85,7 @@ def analyse(tl, *, by_device=True, min_gap=None, wait_margin=1_000_000, pageable
         "pinning": [r.to_dict() | {"text": r.describe()} for r in pins] if any(r.overhead_ns for r in pins) else [],
         "unattributed": un.by_path(tl)[:top],
         "critical_path": critical_path_summary(tl)[:top],
+        "gpu_activity": gpu_summary(tl, top=top),
     }
 
 
@@ -178,6 +180,11 @@ def render(data: dict, console) -> None:
         for c in data["critical_path"]:
             _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
+
+    if data.get("gpu_activity"):
+        from gputrace.commands.report_gpu import render_gpu
+
+        render_gpu(data["gpu_activity"], console, _fmt)
 
 
 def run(args) -> int:

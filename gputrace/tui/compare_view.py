@@ -15,8 +15,8 @@ Threads: reading, splitting and comparing run in a thread worker that posts `Com
 (with both `TimelineIndex` already built) or `CompareFailed` (shown as one message on the
 error screen, never a traceback). The UI thread only swaps references and redraws.
 
-Reading files is injected (``load_runs``: paths -> (Timelines, labels), e.g.
-`gputrace.commands.compare.load_runs`), so this module needs no file-format code of its own.
+Files are read through the entrance, `gputrace.timeline.load.load_runs` (paths -> (Timelines,
+labels), one per run); a test may inject another ``load_runs``.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ class CompareFailed(Message):
 
 
 class CompareApp(App):
-    """Compare two sets of runs. Give ``base``/``variant`` paths with ``load_runs``, or
-    ``base_runs``/``variant_runs`` (Timelines, one per run) directly."""
+    """Compare two sets of runs. Give ``base``/``variant`` paths (read by ``load_runs``, default
+    `gputrace.timeline.load.load_runs`), or ``base_runs``/``variant_runs`` (Timelines, one per run)."""
 
     CSS_PATH = str(Path(__file__).with_name("gputrace.tcss"))
     TITLE = "gputrace compare"
@@ -234,7 +234,9 @@ class CompareApp(App):
         if given is not None:
             return list(given), [f"run {i}" for i in range(len(given))]
         if self._load_runs is None:
-            raise ValueError("no trace reader given (load_runs)")
+            from gputrace.timeline.load import load_runs
+
+            return load_runs(paths)
         return self._load_runs(paths)
 
     @work(thread=True, exclusive=True, group="compare")
