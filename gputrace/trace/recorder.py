@@ -79,6 +79,9 @@ class Recorder:
         self.join = None
         self.activity_spans = 0
         self.cuda_activity_error: str | None = None  # why CUDA activity was asked for and not collected
+        #: Whether phases with a stream record CUDA events while CUDA activity is collected (configure's
+        #: ``cuda_events``; without CUDA activity they always do).
+        self.cuda_events = False
         self._thread_names: dict[int, str] = {}
 
     def enable_cuda_activity(self, collector) -> None:
@@ -114,6 +117,7 @@ class Recorder:
             _ph._xpush = self.cupti.push
             _ph._xpop = self.cupti.pop
             _ph._XC = True
+            _ph.cuda_settings(self.cuda_events, getattr(self.cupti, "stream_id", None))
         self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
         self._thread.start()
 
@@ -129,7 +133,9 @@ class Recorder:
         if self._summary is not None:
             return self._summary
         _ph._RECORDING = False
-        _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
+        if _ph._XC:
+            _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
+            _ph.cuda_settings(True, None)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
@@ -302,6 +308,7 @@ def configure(
     collect_gpu_info: bool = True,
     cuda_activity: bool | None = None,
     cuda_markers: bool = False,
+    cuda_events: bool = False,
 ) -> Recorder:
     """Start recording phases of this process; returns the active ``Recorder``.
 
@@ -315,7 +322,10 @@ def configure(
     ``GPUTRACE_CUDA_ACTIVITY`` environment variable decides; off by default, docs/tracer.md says why); when
     CUPTI cannot collect, the run goes on without it, logs one warning and records the reason as the resource
     attribute ``gputrace.cupti.unavailable``. cuda_markers: also turn NVTX ranges of other domains into spans
-    (``gputrace record``). With GPUTRACE_DISABLE set (at import or now) nothing is
+    (``gputrace record``). cuda_events: keep the per-phase CUDA events (``gputrace.gpu.start_ns``/``end_ns``)
+    of phases with a stream while CUDA activity is collected (default off then: the kernels, copies and
+    syncs under the phase say when the GPU worked, and two event records per phase cost most of a stream
+    phase's host time, benchmarks/RESULTS.md). With GPUTRACE_DISABLE set (at import or now) nothing is
     recorded and phases are no-ops. Raises OSError if the trace file cannot be opened, ValueError for
     bad arguments.
     """
@@ -359,6 +369,7 @@ def configure(
         if _active is not None:
             log.info("gputrace: configure() replaced an active recorder:\n%s", _active.stop())
         if cuda_activity and not disabled:
+            rec.cuda_events = bool(cuda_events)
             _start_cuda_activity(rec, cuda_markers)  # after the old recorder stopped: CUPTI is process-wide
         _active = rec
         rec.record = not disabled  # disabled: sinks are opened (and closed at shutdown), nothing recorded

@@ -23,7 +23,7 @@ class StallItem:
     """One line of the stalls panel: ``amount_ns`` is the time lost (idle, waited, pin+unpin,
     unattributed); ``start``/``end`` (epoch ns) is what to zoom to; ``row`` a span or -1."""
 
-    category: str  # "idle", "wait", "pin", "unattributed"
+    category: str  # "idle", "wait", "pin", "unattributed", "launch"
     text: str
     start: int
     end: int
@@ -71,6 +71,7 @@ def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 12, min_gap_
     _waits(tl, out, max_items, marks)
     _pinning(tl, out)
     _unattributed(tl, out, max_items, marks)
+    _launch_gaps(tl, out, max_items, marks)
     out.items.sort(key=lambda it: -it.amount_ns)  # the biggest loss first, whatever its kind
     if marks:
         out.marks_row = np.concatenate([m[0] for m in marks]).astype(np.int64)
@@ -149,3 +150,9 @@ def _unattributed(tl: Timeline, out: Overlays, max_items: int, marks: list) -> N
         r = int(u.row[i])
         out.items.append(StallItem("unattributed", u.describe(i, tl), int(tl.start[r]), int(tl.end[r]), r,
                                    int(u.device[i]), int(u.unattributed_ns[i])))
+
+
+def _launch_gaps(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
+    from gputrace.tui.activity_rows import launch_gap_overlays
+
+    launch_gap_overlays(tl, max_items, out.items, marks, StallItem)
