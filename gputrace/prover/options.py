@@ -54,11 +54,6 @@ def parse_size(text: str) -> int:
         raise ValueError(f"--constraints: expected N or 2^N, got {text!r}") from None
     if value < 1:
         raise ValueError(f"--constraints: must be positive, got {text!r}")
-    from gputrace.prover.field import TWO_ADICITY
-
-    if value > 1 << TWO_ADICITY:  # no NTT domain is larger; shape_for_constraints would fall back to a tiny circuit
-        raise ValueError(f"--constraints: at most 2^{TWO_ADICITY} (the largest NTT domain of the BLS12-381 "
-                         f"scalar field), got {text!r}")
     return value
 
 
