@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gputrace.textsafe import visible
+
 FORMATS = {
     "chrome": "Chrome Trace Event / Perfetto JSON (ui.perfetto.dev, chrome://tracing); .gz compresses",
     "jaeger": "Jaeger JSON for Jaeger UI's 'Upload JSON' (no backend needed)",
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             n = write_otlp_jsonl(tl, args.output)
             what = f"{tl.n} spans in {n} lines"
     except OSError as exc:
-        print(f"gputrace export: {exc}", file=sys.stderr)
+        print(f"gputrace export: {visible(exc)}", file=sys.stderr)
         return 1
     print(f"wrote {what} to {args.output} ({args.format})")
     return 0
