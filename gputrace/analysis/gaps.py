@@ -1,7 +1,8 @@
 """GPU idle gaps per device, with what the host was doing meanwhile.
 
 A device's activity is the union of its device intervals (CUDA-event times where
-recorded, else the host times of ``gpu``-kind spans; see `_common.device_activity`). An
+recorded, else the host times of ``gpu``-kind spans; on a device with GPU activity spans, only
+those: kernel truth, see `_common.device_activity`). An
 idle gap is time between two merged activity segments of one device in one run; with
 ``edges=True`` the time from the run's first span to the device's first activity (and
 from its last activity to the run's end) counts too, marked as leading/trailing.

@@ -10,7 +10,8 @@ Threading contract
   then flushes the sinks. A sink that raises is counted (its batch dropped) and never stops the thread.
 * ``shutdown()`` stops recording, runs a final drain (waiting up to ``cuda_timeout_s`` for outstanding CUDA
   events), closes the sinks and returns the ``RunSummary``. A second ``shutdown()`` returns the same summary.
-  An ``atexit`` hook shuts an active recorder down at interpreter exit.
+  An ``atexit`` hook shuts an active recorder down at interpreter exit; SIGTERM does the same first
+  (``gputrace.trace.signals``: open spans end with error status, then the signal's previous action).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
-from gputrace.trace import clock, hotpath as _ph, records
+from gputrace.trace import clock, hotpath as _ph, records, signals as _signals
 from gputrace.trace.sinks.base import Sink
 from gputrace.trace.summary import RunSummary
 
@@ -373,6 +374,7 @@ def configure(
         _active = rec
         rec.record = not disabled  # disabled: sinks are opened (and closed at shutdown), nothing recorded
         rec.start()
+        _signals.install(shutdown)  # SIGTERM: close open spans as failed, flush, then the signal's own action
         if not _atexit_registered:
             atexit.register(_shutdown_at_exit)
             _atexit_registered = True
@@ -411,6 +413,7 @@ def shutdown() -> RunSummary:
     global _active, _last_summary
     with _lock:
         rec, _active = _active, None
+        _signals.uninstall()
         if rec is None:
             return _last_summary or RunSummary(run_id="", spans_recorded=0, spans_dropped=0)
         _last_summary = rec.stop()
