@@ -15,7 +15,7 @@ import sys
 import gputrace
 
 #: Subcommand modules under gputrace.commands, in help order.
-COMMANDS: tuple[str, ...] = ("demo", "prove", "verify", "view", "export", "import_", "report", "compare", "ab")
+COMMANDS: tuple[str, ...] = ("demo", "prove", "record", "verify", "view", "export", "import_", "report", "compare", "ab")
 
 
 def build_parser() -> argparse.ArgumentParser:

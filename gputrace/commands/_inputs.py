@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import sys
 
+from gputrace.textsafe import visible
 from gputrace.timeline.model import Timeline
 
 
 def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timeline | None:
-    """All of ``paths`` merged into one Timeline by :func:`gputrace.interop.formats.read_any` (OTLP JSONL,
-    nsys SQLite or Chrome JSON, by content).
+    """All of ``paths`` merged into one Timeline by the entrance, :func:`gputrace.timeline.load.read_any`
+    (OTLP JSONL, nsys SQLite or Chrome JSON, by content).
 
-    Returns None after printing ``gputrace <command>: <reason>`` to stderr when a file cannot be read
+    Returns None after printing ``gputrace <command>: <reason>`` (control characters made visible) to stderr when a file cannot be read
     (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
     caller then exits with status 1. Raises nothing else.
     """
-    from gputrace.interop.formats import read_any
+    from gputrace.timeline.load import read_any
 
     try:
         tl = read_any(paths, lenient=lenient)
     except (OSError, ValueError) as exc:
-        print(f"gputrace {command}: {exc}", file=sys.stderr)
+        print(f"gputrace {command}: {visible(exc)}", file=sys.stderr)
         return None
     if tl.n == 0:
         print(f"gputrace {command}: {empty_message}", file=sys.stderr)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
+from gputrace.textsafe import console, markup, rich_text, visible
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -93,9 +94,9 @@ def _plan(args):
 def render_report(rep, console, top: int, only_changed: bool = False) -> None:
     from rich.table import Table
 
-    console.rule(f"[bold]A/B result ({rep.design})")
+    console.rule(f"[bold]A/B result ({markup(rep.design)})")
     for line in rep.conclusions:
-        console.print(" • " + line)
+        console.print(rich_text(" • " + line))
     if rep.comparisons:
         label, res = rep.comparisons[0]
         render_comparison(res, console, top, title=label, only_changed=only_changed)
@@ -108,19 +109,19 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         for f in rep.switch_findings:
             a = e2e_row(f.alone) if f.alone else None
             lo = e2e_row(f.loo) if f.loo else None
-            t.add_row(f.switch, f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-", f"{lo.rel:+.1%}" if lo else "-",
+            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-", f"{lo.rel:+.1%}" if lo else "-",
                       lo.verdict if lo else "-", "yes" if f.interaction else "")
         console.print(t)
     if rep.factorial is not None:
         fr = rep.factorial
-        t = Table(title=f"Factorial effects on {fr.e2e_path} ({fr.model}, {fr.df} residual df)", title_justify="left")
+        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)", title_justify="left")
         for col in ("term", "effect", f"{fr.confidence:.0%} interval", "time", "p", "significant"):
             t.add_column(col)
         for e in sorted(fr.for_key(fr.e2e_path), key=lambda e: -abs(e.ns)):
             iv = f"[{e.rel_low:+.1%}, {e.rel_high:+.1%}]" if math.isfinite(e.rel_low) else "-"
             from gputrace.analysis._common import fmt_ns
 
-            t.add_row(e.term, f"{e.rel:+.1%}", iv, ("+" if e.ns >= 0 else "-") + fmt_ns(abs(e.ns)),
+            t.add_row(rich_text(e.term), f"{e.rel:+.1%}", iv, ("+" if e.ns >= 0 else "-") + fmt_ns(abs(e.ns)),
                       "-" if not math.isfinite(e.p_value) else f"{e.p_value:.3g}", "yes" if e.significant else "")
         console.print(t)
 
@@ -128,12 +129,10 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
 def run(args) -> int:
     import datetime
 
-    from rich.console import Console
-
     from gputrace.analysis.ab.abtest import analyse
     from gputrace.analysis.ab.experiment import Experiment, ExperimentError, run_experiment
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = console(stderr=True, soft_wrap=True)
     try:
         if args.analyze:
             exp = Experiment.load(args.analyze)
@@ -141,10 +140,10 @@ def run(args) -> int:
             design, switches, variants = _plan(args)
             out = args.out or Path("gputrace-ab") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             total = len(variants) * (args.runs + args.warmup)
-            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs -> {out}")
+            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs -> {markup(out)}")
 
             def progress(done, total, v, warm):
-                err.print(f"  [{done + 1}/{total}] {v.name}{' (warm-up)' if warm else ''}")
+                err.print(f"  \\[{done + 1}/{total}] {markup(v.name)}{' (warm-up)' if warm else ''}")
 
             exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
                                  warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress)
@@ -152,7 +151,7 @@ def run(args) -> int:
         rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
                       familywise=args.familywise)
     except (OSError, ValueError, ExperimentError) as e:
-        print(f"gputrace ab: {e}", file=sys.stderr)
+        print(f"gputrace ab: {visible(e)}", file=sys.stderr)
         return 1
     head = rep.comparisons[0][1] if rep.comparisons else None
     if args.json:
@@ -160,7 +159,7 @@ def run(args) -> int:
         doc["folder"] = str(exp.out_dir)
         dump_json(doc)
         return gate(head, args.fail_on_regression, args.min_time, err) if head is not None else 0
-    out_c = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    out_c = console(width=None if sys.stdout.isatty() else 160)
     render_report(rep, out_c, args.top, args.only_changed)
-    out_c.print(f"traces and manifest: {exp.out_dir}")
+    out_c.print(rich_text(f"traces and manifest: {exp.out_dir}"))
     return gate(head, args.fail_on_regression, args.min_time, out_c) if head is not None else 0

@@ -10,6 +10,8 @@ import argparse
 import math
 import sys
 
+from gputrace.textsafe import console, markup, rich_text, visible
+
 REGRESSION_EXIT = 3
 
 VERDICT_STYLE = {
@@ -82,21 +84,11 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def load_runs(paths, lenient: bool = False):
-    """(Timelines, labels): one per run; files holding several runs are split by run id."""
-    from pathlib import Path
+    """(Timelines, labels), one per run: :func:`gputrace.timeline.load.load_runs` (imported lazily so
+    ``gputrace --help`` stays light)."""
+    from gputrace.timeline.load import load_runs as _load_runs
 
-    from gputrace.analysis.ab.measures import split_runs
-    from gputrace.interop.formats import read_any
-
-    tls, labels = [], []
-    for p in paths:
-        parts = split_runs(read_any([p], lenient=lenient))
-        for i, t in enumerate(parts):
-            if t.n == 0:
-                continue
-            tls.append(t)
-            labels.append(Path(p).name if len(parts) == 1 else f"{Path(p).name}#{i}")
-    return tls, labels
+    return _load_runs(paths, lenient)
 
 
 def _pct(x: float) -> str:
@@ -107,7 +99,8 @@ CHANGED = ("slower", "faster", "new", "gone")
 
 
 def render_comparison(res, console, top: int = 40, title: str = "Comparison", only_changed: bool = False) -> None:
-    """Print a ComparisonResult: environment warnings (stderr-loud), the table, outliers."""
+    """Print a ComparisonResult: environment warnings (stderr-loud), the table, outliers. Trace-derived
+    text (phase paths, run labels, environment values) goes in through gputrace.textsafe."""
     from rich.panel import Panel
     from rich.table import Table
 
@@ -115,17 +108,17 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
 
     env = res.environment
     if env.warnings:
-        console.print(Panel("\n".join(env.warnings), title="[bold]WARNING: the runs' environments differ[/]",
+        console.print(Panel(rich_text("\n".join(visible(w) for w in env.warnings)), title="[bold]WARNING: the runs' environments differ[/]",
                             border_style="bold red", style="red"))
     if env.config_diffs:
-        console.print(f"configuration: {env.config_summary()}")
+        console.print(rich_text(f"configuration: {env.config_summary()}"))
     nb, nv = len(res.base_labels), len(res.variant_labels)
     head = f"{nb} baseline vs {nv} variant runs, {res.confidence:.0%} confidence"
     if res.paired:
         head += f", paired by round ({res.paired_rounds} rounds)"
     if res.warmup_dropped:
         head += f", warm-up discarded: {', '.join(res.warmup_dropped)}"
-    console.print(head)
+    console.print(rich_text(head))
     if res.row_confidence != res.confidence:
         console.print(f"familywise: each row at {res.row_confidence:.2%} so all {len(res.rows)} rows hold together at "
                       f"{res.confidence:.0%}")
@@ -145,8 +138,9 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
         if r.verdict in ("new", "gone"):
             ci = "-" if not math.isfinite(r.diff_low_ns) else f"[{fmt_ns(r.diff_low_ns)}, {fmt_ns(r.diff_high_ns)}]"
         p = "-" if not math.isfinite(r.p_value) else f"{r.p_value:.3g}"
-        t.add_row(r.path, r.device_label, r.clock, fmt_ns(r.base_median_ns), fmt_ns(r.variant_median_ns),
-                  ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns)), _pct(r.rel), ci, p, f"[{style}]{r.verdict}[/]")
+        t.add_row(*map(rich_text, (r.path, r.device_label, r.clock, fmt_ns(r.base_median_ns), fmt_ns(r.variant_median_ns),
+                                   ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns)), _pct(r.rel), ci, p)),
+                  rich_text(r.verdict, style=style))
     console.print(t)
     if len(rows) > top:
         console.print(f"({len(rows) - top} more rows: --top N or --json)")
@@ -158,7 +152,8 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
             t.add_column(col)
         for o in res.outliers[:top]:
             dev = "all" if o["device"] is None else ("host" if o["device"] < 0 else f"GPU {o['device']}")
-            t.add_row(o["side"], o["run"], o["path"], dev, o["clock"], fmt_ns(o["value_ns"]), fmt_ns(o["median_ns"]), f"{o['z']:+.1f}")
+            t.add_row(*map(rich_text, (o["side"], o["run"], o["path"], dev, o["clock"], fmt_ns(o["value_ns"]),
+                                       fmt_ns(o["median_ns"]), f"{o['z']:+.1f}")))
         console.print(t)
 
 
@@ -173,7 +168,7 @@ def gate(res, threshold: float | None, min_time_s: float, console) -> int:
         console.print(f"no phase slower than +{threshold:.1%} at {res.confidence:.0%} confidence")
         return 0
     for r in bad:
-        console.print(f"[bold red]REGRESSION[/] {r.path} ({r.device_label}, {r.clock}): {_pct(r.rel)} "
+        console.print(f"[bold red]REGRESSION[/] {markup(r.path)} ({markup(r.device_label)}, {markup(r.clock)}): {_pct(r.rel)} "
                       f"(at least {_pct(r.rel_low)} at {res.confidence:.0%}), {fmt_ns(r.base_median_ns)} -> {fmt_ns(r.variant_median_ns)}")
     return REGRESSION_EXIT
 
@@ -185,8 +180,6 @@ def dump_json(doc) -> None:
 
 
 def run(args) -> int:
-    from rich.console import Console
-
     from gputrace.analysis.ab.compare import compare_measures
     from gputrace.analysis.ab.measures import run_measures
 
@@ -205,19 +198,19 @@ def run(args) -> int:
                                ignore_env=args.ignore_env, paired=True if args.paired else False,
                                familywise=args.familywise)
     except (OSError, ValueError) as e:
-        print(f"gputrace compare: {e}", file=sys.stderr)
+        print(f"gputrace compare: {visible(e)}", file=sys.stderr)
         return 1
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = console(stderr=True, soft_wrap=True)
     if args.json:
         doc = res.to_dict()
         if args.fail_on_regression is not None:
             doc["regressions"] = [r.to_dict() for r in res.regressions(args.fail_on_regression, args.min_time * 1e9)]
         dump_json(doc)
         for w in res.environment.warnings:
-            err.print(f"[bold red]WARNING[/] {w}")
+            err.print(f"[bold red]WARNING[/] {markup(w)}")
         return gate(res, args.fail_on_regression, args.min_time, err)
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    out = console(width=None if sys.stdout.isatty() else 160)
     render_comparison(res, out, args.top, only_changed=args.only_changed)
     for w in res.environment.warnings:
-        err.print(f"[bold red]WARNING[/] {w}")
+        err.print(f"[bold red]WARNING[/] {markup(w)}")
     return gate(res, args.fail_on_regression, args.min_time, out)

@@ -1,6 +1,6 @@
 """``gputrace export --format chrome|jaeger|otlp TRACE... -o OUT``: write traces for other tools.
 
-Argument wiring only: reading is `gputrace.interop.formats.read_any` (OTLP JSONL, nsys SQLite or
+Argument wiring only: reading is the entrance, `gputrace.timeline.load.read_any` (OTLP JSONL, nsys SQLite or
 Chrome JSON, by content) through `gputrace.commands._inputs.read_inputs`; writing is
 `gputrace.timeline.chrome.write_chrome`, `gputrace.timeline.jaeger.write_jaeger` or
 `gputrace.interop.otlp_file.write_otlp_jsonl`.

@@ -1,6 +1,6 @@
 """``gputrace import nsys|chrome FILE -o OUT.jsonl``: bring other tools' traces into gputrace.
 
-Argument wiring only: `gputrace.timeline.nsys.read_nsys` / `gputrace.timeline.chrome.read_chrome`
+Argument wiring only: the entrance's `gputrace.timeline.load.read_as` (nsys / chrome readers)
 read, `gputrace.interop.otlp_file.write_otlp_jsonl` writes. The output opens in ``gputrace view``
 and every other gputrace command (which also open .sqlite and Chrome files directly).
 """
@@ -40,14 +40,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"gputrace import: output {out} would overwrite the input", file=sys.stderr)
         return 2
     try:
+        from gputrace.timeline.load import read_as
+
         if args.source == "nsys":
-            from gputrace.timeline.nsys import read_nsys
-
-            tl = read_nsys(src, host=args.host, runtime=not args.no_runtime, correlation_ids=args.correlation_ids)
+            tl = read_as(src, "nsys", host=args.host, runtime=not args.no_runtime, correlation_ids=args.correlation_ids)
         else:
-            from gputrace.timeline.chrome import read_chrome
-
-            tl = read_chrome(src, host=args.host)
+            tl = read_as(src, "chrome", host=args.host)
         lines = write_otlp_jsonl(tl, out)
     except (OSError, ValueError) as exc:
         print(f"gputrace import: {exc}", file=sys.stderr)

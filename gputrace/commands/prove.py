@@ -29,6 +29,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--synthesis-workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
                         "the circuits in the batch, each circuit is split over N // circuits of them")
+    p.add_argument("--cuda-activity", action="store_true",
+                   help="also record every kernel, copy, memset and sync wait with CUPTI (CUDA backend; needs "
+                        "cupti-python), as child spans of the phases (same as GPUTRACE_CUDA_ACTIVITY=1)")
     p.add_argument("--no-verify", action="store_true", help="skip verifying the proofs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -95,6 +98,10 @@ def run(args) -> int:
         progress.update(task, completed=done, total=total, description=f"proving ({event})")
 
     opts.progress = on_progress
+    if args.cuda_activity:
+        import os
+
+        os.environ["GPUTRACE_CUDA_ACTIVITY"] = "1"  # read by gputrace.configure() inside run_prove
     try:
         with progress:
             result = run_prove(opts)

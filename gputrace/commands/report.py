@@ -9,6 +9,8 @@ import math
 import re
 import sys
 
+from gputrace.textsafe import rich_text
+
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
@@ -63,11 +65,16 @@ def _dev(d) -> str:
     return "all" if d is None else ("host" if d < 0 else f"GPU {d}")
 
 
+def _row(t, *cells) -> None:
+    """Add a table row; every ``str`` cell is trace-derived or plain text and is shown literally
+    (gputrace.textsafe.rich_text: no markup, control characters made visible)."""
+    t.add_row(*(rich_text(c) if isinstance(c, str) else c for c in cells))
+
+
 def render(data: dict, console) -> None:
-    """Print the report tables for ``analyse()`` output on a rich Console. Names from the
-    trace go into `Text` cells (never parsed as markup)."""
+    """Print the report tables for ``analyse()`` output on a rich Console (one from
+    ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters)."""
     from rich.table import Table
-    from rich.text import Text
 
     from gputrace.phases import phase_hex
 
@@ -78,7 +85,7 @@ def render(data: dict, console) -> None:
         t.add_column(col, justify=j)
     for s in data["phases"]:
         gpu = f"{_fmt(s['gpu_total_ns'])} ({s['gpu_count']})" if s["gpu_count"] else "-"
-        t.add_row(Text(s["phase"], style=phase_hex(s["phase"])), _dev(s["device"]), str(s["count"]), _fmt(s["total_ns"]),
+        _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), _dev(s["device"]), str(s["count"]), _fmt(s["total_ns"]),
                   _fmt(s["mean_ns"]), _fmt(s["median_ns"]), _fmt(s["p95_ns"]),
                   f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
     console.print(t)
@@ -90,7 +97,7 @@ def render(data: dict, console) -> None:
             t.add_column(col, justify="left" if col == "device" else "right")
         for d in gi["per_device"]:
             share = "-" if d["idle_share"] is None else f"{d['idle_share']:.1%}"
-            t.add_row(f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), share, f"{d['gaps']:,}",
+            _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), share, f"{d['gaps']:,}",
                       _fmt(d["longest_ns"]))
         console.print(t)
 
@@ -100,9 +107,9 @@ def render(data: dict, console) -> None:
             t.add_column(col, justify=j)
         t0 = data["t0"]
         for s in data["stalls"]:
-            t.add_row(s["category"], _fmt(s["lost_ns"]), f"{s['count']:,}", f"{(s['start'] - t0) / 1e9:.3f}", Text(s["text"]))
+            _row(t, s["category"], _fmt(s["lost_ns"]), f"{s['count']:,}", f"{(s['start'] - t0) / 1e9:.3f}", s["text"])
         console.print(t)
-    console.print(Text(data["listing"]["text"], style="dim"))
+    console.print(rich_text(data["listing"]["text"], style="dim"))
 
     if data["pinning"]:
         t = Table(title="Pinning economics", title_justify="left")
@@ -115,27 +122,27 @@ def render(data: dict, console) -> None:
                 return "-" if x is None or x != x else f"{x:.3g}"
 
             net = r["net_ns"]
-            t.add_row(_dev(r["device"]), _fmt(r["pin_ns"]), _fmt(r["unpin_ns"]), gb, _fmt(r["pin_ns_per_gib"]),
+            _row(t, _dev(r["device"]), _fmt(r["pin_ns"]), _fmt(r["unpin_ns"]), gb, _fmt(r["pin_ns_per_gib"]),
                       _fmt(r["h2d_ns"]), g(r["h2d_gbps"]), g(r["effective_gbps"]),
                       "-" if net != net else ("+" if net >= 0 else "-") + _fmt(abs(net)))
         console.print(t)
         for r in data["pinning"]:
-            console.print(Text("  " + r["text"]))
+            console.print(rich_text("  " + r["text"]))
 
     if data["critical_path"]:
         t = Table(title="Critical path of the prove roots", title_justify="left")
         for col in ("phase", "on path", "share"):
             t.add_column(col, justify="left" if col == "phase" else "right")
         for c in data["critical_path"][:10]:
-            t.add_row(Text(c["phase"]), _fmt(c["ns"]), f"{c['share']:.1%}")
+            _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
 
 
 def run(args) -> int:
     import orjson
-    from rich.console import Console
 
     from gputrace.commands._inputs import read_inputs
+    from gputrace.textsafe import console
 
     tl = read_inputs("report", args.traces, args.lenient, "the trace holds no spans")
     if tl is None:
@@ -145,5 +152,5 @@ def run(args) -> int:
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return 0
-    render(data, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+    render(data, console(width=None if sys.stdout.isatty() else 160))
     return 0

@@ -22,7 +22,8 @@ def register(subparsers) -> argparse.ArgumentParser:
             "representative timelines."
         ),
     )
-    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (OTLP JSON Lines, optionally gzipped)")
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files, by content: OTLP JSON Lines (optionally gzipped), Chrome/Perfetto JSON, "
+                   "or an Nsight Systems SQLite export (nsys export --type sqlite); rep.sqlite opens directly")
     p.add_argument("--follow", action="store_true", help="keep reading a trace file that is still being written")
     p.add_argument("--listen", metavar="ADDR",
                    help="receive OTLP gRPC at ADDR (host:port; OTLP/HTTP on the next port) and show spans as "
@@ -69,11 +70,10 @@ def _run_compare(args: argparse.Namespace) -> int:
     if not args.vs:
         print("gputrace view: --compare A... needs --vs B...", file=sys.stderr)
         return 2
-    from gputrace.commands.compare import load_runs
     from gputrace.tui.app import screenshot_svg
     from gputrace.tui.compare_view import CompareApp
 
-    app = CompareApp(args.compare, args.vs, load_runs=load_runs, confidence=args.confidence)
+    app = CompareApp(args.compare, args.vs, confidence=args.confidence)
     if args.screenshot:
         if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
             return 1

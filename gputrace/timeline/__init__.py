@@ -2,7 +2,7 @@
 
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, KIND_CODES, KIND_NAMES, Lane, Timeline
-from gputrace.timeline.reader import read_trace
+from gputrace.timeline.load import load_runs, load_steps, read_any, read_otlp as read_trace, sniff
 from gputrace.timeline.incremental import LoadProgress, follow, iter_load
 
-__all__ = ["COLUMNS", "KIND_CODES", "KIND_NAMES", "Lane", "LoadProgress", "LoadReport", "Timeline", "TraceFormatError", "follow", "iter_load", "read_trace"]
+__all__ = ["COLUMNS", "KIND_CODES", "KIND_NAMES", "Lane", "LoadProgress", "LoadReport", "Timeline", "TraceFormatError", "follow", "iter_load", "read_trace", "read_any", "load_runs", "load_steps", "sniff"]

@@ -151,7 +151,10 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                     for j, s in enumerate(strs):
                         if s is None:
                             p = int(idx[j])
-                            pv = py_value(sel[j])
+                            try:
+                                pv = py_value(sel[j])
+                            except ValueError:  # nested too deeply: not a lane/kind either
+                                pv = None
                             if colname == "lane" and type(pv) is int:  # lane written as a bare int
                                 strs[j] = f"stream:{pv}"
                             else:
@@ -171,7 +174,13 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                 kv = flat[p]
                 v = kv.value
                 s = v.stringValue
-                d[kv.key] = s if s is not None else py_value(v)
+                if s is None:
+                    try:
+                        s = py_value(v)
+                    except ValueError as e:  # ValueTooDeep: the span is dropped with a clear reason
+                        mark(r, f"attributes[{p - int(first[r])}].value", str(e))
+                        continue
+                d[kv.key] = s
 
     # ---- lanes: (resource, device, lane name); missing names from thread.* or the service
     missing = np.flatnonzero(lane_code < 0)

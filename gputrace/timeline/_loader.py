@@ -71,7 +71,7 @@ class TraceLoader:
         if self.fast:
             try:
                 req = lean_decoder.decode(line)
-            except (msgspec.ValidationError, msgspec.DecodeError):
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 pass  # the general decoder below names the problem
             else:
                 ress = self._lean_resources(req)
@@ -106,7 +106,7 @@ class TraceLoader:
                 try:
                     attrs = {kv.key: py_value(kv.value) for kv in resource_decoder.decode(raw).attributes}
                     key = orjson.dumps(attrs, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
-                except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+                except (msgspec.ValidationError, msgspec.DecodeError, TypeError, ValueError, RecursionError):
                     return None
                 if len(cache) >= RESOURCE_CACHE_SIZE:
                     cache.clear()
@@ -151,6 +151,13 @@ class TraceLoader:
     def _feed_general(self, path: PathLike, line_no: int, line: bytes, terminated: bool) -> None:
         try:
             req = request_decoder.decode(line)
+        except RecursionError:  # msgspec's depth guard: a line nested deeper than the stack allows
+            err = TraceFormatError(path, line_no, None, "JSON nested too deeply to read (a hostile or broken writer?)",
+                                   "nested too deeply")
+            if not self.lenient:
+                raise err from None
+            self.report.add(err, line_skipped=True)
+            return
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
             fld, msg, reason = describe_msgspec_error(e, line)
             if reason == "truncated line" and not terminated:
@@ -191,10 +198,10 @@ class TraceLoader:
             self._flush_pending()
 
     def _resource(self, path, line_no: int, ri: int, kvs: list[KeyValue]) -> int | None:
-        attrs = {kv.key: py_value(kv.value) for kv in kvs}
         try:
+            attrs = {kv.key: py_value(kv.value) for kv in kvs}
             key = orjson.dumps(attrs, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
-        except TypeError as e:  # pragma: no cover - py_value only yields JSON-able values
+        except (TypeError, ValueError) as e:  # ValueTooDeep (orjson's TypeError: py_value yields JSON-able values)
             err = TraceFormatError(path, line_no, f"resourceSpans[{ri}].resource", str(e))
             if not self.lenient:
                 raise err from None

@@ -14,16 +14,17 @@ lazily (an O(n log n) sort): a UI that only shows a progress bar never pays for 
 
 from __future__ import annotations
 
-import gzip
 import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Iterator
 
+from gputrace.timeline._feed import gzip_damage, try_whole_file
+from gputrace.timeline._lines import GzipStream, LineSplitter, is_gzip, open_trace_file
+from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import Timeline
-from gputrace.timeline.reader import TraceLoader, open_trace_file
 
 __all__ = ["LoadProgress", "iter_load", "follow"]
 
@@ -58,29 +59,29 @@ class LoadProgress:
 
 
 class _Reader:
-    """Line reader over a (possibly gzip) file that remembers a partial last line."""
+    """Line reader over a (possibly gzip) file that remembers a partial last line (linear in
+    its length). A damaged gzip stream: the complete lines before the damage are returned,
+    then ``read_lines`` raises EOFError/OSError once."""
 
     def __init__(self, path) -> None:
         self.path = path
         self.raw = open(path, "rb")
         head = self.raw.read(4096)
         self.raw.seek(0)
-        self.gz = head[:2] == b"\x1f\x8b"
+        self.gz = is_gzip(head)
         if not self.gz:
             try:
                 open_trace_file(path).close()  # raises TraceFormatError for binary data
             except BaseException:
                 self.raw.close()
                 raise
-        self.f = gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gz else self.raw
-        self.buf = b""
+        self.f = GzipStream(self.raw) if self.gz else self.raw
+        self.split = LineSplitter()
         self.line_no = 0
         st = os.fstat(self.raw.fileno())
         self.ino = (st.st_dev, st.st_ino)
 
     def close(self) -> None:
-        if self.f is not self.raw:
-            self.f.close()
         self.raw.close()
 
     @property
@@ -92,10 +93,7 @@ class _Reader:
         data = self.f.read(max_bytes)
         if not data:
             return None
-        self.buf += data
-        lines = self.buf.split(b"\n")
-        self.buf = lines.pop()
-        return lines
+        return self.split.push(data)
 
 
 def _progress(r: _Reader, loader: TraceLoader, total: int, done: bool, reset: bool = False,
@@ -105,12 +103,23 @@ def _progress(r: _Reader, loader: TraceLoader, total: int, done: bool, reset: bo
 
 
 def _pump(r: _Reader, loader: TraceLoader, interval: float, stop_event) -> bool:
-    """Feed lines for about ``interval`` seconds. Returns True when the data ran out."""
+    """Feed lines for about ``interval`` seconds. Returns True when the data ran out (or a
+    damaged gzip stream ended it: a ``bad gzip`` problem, raised unless lenient)."""
     t_end = time.perf_counter() + interval
     while True:  # at least one read per slice, however small the interval
         if stop_event is not None and stop_event.is_set():
             return False
-        lines = r.read_lines(_READ)
+        try:
+            lines = r.read_lines(_READ)
+        except (EOFError, OSError) as e:
+            loader.resolve()  # problems of the lines before come first
+            r.split.rest()  # the partial line at the damage is not a line
+            err = gzip_damage(r.path, e)
+            if not loader.lenient:
+                raise err from None
+            loader.report.add(err, line_skipped=False)
+            loader.flush()
+            return True
         if lines is None:
             loader.flush()
             return True
@@ -134,9 +143,7 @@ def iter_load(path, *, interval: float = 0.25, lenient: bool = False,
         total = os.fstat(r.raw.fileno()).st_size
         if not r.gz and r.raw.readline(4096).strip() == b"{":  # one pretty-printed request (see read_trace)
             r.raw.seek(0)
-            from gputrace.timeline.reader import _try_whole_file
-
-            if _try_whole_file(loader, path):
+            if try_whole_file(loader, path):
                 loader.flush()
                 r.raw.seek(0, os.SEEK_END)
                 yield _progress(r, loader, total, True)
@@ -148,11 +155,11 @@ def iter_load(path, *, interval: float = 0.25, lenient: bool = False,
             if _pump(r, loader, interval, stop_event):
                 break
             yield _progress(r, loader, total, False)
-        if r.buf.strip():  # last line without a newline
+        rest = r.split.rest()
+        if rest.strip():  # last line without a newline
             r.line_no += 1
-            loader.feed(r.path, r.line_no, r.buf, False)
-            r.buf = b""
-        if loader.report.lines == 0:
+            loader.feed(r.path, r.line_no, rest, False)
+        if loader.report.lines == 0 and not loader.report.reasons:
             err = TraceFormatError(path, None, None, "empty file (no trace data)", "empty file")
             if not lenient:
                 raise err

@@ -108,8 +108,18 @@ request_decoder = msgspec.json.Decoder(TraceRequest, strict=False)
 span_decoder = msgspec.json.Decoder(Span, strict=False)
 
 
-def py_value(v: AnyValue):
-    """AnyValue Struct -> Python value (str, int, float, bool, bytes, list, dict or None)."""
+#: Deepest nesting of array/kvlist attribute values read (OTLP writers nest a few levels; a
+#: hostile line nesting thousands would otherwise exhaust the stack).
+MAX_VALUE_DEPTH = 64
+
+
+class ValueTooDeep(ValueError):
+    """An attribute value nested deeper than ``MAX_VALUE_DEPTH`` levels."""
+
+
+def py_value(v: AnyValue, _depth: int = 0):
+    """AnyValue Struct -> Python value (str, int, float, bool, bytes, list, dict or None).
+    Raises ``ValueTooDeep`` for arrays/kvlists nested deeper than ``MAX_VALUE_DEPTH``."""
     s = v.stringValue
     if s is not None:
         return s
@@ -119,10 +129,12 @@ def py_value(v: AnyValue):
         return v.doubleValue
     if v.boolValue is not None:
         return v.boolValue
-    if v.arrayValue is not None:
-        return [py_value(x) for x in v.arrayValue.values]
-    if v.kvlistValue is not None:
-        return {kv.key: py_value(kv.value) for kv in v.kvlistValue.values}
+    if v.arrayValue is not None or v.kvlistValue is not None:
+        if _depth >= MAX_VALUE_DEPTH:
+            raise ValueTooDeep(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
+        if v.arrayValue is not None:
+            return [py_value(x, _depth + 1) for x in v.arrayValue.values]
+        return {kv.key: py_value(kv.value, _depth + 1) for kv in v.kvlistValue.values}
     if v.bytesValue is not None:
         import base64
 

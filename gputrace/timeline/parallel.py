@@ -25,6 +25,8 @@ import sys
 
 import numpy as np
 
+from gputrace.timeline._lines import LineSplitter
+from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
 
@@ -42,7 +44,8 @@ MIN_PARALLEL_CPUS = 4
 
 def default_workers() -> int:
     """Worker processes for a parallel read: the usable CPUs, at most 8; 1 (read in-process)
-    when fewer than ``MIN_PARALLEL_CPUS`` are usable. ``read_trace(workers=N)`` overrides it."""
+    when fewer than ``MIN_PARALLEL_CPUS`` are usable. ``read_trace(workers=N)`` overrides it.
+    The decision whether a file is read in parallel is ``gputrace.timeline.load.parallel_workers``."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
@@ -72,8 +75,6 @@ def split_ranges(path, parts: int) -> list[tuple[int, int]]:
 
 def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
     """Worker: load lines in [start, end) of ``path``; line numbers local to the range."""
-    from gputrace.timeline.reader import TraceLoader
-
     loader = TraceLoader(lenient=lenient)
     loader.report.files.append(path)
     line_no = 0
@@ -81,19 +82,17 @@ def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
     with open(path, "rb") as f:
         f.seek(start)
         left = end - start
-        buf = b""
+        sp = LineSplitter()
         try:
             while left > 0:
                 data = f.read(min(_READ, left))
                 if not data:
                     break
                 left -= len(data)
-                buf += data
-                lines = buf.split(b"\n")
-                buf = lines.pop()
-                for ln in lines:
+                for ln in sp.push(data):
                     line_no += 1
                     loader.feed(path, line_no, ln, True)
+            buf = sp.rest()
             if buf:
                 line_no += 1
                 loader.feed(path, line_no, buf, False)

@@ -56,6 +56,16 @@ _states: list = []  # every _ThreadState ever created and not yet pruned by the 
 _states_lock = threading.Lock()
 _cuda = None  # gputrace.trace.cuda_timing, imported on the first phase with a stream
 
+# CUPTI external correlation (set by the recorder when it collects CUDA activity; see cupti_collect): every
+# ``with`` phase gets a fresh external id ``xid``, pushed at entry and popped at exit on its thread, so CUPTI
+# tags each CUDA API call inside the phase with it. ``start_phase`` handles push nothing (they may end on
+# another thread, and CUPTI's stack is per thread).
+_XC = False
+_XKIND = 0
+_xpush = None
+_xpop = None
+_xnext = itertools.count(1).__next__
+
 
 class _ThreadState:
     """Per-thread recorder state. ``buf``/``dropped`` are written by the owning thread only
@@ -103,7 +113,7 @@ class Phase:
     # Slots for the fields every phase sets (fastest to create and read); a __dict__ for the rest, which
     # default to the class attributes below so the exporter reads them without catching AttributeError
     # (an unset slot raises, ~1 us per catch).
-    __slots__ = ("name", "device", "nbytes", "stream", "kw", "st", "up", "t0", "t1", "__dict__")
+    __slots__ = ("name", "device", "nbytes", "stream", "kw", "st", "up", "t0", "t1", "xid", "__dict__")
     extra = None
     err = None
     errmsg = None
@@ -124,6 +134,7 @@ class Phase:
         self.stream = stream
         self.kw = kw or None
         self.up = None
+        self.xid = 0
 
     # -- context manager (same thread) -------------------------------------------------------------
     def __enter__(self) -> "Phase":
@@ -137,12 +148,17 @@ class Phase:
             _nv_push(a if a is not None else _nv_attrs(self.name, self.device, self.nbytes), _nv_h)
         self.up = st.cur
         st.cur = self
+        if _XC:
+            x = self.xid = _xnext()
+            _xpush(_XKIND, x)
         self.t0 = _pc()
         if self.stream is not None:
             try:
                 _cuda_start(self)
             except BaseException:
                 st.cur = self.up
+                if self.xid:
+                    _xpop(_XKIND)
                 if _NV:
                     _nv_pop(_nv_h)
                 raise
@@ -159,6 +175,8 @@ class Phase:
         self.t1 = _pc()
         st = self.st
         st.cur = self.up
+        if self.xid:
+            _xpop(_XKIND)
         if _NV:
             _nv_pop(_nv_h)
         if et is not None:
@@ -175,6 +193,8 @@ class Phase:
         self.t1 = _pc()
         st = self.st
         st.cur = self.up
+        if self.xid:
+            _xpop(_XKIND)
         if _NV:
             _nv_pop(_nv_h)
         if et is not None:
@@ -295,6 +315,7 @@ def _phase(name: str, *, device=None, bytes=None, stream=None, **kw) -> Phase:
     p.stream = stream
     p.kw = kw or None  # drop the empty dict now: one GC-tracked object per buffered phase instead of two
     p.up = None
+    p.xid = 0
     return p
 
 

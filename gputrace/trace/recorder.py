@@ -72,6 +72,33 @@ class Recorder:
         self._t_start = time.monotonic()
         self._summary: RunSummary | None = None
         self.record = True
+        #: CUDA activity (CUPTI) collection: a started ``cupti_collect.CuptiCollector`` and its
+        #: ``cupti_join.ActivityJoin``, or None (see ``enable_cuda_activity``).
+        self.cupti = None
+        self.join = None
+        self.activity_spans = 0
+        self.cuda_activity_error: str | None = None  # why CUDA activity was asked for and not collected
+        self._thread_names: dict[int, str] = {}
+
+    def enable_cuda_activity(self, collector) -> None:
+        """Collect CUDA activity with ``collector`` (a started ``CuptiCollector``, or any object with its
+        ``collect``/``stop``/``resource``/``offset_ns``/``push``/``pop``/``xkind``): phases entered from now on
+        push their external id, and every drain turns the collected records into child spans. Call before
+        ``start()``."""
+        from gputrace.trace.cupti_join import ActivityJoin
+
+        self.cupti = collector
+        self.join = ActivityJoin(self.ids, thread_name=self._thread_name)
+        self.resource.update(collector.resource())
+
+    def _thread_name(self, tid: int) -> str | None:
+        name = self._thread_names.get(tid)
+        if name is None:
+            with _ph._states_lock:
+                for st in _ph._states:
+                    self._thread_names[st.ident] = st.name
+            name = self._thread_names.get(tid)
+        return name
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -81,6 +108,11 @@ class Recorder:
             self._drop_base = sum(st.dropped for st in _ph._states)
         _ph._CAP = self.buffer_size
         _ph._RECORDING = self.record
+        if self.cupti is not None and self.record:
+            _ph._XKIND = self.cupti.xkind
+            _ph._xpush = self.cupti.push
+            _ph._xpop = self.cupti.pop
+            _ph._XC = True
         self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
         self._thread.start()
 
@@ -96,6 +128,7 @@ class Recorder:
         if self._summary is not None:
             return self._summary
         _ph._RECORDING = False
+        _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
@@ -111,7 +144,7 @@ class Recorder:
         self._summary = RunSummary(
             run_id=self.run_id,
             spans_recorded=self.recorded,
-            spans_dropped=self.dropped(),
+            spans_dropped=self.dropped() + (self.cupti.dropped if self.cupti is not None else 0),
             sinks=tuple(s.summary() for s in self.sinks),
             cuda_unresolved=self.cuda_unresolved,
             duration_s=time.monotonic() - self._t_start,
@@ -131,36 +164,87 @@ class Recorder:
         Called by the exporter thread; also safe from any other thread (serialised by a lock).
         """
         with self._drain_lock:
-            phases = self._collect()
-            # _ph._cuda stays None until the first phase with a stream: skip the scan for host-only runs.
-            if self._pending_cuda or (_ph._cuda is not None and any(p.ev0 is not None for p in phases)):
-                phases = self._resolve_cuda(phases, final)
-            if not phases:
-                return 0
-            off = self.epoch_offset_ns
-            ids = self.ids
-            # Span records only for sinks that take them; a file sink encodes the phases directly
-            # (same ids, same bytes: gputrace.trace.sinks.phase_json).
-            spans = span_error = None
-            if not all(s.takes_phases for s in self.sinks):
-                try:
-                    spans = [records.to_span(p, ids, off) for p in phases]
-                except Exception as e:  # e.g. an unhashable device=: count the batch, as a failing sink's
-                    span_error = f"{type(e).__name__}: {e}"
-            n = len(phases)
-            self.recorded += n
+            n = self._drain_phases(final)
+            if self.cupti is not None:
+                n += self._drain_activity(final)
+            return n
+
+    def _drain_activity(self, final: bool) -> int:
+        """CUPTI records collected so far -> child spans of their phases, to every sink (exporter thread)."""
+        if final:
+            records = self.cupti.stop()
+        else:
+            records = self.cupti.collect()
+        join = self.join
+        join.offset_ns = self.cupti.offset_ns
+        spans = join.add(records)
+        spans.extend(join.take(final))
+        if final:
+            # The last lines carry the final counters (dropped, records, clock drift).
+            res = self.cupti.resource()
+            self.resource.update(res)
             for s in self.sinks:
                 try:
-                    if s.takes_phases:
-                        s.export_phases(phases, ids, off)
-                    elif spans is None:
-                        s.stats.add(dropped=n, error=span_error)
-                    else:
-                        s.export(list(spans))
-                    s.flush()
+                    s.update_resource(res)
                 except Exception as e:
-                    s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
-            return n
+                    s.stats.add(error=f"update_resource: {type(e).__name__}: {e}")
+        if not spans:
+            return 0
+        n = len(spans)
+        self.activity_spans += n
+        self.recorded += n
+        for s in self.sinks:
+            try:
+                s.export(list(spans))
+                s.flush()
+            except Exception as e:
+                s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
+        return n
+
+    def _drain_phases(self, final: bool) -> int:
+        phases = self._collect()
+        # _ph._cuda stays None until the first phase with a stream: skip the scan for host-only runs.
+        if self._pending_cuda or (_ph._cuda is not None and any(p.ev0 is not None for p in phases)):
+            phases = self._resolve_cuda(phases, final)
+        if not phases:
+            return 0
+        off = self.epoch_offset_ns
+        ids = self.ids
+        # Span records only for sinks that take them; a file sink encodes the phases directly
+        # (same ids, same bytes: gputrace.trace.sinks.phase_json).
+        spans = span_error = None
+        if not all(s.takes_phases for s in self.sinks):
+            try:
+                spans = [records.to_span(p, ids, off) for p in phases]
+            except Exception as e:  # e.g. an unhashable device=: count the batch, as a failing sink's
+                span_error = f"{type(e).__name__}: {e}"
+        n = len(phases)
+        self.recorded += n
+        for s in self.sinks:
+            try:
+                if s.takes_phases:
+                    s.export_phases(phases, ids, off)
+                elif spans is None:
+                    s.stats.add(dropped=n, error=span_error)
+                else:
+                    s.export(list(spans))
+                s.flush()
+            except Exception as e:
+                s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
+        if self.join is not None:
+            self._register_phases(phases)
+        return n
+
+    def _register_phases(self, phases: list) -> None:
+        """Tell the activity join the ids of exported phases that pushed an external correlation id."""
+        join = self.join
+        ids = self.ids
+        off = self.epoch_offset_ns
+        for p in phases:
+            x = p.xid
+            if x:
+                tid, sid = records._ids_of(p, ids)
+                join.register_phase(x, tid, sid, p.t0 + off)
 
     def _collect(self) -> list:
         out: list = []
@@ -215,6 +299,8 @@ def configure(
     buffer_size: int = 1 << 16,
     id_seed: int | None = None,
     collect_gpu_info: bool = True,
+    cuda_activity: bool | None = None,
+    cuda_markers: bool = False,
 ) -> Recorder:
     """Start recording phases of this process; returns the active ``Recorder``.
 
@@ -223,7 +309,12 @@ def configure(
     ``OtlpSink`` arguments. config: the run's switches, recorded as resource attributes
     ``gputrace.config.<key>``. resource: extra resource attributes. sinks: further ``Sink`` objects
     (e.g. ``MemorySink()``). buffer_size: per-thread bound (phases past it are dropped and counted).
-    id_seed: reproducible span/trace ids (tests). With GPUTRACE_DISABLE set (at import or now) nothing is
+    id_seed: reproducible span/trace ids (tests). cuda_activity: collect CUDA kernels, copies, memsets and
+    synchronizations with CUPTI as child spans of the phases that enqueued them (None: the
+    ``GPUTRACE_CUDA_ACTIVITY`` environment variable decides; off by default, docs/tracer.md says why); when
+    CUPTI cannot collect, the run goes on without it, logs one warning and records the reason as the resource
+    attribute ``gputrace.cupti.unavailable``. cuda_markers: also turn NVTX ranges of other domains into spans
+    (``gputrace record``). With GPUTRACE_DISABLE set (at import or now) nothing is
     recorded and phases are no-ops. Raises OSError if the trace file cannot be opened, ValueError for
     bad arguments.
     """
@@ -261,9 +352,13 @@ def configure(
     rec = Recorder(
         all_sinks, res, run_id=run_id, flush_interval_s=flush_interval_s, buffer_size=buffer_size, id_seed=id_seed
     )
+    if cuda_activity is None:
+        cuda_activity = env_flag(CUDA_ACTIVITY_ENV)
     with _lock:
         if _active is not None:
             log.info("gputrace: configure() replaced an active recorder:\n%s", _active.stop())
+        if cuda_activity and not disabled:
+            _start_cuda_activity(rec, cuda_markers)  # after the old recorder stopped: CUPTI is process-wide
         _active = rec
         rec.record = not disabled  # disabled: sinks are opened (and closed at shutdown), nothing recorded
         rec.start()
@@ -271,6 +366,29 @@ def configure(
             atexit.register(_shutdown_at_exit)
             _atexit_registered = True
     return rec
+
+
+#: Environment variable that turns CUDA activity collection on when ``configure(cuda_activity=None)``.
+CUDA_ACTIVITY_ENV = "GPUTRACE_CUDA_ACTIVITY"
+
+
+def env_flag(name: str) -> bool:
+    """True when the environment variable is set to something other than '', 0, false, no, off."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _start_cuda_activity(rec: Recorder, markers: bool) -> None:
+    from gputrace.trace.cupti_collect import CuptiCollector, CuptiUnavailable
+
+    col = CuptiCollector(markers=markers)
+    try:
+        col.start()
+    except CuptiUnavailable as e:
+        rec.resource["gputrace.cupti.unavailable"] = str(e)
+        rec.cuda_activity_error = str(e)
+        log.warning("gputrace: CUDA activity not collected: %s", e)
+        return
+    rec.enable_cuda_activity(col)
 
 
 def shutdown() -> RunSummary:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -29,6 +30,7 @@ from textual.message import Message
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from gputrace.textsafe import rich_text, visible
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt
@@ -218,7 +220,7 @@ class GputraceApp(SearchFilter, App):
             # While following a live file, focus as soon as the phase appears; a notice only at the end.
             self._focused = self._focus(self.focus_phase, quiet=not upd.final) or upd.final
         if upd.final and upd.note:
-            self.notify(f"loaded with problems: {upd.note}", severity="warning", timeout=10)
+            self.notify(visible(f"loaded with problems: {upd.note}"), severity="warning", timeout=10, markup=False)
         if upd.final:
             if upd.spans == 0:
                 self._fail(f"{self.trace_title}: no spans (empty file, or not an OTLP JSON Lines trace)"
@@ -255,7 +257,7 @@ class GputraceApp(SearchFilter, App):
         rows = np.flatnonzero(tl.cols["phase"] == pid) if pid >= 0 else np.empty(0, np.int64)
         if rows.size == 0:
             if not quiet:
-                self.notify(f"--focus: no span named {phase!r}", severity="warning", timeout=10)
+                self.notify(visible(f"--focus: no span named {phase!r}"), severity="warning", timeout=10, markup=False)
             return False
         row = int(rows[np.argmin(tl.cols["start"][rows])])
         gantt = self.query_one(Gantt)
@@ -346,8 +348,9 @@ class GputraceApp(SearchFilter, App):
     def on_stalls_panel_highlighted(self, msg: StallsPanel.Highlighted) -> None:
         it = msg.item
         self.query_one("#stall-detail", Static).update(
-            "" if it is None else f"[b]{it.category}[/b] {format_duration(it.amount_ns)}\n{it.text}\n"
-                                  "[dim]Enter: zoom the timeline to it[/dim]")
+            "" if it is None else Text.assemble(
+                (it.category, "bold"), f" {format_duration(it.amount_ns)}\n", rich_text(it.text),
+                ("\nEnter: zoom the timeline to it", "dim")))
 
     @_ui
     def on_stalls_panel_chosen(self, msg: StallsPanel.Chosen) -> None:
@@ -421,7 +424,7 @@ async def _screenshot(app: GputraceApp, size: tuple[int, int], timeout: float) -
         await app.wait_ready(timeout)
         await pilot.pause()
         await pilot.pause(0.05)
-        return app.export_screenshot(title=f"gputrace view {app.trace_title}")
+        return app.export_screenshot(title=visible(f"gputrace view {app.trace_title}"))
 
 
 def screenshot_svg(app: GputraceApp, size: tuple[int, int] = (160, 48), timeout: float = 120.0) -> str:

@@ -15,8 +15,8 @@ Threads: reading, splitting and comparing run in a thread worker that posts `Com
 (with both `TimelineIndex` already built) or `CompareFailed` (shown as one message on the
 error screen, never a traceback). The UI thread only swaps references and redraws.
 
-Reading files is injected (``load_runs``: paths -> (Timelines, labels), e.g.
-`gputrace.commands.compare.load_runs`), so this module needs no file-format code of its own.
+Files are read through the entrance, `gputrace.timeline.load.load_runs` (paths -> (Timelines,
+labels), one per run); a test may inject another ``load_runs``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_sets
+from gputrace.textsafe import rich_text
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt
@@ -149,8 +150,8 @@ class CompareFailed(Message):
 
 
 class CompareApp(App):
-    """Compare two sets of runs. Give ``base``/``variant`` paths with ``load_runs``, or
-    ``base_runs``/``variant_runs`` (Timelines, one per run) directly."""
+    """Compare two sets of runs. Give ``base``/``variant`` paths (read by ``load_runs``, default
+    `gputrace.timeline.load.load_runs`), or ``base_runs``/``variant_runs`` (Timelines, one per run)."""
 
     CSS_PATH = str(Path(__file__).with_name("gputrace.tcss"))
     TITLE = "gputrace compare"
@@ -233,7 +234,9 @@ class CompareApp(App):
         if given is not None:
             return list(given), [f"run {i}" for i in range(len(given))]
         if self._load_runs is None:
-            raise ValueError("no trace reader given (load_runs)")
+            from gputrace.timeline.load import load_runs
+
+            return load_runs(paths)
         return self._load_runs(paths)
 
     @work(thread=True, exclusive=True, group="compare")
@@ -271,7 +274,7 @@ class CompareApp(App):
         if env.config_diffs:
             lines.append("configuration: " + env.config_summary())
         if lines:
-            banner.update(Text("⚠ the runs' environments differ: " + " · ".join(lines), style="bold"))
+            banner.update(rich_text("⚠ the runs' environments differ: " + " · ".join(lines), style="bold"))
             banner.add_class("shown")
         nb, nv = len(res.base_labels), len(res.variant_labels)
         ctx = f"A: {nb} runs vs B: {nv} runs · {res.confidence:.0%} confidence"
@@ -314,7 +317,7 @@ class CompareApp(App):
             style = VERDICT_STYLE.get(r.verdict, "")
             ci = f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]" if _fin(r.rel_low) else "-"
             table.add_row(
-                r.path, r.device_label, r.clock,
+                rich_text(r.path), rich_text(r.device_label), rich_text(r.clock),
                 Text(fmt_ns(r.base_median_ns), justify="right"), Text(fmt_ns(r.variant_median_ns), justify="right"),
                 Text(_pct(r.rel), style=style, justify="right"), Text(ci, justify="right"),
                 Text(whisker_bar(r.rel, r.rel_low, r.rel_high, scale), style=style or "white"),

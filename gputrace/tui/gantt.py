@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from rich.cells import set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -271,7 +272,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         spec = self.rows[ry]
         tw = self.timeline_width
         name_style, base = self._name_styles(spec.kind, ry == self.cursor_row and self.has_focus, base)
-        label = spec.label[: NAME_W - 1].ljust(NAME_W - 1)
+        label = set_cell_size(spec.label, NAME_W - 1)  # cells, not characters: wide names keep the grid
         segs = [Segment(label, name_style), Segment("│", name_style)]
         cells = self._row_cells(spec, tw)
         for text, fg, bg, bold in cells_to_runs(cells):

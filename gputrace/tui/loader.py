@@ -153,13 +153,11 @@ def _merge(merged: Timeline | None, acc: list[Timeline], origin: int | None,
 
 
 def check_paths(paths: Sequence[str]) -> None:
-    """Raise `LoadError` for a missing, unreadable or empty file (before any parsing)."""
-    if not paths:
-        raise LoadError("no trace file given")
-    for p in paths:
-        if not os.path.exists(p):
-            raise LoadError(f"{p}: no such file")
-        if os.path.isdir(p):
-            raise LoadError(f"{p}: is a directory, not a trace file")
-        if not os.access(p, os.R_OK):
-            raise LoadError(f"{p}: permission denied")
+    """Raise `LoadError` for a missing, unreadable or empty file (before any parsing); the checks
+    are the entrance's (`gputrace.timeline.load.check_paths`)."""
+    from gputrace.timeline.load import UnreadableTrace, check_paths as _check
+
+    try:
+        _check(paths)
+    except UnreadableTrace as e:
+        raise LoadError(str(e)) from None

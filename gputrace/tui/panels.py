@@ -15,21 +15,34 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from gputrace.phases import phase_hex
+from gputrace.textsafe import rich_text
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.tui.layout import format_bandwidth, format_bytes, format_duration
 from gputrace.tui.overlays import StallItem
 
 
+class _LiteralGrid:
+    """A two-column rich grid whose ``str`` cells are shown literally (gputrace.textsafe.rich_text):
+    keys and values may be attribute names and values from the trace."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def add_row(self, *cells) -> None:
+        self.table.add_row(*(rich_text(c) if isinstance(c, str) else c for c in cells))
+
+
 def details_table(tl: Timeline, row: int, origin: int) -> Table:
     """Everything about one span as a two-column table (times relative to ``origin``)."""
     c = tl.cols
-    t = Table.grid(padding=(0, 1))
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(overflow="fold")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    t = _LiteralGrid(grid)
     phase = tl.phases[int(c["phase"][row])]
     lane = tl.lanes[int(c["lane"][row])]
     s, e = int(c["start"][row]), int(c["end"][row])
-    t.add_row("phase", Text(f"■ {phase}", style=phase_hex(phase)))
+    t.add_row("phase", rich_text(f"■ {phase}", style=phase_hex(phase)))
     if tl.name_of(row) != phase:
         t.add_row("name", tl.name_of(row))
     t.add_row("kind", KIND_NAMES.get(int(c["kind"][row]), "host"))
@@ -77,7 +90,7 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
     if 0 <= int(c["trace"][row]) < len(tl.trace_ids):
         t.add_row("trace", tl.trace_ids[int(c["trace"][row])])
     t.add_row("span id", f"{int(c['span_id'][row]):016x}")
-    return t
+    return grid
 
 
 class DetailsPanel(Static):
@@ -152,7 +165,7 @@ class SummaryPanel(DataTable):
             dev = "all" if s.device is None else ("CPU" if s.device < 0 else f"GPU {s.device}")
             share = "-" if math.isnan(s.share) else f"{s.share:.1%}"
             self.add_row(
-                Text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),
+                rich_text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),
                 format_duration(s.mean_ns), format_duration(s.median_ns), format_duration(s.p95_ns), share,
             )
 
@@ -199,9 +212,9 @@ class StallsPanel(DataTable):
         for it in self.items:
             style = {"idle": "bold red", "wait": "yellow", "pin": "magenta", "unattributed": "dark_orange"}.get(
                 it.category, "")
-            self.add_row(Text(it.category, style=style), format_duration(it.amount_ns, 3), it.text)
+            self.add_row(Text(it.category, style=style), format_duration(it.amount_ns, 3), rich_text(it.text))
         for n in notes:
-            self.add_row(Text("n/a", style="dim"), "", Text(n, style="dim"))
+            self.add_row(Text("n/a", style="dim"), "", rich_text(n, style="dim"))
 
     @dataclass
     class Highlighted(Message):

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+from rich.cells import cell_len
 
+from gputrace.textsafe import visible
 from gputrace.tui.index import IntervalIndex
 from gputrace.tui.layout import View
 
@@ -146,6 +148,16 @@ def _thin(out: Cells) -> None:
     ch[ch == "▐"] = "▗"
 
 
+def cell_text(text: str) -> str:
+    """Trace text for a span label drawn one character per cell: control characters made visible
+    (gputrace.textsafe.visible), and characters that are not exactly one cell wide (wide CJK, emoji,
+    combining marks) shown as '?' so the row keeps its grid."""
+    text = visible(text)
+    if text.isascii():
+        return text
+    return "".join(c if cell_len(c) == 1 else "?" for c in text)
+
+
 def _labels(out: Cells, sid: np.ndarray, label_fn, selected_row: int, rowa) -> None:
     """Write each span's label inside the run of cells it fully covers, when it fits."""
     w = len(sid)
@@ -155,7 +167,7 @@ def _labels(out: Cells, sid: np.ndarray, label_fn, selected_row: int, rowa) -> N
     keep = (sid[starts] >= 0) & (ends - starts >= 4)
     for a, b in zip(starts[keep].tolist(), ends[keep].tolist()):
         i = int(sid[a])
-        text = label_fn(i)
+        text = cell_text(label_fn(i))
         room = b - a - 2
         if room <= 0 or not text:
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputrace.textsafe import visible
 from gputrace.tui.index import TimelineIndex
 
 HOST, DEVICE, LANE, GPU = "host", "device", "lane", "gpu"
@@ -53,7 +54,7 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
         hkey = (HOST, host)
         hc = hkey in collapsed
         n_lanes = sum(len(v) for v in devices.values())
-        rows.append(RowSpec(HOST, f"{'▶' if hc else '▼'} {host}", hkey, collapsed=hc, group=(host,)))
+        rows.append(RowSpec(HOST, f"{'▶' if hc else '▼'} {visible(host)}", hkey, collapsed=hc, group=(host,)))
         if hc:
             continue
         for dev, lanes in devices.items():
@@ -68,12 +69,12 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
                 lane = tl.lanes[k]
                 li = index.lanes[k]
                 if compact:
-                    label = f"   {lane.name}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                    label = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
                     rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev)))
                     continue
                 for j, lv in enumerate(li.levels):
                     if j == 0:
-                        label = f"   {lane.name}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                        label = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
                     else:
                         label = f"    └ d{lv.depth}" + (f".{lv.sublevel}" if lv.sublevel else "")
                     rows.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from textual.widgets import Input
 
+from gputrace.textsafe import visible
 from gputrace.tui.gantt import Gantt
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.query import QueryError, match_mask
@@ -48,7 +49,7 @@ class SearchFilter:
         try:
             mask = match_mask(self.index.timeline, text)
         except QueryError as e:
-            self.notify(str(e), severity="error")
+            self.notify(visible(e), severity="error", markup=False)
             return
         self.search_text = text
         self.search_rows = np.flatnonzero(mask)
@@ -57,7 +58,7 @@ class SearchFilter:
             if len(self.search_rows):
                 self.action_match(1)
             else:
-                self.notify(f"no span matches {text!r}", severity="warning")
+                self.notify(visible(f"no span matches {text!r}"), severity="warning", markup=False)
         self._update_status()
 
     def _apply_filter(self, text: str, quiet: bool = False) -> None:
@@ -74,14 +75,14 @@ class SearchFilter:
         try:
             mask = match_mask(full.timeline, text)
         except QueryError as e:
-            self.notify(str(e), severity="error")
+            self.notify(visible(e), severity="error", markup=False)
             return
         self.filter_text = text
         idx = TimelineIndex.build(full.timeline, origin=full.origin, mask=mask)
         self.index = idx
         gantt.set_index(idx)
         if not quiet and not mask.any():
-            self.notify(f"filter {text!r} hides every span (Esc clears it)", severity="warning")
+            self.notify(visible(f"filter {text!r} hides every span (Esc clears it)"), severity="warning", markup=False)
         self._update_status()
 
     def action_match(self, delta: int) -> None:

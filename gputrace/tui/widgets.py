@@ -10,6 +10,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from gputrace.textsafe import rich_text
+
 KEYS = [
     ("←/→  h/l", "pan a tenth of the view (shift: half)"),
     ("↑/↓  k/j", "move the row cursor"),
@@ -41,7 +43,8 @@ QUERY_HELP = (
 
 class TextLine(Widget):
     """A one-line bar whose updates repaint only itself (a Static's update re-lays out the
-    screen, which costs more than a Gantt redraw on every zoom or pan)."""
+    screen, which costs more than a Gantt redraw on every zoom or pan). The text is shown
+    literally (gputrace.textsafe.rich_text): it may quote file, phase or lane names."""
 
     def __init__(self, text: str = "", **kw) -> None:
         super().__init__(**kw)
@@ -53,7 +56,9 @@ class TextLine(Widget):
             self.refresh()
 
     def render(self) -> Text:
-        return Text(self.text, no_wrap=True, overflow="ellipsis")
+        t = rich_text(self.text)
+        t.no_wrap, t.overflow = True, "ellipsis"
+        return t
 
 
 class HelpScreen(ModalScreen):
@@ -85,5 +90,5 @@ class ErrorScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield TextLine(f"gputrace · {self.title_text} · cannot show this trace", id="title")
-        yield Static(f"⚠ {self.text}\n\nPress q to quit.", id="message")
+        yield Static(Text.assemble("⚠ ", rich_text(self.text), "\n\nPress q to quit."), id="message")
         yield Footer()

@@ -95,9 +95,9 @@ class Experiment:
 
     def measures(self, reader: Callable[[Path], object] | None = None) -> dict[Variant, list[RunMeasures]]:
         """Measured non-warm-up runs per variant. ``reader(path) -> Timeline`` defaults to the
-        OTLP JSON-lines reader."""
+        entrance, :func:`gputrace.timeline.load.read_any` (any format, by content)."""
         if reader is None:
-            from gputrace.timeline import read_trace as reader  # noqa: N813
+            from gputrace.timeline.load import read_any as reader  # noqa: N813
         out: dict[Variant, list[RunMeasures]] = {}
         for v in self.variants:
             recs = [r for r in self.records if r.variant == v.name and r.error is None and not r.warmup]

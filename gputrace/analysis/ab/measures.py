@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.analysis._common import group_ids, run_index
+from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
 from gputrace.timeline.model import Timeline
 
 RUN_PATH = "(run)"
@@ -173,14 +174,3 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
     if not label:
         label = str(res.get("gputrace.run_id") or (tl.trace_ids[0] if tl.trace_ids else "run"))
     return RunMeasures(label=label, start_ns=int(start), resource=res, values=values)
-
-
-def split_runs(tl: Timeline) -> list[Timeline]:
-    """One Timeline per run (``gputrace.run_id``, else process, else trace id), in start order."""
-    run, labels = run_index(tl)
-    if len(labels) <= 1:
-        return [tl]
-    parts = [tl.select(run == r) for r in range(len(labels))]
-    parts = [p for p in parts if p.n]
-    parts.sort(key=lambda p: p.t0)
-    return parts

@@ -43,6 +43,11 @@ class Sink:
         assigned them already."""
         raise NotImplementedError
 
+    def update_resource(self, attrs: Mapping[str, Any]) -> None:
+        """Add or replace resource attributes for what is exported from now on (the recorder's final counters,
+        e.g. ``gputrace.cupti.dropped``). Sinks whose resource is fixed at ``start`` may ignore it."""
+        self.resource = {**self.resource, **attrs}
+
     def flush(self) -> None:
         """Push buffered data to its destination (called after every drain)."""
 

@@ -44,6 +44,10 @@ class JsonlFileSink(Sink):
         super().start(resource)
         self._head = request_head(self.resource)
 
+    def update_resource(self, attrs: Mapping[str, Any]) -> None:
+        super().update_resource(attrs)
+        self._head = request_head(self.resource)
+
     def export_phases(self, phases: list, ids: Any, epoch_offset_ns: int) -> None:
         """Write finished phases (the recorder's fast path; same bytes as ``export`` of their records)."""
         if self._closed or not phases:

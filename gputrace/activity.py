@@ -1,0 +1,133 @@
+"""gputrace's semantic conventions for GPU activity spans (kernels, copies, memsets, syncs).
+
+One vocabulary for every source: the CUPTI collector (``gputrace.source = "cupti"``) and the
+Nsight Systems importer (``"nsys"``) both emit exactly these names, so the analysis, the TUI and
+``compare`` never care where a kernel came from. docs/trace-format.md ("GPU activity") is the
+reference; this module is the code form (names, vocabularies, and the normalisers that map
+CUPTI enum names, nsys enum names and nsys labels onto the vocabulary).
+
+Stdlib only; pure functions, any thread. Normalisers never raise: an unknown label maps to the
+vocabulary's "unknown" value.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---- attribute names -----------------------------------------------------------------------
+ACTIVITY = "gputrace.activity"  # "kernel" / "memcpy" / "memset" / "sync"
+SOURCE = "gputrace.source"  # "cupti" / "nsys"
+KERNEL_NAME = "cuda.kernel.name"  # demangled full name (the span name is the short name)
+GRID, BLOCK = "cuda.grid", "cuda.block"  # [x, y, z]
+REGISTERS = "cuda.registers_per_thread"
+SHARED_STATIC, SHARED_DYNAMIC = "cuda.shared_memory.static", "cuda.shared_memory.dynamic"
+STREAM = "cuda.stream"
+CORRELATION = "cuda.correlation_id"
+API = "cuda.api"
+LAUNCH_API_START = "cuda.launch.api_start_ns"
+MEMCPY_KIND, MEMCPY_SRC, MEMCPY_DST = "cuda.memcpy.kind", "cuda.memcpy.src_kind", "cuda.memcpy.dst_kind"
+MEMSET_KIND = "cuda.memset.kind"
+SYNC_TYPE, SYNC_STREAM, SYNC_EVENT = "cuda.sync.type", "cuda.sync.stream", "cuda.sync.event"
+
+# ---- vocabularies --------------------------------------------------------------------------
+ACTIVITIES = ("kernel", "memcpy", "memset", "sync")
+SOURCES = ("cupti", "nsys")
+MEMORY_KINDS = ("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN")
+COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
+SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "unknown")
+MEMSET_NAME = "[CUDA memset]"
+
+# CUPTI and nsys spell copy directions HTOD, HTOA, ATOD, ... (A = CUDA array, which lives on the
+# device); nsys labels spell them "Host-to-Device". Arrays fold onto the device side.
+_COPY = {
+    "HTOD": "HtoD", "HTOA": "HtoD", "DTOH": "DtoH", "ATOH": "DtoH", "DTOD": "DtoD", "DTOA": "DtoD", "ATOD": "DtoD",
+    "ATOA": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP", "HOSTTODEVICE": "HtoD", "DEVICETOHOST": "DtoH",
+    "DEVICETODEVICE": "DtoD", "HOSTTOHOST": "HtoH", "PEERTOPEER": "PtoP", "HOSTTOARRAY": "HtoD",
+    "ARRAYTOHOST": "DtoH", "ARRAYTODEVICE": "DtoD", "DEVICETOARRAY": "DtoD", "ARRAYTOARRAY": "DtoD",
+}
+_MEM_ALIASES = {"PAGE_LOCKED": "PINNED", "PINNED_PAGE_LOCKED": "PINNED", "STATIC_DEVICE": "DEVICE_STATIC",
+                "STATIC_MANAGED": "MANAGED_STATIC"}
+_SYNC = {
+    "STREAM_SYNCHRONIZE": "stream", "EVENT_SYNCHRONIZE": "event", "CONTEXT_SYNCHRONIZE": "context",
+    "STREAM_WAIT_EVENT": "stream_wait_event", "STREAM": "stream", "EVENT": "event", "CONTEXT": "context",
+}
+
+
+def _tail(label: object, marker: str) -> str:
+    """Upper-case ``label`` with any enum prefix up to ``marker`` removed, separators as ``_``."""
+    s = re.sub(r"[\s\-]+", "_", str(label).strip()).upper()
+    i = s.rfind(marker)
+    return s[i + len(marker):] if i >= 0 else s
+
+
+def memory_kind(label: object) -> str:
+    """'CUPTI_ACTIVITY_MEMORY_KIND_PINNED', 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable', 'Device Static'
+    -> 'PINNED', 'PAGEABLE', 'PAGEABLE', 'DEVICE_STATIC'. Unknown labels -> 'UNKNOWN'."""
+    if label is None:
+        return "UNKNOWN"
+    s = _tail(label, "KIND_")
+    s = _MEM_ALIASES.get(s, s)
+    if s not in MEMORY_KINDS and "(" in str(label):  # nsys labels such as "Pinned (page-locked)"
+        s = _tail(str(label).split("(")[0], "KIND_").strip("_")
+    return s if s in MEMORY_KINDS else "UNKNOWN"
+
+
+def copy_kind(label: object) -> str:
+    """'CUPTI_ACTIVITY_MEMCPY_KIND_HTOD', 'CUDA_MEMCPY_KIND_DTOH', 'Host-to-Device', 'HtoD' -> 'HtoD', 'DtoH', ...
+    Copies to or from CUDA arrays fold onto the device side (HTOA -> HtoD). Unknown -> 'unknown'."""
+    if label is None:
+        return "unknown"
+    s = _tail(label, "KIND_").replace("_", "")
+    return _COPY.get(s, "unknown")
+
+
+def sync_type(label: object) -> str:
+    """'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE' -> 'stream', ..._EVENT_SYNCHRONIZE -> 'event',
+    ..._CONTEXT_SYNCHRONIZE -> 'context', ..._STREAM_WAIT_EVENT -> 'stream_wait_event'; else 'unknown'."""
+    if label is None:
+        return "unknown"
+    s = _tail(label, "TYPE_")
+    if s.lower() in SYNC_TYPES:
+        return s.lower()
+    return _SYNC.get(s, "unknown")
+
+
+def memcpy_name(kind: str) -> str:
+    """Span name of a copy: '[CUDA memcpy HtoD]'."""
+    return f"[CUDA memcpy {kind}]"
+
+
+def sync_name(kind: str) -> str:
+    """Span name of a synchronization: '[CUDA sync stream]', '[CUDA sync event]', '[CUDA sync context]'."""
+    return f"[CUDA sync {kind}]"
+
+
+def short_kernel_name(full: str) -> str:
+    """The short name of a demangled kernel name: 'void ns::ntt<256>(Fr*, int)' -> 'ntt'.
+
+    Drops the parameter list, template arguments, the return type and namespaces (bracket depth
+    is tracked, so 'f<(a>b)>' does not confuse it). A name that is not demangled is returned as is.
+    """
+    s = full.strip()
+    angle = paren = 0
+    cut, tmpl = len(s), -1  # tmpl: where the last top-level template argument list opened
+    for i, ch in enumerate(s):
+        if paren == 0 and ch == "<":
+            if angle == 0:
+                tmpl = i
+            angle += 1
+        elif paren == 0 and ch == ">":
+            angle = max(angle - 1, 0)
+        elif ch == "(":
+            if angle == 0 and paren == 0:
+                cut = i  # the parameter list: the first '(' outside templates
+                break
+            paren += 1
+        elif ch == ")":
+            paren = max(paren - 1, 0)
+    s = s[:cut].rstrip()
+    if s.endswith(">") and 0 <= tmpl < len(s):
+        s = s[:tmpl].rstrip()
+    s = s.rsplit(" ", 1)[-1]
+    s = s.rsplit("::", 1)[-1]
+    return s or full

@@ -1,0 +1,451 @@
+"""GPU truth from activity spans: device busy/idle and per-phase launch gaps.
+
+Activity spans (``gputrace.activity`` = kernel / memcpy / memset / sync, see :mod:`gputrace.activity`)
+say what a GPU really did; a phase's CUDA-event bracket is only an upper bound that includes every
+moment the stream sat empty waiting for the host. Every result here carries ``basis``:
+``"kernels"`` where activity spans were used, ``"brackets"`` where a device had none and only event
+brackets (or the host times of ``gpu`` phases) were available.
+
+* :func:`activity_index`: the activity rows of a Timeline (cached per Timeline object).
+* :func:`device_busy`: per (run, host, device), the union of kernel/copy/memset intervals (not the
+  sum: overlapping streams count once) against the run's extent.
+* :func:`launch_gaps`: per phase instance and device, the bracket (CUDA events, else host times),
+  the GPU busy time of the activity it enqueued (its own and its sub-phases'), the gap (window -
+  busy), the holes themselves, and what the launching host thread was doing in the holes: host
+  spans' exclusive time per phase name, or none (the phase's own code between launches, e.g.
+  Python or the GIL: *unattributed* host time).
+
+Copies, sync waits and per-kernel tables are in :mod:`gputrace.analysis.gpu_transfers`.
+Pure numpy; any thread; the Timeline is never modified.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from gputrace.activity import ACTIVITY
+from gputrace.analysis._common import (
+    device_activity,
+    gaps_between,
+    group_ids,
+    offsets_from_counts,
+    pair_overlaps,
+    row_hosts,
+    run_extents,
+    run_index,
+    segment_bounds,
+    uncovered,
+    union_by_group,
+)
+from gputrace.timeline.model import Timeline
+
+KERNEL, MEMCPY, MEMSET, SYNC = 0, 1, 2, 3
+WHAT_NAMES = ("kernel", "memcpy", "memset", "sync")
+_WHAT_CODES = {n: i for i, n in enumerate(WHAT_NAMES)}
+KERNELS, BRACKETS = "kernels", "brackets"
+CUDA_EVENTS, HOST_TIMES = "cuda events", "host"
+
+
+@dataclass
+class ActivityIndex:
+    """The activity rows of a Timeline, ascending by row. ``what``: KERNEL/MEMCPY/MEMSET/SYNC;
+    ``start``/``end``: the device interval (``gpu_start``/``gpu_end`` where set, else the span's own
+    times; a sync's host interval); ``device``: the device column."""
+
+    rows: np.ndarray
+    what: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+
+    def __len__(self) -> int:
+        return int(len(self.rows))
+
+    def device_work(self) -> np.ndarray:
+        """Mask of kernels, copies and memsets (what occupies a GPU; syncs are host waits)."""
+        return self.what != SYNC
+
+    def mask(self, n: int) -> np.ndarray:
+        """Row mask of length ``n`` (the Timeline's row count) for the activity rows."""
+        m = np.zeros(n, bool)
+        m[self.rows] = True
+        return m
+
+
+_CACHE: dict[int, tuple[weakref.ref, ActivityIndex]] = {}
+
+
+def activity_index(tl: Timeline) -> ActivityIndex:
+    """Activity rows of ``tl`` (one pass over ``tl.attrs``; cached while ``tl`` lives)."""
+    hit = _CACHE.get(id(tl))
+    if hit is not None and hit[0]() is tl:
+        return hit[1]
+    rows, codes = [], []
+    get = _WHAT_CODES.get
+    for r, a in tl.attrs.items():
+        w = a.get(ACTIVITY)
+        if w is not None:
+            c = get(w)
+            if c is not None:
+                rows.append(r)
+                codes.append(c)
+    r = np.asarray(rows, np.int64)
+    o = np.argsort(r, kind="stable")
+    r, w = r[o], np.asarray(codes, np.int8)[o]
+    c = tl.cols
+    has = (c["gpu_start"][r] >= 0) & (c["gpu_end"][r] >= c["gpu_start"][r])
+    idx = ActivityIndex(r, w, np.where(has, c["gpu_start"][r], c["start"][r]),
+                        np.where(has, c["gpu_end"][r], c["end"][r]), c["device"][r].astype(np.int64))
+    for k in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+        _CACHE.pop(k, None)
+    _CACHE[id(tl)] = (weakref.ref(tl), idx)
+    return idx
+
+
+# ---- device busy / idle --------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceBusy:
+    """One device of one run. ``window_ns``: the run's extent; ``busy_ns``: union of device work;
+    ``kernel_ns``: union of kernels alone; ``idle_ns`` = window - busy. ``basis``: "kernels" or
+    "brackets" (no activity spans on this device: busy is the union of event brackets / ``gpu``
+    phases, an upper bound). ``kernels``/``copies``/``memsets``: counts (0 on brackets)."""
+
+    run: str
+    host: str
+    device: int
+    basis: str
+    window_ns: int
+    busy_ns: int
+    kernel_ns: int
+    idle_ns: int
+    kernels: int
+    copies: int
+    memsets: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBusy]:
+    """GPU busy/idle per (run, host, device), kernel truth where it exists (see module docstring)."""
+    idx = idx or activity_index(tl)
+    run, runs = run_index(tl)
+    host, hosts = row_hosts(tl)
+    rmin, rmax = run_extents(tl, run, len(runs))
+    dw = idx.device_work()
+    a_rows, a_s, a_e, a_w = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw]
+    b_rows, b_s, b_e = device_activity(tl)
+    keep = ~idx.mask(tl.n)[b_rows]
+    b_rows, b_s, b_e = b_rows[keep], b_s[keep], b_e[keep]
+    out: list[DeviceBusy] = []
+    c = tl.cols
+    with_activity: set[tuple[int, int, int]] = set()
+    for basis, rows, s, e in ((KERNELS, a_rows, a_s, a_e), (BRACKETS, b_rows, b_s, b_e)):
+        if len(rows) == 0:
+            continue
+        dev = c["device"][rows].astype(np.int64)
+        gid, first = group_ids(run[rows], host[rows], dev)
+        ug, us, ue = union_by_group(gid, s, e)
+        busy = np.bincount(ug, weights=(ue - us).astype(np.float64), minlength=len(first)).astype(np.int64)
+        if basis == KERNELS:
+            k = a_w == KERNEL
+            kg, ks, ke = union_by_group(gid[k], s[k], e[k])
+            kern = np.bincount(kg, weights=(ke - ks).astype(np.float64), minlength=len(first)).astype(np.int64)
+            counts = [np.bincount(gid[a_w == w], minlength=len(first)) for w in (KERNEL, MEMCPY, MEMSET)]
+        else:
+            kern = np.zeros(len(first), np.int64)
+            counts = [np.zeros(len(first), np.int64)] * 3
+        for g, fr in enumerate(first.tolist()):
+            key = (int(run[rows[fr]]), int(host[rows[fr]]), int(dev[fr]))
+            if basis == BRACKETS and key in with_activity:
+                continue
+            with_activity.add(key)
+            window = int(rmax[key[0]] - rmin[key[0]])
+            out.append(DeviceBusy(runs[key[0]], hosts[key[1]], key[2], basis, window, int(busy[g]), int(kern[g]),
+                                  max(window - int(busy[g]), 0), int(counts[0][g]), int(counts[1][g]), int(counts[2][g])))
+    out.sort(key=lambda d: (d.run, d.host, d.device))
+    return out
+
+
+# ---- launch gaps ---------------------------------------------------------------------------
+@dataclass
+class LaunchGaps:
+    """Launch gaps, columnar: one entry per (phase instance, device) that enqueued device work.
+
+    * ``row``: the phase's row; ``device``; ``phase``: phase id into ``phases``.
+    * ``bracket_start``/``bracket_end``: CUDA-event times where the phase has them on that device
+      (``bracket_basis`` CUDA_EVENTS), else its host times (HOST_TIMES).
+    * ``window_start``/``window_end``: the bracket widened to cover all its device work.
+    * ``busy_ns``: union of its device work (kernels, copies, memsets, its sub-phases' included);
+      ``kernel_ns``: union of kernels alone; ``kernels``: kernel count; ``gap_ns`` = window - busy.
+    * Holes (CSR): entry ``i``'s idle intervals are ``hole_start/hole_end[hole_offsets[i]:hole_offsets[i+1]]``.
+    * Host activity in the holes on the launching thread (CSR, largest first):
+      ``act_phase``/``act_ns`` over ``act_offsets``; ``unattributed_ns``: hole time in which the thread
+      was in no child span (the phase's own code, or no span at all). ``thread_known`` is False where
+      no host-thread lane was found for the phase (then host activity is not measured).
+    """
+
+    row: np.ndarray
+    device: np.ndarray
+    phase: np.ndarray
+    bracket_start: np.ndarray
+    bracket_end: np.ndarray
+    bracket_basis: np.ndarray  # bool: True = CUDA events
+    window_start: np.ndarray
+    window_end: np.ndarray
+    busy_ns: np.ndarray
+    kernel_ns: np.ndarray
+    kernels: np.ndarray
+    hole_offsets: np.ndarray
+    hole_start: np.ndarray
+    hole_end: np.ndarray
+    act_offsets: np.ndarray
+    act_phase: np.ndarray
+    act_ns: np.ndarray
+    unattributed_ns: np.ndarray
+    thread_known: np.ndarray
+    phases: list[str]
+
+    def __len__(self) -> int:
+        return int(len(self.row))
+
+    @property
+    def gap_ns(self) -> np.ndarray:
+        return np.maximum((self.window_end - self.window_start) - self.busy_ns, 0)
+
+    @property
+    def bracket_ns(self) -> np.ndarray:
+        return self.bracket_end - self.bracket_start
+
+    def holes_of(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = int(self.hole_offsets[i]), int(self.hole_offsets[i + 1])
+        return self.hole_start[a:b], self.hole_end[a:b]
+
+    def entry(self, i: int) -> dict:
+        """One entry as plain data (details panels, JSON)."""
+        a, b = int(self.act_offsets[i]), int(self.act_offsets[i + 1])
+        return {
+            "row": int(self.row[i]), "phase": self.phases[int(self.phase[i])], "device": int(self.device[i]),
+            "basis": KERNELS, "bracket": CUDA_EVENTS if self.bracket_basis[i] else HOST_TIMES,
+            "bracket_ns": int(self.bracket_ns[i]), "window_ns": int(self.window_end[i] - self.window_start[i]),
+            "busy_ns": int(self.busy_ns[i]), "kernel_ns": int(self.kernel_ns[i]), "kernels": int(self.kernels[i]),
+            "gap_ns": int(self.gap_ns[i]), "holes": int(self.hole_offsets[i + 1] - self.hole_offsets[i]),
+            "host_activity": [{"phase": self.phases[int(p)], "ns": int(n)} for p, n in zip(self.act_phase[a:b], self.act_ns[a:b])],
+            "unattributed_ns": int(self.unattributed_ns[i]) if self.thread_known[i] else None,
+        }
+
+    def by_phase(self, top_activity: int = 3) -> list[dict]:
+        """Totals per (phase name, device), largest gap first: instances, bracket/window/busy/kernel/gap ns,
+        kernels, unattributed ns (None if no instance had a known thread) and the top host activities."""
+        acc: dict[tuple[int, int], dict] = {}
+        for i in range(len(self)):
+            key = (int(self.phase[i]), int(self.device[i]))
+            d = acc.get(key)
+            if d is None:
+                d = acc[key] = {"phase": self.phases[key[0]], "device": key[1], "basis": KERNELS, "instances": 0,
+                                "bracket_ns": 0, "busy_ns": 0, "kernel_ns": 0, "gap_ns": 0, "kernels": 0,
+                                "unattributed_ns": None, "_act": {}, "bracket": set()}
+            d["instances"] += 1
+            d["bracket_ns"] += int(self.bracket_ns[i])
+            d["busy_ns"] += int(self.busy_ns[i])
+            d["kernel_ns"] += int(self.kernel_ns[i])
+            d["gap_ns"] += int(self.gap_ns[i])
+            d["kernels"] += int(self.kernels[i])
+            d["bracket"].add(CUDA_EVENTS if self.bracket_basis[i] else HOST_TIMES)
+            if self.thread_known[i]:
+                d["unattributed_ns"] = (d["unattributed_ns"] or 0) + int(self.unattributed_ns[i])
+            a, b = int(self.act_offsets[i]), int(self.act_offsets[i + 1])
+            for p, n in zip(self.act_phase[a:b].tolist(), self.act_ns[a:b].tolist()):
+                d["_act"][p] = d["_act"].get(p, 0) + n
+        out = []
+        for d in acc.values():
+            act = sorted(d.pop("_act").items(), key=lambda kv: -kv[1])[:top_activity]
+            d["host_activity"] = [{"phase": self.phases[p], "ns": n} for p, n in act]
+            d["bracket"] = "/".join(sorted(d["bracket"]))
+            out.append(d)
+        out.sort(key=lambda d: -d["gap_ns"])
+        return out
+
+
+def _thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
+    """Row -> launching-thread key (index of (host, pid, thread lane name)), or -1.
+
+    A row on a ``thread:`` lane is on that thread; any other non-activity row (a phase on a
+    ``stream:`` lane: its host interval is the thread executing it) takes its nearest ancestor's."""
+    keys: dict[tuple, int] = {}
+    lane_key = np.array([keys.setdefault((ln.host, ln.pid, ln.name), len(keys)) if ln.name.startswith("thread:") else -1
+                         for ln in tl.lanes] or [-1], np.int64)
+    c = tl.cols
+    k = lane_key[c["lane"]] if tl.n else np.zeros(0, np.int64)
+    k = np.where(act_mask & (c["kind"] != 2), -1, k)  # device work is not a host thread's time
+    parent = c["parent"]
+    todo = np.flatnonzero((k < 0) & ~act_mask)
+    cur = parent[todo]
+    for _ in range(64):
+        ok = cur >= 0
+        todo, cur = todo[ok], cur[ok]
+        if len(todo) == 0:
+            break
+        hit = lane_key[c["lane"][cur]] >= 0
+        k[todo[hit]] = lane_key[c["lane"][cur[hit]]]
+        todo, cur = todo[~hit], parent[cur[~hit]]
+    return k
+
+
+def _is_self_or_ancestor(parent: np.ndarray, depth: np.ndarray, q: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """For pairs (q[i], p[i]): is row q[i] the row p[i] or one of its ancestors?"""
+    up = p.copy()
+    steps = depth[p].astype(np.int64) - depth[q].astype(np.int64)
+    ok = steps >= 0
+    for _ in range(int(steps.max(initial=0))):
+        m = ok & (steps > 0)
+        if not m.any():
+            break
+        up[m] = parent[up[m]]
+        steps[m] -= 1
+        ok &= up >= 0
+    return ok & (up == q)
+
+
+def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
+    """Launch gaps of every phase instance that enqueued device work (see :class:`LaunchGaps`)."""
+    idx = idx or activity_index(tl)
+    c = tl.cols
+    parent, depth = c["parent"], c["depth"]
+    act_mask = idx.mask(tl.n)
+    dw = idx.device_work()
+    a_rows, a_s, a_e, a_w, a_dev = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw], idx.device[dw]
+    # (phase row, activity) pairs: every non-activity ancestor of each activity span.
+    pr, pa = [], []
+    ai = np.arange(len(a_rows), dtype=np.int64)
+    cur = parent[a_rows]
+    for _ in range(64):
+        ok = cur >= 0
+        ai, cur = ai[ok], cur[ok]
+        if len(ai) == 0:
+            break
+        ph = ~act_mask[cur]
+        pr.append(cur[ph])
+        pa.append(ai[ph])
+        cur = parent[cur]
+    if not pr or sum(len(p) for p in pr) == 0:
+        return _empty(tl)
+    prow, pact = np.concatenate(pr), np.concatenate(pa)
+    gid, first = group_ids(prow, a_dev[pact])
+    ng = len(first)
+    g_row, g_dev = prow[first], a_dev[pact[first]]
+    s, e = a_s[pact], a_e[pact]
+    ug, us, ue = union_by_group(gid, s, e)
+    busy = np.bincount(ug, weights=(ue - us).astype(np.float64), minlength=ng).astype(np.int64)
+    isk = a_w[pact] == KERNEL
+    kg, ks, ke = union_by_group(gid[isk], s[isk], e[isk])
+    kern = np.bincount(kg, weights=(ke - ks).astype(np.float64), minlength=ng).astype(np.int64)
+    nk = np.bincount(gid[isk], minlength=ng).astype(np.int64)
+    # Bracket: CUDA events on the same device where recorded, else host times.
+    ev = (c["gpu_start"][g_row] >= 0) & (c["gpu_end"][g_row] >= c["gpu_start"][g_row]) & (c["device"][g_row] == g_dev)
+    b_s = np.where(ev, c["gpu_start"][g_row], c["start"][g_row])
+    b_e = np.where(ev, c["gpu_end"][g_row], c["end"][g_row])
+    seg_first, seg_last = segment_bounds(ug)
+    f_s = np.empty(ng, np.int64)
+    f_s[ug[seg_first]] = us[seg_first]
+    l_e = np.empty(ng, np.int64)
+    l_e[ug[seg_last]] = ue[seg_last]
+    w_s, w_e = np.minimum(b_s, f_s), np.maximum(b_e, l_e)
+    hg, hs, he = gaps_between(ug, us, ue)
+    gi = np.arange(ng, dtype=np.int64)
+    lead, trail = f_s > w_s, w_e > l_e
+    hg = np.concatenate([hg, gi[lead], gi[trail]])
+    hs = np.concatenate([hs, w_s[lead], l_e[trail]])
+    he = np.concatenate([he, f_s[lead], w_e[trail]])
+    o = np.lexsort((hs, hg))
+    hg, hs, he = hg[o], hs[o], he[o]
+    hole_off = offsets_from_counts(np.bincount(hg, minlength=ng))
+    # Host activity in the holes, on the launching thread.
+    tkey = _thread_keys(tl, act_mask)
+    g_key = tkey[g_row]
+    act_off, act_ph, act_ns, unattr = _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng)
+    phase = c["phase"][g_row].astype(np.int64)
+    o = np.lexsort((g_dev, c["start"][g_row]))
+    if not np.array_equal(o, np.arange(ng)):  # entries in phase start order; CSR arrays follow
+        hole_off, hs, he = _reorder_csr(hole_off, o, hs, he)
+        act_off, act_ph, act_ns = _reorder_csr(act_off, o, act_ph, act_ns)
+        g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e = (x[o] for x in (g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e))
+        busy, kern, nk, unattr, g_key = busy[o], kern[o], nk[o], unattr[o], g_key[o]
+    return LaunchGaps(g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e, busy, kern, nk, hole_off, hs, he,
+                      act_off, act_ph, act_ns, unattr, g_key >= 0, list(tl.phases))
+
+
+def _reorder_csr(offsets: np.ndarray, order: np.ndarray, *vals: np.ndarray):
+    counts = np.diff(offsets)[order]
+    new_off = offsets_from_counts(counts)
+    take = np.repeat(offsets[:-1][order] - new_off[:-1], counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    return (new_off, *(v[take] for v in vals))
+
+
+def _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng):
+    """Per entry: exclusive host time per phase on its thread in its holes (CSR), and unattributed ns."""
+    c = tl.cols
+    hole_total = np.bincount(hg, weights=(he - hs).astype(np.float64), minlength=ng).astype(np.int64)
+    z = np.zeros(0, np.int64)
+    host = np.flatnonzero((tkey >= 0) & (~act_mask | (c["kind"] == 2)))
+    if len(host) == 0 or len(hg) == 0:
+        return np.zeros(ng + 1, np.int64), z, z, hole_total
+    mask = np.zeros(tl.n, bool)
+    mask[host] = True
+    prow, ps, pe = uncovered(tl, mask, host)  # self pieces: a thread instant belongs to its innermost span
+    pkey = tkey[prow]
+    h_key = g_key[hg]
+    pg_parts, ov_parts, row_parts = [], [], []
+    for k in np.unique(h_key[h_key >= 0]).tolist():
+        hi = np.flatnonzero(h_key == k)
+        pj = np.flatnonzero(pkey == k)
+        a, b = pair_overlaps(hs[hi], he[hi], ps[pj], pe[pj])
+        if len(a) == 0:
+            continue
+        h, p = hi[a], pj[b]
+        pg_parts.append(hg[h])
+        ov_parts.append(np.minimum(he[h], pe[p]) - np.maximum(hs[h], ps[p]))
+        row_parts.append(prow[p])
+    if not pg_parts:
+        return np.zeros(ng + 1, np.int64), z, z, hole_total
+    pg, ov, qrow = (np.concatenate(x) for x in (pg_parts, ov_parts, row_parts))
+    own = _is_self_or_ancestor(c["parent"], c["depth"], qrow, g_row[pg])
+    named = ~own
+    pg, ov, ph = pg[named], ov[named], c["phase"][qrow[named]].astype(np.int64)
+    nph = max(len(tl.phases), 1)
+    uk, inv = np.unique(pg * nph + ph, return_inverse=True)
+    sums = np.bincount(inv.reshape(-1), weights=ov.astype(np.float64), minlength=len(uk)).astype(np.int64)
+    ug, uph = uk // nph, uk % nph
+    o = np.lexsort((-sums, ug))
+    ug, uph, sums = ug[o], uph[o], sums[o]
+    attributed = np.bincount(ug, weights=sums.astype(np.float64), minlength=ng).astype(np.int64)
+    return offsets_from_counts(np.bincount(ug, minlength=ng)), uph, sums, np.maximum(hole_total - attributed, 0)
+
+
+def _empty(tl: Timeline) -> LaunchGaps:
+    z = np.zeros(0, np.int64)
+    one = np.zeros(1, np.int64)
+    return LaunchGaps(z, z, z, z, z, np.zeros(0, bool), z, z, z, z, z, one, z, z, one, z, z, z, np.zeros(0, bool), list(tl.phases))
+
+
+def bracket_only_phases(tl: Timeline, gaps: LaunchGaps) -> list[dict]:
+    """Phases with CUDA-event brackets but no activity spans under them: their device time is an
+    upper bound (``basis`` "brackets"). Totals per (phase name, device), largest first."""
+    c = tl.cols
+    has = (c["gpu_start"] >= 0) & (c["gpu_end"] >= c["gpu_start"])
+    has[gaps.row] = False
+    idx = activity_index(tl)
+    has[idx.rows] = False
+    rows = np.flatnonzero(has)
+    acc: dict[tuple[int, int], list[int]] = {}
+    for p, d, ns in zip(c["phase"][rows].tolist(), c["device"][rows].tolist(), (c["gpu_end"][rows] - c["gpu_start"][rows]).tolist()):
+        a = acc.setdefault((p, d), [0, 0])
+        a[0] += 1
+        a[1] += ns
+    out = [{"phase": tl.phases[p], "device": d, "basis": BRACKETS, "instances": n, "bracket_ns": ns}
+           for (p, d), (n, ns) in acc.items()]
+    out.sort(key=lambda r: -r["bracket_ns"])
+    return out

@@ -1,0 +1,28 @@
+"""All GPU-activity figures of one Timeline as plain JSON-able data (for ``report``, ``--json`` and the TUI).
+
+Composes :mod:`gputrace.analysis.gpu_activity` and :mod:`gputrace.analysis.gpu_transfers`; every
+table says its ``basis`` ("kernels": activity spans; "brackets": CUDA-event brackets only). Pure;
+any thread.
+"""
+
+from __future__ import annotations
+
+from gputrace.analysis.gpu_activity import activity_index, bracket_only_phases, device_busy, launch_gaps
+from gputrace.analysis.gpu_transfers import PIN_SWITCHES, copy_table, kernel_table, sync_waits
+from gputrace.timeline.model import Timeline
+
+
+def gpu_summary(tl: Timeline, top: int = 10, pin_switches=PIN_SWITCHES) -> dict:
+    """``{"activity_spans", "devices", "launch_gaps", "bracket_only", "copies", "sync_waits", "kernels"}``;
+    lists are cut to ``top`` rows except ``devices`` and ``copies`` (small by construction)."""
+    idx = activity_index(tl)
+    gaps = launch_gaps(tl, idx)
+    return {
+        "activity_spans": len(idx),
+        "devices": [d.to_dict() for d in device_busy(tl, idx)],
+        "launch_gaps": gaps.by_phase()[:top],
+        "bracket_only": bracket_only_phases(tl, gaps)[:top],
+        "copies": copy_table(tl, idx, pin_switches),
+        "sync_waits": sync_waits(tl, idx)[:top],
+        "kernels": kernel_table(tl, idx)[:top],
+    }

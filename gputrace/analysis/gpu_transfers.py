@@ -1,0 +1,160 @@
+"""Copies by memory kind, sync waits and per-kernel tables, from GPU activity spans.
+
+* :func:`copy_table`: per (phase, device, direction, source kind, destination kind): count, bytes,
+  summed copy time and bandwidth; a pageable host side is flagged where the run asked for pinning
+  (a ``gputrace.config.*`` pinning switch is true in its resource).
+* :func:`sync_waits`: every synchronization span: the host time blocked, the GPU work it waited for
+  (device work on the waited stream, or on the whole device for event/context syncs, that was
+  running during the wait), and how long the host kept waiting after that work had finished.
+* :func:`kernel_table`: per (phase, kernel name, device): count, total, mean and longest kernel.
+
+All figures come from activity spans (``basis`` "kernels"); a Timeline without them gives empty
+results. Pure numpy plus small Python loops over groups; any thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gputrace import activity as A
+from gputrace.analysis.gpu_activity import KERNEL, KERNELS, MEMCPY, SYNC, ActivityIndex, activity_index
+from gputrace.timeline.model import Timeline
+
+#: Resource attributes that mean "pinning was asked for" when true (the prover's B1 switch first).
+PIN_SWITCHES = ("gputrace.config.b1", "gputrace.config.pin", "gputrace.config.pinned", "gputrace.config.pinning")
+_TRUE = {True, 1, "1", "true", "True", "on", "yes"}
+
+
+def _phase_name(tl: Timeline, row: int) -> str:
+    p = int(tl.cols["parent"][row])
+    return tl.phases[int(tl.cols["phase"][p])] if p >= 0 else "(no phase)"
+
+
+def _pin_asked(tl: Timeline, switches) -> list[bool]:
+    return [any(res.get(k) in _TRUE for k in switches) for res in tl.resources]
+
+
+def copy_table(tl: Timeline, idx: ActivityIndex | None = None, pin_switches=PIN_SWITCHES) -> list[dict]:
+    """Copies grouped per (phase, device, kind, src_kind, dst_kind), most bytes first.
+
+    Each entry: ``phase`` (the enqueuing phase, "(no phase)" if none), ``device``, ``kind``
+    (HtoD/DtoH/...), ``src_kind``, ``dst_kind``, ``count``, ``bytes``, ``ns`` (summed copy time),
+    ``gbps`` (bytes / ns, None for zero time), ``pageable`` (the host side is PAGEABLE),
+    ``pin_asked`` (a pinning switch was on in the copies' run), ``flag`` (pageable where pinning was
+    asked for), ``basis`` ("kernels": activity truth).
+    """
+    idx = idx or activity_index(tl)
+    rows = idx.rows[idx.what == MEMCPY]
+    s, e = idx.start[idx.what == MEMCPY], idx.end[idx.what == MEMCPY]
+    asked = _pin_asked(tl, pin_switches)
+    acc: dict[tuple, list] = {}
+    res = tl.cols["resource"]
+    for r, d, nb in zip(rows.tolist(), (e - s).tolist(), tl.cols["nbytes"][rows].tolist()):
+        a = tl.attrs.get(r, {})
+        pin = bool(asked[int(res[r])]) if 0 <= int(res[r]) < len(asked) else False
+        key = (_phase_name(tl, r), int(tl.cols["device"][r]), a.get(A.MEMCPY_KIND, "unknown"),
+               a.get(A.MEMCPY_SRC, "UNKNOWN"), a.get(A.MEMCPY_DST, "UNKNOWN"), pin)
+        v = acc.setdefault(key, [0, 0, 0])
+        v[0] += 1
+        v[1] += max(nb, 0)
+        v[2] += d
+    out = []
+    for (phase, dev, kind, src, dst, pin), (n, nb, ns) in acc.items():
+        pageable = (kind in ("HtoD", "HtoH") and src == "PAGEABLE") or (kind in ("DtoH", "HtoH") and dst == "PAGEABLE")
+        out.append({"phase": phase, "device": dev, "kind": kind, "src_kind": src, "dst_kind": dst, "count": n,
+                    "bytes": nb, "ns": ns, "gbps": (nb / ns) if ns > 0 else None, "pageable": pageable,
+                    "pin_asked": pin, "flag": pageable and pin, "basis": KERNELS})
+    out.sort(key=lambda r: (-r["bytes"], r["phase"], r["device"]))
+    return out
+
+
+def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int = 3) -> list[dict]:
+    """Every sync span, longest wait first.
+
+    Each entry: ``row``, ``type`` (stream/event/context/...), ``device``, ``stream`` (waited on, or
+    None), ``start``, ``wait_ns`` (host time blocked), ``gpu_busy_ns`` (union of the waited-for work
+    inside the wait), ``work`` (count of those kernels/copies/memsets), ``after_gpu_ns`` (time from
+    the end of the last waited-for work to the end of the wait; the whole wait if nothing ran),
+    ``kernels`` (top kernel names by time inside the wait), ``phase`` (enclosing phase), ``basis``.
+    """
+    idx = idx or activity_index(tl)
+    sync = np.flatnonzero(idx.what == SYNC)
+    if len(sync) == 0:
+        return []
+    dw = np.flatnonzero(idx.what != SYNC)
+    d_rows, d_s, d_e, d_dev = idx.rows[dw], idx.start[dw], idx.end[dw], idx.device[dw]
+    d_stream = np.array([int(tl.attrs.get(int(r), {}).get(A.STREAM, -1)) for r in d_rows.tolist()], np.int64)
+    order = np.argsort(d_s, kind="stable")
+    d_rows, d_s, d_e, d_dev, d_stream = d_rows[order], d_s[order], d_e[order], d_dev[order], d_stream[order]
+    pm = np.maximum.accumulate(d_e) if len(d_e) else d_e
+    out = []
+    for i in sync.tolist():
+        r = int(idx.rows[i])
+        a = tl.attrs.get(r, {})
+        s0, e0, dev = int(idx.start[i]), int(idx.end[i]), int(idx.device[i])
+        st = a.get(A.SYNC_TYPE, "unknown")
+        stream = a.get(A.SYNC_STREAM)
+        lo = int(np.searchsorted(pm, s0, side="right"))
+        hi = int(np.searchsorted(d_s, e0, side="left"))
+        m = d_e[lo:hi] > s0
+        if dev >= 0:
+            m &= d_dev[lo:hi] == dev
+        if st == "stream" and stream is not None:
+            m &= d_stream[lo:hi] == int(stream)
+        sel = np.flatnonzero(m) + lo
+        cs, ce = np.maximum(d_s[sel], s0), np.minimum(d_e[sel], e0)
+        busy = 0
+        if len(sel):
+            o = np.argsort(cs, kind="stable")
+            cs, ce = cs[o], ce[o]
+            run_end = np.maximum.accumulate(ce)
+            starts_new = np.ones(len(cs), bool)
+            starts_new[1:] = cs[1:] > run_end[:-1]
+            seg_s = cs[starts_new]
+            seg_e = np.maximum.reduceat(ce, np.flatnonzero(starts_new))
+            busy = int((seg_e - seg_s).sum())
+        last = int(d_e[sel].max()) if len(sel) else s0
+        names: dict[str, int] = {}
+        for rr, ns in zip(d_rows[sel].tolist(), (np.minimum(d_e[sel], e0) - np.maximum(d_s[sel], s0)).tolist()):
+            if tl.attrs.get(rr, {}).get(A.ACTIVITY) == "kernel":
+                n = tl.name_of(rr)
+                names[n] = names.get(n, 0) + ns
+        out.append({"row": r, "type": st, "device": dev, "stream": None if stream is None else int(stream),
+                    "start": s0, "wait_ns": e0 - s0, "gpu_busy_ns": busy, "work": int(len(sel)),
+                    "after_gpu_ns": max(e0 - max(last, s0), 0),
+                    "kernels": [{"name": n, "ns": ns} for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top_kernels]],
+                    "phase": _phase_name(tl, r), "basis": KERNELS})
+    out.sort(key=lambda w: -w["wait_ns"])
+    return out
+
+
+def kernel_table(tl: Timeline, idx: ActivityIndex | None = None) -> list[dict]:
+    """Per (phase, kernel short name, device): ``count``, ``total_ns``, ``mean_ns``, ``max_ns``, largest total first."""
+    idx = idx or activity_index(tl)
+    k = idx.what == KERNEL
+    rows, d = idx.rows[k], (idx.end[k] - idx.start[k])
+    if len(rows) == 0:
+        return []
+    c = tl.cols
+    par = c["parent"][rows]
+    pphase = np.where(par >= 0, c["phase"][np.maximum(par, 0)], -1).astype(np.int64)
+    kphase = c["phase"][rows].astype(np.int64)
+    dev = c["device"][rows].astype(np.int64)
+    nph = len(tl.phases) + 1
+    key = ((pphase + 1) * nph + kphase) * 65536 + (dev + 1)
+    uk, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    tot = np.bincount(inv, weights=d.astype(np.float64), minlength=len(uk))
+    cnt = np.bincount(inv, minlength=len(uk))
+    mx = np.zeros(len(uk), np.int64)
+    np.maximum.at(mx, inv, d)
+    out = []
+    for j, u in enumerate(uk.tolist()):
+        dv = u % 65536 - 1
+        pk = u // 65536
+        pp, kp = pk // nph - 1, pk % nph
+        out.append({"phase": tl.phases[pp] if pp >= 0 else "(no phase)", "kernel": tl.phases[kp], "device": dv,
+                    "count": int(cnt[j]), "total_ns": int(tot[j]), "mean_ns": float(tot[j] / cnt[j]),
+                    "max_ns": int(mx[j]), "basis": KERNELS})
+    out.sort(key=lambda r: -r["total_ns"])
+    return out

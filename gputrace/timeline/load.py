@@ -1,0 +1,344 @@
+"""The one entrance: trace file paths -> ``Timeline``. Nothing outside ``gputrace.timeline`` opens
+trace files; the CLI, the TUI and the analysis call this module.
+
+What it owns:
+
+* **Sniffing** (``sniff``), by content, never by name; gzip is looked through:
+  ``SQLite format 3`` magic -> Nsight Systems export (``nsys.read_nsys``); JSON whose first value is
+  an array, or an object with ``traceEvents`` -> Chrome/Perfetto Trace Event JSON
+  (``chrome.read_chrome``); anything else -> OTLP JSON Lines (ours, the OTel file exporter's, the
+  Collector's file exporter's).
+* **Parallelism** (``parallel_workers``): the one decision whether a file is read by worker
+  processes (big, plain, enough CPUs).
+* **Leniency**: ``lenient=True`` skips what cannot be read and records it in
+  ``Timeline.load_report``; every complete line before a damaged gzip stream is kept.
+* **Whole reads** (``read_any``, ``read_otlp``), **progressive reads and follow** (``load_steps``:
+  what the TUI shows while loading) and **run splitting** (``load_runs``).
+
+Errors: ``TraceFormatError``/``NsysFormatError``/``ChromeFormatError`` (ValueErrors naming file,
+line and field), ``UnreadableTrace`` (a ValueError: missing, empty, a directory, nothing
+readable), ``OSError`` from the file system. Everything runs on the caller's thread;
+``load_steps`` is a generator meant for a worker thread.
+
+Module map (the reasons are in docs/architecture.md): ``_lines`` bytes and lines (gzip),
+``_loader`` the incremental OTLP core, ``_feed`` whole OTLP files, ``parallel`` worker processes,
+``incremental`` progressive OTLP reads and follow, ``chrome_import``/``nsys`` the other formats,
+``runs`` run splitting. ``reader`` and ``gputrace.interop.formats`` re-export the old names.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+from gputrace.timeline._feed import load_file_into
+from gputrace.timeline._lines import GzipStream, PathLike, head, is_gzip
+from gputrace.timeline._loader import TraceLoader
+from gputrace.timeline.errors import LoadReport, TraceFormatError
+from gputrace.timeline.model import Timeline
+from gputrace.timeline.runs import split_runs
+
+__all__ = ["sniff", "read_any", "read_otlp", "load_runs", "load_steps", "LoadStep", "UnreadableTrace",
+           "parallel_workers", "check_paths", "read_as", "KINDS", "TraceFormatError"]
+
+#: What ``sniff`` answers.
+KINDS = ("otlp", "chrome", "nsys")
+
+
+class UnreadableTrace(ValueError):
+    """A path that holds no trace to read: missing, a directory, empty, or not one line readable.
+    ``str`` is one line naming the file (and the first problem)."""
+
+
+def _as_paths(paths: PathLike | Iterable[PathLike]) -> list:
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        return [paths]
+    return list(paths)
+
+
+# ---- sniffing --------------------------------------------------------------------------
+def sniff(path: PathLike) -> str:
+    """``'nsys'``, ``'chrome'`` or ``'otlp'`` for one file, by its first bytes. Raises OSError."""
+    h = head(path)
+    if h.startswith(b"SQLite format 3\x00"):
+        return "nsys"
+    if is_gzip(h):
+        try:
+            with GzipStream(open(path, "rb")) as g:
+                h = g.read(4096)
+        except (OSError, EOFError):
+            return "otlp"  # let the OTLP reader report the broken gzip stream
+    text = h.lstrip()
+    if text.startswith(b"["):
+        return "chrome"
+    if text.startswith(b"{"):
+        first_line = text.split(b"\n", 1)[0]
+        # OTLP lines start with resourceSpans; a Chrome object has traceEvents near the top.
+        if b'"resourceSpans"' in first_line[:200]:
+            return "otlp"
+        if b'"traceEvents"' in text:
+            return "chrome"
+    return "otlp"
+
+
+# ---- parallelism -----------------------------------------------------------------------
+def parallel_workers(path: PathLike, workers: int | None = None) -> int:
+    """Worker processes to read ``path`` with; 1 means in-process.
+
+    More than one only for a plain (not gzip, not binary, not one pretty-printed object) OTLP file
+    of at least ``parallel.MIN_PARALLEL_BYTES``, with ``workers`` (default
+    ``parallel.default_workers()``, which is 1 below ``parallel.MIN_PARALLEL_CPUS`` CPUs) above 1.
+    """
+    from gputrace.timeline import parallel
+
+    n = parallel.default_workers() if workers is None else max(1, int(workers))
+    if n <= 1:
+        return 1
+    try:
+        if os.path.getsize(path) < parallel.MIN_PARALLEL_BYTES:
+            return 1
+        h = head(path)
+    except OSError:
+        return 1
+    if is_gzip(h) or b"\x00" in h or h.split(b"\n", 1)[0].strip() == b"{":
+        return 1
+    return n
+
+
+# ---- whole reads -----------------------------------------------------------------------
+def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, workers: int | None = None) -> Timeline:
+    """Read one or more OTLP JSON Lines files (plain or gzip) into one Timeline.
+
+    Raises ``TraceFormatError`` (file, line, field) for unreadable input unless ``lenient``, in
+    which case bad lines/spans are skipped and counted in ``timeline.load_report``. Raises
+    ``OSError`` (e.g. FileNotFoundError) for files that cannot be opened. ``workers``: see
+    ``parallel_workers`` (``1`` reads everything in-process).
+    """
+    from gputrace.timeline import parallel
+
+    loader = TraceLoader(lenient=lenient)
+    parts: list[Timeline] = []
+    order: list[str] = []
+    for p in _as_paths(paths):
+        order.append(str(p))
+        n = parallel_workers(p, workers)
+        if n > 1:
+            parts.append(parallel.timeline_parallel(p, lenient, n))
+        else:
+            load_file_into(loader, p)
+    if not parts:
+        return loader.timeline()
+    if loader.report.files:
+        parts.append(loader.timeline())
+    tl = Timeline.concat(parts)
+    report = LoadReport(files=order)
+    for part in parts:
+        r = part.load_report
+        report.lines += r.lines
+        report.spans += r.spans
+        report.lines_skipped += r.lines_skipped
+        report.spans_skipped += r.spans_skipped
+        report.reasons.update(r.reasons)
+        report.problems.extend(r.problems)
+    tl.load_report = report
+    return tl
+
+
+def read_as(path: PathLike, kind: str, **options) -> Timeline:
+    """Read one file as ``kind`` (``'nsys'``, ``'chrome'`` or ``'otlp'``) whatever its content says,
+    with that reader's options (nsys: ``host``, ``runtime``, ``correlation_ids``; chrome: ``host``;
+    otlp: ``lenient``, ``workers``). Raises ValueError for an unknown kind, and the reader's errors."""
+    if kind == "nsys":
+        from gputrace.timeline.nsys import read_nsys
+
+        return read_nsys(path, **options)
+    if kind == "chrome":
+        from gputrace.timeline.chrome import read_chrome
+
+        return read_chrome(path, **options)
+    if kind == "otlp":
+        return read_otlp(path, **options)
+    raise ValueError(f"unknown trace format {kind!r} (known: {', '.join(KINDS)})")
+
+
+def _read_other(path: PathLike, kind: str) -> Timeline:
+    return read_as(path, kind)
+
+
+def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, workers: int | None = None) -> Timeline:
+    """Read trace files of any supported format (by content) into one Timeline.
+
+    Errors are the format readers' own (``TraceFormatError``, ``NsysFormatError``,
+    ``ChromeFormatError``; all ValueErrors naming the file) and OSError for unreadable paths.
+    """
+    parts = []
+    otlp: list = []
+    for p in _as_paths(paths):
+        kind = sniff(p)
+        if kind == "otlp":
+            otlp.append(p)
+        else:
+            parts.append(_read_other(p, kind))
+    if otlp:
+        parts.append(read_otlp(otlp, lenient=lenient, workers=workers))
+    return Timeline.concat(parts)
+
+
+def load_runs(paths: Sequence[PathLike], lenient: bool = False) -> tuple[list[Timeline], list[str]]:
+    """(Timelines, labels): one per run; a file holding several runs is split by run id
+    (``runs.split_runs``); runs without spans are dropped. Errors as ``read_any``."""
+    from pathlib import Path
+
+    tls, labels = [], []
+    for p in _as_paths(paths):
+        parts = split_runs(read_any([p], lenient=lenient))
+        for i, t in enumerate(parts):
+            if t.n == 0:
+                continue
+            tls.append(t)
+            labels.append(Path(p).name if len(parts) == 1 else f"{Path(p).name}#{i}")
+    return tls, labels
+
+
+# ---- progressive reads (viewers) -------------------------------------------------------
+@dataclass
+class LoadStep:
+    """One step of ``load_steps``: progress, and (when something new was read) ``snapshot``, a
+    callable building everything read so far (called only when a viewer is ready to draw, so a
+    step costs nothing until then). ``note``: what a lenient read skipped so far, one line."""
+
+    done_bytes: int = 0
+    total_bytes: int = 0
+    note: str = ""
+    snapshot: Callable[[], Timeline] | None = None
+    idle: bool = False  # follow: a heartbeat while the file is quiet (nothing new; a viewer may post what it holds)
+
+
+def check_paths(paths: Sequence[PathLike]) -> None:
+    """Raise ``UnreadableTrace`` for a missing, unreadable or directory path, or no path at all."""
+    if not paths:
+        raise UnreadableTrace("no trace file given")
+    for p in paths:
+        if not os.path.exists(p):
+            raise UnreadableTrace(f"{p}: no such file")
+        if os.path.isdir(p):
+            raise UnreadableTrace(f"{p}: is a directory, not a trace file")
+        if not os.access(p, os.R_OK):
+            raise UnreadableTrace(f"{p}: permission denied")
+
+
+def load_steps(
+    paths: Sequence[PathLike],
+    *,
+    follow: bool = False,
+    stop_event: threading.Event | None = None,
+    interval: float = 0.05,
+    parallel: bool = True,
+) -> Iterator[LoadStep]:
+    """Read ``paths`` leniently, yielding a ``LoadStep`` about every ``interval`` s of reading
+    (the first screen appears before the whole file is read).
+
+    OTLP files are read in slices (``incremental.iter_load``); a big plain file (see
+    ``parallel_workers``) shows its first slice, then is read whole by worker processes. Chrome
+    JSON and Nsight SQLite files are read whole. ``follow``: one file, tailed while a writer
+    appends (``incremental.follow``) until ``stop_event`` is set. Raises ``UnreadableTrace`` for
+    a missing or empty file or one where nothing could be read, and the format readers' errors.
+    """
+    paths = [os.fspath(p) for p in paths]
+    stop = stop_event or threading.Event()
+    if follow:
+        yield from _follow_steps(paths, stop, interval)
+        return
+    check_paths(paths)
+    total = sum(os.path.getsize(p) for p in paths)
+    finished: list[Timeline] = []
+    base = 0
+    for p in paths:
+        size = os.path.getsize(p)
+        if size == 0:
+            raise UnreadableTrace(f"{p}: empty file (no trace data)")
+        kind = sniff(p)
+        if kind != "otlp":
+            yield LoadStep(base, total, f"reading {os.path.basename(p)} ({kind})…")
+            tl = _read_other(p, kind)
+        else:
+            tl = yield from _otlp_steps(p, base, total, finished, stop, interval, parallel)
+            if tl is None:  # stopped
+                return
+        finished.append(tl)
+        base += size
+        yield LoadStep(base, total, _notes(finished), _cumulative(finished[:-1], lambda tl=tl: tl))
+
+
+def _otlp_steps(p: str, base: int, total: int, finished: list[Timeline], stop: threading.Event,
+                interval: float, parallel: bool):
+    from gputrace.timeline.incremental import iter_load
+
+    nworkers = parallel_workers(p) if parallel else 1
+    last = None
+    gen = iter_load(p, interval=interval, lenient=True, stop_event=stop)
+    try:
+        for prog in gen:
+            last = prog
+            yield LoadStep(base + prog.bytes_read, total, prog.report.summary(),
+                           _cumulative(finished, prog.loader.timeline))
+            if nworkers > 1 and not prog.done:
+                break  # the first screen is out: read the rest with all CPUs
+    finally:
+        gen.close()
+    if last is None:
+        return None
+    if nworkers > 1 and not last.done:
+        from gputrace.timeline.parallel import timeline_parallel
+
+        yield LoadStep(base + last.bytes_read, total, f"reading {os.path.basename(p)} with {nworkers} processes…")
+        tl = timeline_parallel(p, lenient=True, workers=nworkers)
+    else:
+        tl = last.timeline
+    _check_readable(tl.load_report, p)
+    return tl
+
+
+def _follow_steps(paths: list[str], stop: threading.Event, interval: float) -> Iterator[LoadStep]:
+    from gputrace.timeline.incremental import follow
+
+    if len(paths) != 1:
+        raise UnreadableTrace("--follow takes exactly one trace file")
+    p = paths[0]
+    if not os.path.exists(p):
+        yield LoadStep(note=f"waiting for {p}")
+    for prog in follow(p, stop, interval=interval, lenient=True):
+        if prog.idle:
+            yield LoadStep(prog.bytes_read, prog.bytes_total, prog.report.summary(), idle=True)
+            continue
+        yield LoadStep(prog.bytes_read, prog.bytes_total, prog.report.summary(), prog.loader.timeline)
+
+
+def _cumulative(finished: list[Timeline], current: Callable[[], Timeline]) -> Callable[[], Timeline]:
+    done = list(finished)
+
+    def snap() -> Timeline:
+        return Timeline.concat([*done, current()]) if done else current()
+
+    return snap
+
+
+def _notes(finished: list[Timeline]) -> str:
+    notes = [getattr(t, "load_report", None) for t in finished]
+    return "; ".join(r.summary() for r in notes if r is not None and r.summary())
+
+
+def _check_readable(report: LoadReport | None, path: str) -> None:
+    """Raise the first problem of ``path`` if not one of its lines could be read."""
+    if report is None:
+        return
+    if report.lines == 0 and report.spans == 0:
+        first = next((e for e in report.problems if e.path == path), None)
+        raise UnreadableTrace(str(first) if first is not None and first.reason != "empty file"
+                              else f"{path}: empty file (no trace data)")
+    if report.lines_skipped >= report.lines and report.spans == 0:
+        first = next((e for e in report.problems if e.path == path), None)
+        raise UnreadableTrace(f"not an OTLP JSON Lines trace: {first if first else path}")
+

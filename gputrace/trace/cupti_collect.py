@@ -1,0 +1,325 @@
+"""CUPTI activity collection (CUDA only; imports ``cupti`` from the ``cupti-python`` package).
+
+``CuptiCollector`` enables CUPTI's activity API for concurrent kernels, memcpy, memset, synchronization,
+external correlation, the CUDA runtime/driver calls that launch, copy, set or wait (the other API calls are
+switched off per callback id, so a program's thousands of ``cudaGetDevice`` calls cost no records) and, for
+``gputrace record``, NVTX markers.
+
+Threads
+-------
+* CUPTI calls ``_requested``/``_completed`` on its own worker thread (or on the thread calling
+  ``activity_flush_all``). ``_completed`` turns each record into a plain dict (``cupti_spans`` documents
+  them: the record objects are views into CUPTI's buffer, valid only inside the callback) and appends them to
+  a bounded list; records past ``max_pending`` are counted in ``dropped`` and not kept.
+* ``collect()`` (the recorder's exporter thread) asks CUPTI to hand over completed buffers, re-measures the
+  clock offset and swaps the list out. Nothing here runs on a caller's thread except ``push``/``pop`` of the
+  external correlation id, which the hot path calls directly (``activity_push_external_correlation_id``).
+
+Clock: ``offset_ns`` = trace epoch ns - CUPTI timestamp, measured by bracketing ``cupti.get_timestamp()``
+between two reads of the trace clock (best of several: the narrowest bracket), re-measured at every
+``collect`` so drift never accumulates; ``offset_first_ns`` and ``max_drift_ns`` say how far it moved.
+
+Raises ``CuptiUnavailable`` from ``start()`` when the package, the library or a GPU is missing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from gputrace.trace import clock
+
+__all__ = ["CuptiCollector", "CuptiUnavailable", "available", "library_path"]
+
+
+class CuptiUnavailable(RuntimeError):
+    """CUPTI cannot collect here (no cupti-python, no CUPTI library, no CUDA driver or GPU)."""
+
+
+def available() -> str | None:
+    """None when CUPTI can be imported, else a one-line reason."""
+    try:
+        import cupti  # noqa: F401
+    except Exception as e:  # ImportError, or the library failing to load (OSError, RuntimeError)
+        return f"cupti-python not usable: {type(e).__name__}: {e}"
+    return None
+
+
+def library_path() -> str | None:
+    """Path of the CUPTI shared library (for ``NVTX_INJECTION64_PATH``), or None. Loads no CUDA driver."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return str(load_nvidia_dynamic_lib("cupti").abs_path)
+    except Exception:
+        pass
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in list(spec.submodule_search_locations or []) if spec else []:
+        for pat in ("**/lib/libcupti.so*", "**/lib64/libcupti.so*"):
+            hits = sorted(glob.glob(f"{root}/{pat}", recursive=True))
+            if hits:
+                return hits[0]
+    return None
+
+
+# API calls kept (by callback-name substring): what launches device work, copies, sets or waits.
+_API_KEEP = ("Launch", "Memcpy", "Memset", "Synchronize", "StreamWaitEvent", "GraphLaunch")
+_DEVICE_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id")
+_KERNEL_FIELDS = _DEVICE_FIELDS + ("name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                                   "registers_per_thread", "static_shared_memory", "dynamic_shared_memory")
+_MEMCPY_FIELDS = _DEVICE_FIELDS + ("bytes",)
+_MEMSET_FIELDS = _DEVICE_FIELDS + ("bytes",)
+_SYNC_FIELDS = ("start", "end", "context_id", "stream_id", "correlation_id", "cuda_event_id")
+_API_FIELDS = ("start", "end", "correlation_id", "cbid", "thread_id", "process_id")
+
+
+class CuptiCollector:
+    """One CUPTI activity session per process (CUPTI's activity API is process-wide).
+
+    ``markers``: also collect NVTX markers (needs ``NVTX_INJECTION64_PATH`` pointing at the CUPTI library
+    before the program's first NVTX call; ``gputrace record`` sets it). ``buffer_bytes``: size of each buffer
+    handed to CUPTI. ``max_pending``: records held between two ``collect`` calls before new ones are dropped.
+    """
+
+    def __init__(self, *, markers: bool = False, buffer_bytes: int = 8 << 20, max_pending: int = 1 << 21) -> None:
+        self.markers = markers
+        self.buffer_bytes = int(buffer_bytes)
+        self.max_pending = int(max_pending)
+        self.dropped = 0
+        self.records = 0
+        self.buffers = 0
+        self.offset_ns = 0
+        self.offset_first_ns: int | None = None
+        self.max_drift_ns = 0
+        self.offset_bracket_ns = 0
+        self.version = ""
+        self.errors: list[str] = []
+        self._pending: list = []
+        self._lock = threading.Lock()
+        self._cupti = None
+        self._kinds: list = []
+        self._api_names: dict = {}
+        self.xkind = 0  # ExternalCorrelationKind.CUSTOM0 as an int (set by start)
+        self.push = self.pop = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Enable collection. Raises CuptiUnavailable (nothing left enabled) when CUPTI cannot collect."""
+        try:
+            from cupti import cupti
+        except Exception as e:
+            raise CuptiUnavailable(f"cupti-python not usable: {type(e).__name__}: {e}") from None
+        self._cupti = cupti
+        AK = cupti.ActivityKind
+        self._kind_names = {int(m): m.name for m in AK}
+        self._memcpy_names = {int(m): m.name for m in cupti.ActivityMemcpyKind}
+        self._mem_names = {int(m): m.name for m in cupti.ActivityMemoryKind}
+        self._sync_names = {int(m): m.name for m in cupti.ActivitySynchronizationType}
+        self._ext_names = {int(m): m.name for m in cupti.ExternalCorrelationKind}
+        self._api_domain = {int(AK.RUNTIME): cupti.CallbackDomain.RUNTIME_API,
+                            int(AK.DRIVER): cupti.CallbackDomain.DRIVER_API}
+        self.version = _version()
+        try:
+            cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)  # OS thread ids, as phases record
+        except Exception as e:
+            self.errors.append(f"set_thread_id_type: {e}")
+        kinds = [AK.CONCURRENT_KERNEL, AK.MEMCPY, AK.MEMSET, AK.SYNCHRONIZATION, AK.EXTERNAL_CORRELATION,
+                 AK.RUNTIME, AK.DRIVER]
+        if self.markers:
+            kinds.append(AK.MARKER)
+        try:
+            cupti.activity_register_callbacks(self._requested, self._completed)
+            for k in kinds:
+                cupti.activity_enable(k)
+                self._kinds.append(k)
+        except Exception as e:
+            self._disable()
+            raise CuptiUnavailable(f"CUPTI activity API refused: {type(e).__name__}: {e}") from None
+        self._restrict_api(cupti)
+        self.xkind = int(cupti.ExternalCorrelationKind.CUSTOM0)
+        self.push = cupti.activity_push_external_correlation_id
+        self.pop = cupti.activity_pop_external_correlation_id
+        try:
+            self.measure_offset()
+        except Exception as e:
+            self._disable()
+            raise CuptiUnavailable(f"CUPTI timestamp unavailable: {type(e).__name__}: {e}") from None
+
+    def _restrict_api(self, cupti) -> None:
+        """Switch off the API calls that neither launch, copy, set nor wait (fewer records, less overhead).
+        Best effort: a CUPTI without per-callback control keeps every API record."""
+        for dom, enum_name, fn_name in ((cupti.CallbackDomain.RUNTIME_API, "RuntimeApiTraceCbid",
+                                         "activity_enable_runtime_api"),
+                                        (cupti.CallbackDomain.DRIVER_API, "DriverApiTraceCbid",
+                                         "activity_enable_driver_api")):
+            cbids = getattr(cupti, enum_name, None)
+            enable = getattr(cupti, fn_name, None)
+            if cbids is None or enable is None:
+                continue
+            try:
+                for m in cbids:
+                    name = m.name
+                    if name.startswith(("INVALID", "SIZE", "FORCE_INT")):
+                        continue
+                    enable(int(m), 1 if any(s in name for s in _API_KEEP) else 0)
+            except Exception as e:
+                self.errors.append(f"{fn_name}: {type(e).__name__}: {e}")
+
+    def stop(self) -> list:
+        """Flush everything CUPTI holds, disable collection; returns the last records."""
+        cupti = self._cupti
+        if cupti is None:
+            return []
+        try:
+            cupti.activity_flush_all(1)
+        except Exception as e:
+            self.errors.append(f"flush: {e}")
+        self._disable()
+        out = self._swap()
+        self._cupti = None
+        return out
+
+    def _disable(self) -> None:
+        for k in self._kinds:
+            try:
+                self._cupti.activity_disable(k)
+            except Exception as e:
+                self.errors.append(f"disable {k}: {e}")
+        self._kinds = []
+
+    # -- exporter thread ----------------------------------------------------------------------------
+    def collect(self, force: bool = False) -> list:
+        """Records completed since the last call (exporter thread). ``force`` also hands over the records of
+        buffers not yet full (CUPTI's forced flush)."""
+        cupti = self._cupti
+        if cupti is None:
+            return self._swap()
+        try:
+            cupti.activity_flush_all(1 if force else 0)
+        except Exception as e:
+            self.errors.append(f"flush: {e}")
+        self.measure_offset()
+        return self._swap()
+
+    def _swap(self) -> list:
+        with self._lock:
+            out, self._pending = self._pending, []
+        return out
+
+    def measure_offset(self, tries: int = 5) -> int:
+        """Re-measure trace-epoch-ns minus CUPTI timestamp (narrowest of ``tries`` brackets)."""
+        get = self._cupti.get_timestamp
+        now = clock.now_ns
+        best = None
+        for _ in range(tries):
+            a = now()
+            c = get()
+            b = now()
+            if best is None or b - a < best[0]:
+                best = (b - a, (a + b) // 2 - c)
+        self.offset_bracket_ns = best[0]
+        self.offset_ns = best[1]
+        if self.offset_first_ns is None:
+            self.offset_first_ns = best[1]
+        self.max_drift_ns = max(self.max_drift_ns, abs(best[1] - self.offset_first_ns))
+        return best[1]
+
+    # -- CUPTI's threads ----------------------------------------------------------------------------
+    def _requested(self):
+        return self.buffer_bytes, 0
+
+    def _completed(self, activities) -> None:
+        # Never raise into CUPTI: a failing record is counted as dropped.
+        self.buffers += 1
+        out = []
+        conv = self._plain
+        for a in activities:
+            try:
+                r = conv(a)
+            except Exception as e:
+                self.dropped += 1
+                if len(self.errors) < 20:
+                    self.errors.append(f"record: {type(e).__name__}: {e}")
+                continue
+            if r is not None:
+                out.append(r)
+        with self._lock:
+            room = self.max_pending - len(self._pending)
+            if room < len(out):
+                self.dropped += len(out) - max(room, 0)
+                out = out[: max(room, 0)]
+            self._pending.extend(out)
+            self.records += len(out)
+
+    def _plain(self, a) -> dict | None:
+        """One CUPTI record object -> plain dict (``cupti_spans``' format), or None for kinds not used."""
+        kind = self._kind_names.get(int(a.kind), str(a.kind))
+        if kind in ("CONCURRENT_KERNEL", "KERNEL"):
+            r = {f: getattr(a, f) for f in _KERNEL_FIELDS}
+        elif kind == "MEMCPY":
+            r = {f: getattr(a, f) for f in _MEMCPY_FIELDS}
+            r["copy_kind"] = self._memcpy_names.get(int(a.copy_kind), "UNKNOWN")
+            r["src_kind"] = self._mem_names.get(int(a.src_kind), "UNKNOWN")
+            r["dst_kind"] = self._mem_names.get(int(a.dst_kind), "UNKNOWN")
+        elif kind == "MEMSET":
+            r = {f: getattr(a, f) for f in _MEMSET_FIELDS}
+            r["memory_kind"] = self._mem_names.get(int(a.memory_kind), "UNKNOWN")
+        elif kind == "SYNCHRONIZATION":
+            r = {f: getattr(a, f) for f in _SYNC_FIELDS}
+            r["type"] = self._sync_names.get(int(a.type), "UNKNOWN")
+        elif kind in ("RUNTIME", "DRIVER"):
+            r = {f: getattr(a, f) for f in _API_FIELDS}
+            r["name"] = self._api_name(int(a.kind), int(a.cbid))
+        elif kind == "EXTERNAL_CORRELATION":
+            r = {"correlation_id": a.correlation_id, "external_id": a.external_id,
+                 "external_kind": self._ext_names.get(int(a.external_kind), "UNKNOWN")}
+        elif kind == "MARKER":
+            try:
+                thread = a.object_id.pt.thread_id
+            except Exception:
+                thread = None
+            r = {"id": a.id, "timestamp": a.timestamp, "flags": int(a.flags_), "name": a.name or "",
+                 "domain": a.domain or "", "thread_id": thread}
+        else:
+            return None
+        r["kind"] = kind
+        return r
+
+    def _api_name(self, kind: int, cbid: int) -> str:
+        key = (kind, cbid)
+        n = self._api_names.get(key)
+        if n is None:
+            try:
+                n = str(self._cupti.get_callback_name(self._api_domain[kind], cbid))
+            except Exception:
+                n = f"cbid {cbid}"
+            n = n.split("_v", 1)[0] if "_v" in n and n.rsplit("_v", 1)[-1].isdigit() else n
+            self._api_names[key] = n
+        return n
+
+    # -- resource -----------------------------------------------------------------------------------
+    def resource(self) -> dict:
+        """The resource attributes of this collection (GPU activity conventions)."""
+        return {
+            "gputrace.cupti.version": self.version,
+            "gputrace.cupti.clock_offset_ns": int(self.offset_ns),
+            "gputrace.cupti.clock_offset_first_ns": int(self.offset_first_ns or 0),
+            "gputrace.cupti.clock_max_drift_ns": int(self.max_drift_ns),
+            "gputrace.cupti.clock_bracket_ns": int(self.offset_bracket_ns),
+            "gputrace.cupti.dropped": int(self.dropped),
+            "gputrace.cupti.records": int(self.records),
+        }
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    parts = []
+    for dist in ("cupti-python", "nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12"):
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return "; ".join(parts) or "unknown"
