@@ -25,6 +25,7 @@ import numpy as np
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.critical_path import critical_path_summary
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
+from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.analysis.pinning import PinningReport, pinning_economics
 from gputrace.analysis.stalls import Stall, idle_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
 from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
@@ -104,6 +105,7 @@ class TimelineAnalysis:
     listing: Listing
     critical_path: list[dict] = field(default_factory=list)
     unattributed_paths: list[dict] = field(default_factory=list)
+    gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
 
     @property
     def listed(self) -> list[Stall]:
@@ -123,6 +125,7 @@ class TimelineAnalysis:
             "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
             "unattributed": self.unattributed_paths,
             "critical_path": self.critical_path,
+            "gpu_activity": self.gpu_activity,
         }
 
 
@@ -152,7 +155,8 @@ def analyse_timeline(
 ) -> TimelineAnalysis:
     """Run every single-run analysis once and rank the stalls (see module docstring).
 
-    ``critical``: compute the critical path summary (the TUI skips it: no panel shows it).
+    ``critical``: compute the critical path summary and the GPU-activity tables (the TUI skips
+    them: no panel shows them).
     Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
     if top < 0:
         raise ValueError(f"top must be >= 0, got {top}")
@@ -183,4 +187,5 @@ def analyse_timeline(
         listing=listing,
         critical_path=critical_path_summary(tl) if critical else [],
         unattributed_paths=un.by_path(tl),
+        gpu_activity=gpu_summary(tl, top=top) if critical else {},
     )

@@ -137,6 +137,11 @@ def render(data: dict, console) -> None:
             _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
 
+    if data.get("gpu_activity"):
+        from gputrace.commands.report_gpu import render_gpu
+
+        render_gpu(data["gpu_activity"], console, _fmt)
+
 
 def run(args) -> int:
     import orjson

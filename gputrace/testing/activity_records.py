@@ -17,7 +17,7 @@ gputrace phase that enqueued it, from the external correlation id; optional ever
 * ``{"kind": "MEMSET", ..., "memory_kind": ..., "bytes"}``
 * ``{"kind": "SYNCHRONIZATION", "start", "end", "device_id", "type":
   "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "stream_id", "event_id",
-  "correlation_id", "thread": "main", "phase"}`` (host-side; on ``thread:<thread>``)
+  "correlation_id", "thread": "main", "thread_id", "phase"}`` (host-side; on ``thread:<thread>``)
 * ``{"kind": "RUNTIME", "start", "end", "name": "cudaLaunchKernel", "correlation_id"}``: not a
   span; gives the launched record ``cuda.api`` and ``cuda.launch.api_start_ns``.
 
@@ -99,6 +99,8 @@ def activity_spans(records: Iterable[dict], *, source: str = "cupti", first_id: 
             api = apis.get(int(rec["correlation_id"])) if rec.get("correlation_id") is not None else None
             if api is not None:
                 a[A.API] = str(api["name"])
+            if rec.get("thread_id") is not None:
+                a["thread.id"] = int(rec["thread_id"])  # the OS thread id, as the collector records it
             name = A.sync_name(st)
         else:
             raise ValueError(f"activity record {sid - first_id}: unknown kind {kind!r}")

@@ -41,9 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
+from gputrace import activity as A
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
+from gputrace.timeline.row_attrs import RowAttrs
 from gputrace.timeline.nsys_sqlite import (
     NsysFormatError,
     NsysReport,
@@ -60,6 +62,8 @@ _LEGACY_EVENT_TYPES = {"NvtxCategory": 33, "NvtxPushPopRange": 59, "NvtxStartEnd
 _SYNC_API = re.compile(r"Synchronize|StreamWaitEvent")
 _PIN_API = {"cudaHostRegister", "cudaHostUnregister", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost"}
 _PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys's own reports join them
+_INVALID = {None, 0xFFFFFFFF, -1}  # CUPTI_SYNCHRONIZATION_INVALID_VALUE: stream/event not applicable
+_SOURCE = {A.SOURCE: "nsys"}
 
 
 class _Rows:
@@ -240,8 +244,9 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
                 api_names[r] = name
     # ---- device activity -----------------------------------------------------------------
     launched: list[tuple[int, int]] = []  # (device row, api row)
-    copy_kinds = rep.enum("ENUM_CUDA_MEMCPY_OPER")
-    mem_kinds = rep.enum("ENUM_CUDA_MEM_KIND")
+    # Enum names (CUDA_MEMCPY_KIND_HTOD, ..._MEMORY_KIND_PINNED) normalised by gputrace.activity.
+    copy_kinds = rep.enum_by_name("ENUM_CUDA_MEMCPY_OPER")
+    mem_kinds = rep.enum_by_name("ENUM_CUDA_MEM_KIND")
 
     shared: dict[tuple, dict] = {}
     gpu_lanes: dict[tuple, Lane] = {}
@@ -249,59 +254,98 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
     def gpu_row(table, start, end, dev, stream, gpid, corr, phase, nbytes, attrs):
         dev = required_int(path, table, "deviceId", dev)
         gpid = int(gpid or 0)
+        stream = int(stream or 0)
         lane = gpu_lanes.get((gpid, dev, stream))
         if lane is None:
-            lane = gpu_lanes[(gpid, dev, stream)] = Lane(host, (gpid >> 24) & 0xFFFFFF, dev, f"stream:{int(stream or 0)}")
+            lane = gpu_lanes[(gpid, dev, stream)] = Lane(host, (gpid >> 24) & 0xFFFFFF, dev, f"stream:{stream}")
         a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
+        attrs[A.STREAM] = stream
+        attrs.update(_SOURCE)
         if a is not None:
-            attrs["cuda.api"] = api_names[a]
-        if corr is not None and correlation_ids:
-            attrs["cuda.correlation_id"] = int(corr)
-        else:
-            # Identical attribute sets share one dict (a Timeline is immutable): a report with a
-            # million launches of a few kernels then costs a few dicts, not a million.
-            key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
-            attrs = shared.setdefault(key, attrs)
+            attrs[A.API] = api_names[a]
+        # Identical static attribute sets share one dict (a Timeline is immutable); the per-launch
+        # values ride on a RowAttrs: a million launches of a few kernels cost a few dicts.
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
+        attrs = shared.setdefault(key, attrs)
+        keys, vals = [], []
+        if corr is not None:
+            keys.append(A.CORRELATION)
+            vals.append(int(corr))
+        if a is not None:
+            keys.append(A.LAUNCH_API_START)
+            vals.append(int(R.start[a]))
+        row_attrs = RowAttrs(attrs, tuple(keys), tuple(vals)) if keys else attrs
         r = R.add(int(start) + off, int(end) + off, lane, phase, "gpu", gpid & _PID_MASK, 2, gpu=True,
-                  nbytes=nbytes, device=dev, attrs=attrs)
+                  nbytes=nbytes, device=dev, attrs=row_attrs)
         if a is not None:
             launched.append((r, a))
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if t in rep.tables:
         cols = ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "shortName", "demangledName",
-                "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"]
+                "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
+                "dynamicSharedMemory"]
         _, rows = rep.select(t, cols)
         for row in rows:
             start, end, dev, stream, gpid, corr, short, full = row[:8]
             full_s = rep.strings.get(int(full), f"<kernel {full}>") if full is not None else None
             short_s = rep.strings.get(int(short)) if short is not None else None
             phase = short_s or (full_s.split("(")[0] if full_s else "<kernel>")
-            attrs = {"cuda.kernel.name": full_s or phase}
+            attrs = {"gputrace.activity": "kernel", A.KERNEL_NAME: full_s or phase}
             if row[8] is not None:
-                attrs["cuda.grid"] = [int(x) for x in row[8:11]]
-                attrs["cuda.block"] = [int(x) for x in row[11:14]]
-            if row[14] is not None:
-                attrs["cuda.registers_per_thread"] = int(row[14])
+                attrs[A.GRID] = [int(x) for x in row[8:11]]
+                attrs[A.BLOCK] = [int(x) for x in row[11:14]]
+            for v, key in ((row[14], A.REGISTERS), (row[15], A.SHARED_STATIC), (row[16], A.SHARED_DYNAMIC)):
+                if v is not None:
+                    attrs[key] = int(v)
             gpu_row(t, start, end, dev, stream, gpid, corr, phase, -1, attrs)
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if t in rep.tables:
         _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes",
                                  "copyKind", "srcKind", "dstKind"])
         for start, end, dev, stream, gpid, corr, nb, ck, sk, dk in rows:
-            label = copy_kinds.get(int(ck), f"kind {ck}") if ck is not None else "unknown"
-            attrs = {"cuda.memcpy.kind": label}
-            if sk is not None:
-                attrs["cuda.memcpy.src_kind"] = mem_kinds.get(int(sk), f"kind {sk}")
-            if dk is not None:
-                attrs["cuda.memcpy.dst_kind"] = mem_kinds.get(int(dk), f"kind {dk}")
-            gpu_row(t, start, end, dev, stream, gpid, corr, f"[CUDA memcpy {label}]", int(nb) if nb is not None else -1, attrs)
+            label = A.copy_kind(copy_kinds.get(int(ck))) if ck is not None else "unknown"
+            attrs = {A.ACTIVITY: "memcpy", A.MEMCPY_KIND: label,
+                     A.MEMCPY_SRC: A.memory_kind(mem_kinds.get(int(sk)) if sk is not None else None),
+                     A.MEMCPY_DST: A.memory_kind(mem_kinds.get(int(dk)) if dk is not None else None)}
+            gpu_row(t, start, end, dev, stream, gpid, corr, A.memcpy_name(label), int(nb) if nb is not None else -1, attrs)
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if t in rep.tables:
         _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes", "memKind"])
         for start, end, dev, stream, gpid, corr, nb, mk in rows:
-            attrs = {"cuda.memset.kind": mem_kinds.get(int(mk), f"kind {mk}")} if mk is not None else {}
-            gpu_row(t, start, end, dev, stream, gpid, corr, "[CUDA memset]", int(nb) if nb is not None else -1, attrs)
+            attrs = {A.ACTIVITY: "memset", A.MEMSET_KIND: A.memory_kind(mem_kinds.get(int(mk)) if mk is not None else None)}
+            gpu_row(t, start, end, dev, stream, gpid, corr, A.MEMSET_NAME, int(nb) if nb is not None else -1, attrs)
+    t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    if t in rep.tables:
+        sync_types = rep.enum_by_name("ENUM_CUPTI_SYNC_TYPE")
+        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "syncType",
+                                 "eventId"])
+        for start, end, dev, stream, gpid, corr, st, ev in rows:
+            # Host-side: the thread is the one of the synchronising API call (same correlation id).
+            gpid = int(gpid or 0)
+            a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
+            kind = A.sync_type(sync_types.get(int(st)) if st is not None else None)
+            attrs = {A.ACTIVITY: "sync", A.SOURCE: "nsys", A.SYNC_TYPE: kind}
+            if stream not in _INVALID:
+                attrs[A.SYNC_STREAM] = int(stream)
+            if ev not in _INVALID:
+                attrs[A.SYNC_EVENT] = int(ev)
+            if corr is not None:
+                attrs[A.CORRELATION] = int(corr)
+            device = int(dev) if dev not in _INVALID else -1
+            if a is not None:
+                attrs[A.API] = api_names[a]
+                gtid = int(R.thread[a])
+                attrs["thread.id"] = gtid & 0xFFFFFF  # the OS thread id, as the CUPTI collector records it
+                lane = thread_lane(gtid, device)
+                gpid = gtid & _PID_MASK
+            else:
+                gtid = -(1 << 40) - len(R.start)  # a group of its own: nothing nests under it
+                lane = Lane(host, (gpid >> 24) & 0xFFFFFF, device, "thread:(unknown)")
+            r = R.add(int(start) + off, int(end) + off, lane, A.sync_name(kind), "sync", gpid & _PID_MASK, 2,
+                      device=device, attrs=attrs, thread=gtid)
+            if a is not None:
+                launched.append((r, a))  # parent: the range around the synchronising call, as for launches
     return _assemble(R, launched, api_rows, runtime, proc_names, host, epoch, path)
 
 

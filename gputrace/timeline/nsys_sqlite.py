@@ -59,6 +59,14 @@ class NsysReport:
         label = "label" if "label" in cols else "name"
         return {int(i): str(v) for i, v in self.conn.execute(f"SELECT id, {label} FROM {table}")}
 
+    def enum_by_name(self, table: str) -> dict[int, str]:
+        """id -> name (e.g. ``CUDA_MEMCPY_KIND_HTOD``), the label where the table has no name column; {} if absent."""
+        if table not in self.tables:
+            return {}
+        cols = self.columns(table)
+        col = "name" if "name" in cols else "label"
+        return {int(i): str(v) for i, v in self.conn.execute(f"SELECT id, {col} FROM {table}")}
+
     def enum_names(self, table: str) -> dict[str, int]:
         if table not in self.tables or "name" not in self.columns(table):
             return {}

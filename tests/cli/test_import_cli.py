@@ -28,7 +28,7 @@ def test_import_nsys(tmp_path):
     assert "spans" in r.stdout and "1 GPUs" in r.stdout
     tl = read_trace(out)
     names = {tl.name_of(i): i for i in range(tl.n)}
-    assert {"prove", "ntt", "ntt_kernel", "cudaLaunchKernel", "[CUDA memcpy Host-to-Device]"} <= set(names)
+    assert {"prove", "ntt", "ntt_kernel", "cudaLaunchKernel", "[CUDA memcpy HtoD]"} <= set(names)
     assert tl.parent[names["ntt_kernel"]] == names["ntt"]
     assert int(tl.start[names["prove"]]) == EPOCH + 1_000
     assert {ln.host for ln in tl.lanes} == {"node9"}

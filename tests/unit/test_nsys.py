@@ -152,9 +152,14 @@ def test_report_maps_to_lanes_times_and_parents(tmp_path):
     assert tl.lanes[tl.lane[k]] == gpu
     assert tl.gpu_start[k] == tl.start[k] == EPOCH + 43_000 and tl.gpu_end[k] == EPOCH + 55_000
     assert tl.parent[k] == r["ntt"]
-    assert tl.attrs[k]["cuda.api"] == "cudaLaunchKernel" and "cuda.correlation_id" not in tl.attrs[k]
+    # GPU activity conventions (docs/trace-format.md): the same names as a CUPTI trace.
+    assert tl.attrs[k]["cuda.api"] == "cudaLaunchKernel" and tl.attrs[k]["cuda.correlation_id"] == 10
+    assert tl.attrs[k]["cuda.launch.api_start_ns"] == EPOCH + 41_000  # the launching call's start
     assert tl.attrs[k]["cuda.kernel.name"] == "void ntt_kernel<256>(Fr*, int)"
     assert tl.attrs[k]["cuda.grid"] == [1024, 1, 1] and tl.attrs[k]["cuda.registers_per_thread"] == 40
+    assert tl.attrs[k]["gputrace.activity"] == "kernel" and tl.attrs[k]["gputrace.source"] == "nsys"
+    assert tl.attrs[k]["cuda.stream"] == 7 and tl.attrs[k]["cuda.shared_memory.dynamic"] == 0
+    assert "cuda.correlation_id" not in tl.attrs.get(r["cudaLaunchKernel"], {})  # API rows: only on request
     # API calls: version suffix dropped, nested under the NVTX range, sync calls are 'sync'.
     assert tl.parent[r["cudaLaunchKernel"]] == r["ntt"]
     assert tl.kind[r["cudaStreamSynchronize"]] == KIND_CODES["sync"]
@@ -174,18 +179,32 @@ def test_correlation_ids_on_request(tmp_path):
 def test_memcpy_kinds_come_from_the_enum_tables(tmp_path):
     tl = read_nsys(build_report(tmp_path / "a.sqlite"))
     r = _rows(tl)
-    h2d = r["[CUDA memcpy Host-to-Device]"]
+    h2d = r["[CUDA memcpy HtoD]"]
     a = tl.attrs[h2d]
-    assert (a["cuda.memcpy.kind"], a["cuda.memcpy.src_kind"], a["cuda.memcpy.dst_kind"]) == ("Host-to-Device", "Pinned", "Device")
+    assert (a["cuda.memcpy.kind"], a["cuda.memcpy.src_kind"], a["cuda.memcpy.dst_kind"]) == ("HtoD", "PINNED", "DEVICE")
+    assert a["gputrace.activity"] == "memcpy" and a["cuda.api"] == "cudaMemcpyAsync"
     assert tl.nbytes[h2d] == 4096 and tl.parent[h2d] == r["ntt"]
-    d2h = r["[CUDA memcpy Device-to-Host]"]
-    assert tl.attrs[d2h]["cuda.memcpy.dst_kind"] == "Pageable" and tl.parent[d2h] == -1  # no launching call
+    d2h = r["[CUDA memcpy DtoH]"]
+    assert tl.attrs[d2h]["cuda.memcpy.dst_kind"] == "PAGEABLE" and tl.parent[d2h] == -1  # no launching call
+    assert "cuda.launch.api_start_ns" not in tl.attrs[d2h]
     # Renumber the memory kinds: the labels follow the report's table, not fixed ids.
     shuffled = [(7, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (1, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"),
                 (9, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned (page-locked)")]
     tl2 = read_nsys(build_report(tmp_path / "b.sqlite", mem_kind=shuffled))
-    a2 = tl2.attrs[_rows(tl2)["[CUDA memcpy Host-to-Device]"]]
-    assert a2["cuda.memcpy.src_kind"] == "Pinned (page-locked)" and a2["cuda.memcpy.dst_kind"] == "Device"
+    a2 = tl2.attrs[_rows(tl2)["[CUDA memcpy HtoD]"]]
+    assert a2["cuda.memcpy.src_kind"] == "PINNED" and a2["cuda.memcpy.dst_kind"] == "DEVICE"
+    # A report whose enum tables carry labels only still normalises ("Pinned (page-locked)" -> PINNED).
+    p = build_report(tmp_path / "c.sqlite", mem_kind=shuffled)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE ENUM_CUDA_MEM_KIND SET name = NULL")
+    con.execute("CREATE TABLE m AS SELECT id, label FROM ENUM_CUDA_MEM_KIND")
+    con.execute("DROP TABLE ENUM_CUDA_MEM_KIND")
+    con.execute("ALTER TABLE m RENAME TO ENUM_CUDA_MEM_KIND")
+    con.commit()
+    con.close()
+    tl3 = read_nsys(p)
+    a3 = tl3.attrs[_rows(tl3)["[CUDA memcpy HtoD]"]]
+    assert (a3["cuda.memcpy.src_kind"], a3["cuda.memcpy.dst_kind"]) == ("PINNED", "DEVICE")
 
 
 def test_event_types_come_from_the_enum_table(tmp_path):
@@ -257,7 +276,9 @@ def test_many_kernels_stay_linked(tmp_path):
     lane = tl.lanes.index(Lane("many", PID, 1, "stream:3"))
     rows = tl.lane_rows(lane)
     assert len(rows) == n
-    # Identical attribute sets are one shared dict, not one per launch.
-    assert len({id(tl.attrs[int(r)]) for r in rows}) == 1 and tl.attrs[int(rows[0])]["cuda.api"] == "cudaLaunchKernel"
+    # Identical static attribute sets are one shared dict, not one per launch; the per-launch
+    # correlation id and launch-call start ride on a small RowAttrs.
+    assert len({id(tl.attrs[int(r)].shared) for r in rows}) == 1 and tl.attrs[int(rows[0])]["cuda.api"] == "cudaLaunchKernel"
+    assert len({tl.attrs[int(r)]["cuda.correlation_id"] for r in rows}) == n
     ntt = _rows(tl)["ntt"]
     assert np.all(tl.parent[rows] == ntt)

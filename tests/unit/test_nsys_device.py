@@ -110,4 +110,4 @@ def test_recipe_on_a_real_gpu(tmp_path):
     parents = Counter(tl.name_of(int(tl.parent[r])) for r in gpu if tl.parent[r] >= 0)
     assert parents["ntt"] >= 3 and parents["h2d"] >= 2, parents  # kernels/copies under their phase
     kinds = {tl.attrs[r].get("cuda.memcpy.src_kind") for r in gpu if "cuda.memcpy.kind" in tl.attrs.get(r, {})}
-    assert {"Pinned", "Pageable"} <= kinds, kinds
+    assert {"PINNED", "PAGEABLE"} <= kinds, kinds

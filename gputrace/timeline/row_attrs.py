@@ -1,0 +1,44 @@
+"""``RowAttrs``: a row's attributes as one shared dict plus a few per-row values, without a dict per row.
+
+A million kernel launches of a handful of kernels share their static attributes (name, grid, block,
+stream, ...) but each has its own correlation id and launch-call start. A plain dict per row costs
+about 650 bytes; this read-only Mapping costs one small object (``__slots__``) pointing at the shared
+dict, so readers such as the nsys importer keep ``Timeline.attrs`` small. It behaves as a Mapping
+everywhere attributes are read (``get``, ``items``, ``in``, ``dict(a)``, equality with a dict).
+Immutable; safe to share between threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Iterator
+
+
+class RowAttrs(Mapping):
+    """``shared`` (a dict, never modified) overlaid with ``keys``/``values`` (per-row, win on clashes)."""
+
+    __slots__ = ("shared", "keys_", "values_")
+
+    def __init__(self, shared: dict, keys: tuple, values: tuple) -> None:
+        self.shared, self.keys_, self.values_ = shared, keys, values
+
+    def __getitem__(self, key):
+        for k, v in zip(self.keys_, self.values_):
+            if k == key:
+                return v
+        return self.shared[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self.keys_ or key in self.shared
+
+    def __iter__(self) -> Iterator:
+        yield from self.keys_
+        for k in self.shared:
+            if k not in self.keys_:
+                yield k
+
+    def __len__(self) -> int:
+        return len(self.shared) + sum(1 for k in self.keys_ if k not in self.shared)
+
+    def __repr__(self) -> str:
+        return f"RowAttrs({dict(self)!r})"
