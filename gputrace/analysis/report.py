@@ -27,7 +27,8 @@ from gputrace.analysis.critical_path import critical_path_summary
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.analysis.pinning import PinningReport, pinning_economics
-from gputrace.analysis.stalls import Stall, idle_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
+from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
+from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
 from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits
@@ -68,13 +69,15 @@ class Listing:
 class DeviceIdle:
     """One device's totals over every gap: ``busy_ns`` (union of its activity), ``idle_ns``
     (all gaps, leading and trailing included: busy + idle is the device's share of the run
-    extents), ``gaps`` (count) and ``longest_ns``."""
+    extents), ``gaps`` (count) and ``longest_ns``; ``basis``: "kernels" (GPU activity spans),
+    "brackets" (CUDA events / ``gpu`` phases: busy is an upper bound) or "mixed" (some runs each)."""
 
     device: int
     busy_ns: int
     idle_ns: int
     gaps: int
     longest_ns: int
+    basis: str = "brackets"
 
     @property
     def idle_share(self) -> float:
@@ -84,7 +87,7 @@ class DeviceIdle:
     def to_dict(self) -> dict:
         share = self.idle_share
         return {"device": self.device, "busy_ns": self.busy_ns, "idle_ns": self.idle_ns,
-                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns}
+                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns, "basis": self.basis}
 
 
 @dataclass
@@ -105,6 +108,7 @@ class TimelineAnalysis:
     listing: Listing
     critical_path: list[dict] = field(default_factory=list)
     unattributed_paths: list[dict] = field(default_factory=list)
+    launch: LaunchGaps | None = None  # GPU phases' launch gaps (empty without activity spans)
     gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
 
     @property
@@ -132,14 +136,18 @@ class TimelineAnalysis:
 def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
     """Per-device totals over every gap in ``gaps`` (all runs and hosts together)."""
     busy: dict[int, int] = {}
-    for (_, _, dev), b in zip(gaps.groups, gaps.busy_ns.tolist()):
+    bases: dict[int, set] = {}
+    kb = gaps.kernel_basis.tolist() if len(gaps.kernel_basis) == len(gaps.groups) else [False] * len(gaps.groups)
+    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb):
         busy[dev] = busy.get(dev, 0) + int(b)
+        bases.setdefault(dev, set()).add("kernels" if k else "brackets")
     idle, count, longest = {}, {}, {}
     dur = gaps.duration
     for d in np.unique(gaps.device).tolist():
         m = gaps.device == d
         idle[d], count[d], longest[d] = int(dur[m].sum()), int(m.sum()), int(dur[m].max())
-    return [DeviceIdle(d, busy.get(d, 0), idle.get(d, 0), count.get(d, 0), longest.get(d, 0))
+    return [DeviceIdle(d, busy.get(d, 0), idle.get(d, 0), count.get(d, 0), longest.get(d, 0),
+                       "mixed" if len(bases.get(d, ())) > 1 else next(iter(bases.get(d, {"brackets"}))))
             for d in sorted(set(busy) | set(idle))]
 
 
@@ -167,7 +175,9 @@ def analyse_timeline(
     waits = host_waits(tl, margin_ns=wait_margin_ns)
     un = unattributed_time(tl, parents="host")
     pins = pinning_economics(tl, pageable_gbps)
-    stalls = rank(idle_stalls(gaps) + wait_stalls(tl, waits) + pin_stalls(tl, pins) + unattributed_stalls(tl, un))
+    launch = launch_gaps(tl)
+    stalls = rank(idle_stalls(gaps) + wait_stalls(tl, waits) + pin_stalls(tl, pins) + unattributed_stalls(tl, un)
+                  + launch_stalls(tl, launch))
     shown = 0
     while shown < len(stalls) and shown < top and stalls[shown].lost_ns >= min_lost_ns:
         shown += 1
@@ -187,5 +197,6 @@ def analyse_timeline(
         listing=listing,
         critical_path=critical_path_summary(tl) if critical else [],
         unattributed_paths=un.by_path(tl),
+        launch=launch,
         gpu_activity=gpu_summary(tl, top=top) if critical else {},
     )

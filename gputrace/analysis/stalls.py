@@ -11,7 +11,10 @@ Grouping keys (instances in one group share all of them):
 * wait: kind (sync / host>device), phase, device, lane and the parent's phase;
 * unattributed: phase, device and the parent's phase;
 * launch: device and the phase whose GPU activity had the gaps (see `launch_stalls`);
-* pin: one row per `PinningReport` (already a total).
+* pin: one row per `PinningReport` (already a total);
+
+and the instance's size, in half-decade buckets (a factor of ~3.2), so a 5 ms gap is not
+folded into "19 µs x 34" as its tail.
 
 A `Stall`'s ``lost_ns`` is the sum over its instances; ``start``/``end`` the extent of them
 all (what a viewer zooms to); ``row`` the span of the largest instance (-1 when none).
@@ -27,6 +30,7 @@ import numpy as np
 
 from gputrace.analysis._common import fmt_ns, group_ids
 from gputrace.analysis.gaps import EDGE_NAMES, IdleGaps
+from gputrace.analysis.gpu_activity import LaunchGaps
 from gputrace.analysis.unattributed import Unattributed
 from gputrace.analysis.waits import SYNC, HostWaits
 from gputrace.timeline.model import Timeline
@@ -67,7 +71,10 @@ def _grouped(keys: list[np.ndarray], lost: np.ndarray, start: np.ndarray, end: n
     (indices, total, median, largest index, extent start, extent end), groups in any order."""
     if len(lost) == 0:
         return
-    gid, _ = group_ids(*keys)
+    # Instances of one kind group only with others of similar size (half-decade buckets), so
+    # one 5 ms gap is not hidden as the tail of "19 µs x 34".
+    size = np.floor(2 * np.log10(np.maximum(lost, 1).astype(np.float64))).astype(np.int64)
+    gid, _ = group_ids(*keys, size)
     order = np.lexsort((-lost, gid))
     bounds = np.flatnonzero(np.r_[True, gid[order][1:] != gid[order][:-1], True])
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
@@ -185,3 +192,45 @@ def pin_stalls(tl: Timeline, reports) -> list[Stall]:
 def rank(stalls: list[Stall]) -> list[Stall]:
     """Largest time lost first (ties: category order, then text, so the order is stable)."""
     return sorted(stalls, key=lambda s: (-s.lost_ns, CATEGORIES.index(s.category), s.text))
+
+
+def launch_stalls(tl: Timeline, g: LaunchGaps) -> list[Stall]:
+    """Launch gaps (GPU idle inside a phase that enqueued device work, from activity spans) of every
+    non-root phase, grouped by (phase, device, parent phase). A root's holes are its devices' idle
+    time (the idle rows); a phase's gap includes its sub-phases' (nested rows overlap)."""
+    if len(g) == 0:
+        return []
+    gap = g.gap_ns
+    sel = np.flatnonzero((tl.cols["parent"][g.row] >= 0) & (gap > 0))
+    if len(sel) == 0:
+        return []
+    pp = _parent_phase(tl, g.row[sel])
+    out = []
+    for idx, total, each, big, lo, hi in _grouped([g.phase[sel], g.device[sel], pp], gap[sel], g.window_start[sel],
+                                                  g.window_end[sel]):
+        members = sel[idx]
+        i = int(sel[big])
+        busy, bracket = int(g.busy_ns[members].sum()), int(g.bracket_ns[members].sum())
+        kernels = int(g.kernels[members].sum())
+        basis = "cuda events" if g.bracket_basis[members].all() else "host" if not g.bracket_basis[members].any() else "mixed"
+        text = (f"{g.phases[int(g.phase[i])]} GPU {int(g.device[i])}{_in(tl, int(pp[big]))}: launch gaps "
+                f"{_times(each, len(idx), total)} (GPU busy {fmt_ns(busy)} of {fmt_ns(bracket)} {basis} bracket, "
+                f"{kernels:,} kernels){_host_in_holes(g, members)}")
+        out.append(Stall("launch", text, len(idx), total, each, int(gap[i]), lo, hi, int(g.row[i]), int(g.device[i])))
+    return out
+
+
+def _host_in_holes(g: LaunchGaps, members: np.ndarray) -> str:
+    """'; host: synthesis 3 ms, no span 1 ms' over a group's holes (launching thread), or ''."""
+    known = members[g.thread_known[members]]
+    if len(known) == 0:
+        return ""
+    cnt = g.act_offsets[known + 1] - g.act_offsets[known]
+    pos = np.repeat(g.act_offsets[known] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+    acts = []
+    if len(pos):
+        sums = np.bincount(g.act_phase[pos], weights=g.act_ns[pos].astype(np.float64))
+        acts = [(g.phases[p], int(sums[p])) for p in np.argsort(-sums, kind="stable")[:2] if sums[p] > 0]
+    none = int(g.unattributed_ns[known].sum())
+    parts = [f"{p} {fmt_ns(ns)}" for p, ns in acts] + ([f"no span {fmt_ns(none)}"] if none else [])
+    return "; host: " + ", ".join(parts) if parts else ""

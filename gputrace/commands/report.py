@@ -93,12 +93,12 @@ def render(data: dict, console) -> None:
     gi = data["gpu_idle"]
     if gi["per_device"]:
         t = Table(title=f"GPU idle (every gap counted: {gi['gaps']:,})", title_justify="left")
-        for col in ("device", "busy", "idle", "idle share", "gaps", "longest gap"):
+        for col in ("device", "busy", "idle", "idle share", "gaps", "longest gap", "basis"):
             t.add_column(col, justify="left" if col == "device" else "right")
         for d in gi["per_device"]:
             share = "-" if d["idle_share"] is None else f"{d['idle_share']:.1%}"
             _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), share, f"{d['gaps']:,}",
-                      _fmt(d["longest_ns"]))
+                      _fmt(d["longest_ns"]), d["basis"])
         console.print(t)
 
     if data["stalls"]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 from array import array
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from gputrace.timeline.nsys_sqlite import (
     NsysFormatError,
     NsysReport,
     is_nsys_sqlite,
+    open_report,
     report_host_name,
     required_int,
     session_start,
@@ -82,6 +82,10 @@ class _Rows:
         self.lane_ix: dict[Lane, int] = {}
         self.phases: list[str] = []
         self.phase_ix: dict[str, int] = {}
+        self.tables: list[tuple[int, str]] = [(0, "?")]  # (first row, table) in the order read
+
+    def begin(self, table: str) -> None:
+        self.tables.append((len(self.start), table))
 
     def add(self, start, end, lane: Lane, phase: str, kind: str, proc: int, tie: int, *, gpu=False,
             nbytes=-1, device=-1, status=0, attrs=None, thread=-1) -> int:
@@ -130,15 +134,21 @@ def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True
         raise NsysFormatError(f"{p}: this is an Nsight Systems report; export it first: nsys export --type sqlite -o {p.with_suffix('.sqlite')} {p}")
     if not is_nsys_sqlite(p):
         raise NsysFormatError(f"{p}: not a SQLite file (expected the output of `nsys export --type sqlite`)")
-    conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    rep = open_report(p)
     try:
-        rep = NsysReport(p, conn)
         known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"}
         if not rep.tables & known:
             raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
-        return _read(rep, host, runtime, correlation_ids)
+        try:
+            return _read(rep, host, runtime, correlation_ids)
+        except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
+            if isinstance(exc, NsysFormatError):
+                raise
+            # A value of the wrong type (SQLite columns take any type) or out of range.
+            what = "a value is outside the 64-bit range" if isinstance(exc, OverflowError) else f"bad value ({exc})"
+            raise NsysFormatError(f"{p}: table {rep.table}: {what}") from None
     finally:
-        conn.close()
+        rep.conn.close()
 
 
 def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: bool) -> Timeline:
@@ -183,6 +193,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
         types = rep.enum_names("ENUM_NSYS_EVENT_TYPE") or _LEGACY_EVENT_TYPES
         rng = {types.get("NvtxPushPopRange"): "push/pop", types.get("NvtxStartEndRange"): "start/end"}
         rng.pop(None, None)
+        R.begin("NVTX_EVENTS")
         _, rows = rep.select("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "domainId",
                                                 "globalTid", "color", "category", "uint64Value", "int64Value",
                                                 "uint32Value", "int32Value"])
@@ -223,6 +234,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
     api_kinds: dict = {}  # nameId -> (name, kind)
     api_rows: list[int] = []
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in rep.tables:
+        R.begin("CUPTI_ACTIVITY_KIND_RUNTIME")
         _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
         for start, end, gtid, corr, nid, ret in rows:
             gtid = required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
@@ -282,6 +294,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if t in rep.tables:
+        R.begin(t)
         cols = ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "shortName", "demangledName",
                 "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
                 "dynamicSharedMemory"]
@@ -301,6 +314,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
             gpu_row(t, start, end, dev, stream, gpid, corr, phase, -1, attrs)
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if t in rep.tables:
+        R.begin(t)
         _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes",
                                  "copyKind", "srcKind", "dstKind"])
         for start, end, dev, stream, gpid, corr, nb, ck, sk, dk in rows:
@@ -311,6 +325,8 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
             gpu_row(t, start, end, dev, stream, gpid, corr, A.memcpy_name(label), int(nb) if nb is not None else -1, attrs)
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if t in rep.tables:
+        R.begin(t)
+        R.begin(t)
         _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes", "memKind"])
         for start, end, dev, stream, gpid, corr, nb, mk in rows:
             attrs = {A.ACTIVITY: "memset", A.MEMSET_KIND: A.memory_kind(mem_kinds.get(int(mk)) if mk is not None else None)}
@@ -353,6 +369,12 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
     n = len(R.start)
     start = np.asarray(R.start, dtype=np.int64)
     end = np.asarray(R.end, dtype=np.int64)
+    back = np.flatnonzero(end < start)
+    if back.size:  # a trace no reader accepts: refuse it here, naming the table
+        r = int(back[0])
+        table = next(t for first, t in reversed(R.tables) if first <= r)
+        raise NsysFormatError(f"{path}: table {table}: {back.size} row(s) end before they start "
+                              f"(first: start {int(start[r]) - (epoch or 0)}, end {int(end[r]) - (epoch or 0)})")
     lane = np.asarray(R.lane, dtype=np.int32)
     tie = np.asarray(R.tie, dtype=np.int8)
     gpu = np.asarray(R.gpu, dtype=bool)

@@ -30,9 +30,10 @@ from textual.strip import Strip
 from gputrace.tui.index import IntervalIndex, TimelineIndex
 from gputrace.tui.layout import View, format_duration
 from gputrace.tui.navigation import NAME_W, GanttNavigation
+from gputrace.tui.activity_rows import MARK_LAUNCH
 from gputrace.tui.overlays import MARK_UNATTR, MARK_WAIT, Overlays
 from gputrace.tui.palette import Palette
-from gputrace.tui.render import BG, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
+from gputrace.tui.render import BG, LAUNCH, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
 from gputrace.tui.rows import DEVICE, GPU, HOST, LANE, RowSpec, build_rows
 
 
@@ -50,6 +51,9 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         "gantt--idle",
         "gantt--unattributed",
         "gantt--wait",
+        "gantt--launch",
+        "gantt--pageable",
+        "gantt--pinned",
     }
 
     DEFAULT_CSS = """
@@ -157,7 +161,7 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         for lv_id in np.unique(lvl).tolist():
             m = lvl == lv_id
             key = idx.level_ids[lv_id]
-            for k, glyph, colour in ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT)):
+            for k, glyph, colour in ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT), (MARK_LAUNCH, "╌", LAUNCH)):
                 mk = m & (kind == k)
                 if mk.any():
                     self._marks.setdefault(key, []).append((IntervalIndex.of(s[mk], e[mk], colour, rows[mk]), glyph, colour))
@@ -236,6 +240,9 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
                 idle=bg("gantt--idle", "#a33a3a"),
                 unattributed=fg("gantt--unattributed", "#e0a030"),
                 wait=fg("gantt--wait", "#ffe066"),
+                launch=fg("gantt--launch", "#ff7f50"),
+                pageable=fg("gantt--pageable", "#ff4d6d"),
+                pinned=fg("gantt--pinned", "#2ec4b6"),
             )
         return self._palette
 

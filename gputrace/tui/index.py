@@ -180,6 +180,9 @@ class TimelineIndex:
         row_level = np.full(n, -1, np.int32)
         level_ids: list[tuple[int, int]] = []
         t_min, t_max = None, None
+        from gputrace.tui.activity_rows import row_keys
+
+        keys = row_keys(tl)  # phase ids; pinned/pageable copies get their own keys
         for k in range(len(tl.lanes)):
             sl = tl.lane_slice(k)
             rows = np.arange(sl.start, sl.stop, dtype=np.int64)
@@ -201,7 +204,7 @@ class TimelineIndex:
                         m = lv == sub
                         row_level[chunk[m]] = len(level_ids)
                         level_ids.append((k, len(levels)))
-                        levels.append(Level(d, sub, IntervalIndex.of(s[m], e[m], c["phase"][chunk[m]], chunk[m])))
+                        levels.append(Level(d, sub, IntervalIndex.of(s[m], e[m], keys[chunk[m]], chunk[m])))
                 lo, hi = int(c["start"][rows].min()) - origin, int(c["end"][rows].max()) - origin
                 t_min = lo if t_min is None else min(t_min, lo)
                 t_max = hi if t_max is None else max(t_max, hi)
@@ -210,7 +213,7 @@ class TimelineIndex:
                 g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
                 gm = (g0 >= 0) & (g1 >= g0)
                 if gm.any():
-                    gpu = IntervalIndex.of(g0[gm] - origin, g1[gm] - origin, c["phase"][rows[gm]], rows[gm])
+                    gpu = IntervalIndex.of(g0[gm] - origin, g1[gm] - origin, keys[rows[gm]], rows[gm])
                     t_min = min(t_min, int(g0[gm].min()) - origin)
                     t_max = max(t_max, int(g1[gm].max()) - origin)
             lanes.append(LaneIndex(levels, gpu))

@@ -25,7 +25,7 @@ class StallItem:
     """One line of the stalls panel: ``amount_ns`` is the time lost (idle, waited, pin+unpin,
     unattributed); ``start``/``end`` (epoch ns) is what to zoom to; ``row`` a span or -1."""
 
-    category: str  # "idle", "wait", "pin", "unattributed"
+    category: str  # "idle", "wait", "pin", "unattributed", "launch"
     text: str
     start: int
     end: int
@@ -80,6 +80,10 @@ def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | No
     u = analysis.unattributed
     if len(u):
         marks.append((np.repeat(u.row, np.diff(u.piece_offsets)), u.piece_start, u.piece_end, MARK_UNATTR))
+    if analysis.launch is not None and len(analysis.launch):
+        from gputrace.tui.activity_rows import launch_gap_marks
+
+        launch_gap_marks(tl, analysis.launch, marks)
     out.items = [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
     out.notes.append(analysis.listing.describe())
     if marks:

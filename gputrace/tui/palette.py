@@ -13,7 +13,7 @@ from rich.color import Color
 from rich.style import Style
 
 from gputrace.phases import phase_hex
-from gputrace.tui.render import BG, DIM, IDLE, INK, SEL, UNATTR, WAIT
+from gputrace.tui.render import BG, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, SEL, UNATTR, WAIT
 
 
 def _rgb(hex_: str) -> tuple[int, int, int]:
@@ -43,6 +43,9 @@ class Palette:
     idle: str = "#a33a3a"
     unattributed: str = "#e0a030"
     wait: str = "#ffe066"
+    launch: str = "#ff7f50"  # launch gaps inside a phase bar
+    pageable: str = "#ff4d6d"  # copies touching pageable host memory (staged by the driver: slow)
+    pinned: str = "#2ec4b6"  # copies from/to pinned host memory
     _cache: dict = field(default_factory=dict, repr=False)
     _hex: dict = field(default_factory=dict, repr=False)
 
@@ -58,6 +61,12 @@ class Palette:
             return self.unattributed
         if key == WAIT:
             return self.wait
+        if key == LAUNCH:
+            return self.launch
+        if key == PAGEABLE:
+            return self.pageable
+        if key == PINNED:
+            return self.pinned
         dim = key >= DIM
         k = key - DIM if dim else key
         h = self._hex.get(k)

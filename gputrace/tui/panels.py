@@ -77,7 +77,11 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
     if len(kids):
         covered = int((c["end"][kids] - c["start"][kids]).sum())
         t.add_row("children", f"{len(kids)} (cover {format_duration(covered, 3)} of {format_duration(e - s, 3)})")
-    for k, v in sorted(tl.attrs.get(row, {}).items()):
+    attrs = tl.attrs.get(row, {})
+    api0 = attrs.get("cuda.launch.api_start_ns")
+    if isinstance(api0, int) and api0 > 0:
+        t.add_row("launch latency", f"{format_duration(s - api0, 3)} (from {attrs.get('cuda.api', 'the API call')})")
+    for k, v in sorted(attrs.items()):
         t.add_row(k, str(v))
     res_i = int(c["resource"][row])
     res = tl.resources[res_i] if 0 <= res_i < len(tl.resources) else {}
@@ -210,7 +214,8 @@ class StallsPanel(DataTable):
         self.items = list(items)
         self.clear()
         for it in self.items:
-            style = {"idle": "bold red", "wait": "yellow", "pin": "magenta", "unattributed": "dark_orange"}.get(
+            style = {"idle": "bold red", "wait": "yellow", "pin": "magenta", "unattributed": "dark_orange",
+                     "launch": "#ff7f50"}.get(
                 it.category, "")
             self.add_row(Text(it.category, style=style), format_duration(it.amount_ns, 3), rich_text(it.text))
         for n in notes:

@@ -21,3 +21,11 @@ def sample_pinning() -> str:
 def sample_prove_cpu() -> str:
     """56 spans from a real run: `gputrace prove --constraints 2^10 --batch 2 --devices 2 --backend cpu`."""
     return os.path.join(DATA, "sample_prove_cpu.jsonl")
+
+
+@pytest.fixture
+def sample_kernels() -> str:
+    """166 spans with GPU activity: 60 kernels, 4 copies (a pinned and a pageable per GPU), 10 memsets, a
+    stream sync, on 2 GPUs (gputrace.testing.activity_synth.write_activity_run(kernels=60, gpus=2,
+    kernels_per_phase=6, seed=1))."""
+    return os.path.join(DATA, "sample_kernels.jsonl")

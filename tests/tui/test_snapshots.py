@@ -53,3 +53,13 @@ def test_error_message(snap_compare, tmp_path, monkeypatch):
 def test_first_screen_real_prover_cpu(snap_compare, sample_prove_cpu):
     assert snap_compare(GputraceApp([sample_prove_cpu], title="sample_prove_cpu.jsonl"), terminal_size=SIZE,
                         run_before=_ready)
+
+
+def test_kernels_copies_and_launch_gaps(snap_compare, sample_kernels):
+    async def run_before(pilot):
+        await _ready(pilot)
+        await pilot.press("3")  # stalls panel: launch gaps listed
+        await pilot.pause()
+
+    assert snap_compare(GputraceApp([sample_kernels], title="sample_kernels.jsonl"), terminal_size=SIZE,
+                        run_before=run_before)

@@ -1,0 +1,88 @@
+"""Hostile Nsight SQLite files: read-only, base tables only, bounded work, clean NsysFormatErrors."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from gputrace.timeline.load import read_any
+from gputrace.timeline.nsys import NsysFormatError, read_nsys
+from tests.unit.test_nsys import MAIN, build_report
+
+
+def _edit(p, *sql):
+    con = sqlite3.connect(p)
+    for s in sql:
+        con.execute(s)
+    con.commit()
+    con.close()
+
+
+def test_a_recursive_view_is_never_queried(tmp_path):
+    p = build_report(tmp_path / "view.sqlite")
+    # A view named like a table nsys writes, producing rows forever.
+    _edit(p, "CREATE VIEW CUPTI_ACTIVITY_KIND_MEMSET AS WITH RECURSIVE r(start) AS (SELECT 0 UNION ALL "
+          "SELECT start + 1 FROM r) SELECT start, start + 1 AS end, 0 AS deviceId, 1 AS streamId, 0 AS globalPid, "
+          "NULL AS correlationId, 8 AS bytes, 0 AS memKind FROM r")
+    t0 = time.monotonic()
+    tl = read_nsys(p)
+    assert time.monotonic() - t0 < 30
+    assert not any(tl.phases[i] == "[CUDA memset]" for i in tl.cols["phase"].tolist())
+
+
+def test_the_file_is_not_written(tmp_path):
+    p = build_report(tmp_path / "ro.sqlite")
+    before = p.read_bytes()
+    read_nsys(p)
+    assert p.read_bytes() == before
+    assert not (tmp_path / "ro.sqlite-journal").exists() and not (tmp_path / "ro.sqlite-wal").exists()
+
+
+def test_a_path_with_uri_characters_opens(tmp_path):
+    p = build_report(tmp_path / "a?b#c%20.sqlite")
+    assert read_nsys(p).n > 0
+
+
+def test_a_corrupt_file_is_a_clean_error(tmp_path):
+    p = build_report(tmp_path / "corrupt.sqlite")
+    data = bytearray(p.read_bytes())
+    for off in range(4096, len(data), 4096):  # garble every page after the first (the schema page stays)
+        data[off + 8:off + 200] = b"\xa5" * 192
+    p.write_bytes(bytes(data))
+    with pytest.raises(NsysFormatError, match="corrupt.sqlite"):
+        read_nsys(p)
+
+
+def test_values_of_the_wrong_type_or_size_name_the_table(tmp_path):
+    p = build_report(tmp_path / "types.sqlite")
+    _edit(p, f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ('soon','later',1,{MAIN},13,3,0,0)")
+    with pytest.raises(NsysFormatError, match="types.sqlite: table CUPTI_ACTIVITY_KIND_RUNTIME: bad value"):
+        read_nsys(p)
+    q = build_report(tmp_path / "big.sqlite")
+    _edit(q, f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (9223372036854775000,9223372036854775800,1,{MAIN},13,3,0,0)")
+    with pytest.raises(NsysFormatError, match="big.sqlite: table CUPTI_ACTIVITY_KIND_RUNTIME: a value is outside"):
+        read_nsys(q)
+
+
+def test_rows_that_end_before_they_start_are_refused(tmp_path):
+    p = build_report(tmp_path / "back.sqlite")
+    _edit(p, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,globalPid,"
+             "demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,staticSharedMemory,"
+             "dynamicSharedMemory) VALUES (9000,8000,0,1,7,99,0,6,7,40,1,1,1,1,1,1,0,0)")
+    with pytest.raises(NsysFormatError, match="back.sqlite: table CUPTI_ACTIVITY_KIND_KERNEL: 1 row"):
+        read_nsys(p)
+    with pytest.raises(NsysFormatError):  # the entrance (view, report) gives the same error
+        read_any([p])
+
+
+def test_work_per_query_is_bounded(tmp_path, monkeypatch):
+    import gputrace.timeline.nsys_sqlite as ns
+
+    p = build_report(tmp_path / "work.sqlite")
+    monkeypatch.setattr(ns, "_OPS_MIN", 1)
+    monkeypatch.setattr(ns, "OPS_PER_BYTE", 0)
+    monkeypatch.setattr(ns, "_CHECK_EVERY", 1)
+    with pytest.raises(NsysFormatError, match="query stopped after"):
+        read_nsys(p)
