@@ -45,7 +45,13 @@ CASES = {
     "nvtx-tool": ({"_TOOL": "1"}, "phase('ntt', device=0, bytes=n), file sink, recording NVTX tool", 700, 700 / SDK_REF_NS),
     "disabled": ({"GPUTRACE_DISABLE": "1"}, "phase('ntt', device=0, bytes=n) with GPUTRACE_DISABLE=1", 100, 100 / SDK_REF_NS),
     "cuda": ({}, "phase('ntt', device=0, stream=s), file sink, NVTX (no tool)", 3000, 3000 / SDK_REF_NS),
+    # CUDA activity (CUPTI) on: every phase pushes/pops an external correlation id; a stream phase records
+    # no CUDA events (its kernels carry the device time).
+    "cuda+cupti": ({"GPUTRACE_CUDA_ACTIVITY": "1"}, "phase('ntt', device=0, stream=s), CUPTI on", 3000,
+                   3000 / SDK_REF_NS),
+    "file+nvtx+cupti": ({"GPUTRACE_CUDA_ACTIVITY": "1"}, "phase('ntt', device=0, bytes=n), CUPTI on", 500, 0.06),
 }
+CUDA_CASES = ("cuda", "cuda+cupti", "file+nvtx+cupti")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -82,7 +88,7 @@ def child(case: str, n: int, repeats: int) -> dict:
     phase = gputrace.phase
     nbytes = 1 << 20
     stream = None
-    if case == "cuda":
+    if case.startswith("cuda"):
         import cupy
 
         stream = cupy.cuda.Stream(non_blocking=True)
@@ -92,7 +98,7 @@ def child(case: str, n: int, repeats: int) -> dict:
             for _ in range(k):
                 with phase("ntt"):
                     pass
-    elif case == "cuda":
+    elif case.startswith("cuda"):
         def ours(k):
             for _ in range(k):
                 with phase("ntt", device=0, stream=stream):
@@ -114,7 +120,7 @@ def child(case: str, n: int, repeats: int) -> dict:
     for _ in range(repeats):
         ref_ns.append(_time_loop(sdk, n_ref))
         our_ns.append(_time_loop(ours, n))
-        if case == "cuda":
+        if stream is not None:
             stream.synchronize()
     # Sustained: CPU time of the whole process (caller + exporter thread) per phase, from the first phase
     # until every one of them is written: what recording really costs a CPU-bound Python program.
@@ -321,7 +327,7 @@ def main(argv=None) -> int:
 
     global CLOCK_NAME
     CLOCK_NAME = a.clock
-    ap_cases = ["file+nvtx", "file+nvtx-bare", "nvtx-tool", "disabled"] + (["cuda"] if a.cuda else [])
+    ap_cases = ["file+nvtx", "file+nvtx-bare", "nvtx-tool", "disabled"] + (list(CUDA_CASES) if a.cuda else [])
     cases = [] if a.write_only else ap_cases
     results = []
     with tempfile.TemporaryDirectory() as tmp:

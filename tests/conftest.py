@@ -20,3 +20,18 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_trace_cache(tmp_path_factory):
+    """Tests (and the CLI subprocesses they start) keep the columnar trace cache in a temporary
+    directory, never the user's ~/.cache."""
+    import os
+
+    old = os.environ.get("GPUTRACE_CACHE_DIR")
+    os.environ["GPUTRACE_CACHE_DIR"] = str(tmp_path_factory.mktemp("gputrace-cache"))
+    yield
+    if old is None:
+        os.environ.pop("GPUTRACE_CACHE_DIR", None)
+    else:
+        os.environ["GPUTRACE_CACHE_DIR"] = old

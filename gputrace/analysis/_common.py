@@ -38,16 +38,32 @@ def run_extents(tl: Timeline, run: np.ndarray, nruns: int) -> tuple[np.ndarray, 
     return rmin, rmax
 
 
-def device_activity(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows that are device activity, with their activity interval.
 
     A row is device activity when it has device times (``gpu_start``/``gpu_end`` >= 0) or
     has kind ``gpu`` and a device index >= 0; its interval is the device time where
-    recorded, else its host time. Returns (rows, start, end).
+    recorded, else its host time. With ``kernel_truth`` (the default), on every (host, device)
+    that has GPU activity spans (kernels, copies, memsets; see ``gputrace.analysis.gpu_activity``)
+    only those count: a phase's CUDA-event bracket also covers the time its stream sat empty.
+    Returns (rows, start, end).
     """
     c = tl.cols
     has_gpu = (c["gpu_start"] >= 0) & (c["gpu_end"] >= c["gpu_start"])
     is_dev = (c["device"] >= 0) & (has_gpu | (c["kind"] == GPU_KIND))
+    if kernel_truth and tl.n:
+        from gputrace.analysis.gpu_activity import SYNC, activity_index  # lazy: that module imports this one
+
+        idx = activity_index(tl)
+        work = idx.rows[idx.what != SYNC]
+        if len(work):
+            host, _ = row_hosts(tl)
+            stride = int(c["device"].max()) + 2
+            truth = np.unique(host[work] * stride + c["device"][work].astype(np.int64) + 1)
+            key = host * stride + c["device"].astype(np.int64) + 1
+            is_act = np.zeros(tl.n, bool)
+            is_act[work] = True
+            is_dev &= is_act | ~np.isin(key, truth)
     rows = np.flatnonzero(is_dev)
     s = np.where(has_gpu[rows], c["gpu_start"][rows], c["start"][rows])
     e = np.where(has_gpu[rows], c["gpu_end"][rows], c["end"][rows])

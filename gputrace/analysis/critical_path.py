@@ -49,12 +49,16 @@ class CriticalPath:
 
 
 class ChildIndex:
-    """Children of every row (CSR by parent) and each row's activity interval."""
+    """Children of every row (CSR by parent; GPU activity spans left out) and each row's activity interval."""
 
     def __init__(self, tl: Timeline):
+        from gputrace.analysis.gpu_activity import activity_index
+
         c = tl.cols
         par = c["parent"]
-        kids = np.flatnonzero(par >= 0)
+        # GPU activity spans (kernels, copies) are left out: the path is walked per phase, and a phase
+        # with 100k kernels under it would cost one numpy step per kernel (2 s at 100k kernels).
+        kids = np.flatnonzero((par >= 0) & ~activity_index(tl).mask(tl.n))
         o = np.argsort(par[kids], kind="stable")
         self.kids = kids[o]
         self.offsets = np.searchsorted(par[self.kids], np.arange(tl.n + 1))

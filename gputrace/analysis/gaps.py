@@ -1,11 +1,9 @@
 """GPU idle gaps per device, with what the host was doing meanwhile.
 
-A device's activity is the union of its device work: on a device (of one run and host) that
-has GPU activity spans (kernels, copies, memsets: `gpu_activity`), those alone ("kernels"
-basis: a phase's CUDA-event bracket is only an upper bound); elsewhere its device intervals
-(CUDA-event times where recorded, else the host times of ``gpu``-kind spans, see
-`_common.device_activity`: "brackets" basis). ``IdleGaps.kernel_basis`` says which, per
-device group. An
+A device's activity is the union of its device intervals (CUDA-event times where
+recorded, else the host times of ``gpu``-kind spans; on a device with GPU activity spans, only
+those: kernel truth, see `_common.device_activity`; ``IdleGaps.kernel_basis`` says which, per
+device group). An
 idle gap is time between two merged activity segments of one device in one run; with
 ``edges=True`` the time from the run's first span to the device's first activity (and
 from its last activity to the run's end) counts too, marked as leading/trailing.
@@ -158,7 +156,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     """
     run, runs = run_index(tl)
     host, hosts = row_hosts(tl)
-    rows, s, e, from_kernels = _device_work(tl, run, host)
+    rows, s, e = device_activity(tl)
     if len(rows) == 0:
         return _empty(tl, hosts, runs)
     dev = tl.cols["device"][rows].astype(np.int64)
@@ -216,27 +214,8 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         groups=[(runs[int(r)], hosts[int(h)], int(d)) for r, h, d in zip(g_run, g_host, g_dev)],
         busy_ns=busy,
         has_activity=has_act,
-        kernel_basis=from_kernels[first],
+        kernel_basis=activity_index(tl).mask(tl.n)[grow],
     )
-
-
-def _device_work(tl: Timeline, run: np.ndarray, host: np.ndarray):
-    """(rows, start, end, from_kernels) of device work: activity spans (kernel/memcpy/memset) on
-    the (run, host, device) groups that have them, bracket intervals on the others."""
-    rows, s, e = device_activity(tl)
-    idx = activity_index(tl)
-    if len(idx) == 0:
-        return rows, s, e, np.zeros(len(rows), bool)
-    is_act = idx.mask(tl.n)
-    dw = idx.device_work()
-    a_rows, a_s, a_e = idx.rows[dw], idx.start[dw], idx.end[dw]
-    dev = tl.cols["device"].astype(np.int64)
-    stride = int(dev.max()) + 2
-    key = (run * (int(host.max()) + 1) + host) * stride + dev + 1
-    with_act = np.unique(key[a_rows])
-    keep = ~is_act[rows] & ~np.isin(key[rows], with_act)
-    return (np.concatenate([rows[keep], a_rows]), np.concatenate([s[keep], a_s]), np.concatenate([e[keep], a_e]),
-            np.concatenate([np.zeros(int(keep.sum()), bool), np.ones(len(a_rows), bool)]))
 
 
 def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):

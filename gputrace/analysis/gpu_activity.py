@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gputrace.activity import ACTIVITY
+from gputrace.activity import ACTIVITY, STREAM
 from gputrace.analysis._common import (
     device_activity,
     gaps_between,
@@ -53,13 +53,14 @@ CUDA_EVENTS, HOST_TIMES = "cuda events", "host"
 class ActivityIndex:
     """The activity rows of a Timeline, ascending by row. ``what``: KERNEL/MEMCPY/MEMSET/SYNC;
     ``start``/``end``: the device interval (``gpu_start``/``gpu_end`` where set, else the span's own
-    times; a sync's host interval); ``device``: the device column."""
+    times; a sync's host interval); ``device``: the device column; ``stream``: ``cuda.stream`` (-1 absent)."""
 
     rows: np.ndarray
     what: np.ndarray
     start: np.ndarray
     end: np.ndarray
     device: np.ndarray
+    stream: np.ndarray
 
     def __len__(self) -> int:
         return int(len(self.rows))
@@ -83,7 +84,7 @@ def activity_index(tl: Timeline) -> ActivityIndex:
     hit = _CACHE.get(id(tl))
     if hit is not None and hit[0]() is tl:
         return hit[1]
-    rows, codes = [], []
+    rows, codes, streams = [], [], []
     get = _WHAT_CODES.get
     for r, a in tl.attrs.items():
         w = a.get(ACTIVITY)
@@ -92,13 +93,15 @@ def activity_index(tl: Timeline) -> ActivityIndex:
             if c is not None:
                 rows.append(r)
                 codes.append(c)
+                s = a.get(STREAM)
+                streams.append(s if isinstance(s, int) else -1)
     r = np.asarray(rows, np.int64)
     o = np.argsort(r, kind="stable")
-    r, w = r[o], np.asarray(codes, np.int8)[o]
+    r, w, st = r[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o]
     c = tl.cols
     has = (c["gpu_start"][r] >= 0) & (c["gpu_end"][r] >= c["gpu_start"][r])
     idx = ActivityIndex(r, w, np.where(has, c["gpu_start"][r], c["start"][r]),
-                        np.where(has, c["gpu_end"][r], c["end"][r]), c["device"][r].astype(np.int64))
+                        np.where(has, c["gpu_end"][r], c["end"][r]), c["device"][r].astype(np.int64), st)
     for k in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
         _CACHE.pop(k, None)
     _CACHE[id(tl)] = (weakref.ref(tl), idx)
@@ -137,7 +140,7 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
     rmin, rmax = run_extents(tl, run, len(runs))
     dw = idx.device_work()
     a_rows, a_s, a_e, a_w = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw]
-    b_rows, b_s, b_e = device_activity(tl)
+    b_rows, b_s, b_e = device_activity(tl, kernel_truth=False)
     keep = ~idx.mask(tl.n)[b_rows]
     b_rows, b_s, b_e = b_rows[keep], b_s[keep], b_e[keep]
     out: list[DeviceBusy] = []

@@ -82,8 +82,7 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
     if len(sync) == 0:
         return []
     dw = np.flatnonzero(idx.what != SYNC)
-    d_rows, d_s, d_e, d_dev = idx.rows[dw], idx.start[dw], idx.end[dw], idx.device[dw]
-    d_stream = np.array([int(tl.attrs.get(int(r), {}).get(A.STREAM, -1)) for r in d_rows.tolist()], np.int64)
+    d_rows, d_s, d_e, d_dev, d_stream = idx.rows[dw], idx.start[dw], idx.end[dw], idx.device[dw], idx.stream[dw]
     order = np.argsort(d_s, kind="stable")
     d_rows, d_s, d_e, d_dev, d_stream = d_rows[order], d_s[order], d_e[order], d_dev[order], d_stream[order]
     pm = np.maximum.accumulate(d_e) if len(d_e) else d_e

@@ -19,10 +19,16 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
     caller then exits with status 1. Raises nothing else.
     """
+    import os
+
+    from gputrace.commands._progress import MIN_BYTES, stage
     from gputrace.timeline.load import read_any
 
+    size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     try:
-        tl = read_any(paths, lenient=lenient)
+        with stage(command, f"reading {len(paths)} file{'s' * (len(paths) != 1)} ({size / 1e6:,.0f} MB)",
+                   show=size >= MIN_BYTES):
+            tl = read_any(paths, lenient=lenient)
     except (OSError, ValueError) as exc:
         print(f"gputrace {command}: {visible(exc)}", file=sys.stderr)
         return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gputrace.textsafe import visible
+
 FORMATS = {
     "chrome": "Chrome Trace Event / Perfetto JSON (ui.perfetto.dev, chrome://tracing); .gz compresses",
     "jaeger": "Jaeger JSON for Jaeger UI's 'Upload JSON' (no backend needed)",
@@ -38,27 +40,31 @@ def register(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from gputrace.commands._inputs import read_inputs
 
+    from gputrace.commands._progress import MIN_SPANS, stage
+
     tl = read_inputs("export", args.traces, args.lenient, "no spans in the input")
     if tl is None:
         return 1
     try:
-        if args.format == "chrome":
-            from gputrace.timeline.chrome import write_chrome
+        with stage("export", f"writing {tl.n:,} spans as {args.format} to {visible(args.output)}",
+                   show=tl.n >= MIN_SPANS):
+            if args.format == "chrome":
+                from gputrace.timeline.chrome import write_chrome
 
-            n = write_chrome(tl, args.output, flows=not args.no_flows)
-            what = f"{n} events"
-        elif args.format == "jaeger":
-            from gputrace.timeline.jaeger import write_jaeger
+                n = write_chrome(tl, args.output, flows=not args.no_flows)
+                what = f"{n} events"
+            elif args.format == "jaeger":
+                from gputrace.timeline.jaeger import write_jaeger
 
-            n = write_jaeger(tl, args.output)
-            what = f"{n} spans"
-        else:
-            from gputrace.interop.otlp_file import write_otlp_jsonl
+                n = write_jaeger(tl, args.output)
+                what = f"{n} spans"
+            else:
+                from gputrace.interop.otlp_file import write_otlp_jsonl
 
-            n = write_otlp_jsonl(tl, args.output)
-            what = f"{tl.n} spans in {n} lines"
+                n = write_otlp_jsonl(tl, args.output)
+                what = f"{tl.n} spans in {n} lines"
     except OSError as exc:
-        print(f"gputrace export: {exc}", file=sys.stderr)
+        print(f"gputrace export: {visible(exc)}", file=sys.stderr)
         return 1
     print(f"wrote {what} to {args.output} ({args.format})")
     return 0

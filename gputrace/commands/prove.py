@@ -48,6 +48,12 @@ def options_from_args(args):
         raise ValueError("give either --constraints or --challenges/--depth, not both")
     constraints = parse_size(args.constraints) if args.constraints is not None else (
         None if args.challenges is not None or args.depth is not None else 1 << 10)
+    from gputrace.prover.field import TWO_ADICITY
+
+    if constraints is not None and constraints > 1 << TWO_ADICITY:
+        # No NTT domain is larger; the shape picker would otherwise fall back to a tiny circuit.
+        raise ValueError(f"--constraints: at most 2^{TWO_ADICITY} (the largest NTT domain of the BLS12-381 "
+                         f"scalar field), got {args.constraints!r}")
     return ProveOptions(
         constraints=constraints, challenges=args.challenges, depth=args.depth, batch=args.batch,
         devices=args.devices, backend=args.backend, opts=parse_opts(args.opt), out_dir=args.out,

@@ -73,6 +73,10 @@ def _run_compare(args: argparse.Namespace) -> int:
     from gputrace.tui.app import screenshot_svg
     from gputrace.tui.compare_view import CompareApp
 
+    if not args.screenshot and not sys.stdout.isatty():
+        print("gputrace view: standard output is not a terminal; for a picture use --screenshot FILE.svg",
+              file=sys.stderr)
+        return 2
     app = CompareApp(args.compare, args.vs, confidence=args.confidence)
     if args.screenshot:
         if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
@@ -89,11 +93,13 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 def _write_screenshot(path: str, svg: str) -> bool:
     """Write the SVG; False after a one-line error on stderr when the file cannot be written."""
+    from gputrace.atomic_write import write_atomic
+    from gputrace.textsafe import visible
+
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(svg)
+        write_atomic(path, svg)
     except OSError as e:
-        print(f"gputrace view: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        print(f"gputrace view: cannot write {visible(path)}: {visible(e.strerror or e)}", file=sys.stderr)
         return False
     return True
 
@@ -136,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             print(f"wrote {args.screenshot}")
             return 0
+        if not sys.stdout.isatty():
+            # The full-screen app would draw into a file or pipe and wait for keys that never come.
+            print("gputrace view: standard output is not a terminal; for a picture use --screenshot FILE.svg "
+                  "(e.g. gputrace view run.jsonl --screenshot run.svg)", file=sys.stderr)
+            return 2
         app = GputraceApp(paths, follow=follow, title=title, focus=args.focus)
         app.run()
         if app.error:

@@ -13,14 +13,25 @@ other address raises :class:`ReceiverAddressError` at construction. Port 0 binds
 port (read :attr:`grpc_port` / :attr:`http_port` after :meth:`start`). Either address may be None
 to leave that protocol off.
 
-HTTP accepts ``application/x-protobuf`` and ``application/json`` bodies, optionally
-``Content-Encoding: gzip``, answers 200 with an empty ``ExportTraceServiceResponse`` in the request's
-encoding, 400 for an undecodable body, 404/405 for other paths/methods, 411 without a length, 413
-above ``max_request_bytes`` (also enforced after gunzip), 415 for other content types. gRPC uses the
-same size limit (``RESOURCE_EXHAUSTED`` above it).
+What is stored is validated first (``receiver_validate.clean_request``): only spans a strict read of
+the file accepts (integer times in range, end not before start, hex ids of the right length, status
+code 0-2, attribute nesting bounded) reach the file; the others are rejected and counted.
 
-Threads: gRPC runs its handlers on a 4-thread pool, HTTP on one thread per connection
-(``ThreadingHTTPServer``, started on a daemon thread). All of them append under one lock.
+HTTP accepts ``application/x-protobuf`` and ``application/json`` bodies, optionally
+``Content-Encoding: gzip``, and answers as the OTLP/HTTP spec says: 200 with an empty
+``ExportTraceServiceResponse`` in the request's encoding when everything was stored, 200 with
+``partial_success`` (``rejected_spans`` and the first problem) when some spans were rejected, 400 when
+nothing could be stored (undecodable body, body shorter than its ``Content-Length``, every span
+invalid), 404/405 for other paths/methods, 411 without a length, 413 above ``max_request_bytes`` (also
+enforced after gunzip), 415 for other content types, 503 with ``Retry-After`` when its connection
+pool is full. gRPC applies the same validation (``INVALID_ARGUMENT`` when nothing can be stored,
+``partial_success`` otherwise) and size limit (``RESOURCE_EXHAUSTED`` above it).
+
+Limits: listen backlog ``receiver_http.BACKLOG`` (512); HTTP connections are served by a pool of
+``max_workers`` threads with up to ``max_pending`` more waiting (then 503); every HTTP connection has a
+``timeout_s`` socket timeout (default 10 s) so a stalled or idle client is disconnected; gRPC runs on 4
+threads with at most ``max_workers`` concurrent calls (``RESOURCE_EXHAUSTED`` beyond). All of them append
+under one lock.
 :meth:`start` and :meth:`stop` are idempotent and may be called from any thread; :meth:`drain`,
 :meth:`stats` and :meth:`wait_for` too. grpcio and opentelemetry-proto are imported on
 :meth:`start`, so importing this module is cheap.
@@ -40,6 +51,7 @@ from typing import Any
 import orjson
 
 from gputrace.interop.receiver_http import Http, Http6, make_handler
+from gputrace.interop.receiver_validate import clean_request
 from gputrace.otlp_json import hex_id
 
 __all__ = ["OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
@@ -61,7 +73,8 @@ class ReceiverStats:
     buffered_lines: int = 0
     buffered_bytes: int = 0
     dropped_lines: int = 0  # dropped from the in-memory queue (still in the file)
-    rejected: int = 0  # requests refused (bad body, too large, wrong type)
+    rejected: int = 0  # requests refused (bad body, too large, wrong type, nothing valid)
+    rejected_spans: int = 0  # spans left out of otherwise stored requests (partial success)
 
 
 def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
@@ -78,8 +91,9 @@ def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
         raise ReceiverAddressError(f"address {addr!r}: expected HOST:PORT with port 0-65535")
     if not allow_remote and not _is_loopback(host):
         raise ReceiverAddressError(
-            f"address {addr!r} is not loopback; the receiver accepts unauthenticated data, so listening "
-            "beyond this machine must be asked for explicitly (allow_remote=True / --listen-remote)")
+            f"address {addr!r} is not loopback; the receiver accepts unauthenticated data, so it listens on "
+            "this machine only (127.0.0.1, ::1 or localhost). To receive from elsewhere, forward a port to it "
+            "(e.g. ssh -L) or put an OpenTelemetry Collector in front; the Python API takes allow_remote=True")
     return host, port
 
 
@@ -101,7 +115,16 @@ def _b64_to_hex(v: str, nbytes: int) -> str:
 
 
 def request_to_json(req: Any) -> tuple[bytes, int]:
-    """A protobuf ``ExportTraceServiceRequest`` -> (one OTLP JSON line without newline, span count).
+    """A protobuf ``ExportTraceServiceRequest`` -> (one OTLP JSON line without newline, span count),
+    unvalidated (the receiver stores ``clean_request(request_to_dict(req))`` instead).
+    Raises ValueError for an id of the wrong length."""
+    d = request_to_dict(req)
+    n = sum(len(ss.get("spans", ())) for rs in d.get("resourceSpans", ()) for ss in rs.get("scopeSpans", ()))
+    return orjson.dumps(d), n
+
+
+def request_to_dict(req: Any) -> dict:
+    """A protobuf ``ExportTraceServiceRequest`` -> its OTLP JSON mapping as a dict.
 
     ``MessageToDict`` gives camelCase, integer enums and 64-bit ints as strings, as the OTLP JSON
     mapping wants, but base64 ids; ids (span, parent, link) are rewritten as lowercase hex.
@@ -110,11 +133,9 @@ def request_to_json(req: Any) -> tuple[bytes, int]:
     from google.protobuf.json_format import MessageToDict
 
     d = MessageToDict(req, use_integers_for_enums=True)
-    n = 0
     for rs in d.get("resourceSpans", ()):
         for ss in rs.get("scopeSpans", ()):
             for span in ss.get("spans", ()):
-                n += 1
                 for key, nbytes in _ID_FIELDS:
                     if key in span:
                         span[key] = _b64_to_hex(span[key], nbytes)
@@ -122,7 +143,7 @@ def request_to_json(req: Any) -> tuple[bytes, int]:
                     for key, nbytes in _ID_FIELDS[:2]:
                         if key in link:
                             link[key] = _b64_to_hex(link[key], nbytes)
-    return orjson.dumps(d), n
+    return d
 
 
 class OtlpReceiver:
@@ -137,6 +158,9 @@ class OtlpReceiver:
         *,
         allow_remote: bool = False,
         max_request_bytes: int = 32 << 20,
+        timeout_s: float = 10.0,
+        max_workers: int = 16,
+        max_pending: int = 256,
     ) -> None:
         if grpc_addr is None and http_addr is None:
             raise ReceiverAddressError("both grpc_addr and http_addr are None: nothing to listen on")
@@ -145,12 +169,15 @@ class OtlpReceiver:
         self.out_path = Path(out_path)
         self.max_buffer_bytes = int(max_buffer_bytes)
         self.max_request_bytes = int(max_request_bytes)
+        self.timeout_s = float(timeout_s)
+        self.max_workers = max(1, int(max_workers))
+        self.max_pending = max(0, int(max_pending))
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._state_lock = threading.Lock()
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0
-        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0)
+        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0)
         self._file = None
         self._grpc_server = None
         self._http_server: Http | None = None
@@ -236,18 +263,25 @@ class OtlpReceiver:
         class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request, context):  # noqa: N802 - gRPC method name
                 try:
-                    line, n = request_to_json(request)
-                except ValueError as exc:
+                    line, n, rejected, why = clean_request(request_to_dict(request))
+                except ValueError as exc:  # RequestRejected, or an id of the wrong length
                     receiver._reject()
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad span id: {exc}")
-                receiver._ingest(line, n)
-                return trace_service_pb2.ExportTraceServiceResponse()
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                if n:
+                    receiver._ingest(line, n)
+                resp = trace_service_pb2.ExportTraceServiceResponse()
+                if rejected:
+                    receiver._reject_spans(rejected)
+                    resp.partial_success.rejected_spans = rejected
+                    resp.partial_success.error_message = why
+                return resp
 
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="gputrace-otlp-grpc"),
             # so_reuseport=0: gRPC would otherwise share a port already in use (e.g. with a running
             # collector) and split the traffic silently; binding must fail instead.
             options=[("grpc.max_receive_message_length", self.max_request_bytes), ("grpc.so_reuseport", 0)],
+            maximum_concurrent_rpcs=self.max_workers + self.max_pending,
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(), server)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -265,7 +299,8 @@ class OtlpReceiver:
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
         cls = Http6 if ":" in host else Http
-        server = cls((host, port), make_handler(self, trace_service_pb2, request_to_json))
+        server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
+                     max_workers=self.max_workers, max_pending=self.max_pending)
         self._http_server = server
         self.http_port = server.server_address[1]
         self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http", daemon=True)
@@ -293,8 +328,14 @@ class OtlpReceiver:
             self._cond.notify_all()
 
     def _reject(self) -> None:
+        """Count one refused request. Any handler thread."""
         with self._lock:
             self._counts["rejected"] += 1
+
+    def _reject_spans(self, n: int) -> None:
+        """Count spans left out of a stored request. Any handler thread."""
+        with self._lock:
+            self._counts["rejected_spans"] += n
 
     def drain(self) -> list[bytes]:
         """Take every line received since the last drain (oldest first; no trailing newlines)."""

@@ -1,69 +1,106 @@
 """The HTTP half of :class:`gputrace.interop.receiver.OtlpReceiver`: ``POST /v1/traces``.
 
 Protobuf (``application/x-protobuf``) and JSON (``application/json``) bodies, optionally gzip;
-status codes as documented in ``receiver``. Handlers run on ``ThreadingHTTPServer``'s per-connection
-threads and only call the receiver's thread-safe ``_ingest`` / ``_reject``.
+status codes as documented in ``receiver`` (the OTLP/HTTP rules: 200 with ``partialSuccess`` when
+some spans were rejected, 400 when nothing could be stored, 413/415/411 for size, type and length).
+
+Server: ``Http`` accepts on one thread with a listen backlog of ``BACKLOG`` and hands each connection
+to a bounded pool (``max_workers`` threads, at most ``max_pending`` connections waiting for one);
+past that a connection is answered 503 with ``Retry-After`` (OTLP exporters retry it). Every
+connection has a socket timeout (``timeout_s``, default 10 s): a client that stalls while sending
+headers or a body, or idles on a kept-alive connection, is disconnected. Handlers only call the
+receiver's thread-safe ``_ingest`` / ``_reject``.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Callable
 
 import orjson
 
-__all__ = ["Http", "Http6", "make_handler", "json_request"]
+from gputrace.interop.receiver_validate import RequestRejected, clean_request
 
-_ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
+__all__ = ["Http", "Http6", "make_handler", "json_request", "BACKLOG"]
+
+#: listen() backlog: connections the kernel queues before the accept loop takes them.
+BACKLOG = 512
+
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+         b"Content-Length: 52\r\nConnection: close\r\n\r\n"
+         b'{"code":14,"message":"receiver busy: retry shortly"}')
 
 
-def json_request(body: bytes) -> tuple[bytes, int]:
-    """An OTLP/HTTP JSON body -> (compact line, span count). Raises ValueError if it is not one."""
+def json_request(body: bytes) -> tuple[bytes, int, int, str]:
+    """An OTLP/HTTP JSON body -> (line to store, spans kept, spans rejected, first problem).
+    Raises ValueError if it is not a request or nothing in it can be stored."""
     try:
         d = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"body is not JSON: {exc}") from None
-    if not isinstance(d, dict) or not isinstance(d.get("resourceSpans", []), list):
-        raise ValueError("body is not an ExportTraceServiceRequest (no 'resourceSpans' list)")
-    n = 0
-    for i, rs in enumerate(d.get("resourceSpans", [])):
-        if not isinstance(rs, dict):
-            raise ValueError(f"resourceSpans[{i}] is not an object")
-        scope_spans = rs.get("scopeSpans", [])
-        if not isinstance(scope_spans, list):  # (iterating null or a number raised TypeError: no answer)
-            raise ValueError(f"resourceSpans[{i}].scopeSpans is not a list")
-        for j, ss in enumerate(scope_spans):
-            spans = ss.get("spans", []) if isinstance(ss, dict) else None
-            if not isinstance(spans, list):
-                raise ValueError(f"resourceSpans[{i}].scopeSpans[{j}].spans is not a list")
-            for k, span in enumerate(spans):
-                for key, nbytes in _ID_FIELDS:
-                    v = span.get(key) if isinstance(span, dict) else None
-                    if v in (None, "") and key == "parentSpanId":
-                        continue
-                    if not (isinstance(v, str) and len(v) == 2 * nbytes and all(ch in "0123456789abcdefABCDEF" for ch in v)):
-                        raise ValueError(f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}].{key}: expected {2 * nbytes} hex characters, got {v!r}")
-                n += 1
-    return orjson.dumps(d), n
+    return clean_request(d)
 
 
-class Http(ThreadingHTTPServer):
-    daemon_threads = True
+class Http(HTTPServer):
+    """HTTPServer with a real backlog, a bounded worker pool and per-connection timeouts (module doc)."""
+
     allow_reuse_address = True
+    request_queue_size = BACKLOG
+
+    def __init__(self, addr, handler, *, max_workers: int = 16, max_pending: int = 256) -> None:
+        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="gputrace-otlp-http")
+        self._slots = threading.BoundedSemaphore(max_workers + max_pending)
+        self.busy_refusals = 0
+        super().__init__(addr, handler)  # binds: an OSError closes the server (and the pool) again
+
+    def process_request(self, request, client_address) -> None:  # accept thread
+        if not self._slots.acquire(blocking=False):
+            self.busy_refusals += 1
+            try:
+                request.settimeout(1.0)
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            self._pool.submit(self._serve, request, client_address)
+        except RuntimeError:  # the pool is shut down: the server is closing
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def _serve(self, request, client_address) -> None:  # pool thread
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - a broken connection must not print a traceback into the TUI
+            pass
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        pass
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Http6(Http):
     address_family = socket.AF_INET6
 
 
-def make_handler(receiver: Any, pb2: Any, request_to_json: Callable) -> type[BaseHTTPRequestHandler]:
+def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: float = 10.0) -> type[BaseHTTPRequestHandler]:
     """A handler class bound to ``receiver`` (an ``OtlpReceiver``), the protobuf module and the
-    protobuf -> JSON line converter."""
+    protobuf -> request dict converter; ``timeout_s`` is every connection's socket timeout."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "gputrace-otlp"
+        timeout = timeout_s  # StreamRequestHandler.setup: settimeout on the connection
 
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: no stderr noise in the TUI
             pass
@@ -92,13 +129,15 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable) -> type[Bas
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
             proto = ctype == "application/x-protobuf"
             if self.path.split("?")[0] != "/v1/traces":
-                return self._error(404, f"unknown path {self.path}; OTLP traces go to /v1/traces", proto)
+                return self._error(404, f"unknown path {self.path[:200]}; OTLP traces go to /v1/traces", proto)
             length = self.headers.get("Content-Length")
             if length is None or not length.isdigit():
                 return self._error(411, "Content-Length required", proto)
             if int(length) > receiver.max_request_bytes:
                 return self._error(413, f"request larger than {receiver.max_request_bytes} bytes", proto)
-            body = self.rfile.read(int(length))
+            body = self.rfile.read(int(length))  # (a stalled sender times out: the connection closes)
+            if len(body) < int(length):
+                return self._error(400, f"body shorter than its Content-Length ({len(body)} of {length} bytes)", proto)
             if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 try:
@@ -107,25 +146,39 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable) -> type[Bas
                     return self._error(400, f"bad gzip body: {exc}", proto)
                 if len(body) > receiver.max_request_bytes or d.unconsumed_tail:
                     return self._error(413, f"request larger than {receiver.max_request_bytes} bytes after gunzip", proto)
+                if not d.eof:
+                    return self._error(400, "bad gzip body: truncated", proto)
             if proto:
                 try:
-                    line, n = request_to_json(pb2.ExportTraceServiceRequest.FromString(body))
-                except Exception as exc:  # noqa: BLE001 - DecodeError or a bad id length; report any as 400
+                    req = pb2.ExportTraceServiceRequest.FromString(body)
+                except Exception as exc:  # noqa: BLE001 - DecodeError: report any as 400
                     return self._error(400, f"bad protobuf body: {exc}", proto)
+                try:
+                    line, n, rejected, why = clean_request(request_to_json(req))
+                except ValueError as exc:  # RequestRejected, or a bad id length
+                    return self._error(400, str(exc), proto)
             elif ctype == "application/json":
                 try:
-                    line, n = json_request(body)
-                except ValueError as exc:
+                    line, n, rejected, why = json_request(body)
+                except (ValueError, RequestRejected) as exc:
                     return self._error(400, str(exc), proto)
             else:
-                return self._error(415, f"unsupported Content-Type {ctype!r}; use application/x-protobuf or application/json", False)
-            try:
-                receiver._ingest(line, n)
-            except OSError as exc:
-                return self._error(503, str(exc), proto)
+                return self._error(415, f"unsupported Content-Type {ctype[:100]!r}; use application/x-protobuf or application/json", False)
+            if n:
+                try:
+                    receiver._ingest(line, n)
+                except OSError as exc:
+                    return self._error(503, str(exc), proto)
+            if rejected:
+                receiver._reject_spans(rejected)
             if proto:
-                self._send(200, pb2.ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+                resp = pb2.ExportTraceServiceResponse()
+                if rejected:
+                    resp.partial_success.rejected_spans = rejected
+                    resp.partial_success.error_message = why
+                self._send(200, resp.SerializeToString(), "application/x-protobuf")
             else:
-                self._send(200, b"{}", "application/json")
+                body = orjson.dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": why}}) if rejected else b"{}"
+                self._send(200, body, "application/json")
 
     return Handler

@@ -26,8 +26,13 @@ _DEFAULT_KERNELS = ("void msm_bucket<(int)13>(G1*, Fr const*)", "void msm_reduce
 
 
 def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20, seed: int = 0,
-                 pin: bool = True, launch_gap_ns: int = 30_000, kernel_ns: int = 20_000):
-    """(resource, phase span dicts, CUPTI-like records) of a run with about ``kernels`` kernels."""
+                 pin: bool = True, launch_gap_ns: int = 30_000, kernel_ns: int = 20_000,
+                 kernel_scale: dict[str, float] | None = None):
+    """(resource, phase span dicts, CUPTI-like records) of a run with about ``kernels`` kernels.
+    ``kernel_scale``: short kernel name -> duration factor (e.g. ``{"msm_bucket": 1.3}``)."""
+    from gputrace.activity import short_kernel_name
+
+    scale = {n: (kernel_scale or {}).get(short_kernel_name(n), 1.0) for ns in (*_KERNELS.values(), _DEFAULT_KERNELS) for n in ns}
     rnd = random.Random(seed)
     res = {"service.name": "prover", "host.name": "gpu-node", "process.pid": 4242,
            "gputrace.run_id": f"activity-{seed}", "gputrace.config.b1": pin}
@@ -91,7 +96,7 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
                     t += int(launch_gap_ns * (0.5 + rnd.random()))  # host work before the launch
                     recs.append({"kind": "RUNTIME", "start": t, "end": t + 4_000, "name": "cudaLaunchKernel", "correlation_id": corr})
                     ks = max(t + 6_000, gpu_free)
-                    ke = ks + int(kernel_ns * (0.5 + rnd.random()))
+                    ke = ks + int(kernel_ns * scale[names[k % len(names)]] * (0.5 + rnd.random()))
                     recs.append({"kind": "KERNEL", "start": ks, "end": ke, "device_id": dev, "stream_id": 1, "correlation_id": corr,
                                  "name": names[k % len(names)], "grid_x": 1024, "grid_y": 1, "grid_z": 1, "block_x": 256,
                                  "block_y": 1, "block_z": 1, "registers_per_thread": 64 + 8 * (k % 2),

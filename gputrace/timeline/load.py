@@ -41,7 +41,7 @@ from gputrace.timeline.model import Timeline
 from gputrace.timeline.runs import split_runs
 
 __all__ = ["sniff", "read_any", "read_otlp", "load_runs", "load_steps", "LoadStep", "UnreadableTrace",
-           "parallel_workers", "check_paths", "read_as", "KINDS", "TraceFormatError"]
+           "parallel_workers", "check_paths", "read_as", "concat_reports", "KINDS", "TraceFormatError"]
 
 #: What ``sniff`` answers.
 KINDS = ("otlp", "chrome", "nsys")
@@ -170,12 +170,27 @@ def _read_other(path: PathLike, kind: str) -> Timeline:
 def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, workers: int | None = None) -> Timeline:
     """Read trace files of any supported format (by content) into one Timeline.
 
+    A trace of at least ``cache.min_bytes()`` is loaded from the columnar cache when it has a valid
+    entry, and stored there after it is read (``gputrace.timeline.cache``). The load reports of the
+    files are merged into ``timeline.load_report``.
+
     Errors are the format readers' own (``TraceFormatError``, ``NsysFormatError``,
     ``ChromeFormatError``; all ValueErrors naming the file) and OSError for unreadable paths.
     """
+    from gputrace.timeline import cache
+
     parts = []
     otlp: list = []
     for p in _as_paths(paths):
+        if cache.wanted(p):
+            tl = cache.load(p, lenient)
+            if tl is None:
+                key = cache.source_key(p)
+                kind = sniff(p)
+                tl = read_otlp([p], lenient=lenient, workers=workers) if kind == "otlp" else _read_other(p, kind)
+                cache.store(p, tl, key)
+            parts.append(tl)
+            continue
         kind = sniff(p)
         if kind == "otlp":
             otlp.append(p)
@@ -183,7 +198,27 @@ def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, worker
             parts.append(_read_other(p, kind))
     if otlp:
         parts.append(read_otlp(otlp, lenient=lenient, workers=workers))
-    return Timeline.concat(parts)
+    return concat_reports(parts)
+
+
+def concat_reports(parts: list[Timeline]) -> Timeline:
+    """``Timeline.concat`` that keeps the parts' load reports (merged, in file order)."""
+    if len(parts) == 1:
+        return parts[0]
+    tl = Timeline.concat(parts)
+    reports = [p.load_report for p in parts if isinstance(p.load_report, LoadReport)]
+    if reports:
+        report = LoadReport()
+        for r in reports:
+            report.files.extend(r.files)
+            report.lines += r.lines
+            report.spans += r.spans
+            report.lines_skipped += r.lines_skipped
+            report.spans_skipped += r.spans_skipped
+            report.reasons.update(r.reasons)
+            report.problems.extend(r.problems)
+        tl.load_report = report
+    return tl
 
 
 def load_runs(paths: Sequence[PathLike], lenient: bool = False) -> tuple[list[Timeline], list[str]]:
@@ -243,9 +278,13 @@ def load_steps(
     OTLP files are read in slices (``incremental.iter_load``); a big plain file (see
     ``parallel_workers``) shows its first slice, then is read whole by worker processes. Chrome
     JSON and Nsight SQLite files are read whole. ``follow``: one file, tailed while a writer
-    appends (``incremental.follow``) until ``stop_event`` is set. Raises ``UnreadableTrace`` for
+    appends (``incremental.follow``) until ``stop_event`` is set. A big trace with a valid entry in
+    the columnar cache (``gputrace.timeline.cache``) is shown from it at once; one read here is
+    stored there by a background thread. Raises ``UnreadableTrace`` for
     a missing or empty file or one where nothing could be read, and the format readers' errors.
     """
+    from gputrace.timeline import cache
+
     paths = [os.fspath(p) for p in paths]
     stop = stop_event or threading.Event()
     if follow:
@@ -259,14 +298,23 @@ def load_steps(
         size = os.path.getsize(p)
         if size == 0:
             raise UnreadableTrace(f"{p}: empty file (no trace data)")
-        kind = sniff(p)
-        if kind != "otlp":
-            yield LoadStep(base, total, f"reading {os.path.basename(p)} ({kind})…")
-            tl = _read_other(p, kind)
+        cached = None
+        if cache.wanted(p):
+            cached = cache.load(p, lenient=True)
+            key = cache.source_key(p)
+        if cached is not None:
+            tl = cached
         else:
-            tl = yield from _otlp_steps(p, base, total, finished, stop, interval, parallel)
-            if tl is None:  # stopped
-                return
+            kind = sniff(p)
+            if kind != "otlp":
+                yield LoadStep(base, total, f"reading {os.path.basename(p)} ({kind})…")
+                tl = _read_other(p, kind)
+            else:
+                tl = yield from _otlp_steps(p, base, total, finished, stop, interval, parallel)
+                if tl is None:  # stopped
+                    return
+            if cache.wanted(p):  # stored off this thread: the final screen does not wait for it
+                threading.Thread(target=cache.store, args=(p, tl, key), name="gputrace-cache", daemon=True).start()
         finished.append(tl)
         base += size
         yield LoadStep(base, total, _notes(finished), _cumulative(finished[:-1], lambda tl=tl: tl))

@@ -27,8 +27,15 @@ import cupy
 
 __all__ = ["record_start", "record_end", "resolve", "lane_of", "calibrate"]
 
+#: False while CUDA activity (CUPTI) is collected and the recorder chose to skip the per-phase events: the
+#: phase keeps its device and stream lane, and its kernels/copies (child spans) say when the GPU was busy.
+EVENTS = True
+#: Set by the CUPTI collector: (device, stream pointer) -> CUPTI stream id, so a phase's lane ``stream:N`` is
+#: the lane of its kernels (N = CUPTI's stream id, as Nsight Systems numbers streams). None: first-seen order.
+stream_id_hook = None
+
 _pools: dict[int, list] = {}
-_lanes: dict[int, dict[int, int]] = {}
+_lanes: dict[int, dict[int, str]] = {}  # device -> stream pointer -> lane name
 _side_streams: dict[int, object] = {}
 #: device -> (half bracket width in ns) of the last reference taken; exposed for tests/diagnostics.
 last_alignment_error_ns: dict[int, int] = {}
@@ -48,8 +55,14 @@ def lane_of(device: int, stream_ptr: int) -> str:
         lanes = _lanes.setdefault(device, {})
     n = lanes.get(stream_ptr)
     if n is None:
-        n = lanes.setdefault(stream_ptr, len(lanes))
-    return f"stream:{n}"
+        sid = None
+        if stream_id_hook is not None:
+            try:
+                sid = stream_id_hook(device, stream_ptr)
+            except Exception:
+                sid = None
+        n = lanes.setdefault(stream_ptr, f"stream:{sid if sid is not None else len(lanes)}")
+    return n
 
 
 def _event(device: int):
@@ -66,6 +79,9 @@ def _event(device: int):
 def record_start(p, stream, device) -> None:
     """Record the start event of phase ``p`` on ``stream`` (caller's thread). Raises CuPy errors."""
     dev = _device_of(stream, device)
+    if not EVENTS:
+        p.cdev = (dev, lane_of(dev, stream.ptr), None, None)
+        return
     ev = _event(dev)
     ev.record(stream)
     p.ev0 = ev
@@ -75,6 +91,8 @@ def record_start(p, stream, device) -> None:
 
 def record_end(p) -> None:
     """Record the end event of phase ``p`` on its stream (caller's thread, or the thread calling end())."""
+    if p.ev0 is None:  # no events for this phase (EVENTS off when it started)
+        return
     ev = _event(p.cdev[0])
     ev.record(p.stream)
     p.ev1 = ev

@@ -288,11 +288,25 @@ def _message(exc) -> str:
         return f"<unprintable {type(exc).__name__}>"
 
 
+#: (EVENTS, stream_id_hook) for gputrace.trace.cuda_timing, set by the recorder (see cuda_settings()).
+_cuda_settings = (True, None)
+
+
+def cuda_settings(events: bool, stream_id_hook) -> None:
+    """Whether phases with a stream record CUDA events, and the CUPTI stream-id hook for their lanes. Applied
+    now if CUDA timing is loaded, else when the first phase with a stream loads it (recorder only)."""
+    global _cuda_settings
+    _cuda_settings = (events, stream_id_hook)
+    if _cuda is not None:
+        _cuda.EVENTS, _cuda.stream_id_hook = _cuda_settings
+
+
 def _cuda_start(p: Phase) -> None:
     global _cuda
     if _cuda is None:
         from gputrace.trace import cuda_timing
 
+        cuda_timing.EVENTS, cuda_timing.stream_id_hook = _cuda_settings
         _cuda = cuda_timing
     _cuda.record_start(p, p.stream, p.device)
 

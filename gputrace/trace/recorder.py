@@ -10,7 +10,8 @@ Threading contract
   then flushes the sinks. A sink that raises is counted (its batch dropped) and never stops the thread.
 * ``shutdown()`` stops recording, runs a final drain (waiting up to ``cuda_timeout_s`` for outstanding CUDA
   events), closes the sinks and returns the ``RunSummary``. A second ``shutdown()`` returns the same summary.
-  An ``atexit`` hook shuts an active recorder down at interpreter exit.
+  An ``atexit`` hook shuts an active recorder down at interpreter exit; SIGTERM does the same first
+  (``gputrace.trace.signals``: open spans end with error status, then the signal's previous action).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
-from gputrace.trace import clock, hotpath as _ph, records
+from gputrace.trace import clock, hotpath as _ph, records, signals as _signals
 from gputrace.trace.sinks.base import Sink
 from gputrace.trace.summary import RunSummary
 
@@ -78,6 +79,9 @@ class Recorder:
         self.join = None
         self.activity_spans = 0
         self.cuda_activity_error: str | None = None  # why CUDA activity was asked for and not collected
+        #: Whether phases with a stream record CUDA events while CUDA activity is collected (configure's
+        #: ``cuda_events``; without CUDA activity they always do).
+        self.cuda_events = False
         self._thread_names: dict[int, str] = {}
 
     def enable_cuda_activity(self, collector) -> None:
@@ -113,6 +117,7 @@ class Recorder:
             _ph._xpush = self.cupti.push
             _ph._xpop = self.cupti.pop
             _ph._XC = True
+            _ph.cuda_settings(self.cuda_events, getattr(self.cupti, "stream_id", None))
         self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
         self._thread.start()
 
@@ -128,7 +133,9 @@ class Recorder:
         if self._summary is not None:
             return self._summary
         _ph._RECORDING = False
-        _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
+        if _ph._XC:
+            _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
+            _ph.cuda_settings(True, None)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
@@ -301,6 +308,7 @@ def configure(
     collect_gpu_info: bool = True,
     cuda_activity: bool | None = None,
     cuda_markers: bool = False,
+    cuda_events: bool = False,
 ) -> Recorder:
     """Start recording phases of this process; returns the active ``Recorder``.
 
@@ -314,7 +322,10 @@ def configure(
     ``GPUTRACE_CUDA_ACTIVITY`` environment variable decides; off by default, docs/tracer.md says why); when
     CUPTI cannot collect, the run goes on without it, logs one warning and records the reason as the resource
     attribute ``gputrace.cupti.unavailable``. cuda_markers: also turn NVTX ranges of other domains into spans
-    (``gputrace record``). With GPUTRACE_DISABLE set (at import or now) nothing is
+    (``gputrace record``). cuda_events: keep the per-phase CUDA events (``gputrace.gpu.start_ns``/``end_ns``)
+    of phases with a stream while CUDA activity is collected (default off then: the kernels, copies and
+    syncs under the phase say when the GPU worked, and two event records per phase cost most of a stream
+    phase's host time, benchmarks/RESULTS.md). With GPUTRACE_DISABLE set (at import or now) nothing is
     recorded and phases are no-ops. Raises OSError if the trace file cannot be opened, ValueError for
     bad arguments.
     """
@@ -358,10 +369,12 @@ def configure(
         if _active is not None:
             log.info("gputrace: configure() replaced an active recorder:\n%s", _active.stop())
         if cuda_activity and not disabled:
+            rec.cuda_events = bool(cuda_events)
             _start_cuda_activity(rec, cuda_markers)  # after the old recorder stopped: CUPTI is process-wide
         _active = rec
         rec.record = not disabled  # disabled: sinks are opened (and closed at shutdown), nothing recorded
         rec.start()
+        _signals.install(shutdown)  # SIGTERM: close open spans as failed, flush, then the signal's own action
         if not _atexit_registered:
             atexit.register(_shutdown_at_exit)
             _atexit_registered = True
@@ -400,6 +413,7 @@ def shutdown() -> RunSummary:
     global _active, _last_summary
     with _lock:
         rec, _active = _active, None
+        _signals.uninstall()
         if rec is None:
             return _last_summary or RunSummary(run_id="", spans_recorded=0, spans_dropped=0)
         _last_summary = rec.stop()

@@ -22,14 +22,16 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
+from rich.text import Text
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from gputrace.atomic_write import write_atomic
 from gputrace.textsafe import rich_text, visible
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
@@ -38,9 +40,10 @@ from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import View, format_duration
 from gputrace.tui.loader import LoadError, Part, Update, batch_updates
 from gputrace.tui.overlays import Overlays, compute_overlays
-from gputrace.tui.panels import DetailsPanel, StallsPanel, SummaryPanel
+from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPanel
 from gputrace.tui.search import SearchFilter
-from gputrace.tui.widgets import QUERY_HELP, ErrorScreen, HelpScreen, TextLine
+from gputrace.tui.range_stats import range_summary
+from gputrace.tui.widgets import QUERY_HELP, ErrorScreen, HelpScreen, Legend, TextLine
 
 def _ui(handler):
     """Message handlers touch widgets that are gone while the app shuts down (a load or
@@ -88,19 +91,26 @@ class GputraceApp(SearchFilter, App):
     CSS_PATH = str(Path(__file__).with_name("gputrace.tcss"))  # absolute: subclasses elsewhere find it too
     TITLE = "gputrace"
 
+    # The help screen and the footer are built from these and the Gantt's and panels' bindings.
     BINDINGS = [
-        Binding("question_mark", "help", "Help"),
-        Binding("slash", "query('search')", "Search"),
-        Binding("F", "query('filter')", "Filter"),
-        Binding("m", "match(1)", "Next match", show=False),
-        Binding("M", "match(-1)", show=False),
-        Binding("escape", "clear", "Clear", show=False),
-        Binding("1", "panel('details')", show=False),
-        Binding("2", "panel('summary')", show=False),
-        Binding("3", "panel('stalls')", show=False),
-        Binding("p", "toggle_side", "Panel", show=False),
-        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", tooltip="this help"),
+        Binding("slash", "query('search')", "Search", tooltip="search: fade what does not match, select the first match"),
+        Binding("F", "query('filter')", "Filter", tooltip="filter: show only matching spans"),
+        Binding("m", "match(1)", show=False, tooltip="next search match"),
+        Binding("M", "match(-1)", show=False, tooltip="previous search match"),
+        Binding("escape", "clear", show=False,
+                tooltip="back to the timeline, else clear the search, the filter, the range, the selection"),
+        Binding("1", "panel('details')", show=False, tooltip="Details panel (the selected span)"),
+        Binding("2", "panel('summary')", show=False, tooltip="Summary panel, focused (per-phase statistics)"),
+        Binding("3", "panel('stalls')", "Stalls", tooltip="Stalls panel, focused: arrows walk it, Enter zooms"),
+        Binding("4", "panel('range')", show=False, tooltip="Range panel (what ran in the measured range)"),
+        Binding("p", "toggle_side", show=False, tooltip="show / hide the side panel"),
+        Binding("g", "toggle_legend", show=False, tooltip="show / hide the phase-colour legend"),
+        Binding("q", "quit", "Quit", tooltip="quit"),
     ]
+
+    #: Below this many columns the side panel is hidden until asked for, and then sits under the timeline.
+    NARROW = 110
 
     def __init__(
         self,
@@ -147,6 +157,7 @@ class GputraceApp(SearchFilter, App):
         yield TextLine(f"gputrace · {self.trace_title} · loading…", id="title")
         with Horizontal(id="body"):
             with Vertical(id="main"):
+                yield Legend(id="legend")
                 yield TimeAxis(NAME_W, id="axis")
                 yield Gantt(id="gantt")
             with TabbedContent(id="side", initial="stalls"):
@@ -157,12 +168,16 @@ class GputraceApp(SearchFilter, App):
                 with TabPane("Stalls", id="stalls"):
                     yield StallsPanel(id="stalls-panel")
                     yield Static("", id="stall-detail")
+                with TabPane("Range", id="range"):
+                    yield RangePanel(id="range-panel")
         yield Input(placeholder=QUERY_HELP, id="query")
         yield TextLine("", id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(DetailsPanel).show(None, -1, 0)
+        self.query_one(RangePanel).show(None)
+        self._fit_layout(self.size.width)
         self.query_one(Gantt).focus()
         self._update_status()
         self._load()
@@ -214,6 +229,9 @@ class GputraceApp(SearchFilter, App):
             self._apply_search(self.search_text, quiet=True)
         if self.first_draw_s is None and upd.spans:
             self.call_after_refresh(self._mark_first_draw)
+        tl = upd.index.timeline
+        present = np.bincount(tl.cols["phase"], minlength=len(tl.phases)) > 0 if tl.n else []
+        self.query_one(Legend).show([p for p, here in zip(tl.phases, present) if here])
         self._update_title()
         self._update_status()
         if self.focus_phase and not self._focused and (upd.final or (self.follow and upd.spans)):
@@ -331,7 +349,7 @@ class GputraceApp(SearchFilter, App):
     @_ui
     def on_gantt_span_selected(self, msg: Gantt.SpanSelected) -> None:
         idx = self.index
-        if msg.row >= 0 and not msg.moved:
+        if msg.row >= 0 and not msg.moved and not self._side_focused():
             self.query_one("#side", TabbedContent).active = "details"
         self.query_one(DetailsPanel).show(idx.timeline if idx else None, msg.row, idx.origin if idx else 0)
         self._update_status()
@@ -341,27 +359,72 @@ class GputraceApp(SearchFilter, App):
         axis = self.query(TimeAxis)
         if not axis:  # a message that arrives while the screen is being torn down
             return
-        axis.first().show(msg.view, msg.width, msg.cursor_t, msg.zero)
+        axis.first().show(msg.view, msg.width, msg.cursor_t, msg.zero, msg.gantt.range)
         self._update_status()
+
+    @_ui
+    def on_gantt_range_changed(self, msg: Gantt.RangeChanged) -> None:
+        self._show_range()
+        if msg.range is not None:
+            side = self.query_one("#side", TabbedContent)
+            if not (self.screen.has_class("narrow") and side.has_class("hidden")):
+                if self._side_focused():  # the focused list is about to be hidden: the timeline takes focus
+                    self.query_one(Gantt).focus()
+                side.active = "range"
+        self._update_status()
+
+    def _show_range(self) -> None:
+        gantt = self.query_one(Gantt)
+        r = gantt.range
+        if r is None or self.index is None:
+            self.query_one(RangePanel).show(None)
+            return
+        self.query_one(RangePanel).show(range_summary(self.index.timeline, self.index.origin, r[0], r[1], gantt.gaps))
+
+    def _side_focused(self) -> bool:
+        try:
+            f = self.focused
+        except ScreenStackError:  # a message that arrives while the app shuts down
+            return False
+        return f is not None and any(n.id == "side" for n in f.ancestors_with_self)
 
     @_ui
     def on_stalls_panel_highlighted(self, msg: StallsPanel.Highlighted) -> None:
         it = msg.item
-        self.query_one("#stall-detail", Static).update(
-            "" if it is None else Text.assemble(
-                (it.category, "bold"), f" {format_duration(it.amount_ns)}\n", rich_text(it.text),
-                ("\nEnter: zoom the timeline to it", "dim")))
+        detail = Text()
+        if it is not None:  # Text, not markup: the item's text holds names from the trace
+            detail.append(it.category, style="bold")
+            detail.append(f" {format_duration(it.amount_ns)}\n")
+            detail.append_text(rich_text(it.text))
+            detail.append("\n")
+            detail.append("Enter: zoom the timeline to it · x: measure it · Esc: to the timeline", style="dim")
+        self.query_one("#stall-detail", Static).update(detail)
+        if it is not None and self.index is not None and self.query_one(StallsPanel).has_focus:
+            self._show_stall(it, zoom=False)  # the timeline follows the list
 
     @_ui
     def on_stalls_panel_chosen(self, msg: StallsPanel.Chosen) -> None:
+        if self.index is not None:
+            self._show_stall(msg.item, zoom=True)  # focus stays on the list
+
+    @_ui
+    def on_stalls_panel_measure(self, msg: StallsPanel.Measure) -> None:
+        if self.index is not None:
+            o = self.index.origin
+            self.query_one(Gantt).set_range(msg.item.start - o, msg.item.end - o)
+
+    def _show_stall(self, item, zoom: bool) -> None:
+        """Put the timeline's cursor on a stall (its span selected, or its GPU row and start);
+        ``zoom``: fit the view to it, else pan only as much as needed."""
         gantt = self.query_one(Gantt)
-        if self.index is None:
-            return
         o = self.index.origin
-        if msg.item.row >= 0:
-            gantt.select_row(msg.item.row)
-        gantt.set_view(View.fit(msg.item.start - o, msg.item.end - o, gantt.timeline_width, margin=0.25))
-        gantt.focus()
+        s, e = item.start - o, item.end - o
+        if item.row >= 0:
+            gantt.select_row(item.row, reveal=not zoom)
+        else:
+            gantt.show_time(s, e, device=item.device)
+        if zoom:
+            gantt.set_view(View.fit(s, e, gantt.timeline_width, margin=0.25))
 
     def _update_title(self) -> None:
         idx = self.full_index
@@ -393,6 +456,16 @@ class GputraceApp(SearchFilter, App):
         if u is not None and u.note:
             parts.append(u.note)
         gantt = self.query_one(Gantt)
+        if gantt.range is not None:  # the measured range comes first: it is what the user asked for
+            a, b = gantt.range
+            parts.insert(0, f"range {format_duration(b - a, 4)} (+{format_duration(a - gantt.zero, 5)} → "
+                            f"+{format_duration(b - gantt.zero, 5)}; r zooms, Esc clears)")
+        elif gantt.mark_a is not None:
+            parts.insert(0, f"mark A +{format_duration(gantt.mark_a - gantt.zero, 5)}: b sets B")
+        if gantt.cursor_t is not None and self.index is not None:
+            wall = (gantt.cursor_t + self.index.origin) / 1e9
+            parts.append(f"cursor +{format_duration(gantt.cursor_t - gantt.zero, 5)} "
+                         f"({time.strftime('%H:%M:%S', time.localtime(wall))}.{int(wall % 1 * 1e6):06d})")
         parts.append(gantt.describe_view())
         if self.filter_text:
             parts.append(f"filter: {self.filter_text}")
@@ -400,16 +473,86 @@ class GputraceApp(SearchFilter, App):
             parts.append(f"search: {self.search_text} ({len(self.search_rows):,} matches)")
         self.query_one("#status", TextLine).update(" · ".join(parts))
 
+    def help_sections(self) -> list[tuple[str, list]]:
+        return [("timeline", Gantt.BINDINGS), ("app", self.BINDINGS),
+                ("summary (2)", SummaryPanel.BINDINGS), ("stalls (3)", StallsPanel.BINDINGS)]
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.help_sections()))
 
     def action_panel(self, name: str) -> None:
+        """Show a side panel and focus what it holds (a list takes the arrows and Enter)."""
         side = self.query_one("#side", TabbedContent)
         side.remove_class("hidden")
         side.active = name
+        target = {"summary": SummaryPanel, "stalls": StallsPanel}.get(name)
+        if target is not None:
+            self.query_one(target).focus()
+        else:
+            self.query_one(Gantt).focus()
 
     def action_toggle_side(self) -> None:
-        self.query_one("#side").toggle_class("hidden")
+        side = self.query_one("#side")
+        side.toggle_class("hidden")
+        if side.has_class("hidden") and self._side_focused():
+            self.query_one(Gantt).focus()
+
+    def action_toggle_legend(self) -> None:
+        self.query_one(Legend).toggle_class("hidden")
+
+    def on_resize(self, event) -> None:
+        self._fit_layout(event.size.width)
+
+    def _fit_layout(self, width: int) -> None:
+        """Narrow terminals (80 columns): the side panel starts hidden and, shown (1-4 or p), sits
+        under the timeline, so the timeline keeps the width."""
+        narrow = width < self.NARROW
+        if narrow and not self.screen.has_class("narrow"):
+            self.query_one("#side").add_class("hidden")
+        self.screen.set_class(narrow, "narrow")
+
+    # ---- command palette (ctrl+p) ------------------------------------------------------
+    def get_system_commands(self, screen):
+        from textual.app import SystemCommand
+
+        for cmd in super().get_system_commands(screen):
+            if cmd.title != "Screenshot":  # replaced: Textual's writes to ~/Downloads, failing where it is missing
+                yield cmd
+        yield SystemCommand("Screenshot", "Save an SVG of the screen (to ~/Downloads if it exists, else here)",
+                            self.action_save_svg)
+        gantt = self.query_one(Gantt)
+        for title, help_, call in (
+            ("Fit", "Zoom to fit everything (f)", gantt.action_fit),
+            ("Zoom to selection", "Zoom to the selected span (z)", gantt.action_zoom_selection),
+            ("Measure", "Measure the span or idle gap under the cursor (x)", gantt.action_measure),
+            ("Zoom to range", "Zoom to the measured range (r)", gantt.action_zoom_range),
+            ("Search", "Fade what does not match a query (/)", lambda: self.action_query("search")),
+            ("Filter", "Show only spans matching a query (F)", lambda: self.action_query("filter")),
+            ("Stalls", "The stalls panel, focused (3)", lambda: self.action_panel("stalls")),
+            ("Summary", "Per-phase statistics (2)", lambda: self.action_panel("summary")),
+            ("Details", "The selected span (1)", lambda: self.action_panel("details")),
+            ("Range", "What ran in the measured range (4)", lambda: self.action_panel("range")),
+            ("Legend", "Show / hide the phase-colour legend (g)", self.action_toggle_legend),
+            ("Compact", "One row per lane / depth rows (c)", gantt.action_compact),
+            ("Help", "Every key (?)", self.action_help),
+        ):
+            yield SystemCommand(title, help_, call)
+
+    def action_save_svg(self) -> None:
+        """The palette's Screenshot: an SVG in ~/Downloads, or the working directory when that is missing."""
+        downloads = Path.home() / "Downloads"
+        folder = downloads if downloads.is_dir() else Path.cwd()
+        name = time.strftime("gputrace-%Y%m%d-%H%M%S.svg")
+        try:
+            path = folder / name
+            write_atomic(path, self.export_screenshot(title=visible(f"gputrace view {self.trace_title}")))
+        except OSError as e:
+            self.notify(visible(f"screenshot not saved: {e}"), severity="error", markup=False)
+            return
+        self.notify(f"saved {path}", title="Screenshot", markup=False)
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        return preserve_space(super().export_screenshot(title=title, simplify=simplify))
 
     # ---- headless use -----------------------------------------------------------------
     async def wait_ready(self, timeout: float = 60.0) -> None:
@@ -417,6 +560,14 @@ class GputraceApp(SearchFilter, App):
         await asyncio.wait_for(self.loaded.wait(), timeout)
         if not self.follow:
             await asyncio.wait_for(self.analysed.wait(), timeout)
+
+
+def preserve_space(svg: str) -> str:
+    """Mark an SVG screenshot ``xml:space="preserve"``: Textual's SVGs rely on browsers keeping
+    runs of spaces, other renderers (rsvg, Inkscape) collapse them and shift every column."""
+    if 'xml:space="preserve"' in svg[:400]:
+        return svg
+    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
 
 async def _screenshot(app: GputraceApp, size: tuple[int, int], timeout: float) -> str:

@@ -28,7 +28,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputrace.tui.index import IntervalIndex, TimelineIndex
-from gputrace.tui.layout import View, format_duration
+from gputrace.tui.layout import View, elide_middle, format_duration
+from gputrace.tui.measure import GanttMeasure
 from gputrace.tui.navigation import NAME_W, GanttNavigation
 from gputrace.tui.activity_rows import MARK_LAUNCH
 from gputrace.tui.overlays import MARK_UNATTR, MARK_WAIT, Overlays
@@ -38,7 +39,7 @@ from gputrace.tui.rows import DEVICE, GPU, HOST, LANE, RowSpec, build_rows
 
 
 
-class Gantt(GanttNavigation, ScrollView, can_focus=True):
+class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
     """Per-lane timeline of spans; see the module docstring for the drawing contract."""
 
     COMPONENT_CLASSES = {
@@ -60,26 +61,36 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
     Gantt { overflow-x: hidden; overflow-y: auto; scrollbar-size-vertical: 1; }
     """
 
+    # The help screen and the footer are built from these (description: footer, tooltip: help).
     BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup", "cursor(-10)", show=False),
-        Binding("pagedown", "cursor(10)", show=False),
-        Binding("left,h", "pan(-0.1)", "Pan", show=False),
-        Binding("right,l", "pan(0.1)", show=False),
-        Binding("shift+left,H", "pan(-0.5)", show=False),
-        Binding("shift+right,L", "pan(0.5)", show=False),
-        Binding("plus,equals_sign", "zoom(2)", "Zoom +"),
-        Binding("minus,underscore", "zoom(0.5)", "Zoom -"),
-        Binding("f,0", "fit", "Fit"),
-        Binding("z", "zoom_selection", "Zoom sel"),
-        Binding("enter", "select_here", "Select", show=False),
-        Binding("right_square_bracket", "step(1)", "Next span", show=False),
-        Binding("left_square_bracket", "step(-1)", "Prev span", show=False),
-        Binding("n", "same_phase(1)", "Next same phase"),
-        Binding("N", "same_phase(-1)", "Prev same phase", show=False),
-        Binding("space", "toggle", "Fold", show=False),
-        Binding("c", "compact", "Compact", show=False),
+        Binding("left,h,a", "pan(-0.1)", "Pan", show=False, tooltip="pan a tenth of the view left"),
+        Binding("right,l,d", "pan(0.1)", show=False, tooltip="pan a tenth of the view right"),
+        Binding("shift+left,H", "pan(-0.5)", show=False, tooltip="pan half the view left"),
+        Binding("shift+right,L", "pan(0.5)", show=False, tooltip="pan half the view right"),
+        Binding("up,k", "cursor(-1)", "Up", show=False, tooltip="row cursor up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, tooltip="row cursor down"),
+        Binding("pageup", "cursor(-10)", show=False, tooltip="row cursor ten rows up"),
+        Binding("pagedown", "cursor(10)", show=False, tooltip="row cursor ten rows down"),
+        Binding("plus,equals_sign,w", "zoom(2)", "Zoom +", tooltip="zoom in around the time cursor"),
+        Binding("minus,underscore,s", "zoom(0.5)", "Zoom -", tooltip="zoom out around the time cursor"),
+        Binding("f,0", "fit", "Fit", tooltip="zoom to fit everything"),
+        Binding("home", "home", show=False, tooltip="go to the start of the trace (cursor on it)"),
+        Binding("end", "end", show=False, tooltip="go to the end of the trace (cursor on it)"),
+        Binding("comma", "cursor_time(-1)", show=False, tooltip="time cursor one cell left"),
+        Binding("full_stop", "cursor_time(1)", show=False, tooltip="time cursor one cell right"),
+        Binding("less_than_sign", "cursor_time(-10)", show=False, tooltip="time cursor ten cells left"),
+        Binding("greater_than_sign", "cursor_time(10)", show=False, tooltip="time cursor ten cells right"),
+        Binding("enter", "select_here", "Select", show=False, tooltip="select the span under the cursor on this row"),
+        Binding("z", "zoom_selection", "Zoom sel", tooltip="zoom to the selected span (host and device time)"),
+        Binding("left_square_bracket", "step(-1)", "Prev span", show=False, tooltip="previous span on this row"),
+        Binding("right_square_bracket", "step(1)", "Next span", show=False, tooltip="next span on this row"),
+        Binding("n", "same_phase(1)", "Next same", tooltip="next span of the selected phase (any lane)"),
+        Binding("N", "same_phase(-1)", show=False, tooltip="previous span of the selected phase"),
+        Binding("b", "mark", "Mark", tooltip="measure: mark A at the time cursor; again: mark B, the range A..B"),
+        Binding("x", "measure", "Measure", tooltip="measure the span or idle gap under the cursor (range = it)"),
+        Binding("r", "zoom_range", show=False, tooltip="zoom to the measured range"),
+        Binding("space", "toggle", "Fold", show=False, tooltip="fold / unfold the host or device group"),
+        Binding("c", "compact", show=False, tooltip="compact: one row per lane, nested phases stacked"),
     ]
 
     @dataclass
@@ -90,6 +101,13 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         gantt: "Gantt"
         row: int
         moved: bool = False
+
+    @dataclass
+    class RangeChanged(Message):
+        """The measured range changed (``range`` relative ns, or None: cleared)."""
+
+        gantt: "Gantt"
+        range: tuple[float, float] | None
 
     @dataclass
     class ViewChanged(Message):
@@ -264,7 +282,8 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         ry = y + int(self.scroll_offset.y)
         width = self.size.width
-        key = (ry, self.generation, self.view, width, self.selected, ry == self.cursor_row and self.has_focus)
+        key = (ry, self.generation, self.view, width, self.selected, ry == self.cursor_row and self.has_focus,
+               self.measure_key())
         strip = self._cache.get(key)
         if strip is None:
             strip = self._render_row(ry, width)
@@ -279,9 +298,10 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
         spec = self.rows[ry]
         tw = self.timeline_width
         name_style, base = self._name_styles(spec.kind, ry == self.cursor_row and self.has_focus, base)
-        label = set_cell_size(spec.label, NAME_W - 1)  # cells, not characters: wide names keep the grid
+        # Elided in the middle (the distinguishing end stays), then cut to cells: wide names keep the grid.
+        label = set_cell_size(elide_middle(spec.label, NAME_W - 1), NAME_W - 1)
         segs = [Segment(label, name_style), Segment("│", name_style)]
-        cells = self._row_cells(spec, tw)
+        cells = self.decorate(self._row_cells(spec, tw))
         for text, fg, bg, bold in cells_to_runs(cells):
             segs.append(Segment(text, pal.style(fg, bg, bold, base)))
         return Strip(segs, NAME_W + tw).extend_cell_length(width, Style(bgcolor=base))
@@ -383,6 +403,27 @@ class Gantt(GanttNavigation, ScrollView, can_focus=True):
                     return -1
                 i += 1
         return -1
+
+    def show_time(self, t0: float, t1: float, device: int = -1) -> None:
+        """Cursor on ``[t0, t1]`` (relative ns): the time cursor at its start, the row cursor on
+        that GPU's header row (its idle gaps), the view panned to show it."""
+        self.cursor_t = t0
+        if device >= 0:
+            for y, spec in enumerate(self.rows):
+                if spec.kind == DEVICE and spec.group[1] == f"GPU {device}":
+                    self.cursor_row = y
+                    self.scroll_to_region_row(y)
+                    break
+        nv = self.view.ensure_visible(t0, t1, self.timeline_width)
+        if nv != self.view:
+            self.view, self.auto_fit = nv, False
+        self.refresh()
+        self._post_view()
+
+    @property
+    def zero(self) -> float:
+        """Relative time of the first span shown: the axis and readouts count from it."""
+        return float(self.index.t_min) if self.index is not None else 0.0
 
     # ---- for the axis and status bar --------------------------------------------------
     def describe_view(self) -> str:

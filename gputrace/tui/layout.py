@@ -52,6 +52,22 @@ def format_duration(ns: float, digits: int = 3) -> str:
         return f"{sign}{txt} {unit}"
 
 
+def elide_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters by replacing its middle with ``…``, so both the
+    start (the group indent, ``stream:``) and the distinguishing end (a pid, a stream number)
+    stay. Leading spaces (the tree indent) are kept."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    indent = len(text) - len(text.lstrip(" "))
+    indent = min(indent, width // 3)
+    body, room = text[indent:], width - indent - 1
+    head = (room + 1) // 2
+    tail = room - head
+    return text[:indent] + body[:head] + "…" + (body[-tail:] if tail else "")
+
+
 def format_bytes(n: int) -> str:
     """``1.50 GiB``-style binary size; ``-`` for negative (absent) sizes."""
     if n is None or n < 0:
@@ -137,38 +153,55 @@ def nice_step(ns_per_cell: float, min_cells: int = 12) -> float:
 
 
 def axis_ticks(view: View, width: int, origin: float, min_cells: int = 12) -> list[tuple[int, str]]:
-    """Tick columns and labels for the time axis.
+    """Tick columns and labels for the time axis, relative to ``origin`` (see `axis_scale`)."""
+    return axis_scale(view, width, origin, min_cells)[1]
 
-    Labels are times relative to ``origin`` (the trace start), in a unit chosen from the
-    tick step so neighbouring labels differ visibly (``+1.5 ms``, ``+2.0 ms``).
+
+#: Tick labels longer than this many digits switch the axis to offsets from an anchor.
+MAX_LABEL_DIGITS = 4
+
+
+def axis_scale(view: View, width: int, origin: float, min_cells: int = 12) -> tuple[float | None, list[tuple[int, str]]]:
+    """``(anchor, ticks)`` for the time axis: tick columns and labels on a 1-2-5 step, in the
+    unit of the step (``0ms 200ms 400ms``, ``0µs 100µs``).
+
+    When a label would need more than ``MAX_LABEL_DIGITS`` digits (zoomed far into a long
+    trace: ``1497000µs``), the labels become offsets from ``anchor`` (the first visible tick,
+    a time relative to ``origin``), ``+0 +20µs +40µs``, and the caller shows the anchor
+    (`format_anchor`); otherwise ``anchor`` is None.
     """
     step = nice_step(view.ns_per_cell, min_cells)
+    scale, unit = _unit_for(step)
     first = math.ceil((view.t0 - origin) / step)
-    out = []
+    ks = []
     k = first
-    while True:
-        t = origin + k * step
-        col = int(round((t - view.t0) / view.ns_per_cell))
+    while len(ks) <= width:  # bounded: never loop forever on degenerate input
+        col = int(round((origin + k * step - view.t0) / view.ns_per_cell))
         if col >= width:
             break
         if col >= 0:
-            out.append((col, _tick_label(k * step, step)))
+            ks.append((col, k))
         k += 1
-        if len(out) > width:  # defensive: never loop forever on degenerate input
-            break
-    return out
+    decimals = 0 if step >= scale else 1
+    widest = max((abs(k * step / scale) for _, k in ks), default=0.0)
+    if widest < 10 ** MAX_LABEL_DIGITS:
+        return None, [(col, f"{k * step / scale:.{decimals}f}{unit}") for col, k in ks]
+    k0 = ks[0][1]
+    ticks = [(col, "+0" if k == k0 else f"+{(k - k0) * step / scale:.{decimals}f}{unit}") for col, k in ks]
+    return k0 * step, ticks
 
 
-def _tick_label(rel: float, step: float) -> str:
-    for scale, unit in _UNITS:
-        if step >= scale or scale == 1.0:
-            v = rel / scale
-            decimals = max(0, -int(math.floor(math.log10(step / scale))) if step / scale < 1 else 0)
-            # A 1-2-5 step of 500 µs labelled in ms needs one decimal.
-            if step < scale * 1:
-                decimals = max(decimals, 1)
-            return f"{v:.{decimals}f}{unit}"
-    raise AssertionError("unreachable")
+def format_anchor(rel: float, step: float) -> str:
+    """A time since the trace start with as many decimals as the tick ``step`` needs
+    (``1.497934 s`` for a 1 µs step), for the axis anchor and the cursor readout."""
+    scale, unit = next(((sc, u) for sc, u in _UNITS if abs(rel) >= sc), _UNITS[-1])
+    decimals = max(0, min(9, math.ceil(math.log10(scale / step)))) if step < scale else 0
+    return f"{rel / scale:.{decimals}f} {unit}"
+
+
+def _unit_for(step: float) -> tuple[float, str]:
+    """The largest unit not larger than ``step`` (a 500 µs step is labelled in µs)."""
+    return next(((sc, u) for sc, u in _UNITS if step >= sc), _UNITS[-1])
 
 
 def pack_levels(start: np.ndarray, end: np.ndarray, max_levels: int = 8) -> np.ndarray:

@@ -13,7 +13,7 @@ from rich.color import Color
 from rich.style import Style
 
 from gputrace.phases import phase_hex
-from gputrace.tui.render import BG, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, SEL, UNATTR, WAIT
+from gputrace.tui.render import BG, CURSOR, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, RANGE, SEL, UNATTR, WAIT
 
 
 def _rgb(hex_: str) -> tuple[int, int, int]:
@@ -46,6 +46,8 @@ class Palette:
     launch: str = "#ff7f50"  # launch gaps inside a phase bar
     pageable: str = "#ff4d6d"  # copies touching pageable host memory (staged by the driver: slow)
     pinned: str = "#2ec4b6"  # copies from/to pinned host memory
+    range: str = "#233a5c"
+    cursor: str = "#9cdcfe"
     _cache: dict = field(default_factory=dict, repr=False)
     _hex: dict = field(default_factory=dict, repr=False)
 
@@ -67,6 +69,10 @@ class Palette:
             return self.pageable
         if key == PINNED:
             return self.pinned
+        if key == RANGE:
+            return self.range
+        if key == CURSOR:
+            return self.cursor
         dim = key >= DIM
         k = key - DIM if dim else key
         h = self._hex.get(k)

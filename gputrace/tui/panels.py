@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 from rich.text import Text
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
@@ -136,7 +137,11 @@ class SummaryPanel(DataTable):
     """Per-phase (and per-device) statistics; click a header or press ``s`` to sort, ``d`` to
     split or merge devices, Enter to highlight that phase on the timeline (a search)."""
 
-    BINDINGS = [("s", "cycle_sort", "Sort"), ("d", "toggle_devices", "By device")]
+    BINDINGS = [
+        Binding("s", "cycle_sort", "Sort", tooltip="cycle the sort column (or click a header)"),
+        Binding("d", "toggle_devices", "By device", tooltip="split / merge the rows by device"),
+        Binding("enter", "select_cursor", "Highlight", tooltip="highlight that phase on that device (a search)"),
+    ]
 
     @dataclass
     class ByDeviceToggled(Message):
@@ -195,7 +200,23 @@ class SummaryPanel(DataTable):
 
 
 class StallsPanel(DataTable):
-    """GPU idle gaps, host waits, pinning and unattributed time; Enter zooms to one."""
+    """GPU idle gaps, host waits, pinning and unattributed time; the arrows walk the list (the
+    timeline follows), Enter zooms to one. Focus stays here either way."""
+
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Zoom",
+                tooltip="zoom the timeline to the stall (focus stays here; ↑↓ walk the list, the timeline follows)"),
+        Binding("x", "measure", "Measure", tooltip="measure the stall: the range is its interval (panel 4)"),
+    ]
+
+    @dataclass
+    class Measure(Message):
+        item: StallItem
+
+    def action_measure(self) -> None:
+        i = self.cursor_row
+        if 0 <= i < len(self.items):
+            self.post_message(self.Measure(self.items[i]))
 
     @dataclass
     class Chosen(Message):
@@ -233,3 +254,41 @@ class StallsPanel(DataTable):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         i = event.cursor_row
         self.post_message(self.Highlighted(self.items[i] if 0 <= i < len(self.items) else None))
+
+
+def range_table(summary, origin_wall: int | None = None) -> Table:
+    """The Range panel: the measured range's duration and bounds, each GPU's idle time in it,
+    and per lane its busy time and the phases that ran (`gputrace.tui.range_stats`)."""
+    t = Table.grid(padding=(0, 1))
+    t.add_column(style="bold", no_wrap=True, max_width=12)
+    t.add_column(overflow="fold")
+    dur = summary.duration
+    t.add_row("range", Text(format_duration(dur, 4), style="bold"))
+    t.add_row("from", f"+{format_duration(summary.t0, 6)}")
+    t.add_row("to", f"+{format_duration(summary.t1, 6)}")
+    for dev, ns in summary.idle:
+        t.add_row(Text("idle", style="bold red"), rich_text(f"{dev}: {format_duration(ns, 3)} ({ns / dur:.0%})"))
+    if not summary.lanes:
+        t.add_row("", Text("no spans in the range", style="dim"))
+    for ln in summary.lanes:  # name on its own line: lane labels are long, the panel narrow
+        t.add_row("lane", rich_text(ln.label, "cyan"))
+        busy = f"{format_duration(ln.busy_ns, 3)} busy ({ln.busy_ns / dur:.0%})" if dur > 0 else ""
+        what = Text(busy + "  ")
+        for name, ns in ln.phases:
+            what.append("■ ", style=phase_hex(name))
+            what.append_text(rich_text(name))
+            what.append(f" {format_duration(ns, 2)}  ")
+        t.add_row("", what)
+    return t
+
+
+class RangePanel(Static):
+    """What the measured range holds (`range_table`), or how to measure."""
+
+    def show(self, summary) -> None:
+        if summary is None:
+            self.update(Text("No range measured.\nx: the span or idle gap under the cursor · b twice: two marks "
+                             "at the time cursor (, . < > move it) · drag along the time axis · r zooms to it "
+                             "· Esc clears.", style="dim"))
+        else:
+            self.update(range_table(summary))

@@ -31,6 +31,7 @@ from gputrace.tui.layout import View
 
 BG, SEL, IDLE, UNATTR, INK, WAIT = -1, -2, -3, -4, -5, -6
 LAUNCH, PAGEABLE, PINNED = -7, -8, -9  # launch-gap marks; copies from/to pageable or pinned host memory
+RANGE, CURSOR = -10, -11  # measuring: the range's background, the cursor and mark lines
 DIM = 1 << 20
 SHADES = np.array(["░", "▒", "▓"])
 

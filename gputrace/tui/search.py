@@ -100,13 +100,21 @@ class SearchFilter:
         gantt.select_row(int(order[j % len(order)]))
 
     def action_clear(self) -> None:
+        """Esc, one step at a time: close the query box; leave a side panel for the timeline
+        (hiding it where it overlays the timeline); clear the search, the filter, the
+        measured range, the selection."""
         box = self.query_one("#query", Input)
+        gantt = self.query_one(Gantt)
         if box.has_class("shown"):
             box.remove_class("shown")
-            self.query_one(Gantt).focus()
+            gantt.focus()
+        elif self.focused is not None and self.focused is not gantt:
+            gantt.focus()
+            if self.screen.has_class("narrow"):  # after the focus moved: hiding a focused widget drops focus
+                self.call_after_refresh(self.query_one("#side").add_class, "hidden")
         elif self.search_text:
             self._apply_search("")
         elif self.filter_text:
             self._apply_filter("")
-        else:
-            self.query_one(Gantt).select_row(-1)
+        elif not gantt.clear_range():
+            gantt.select_row(-1)

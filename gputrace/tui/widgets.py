@@ -1,4 +1,5 @@
-"""Small widgets of the app: one-line bars and the help screen (with the key table)."""
+"""Small widgets of the app: one-line bars, the phase legend, the help screen (its key table
+built from the bindings) and the error screen."""
 
 from __future__ import annotations
 
@@ -8,32 +9,40 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
+from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from gputrace.textsafe import rich_text
+from gputrace.phases import phase_hex
+from gputrace.textsafe import rich_text, visible
 
-KEYS = [
-    ("←/→  h/l", "pan a tenth of the view (shift: half)"),
-    ("↑/↓  k/j", "move the row cursor"),
-    ("+ / -", "zoom in / out around the cursor (mouse wheel: around the pointer)"),
-    ("f  0", "zoom to fit"),
-    ("z", "zoom to the selected span"),
-    ("enter", "select the span under the cursor on this row"),
-    ("[ / ]", "previous / next span on this row"),
-    ("n / N", "next / previous span of the same phase"),
-    ("space", "fold / unfold the host or device group"),
-    ("c", "compact: one row per lane, nested phases stacked (deepest on top)"),
-    ("/", "search: dims everything that does not match"),
-    ("m / M", "next / previous search match"),
-    ("F", "filter: show only matching spans"),
-    ("escape", "clear search, then filter"),
-    ("1 2 3", "details / summary / stalls panel"),
-    ("s  d  enter", "summary: cycle sort column / split by device / highlight the phase"),
-    ("enter", "stalls: zoom the timeline to the gap, wait or span"),
-    ("p", "show / hide the side panel"),
-    ("mouse", "click selects, drag pans, wheel zooms, shift+wheel pans"),
-    ("q", "quit"),
+#: Help lines that are not key bindings (the mouse).
+MOUSE_HELP = [
+    ("click", "select a span (a group name: fold it); drag pans"),
+    ("wheel", "zoom around the pointer (shift+wheel pans; over the names: scroll)"),
+    ("drag on axis", "measure that range"),
 ]
+
+
+def binding_rows(app, sections) -> list[tuple[str, str, str]]:
+    """(section, keys, what) for every binding of ``sections`` ((title, bindings) pairs), built
+    from the bindings themselves (their tooltip, else their description), so the help never
+    drifts from what the keys do. Bindings of one action with several keys share a line."""
+    out = []
+    for title, bindings in sections:
+        seen: dict[str, int] = {}
+        for b in bindings:
+            if isinstance(b, tuple):
+                b = Binding(*b)
+            what = b.tooltip or b.description or b.action
+            keys = " ".join(app.get_key_display(Binding(k.strip(), b.action)) for k in b.key.split(","))
+            if what in seen:  # the same help text under another binding: join the keys
+                i = seen[what]
+                out[i] = (out[i][0], f"{out[i][1]} {keys}", what)
+                continue
+            seen[what] = len(out)
+            out.append((title, keys, what))
+    return out
+
 
 QUERY_HELP = (
     "words match phase names; key=value[,value] on phase, device (n|cpu), lane, host, kind, "
@@ -62,20 +71,64 @@ class TextLine(Widget):
 
 
 class HelpScreen(ModalScreen):
+    """Every key binding of the app, its timeline and its panels (``sections``: title and
+    bindings), then the mouse, the query language and the glyphs."""
+
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def __init__(self, sections) -> None:
+        super().__init__()
+        self.sections = sections
 
     def compose(self) -> ComposeResult:
         t = Table.grid(padding=(0, 2))
-        t.add_column(style="bold cyan", no_wrap=True)
+        t.add_column(style="bold cyan", no_wrap=True, max_width=22)
         t.add_column()
-        for k, v in KEYS:
+        last = None
+        for title, keys, what in binding_rows(self.app, self.sections):
+            if title != last:
+                t.add_row(Text(title, style="bold underline"), "")
+                last = title
+            t.add_row(keys, what)
+        t.add_row(Text("mouse", style="bold underline"), "")
+        for k, v in MOUSE_HELP:
             t.add_row(k, v)
         t.add_row("", "")
         t.add_row("query", QUERY_HELP)
         t.add_row("", "")
         t.add_row("drawing", "▌▐ half-cell edges · ░▒▓ many spans in one cell · ▄ device (CUDA-event) time "
-                             "· red bars on GPU rows: idle gaps · ┄ parent time no child covers (unattributed)")
-        yield Static(t, id="help")
+                             "· red bars on GPU rows: idle gaps · ┄ parent time no child covers (unattributed) "
+                             "· ╍ host wait · ┊ time cursor · │ marks, shaded: the measured range")
+        yield VerticalScroll(Static(t), id="help")
+
+
+class Legend(Widget):
+    """The phase-colour key: one ``■ name`` per phase present, then the overlay glyphs; wraps
+    onto a second line when the phases do not fit one. Toggled by the app (``g``)."""
+
+    DEFAULT_CSS = "Legend { height: auto; max-height: 2; }"
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.phases: list[str] = []
+
+    def show(self, phases: list[str]) -> None:
+        if phases != self.phases:
+            self.phases = list(phases)
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        t = Text(no_wrap=False, overflow="fold")
+        for p in self.phases:
+            t.append("■ ", style=phase_hex(p))
+            t.append(visible(p) + "  ")  # a Text segment (never parsed as markup), controls made visible
+        t.append("█", style="#8f2d2d")
+        t.append(" GPU idle  ")
+        t.append("┄", style="#ffb000")
+        t.append(" unattributed  ")
+        t.append("╍", style="#fff275")
+        t.append(" host wait")
+        return t
 
 
 class ErrorScreen(Screen):

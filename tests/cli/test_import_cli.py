@@ -63,3 +63,10 @@ def test_import_errors(tmp_path):
     rep.write_bytes(b"x")
     r = gputrace("import", "nsys", rep)
     assert r.returncode == 1 and "nsys export --type sqlite" in r.stderr
+
+
+def test_import_of_a_missing_file_says_what_is_wrong(tmp_path):
+    r = gputrace("import", "nsys", tmp_path / "report.sqlite")
+    assert r.returncode == 2 and "report.sqlite: no such file" in r.stderr and "nsys export" in r.stderr
+    r = gputrace("import", "chrome", tmp_path)
+    assert r.returncode == 2 and "is a directory" in r.stderr

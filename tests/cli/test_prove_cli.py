@@ -93,3 +93,14 @@ def test_synthesis_workers_split_one_circuit(tmp_path):
                     if sp["name"] == "synthesis":
                         parts += [a["value"] for a in sp["attributes"] if a["key"] == "parts"]
     assert parts == [{"intValue": "3"}]
+
+
+def test_impossible_sizes_are_errors():
+    """2^40 constraints used to prove a 7,352-constraint circuit without a word."""
+    from gputrace.cli import build_parser
+    from gputrace.commands.prove import options_from_args
+
+    parse = build_parser().parse_args
+    with pytest.raises(ValueError, match=r"at most 2\^32.*'2\^40'"):
+        options_from_args(parse(["prove", "--constraints", "2^40"]))
+    assert options_from_args(parse(["prove", "--constraints", "2^32"])).constraints == 1 << 32

@@ -6,7 +6,9 @@ import pytest
 from gputrace.tui.axis import axis_lines
 from gputrace.tui.layout import (
     View,
+    axis_scale,
     axis_ticks,
+    elide_middle,
     format_bandwidth,
     format_bytes,
     format_duration,
@@ -143,3 +145,35 @@ def test_pack_levels_caps_levels():
     e = np.full(10, 5, np.int64)
     lv = pack_levels(s, e, max_levels=3)
     assert lv.max() == 2 and (lv == 2).sum() == 8
+
+
+def test_axis_far_into_a_long_trace_uses_offsets_from_an_anchor():
+    """Zoomed to 1 µs per cell 1.4979 s into the trace: no ``1497933µs`` labels; offsets from an
+    anchor that the name column shows."""
+    v = View(1_497_933_560.0, 1_000.0)
+    anchor, ticks = axis_scale(v, 100, 0.0)
+    assert anchor is not None and abs(anchor - 1_497_940_000) < 20_000
+    labels = [t for _, t in ticks]
+    assert labels[0] == "+0" and labels[1] == "+20µs" and all(len(t) <= 7 for t in labels)
+    top, _ = axis_lines(v, 100, 24, cursor_t=None)
+    assert top.startswith("@ 1.49794") and top.split()[2] == "s"
+    # Near the start the plain labels stay.
+    assert axis_scale(View(0.0, 1_000.0), 100, 0.0)[0] is None
+
+
+@pytest.mark.parametrize("npc", [1.0, 37.0, 1e3, 4.2e4, 1e6, 3.3e7, 1e9])
+@pytest.mark.parametrize("t0", [0.0, 1.5e9, 7.2e11])
+def test_axis_labels_stay_short_at_every_zoom(npc, t0):
+    _, ticks = axis_scale(View(t0, npc), 120, 0.0)
+    assert ticks and all(len(t) <= 8 for _, t in ticks)
+
+
+def test_cursor_readout_on_the_axis():
+    _, marks = axis_lines(View(0.0, 1e3), 60, 20, cursor_t=12_345.0)
+    assert marks.startswith("▼ +12.3")
+
+
+def test_elide_middle_keeps_both_ends():
+    out = elide_middle("   thread:synth-worker-12 [4711]", 23)
+    assert len(out) == 23 and out.startswith("   thread:") and out.endswith("[4711]") and "…" in out
+    assert elide_middle("short", 10) == "short"

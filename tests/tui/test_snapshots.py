@@ -63,3 +63,16 @@ def test_kernels_copies_and_launch_gaps(snap_compare, sample_kernels):
 
     assert snap_compare(GputraceApp([sample_kernels], title="sample_kernels.jsonl"), terminal_size=SIZE,
                         run_before=run_before)
+
+
+def test_80x24_stall_measured_from_the_keyboard(snap_compare, sample_pinning):
+    """An 80x24 terminal: the side panel under the timeline, a GPU idle gap found in the stalls
+    list (3, Down, Down), zoomed (Enter) and measured (x): the Range panel and the status bar."""
+
+    async def run_before(pilot):
+        await _ready(pilot)
+        await pilot.press("3", "down", "down", "enter", "x")
+        await pilot.pause()
+
+    assert snap_compare(GputraceApp([sample_pinning], title="sample_pinning.jsonl"), terminal_size=(80, 24),
+                        run_before=run_before)

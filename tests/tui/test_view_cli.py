@@ -70,3 +70,8 @@ def test_focus_with_compare_is_a_usage_error(tmp_path, sample_2gpu):
     r = gputrace("--compare", sample_2gpu, "--vs", sample_2gpu, "--focus", "prove", "--screenshot", str(out))
     assert r.returncode == 2 and "--focus" in r.stderr and "Traceback" not in r.stderr
     assert not out.exists()
+
+
+def test_view_into_a_file_or_pipe_says_so_instead_of_hanging(sample_2gpu):
+    r = gputrace(sample_2gpu)  # stdout is a pipe here
+    assert r.returncode == 2 and "not a terminal" in r.stderr and "--screenshot" in r.stderr

@@ -184,3 +184,24 @@ def test_no_activity_gives_empty_tables():
     g = launch_gaps(tl)
     assert len(g) == 0 and g.by_phase() == []
     assert copy_table(tl) == [] and sync_waits(tl) == [] and kernel_table(tl) == []
+
+
+def test_idle_gaps_use_kernel_truth_where_it_exists(tl):
+    from gputrace.analysis import gpu_idle_gaps
+
+    g = gpu_idle_gaps(tl)
+    # Busy = the union of kernels and copies (260 µs), not the ntt/msm_h brackets (500 µs).
+    assert int(g.busy_ns.sum()) == 260 * US
+    holes = {(int(s - T0) // US, int(e - T0) // US) for s, e in zip(g.start, g.end)}
+    assert (200, 300) in holes and (690, 1000) in holes  # inside ntt's bracket, and after the last kernel
+    # Without activity spans the brackets still count (and say so in device_busy's basis).
+    g2 = gpu_idle_gaps(activity_timeline(RES, phases(), []))
+    assert int(g2.busy_ns.sum()) == 500 * US
+
+
+def test_critical_path_walks_phases_not_kernels(tl):
+    from gputrace.analysis.critical_path import critical_path
+
+    cp = critical_path(tl)
+    names = {tl.name_of(int(r)) for r in cp.row}
+    assert "ntt" in names and not names & {"ntt_a", "ntt_b", "tail", "other", "[CUDA memcpy HtoD]"}

@@ -67,7 +67,8 @@ class PhaseComparison:
 
     * ``path``: ``prove/ntt/coset_ntt``, ``(run)`` (whole trace) or ``(prove)`` (extent of the
       ``prove`` roots); ``device``: GPU index,
-      -1 host-only spans, ``None`` all devices together; ``clock``: ``host`` or ``device``.
+      -1 host-only spans, ``None`` all devices together; ``clock``: ``host``, ``device`` or ``gpu busy``
+      (kernel truth: the union of the device work the phase enqueued; see ``measures``).
     * ``n_base``/``n_variant``: runs per side; ``base_values``/``variant_values``: per-run ns.
     * ``base_median_ns``/``variant_median_ns``; ``diff_ns`` (variant - base, HL estimate) with
       ``diff_low_ns``/``diff_high_ns``; ``rel``/``rel_low``/``rel_high``: the same as a

@@ -2,7 +2,9 @@
 
 A run's measurement for ``(path, device, clock)`` is the summed duration of its spans with
 that phase path (``prove/ntt/coset_ntt``), on that device (``None`` = all devices), on that
-clock (``host``: end - start; ``device``: CUDA-event time, only spans that have it), kept per
+clock (``host``: end - start; ``device``: CUDA-event time, only spans that have it, and the time of GPU
+activity spans, which have no host clock here; ``gpu busy``: the union of the kernels, copies and memsets a
+phase enqueued, kernel truth where activity spans exist), kept per
 instance ``(circuit, batch)`` so that comparisons can align instances across runs. The
 special path ``(run)`` is the run's extent (first start to last end), and ``(prove)`` the
 extent of its ``prove`` roots (end to end without key setup or verification). Pure numpy.
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.analysis._common import group_ids, run_index
+from gputrace.analysis.gpu_activity import activity_index, launch_gaps
 from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
 from gputrace.timeline.model import Timeline
 
@@ -158,10 +161,19 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
     cir, bat = c["circuit"].astype(np.int64), c["batch"].astype(np.int64)
     values: dict = {}
     ok = pid >= 0
-    _accumulate(values, pid[ok], names, dev[ok], cir[ok], bat[ok], (c["end"] - c["start"])[ok], "host")
+    # GPU activity spans (kernels, copies, memsets, syncs) are measured on the device clock only (their host
+    # clock is the same interval); so ``prove/ntt/ntt_radix`` compares one kernel name inside a phase.
+    act = activity_index(tl).mask(tl.n)
+    h = ok & ~act
+    _accumulate(values, pid[h], names, dev[h], cir[h], bat[h], (c["end"] - c["start"])[h], "host")
     gd = tl.gpu_duration()
     g = ok & (gd >= 0)
     _accumulate(values, pid[g], names, dev[g], cir[g], bat[g], gd[g], "device")
+    # Kernel truth per phase: the union of the device work it enqueued (clock "gpu busy"), where recorded.
+    lg = launch_gaps(tl)
+    if len(lg):
+        r = lg.row
+        _accumulate(values, pid[r], names, lg.device.astype(np.int64), cir[r], bat[r], lg.busy_ns, "gpu busy")
     start = tl.t0
     if tl.n:
         values[(RUN_PATH, None, "host")] = Instances.single(float(tl.t1 - tl.t0))

@@ -1,0 +1,120 @@
+"""SIGTERM: deliver what was recorded, close the open spans as failed, then do what the signal would
+have done. Installed by ``configure()`` (main thread only), removed by ``shutdown()``.
+
+Contract
+--------
+* ``install(shutdown)`` replaces the SIGTERM handler when ``configure()`` runs on the main thread and the
+  signal is not ignored (``SIG_IGN`` stays: the process asked not to be stopped by it). Off the main
+  thread nothing is installed (Python allows handlers only there) and SIGTERM loses the last flush
+  interval, as SIGKILL does.
+* On SIGTERM (the handler runs on the main thread, between bytecodes): every phase still open on any
+  thread's ``with`` stack is recorded as a span ending now with error status ``Terminated: SIGTERM``;
+  ``shutdown`` then drains, writes and closes the sinks (a phase with a CUDA stream keeps host times
+  only). A phase that ends on another thread while the handler runs is not recorded. Afterwards the previous handler runs: a Python
+  handler is called with the same arguments; the default action is restored and the signal raised again,
+  so the process ends exactly as it would have without gputrace (killed by SIGTERM, status -15).
+* ``start_phase()`` handles still open are not on any stack and are not recorded (nothing tracks them).
+* SIGINT needs nothing here: KeyboardInterrupt unwinds the ``with`` blocks (spans end with error status)
+  and the ``atexit`` hook shuts the recorder down. SIGKILL cannot be caught: at most the last flush
+  interval (<= 1 s) is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from typing import Callable
+
+from gputrace.trace import hotpath as _ph
+
+log = logging.getLogger("gputrace.trace")
+
+SIGNALS = (signal.SIGTERM,)
+
+_installed: dict[int, object] = {}  # signal -> the handler it had before ours
+_shutdown: Callable[[], object] | None = None
+
+
+class Terminated(Exception):
+    """The error type recorded on spans that were open when a terminating signal arrived."""
+
+
+def install(shutdown: Callable[[], object]) -> None:
+    """Install the handler for SIGTERM (idempotent; see the module contract). Never raises."""
+    global _shutdown
+    _shutdown = shutdown
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in SIGNALS:
+        if sig in _installed:
+            continue
+        try:
+            prev = signal.getsignal(sig)
+            if prev is signal.SIG_IGN or prev is None:  # ignored, or set outside Python: leave it
+                continue
+            signal.signal(sig, _on_signal)
+        except (ValueError, OSError) as e:  # e.g. an embedded interpreter without signal support
+            log.debug("gputrace: no %s handler: %s", sig, e)
+            continue
+        _installed[sig] = prev
+
+
+def uninstall() -> None:
+    """Put back the handlers ``install`` replaced, where ours is still the one installed (main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, prev in list(_installed.items()):
+        try:
+            if signal.getsignal(sig) is _on_signal:
+                signal.signal(sig, prev)
+        except (ValueError, OSError):
+            pass
+        del _installed[sig]
+
+
+def close_open_phases(reason: str) -> int:
+    """Stop recording, then record every phase open on a thread's ``with`` stack as ending now with error
+    status ``reason``. Returns how many. The phases themselves are appended (their ids, and so their
+    children's parent links, stay as they are); recording is off first, so a phase whose thread gets to
+    its end later is not appended twice. Called on the main thread from the signal handler; never blocks
+    on a lock the interrupted main thread may hold."""
+    if not _ph._RECORDING:
+        return 0
+    _ph._RECORDING = False
+    if not _ph._states_lock.acquire(timeout=0.5):  # the interrupted main thread may hold it
+        return 0
+    try:
+        states = list(_ph._states)
+    finally:
+        _ph._states_lock.release()
+    now = _ph._pc()
+    n = 0
+    for st in states:
+        p = st.cur
+        while p is not None:
+            p.t1 = now
+            p.err = Terminated
+            p.errmsg = reason
+            st.buf.append(p)  # (past the buffer bound: these are the last spans of the run)
+            n += 1
+            p = p.up
+    return n
+
+
+def _on_signal(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    prev = _installed.get(signum, signal.SIG_DFL)
+    try:
+        close_open_phases(name)
+        if _shutdown is not None:
+            summary = _shutdown()
+            log.info("gputrace: %s: recorder shut down:\n%s", name, summary)
+    except Exception:  # the signal's own action must still happen
+        log.exception("gputrace: flushing on %s failed", name)
+    if callable(prev) and prev not in (signal.SIG_DFL, signal.SIG_IGN):
+        prev(signum, frame)
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -1,0 +1,107 @@
+"""The columnar cache: a re-open loads the same Timeline from columns; any change to the trace
+is a miss; strict reads never get a lenient read's entry; a broken entry is only a miss."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from gputrace.timeline import TraceFormatError, cache
+from gputrace.timeline.load import load_steps, read_any
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+
+
+@pytest.fixture
+def small_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GPUTRACE_CACHE_MIN_BYTES", "0")
+    return tmp_path / "cache"
+
+
+def _same(a, b):
+    assert a.n == b.n and a.phases == b.phases and a.lanes == b.lanes
+    for k in a.cols:
+        assert np.array_equal(a.cols[k], b.cols[k]), k
+    assert np.array_equal(a.lane_offsets, b.lane_offsets)
+    assert a.resources == b.resources and a.trace_ids == b.trace_ids and a.attrs == b.attrs and a.names == b.names
+
+
+def _copy(tmp_path, name="sample_2gpu.jsonl"):
+    p = tmp_path / name
+    p.write_bytes(open(os.path.join(DATA, name), "rb").read())
+    return p
+
+
+def test_second_read_comes_from_the_cache_and_is_identical(tmp_path, small_cache, monkeypatch):
+    p = _copy(tmp_path)
+    first = read_any([p])
+    assert len(list(small_cache.glob("*.gtc"))) == 1
+    import gputrace.timeline.load as load
+
+    def boom(*a, **k):
+        raise AssertionError("read the file again instead of the cache")
+
+    monkeypatch.setattr(load, "read_otlp", boom)
+    second = read_any([p])
+    _same(first, second)
+    assert second.load_report.spans == first.load_report.spans
+
+
+def test_attributes_and_shared_dicts_survive(tmp_path, small_cache):
+    from gputrace.timeline.chrome import write_chrome
+
+    src = read_any([os.path.join(DATA, "sample_2gpu.jsonl")])
+    p = tmp_path / "c.json"
+    write_chrome(src, p)
+    a = read_any([p])
+    b = read_any([p])
+    _same(a, b)
+
+
+def test_a_changed_trace_is_read_again(tmp_path, small_cache):
+    p = _copy(tmp_path)
+    n = read_any([p]).n
+    data = p.read_bytes().splitlines(keepends=True)
+    p.write_bytes(b"".join(data[: len(data) // 2]))
+    assert read_any([p]).n < n
+
+
+def test_strict_reads_never_use_a_lenient_entry(tmp_path, small_cache):
+    p = _copy(tmp_path)
+    with open(p, "ab") as f:
+        f.write(b"not json\n")
+    assert read_any([p], lenient=True).load_report.lines_skipped == 1
+    with pytest.raises(TraceFormatError):
+        read_any([p])
+    assert read_any([p], lenient=True).load_report.lines_skipped == 1  # the lenient entry is still used
+
+
+def test_a_broken_entry_is_a_miss(tmp_path, small_cache):
+    p = _copy(tmp_path)
+    n = read_any([p]).n
+    for e in small_cache.glob("*.gtc"):
+        e.write_bytes(b"garbage")
+    assert read_any([p]).n == n
+    assert cache.clear() >= 1 and not list(small_cache.glob("*.gtc"))
+
+
+def test_small_files_and_disabled_cache_are_not_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTRACE_CACHE_DIR", str(tmp_path / "c1"))
+    p = _copy(tmp_path)
+    read_any([p])  # below the default 16 MiB
+    assert not (tmp_path / "c1").exists()
+    monkeypatch.setenv("GPUTRACE_CACHE_MIN_BYTES", "0")
+    monkeypatch.setenv("GPUTRACE_CACHE", "0")
+    read_any([p])
+    assert not (tmp_path / "c1").exists()
+
+
+def test_viewer_steps_use_the_cache(tmp_path, small_cache):
+    p = _copy(tmp_path)
+    first = read_any([p])
+    steps = [s for s in load_steps([str(p)]) if s.snapshot is not None]
+    assert len(steps) == 1  # straight from the cache: one step with everything
+    _same(first, steps[0].snapshot())
