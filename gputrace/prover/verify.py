@@ -46,7 +46,9 @@ def proof_to_json(proof: Proof, public_inputs: list[int], circuit: int | str | N
 
 
 def write_proof(path: Path, proof: Proof, public_inputs: list[int], circuit: int | str | None = None) -> None:
-    Path(path).write_text(json.dumps(proof_to_json(proof, public_inputs, circuit), indent=1))
+    from gputrace.atomic_write import write_atomic
+
+    write_atomic(path, json.dumps(proof_to_json(proof, public_inputs, circuit), indent=1))
 
 
 def read_proof(path: Path) -> tuple[Proof, list[int]]:
