@@ -84,8 +84,9 @@ def _write_summary(summary, rec) -> None:
         "cuda_activity_error": rec.cuda_activity_error,
         "sink_errors": [e for s in summary.sinks for e in s.errors],
     }
-    with open(path, "w") as f:
-        json.dump(info, f)
+    from gputrace.atomic_write import write_atomic
+
+    write_atomic(path, json.dumps(info))
 
 
 if __name__ == "__main__":

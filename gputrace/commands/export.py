@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 n = write_otlp_jsonl(tl, args.output)
                 what = f"{tl.n} spans in {n} lines"
     except OSError as exc:
-        print(f"gputrace export: {exc}", file=sys.stderr)
+        print(f"gputrace export: {visible(exc)}", file=sys.stderr)
         return 1
     print(f"wrote {what} to {args.output} ({args.format})")
     return 0

@@ -93,11 +93,13 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 def _write_screenshot(path: str, svg: str) -> bool:
     """Write the SVG; False after a one-line error on stderr when the file cannot be written."""
+    from gputrace.atomic_write import write_atomic
+    from gputrace.textsafe import visible
+
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(svg)
+        write_atomic(path, svg)
     except OSError as e:
-        print(f"gputrace view: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        print(f"gputrace view: cannot write {visible(path)}: {visible(e.strerror or e)}", file=sys.stderr)
         return False
     return True
 

@@ -94,15 +94,15 @@ def _span(tl: Timeline, r: int, span_ids: np.ndarray, fallback_trace: str) -> di
 def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 4096) -> int:
     """Write the Timeline to ``path`` as OTLP JSON Lines; returns the number of lines written.
 
-    Written to ``path.tmp`` first and renamed, so a reader never sees half a file.
+    Written through ``gputrace.atomic_write`` (a private temporary file renamed over ``path``), so a
+    reader never sees half a file, a failure leaves nothing behind and no symlink is followed.
     """
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
+    from gputrace.atomic_write import atomic_output
+
     lines = 0
-    with open(tmp, "wb") as f:
+    with atomic_output(path, "wb") as f:
         for line in timeline_requests(tl, max_spans=max_spans):
             f.write(line)
             f.write(b"\n")
             lines += 1
-    tmp.replace(p)
     return lines

@@ -218,11 +218,14 @@ def _flows(tl: Timeline, track_of: np.ndarray, drawn: np.ndarray, t0: int) -> li
 
 
 def write_chrome(tl: Timeline, path: str | Path, flows: bool = True) -> int:
-    """Write :func:`to_chrome` to ``path`` (gzip if it ends in ``.gz``); returns the event count."""
+    """Write :func:`to_chrome` to ``path`` (gzip if it ends in ``.gz``; atomically, through
+    ``gputrace.atomic_write``); returns the event count."""
+    from gputrace.atomic_write import write_atomic
+
     doc = to_chrome(tl, flows=flows)
     data = orjson.dumps(doc)
     p = Path(path)
     if p.suffix == ".gz":
         data = gzip.compress(data)
-    p.write_bytes(data)
+    write_atomic(p, data)
     return len(doc["traceEvents"])

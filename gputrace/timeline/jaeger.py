@@ -163,5 +163,7 @@ def _span_tags(tl: Timeline, L: dict, r: int, phase: str, lane_name: str) -> lis
 def write_jaeger(tl: Timeline, path: str | Path) -> int:
     """Write :func:`to_jaeger` to ``path``; returns the number of spans written."""
     doc = to_jaeger(tl)
-    Path(path).write_bytes(orjson.dumps(doc))
+    from gputrace.atomic_write import write_atomic
+
+    write_atomic(path, orjson.dumps(doc))
     return sum(len(t["spans"]) for t in doc["data"])

@@ -31,6 +31,7 @@ from rich.text import Text
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from gputrace.atomic_write import write_atomic
 from gputrace.textsafe import rich_text, visible
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
@@ -542,9 +543,9 @@ class GputraceApp(SearchFilter, App):
         name = time.strftime("gputrace-%Y%m%d-%H%M%S.svg")
         try:
             path = folder / name
-            path.write_text(self.export_screenshot(title=f"gputrace view {self.trace_title}"), encoding="utf-8")
+            write_atomic(path, self.export_screenshot(title=visible(f"gputrace view {self.trace_title}")))
         except OSError as e:
-            self.notify(f"screenshot not saved: {e}", severity="error")
+            self.notify(visible(f"screenshot not saved: {e}"), severity="error", markup=False)
             return
         self.notify(f"saved {path}", title="Screenshot", markup=False)
 

@@ -75,9 +75,9 @@ class Experiment:
             "variants": [{"name": v.name, "switches": sorted(v.switches)} for v in self.variants],
             "runs": [asdict(r) for r in self.records],
         }
-        tmp = self.out_dir / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
-        tmp.replace(self.out_dir / MANIFEST)
+        from gputrace.atomic_write import write_atomic
+
+        write_atomic(self.out_dir / MANIFEST, json.dumps(doc, indent=1))
 
     @classmethod
     def load(cls, out_dir: str | Path) -> "Experiment":
