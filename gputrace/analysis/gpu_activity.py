@@ -10,8 +10,9 @@ brackets (or the host times of ``gpu`` phases) were available.
 * :func:`device_busy`: per (run, host, device), the union of kernel/copy/memset intervals (not the
   sum: overlapping streams count once) against the run's extent.
 * :func:`launch_gaps`: per phase instance and device, the bracket (CUDA events, else host times),
-  the GPU busy time of the activity it enqueued (its own and its sub-phases'), the gap (window -
-  busy), the holes themselves, and what the launching host thread was doing in the holes: host
+  the GPU busy time of the activity it enqueued (its own and its sub-phases'), the launch gaps (the
+  parts of its window in which the device ran nothing at all), and what the launching host thread was
+  doing in them: host
   spans' exclusive time per phase name, or none (the phase's own code between launches, e.g.
   Python or the GIL: *unattributed* host time).
 
@@ -183,8 +184,10 @@ class LaunchGaps:
       (``bracket_basis`` CUDA_EVENTS), else its host times (HOST_TIMES).
     * ``window_start``/``window_end``: the bracket widened to cover all its device work.
     * ``busy_ns``: union of its device work (kernels, copies, memsets, its sub-phases' included);
-      ``kernel_ns``: union of kernels alone; ``kernels``: kernel count; ``gap_ns`` = window - busy.
-    * Holes (CSR): entry ``i``'s idle intervals are ``hole_start/hole_end[hole_offsets[i]:hole_offsets[i+1]]``.
+      ``kernel_ns``: union of kernels alone; ``kernels``: kernel count.
+    * Holes (CSR): entry ``i``'s launch gaps are ``hole_start/hole_end[hole_offsets[i]:hole_offsets[i+1]]``:
+      the parts of its window in which the *device* ran nothing (time the stream spent on earlier work of
+      other phases is not a gap); ``gap_ns``: their sum. So window = busy + other phases' work + gap.
     * Host activity in the holes on the launching thread (CSR, largest first):
       ``act_phase``/``act_ns`` over ``act_offsets``; ``unattributed_ns``: hole time in which the thread
       was in no child span (the phase's own code, or no span at all). ``thread_known`` is False where
@@ -217,7 +220,9 @@ class LaunchGaps:
 
     @property
     def gap_ns(self) -> np.ndarray:
-        return np.maximum((self.window_end - self.window_start) - self.busy_ns, 0)
+        """Device idle time inside each window (the sum of its holes)."""
+        return np.add.reduceat(np.append(self.hole_end - self.hole_start, 0), self.hole_offsets[:-1]) * (
+            np.diff(self.hole_offsets) > 0) if len(self.row) else np.zeros(0, np.int64)
 
     @property
     def bracket_ns(self) -> np.ndarray:
@@ -277,7 +282,9 @@ def _thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
     """Row -> launching-thread key (index of (host, pid, thread lane name)), or -1.
 
     A row on a ``thread:`` lane is on that thread; any other non-activity row (a phase on a
-    ``stream:`` lane: its host interval is the thread executing it) takes its nearest ancestor's."""
+    ``stream:`` lane: its host interval is the thread executing it) takes its nearest ancestor's, or,
+    with none, the thread of its host-side children (the recorder puts a phase's stream-less children on
+    the thread that runs it)."""
     keys: dict[tuple, int] = {}
     lane_key = np.array([keys.setdefault((ln.host, ln.pid, ln.name), len(keys)) if ln.name.startswith("thread:") else -1
                          for ln in tl.lanes] or [-1], np.int64)
@@ -295,6 +302,13 @@ def _thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
         hit = lane_key[c["lane"][cur]] >= 0
         k[todo[hit]] = lane_key[c["lane"][cur[hit]]]
         todo, cur = todo[~hit], parent[cur[~hit]]
+    # A root phase on a stream lane (no thread above it) takes the thread of its host-side children.
+    for _ in range(4):
+        m = (parent >= 0) & (k >= 0) & ~act_mask
+        m[m] &= k[parent[m]] < 0
+        if not m.any():
+            break
+        k[parent[m]] = k[m]
     return k
 
 
@@ -357,12 +371,13 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
     l_e = np.empty(ng, np.int64)
     l_e[ug[seg_last]] = ue[seg_last]
     w_s, w_e = np.minimum(b_s, f_s), np.maximum(b_e, l_e)
-    hg, hs, he = gaps_between(ug, us, ue)
-    gi = np.arange(ng, dtype=np.int64)
-    lead, trail = f_s > w_s, w_e > l_e
-    hg = np.concatenate([hg, gi[lead], gi[trail]])
-    hs = np.concatenate([hs, w_s[lead], l_e[trail]])
-    he = np.concatenate([he, f_s[lead], w_e[trail]])
+    # Holes: the window's time in which the whole device was idle (work of other phases on the device,
+    # e.g. earlier kernels still queued on the stream, is not a launch gap).
+    host, _ = row_hosts(tl)
+    stride = int(a_dev.max(initial=0)) + 2
+    a_key = host[a_rows] * stride + a_dev + 1
+    g_dkey = host[g_row] * stride + g_dev + 1
+    hg, hs, he = _idle_in_windows(a_key, a_s, a_e, g_dkey, w_s, w_e)
     o = np.lexsort((hs, hg))
     hg, hs, he = hg[o], hs[o], he[o]
     hole_off = offsets_from_counts(np.bincount(hg, minlength=ng))
@@ -379,6 +394,38 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
         busy, kern, nk, unattr, g_key = busy[o], kern[o], nk[o], unattr[o], g_key[o]
     return LaunchGaps(g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e, busy, kern, nk, hole_off, hs, he,
                       act_off, act_ph, act_ns, unattr, g_key >= 0, list(tl.phases))
+
+
+def _idle_in_windows(a_key, a_s, a_e, w_key, w_s, w_e):
+    """(window, start, end) of the parts of each window [w_s, w_e) in which no device work of the
+    window's device (``a_key`` == ``w_key``) ran. Per device: union of its work, the gaps between (and
+    before/after) it, intersected with the windows."""
+    big = np.iinfo(np.int64).max // 4
+    ug, us, ue = union_by_group(a_key, a_s, a_e)
+    gg, gs, ge = gaps_between(ug, us, ue)
+    first, last = segment_bounds(ug)
+    ig = np.concatenate([gg, ug[first], ug[last]])
+    i_s = np.concatenate([gs, np.full(int(first.sum()), -big, np.int64), ue[last]])
+    i_e = np.concatenate([ge, us[first], np.full(int(last.sum()), big, np.int64)])
+    parts = ([], [], [])
+    for k in np.unique(w_key).tolist():
+        wi = np.flatnonzero(w_key == k)
+        ii = np.flatnonzero(ig == k)
+        if len(ii) == 0:  # a device with no work at all: the whole window is idle
+            a, b = np.arange(len(wi)), None
+            s, e = w_s[wi], w_e[wi]
+        else:
+            a, b = pair_overlaps(w_s[wi], w_e[wi], i_s[ii], i_e[ii])
+            s = np.maximum(w_s[wi[a]], i_s[ii[b]])
+            e = np.minimum(w_e[wi[a]], i_e[ii[b]])
+        keep = e > s
+        parts[0].append(wi[a][keep])
+        parts[1].append(s[keep])
+        parts[2].append(e[keep])
+    if not parts[0]:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return tuple(np.concatenate(p).astype(np.int64) for p in parts)
 
 
 def _reorder_csr(offsets: np.ndarray, order: np.ndarray, *vals: np.ndarray):
