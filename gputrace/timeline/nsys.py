@@ -362,6 +362,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
                       device=device, attrs=attrs, thread=gtid)
             if a is not None:
                 launched.append((r, a))  # parent: the range around the synchronising call, as for launches
+                R.kind[a] = KIND_CODES["host"]  # the sync span carries the wait; the call is not counted twice
     return _assemble(R, launched, api_rows, runtime, proc_names, host, epoch, path)
 
 

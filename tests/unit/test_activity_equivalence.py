@@ -263,3 +263,12 @@ def test_the_collector_comparison_can_fail(tmp_path):
     changed[i]["src_kind"] = "CUPTI_ACTIVITY_MEMORY_KIND_PINNED"
     nsys = read_nsys(nsys_report(tmp_path / "work.sqlite"), host=HOST)
     assert activity_rows(nsys) != activity_rows(collector_timeline(changed))
+
+
+def test_a_synchronising_call_with_a_sync_record_is_not_a_second_wait(tmp_path):
+    from gputrace.analysis import host_waits
+
+    nsys = read_nsys(nsys_report(tmp_path / "work.sqlite"), host=HOST)
+    w = host_waits(nsys)
+    names = [nsys.name_of(int(r)) for r in w.row]
+    assert names == ["[CUDA sync stream]"]  # not also cudaStreamSynchronize
