@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        print(f"gputrace {args.command}: out of memory (the input is too large "
+              "for this machine's memory)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -20,17 +20,19 @@ def run(args) -> int:
     from gputrace.prover.keys import KeyError_
     from gputrace.prover.verify_files import verify_files
 
+    from gputrace.textsafe import visible
+
     try:
         verdicts = verify_files(args.vk, args.proofs)
     except KeyError_ as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(exc)}", file=sys.stderr)
         return 2
     bad = 0
     for v in verdicts:
         if v.ok:
-            print(f"ok      {v.path}")
+            print(f"ok      {visible(v.path)}")
         else:
             bad += 1
-            print(f"FAILED  {v.path}: {v.error}")
+            print(f"FAILED  {visible(v.path)}: {visible(v.error)}")
     print(f"{len(verdicts) - bad}/{len(verdicts)} proofs verified")
     return 0 if bad == 0 else 1

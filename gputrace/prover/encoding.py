@@ -44,9 +44,34 @@ def _hex_bytes(text: object, size: int, where: str) -> bytes:
     return raw
 
 
+def check_canonical(raw: bytes, where: str) -> None:
+    """The standard BLS12-381 compressed-format rules (zcash ``serialization`` spec; what blst and the
+    Ethereum consensus specs enforce), for a 48-byte G1 or 96-byte G2 encoding. arkworks' decoder checks
+    the curve and subgroup but accepts some non-canonical inputs (the point at infinity with the sort
+    flag or stray bits set), so one point would have many encodings. Raises EncodingError naming ``where``.
+
+    * the compression flag (0x80 of byte 0) is set;
+    * infinity (0x40) has the sort flag (0x20) clear and every other bit zero;
+    * otherwise every coordinate (x, or x.c1 then x.c0 for G2) is below the field modulus q.
+    """
+    b0 = raw[0]
+    if not b0 & 0x80:
+        raise EncodingError(f"{where}: compression flag not set (only compressed points are accepted)")
+    if b0 & 0x40:
+        if b0 != 0xC0 or any(raw[1:]):
+            raise EncodingError(f"{where}: non-canonical encoding of the point at infinity (must be c0 00 .. 00)")
+        return
+    first = bytes([b0 & 0x1F]) + raw[1:48]
+    for i, part in enumerate((first, raw[48:96]) if len(raw) == G2_COMPRESSED else (first,)):
+        if int.from_bytes(part, "big") >= Q:
+            raise EncodingError(f"{where}: non-canonical encoding (coordinate {i} is not below the field modulus)")
+
+
 def g1_from_hex(text: object, where: str = "G1 point") -> G1Point:
-    """Decode a compressed G1 hex string with curve and subgroup checks; EncodingError names ``where``."""
+    """Decode a compressed G1 hex string with canonical-encoding, curve and subgroup checks;
+    EncodingError names ``where``."""
     raw = _hex_bytes(text, G1_COMPRESSED, where)
+    check_canonical(raw, where)
     try:
         return G1Point.from_compressed_bytes(raw)
     except Exception as exc:  # arkworks raises ValueError/Exception with a Rust message
@@ -54,8 +79,10 @@ def g1_from_hex(text: object, where: str = "G1 point") -> G1Point:
 
 
 def g2_from_hex(text: object, where: str = "G2 point") -> G2Point:
-    """Decode a compressed G2 hex string with curve and subgroup checks; EncodingError names ``where``."""
+    """Decode a compressed G2 hex string with canonical-encoding, curve and subgroup checks;
+    EncodingError names ``where``."""
     raw = _hex_bytes(text, G2_COMPRESSED, where)
+    check_canonical(raw, where)
     try:
         return G2Point.from_compressed_bytes(raw)
     except Exception as exc:

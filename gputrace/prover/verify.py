@@ -60,6 +60,8 @@ def read_proof(path: Path) -> tuple[Proof, list[int]]:
         raise ProofFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise ProofFileError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ProofFileError(f"{path}: not a proof (JSON nested too deeply)") from None
     if not isinstance(doc, dict):
         raise ProofFileError(f"{path}: expected a JSON object")
     for f in ("a", "b", "c", "public_inputs"):
@@ -87,10 +89,29 @@ def read_proof(path: Path) -> tuple[Proof, list[int]]:
     return proof, values
 
 
+class DegenerateKeyError(ValueError):
+    """A verifying key (or proof) with a point at infinity where Groth16 needs a real point."""
+
+
+def check_vk(vk: VerifyingKey) -> None:
+    """Refuse a degenerate verifying key: alpha, beta, gamma or delta at infinity makes its pairing
+    factor 1, and with every point at infinity the all-infinity proof verifies for any input.
+    Raises DegenerateKeyError naming the element."""
+    for name, p, zero in (("alpha_g1", vk.alpha_g1, G1Point.identity()), ("beta_g2", vk.beta_g2, G2Point.identity()),
+                          ("gamma_g2", vk.gamma_g2, G2Point.identity()), ("delta_g2", vk.delta_g2, G2Point.identity())):
+        if p == zero:
+            raise DegenerateKeyError(f"degenerate verifying key: {name} is the point at infinity")
+    if vk.gamma_g2 == vk.delta_g2:
+        raise DegenerateKeyError("degenerate verifying key: gamma_g2 equals delta_g2 (public inputs could be moved into C)")
+
+
 def verify(vk: VerifyingKey, proof: Proof, public_inputs: list[int]) -> bool:
     """True iff the proof verifies. InputCountError if the input count does not match the key;
-    ValueError for an input outside ``[0, R)`` (reducing it would accept one proof for every
-    ``x + k·R``, the input-aliasing flaw)."""
+    DegenerateKeyError for a degenerate key (``check_vk``); a proof with A, B or C at infinity is
+    refused (False: an honest proof has each at infinity with negligible probability); ValueError
+    for an input outside ``[0, R)`` (reducing it would accept one proof for every ``x + k·R``, the
+    input-aliasing flaw)."""
+    check_vk(vk)
     if len(public_inputs) + 1 != len(vk.ic):
         raise InputCountError(
             f"verifying key expects {len(vk.ic) - 1} public inputs, proof has {len(public_inputs)}"
@@ -98,6 +119,8 @@ def verify(vk: VerifyingKey, proof: Proof, public_inputs: list[int]) -> bool:
     for i, x in enumerate(public_inputs):
         if not 0 <= x < R:
             raise ValueError(f"public input {i} is not in the scalar field (0 <= x < r)")
+    if proof.a == G1Point.identity() or proof.b == G2Point.identity() or proof.c == G1Point.identity():
+        return False
     acc = vk.ic[0]
     if public_inputs:
         acc = acc + G1Point.multiexp_unchecked(vk.ic[1:], to_scalars(public_inputs))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .keys import load_vk
-from .verify import InputCountError, read_proof, verify
+from .keys import KeyError_, load_vk
+from .verify import DegenerateKeyError, InputCountError, check_vk, read_proof, verify
 
 
 @dataclass
@@ -17,9 +17,15 @@ class FileVerdict:
 
 
 def verify_files(vk_path: Path, proof_paths: list[Path]) -> list[FileVerdict]:
-    """One verdict per proof file. A bad ``vk.json`` raises ``keys.KeyError_`` (naming file and field);
-    a bad proof file or a wrong input count is reported in its verdict, not raised."""
-    vk, _ = load_vk(Path(vk_path))
+    """One verdict per proof file. A bad or degenerate ``vk.json`` raises ``keys.KeyError_`` (naming file
+    and field); a bad proof file or a wrong input count is reported in its verdict, not raised."""
+    try:
+        vk, _ = load_vk(Path(vk_path))
+        check_vk(vk)
+    except RecursionError:
+        raise KeyError_(f"{vk_path}: not a verifying key (JSON nested too deeply)") from None
+    except DegenerateKeyError as exc:
+        raise KeyError_(f"{vk_path}: {exc}") from None
     out = []
     for p in proof_paths:
         p = Path(p)

@@ -74,9 +74,16 @@ def sort_rows(rows: Sequence[PhaseComparison]) -> list[PhaseComparison]:
 
 
 def bar_scale(rows: Sequence[PhaseComparison], floor: float = 0.05) -> float:
-    """The common half-width of the whisker bars: the largest |change| or interval bound."""
-    vals = [abs(v) for r in rows for v in (r.rel, r.rel_low, r.rel_high) if _fin(v)]
-    return max([floor] + vals)
+    """The common half-width of the whisker bars: the largest |change| or interval bound, unless a
+    few outliers (one phase with a +-2000 % interval from a handful of noisy runs) would shrink every
+    other row to a dot; then twice the upper quartile of the values (or the 90th percentile of the
+    estimates, if larger). Bounds beyond the scale are drawn ``◀`` ``▶``."""
+    vals = np.array([abs(v) for r in rows for v in (r.rel, r.rel_low, r.rel_high) if _fin(v)])
+    if vals.size == 0:
+        return floor
+    rels = np.array([abs(r.rel) for r in rows if _fin(r.rel)])
+    robust = max(2.0 * float(np.quantile(vals, 0.75)), float(np.quantile(rels, 0.9)) if rels.size else 0.0)
+    return max(floor, min(float(vals.max()), robust))
 
 
 def whisker_bar(rel: float, low: float, high: float, scale: float, width: int = BAR_W) -> str:
@@ -175,6 +182,11 @@ class CompareApp(App):
         Binding("g", "focus_gantt", "Timeline"),
         Binding("q", "quit", "Quit"),
     ]
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        from gputrace.tui.app import preserve_space
+
+        return preserve_space(super().export_screenshot(title=title, simplify=simplify))
 
     def __init__(
         self,

@@ -18,3 +18,7 @@ def test_demo_proves_verifies_reports_and_writes_the_timeline(tmp_path):
     assert svg.startswith("<svg") and "trace.jsonl" in svg and "prove" in svg  # title and the root bar
     assert (out / "trace.jsonl").stat().st_size > 0
     assert sorted(p.name for p in out.glob("proof-*.json")) == ["proof-0.json", "proof-1.json"]
+    # No GPU here: the committed H200 run is shown too, labelled as recorded elsewhere.
+    assert "2 × NVIDIA H200" in r.stdout
+    h200 = (out / "h200-timeline.svg").read_text()
+    assert "NVIDIA&#160;H200" in h200 and "not&#160;on&#160;this&#160;machine" in h200 and "GPU&#160;1" in h200

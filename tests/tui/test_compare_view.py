@@ -135,3 +135,21 @@ def test_whisker_bar_and_order():
     nan = math.nan
     assert whisker_bar(0.0, nan, nan, 0.5, 9) == "    ■    "
     assert bar_scale([]) == 0.05
+
+
+def test_whisker_scale_survives_one_wide_interval():
+    """Six phases within +-5 %, one with a +-2010 % interval: the others must still be bars, not dots."""
+    from types import SimpleNamespace as Row
+
+    from gputrace.tui.compare_view import bar_scale, whisker_bar
+
+    rows = [Row(rel=0.01 * k, rel_low=0.01 * k - 0.02, rel_high=0.01 * k + 0.02) for k in range(-3, 3)]
+    rows.append(Row(rel=0.3, rel_low=-19.8, rel_high=20.1))
+    scale = bar_scale(rows)
+    assert scale < 0.5
+    bar = whisker_bar(rows[0].rel, rows[0].rel_low, rows[0].rel_high, scale, 21)
+    assert bar.count("─") + bar.count("├") + bar.count("┤") >= 3  # a visible interval
+    wide = whisker_bar(0.3, -19.8, 20.1, scale, 21)
+    assert wide[0] == "◀" and wide[-1] in "▶■"  # beyond the scale on both sides
+    # Without an outlier the scale is still the largest value.
+    assert bar_scale(rows[:-1]) == max(abs(v) for r in rows[:-1] for v in (r.rel, r.rel_low, r.rel_high))
