@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -218,13 +219,16 @@ class LaunchGaps:
     def __len__(self) -> int:
         return int(len(self.row))
 
-    @property
+    @cached_property
     def gap_ns(self) -> np.ndarray:
-        """Device idle time inside each window (the sum of its holes)."""
-        return np.add.reduceat(np.append(self.hole_end - self.hole_start, 0), self.hole_offsets[:-1]) * (
-            np.diff(self.hole_offsets) > 0) if len(self.row) else np.zeros(0, np.int64)
+        """Device idle time inside each window (the sum of its holes); computed once."""
+        if not len(self.row):
+            return np.zeros(0, np.int64)
+        counts = np.diff(self.hole_offsets)
+        return np.bincount(np.repeat(np.arange(len(self.row)), counts), weights=(self.hole_end - self.hole_start).astype(np.float64),
+                           minlength=len(self.row)).astype(np.int64)
 
-    @property
+    @cached_property
     def bracket_ns(self) -> np.ndarray:
         return self.bracket_end - self.bracket_start
 
