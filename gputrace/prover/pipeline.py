@@ -191,6 +191,17 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
     cpus = cpu_threads()
     dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
     dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
+    plan_pool = plans = None
+    if dev_synth:  # witness plans (pure Python) made on one thread while the bases load, in the order the devices
+        # take their circuits (device d: d*B .. d*B+B-1; interleaved so every device's first circuits come first)
+        total = o.batch * ndev
+        plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
+        plans = [None] * total
+        for j in range(o.batch):
+            for d in range(ndev):
+                i = d * o.batch + j
+                plans[i] = plan_pool.submit(make_plan, shape, o.seed, i)
+        plan_pool.shutdown(wait=False)
     bases = []
     for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
         lane = backend.lanes(d)[0]
@@ -260,7 +271,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                     lane = backend.lanes(d)[0]
                     mine = list(range(d * o.batch, (d + 1) * o.batch))
                     if dev_synth:
-                        src = [make_plan(shape, o.seed, i) for i in mine]
+                        src = [plans[i].result() for i in mine]
                     else:
                         src = [witnesses[i].result() for i in mine]
 
