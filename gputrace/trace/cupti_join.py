@@ -236,5 +236,5 @@ class ActivityJoin:
 def _put(d: dict, k, v) -> None:
     d[k] = v
     if len(d) > _CAP:
-        for key in list(d)[: _CAP // 4]:  # oldest first (insertion order)
+        for key in list(itertools.islice(d, _CAP // 4)):  # oldest first (insertion order)
             del d[key]
