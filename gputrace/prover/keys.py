@@ -14,12 +14,12 @@ differs from the circuit's is ``KeyMismatchError`` (never silently used).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from gputrace.atomic_write import write_atomic
 
 from . import fixed_base
 from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
@@ -92,14 +92,7 @@ def load_vk(path: Path) -> tuple[VerifyingKey, dict]:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
 
 
 def _rows(buf: bytes, width: int) -> np.ndarray:

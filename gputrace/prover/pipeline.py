@@ -38,6 +38,7 @@ import numpy as np
 from py_arkworks_bls12381 import G2Point
 
 import gputrace
+from gputrace.atomic_write import write_atomic
 
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
@@ -166,7 +167,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         proofs, publics = _prove_batch(o, shape, backend, pk, stats, total)
         wall = time.perf_counter() - t_start
         paths, verified = [], []
-        (out_dir / "vk.json").write_bytes(keyset.vk_path.read_bytes())
+        write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
         for i in range(total):
             p = out_dir / f"proof-{i}.json"
             write_proof(p, proofs[i], publics[i], circuit=i)
