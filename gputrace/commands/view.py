@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gputrace.textsafe import visible
+
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -87,7 +89,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     else:
         app.run()
     if app.error:
-        print(f"gputrace view: {app.error}", file=sys.stderr)
+        print(f"gputrace view: {visible(app.error)}", file=sys.stderr)
         return 1
     if args.screenshot:
         print(f"wrote {args.screenshot}")
@@ -97,7 +99,6 @@ def _run_compare(args: argparse.Namespace) -> int:
 def _write_screenshot(path: str, svg: str) -> bool:
     """Write the SVG; False after a one-line error on stderr when the file cannot be written."""
     from gputrace.atomic_write import write_atomic
-    from gputrace.textsafe import visible
 
     try:
         write_atomic(path, svg)
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             receiver, path = start_receiver(args.listen, args.out)
         except ListenError as e:
-            print(f"gputrace view: {e}", file=sys.stderr)
+            print(f"gputrace view: {visible(e)}", file=sys.stderr)
             return 2
         paths, follow = [path], True
         title = f"listening: grpc {receiver.grpc_endpoint} · {receiver.http_endpoint} → {path}"
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
                 return 1
             if app.error:
-                print(f"gputrace view: {app.error}", file=sys.stderr)
+                print(f"gputrace view: {visible(app.error)}", file=sys.stderr)
                 return 1
             print(f"wrote {args.screenshot}")
             return 0
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         app = GputraceApp(paths, follow=follow, title=title, focus=args.focus)
         app.run()
         if app.error:
-            print(f"gputrace view: {app.error}", file=sys.stderr)
+            print(f"gputrace view: {visible(app.error)}", file=sys.stderr)
             return 1
         return 0
     finally:

@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.chrome_export import GENERATOR
+from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 
@@ -166,6 +166,9 @@ def _build(recs, host, ours, lane_map, proc_names, thread_names, source, resourc
             phase = str(a.pop("phase", name))
             kind = a.pop("kind", phase_kind(phase))
             a.pop("color", None)
+            if a.get("gputrace.activity") in KINETO_CATEGORIES:  # written for Kineto tools; ours are in attrs
+                for key in KINETO_ARGS:
+                    a.pop(key, None)
             if "host.ts_us" in a:  # drawn at device time; host times in args
                 cols["gpu_start"][i], cols["gpu_end"][i] = s, e
                 s = base + round(float(a.pop("host.ts_us")) * 1000)
