@@ -38,6 +38,7 @@ import numpy as np
 from py_arkworks_bls12381 import G2Point
 
 import gputrace
+from gputrace.atomic_write import write_atomic
 
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
@@ -157,7 +158,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     try:
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
-            keyset = get_keys(shape, key_dir, o.seed)
+            keyset = get_keys(shape, key_dir, o.key_seed)
         pk = keyset.pk
         vk, _ = load_vk(keyset.vk_path)
         setup_s = time.perf_counter() - t0
@@ -166,7 +167,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         proofs, publics = _prove_batch(o, shape, backend, pk, stats, total)
         wall = time.perf_counter() - t_start
         paths, verified = [], []
-        (out_dir / "vk.json").write_bytes(keyset.vk_path.read_bytes())
+        write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
         for i in range(total):
             p = out_dir / f"proof-{i}.json"
             write_proof(p, proofs[i], publics[i], circuit=i)
@@ -191,17 +192,35 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
     cpus = cpu_threads()
     dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
     dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
-    bases = []
-    for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
+    plan_pool = plans = None
+    if dev_synth:  # witness plans (pure Python) made on one thread while the bases load, in the order the devices
+        # take their circuits (device d: d*B .. d*B+B-1; interleaved so every device's first circuits come first)
+        total = o.batch * ndev
+        plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
+        plans = [None] * total
+        for j in range(o.batch):
+            for d in range(ndev):
+                i = d * o.batch + j
+                plans[i] = plan_pool.submit(make_plan, shape, o.seed, i)
+        plan_pool.shutdown(wait=False)
+
+    def load(d: int) -> dict:  # proving-key queries resident on device d, once per run (before the prove root)
         lane = backend.lanes(d)[0]
         with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
                          points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h) + (len(pk.b_g2) if dev_g2 else 0)):
-            bases.append({name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
-                          (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))})
+            out = {name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
+                   (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))}
             if dev_g2:
                 g2_limbs = pk.affine_limbs("b_g2")
-                bases[d]["b_g2"] = backend.load_bases_g2(
+                out["b_g2"] = backend.load_bases_g2(
                     "b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pk.b_g2), d)
+        return out
+
+    if ndev == 1:
+        bases = [load(0)]
+    else:  # one thread per device: the uploads (and the devices' copy engines) run side by side
+        with ThreadPoolExecutor(max_workers=ndev, thread_name_prefix="load_bases") as ex:
+            bases = list(ex.map(load, range(ndev)))
     g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
     witnesses: list[Future] = []
     b_g2: list[Future] = []
@@ -260,7 +279,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                     lane = backend.lanes(d)[0]
                     mine = list(range(d * o.batch, (d + 1) * o.batch))
                     if dev_synth:
-                        src = [make_plan(shape, o.seed, i) for i in mine]
+                        src = [plans[i].result() for i in mine]
                     else:
                         src = [witnesses[i].result() for i in mine]
 
