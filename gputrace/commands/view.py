@@ -36,6 +36,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="+", metavar="A", help="compare view: baseline trace files (one run each; "
                    "a file holding several runs is split by run id); give the variant with --vs")
     p.add_argument("--vs", nargs="+", metavar="B", help="with --compare: the variant trace files")
+    p.add_argument("--correction", choices=("fdr", "holm", "none"), default="fdr",
+                   help="with --compare: how rows are decided together (default fdr: Benjamini-Hochberg; "
+                        "see docs/analysis.md)")
     p.add_argument("--confidence", type=_confidence, default=0.95,
                    help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
     p.add_argument("--focus", metavar="PHASE",
@@ -79,7 +82,7 @@ def _run_compare(args: argparse.Namespace) -> int:
         print("gputrace view: standard output is not a terminal; for a picture use --screenshot FILE.svg",
               file=sys.stderr)
         return 2
-    app = CompareApp(args.compare, args.vs, confidence=args.confidence)
+    app = CompareApp(args.compare, args.vs, confidence=args.confidence, correction=args.correction)
     if args.screenshot:
         if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
             return 1
