@@ -454,6 +454,7 @@ def _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng):
     mask[host] = True
     prow, ps, pe = uncovered(tl, mask, host)  # self pieces: a thread instant belongs to its innermost span
     pkey = tkey[prow]
+    prow, ps, pe, pkey = _disjoint_per_thread(prow, ps, pe, pkey, c["kind"][prow] == 2)
     h_key = g_key[hg]
     pg_parts, ov_parts, row_parts = [], [], []
     for k in np.unique(h_key[h_key >= 0]).tolist():
@@ -480,6 +481,23 @@ def _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng):
     ug, uph, sums = ug[o], uph[o], sums[o]
     attributed = np.bincount(ug, weights=sums.astype(np.float64), minlength=ng).astype(np.int64)
     return offsets_from_counts(np.bincount(ug, minlength=ng)), uph, sums, np.maximum(hole_total - attributed, 0)
+
+
+def _disjoint_per_thread(prow, ps, pe, pkey, prefer):
+    """Self pieces of one thread made disjoint: siblings that overlap (an nsys sync span and the
+    synchronising API call it belongs to, both children of the phase) would count one instant twice.
+    An earlier piece keeps its time; at equal starts a ``prefer`` piece (a sync span) comes first."""
+    o = np.lexsort((~prefer, ps, pkey))
+    prow, ps, pe, pkey = prow[o], ps[o].copy(), pe[o], pkey[o]
+    # Running max of the previous pieces' ends within each thread (few threads: a loop over them).
+    prev = np.empty_like(pe)
+    for k in np.unique(pkey).tolist():
+        m = np.flatnonzero(pkey == k)
+        pm = np.maximum.accumulate(pe[m])
+        prev[m] = np.concatenate([[np.iinfo(np.int64).min], pm[:-1]])
+    ps = np.maximum(ps, prev)
+    keep = pe > ps
+    return prow[keep], ps[keep], pe[keep], pkey[keep]
 
 
 def _empty(tl: Timeline) -> LaunchGaps:

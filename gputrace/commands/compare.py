@@ -58,7 +58,7 @@ def add_stat_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--correction", choices=("fdr", "holm", "none"), default=None,
                    help="how rows are decided together: fdr (default; Benjamini-Hochberg: at most 1 - confidence "
                         "of the rows called slower/faster are false calls), holm (chance of any false call at most "
-                        "1 - confidence) or none (each row alone); docs/analysis.md")
+                        "1 - confidence) or none (each row alone)")
     p.add_argument("--familywise", action="store_true", help="the same as --correction holm")
     p.add_argument("--fail-on-regression", type=parse_fraction, default=None, metavar="PCT",
                    help=f"exit {REGRESSION_EXIT} when a phase or the whole run is slower by more than PCT "

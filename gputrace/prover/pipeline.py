@@ -203,17 +203,24 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                 i = d * o.batch + j
                 plans[i] = plan_pool.submit(make_plan, shape, o.seed, i)
         plan_pool.shutdown(wait=False)
-    bases = []
-    for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
+
+    def load(d: int) -> dict:  # proving-key queries resident on device d, once per run (before the prove root)
         lane = backend.lanes(d)[0]
         with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
                          points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h) + (len(pk.b_g2) if dev_g2 else 0)):
-            bases.append({name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
-                          (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))})
+            out = {name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
+                   (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))}
             if dev_g2:
                 g2_limbs = pk.affine_limbs("b_g2")
-                bases[d]["b_g2"] = backend.load_bases_g2(
+                out["b_g2"] = backend.load_bases_g2(
                     "b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pk.b_g2), d)
+        return out
+
+    if ndev == 1:
+        bases = [load(0)]
+    else:  # one thread per device: the uploads (and the devices' copy engines) run side by side
+        with ThreadPoolExecutor(max_workers=ndev, thread_name_prefix="load_bases") as ex:
+            bases = list(ex.map(load, range(ndev)))
     g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
     witnesses: list[Future] = []
     b_g2: list[Future] = []

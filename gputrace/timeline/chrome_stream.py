@@ -349,7 +349,11 @@ def chrome_chunks(tl: Timeline, flows: bool = True, progress: Callable[[int, int
     concatenation is the document. ``counts`` (if given) receives ``events`` when done."""
     lay = _Layout(tl)
     t0 = tl.t0
-    yield b'{"traceEvents":['
+    # otherData first: a streaming reader needs the lanes and the epoch before the events.
+    other = {"generator": GENERATOR, "t0_epoch_ns": str(t0), "lanes": lay.lane_map,
+             "resources": [_jsonable(r) for r in tl.resources]}
+    yield (b'{"otherData":' + orjson.dumps(other, option=orjson.OPT_NON_STR_KEYS)
+           + b',"displayTimeUnit":"ns","traceEvents":[')
     events = len(lay.meta)
     sep = b""
     if lay.meta:
@@ -369,8 +373,6 @@ def chrome_chunks(tl: Timeline, flows: bool = True, progress: Callable[[int, int
             yield sep + part
             sep = b","
             events += count
-    other = {"generator": GENERATOR, "t0_epoch_ns": str(t0), "lanes": lay.lane_map,
-             "resources": [_jsonable(r) for r in tl.resources]}
-    yield b'],"displayTimeUnit":"ns","otherData":' + orjson.dumps(other, option=orjson.OPT_NON_STR_KEYS) + b"}"
+    yield b"]}"
     if counts is not None:
         counts["events"] = events

@@ -70,6 +70,8 @@ _PIN_API = {"cudaHostRegister", "cudaHostUnregister", "cudaMallocHost", "cudaHos
 _PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys's own reports join them
 _INVALID = {None, 0xFFFFFFFF, -1}  # CUPTI_SYNCHRONIZATION_INVALID_VALUE: stream/event not applicable
 _SOURCE = {A.SOURCE: "nsys"}
+_CORR_KEYS = (A.CORRELATION,)  # per-row attribute keys of device rows (one tuple shared by all rows)
+_LAUNCH_KEYS = (A.CORRELATION, A.LAUNCH_API_START)
 
 
 class _Rows:
@@ -285,14 +287,12 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
         # values ride on a RowAttrs: a million launches of a few kernels cost a few dicts.
         key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
         attrs = shared.setdefault(key, attrs)
-        keys, vals = [], []
-        if corr is not None:
-            keys.append(A.CORRELATION)
-            vals.append(int(corr))
-        if a is not None:
-            keys.append(A.LAUNCH_API_START)
-            vals.append(int(R.start[a]))
-        row_attrs = RowAttrs(attrs, tuple(keys), tuple(vals)) if keys else attrs
+        if corr is None:
+            row_attrs = attrs
+        elif a is None:
+            row_attrs = RowAttrs(attrs, _CORR_KEYS, (int(corr),))
+        else:
+            row_attrs = RowAttrs(attrs, _LAUNCH_KEYS, (int(corr), int(R.start[a])))
         r = R.add(int(start) + off, int(end) + off, lane, phase, "gpu", gpid & _PID_MASK, 2, gpu=True,
                   nbytes=nbytes, device=dev, attrs=row_attrs)
         if a is not None:

@@ -46,7 +46,7 @@ from gputrace.analysis.ab.compare_stats import (
     outlier_runs,
 )
 from gputrace.analysis.ab.environment import EnvironmentCheck, check_environment
-from gputrace.analysis.ab.family import decide
+from gputrace.analysis.ab.family import DEFAULT_CORRECTION, decide
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
 from gputrace.analysis.ab.ranks import k_signed, min_two_sided_p
 from gputrace.timeline.model import Timeline
@@ -286,7 +286,7 @@ def compare_measures(
         if k[1] is not None:
             devs.setdefault((k[0], k[2]), set()).add(k[1])
     keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
-    correction = correction or ("holm" if familywise else "fdr")
+    correction = correction or ("holm" if familywise else DEFAULT_CORRECTION)
     rows, outliers = [], []
     for key in keys:
         x, n_inst, dropped = aligned_values(b, everything, key)
