@@ -15,7 +15,10 @@ Sections, in order (each one's failure is reported and the rest still run):
    registering costs per GiB;
 6. proof: whole Groth16 proofs, CUDA vs CPU backend, per-phase seconds and speed-up;
 7. multi: the same batch of G circuits (G = ``--gpus``, default every visible GPU) on 1 GPU and split
-   across G GPUs, every proof verified, per-phase seconds per device and the 1 -> G scaling.
+   across G GPUs, every proof verified, per-phase seconds per device and the 1 -> G scaling;
+8. prover (``--prover N``): ``bench_prover_gpu.py`` (before/after 2^N proof, batch throughput on 1 and G
+   GPUs, CUPTI kernel-busy share);
+9. cupti: ``benchmarks/bench_cupti.py`` when present.
 Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace-2_N.jsonl``,
 ``$OUT/multi-2_N-Kgpu.jsonl``; prints a short table last.
 """
@@ -46,6 +49,7 @@ RESULTS: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "co
 TABLE: list[tuple[str, str, str]] = []
 INT_BOUND_NTT_2_24_MS = 3.3   # issue 4: integer-multiply bound at 1.67e13 32-bit mul-adds/s
 INT_BOUND_MSM_2_24_MS = 70.0
+INLINE_VARIANT = False  # --inline-variant: also time the msm_inline build (its NVRTC build takes about a minute)
 
 
 def row(item: str, value: str, target: str = "") -> None:
@@ -236,7 +240,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
         eng.msm(bases, sc, None, None, profile=prof)
         entry["steps_ms"] = prof
         print("    steps (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in prof.items() if k != "window"))
-        if logn >= 20:  # A/B: Fq multiplication inlined into the point formulas (module msm_inline)
+        if logn >= 20 and INLINE_VARIANT:  # A/B: Fq multiplication inlined into the point formulas (msm_inline)
             t0 = time.perf_counter()
             inl = G1Msm(0, "msm_inline")
             build_s = time.perf_counter() - t0
@@ -264,6 +268,47 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
         del bases, sc
         cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["msm"] = res
+    g2_bench([x for x in sizes if x <= 22], repeats)
+
+
+def g2_bench(sizes: list[int], repeats: int) -> None:
+    """G2 MSM (the device ``b_g2``): 2^12 distinct points tiled, random full-width scalars; checked against
+    arkworks at 2^12."""
+    import cupy
+    from py_arkworks_bls12381 import G2Point, Scalar
+
+    from gputrace.prover.backends.cuda_msm import G2Msm, default_window, xyzz_to_g2
+    from gputrace.prover.encoding import g2_to_affine_limbs
+    from gputrace.prover.field import limbs_to_scalars
+
+    P = 1 << 12
+    base = [G2Point() * Scalar(7 + 1000003 * i) for i in range(16)]
+    pts, acc = [], base[0]
+    for i in range(P):
+        acc = acc + base[i % 16]
+        pts.append(acc)
+    eng = G2Msm(0)
+    dbase = eng.load_bases(g2_to_affine_limbs(pts), None)
+    sc = rand_fr(P)[0]
+    ok = xyzz_to_g2(eng.msm(dbase, sc, None, None).get()) == G2Point.multiexp_unchecked(pts, limbs_to_scalars(sc.get()))
+    res = {"matches_arkworks_2_12": bool(ok)}
+    for logn in sizes:
+        n = 1 << logn
+        bases = cupy.tile(dbase, (max(1, n // P), 1))[:n] if n > P else dbase[:n]
+        sc = rand_fr(n)[0]
+        eng.msm(bases, sc, None, None).get()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            eng.msm(bases, sc, None, None).get()
+            times.append((time.perf_counter() - t0) * 1e3)
+        prof: dict = {}
+        eng.msm(bases, sc, None, None, profile=prof)
+        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=default_window(n), steps_ms=prof)
+        row(f"MSM G2 2^{logn} (c={default_window(n)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
+        del bases, sc
+        cupy.get_default_memory_pool().free_all_blocks()
+    RESULTS["msm_g2"] = res
 
 
 # -- 5. H2D -----------------------------------------------------------------------------------
@@ -400,6 +445,42 @@ def multi_bench(sizes: list[int], keys: Path, gpus: int) -> None:
         (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
 
 
+# -- 8. prover (issue 13/17 measures) and 9. cupti -------------------------------------------
+def prover_bench(logn: int, keys: Path, batch: int, gpus: int) -> None:
+    """``benchmarks/bench_prover_gpu.py``: before/after proof, batch throughput on 1 and N GPUs, CUPTI share."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_prover_gpu.py"), "--logn", str(logn), "--keys", str(keys),
+           "--batch", str(batch), "--gpus", str(gpus)]
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    res = json.loads((OUT / "bench_prover_gpu.json").read_text())
+    RESULTS["prover"] = res
+    if rc:
+        raise RuntimeError(f"bench_prover_gpu.py exited {rc}")
+    if "before" in res:
+        row(f"2^{logn} proof, host paths (before)", f"{res['before']['wall_s']:.2f} s")
+    if "after" in res:
+        row(f"2^{logn} proof, device paths", f"{res['after']['median_wall_s']:.3f} s (median)", "<= 1.5 s")
+    if "batch_1gpu" in res:
+        row(f"batch {batch} x 2^{logn}, 1 GPU", f"{res['batch_1gpu']['proofs_per_s']:.2f} proofs/s", ">= 2")
+    if f"batch_{gpus}gpu" in res:
+        m = res[f"batch_{gpus}gpu"]
+        row(f"batch {batch} x 2^{logn}, {gpus} GPUs", f"{m['proofs_per_s']:.2f} proofs/s, {m['scaling']:.2f}x",
+            ">= 1.8x")
+    if "cupti" in res and res["cupti"].get("share") is not None:
+        row(f"2^{logn} kernel-busy share", f"{100 * res['cupti']['share']:.0f} %", ">= 70 %")
+
+
+def cupti_bench() -> None:
+    """``benchmarks/bench_cupti.py`` (the CUPTI collection's own benchmark), when it exists."""
+    script = ROOT / "benchmarks" / "bench_cupti.py"
+    if not script.exists():
+        row("cupti", "skipped: benchmarks/bench_cupti.py not present")
+        return
+    rc = subprocess.run([sys.executable, str(script)], cwd=ROOT).returncode
+    row("cupti (bench_cupti.py)", f"exit {rc}")
+    if rc:
+        raise RuntimeError(f"bench_cupti.py exited {rc}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller test sizes and fewer repeats")
@@ -411,11 +492,17 @@ def main() -> int:
     ap.add_argument("--no-cpu-proof", action="store_true")
     ap.add_argument("--warmup", type=int, default=1, help="untimed CUDA proofs before the first proof size")
     ap.add_argument("--no-tracer-bench", action="store_true", help="skip benchmarks/bench_tracer.py --cuda")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: build,tests,ntt,msm,h2d,proof,multi")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: build,tests,ntt,msm,h2d,proof,multi,"
+                    "prover,cupti")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--multi", default="", help="log2 constraint counts for the multi-GPU section ('' to skip)")
     ap.add_argument("--gpus", type=int, default=0, help="GPUs for the multi-GPU section (default: all visible)")
+    ap.add_argument("--prover", type=int, default=0, help="log2 size for bench_prover_gpu.py (0: skip)")
+    ap.add_argument("--prover-batch", type=int, default=8, help="circuits of the prover section's batch runs")
+    ap.add_argument("--inline-variant", action="store_true", help="MSM section: also the inlined-Fq build")
     a = ap.parse_args()
+    global INLINE_VARIANT
+    INLINE_VARIANT = a.inline_variant
     skip = set(filter(None, a.skip.split(",")))
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     if "build" not in skip:
@@ -432,6 +519,10 @@ def main() -> int:
         section("proof", proof_bench, ints(a.proof), Path(a.keys), not a.no_cpu_proof, a.warmup)
     if "multi" not in skip and a.multi:
         section("multi", multi_bench, ints(a.multi), Path(a.keys), a.gpus)
+    if "prover" not in skip and a.prover:
+        section("prover", prover_bench, a.prover, Path(a.keys), a.prover_batch, a.gpus or 2)
+    if "cupti" not in skip:
+        section("cupti", cupti_bench)
     (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     dev = RESULTS.get("device", {})
     print(f"\n== summary ({RESULTS['date']}, {dev.get('name', '?')}, {dev.get('sms', '?')} SMs) ==")

@@ -2,7 +2,8 @@
 
 A device's activity is the union of its device intervals (CUDA-event times where
 recorded, else the host times of ``gpu``-kind spans; on a device with GPU activity spans, only
-those: kernel truth, see `_common.device_activity`). An
+those: kernel truth, see `_common.device_activity`; ``IdleGaps.kernel_basis`` says which, per
+device group). An
 idle gap is time between two merged activity segments of one device in one run; with
 ``edges=True`` the time from the run's first span to the device's first activity (and
 from its last activity to the run's end) counts too, marked as leading/trailing.
@@ -33,6 +34,7 @@ from gputrace.analysis._common import (
     uncovered,
     union_by_group,
 )
+from gputrace.analysis.gpu_activity import activity_index
 from gputrace.timeline.model import Timeline
 
 BETWEEN, LEADING, TRAILING = 0, 1, 2
@@ -103,6 +105,7 @@ class IdleGaps:
     groups: list[tuple[str, str, int]] = field(default_factory=list)
     busy_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     has_activity: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    kernel_basis: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per group: activity spans used
 
     def __len__(self) -> int:
         return int(len(self.start))
@@ -211,6 +214,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         groups=[(runs[int(r)], hosts[int(h)], int(d)) for r, h, d in zip(g_run, g_host, g_dev)],
         busy_ns=busy,
         has_activity=has_act,
+        kernel_basis=activity_index(tl).mask(tl.n)[grow],
     )
 
 

@@ -17,7 +17,8 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
 
     Returns None after printing ``gputrace <command>: <reason>`` (control characters made visible) to stderr when a file cannot be read
     (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
-    caller then exits with status 1. Raises nothing else.
+    caller then exits with status 1. With ``lenient``, what was skipped is printed to stderr
+    (``gputrace <command>: --lenient skipped 2 lines skipped, ...``). Raises nothing else.
     """
     import os
 
@@ -32,7 +33,19 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     except (OSError, ValueError) as exc:
         print(f"gputrace {command}: {visible(exc)}", file=sys.stderr)
         return None
+    note = skipped_note(tl) if lenient else ""
+    if note:
+        print(f"gputrace {command}: --lenient skipped {note}", file=sys.stderr)
     if tl.n == 0:
         print(f"gputrace {command}: {empty_message}", file=sys.stderr)
         return None
     return tl
+
+
+def skipped_note(tl: Timeline) -> str:
+    """What a lenient read skipped, as the reader counted it (``LoadReport.summary()``, made inert),
+    or '' when nothing was skipped."""
+    from gputrace.timeline.errors import LoadReport
+
+    rep = tl.load_report
+    return visible(rep.summary()) if isinstance(rep, LoadReport) and not rep.ok else ""

@@ -81,6 +81,21 @@ def summary_table(result):
     return t
 
 
+def trace_delivery_warnings() -> list[str]:
+    """One warning per sink of the run's recorder that did not deliver every span (a collector down or
+    refusing, a full disk), with its last error: the run's summary (``gputrace.trace.shutdown()`` returns
+    it again once the run has shut the recorder down). Empty when everything arrived."""
+    from gputrace.textsafe import visible
+    from gputrace.trace import shutdown
+
+    out = []
+    for s in shutdown().sinks:
+        if s.dropped or (s.errors and not s.exported):
+            why = f"; last error: {s.errors[-1]}" if s.errors else ""
+            out.append(visible(f"warning: {s.name}: {s.dropped} of {s.exported + s.dropped} spans not delivered{why}"))
+    return out
+
+
 def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -120,6 +135,8 @@ def run(args) -> int:
     out = Console()
     if result.notice:
         err.print(result.notice, soft_wrap=True)
+    for line in trace_delivery_warnings():
+        err.print(line, soft_wrap=True, markup=False, highlight=False)
     out.print(summary_table(result))
     n = len(result.proof_paths)
     ok = sum(result.verified)

@@ -1,5 +1,6 @@
-"""``gputrace report TRACE...``: summary, stalls, pinning and unattributed time as text tables
-(rich) or JSON. Wiring only: the numbers come from ``gputrace.analysis``."""
+"""``gputrace report TRACE...``: summary, GPU idle totals, the ranked stalls list, pinning and
+the critical path as text tables (rich) or JSON. Wiring only: the numbers come from
+`gputrace.analysis.report.analyse_timeline`, the same composition the TUI panels show."""
 
 from __future__ import annotations
 
@@ -30,63 +31,26 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (OTLP JSON lines, Chrome JSON, nsys SQLite)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     p.add_argument("--no-by-device", dest="by_device", action="store_false", help="phase statistics over all devices together")
-    p.add_argument("--min-gap", type=parse_duration, default=None,
-                   help="smallest GPU idle gap to list (default: 0.1%% of wall time, at least 1 µs)")
+    p.add_argument("--min-gap", type=parse_duration, default=None, metavar="DURATION",
+                   help="smallest time lost for a stalls row to be listed (default: 0.1%% of wall time, at least "
+                        "1 µs); totals (busy, idle, waits) always count every gap")
     p.add_argument("--wait-margin", type=parse_duration, default=1_000_000,
                    help="host time beyond device time that counts as a wait (default 1ms)")
     p.add_argument("--pageable-gbps", type=float, default=None,
                    help="pageable host-to-device bandwidth to weigh pinning against (GB/s)")
-    p.add_argument("--top", type=int, default=10, help="rows per stall/unattributed table (default 10)")
+    p.add_argument("--top", type=int, default=None, help="stalls rows to list (default 20, as the TUI's stalls panel)")
     p.add_argument("--lenient", action="store_true", help="skip unreadable lines/spans instead of failing")
     p.set_defaults(func=run)
     return p
 
 
-def analyse(tl, *, by_device=True, min_gap=None, wait_margin=1_000_000, pageable_gbps=None, top=10) -> dict:
-    """Everything the report shows, as plain JSON-able data (also the ``--json`` output)."""
-    from gputrace.analysis import (
-        critical_path_summary,
-        gpu_idle_gaps,
-        host_waits,
-        phase_stats,
-        pinning_economics,
-        unattributed_time,
-        wall_ns,
-    )
-    from gputrace.analysis.gpu_summary import gpu_summary
+def analyse(tl, *, by_device=True, min_gap=None, wait_margin=1_000_000, pageable_gbps=None, top=None) -> dict:
+    """Everything the report shows, as plain JSON-able data (also the ``--json`` output):
+    `gputrace.analysis.report.analyse_timeline`, the composition the TUI panels use too."""
+    from gputrace.analysis.report import DEFAULT_TOP, analyse_timeline
 
-    wall = wall_ns(tl)
-    if min_gap is None:
-        min_gap = max(1_000, wall // 1000)
-    gaps = gpu_idle_gaps(tl, min_gap_ns=min_gap)
-    waits = host_waits(tl, margin_ns=wait_margin)
-    un = unattributed_time(tl, min_ns=min_gap)
-    pins = pinning_economics(tl, pageable_gbps)
-    busy: dict[int, int] = {}
-    for (_, _, dev), b in zip(gaps.groups, gaps.busy_ns.tolist()):
-        busy[dev] = busy.get(dev, 0) + b
-    idle = gaps.idle_by_device()
-    return {
-        "spans": tl.n,
-        "t0": tl.t0,
-        "wall_ns": wall,
-        "phases": [s.to_dict() for s in phase_stats(tl, by_device=by_device)],
-        "gpu_idle": {
-            "min_gap_ns": min_gap,
-            "per_device": [{"device": d, "busy_ns": busy.get(d, 0), "idle_ns": idle.get(d, 0)} for d in sorted(set(busy) | set(idle))],
-            "largest": [
-                {"device": g.device, "start": g.start, "end": g.end, "duration_ns": g.duration, "edge": g.edge,
-                 "host_activity": [{"phase": p, "ns": ns} for p, ns in g.host_activity], "text": g.describe()}
-                for g in gaps.largest(top)
-            ],
-            "count": len(gaps),
-        },
-        "host_waits": waits.total_by()[:top],
-        "pinning": [r.to_dict() | {"text": r.describe()} for r in pins] if any(r.overhead_ns for r in pins) else [],
-        "unattributed": un.by_path(tl)[:top],
-        "critical_path": critical_path_summary(tl)[:top],
-        "gpu_activity": gpu_summary(tl, top=top),
-    }
+    return analyse_timeline(tl, by_device=by_device, min_lost_ns=min_gap, wait_margin_ns=wait_margin,
+                            pageable_gbps=pageable_gbps, top=DEFAULT_TOP if top is None else top).to_dict()
 
 
 def _fmt(ns) -> str:
@@ -95,6 +59,10 @@ def _fmt(ns) -> str:
     if ns is None or (isinstance(ns, float) and math.isnan(ns)):
         return "-"
     return fmt_ns(ns)
+
+
+def _dev(d) -> str:
+    return "all" if d is None else ("host" if d < 0 else f"GPU {d}")
 
 
 def _row(t, *cells) -> None:
@@ -116,68 +84,56 @@ def render(data: dict, console) -> None:
                    ("median", "right"), ("p95", "right"), ("share", "right"), ("device time", "right")):
         t.add_column(col, justify=j)
     for s in data["phases"]:
-        dev = "all" if s["device"] is None else ("host" if s["device"] < 0 else f"GPU {s['device']}")
         gpu = f"{_fmt(s['gpu_total_ns'])} ({s['gpu_count']})" if s["gpu_count"] else "-"
-        _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), dev, str(s["count"]), _fmt(s["total_ns"]), _fmt(s["mean_ns"]),
-                  _fmt(s["median_ns"]), _fmt(s["p95_ns"]), f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
+        _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), _dev(s["device"]), str(s["count"]), _fmt(s["total_ns"]),
+                  _fmt(s["mean_ns"]), _fmt(s["median_ns"]), _fmt(s["p95_ns"]),
+                  f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
     console.print(t)
 
     gi = data["gpu_idle"]
-    t = Table(title=f"GPU idle (gaps of at least {_fmt(gi['min_gap_ns'])}: {gi['count']})", title_justify="left")
-    for col in ("device", "busy", "idle", "idle share"):
-        t.add_column(col, justify="left" if col == "device" else "right")
-    for d in gi["per_device"]:
-        tot = d["busy_ns"] + d["idle_ns"]
-        _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), f"{d['idle_ns'] / tot:.1%}" if tot else "-")
-    console.print(t)
-    if gi["largest"]:
-        t = Table(title="Largest GPU idle gaps", title_justify="left")
-        t.add_column("at (s from start)", justify="right")
-        t.add_column("gap")
-        t0 = data["t0"]
-        for g in gi["largest"]:
-            _row(t, f"{(g['start'] - t0) / 1e9:.3f}", g["text"])
+    if gi["per_device"]:
+        t = Table(title=f"GPU idle (every gap counted: {gi['gaps']:,})", title_justify="left")
+        for col in ("device", "busy", "idle", "idle share", "gaps", "longest gap", "basis"):
+            t.add_column(col, justify="left" if col == "device" else "right")
+        for d in gi["per_device"]:
+            share = "-" if d["idle_share"] is None else f"{d['idle_share']:.1%}"
+            _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), share, f"{d['gaps']:,}",
+                      _fmt(d["longest_ns"]), d["basis"])
         console.print(t)
 
-    if data["host_waits"]:
-        t = Table(title="Host waits", title_justify="left")
-        for col in ("kind", "phase", "device", "count", "waited"):
-            t.add_column(col, justify="right" if col in ("count", "waited") else "left")
-        for w in data["host_waits"]:
-            _row(t, w["kind"], w["phase"], "host" if w["device"] < 0 else f"GPU {w['device']}", str(w["count"]), _fmt(w["wait_ns"]))
+    if data["stalls"]:
+        t = Table(title="Stalls (repeats grouped, largest time lost first)", title_justify="left")
+        for col, j in (("what", "left"), ("lost", "right"), ("count", "right"), ("at (s)", "right"), ("detail", "left")):
+            t.add_column(col, justify=j)
+        t0 = data["t0"]
+        for s in data["stalls"]:
+            _row(t, s["category"], _fmt(s["lost_ns"]), f"{s['count']:,}", f"{(s['start'] - t0) / 1e9:.3f}", s["text"])
         console.print(t)
+    console.print(rich_text(data["listing"]["text"], style="dim"))
 
     if data["pinning"]:
         t = Table(title="Pinning economics", title_justify="left")
         for col in ("device", "pin", "unpin", "pinned", "per GiB", "h2d", "h2d GB/s", "break-even GB/s", "net"):
             t.add_column(col, justify="left" if col == "device" else "right")
         for r in data["pinning"]:
-            dev = "all" if r["device"] is None else ("host" if r["device"] < 0 else f"GPU {r['device']}")
             gb = f"{r['pin_bytes'] / (1 << 30):.3g} GiB" if r["pin_bytes"] > 0 else "-"
 
             def g(x):
                 return "-" if x is None or x != x else f"{x:.3g}"
 
             net = r["net_ns"]
-            _row(t, dev, _fmt(r["pin_ns"]), _fmt(r["unpin_ns"]), gb, _fmt(r["pin_ns_per_gib"]), _fmt(r["h2d_ns"]),
-                      g(r["h2d_gbps"]), g(r["effective_gbps"]), "-" if net != net else ("+" if net >= 0 else "-") + _fmt(abs(net)))
+            _row(t, _dev(r["device"]), _fmt(r["pin_ns"]), _fmt(r["unpin_ns"]), gb, _fmt(r["pin_ns_per_gib"]),
+                      _fmt(r["h2d_ns"]), g(r["h2d_gbps"]), g(r["effective_gbps"]),
+                      "-" if net != net else ("+" if net >= 0 else "-") + _fmt(abs(net)))
         console.print(t)
         for r in data["pinning"]:
             console.print(rich_text("  " + r["text"]))
-
-    if data["unattributed"]:
-        t = Table(title="Unattributed time (parent time no child span covers)", title_justify="left")
-        for col in ("path", "count", "parent time", "unattributed", "share"):
-            t.add_column(col, justify="left" if col == "path" else "right")
-        for u in data["unattributed"]:
-            _row(t, u["path"], str(u["count"]), _fmt(u["duration_ns"]), _fmt(u["unattributed_ns"]), f"{u['fraction']:.1%}")
-        console.print(t)
 
     if data["critical_path"]:
         t = Table(title="Critical path of the prove roots", title_justify="left")
         for col in ("phase", "on path", "share"):
             t.add_column(col, justify="left" if col == "phase" else "right")
-        for c in data["critical_path"]:
+        for c in data["critical_path"][:10]:
             _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
 

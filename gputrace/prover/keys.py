@@ -152,7 +152,7 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
             domain_size=int(meta["domain_size"]), num_inputs=int(meta["num_inputs"]),
             num_vars=int(meta["num_vars"]), fingerprint=fp,
             # The rows as read (no copy unless stored column-major: raw is read as a buffer, in row order).
-            raw={k: np.ascontiguousarray(arrays[k]) for k in ("a", "b_g1", "l", "h")},  # G1 rows for load_bases
+            raw={k: np.ascontiguousarray(arrays[k]) for k in ("a", "b_g1", "b_g2", "l", "h")},  # rows for load_bases
         )
     except KeyError as exc:
         raise KeyError_(f"{path}: missing field {exc}") from None

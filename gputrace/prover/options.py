@@ -71,6 +71,10 @@ class ProveOptions:
     and ``devices`` (its ``device_count()`` is used); ``run_prove`` still closes it.
     ``synthesis_workers``: synthesis processes (None = one per CPU; 1 = synthesis in the host thread, no
     processes). With more workers than circuits each circuit is split into ``workers // circuits`` parts.
+    ``synthesis``: ``"host"`` (R1CS built in Python processes; A1/A2 act here), ``"device"`` (the witness
+    generated on the device from a plan, ``witness_plan.py``; ValueError if the backend cannot) or ``"auto"``
+    (device where the backend supports it). ``b_g2``: ``"host"`` (the G2 MSM on the CPU pool, overlapping the
+    device work; A4 acts here), ``"device"`` (a G2 MSM on the device after ``msm_b_g1``) or ``"auto"``.
     """
 
     constraints: int | None = 1 << 10
@@ -90,6 +94,8 @@ class ProveOptions:
     progress: Callable[[str, int, int], None] | None = None
     synthesis_workers: int | None = None
     backend_object: object | None = None
+    synthesis: str = "auto"
+    b_g2: str = "auto"
 
 
 @dataclass

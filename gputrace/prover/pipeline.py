@@ -50,7 +50,10 @@ from .options import OPT_NAMES, ProveOptions, ProveResult
 from .setup import ProvingKey
 from .verify import Proof, verify, write_proof
 from .keys import load_vk
+from .encoding import g2_to_affine_limbs
+from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
+from .witness_plan import make_plan
 
 
 class _Stats:
@@ -82,11 +85,23 @@ def resolve_shape(o: ProveOptions) -> CircuitShape:
     return shape_for_constraints(o.constraints)
 
 
-def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str) -> dict:
+def _resolved(mode: str, backend: str, supported: bool | None) -> str:
+    """Where ``synthesis``/``b_g2`` runs (``host``/``device``); ``auto`` when the backend is not known yet."""
+    if mode != "auto":
+        return mode
+    if supported is not None:
+        return "device" if supported else "host"
+    return {"cpu": "host", "cuda": "device"}.get(backend, "auto")
+
+
+def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str, obj: ProverBackend | None = None) -> dict:
     cfg = {name: (name in o.opts) for name in OPT_NAMES}
+    obj = obj if obj is not None else o.backend_object
     cfg.update(backend=backend, batch=o.batch, devices=o.devices if o.backend_object is None else
                o.backend_object.device_count(), constraints=shape.constraints,
-               challenges=shape.challenges, depth=shape.depth)
+               challenges=shape.challenges, depth=shape.depth,
+               synthesis=_resolved(o.synthesis, backend, None if obj is None else obj.supports_device_witness),
+               b_g2=_resolved(o.b_g2, backend, None if obj is None else obj.supports_g2))
     return cfg
 
 
@@ -95,6 +110,16 @@ def config_for(options: ProveOptions) -> dict:
     ``gputrace.configure(config=...)`` themselves (``configure_tracer=False``). ``backend`` is the
     requested one (``auto`` is not resolved here; ``ProveResult.config`` has the one used)."""
     return config_attrs(options, resolve_shape(options), options.backend)
+
+
+def _where(o: ProveOptions, what: str, supported: bool, backend: ProverBackend) -> bool:
+    """True when ``what`` (``synthesis`` or ``b_g2``) runs on the device. ValueError for a bad choice."""
+    mode = getattr(o, what)
+    if mode not in ("auto", "host", "device"):
+        raise ValueError(f"{what} must be 'auto', 'host' or 'device', got {mode!r}")
+    if mode == "device" and not supported:
+        raise ValueError(f"{what}='device': the {backend.name} backend cannot run it on a device")
+    return mode != "host" and supported
 
 
 def run_prove(options: ProveOptions) -> ProveResult:
@@ -118,8 +143,10 @@ def run_prove(options: ProveOptions) -> ProveResult:
         backend, notice = make_backend(o.backend, o.devices)
     out_dir = Path(o.out_dir)
     key_dir = Path(o.key_dir) if o.key_dir else out_dir / "keys"
-    cfg = config_attrs(o, shape, backend.name)
+    cfg = config_attrs(o, shape, backend.name, backend)
     try:
+        _where(o, "synthesis", backend.supports_device_witness, backend)  # ValueError for a bad choice
+        _where(o, "b_g2", backend.supports_g2, backend)
         out_dir.mkdir(parents=True, exist_ok=True)
         if o.configure_tracer:
             gputrace.configure(trace_file=str(o.trace) if o.trace else None, otlp=o.otlp, config=cfg)
@@ -162,13 +189,19 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                  stats: _Stats, total: int) -> tuple[list[Proof], list[list[int]]]:
     ndev = backend.device_count()
     cpus = cpu_threads()
+    dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
+    dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
     bases = []
     for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
         lane = backend.lanes(d)[0]
         with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
-                         points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h)):
+                         points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h) + (len(pk.b_g2) if dev_g2 else 0)):
             bases.append({name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
                           (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))})
+            if dev_g2:
+                g2_limbs = pk.affine_limbs("b_g2")
+                bases[d]["b_g2"] = backend.load_bases_g2(
+                    "b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pk.b_g2), d)
     g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
     witnesses: list[Future] = []
     b_g2: list[Future] = []
@@ -189,10 +222,10 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
         # Challenge ranges per circuit: at most K, so no process is started that no part can use.
         ranges = split_challenges(shape.challenges, max(1, min(workers // total, shape.challenges)))
         nparts = len(ranges)
-        synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
-        procs = _synthesis_processes(nsynth * nparts) if workers > 1 else None
-        g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
-        g2_msm = HostMsm(cpus, thread_name_prefix="b_g2-part")
+        synth_pool = None if dev_synth else ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
+        procs = _synthesis_processes(nsynth * nparts) if workers > 1 and not dev_synth else None
+        g2_pool = None if dev_g2 else ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
+        g2_msm = None if dev_g2 else HostMsm(cpus, thread_name_prefix="b_g2-part")
         try:
             def synth(i: int) -> Witness:
                 lane = f"thread:synth-{_slot(threading.current_thread().name)}"
@@ -214,9 +247,11 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                     return g2_msm.multiexp(G2Point, pk.b_g2, w.z_limbs)
 
             for i in range(total):
-                wf = synth_pool.submit(synth, i)
+                # Device synthesis: the device worker sets the future when the circuit's witness is back.
+                wf = Future() if dev_synth else synth_pool.submit(synth, i)
                 witnesses.append(wf)
-                b_g2.append(g2_pool.submit(g2, wf))
+                if not dev_g2:
+                    b_g2.append(g2_pool.submit(g2, wf))
             results: list = [None] * total
             errors: list[BaseException] = []
 
@@ -224,12 +259,24 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                 try:
                     lane = backend.lanes(d)[0]
                     mine = list(range(d * o.batch, (d + 1) * o.batch))
-                    ws = [witnesses[i].result() for i in mine]
-                    for i, pr in zip(mine, _device_work(o, backend, lane, bases[d], pk, ws, b_g2, stats, ctx)):
+                    if dev_synth:
+                        src = [make_plan(shape, o.seed, i) for i in mine]
+                    else:
+                        src = [witnesses[i].result() for i in mine]
+
+                    def publish(w: Witness) -> None:
+                        witnesses[w.circuit].set_result(w)
+                        progress("synthesis")
+
+                    for i, pr in zip(mine, _device_work(o, backend, lane, bases[d], pk, src, publish, b_g2 or None,
+                                                        stats, ctx)):
                         results[i] = pr
                         progress("proof")
                 except BaseException as exc:  # surfaced on the caller's thread below
                     errors.append(exc)
+                    for i in range(d * o.batch, (d + 1) * o.batch):  # release b_g2 threads waiting for a witness
+                        if dev_synth and not witnesses[i].done():
+                            witnesses[i].set_exception(exc)
 
             threads = [threading.Thread(target=worker, args=(d,), name=f"cpu-worker-{d}") for d in range(ndev)]
             for t in threads:
@@ -239,11 +286,13 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
             if errors:
                 raise errors[0]
         finally:
-            synth_pool.shutdown(wait=True, cancel_futures=True)
+            if synth_pool is not None:
+                synth_pool.shutdown(wait=True, cancel_futures=True)
             if procs is not None:
                 procs.shutdown(wait=True, cancel_futures=True)
-            g2_pool.shutdown(wait=True, cancel_futures=True)
-            g2_msm.close()
+            if g2_pool is not None:
+                g2_pool.shutdown(wait=True, cancel_futures=True)
+                g2_msm.close()
     return results, [wf.result().public_inputs for wf in witnesses]
 
 
@@ -266,26 +315,46 @@ def _slot(thread_name: str) -> str:
 
 
 def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases: dict, pk: ProvingKey,
-                 ws: list[Witness], b_g2: list[Future], stats: _Stats, ctx) -> list[Proof]:
-    """One device's batch: returns one proof per witness (runs on that device's worker thread)."""
+                 src: list, publish, b_g2: list[Future] | None, stats: _Stats, ctx) -> list[Proof]:
+    """One device's batch: returns one proof per circuit (runs on that device's worker thread).
+
+    ``src``: the circuits' ``Witness``es (host synthesis) or ``WitnessPlan``s (device synthesis: the
+    ``synthesis`` phase is then a device phase, and each witness is handed to ``publish`` as soon as its
+    assignment is back on the host, which starts its host ``b_g2``). ``b_g2``: the host pool's futures
+    per circuit, or None for a device G2 MSM (``bases["b_g2"]``).
+    """
     dl = f"{backend.name}:{lane.index}"
     kw = dict(device=lane.device, lane=lane.lane, stream=lane.stream, batch=0)
     if lane.stream is None:  # CPU lanes: say so in the span kind instead of the vocabulary's "gpu"
         kw["kind"] = "host"
     top = dict(kw, parent=ctx)  # top-level device phases: children of the prove root
-    nb, n = len(ws), pk.domain_size
-    # Layout [a_0..a_nb-1, b_0.., c_0..] so a, b and c are contiguous row blocks.
-    host = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * nb, n, 4))
+    nb, n = len(src), pk.domain_size
     pinned = None
     proofs: list[Proof] = []
+    zdev: list = [None] * nb
     try:
-        if "b1" in o.opts:
-            with stats.phase("pin", dl, **dict(top, bytes=host.nbytes, kind="pin")) as p:
-                pinned = backend.pin(host)
-                p.set("pinned", pinned.pinned)
-                p.set("pin.method", "page-locked" if pinned.pinned else "staging-copy")
-        with stats.phase("h2d", dl, bytes=host.nbytes, **top):
-            dev = backend.h2d(pinned if pinned is not None else host, lane.index, lane)
+        if src and not isinstance(src[0], Witness):
+            with stats.phase("synthesis", dl, **dict(top, circuits=nb, where="device",
+                                                     constraints=src[0].num_constraints)):
+                dev, zdev = backend.device_witness(src, n, lane.index, lane)
+                ws = []
+                for plan, zd in zip(src, zdev):
+                    z = backend.d2h(zd, lane)  # canonical limbs: ones, D4 plans, a host b_g2
+                    public = [limbs_to_ints(z[1:2])[0]] + [int(x) for x in plan.indices]
+                    ws.append(Witness(plan.circuit, public, z, None, plan.num_inputs, plan.num_constraints))
+            for w in ws:
+                publish(w)
+        else:
+            ws = src
+            # Layout [a_0..a_nb-1, b_0.., c_0..] so a, b and c are contiguous row blocks.
+            host = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * nb, n, 4))
+            if "b1" in o.opts:
+                with stats.phase("pin", dl, **dict(top, bytes=host.nbytes, kind="pin")) as p:
+                    pinned = backend.pin(host)
+                    p.set("pinned", pinned.pinned)
+                    p.set("pin.method", "page-locked" if pinned.pinned else "staging-copy")
+            with stats.phase("h2d", dl, bytes=host.nbytes, **top):
+                dev = backend.h2d(pinned if pinned is not None else host, lane.index, lane)
         with stats.phase("ntt", dl, **top):
             with stats.phase("intt_abc", dl, **kw):
                 dev = backend.ntt(dev, inverse=True, coset=False, lane=lane)
@@ -311,16 +380,24 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
                 ba = backend.batch_add_g1(bases["a"], ones, lane=lane)
                 bb = backend.batch_add_g1(bases["b_g1"], ones, lane=lane)
                 bl = backend.batch_add_g1(bases["l"], ones[ni:], lane=lane)
+            with stats.phase("h2d", dl, bytes=tail.nbytes, what="tail scalars", **ckw):
+                tdev = backend.h2d(tail, lane.index, lane)  # once for the three tail MSMs
             with stats.phase("msm_l", dl, **ckw):
                 sl = tail[ni:]
-                ml = backend.msm_g1(bases["l"], sl, plan=plan_msm(sl) if d4 else None, lane=lane)
+                ml = backend.msm_g1(bases["l"], backend.rows(tdev, ni, len(tail)),
+                                    plan=plan_msm(sl) if d4 else None, lane=lane)
             with stats.phase("msm_a", dl, **ckw):
-                ma = backend.msm_g1(bases["a"], tail, plan=plan_msm(tail) if d4 else None, lane=lane)
+                tplan = plan_msm(tail) if d4 else None  # A and B_G1 share their scalars, so their plan
+                ma = backend.msm_g1(bases["a"], tdev, plan=tplan, lane=lane)
             with stats.phase("msm_b_g1", dl, **ckw):
-                mb = backend.msm_g1(bases["b_g1"], tail, plan=plan_msm(tail) if d4 else None, lane=lane)
+                mb = backend.msm_g1(bases["b_g1"], tdev, plan=tplan, lane=lane)
             hkw = {k: v for k, v in ckw.items() if k != "stream"}
-            with stats.phase("sync", dl, **dict(hkw, kind="sync", waits_for="b_g2")):
-                g2 = b_g2[w.circuit].result()
+            if b_g2 is None:
+                with stats.phase("b_g2", dl, **ckw):
+                    g2 = backend.msm_g2(bases["b_g2"], zdev[j] if zdev[j] is not None else z, lane=lane)
+            else:
+                with stats.phase("sync", dl, **dict(hkw, kind="sync", waits_for="b_g2")):
+                    g2 = b_g2[w.circuit].result()
             with stats.phase("assemble", dl, **hkw):
                 proofs.append(_assemble(pk, ma + ba, mb + bb, ml + bl, mh, g2))
     finally:

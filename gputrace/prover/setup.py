@@ -47,13 +47,16 @@ class ProvingKey:
     raw: dict | None = None
 
     def affine_limbs(self, name: str) -> np.ndarray | None:
-        """G1 query ``name`` (``a``, ``b_g1``, ``l``, ``h``) as ``uint64`` ``(n, 2, 6)`` affine limbs, a view of
-        ``raw`` (what ``encoding.g1_to_affine_limbs`` gives, without per-point work); None without ``raw``."""
+        """Query ``name`` as affine limbs, a view of ``raw`` (what ``encoding.g1_to_affine_limbs`` /
+        ``g2_to_affine_limbs`` give, without per-point work): G1 (``a``, ``b_g1``, ``l``, ``h``) ``(n, 2, 6)``,
+        G2 (``b_g2``) ``(n, 2, 2, 6)``; None without ``raw``."""
         buf = (self.raw or {}).get(name)
-        if buf is None or name == "b_g2":
+        if buf is None:
             return None
         arr = np.frombuffer(buf, dtype="<u8")
         n = len(getattr(self, name))
+        if name == "b_g2":
+            return arr.reshape(n, 2, 2, 6) if arr.size == 24 * n else None
         return arr.reshape(n, 2, 6) if arr.size == 12 * n else None
 
 

@@ -195,15 +195,17 @@ class Timeline:
                             break
                         k += 1
         parent[parent == np.arange(n)] = -1  # a span that names itself as parent is a root
+        _break_parent_cycles(parent, c["start"])
         c["parent"] = parent
-        # Depth: iterate parent pointers (depth is small, <= ~10 levels in practice).
+        # Depth: iterate parent pointers (depth is small, <= ~10 levels in practice; no cycles are left,
+        # so this ends after the longest chain).
         depth = np.zeros(n, dtype=np.int16)
         cur = parent.copy()
-        for _ in range(64):
+        while True:
             m = cur >= 0
             if not m.any():
                 break
-            depth[m] += 1
+            depth[m] = np.minimum(depth[m] + 1, np.iinfo(np.int16).max)
             cur[m] = parent[cur[m]]
         c["depth"] = depth
 
@@ -376,3 +378,32 @@ class Timeline:
 
     def iter_lanes(self) -> Iterator[tuple[int, Lane]]:
         return iter(enumerate(self.lanes))
+
+
+def _break_parent_cycles(parent: np.ndarray, start: np.ndarray) -> int:
+    """Make every parent chain end at a root: in each cycle of parent links (A -> B -> A, written by a
+    broken or hostile writer), the earliest-starting span becomes a root. In place; returns the number
+    of cycles broken. Vectorised until only rows with chains longer than 64 remain, then one walk over
+    those (O(rows on long chains))."""
+    cur = parent.copy()
+    for _ in range(64):
+        m = cur >= 0
+        if not m.any():
+            return 0
+        cur[m] = parent[cur[m]]
+    state = np.zeros(len(parent), dtype=np.int8)  # 0 unseen, 1 on the current walk, 2 done
+    broken = 0
+    for r in np.flatnonzero(cur >= 0).tolist():
+        path = []
+        x = r
+        while x >= 0 and state[x] == 0:
+            state[x] = 1
+            path.append(x)
+            x = int(parent[x])
+        if x >= 0 and state[x] == 1:  # the walk came back to itself: a cycle from x
+            cycle = path[path.index(x):]
+            root = min(cycle, key=lambda k: (int(start[k]), k))
+            parent[root] = -1
+            broken += 1
+        state[path] = 2
+    return broken

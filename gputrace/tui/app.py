@@ -306,13 +306,15 @@ class GputraceApp(SearchFilter, App):
     # ---- analysis (worker thread) -----------------------------------------------------
     @work(thread=True, exclusive=True, group="analysis")
     def _analyse(self, index: TimelineIndex, gen: int, by_device: bool) -> None:
-        from gputrace.analysis.stats import phase_stats
+        from gputrace.analysis.report import analyse_timeline
 
         tl = index.timeline
         t = time.monotonic()
         try:
-            ov = compute_overlays(tl, index.origin)
-            stats = phase_stats(tl, by_device=by_device)
+            # The composition `gputrace report` prints: one policy, the same rows.
+            analysis = analyse_timeline(tl, by_device=by_device, critical=False)
+            ov = compute_overlays(tl, index.origin, analysis)
+            stats = analysis.phases
         except Exception as e:  # analysis must never take the viewer down
             ov, stats = Overlays(notes=[f"analysis failed: {type(e).__name__}: {e}"]), []
         self._analysis_cost = time.monotonic() - t

@@ -1,14 +1,13 @@
-"""Analysis results prepared for drawing: what `gputrace.analysis` found, as interval
-indexes the Gantt can draw and rows the stalls panel can list.
+"""Analysis results prepared for drawing: what `gputrace.analysis.report.analyse_timeline`
+found, as interval indexes the Gantt can draw and rows the stalls panel can list.
 
-Pure (no Textual); runs on a worker thread. Only calls the analysis engineer's public
-functions; each part is optional so a Timeline without GPUs (or an analysis function
-that is not there) just gives fewer overlays.
+Pure (no Textual); runs on a worker thread. A Timeline without GPUs just gives fewer overlays.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +15,9 @@ from gputrace.timeline.model import Timeline
 from gputrace.tui.index import IntervalIndex
 from gputrace.tui.layout import format_duration
 from gputrace.tui.render import IDLE
+
+if TYPE_CHECKING:
+    from gputrace.analysis.report import TimelineAnalysis
 
 
 @dataclass
@@ -58,21 +60,32 @@ class Overlays:
 MARK_WAIT, MARK_UNATTR = 0, 1
 
 
-def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 12, min_gap_ns: int = 0) -> Overlays:
-    """Idle gaps, host waits, pinning and unattributed time from `gputrace.analysis`.
+def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | None" = None) -> Overlays:
+    """Overlays and stall rows from `gputrace.analysis.report.analyse_timeline` (computed here
+    when ``analysis`` is None): the composition ``gputrace report`` prints, under its listing
+    policy, so the panel lists the same rows as the report for one file.
 
-    Every gap and mark is drawn; the list keeps the ``max_items`` largest of each category
-    (idle, wait, unattributed) plus every pinning report, largest time lost first."""
+    Every gap and mark is drawn (totals count every gap); ``items`` are the listed stalls,
+    largest time lost first, and ``notes`` ends with the listing line (what was left out)."""
     out = Overlays()
     if tl.n == 0:
         return out
-    _gaps(tl, origin, out, max_items, min_gap_ns)
+    if analysis is None:
+        from gputrace.analysis.report import analyse_timeline
+
+        analysis = analyse_timeline(tl, critical=False)
+    _gaps(analysis.gaps, origin, out)
     marks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
-    _waits(tl, out, max_items, marks)
-    _pinning(tl, out)
-    _unattributed(tl, out, max_items, marks)
-    _launch_gaps(tl, out, max_items, marks)
-    out.items.sort(key=lambda it: -it.amount_ns)  # the biggest loss first, whatever its kind
+    _wait_marks(tl, analysis.waits, marks)
+    u = analysis.unattributed
+    if len(u):
+        marks.append((np.repeat(u.row, np.diff(u.piece_offsets)), u.piece_start, u.piece_end, MARK_UNATTR))
+    if analysis.launch is not None and len(analysis.launch):
+        from gputrace.tui.activity_rows import launch_gap_marks
+
+        launch_gap_marks(tl, analysis.launch, marks)
+    out.items = [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
+    out.notes.append(analysis.listing.describe())
     if marks:
         out.marks_row = np.concatenate([m[0] for m in marks]).astype(np.int64)
         out.marks_start = np.concatenate([m[1] for m in marks]).astype(np.int64)
@@ -81,10 +94,7 @@ def compute_overlays(tl: Timeline, origin: int, *, max_items: int = 12, min_gap_
     return out
 
 
-def _gaps(tl: Timeline, origin: int, out: Overlays, max_items: int, min_gap_ns: int) -> None:
-    from gputrace.analysis import gpu_idle_gaps
-
-    g = gpu_idle_gaps(tl, min_gap_ns=min_gap_ns)
+def _gaps(g, origin: int, out: Overlays) -> None:
     if len(g) == 0:
         return
     hosts = np.array(g.hosts, dtype=object)[g.host]
@@ -93,15 +103,11 @@ def _gaps(tl: Timeline, origin: int, out: Overlays, max_items: int, min_gap_ns: 
         s, e = g.start[m] - origin, g.end[m] - origin
         labels = [f"idle {format_duration(x, 2)}" for x in (e - s).tolist()]
         out.gaps[(h or "?", f"GPU {d}")] = IntervalIndex.of(s, e, IDLE, labels=labels)  # rows.py names "" "?"
-    for gap in g.largest(max_items):
-        out.items.append(StallItem("idle", gap.describe(), gap.start, gap.end, device=gap.device))
 
 
-def _waits(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
-    from gputrace.analysis import host_waits
-    from gputrace.analysis.waits import EXCESS, WAIT_KIND_NAMES
+def _wait_marks(tl: Timeline, w, marks: list) -> None:
+    from gputrace.analysis.waits import EXCESS
 
-    w = host_waits(tl)
     if len(w) == 0:
         return
     c = tl.cols
@@ -112,47 +118,3 @@ def _waits(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
         g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
         s = np.clip(c["start"][rows] + (g1 - g0), c["start"][rows], c["end"][rows])
         marks.append((rows, s, c["end"][rows], MARK_WAIT))
-    top = np.argsort(-w.wait_ns, kind="stable")[:max_items]
-    for i in top.tolist():
-        r = int(w.row[i])
-        dev = int(w.device[i])
-        where = tl.lanes[int(c["lane"][r])].name + ("" if dev < 0 else f" GPU {dev}")
-        what = WAIT_KIND_NAMES[int(w.kind[i])]
-        text = (f"{w.phases[int(w.phase[i])]} on {where}: host waited {format_duration(int(w.wait_ns[i]))}"
-                + (" beyond its device time" if what != "sync" else ""))
-        out.items.append(StallItem("wait", text, int(w.start[i]), int(w.end[i]), r, dev, int(w.wait_ns[i])))
-
-
-def _pinning(tl: Timeline, out: Overlays) -> None:
-    from gputrace.analysis import pinning_economics
-
-    c = tl.cols
-    pin_like = np.isin(c["phase"], [tl.phase_id(p) for p in ("pin", "unpin", "h2d") if tl.phase_id(p) >= 0])
-    for rep in pinning_economics(tl):
-        m = pin_like if rep.device is None else pin_like & (np.where(c["device"] < 0, -1, c["device"]) == rep.device)
-        if not m.any():
-            m = pin_like
-        lo = int(c["start"][m].min()) if m.any() else tl.t0
-        hi = int(c["end"][m].max()) if m.any() else tl.t1
-        out.items.append(StallItem("pin", rep.describe(), lo, hi, device=-1 if rep.device is None else rep.device,
-                                   amount_ns=int(rep.overhead_ns)))
-
-
-def _unattributed(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
-    from gputrace.analysis import unattributed_time
-
-    u = unattributed_time(tl)
-    if len(u) == 0:
-        return
-    counts = np.diff(u.piece_offsets)
-    marks.append((np.repeat(u.row, counts), u.piece_start, u.piece_end, MARK_UNATTR))
-    for i in range(min(len(u), max_items)):
-        r = int(u.row[i])
-        out.items.append(StallItem("unattributed", u.describe(i, tl), int(tl.start[r]), int(tl.end[r]), r,
-                                   int(u.device[i]), int(u.unattributed_ns[i])))
-
-
-def _launch_gaps(tl: Timeline, out: Overlays, max_items: int, marks: list) -> None:
-    from gputrace.tui.activity_rows import launch_gap_overlays
-
-    launch_gap_overlays(tl, max_items, out.items, marks, StallItem)

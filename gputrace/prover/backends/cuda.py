@@ -46,8 +46,9 @@ from ..encoding import g1_to_affine_limbs
 from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost,
                    ProverBackend)
 from .cuda_kernels import check, empty
-from .cuda_msm import G1Msm, xyzz_to_g1
+from .cuda_msm import G1Msm, G2Msm, xyzz_to_g1, xyzz_to_g2
 from .cuda_ntt import FrNtt
+from .cuda_witness import MerkleWitness
 
 
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable (driver_types.h)
@@ -62,6 +63,8 @@ class _Device:
             self.stream = cupy.cuda.Stream(non_blocking=True)
             self.ntt = FrNtt(index)
             self.msm = G1Msm(index)
+            self.msm2 = G2Msm(index)
+            self.witness = MerkleWitness(index, self.ntt)
             cupy.cuda.Device(index).synchronize()
         self.lane = LaneInfo(device=index, lane="stream:0", stream=self.stream, index=index)
 
@@ -70,6 +73,8 @@ class CudaBackend(ProverBackend):
     """CUDA implementation of ``ProverBackend`` over ``devices`` GPUs (0 .. devices-1)."""
 
     name = "cuda"
+    supports_device_witness = True
+    supports_g2 = True
 
     def __init__(self, devices: int = 1) -> None:
         if devices < 1:
@@ -207,36 +212,66 @@ class CudaBackend(ProverBackend):
             check(f"load_bases({name})", d.stream.synchronize)
         return BasesHandle(name, device, len(limbs), data)
 
-    def _finish(self, d: _Device, res, s, what: str):
-        """Copy the 24-limb XYZZ result to the host (``d2h`` + ``sync`` phases) and make a G1Point."""
-        host = np.empty(24, dtype=np.uint64)
+    def _finish(self, d: _Device, res, s, what: str, g2: bool = False):
+        """Copy the XYZZ result (24 words, G2: 48) to the host (``d2h`` + ``sync`` phases) and make a point."""
+        host = np.empty(48 if g2 else 24, dtype=np.uint64)
         with gputrace.phase("d2h", device=d.index, stream=s, bytes=host.nbytes, what=what):
             check(f"cudaMemcpyAsync(D2H {what} result)", res.get, stream=s, out=host)
         with gputrace.phase("sync", device=d.index, lane=d.lane.lane, kind="sync", waits_for=what):
             check(f"cudaStreamSynchronize({what})", s.synchronize)
-        return xyzz_to_g1(host)
+        return xyzz_to_g2(host) if g2 else xyzz_to_g1(host)
 
     def msm_g1(self, bases: BasesHandle, scalars: np.ndarray | DeviceArray, *, plan: MsmPlan | None = None,
                lane: LaneInfo | None = None) -> Any:
+        return self._msm(bases, scalars, plan, lane, g2=False)
+
+    def msm_g2(self, bases: BasesHandle, scalars: np.ndarray | DeviceArray, *, lane: LaneInfo | None = None) -> Any:
+        return self._msm(bases, scalars, None, lane, g2=True)
+
+    def load_bases_g2(self, name: str, affine_limbs: np.ndarray, device: int) -> BasesHandle:
+        d = self._dev(device)
+        if affine_limbs.ndim != 4 or affine_limbs.shape[1:] != (2, 2, 6):
+            raise BackendError(f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
+        with cupy.cuda.Device(device):
+            data = d.msm2.load_bases(affine_limbs, d.stream)
+            check(f"load_bases_g2({name})", d.stream.synchronize)
+        return BasesHandle(name, device, len(affine_limbs), data)
+
+    def device_witness(self, plans, domain_size: int, device: int, lane: LaneInfo | None = None):
+        d = self._dev(device)
+        s = self._stream(device, lane)
+        nb = len(plans)
+        with cupy.cuda.Device(device), s:  # allocated and zero-filled on the stream that fills and reads it
+            abc = check(f"device_witness: a/b/c ({3 * nb} x {domain_size} x 32 bytes)", cupy.zeros,
+                        (3 * nb, domain_size, 4), dtype=np.uint64)
+            zs = []
+            for j, plan in enumerate(plans):
+                z = d.witness.generate(plan, abc[j], abc[nb + j], abc[2 * nb + j], s)
+                zs.append(DeviceArray(z, device, z.shape))
+        return DeviceArray(abc, device, abc.shape), zs
+
+    def _msm(self, bases: BasesHandle, scalars, plan, lane, *, g2: bool) -> Any:
         d = self._dev(bases.device)
+        engine = d.msm2 if g2 else d.msm
+        call = "msm_g2" if g2 else "msm_g1"
         s = self._stream(bases.device, lane)
         with cupy.cuda.Device(bases.device), s:
             if isinstance(scalars, DeviceArray):
                 if scalars.device != bases.device:
-                    raise BackendError(f"cuda msm_g1({bases.name}): scalars on device {scalars.device}, "
+                    raise BackendError(f"cuda {call}({bases.name}): scalars on device {scalars.device}, "
                                        f"bases on {bases.device}")
                 with s:
                     sc = cupy.ascontiguousarray(scalars.data.reshape(-1, 4)).copy()
                 d.ntt.from_mont(sc, s)
             else:
                 host = np.ascontiguousarray(scalars, dtype=np.uint64).reshape(-1, 4)
-                sc = empty(host.shape, np.uint64, f"msm_g1({bases.name}) scalars", bases.device)
+                sc = empty(host.shape, np.uint64, f"{call}({bases.name}) scalars", bases.device)
                 with gputrace.phase("h2d", device=d.index, stream=s, bytes=host.nbytes, what="scalars"):
-                    check(f"cudaMemcpyAsync(H2D msm_g1({bases.name}) scalars)", sc.set, host, stream=s)
+                    check(f"cudaMemcpyAsync(H2D {call}({bases.name}) scalars)", sc.set, host, stream=s)
             if sc.shape[0] > bases.count:
-                raise BackendError(f"cuda msm_g1({bases.name}): {sc.shape[0]} scalars for {bases.count} bases")
-            res = d.msm.msm(bases.data, sc, plan.window if plan is not None else None, s)
-            return self._finish(d, res, s, f"msm_g1({bases.name})")
+                raise BackendError(f"cuda {call}({bases.name}): {sc.shape[0]} scalars for {bases.count} bases")
+            res = engine.msm(bases.data, sc, plan.window if plan is not None else None, s)
+            return self._finish(d, res, s, f"{call}({bases.name})", g2)
 
     def batch_add_g1(self, bases: BasesHandle, select: np.ndarray, *, lane: LaneInfo | None = None) -> Any:
         d = self._dev(bases.device)

@@ -26,7 +26,8 @@ from .base import BackendError
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 #: module name -> (source file, extra compile options). ``msm_inline`` is the A/B variant with the Fq
 #: multiplication inlined into the point formulas (see field.cuh).
-MODULES = {"ntt": ("ntt.cu", ()), "msm": ("msm.cu", ()), "msm_inline": ("msm.cu", ("-DGPUTRACE_FQ_MUL_INLINE",))}
+MODULES = {"ntt": ("ntt.cu", ()), "msm": ("msm.cu", ()), "msm_inline": ("msm.cu", ("-DGPUTRACE_FQ_MUL_INLINE",)),
+           "witness": ("witness.cu", ())}
 #: nvcc/NVRTC options (also what cuda_build passes to nvcc).
 OPTIONS = ("-std=c++17",)
 
@@ -100,13 +101,22 @@ def kernel(name: str, device: int, fn: str):
     return k
 
 
-def kernel_report(device: int, modules=("ntt", "msm")) -> list[dict]:
-    """Registers, local (stack/spill) bytes and max threads per block of every kernel, for the docs."""
+def kernel_names(name: str) -> list[str]:
+    """The extern "C" kernels of module ``name``, including those a ``MSM_KERNELS(prefix, type)`` line makes."""
     import re
 
+    src = sources(name)
+    names = [fn for fn in re.findall(r'extern "C" __global__ void (\w+)\(', src)]
+    for prefix in re.findall(r'^MSM_KERNELS\((\w*),', src, flags=re.M):
+        names += [prefix + fn for fn in ("sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner")]
+    return names
+
+
+def kernel_report(device: int, modules=("ntt", "msm", "witness")) -> list[dict]:
+    """Registers, local (stack/spill) bytes and max threads per block of every kernel, for the docs."""
     out = []
     for name in modules:
-        for fn in re.findall(r'extern "C" __global__ void (\w+)', sources(name)):
+        for fn in kernel_names(name):
             k = kernel(name, device, fn)
             out.append(dict(module=name, kernel=fn, registers=int(k.num_regs),
                             local_bytes=int(k.local_size_bytes), max_threads=int(k.max_threads_per_block)))

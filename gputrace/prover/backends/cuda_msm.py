@@ -1,6 +1,7 @@
-"""G1 MSM and batch addition on one GPU (kernels/msm.cu), driven with CuPy.
+"""G1 and G2 MSMs and batch addition on one GPU (kernels/msm.cu), driven with CuPy.
 
-``G1Msm(device)``:
+``G1Msm(device)`` (``G2Msm(device)``: the same engine over Fq2 for ``b_g2``, affine ``(n, 2, 2, 6)`` limbs,
+48-word XYZZ results, ``xyzz_to_g2``):
 * ``load_bases(limbs)``: affine ``(n, 2, 6)`` canonical limbs (``encoding.g1_to_affine_limbs``) -> device
   ``(n, 12)`` Montgomery.
 * ``msm(bases, scalars, window, stream)``: Pippenger with ``window``-bit unsigned digits. Keys
@@ -21,7 +22,7 @@ import math
 
 import cupy
 import numpy as np
-from py_arkworks_bls12381 import G1Point
+from py_arkworks_bls12381 import G1Point, G2Point
 
 from ..encoding import Q
 from .base import BackendError
@@ -62,23 +63,48 @@ def xyzz_to_g1(p: np.ndarray) -> G1Point:
     return G1Point.from_xy_bytes_unchecked_le(x.to_bytes(48, "little") + y.to_bytes(48, "little"))
 
 
+def _fq2_inv(a0: int, a1: int) -> tuple[int, int]:
+    d = pow((a0 * a0 + a1 * a1) % Q, -1, Q)
+    return a0 * d % Q, (Q - a1) * d % Q
+
+
+def _fq2_mul(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return (a[0] * b[0] - a[1] * b[1]) % Q, (a[0] * b[1] + a[1] * b[0]) % Q
+
+
+def xyzz_to_g2(p: np.ndarray) -> G2Point:
+    """Host G2 XYZZ (48 uint64: X, Y, ZZ, ZZZ, each Fq2 c0 then c1, Montgomery) -> ``G2Point``."""
+    X, Y, ZZ, ZZZ = ((_ints(p[12 * i: 12 * i + 6]) * FQ_R_INV % Q, _ints(p[12 * i + 6: 12 * i + 12]) * FQ_R_INV % Q)
+                     for i in range(4))
+    if ZZ == (0, 0):
+        return G2Point.identity()
+    x = _fq2_mul(X, _fq2_inv(*ZZ))
+    y = _fq2_mul(Y, _fq2_inv(*ZZZ))
+    return G2Point.from_xy_bytes_unchecked_le(b"".join(v.to_bytes(48, "little") for v in (*x, *y)))
+
+
 class G1Msm:
     """MSM engine for one device (see module docstring)."""
 
+    #: kernel-name prefix, u64 words per affine base and per XYZZ point
+    PREFIX, AFFINE, XW = "", 12, 24
+
     def __init__(self, device: int, module: str = "msm") -> None:
         self.device = device
-        self._k = {fn: kernel(module, device, fn) for fn in (
-            "fq_to_mont", "msm_digits", "sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner")}
+        self._k = {fn: kernel(module, device, fn) for fn in ("fq_to_mont", "msm_digits")}
+        for fn in ("sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner"):
+            self._k[fn] = kernel(module, device, self.PREFIX + fn)
         self._none = cupy.zeros(1, dtype=np.int64)
         cupy.cuda.get_current_stream().synchronize()  # ready before any other stream reads it
 
     def load_bases(self, limbs: np.ndarray, stream) -> cupy.ndarray:
-        arr = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, 12)
+        arr = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, self.AFFINE)
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        nfq = len(arr) * self.AFFINE // 6  # Fq elements
         with stream:
             d = empty(arr.shape, np.uint64, f"bases ({len(arr)} points)", self.device)
             check("cudaMemcpyAsync(bases H2D)", d.set, arr, stream=stream)
-            launch(self._k["fq_to_mont"], "fq_to_mont", 2 * len(arr), (d, u64(2 * len(arr))), stream)
+            launch(self._k["fq_to_mont"], "fq_to_mont", nfq, (d, u64(nfq)), stream)
         return d
 
     # -- chunked reductions ---------------------------------------------------------------------
@@ -101,21 +127,21 @@ class G1Msm:
         while True:
             nruns = per.size
             if nruns == 0:
-                return cupy.zeros((0, 24), dtype=np.uint64)
+                return cupy.zeros((0, self.XW), dtype=np.uint64)
             if int(per.max()) <= 1:
-                out = cupy.zeros((nruns, 24), dtype=np.uint64)  # zero = infinity
+                out = cupy.zeros((nruns, self.XW), dtype=np.uint64)  # zero = infinity
                 owners = cupy.flatnonzero(per)
                 out[owners] = pts[: owners.size]
                 return out
             cs, ce, per, cum, _ = self._chunks(cum - per, cum, S)
-            nxt = empty((cs.size, 24), np.uint64, "msm partial sums", self.device)
+            nxt = empty((cs.size, self.XW), np.uint64, "msm partial sums", self.device)
             launch(k, "sum_xyzz_chunks", cs.size, (pts, cs, ce, self._none, i32(0), nxt, u64(cs.size)), stream)
             pts = nxt
 
     def _sum_gathered(self, bases, perm, nbases: int, starts, ends, S: int, stream) -> cupy.ndarray:
         """Per run [starts, ends) of ``perm``: sum of bases[perm[k] % nbases]; (nruns, 24)."""
         cs, ce, per, cum, _ = self._chunks(starts, ends, S)
-        part = empty((max(cs.size, 1), 24), np.uint64, "msm bucket partial sums", self.device)
+        part = empty((max(cs.size, 1), self.XW), np.uint64, "msm bucket partial sums", self.device)
         launch(self._k["sum_affine_chunks"], "sum_affine_chunks", cs.size,
                (bases, perm, u64(nbases), cs, ce, self._none, i32(0), part, u64(cs.size)), stream)
         return self._reduce_runs(part, per, cum, S, stream)
@@ -131,7 +157,7 @@ class G1Msm:
         if n > bases.shape[0]:
             raise BackendError(f"cuda msm: {n} scalars for {bases.shape[0]} bases")
         if n == 0:
-            return cupy.zeros(24, dtype=np.uint64)
+            return cupy.zeros(self.XW, dtype=np.uint64)
         c = int(window) if window else default_window(n)
         if not 1 <= c <= 20:
             raise BackendError(f"cuda msm: window must be in 1..20 bits, got {c}")
@@ -162,13 +188,13 @@ class G1Msm:
             del perm
             mark("accumulate")
             G = (1 << c) // bucket_span(c, nw)
-            seg = empty((nw * G, 24), np.uint64, "msm window segments", self.device)
+            seg = empty((nw * G, self.XW), np.uint64, "msm window segments", self.device)
             launch(self._k["bucket_reduce"], "bucket_reduce", nw * G, (buckets, i32(c), i32(nw), i32(G), seg), stream)
             mark("bucket_reduce")
             per = cupy.full(nw, G, dtype=np.int64)
             win = self._reduce_runs(seg, per, cupy.cumsum(per), 32, stream)
             mark("window_sums")
-            out = cupy.empty(24, dtype=np.uint64)
+            out = cupy.empty(self.XW, dtype=np.uint64)
             launch(self._k["msm_horner"], "msm_horner", 1, (win, i32(c), i32(nw), out), stream)
             mark("horner")
         if profile is not None:
@@ -182,7 +208,7 @@ class G1Msm:
         """Device XYZZ (24,) of the sum of bases[idx] (idx int64 on device)."""
         m = idx.size
         if m == 0:
-            return cupy.zeros(24, dtype=np.uint64)
+            return cupy.zeros(self.XW, dtype=np.uint64)
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
         with stream:
             S = int(max(8, min(512, m >> 14)))
@@ -190,3 +216,9 @@ class G1Msm:
             ends = cupy.full(1, m, dtype=np.int64)
             res = self._sum_gathered(bases, idx, bases.shape[0], starts, ends, S, stream)
         return res[0]
+
+
+class G2Msm(G1Msm):
+    """The MSM engine over G2 (kernels ``g2_*``): bases ``(n, 2, 2, 6)`` affine limbs, results 48 words."""
+
+    PREFIX, AFFINE, XW = "g2_", 24, 48

@@ -1,23 +1,32 @@
-// BLS12-381 G1 (y^2 = x^3 + 4 over Fq) in XYZZ coordinates: x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2.
+// BLS12-381 G1 (y^2 = x^3 + 4 over Fq) and G2 (y^2 = x^3 + 4(1 + u) over Fq2) in XYZZ coordinates:
+// x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2. The formulas use only a = 0, so one template serves both groups
+// (F = fq_t: G1, 12-word affine and 24-word XYZZ points; F = fq2_t: G2, 24 and 48 words).
 // Formulas: Bernstein-Lange EFD, "xyzz" for a = 0 (add-2008-s, madd-2008-s, dbl-2008-s-1,
 // mdbl-2008-s-1). The point at infinity has ZZ = ZZZ = 0, so zero-filled memory is infinity.
 // Affine points are (x, y) in Montgomery form; (0, 0) encodes infinity (as arkworks' xy bytes do).
 #pragma once
 #include "field.cuh"
 
-struct affine_t {
-    fq_t x, y;
+template <class F>
+struct affine_T {
+    F x, y;
     __device__ __forceinline__ bool is_inf() const { return x.is_zero() && y.is_zero(); }
-    __device__ __forceinline__ static affine_t load(const u64* __restrict__ src) {
-        affine_t a;
-        a.x = fq_t::load(src);
-        a.y = fq_t::load(src + 6);
+    __device__ __forceinline__ static affine_T load(const u64* __restrict__ src) {
+        affine_T a;
+        a.x = F::load(src);
+        a.y = F::load(src + F::LIMBS);
         return a;
     }
 };
 
-struct xyzz_t {
-    fq_t X, Y, ZZ, ZZZ;
+template <class F>
+struct xyzz_T {
+    typedef affine_T<F> affine_t;
+    typedef xyzz_T xyzz_t;
+    typedef F fq_t;
+    static constexpr int L = F::LIMBS;
+    static constexpr int WORDS = 4 * F::LIMBS;  // u64 words of one XYZZ point in memory
+    F X, Y, ZZ, ZZZ;
 
     __device__ __forceinline__ static xyzz_t inf() {
         xyzz_t p;
@@ -27,12 +36,12 @@ struct xyzz_t {
     __device__ __forceinline__ bool is_inf() const { return ZZ.is_zero(); }
     __device__ __forceinline__ static xyzz_t load(const u64* __restrict__ src) {
         xyzz_t p;
-        p.X = fq_t::load(src); p.Y = fq_t::load(src + 6);
-        p.ZZ = fq_t::load(src + 12); p.ZZZ = fq_t::load(src + 18);
+        p.X = F::load(src); p.Y = F::load(src + L);
+        p.ZZ = F::load(src + 2 * L); p.ZZZ = F::load(src + 3 * L);
         return p;
     }
     __device__ __forceinline__ void store(u64* __restrict__ dst) const {
-        X.store(dst); Y.store(dst + 6); ZZ.store(dst + 12); ZZZ.store(dst + 18);
+        X.store(dst); Y.store(dst + L); ZZ.store(dst + 2 * L); ZZZ.store(dst + 3 * L);
     }
     __device__ __forceinline__ static xyzz_t from_affine(const affine_t& a) {
         if (a.is_inf()) return inf();
@@ -132,3 +141,8 @@ struct xyzz_t {
         return acc;
     }
 };
+
+typedef affine_T<fq_t> affine_t;
+typedef xyzz_T<fq_t> xyzz_t;
+typedef affine_T<fq2_t> affine2_t;
+typedef xyzz_T<fq2_t> xyzz2_t;

@@ -63,6 +63,7 @@ __device__ __forceinline__ Fp<P> fp_mul(const Fp<P>& a, const Fp<P>& b);
 template <class P>
 struct Fp {
     static constexpr int N = P::N;
+    static constexpr int LIMBS = P::N;  // u64 words of one element in memory
     u64 v[N];
 
     __device__ __forceinline__ static Fp zero() {
@@ -255,3 +256,34 @@ __device__ __noinline__ Fp<FqParams> fp_mul<FqParams>(const Fp<FqParams>& a, con
 
 typedef Fp<FrParams> fr_t;
 typedef Fp<FqParams> fq_t;
+
+// Fq2 = Fq[u] / (u^2 + 1), the field of G2's coordinates. Memory: c0 then c1 (12 u64, each Montgomery).
+// Multiplication by Karatsuba: 3 Fq multiplications.
+struct fq2_t {
+    static constexpr int LIMBS = 12;
+    fq_t c0, c1;
+
+    __device__ __forceinline__ static fq2_t zero() { fq2_t r; r.c0 = fq_t::zero(); r.c1 = fq_t::zero(); return r; }
+    __device__ __forceinline__ static fq2_t one() { fq2_t r; r.c0 = fq_t::one(); r.c1 = fq_t::zero(); return r; }
+    __device__ __forceinline__ bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
+    __device__ __forceinline__ static fq2_t load(const u64* __restrict__ src) {
+        fq2_t r; r.c0 = fq_t::load(src); r.c1 = fq_t::load(src + 6); return r;
+    }
+    __device__ __forceinline__ void store(u64* __restrict__ dst) const { c0.store(dst); c1.store(dst + 6); }
+    __device__ __forceinline__ fq2_t operator+(const fq2_t& b) const { fq2_t r; r.c0 = c0 + b.c0; r.c1 = c1 + b.c1; return r; }
+    __device__ __forceinline__ fq2_t operator-(const fq2_t& b) const { fq2_t r; r.c0 = c0 - b.c0; r.c1 = c1 - b.c1; return r; }
+    __device__ __forceinline__ fq2_t dbl() const { return *this + *this; }
+    __device__ __forceinline__ fq2_t operator*(const fq2_t& b) const {
+        fq_t t0 = c0 * b.c0, t1 = c1 * b.c1;
+        fq2_t r;
+        r.c0 = t0 - t1;
+        r.c1 = (c0 + c1) * (b.c0 + b.c1) - t0 - t1;
+        return r;
+    }
+    __device__ __forceinline__ fq2_t sqr() const {  // (c0 + c1)(c0 - c1) + 2 c0 c1 u
+        fq2_t r;
+        r.c0 = (c0 + c1) * (c0 - c1);
+        r.c1 = (c0 * c1).dbl();
+        return r;
+    }
+};

@@ -10,6 +10,7 @@
 //      (bounded work per thread even when one bucket holds most points).
 //   4. bucket_reduce: window w's sum_d d*B_d, in G segments per window, then the segments summed;
 //   5. msm_horner: sum_w 2^(c*w) W_w on one thread.
+// G2 (b_g2): the same steps over Fq2 (kernels g2_*; affine bases 24 u64, XYZZ points 48 u64).
 #include "ec.cuh"
 
 extern "C" __global__ void fq_to_mont(u64* a, u64 n) {
@@ -41,65 +42,97 @@ extern "C" __global__ void msm_digits(const u64* __restrict__ scalars, u64 n, in
     }
 }
 
+// The point kernels are templates over the XYZZ type (xyzz_t: G1, xyzz2_t: G2); the extern "C" wrappers
+// are named g1 (no prefix, as before) and g2_*.
+
 // out[dst ? dst[t] : t] = sum of bases[perm[k] % nbases] for k in [cstart[t], cend[t]).
-extern "C" __global__ void sum_affine_chunks(const u64* __restrict__ bases, const long long* __restrict__ perm,
-                                             u64 nbases, const long long* __restrict__ cstart,
-                                             const long long* __restrict__ cend, const long long* __restrict__ dst,
-                                             int use_dst, u64* out, u64 nchunks) {
+template <class X>
+__device__ __forceinline__ void sum_affine_chunks_impl(const u64* __restrict__ bases, const long long* __restrict__ perm,
+                                                       u64 nbases, const long long* __restrict__ cstart,
+                                                       const long long* __restrict__ cend,
+                                                       const long long* __restrict__ dst, int use_dst, u64* out,
+                                                       u64 nchunks) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nchunks) return;
     long long b = cstart[t], e = cend[t];
-    xyzz_t acc = xyzz_t::inf();
+    X acc = X::inf();
     for (long long k = b; k < e; k++) {
         u64 idx = (u64)perm[k] % nbases;
-        acc = acc.add_affine(affine_t::load(bases + 12 * idx));
+        acc = acc.add_affine(X::affine_t::load(bases + 2 * X::L * idx));
     }
     u64 o = use_dst ? (u64)dst[t] : t;
-    acc.store(out + 24 * o);
+    acc.store(out + X::WORDS * o);
 }
 
 // out[dst ? dst[t] : t] = sum of in[k] (XYZZ) for k in [cstart[t], cend[t]).
-extern "C" __global__ void sum_xyzz_chunks(const u64* __restrict__ in, const long long* __restrict__ cstart,
-                                           const long long* __restrict__ cend, const long long* __restrict__ dst,
-                                           int use_dst, u64* out, u64 nchunks) {
+template <class X>
+__device__ __forceinline__ void sum_xyzz_chunks_impl(const u64* __restrict__ in, const long long* __restrict__ cstart,
+                                                     const long long* __restrict__ cend,
+                                                     const long long* __restrict__ dst, int use_dst, u64* out,
+                                                     u64 nchunks) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nchunks) return;
     long long b = cstart[t], e = cend[t];
-    xyzz_t acc = xyzz_t::inf();
-    for (long long k = b; k < e; k++) acc = acc.add(xyzz_t::load(in + 24 * (u64)k));
+    X acc = X::inf();
+    for (long long k = b; k < e; k++) acc = acc.add(X::load(in + X::WORDS * (u64)k));
     u64 o = use_dst ? (u64)dst[t] : t;
-    acc.store(out + 24 * o);
+    acc.store(out + X::WORDS * o);
 }
 
 // buckets: nw windows x 2^c XYZZ points (bucket d of window w at w*2^c + d; bucket 0 unused = inf).
 // Thread (w, g) covers buckets [a, a+m) with m = 2^c / G, a = g*m, and writes
 // sum_{j in [a, a+m)} j * B_j to seg[w*G + g].
-extern "C" __global__ void bucket_reduce(const u64* __restrict__ buckets, int c, int nw, int G, u64* seg) {
+template <class X>
+__device__ __forceinline__ void bucket_reduce_impl(const u64* __restrict__ buckets, int c, int nw, int G, u64* seg) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (u64)nw * G) return;
     u32 w = t / G, g = t % G;
     u32 m = (1u << c) / G;
     u32 a = g * m;
-    const u64* B = buckets + 24 * (((u64)w << c) + a);
-    xyzz_t sum = xyzz_t::inf(), acc = xyzz_t::inf();
+    const u64* B = buckets + X::WORDS * (((u64)w << c) + a);
+    X sum = X::inf(), acc = X::inf();
     for (int j = (int)m - 1; j >= 0; j--) {
         acc = acc.add(sum);                      // acc = sum_k (k - a) B_k after the loop
-        sum = sum.add(xyzz_t::load(B + 24 * j));
+        sum = sum.add(X::load(B + X::WORDS * j));
     }
     acc = acc.add(sum.mul_small(a));
-    acc.store(seg + 24 * t);
+    acc.store(seg + X::WORDS * t);
 }
 
 // out = sum_w 2^(c*w) * win[w], one thread.
-extern "C" __global__ void msm_horner(const u64* __restrict__ win, int c, int nw, u64* out) {
+template <class X>
+__device__ __forceinline__ void msm_horner_impl(const u64* __restrict__ win, int c, int nw, u64* out) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    xyzz_t acc = xyzz_t::load(win + 24 * (u64)(nw - 1));
+    X acc = X::load(win + X::WORDS * (u64)(nw - 1));
     for (int w = nw - 2; w >= 0; w--) {
         for (int i = 0; i < c; i++) acc = acc.dbl();
-        acc = acc.add(xyzz_t::load(win + 24 * (u64)w));
+        acc = acc.add(X::load(win + X::WORDS * (u64)w));
     }
     acc.store(out);
 }
+
+#define MSM_KERNELS(PREFIX, X)                                                                                  \
+    extern "C" __global__ void PREFIX##sum_affine_chunks(                                                      \
+        const u64* __restrict__ bases, const long long* __restrict__ perm, u64 nbases,                         \
+        const long long* __restrict__ cstart, const long long* __restrict__ cend,                              \
+        const long long* __restrict__ dst, int use_dst, u64* out, u64 nchunks) {                               \
+        sum_affine_chunks_impl<X>(bases, perm, nbases, cstart, cend, dst, use_dst, out, nchunks);             \
+    }                                                                                                          \
+    extern "C" __global__ void PREFIX##sum_xyzz_chunks(                                                        \
+        const u64* __restrict__ in, const long long* __restrict__ cstart, const long long* __restrict__ cend, \
+        const long long* __restrict__ dst, int use_dst, u64* out, u64 nchunks) {                               \
+        sum_xyzz_chunks_impl<X>(in, cstart, cend, dst, use_dst, out, nchunks);                                 \
+    }                                                                                                          \
+    extern "C" __global__ void PREFIX##bucket_reduce(const u64* __restrict__ buckets, int c, int nw, int G,    \
+                                                     u64* seg) {                                               \
+        bucket_reduce_impl<X>(buckets, c, nw, G, seg);                                                         \
+    }                                                                                                          \
+    extern "C" __global__ void PREFIX##msm_horner(const u64* __restrict__ win, int c, int nw, u64* out) {      \
+        msm_horner_impl<X>(win, c, nw, out);                                                                   \
+    }
+
+MSM_KERNELS(, xyzz_t)
+MSM_KERNELS(g2_, xyzz2_t)
 
 // Test hooks: Fq ops, and point ops (P + Q mixed and general, 2P) for the CPU oracle.
 extern "C" __global__ void fq_test_ops(const u64* __restrict__ x, const u64* __restrict__ y, u64* out, u64 n) {

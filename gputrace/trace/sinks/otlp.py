@@ -69,14 +69,17 @@ class _RetryCounter(logging.Filter):
         if sink is None:
             return True
         msg = str(record.msg)
+        try:
+            text = record.getMessage()
+        except Exception:
+            text = msg
         if "retrying in" in msg:
             sink._sdk_retry()
+            sink._last_transient = text.split(", retrying in")[0][:400]  # e.g. the refused connection
             return False
         if record.levelno >= logging.WARNING:
-            try:
-                sink._last_sdk_error = record.getMessage()
-            except Exception:
-                sink._last_sdk_error = msg
+            if "hutdown" not in text:  # "Shutdown in progress" / "already shutdown": our close, not the cause
+                sink._last_sdk_error = text[:400]
             return False
         return True
 
@@ -125,6 +128,8 @@ class OtlpSink(Sink):
         self._closed = False
         self._abandoned = False
         self._last_sdk_error: str | None = None
+        self._last_transient: str | None = None  # the last "Transient error ... retrying" reason
+        self._exporter_shut = False
         self._sdk_retries_in_batch = 0
         self._sdk_resource = None
         self._scope = None
@@ -182,18 +187,22 @@ class OtlpSink(Sink):
 
     def close(self, timeout_s: float | None = None) -> None:
         """Send what is queued for up to ``timeout_s`` (default ``close_timeout_s``); count the rest as
-        dropped; shut the exporter down."""
+        dropped; shut the exporter down. Returns within ``timeout_s`` (plus a few ms) whatever the
+        collector does: the last quarter (at most 0.5 s) is kept for shutting the exporter down, and a
+        worker still blocked in the network after that is abandoned (its batch counted as dropped)."""
         if self._closed:
             return
         self._closed = True
         if timeout_s is None:
             timeout_s = self.close_timeout_s
-        deadline = time.monotonic() + timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        drain_until = deadline - min(0.5, timeout_s / 4)
         with self._cv:
             self._closing = True
             self._cv.notify_all()
             while (self._queue or self._inflight) and self._worker.is_alive():
-                left = deadline - time.monotonic()
+                left = drain_until - time.monotonic()
                 if left <= 0:
                     break
                 self._cv.wait(left)
@@ -202,11 +211,12 @@ class OtlpSink(Sink):
             self._queued = self._inflight
         if left_over:
             self.stats.add(dropped=left_over, error="still queued at shutdown")
+        self._exporter_shut = True
         try:
             self._exporter.shutdown()  # aborts an SDK retry backoff in progress
         except Exception as e:
             self.stats.add(error=f"exporter shutdown: {e}")
-        self._worker.join(timeout=max(0.1, deadline - time.monotonic()) + 1.0)
+        self._worker.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._worker.is_alive():  # an export call still blocked in the network: count it as lost
             with self._cv:
                 if self._inflight:
@@ -252,6 +262,12 @@ class OtlpSink(Sink):
 
         self._sdk_retries_in_batch = 0
         self._last_sdk_error = None
+        if self._exporter_shut:  # close() shut the exporter down: an export now would only say so
+            with self._cv:
+                if not self._abandoned:
+                    self.stats.add(dropped=len(spans),
+                                   error=None if self.stats.errors else "not sent before the sink closed")
+            return False
         try:
             readable = [self._readable(s) for s in spans]
         except Exception as e:
@@ -260,7 +276,7 @@ class OtlpSink(Sink):
         try:
             result = self._exporter.export(readable)
             ok = result == SpanExportResult.SUCCESS
-            err = self._last_sdk_error or ("export failed" if not ok else None)
+            err = self._last_sdk_error or self._last_transient or ("export failed" if not ok else None)
         except Exception as e:
             ok, err = False, f"{type(e).__name__}: {e}"
         n = len(spans)

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Issue 13/17 measures for the GPU prover, every proof verified (device machine only).
+
+    python3 benchmarks/bench_prover_gpu.py --logn 20 --keys /tmp/gk [--batch 8] [--repeats 3] [--gpus 2]
+
+Runs, in one process, keys cached in ``--keys`` (generated on first use):
+1. ``before``: one proof with the host paths (``synthesis="host"``, ``b_g2="host"``: R1CS synthesis in
+   processes, the G2 MSM on the CPU pool), the pipeline as it was before device synthesis;
+2. ``after``: one proof with the device paths (``auto``), ``--repeats`` times, median wall;
+3. ``batch``: ``--batch`` circuits on one GPU (proofs/s), then the same count split over ``--gpus`` GPUs
+   (``--batch / gpus`` each): throughput and the scaling;
+4. ``cupti``: one device-path proof with CUDA activity (CUPTI), and per top-level GPU phase the share of its
+   wall time in which a kernel ran (``analysis.gpu_activity.launch_gaps``).
+Writes ``$OUT/bench_prover_gpu.json`` and traces ``$OUT/prover-2_N-*.jsonl``; prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = Path(os.environ.get("OUT") or ROOT / "gpu-out")
+OUT.mkdir(parents=True, exist_ok=True)
+TOP_GPU_PHASES = ("synthesis", "h2d", "ntt", "msm_h", "batch_add", "msm_l", "msm_a", "msm_b_g1", "b_g2")
+
+
+def prove(logn: int, keys: Path, tmp: Path, *, batch: int = 1, devices: int = 1, trace: Path | None = None,
+          **kw) -> dict:
+    from gputrace.prover.options import OPT_NAMES, ProveOptions
+    from gputrace.prover.pipeline import run_prove
+
+    out = Path(tempfile.mkdtemp(dir=tmp))
+    o = ProveOptions(constraints=1 << logn, batch=batch, devices=devices, backend="cuda", opts=frozenset(OPT_NAMES),
+                     out_dir=out, key_dir=keys, trace=trace, **kw)
+    r = run_prove(o)
+    shutil.rmtree(out, ignore_errors=True)
+    phases: dict[str, float] = {}
+    for (name, _label), sec in r.phase_seconds.items():
+        phases[name] = phases.get(name, 0.0) + sec
+    if not all(r.verified) or len(r.verified) != batch * devices:
+        raise RuntimeError(f"2^{logn} batch {batch} x {devices}: verified {r.verified}")
+    return dict(wall_s=r.wall_s, setup_s=r.setup_s, proofs=len(r.verified), verified=all(r.verified),
+                config={k: r.config[k] for k in ("synthesis", "b_g2")}, phases=phases)
+
+
+def kernel_share(trace: Path) -> dict:
+    """Per top-level GPU phase: host-time bracket, kernel-busy union and their ratio (CUPTI activity)."""
+    from gputrace.analysis.gpu_activity import launch_gaps
+    from gputrace.timeline.reader import read_trace
+
+    tl = read_trace(trace)
+    rows = [d for d in launch_gaps(tl).by_phase() if d["phase"] in TOP_GPU_PHASES]
+    br = sum(d["bracket_ns"] for d in rows)
+    kn = sum(d["kernel_ns"] for d in rows)
+    per = {d["phase"]: dict(bracket_ms=d["bracket_ns"] / 1e6, kernel_ms=d["kernel_ns"] / 1e6,
+                            busy_ms=d["busy_ns"] / 1e6, kernels=d["kernels"],
+                            share=d["kernel_ns"] / d["bracket_ns"] if d["bracket_ns"] else None) for d in rows}
+    return dict(bracket_ms=br / 1e6, kernel_ms=kn / 1e6, share=kn / br if br else None, phases=per)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--logn", type=int, default=20)
+    ap.add_argument("--keys", default="/tmp/gk")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--skip", default="", help="comma list: before,after,batch,multi,cupti")
+    a = ap.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    keys = Path(a.keys)
+    tmp = Path(tempfile.mkdtemp(prefix="gputrace-bpg-"))
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv)}
+    table: list[tuple[str, str]] = []
+    n = a.logn
+
+    def save() -> None:
+        (OUT / "bench_prover_gpu.json").write_text(json.dumps(res, indent=1, default=str))
+
+    try:
+        t = time.perf_counter()
+        prove(min(n, 14), keys, tmp)  # warm-up: modules, CuPy pools (and small keys)
+        res["warmup_s"] = time.perf_counter() - t
+        if "before" not in skip:
+            res["before"] = prove(n, keys, tmp, synthesis="host", b_g2="host", trace=OUT / f"prover-2_{n}-before.jsonl")
+            table.append((f"2^{n} proof, host paths (before)", f"{res['before']['wall_s']:.2f} s"))
+            save()
+        if "after" not in skip:
+            runs = [prove(n, keys, tmp, trace=OUT / f"prover-2_{n}-after.jsonl" if i == 0 else None)
+                    for i in range(a.repeats)]
+            res["after"] = dict(runs=runs, median_wall_s=statistics.median(r["wall_s"] for r in runs))
+            table.append((f"2^{n} proof, device paths (after)", f"median {res['after']['median_wall_s']:.3f} s of "
+                          + ", ".join(f"{r['wall_s']:.3f}" for r in runs)))
+            save()
+        if "batch" not in skip:
+            one = prove(n, keys, tmp, batch=a.batch, trace=OUT / f"prover-2_{n}-batch{a.batch}-1gpu.jsonl")
+            one["proofs_per_s"] = one["proofs"] / one["wall_s"]
+            res["batch_1gpu"] = one
+            table.append((f"batch {a.batch} x 2^{n}, 1 GPU", f"{one['wall_s']:.2f} s, {one['proofs_per_s']:.2f} proofs/s"))
+            save()
+            if "multi" not in skip and a.gpus > 1 and a.batch % a.gpus == 0:
+                many = prove(n, keys, tmp, batch=a.batch // a.gpus, devices=a.gpus,
+                             trace=OUT / f"prover-2_{n}-batch{a.batch}-{a.gpus}gpu.jsonl")
+                many["proofs_per_s"] = many["proofs"] / many["wall_s"]
+                many["scaling"] = many["proofs_per_s"] / one["proofs_per_s"]
+                res[f"batch_{a.gpus}gpu"] = many
+                table.append((f"batch {a.batch} x 2^{n}, {a.gpus} GPUs", f"{many['wall_s']:.2f} s, "
+                              f"{many['proofs_per_s']:.2f} proofs/s, {many['scaling']:.2f}x of 1 GPU"))
+                save()
+        if "cupti" not in skip:
+            os.environ["GPUTRACE_CUDA_ACTIVITY"] = "1"
+            try:
+                tr = OUT / f"prover-2_{n}-cupti.jsonl"
+                res["cupti_proof"] = prove(n, keys, tmp, trace=tr)
+            finally:
+                os.environ.pop("GPUTRACE_CUDA_ACTIVITY", None)
+            ks = res["cupti"] = kernel_share(tr)
+            table.append((f"2^{n} kernel-busy share of GPU phases", f"{100 * (ks['share'] or 0):.0f} % "
+                          f"({ks['kernel_ms']:.0f} of {ks['bracket_ms']:.0f} ms)"))
+            for ph, d in ks["phases"].items():
+                table.append((f"  {ph}", f"{d['kernel_ms']:.1f} ms kernels / {d['bracket_ms']:.1f} ms"))
+            save()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        save()
+    print("\n== bench_prover_gpu ==")
+    for item, value in table:
+        print(f"{item:<40} {value}")
+    for k in ("before", "batch_1gpu"):
+        if k in res:
+            print(f"{k} phases: " + ", ".join(f"{p} {s:.3f}" for p, s in sorted(res[k]["phases"].items())))
+    if "after" in res:
+        print("after phases: " + ", ".join(f"{p} {s:.3f}" for p, s in sorted(res["after"]["runs"][0]["phases"].items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

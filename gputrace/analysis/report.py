@@ -1,0 +1,202 @@
+"""The single-run analysis composition: what ``gputrace report`` (tables and ``--json``) and
+the TUI's summary and stalls panels show, computed once, by one function, under one policy.
+
+Listing policy (the only thresholds):
+
+* **Totals count everything.** GPU busy/idle per device is the union of its activity and
+  every gap between (and before/after) it, however short; host waits, pinning and
+  unattributed totals include every instance.
+* **Thresholds only decide what is listed.** The stalls list shows groups (`stalls`) whose
+  time lost is at least ``min_lost_ns`` (default: 0.1 % of the wall time, at least 1 µs),
+  largest first, at most ``top`` rows; `Listing` says how many rows and how much time were
+  left out, and every view prints that line.
+
+So a GPU busy 1 ms in every 5 ms is 80 % idle in every view, and the report, its JSON and the
+TUI list the same stall rows for one file. Pure numpy; any thread (the TUI calls it from a
+worker). Raises nothing on an empty Timeline (empty results).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gputrace.analysis._common import fmt_ns
+from gputrace.analysis.critical_path import critical_path_summary
+from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
+from gputrace.analysis.gpu_summary import gpu_summary
+from gputrace.analysis.pinning import PinningReport, pinning_economics
+from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
+from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
+from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
+from gputrace.analysis.unattributed import Unattributed, unattributed_time
+from gputrace.analysis.waits import HostWaits, host_waits
+from gputrace.timeline.model import Timeline
+
+DEFAULT_TOP = 20
+DEFAULT_WAIT_MARGIN_NS = 1_000_000
+
+
+def default_min_lost(wall: int) -> int:
+    """The default listing threshold: 0.1 % of the wall time, at least 1 µs."""
+    return max(1_000, int(wall) // 1000)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the stalls list left out: ``min_lost_ns`` and ``top`` as applied; ``hidden_rows``
+    groups (``hidden_ns`` lost in all) below the threshold or past ``top``."""
+
+    min_lost_ns: int
+    top: int
+    shown_rows: int
+    hidden_rows: int
+    hidden_ns: int
+
+    def describe(self) -> str:
+        head = f"listed: stalls losing at least {fmt_ns(self.min_lost_ns)} (top {self.top})"
+        if self.hidden_rows:
+            head += f"; {self.hidden_rows:,} smaller rows ({fmt_ns(self.hidden_ns)} in all) not listed"
+        return head + "; totals count every gap"
+
+    def to_dict(self) -> dict:
+        return {"min_lost_ns": self.min_lost_ns, "top": self.top, "shown_rows": self.shown_rows,
+                "hidden_rows": self.hidden_rows, "hidden_ns": self.hidden_ns, "text": self.describe()}
+
+
+@dataclass(frozen=True)
+class DeviceIdle:
+    """One device's totals over every gap: ``busy_ns`` (union of its activity), ``idle_ns``
+    (all gaps, leading and trailing included: busy + idle is the device's share of the run
+    extents), ``gaps`` (count) and ``longest_ns``; ``basis``: "kernels" (GPU activity spans),
+    "brackets" (CUDA events / ``gpu`` phases: busy is an upper bound) or "mixed" (some runs each)."""
+
+    device: int
+    busy_ns: int
+    idle_ns: int
+    gaps: int
+    longest_ns: int
+    basis: str = "brackets"
+
+    @property
+    def idle_share(self) -> float:
+        tot = self.busy_ns + self.idle_ns
+        return self.idle_ns / tot if tot else float("nan")
+
+    def to_dict(self) -> dict:
+        share = self.idle_share
+        return {"device": self.device, "busy_ns": self.busy_ns, "idle_ns": self.idle_ns,
+                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns, "basis": self.basis}
+
+
+@dataclass
+class TimelineAnalysis:
+    """Everything one run's views show. Raw results (``gaps``, ``waits``, ``unattributed``)
+    are kept for drawing; ``stalls`` is the full ranked list and ``listed`` its shown part."""
+
+    spans: int
+    t0: int
+    wall_ns: int
+    phases: list[PhaseStat]
+    gaps: IdleGaps
+    devices: list[DeviceIdle]
+    waits: HostWaits
+    pinning: list[PinningReport]
+    unattributed: Unattributed
+    stalls: list[Stall]
+    listing: Listing
+    critical_path: list[dict] = field(default_factory=list)
+    unattributed_paths: list[dict] = field(default_factory=list)
+    launch: LaunchGaps | None = None  # GPU phases' launch gaps (empty without activity spans)
+    gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
+
+    @property
+    def listed(self) -> list[Stall]:
+        return self.stalls[: self.listing.shown_rows]
+
+    def to_dict(self) -> dict:
+        """The ``report --json`` document (plain JSON-able data)."""
+        return {
+            "spans": self.spans,
+            "t0": self.t0,
+            "wall_ns": self.wall_ns,
+            "phases": [s.to_dict() for s in self.phases],
+            "gpu_idle": {"per_device": [d.to_dict() for d in self.devices], "gaps": len(self.gaps)},
+            "stalls": [s.to_dict() for s in self.listed],
+            "listing": self.listing.to_dict(),
+            "host_waits": self.waits.total_by(),
+            "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
+            "unattributed": self.unattributed_paths,
+            "critical_path": self.critical_path,
+            "gpu_activity": self.gpu_activity,
+        }
+
+
+def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
+    """Per-device totals over every gap in ``gaps`` (all runs and hosts together)."""
+    busy: dict[int, int] = {}
+    bases: dict[int, set] = {}
+    kb = gaps.kernel_basis.tolist() if len(gaps.kernel_basis) == len(gaps.groups) else [False] * len(gaps.groups)
+    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb):
+        busy[dev] = busy.get(dev, 0) + int(b)
+        bases.setdefault(dev, set()).add("kernels" if k else "brackets")
+    idle, count, longest = {}, {}, {}
+    dur = gaps.duration
+    for d in np.unique(gaps.device).tolist():
+        m = gaps.device == d
+        idle[d], count[d], longest[d] = int(dur[m].sum()), int(m.sum()), int(dur[m].max())
+    return [DeviceIdle(d, busy.get(d, 0), idle.get(d, 0), count.get(d, 0), longest.get(d, 0),
+                       "mixed" if len(bases.get(d, ())) > 1 else next(iter(bases.get(d, {"brackets"}))))
+            for d in sorted(set(busy) | set(idle))]
+
+
+def analyse_timeline(
+    tl: Timeline,
+    *,
+    by_device: bool = True,
+    min_lost_ns: int | None = None,
+    top: int = DEFAULT_TOP,
+    wait_margin_ns: int = DEFAULT_WAIT_MARGIN_NS,
+    pageable_gbps: float | None = None,
+    critical: bool = True,
+) -> TimelineAnalysis:
+    """Run every single-run analysis once and rank the stalls (see module docstring).
+
+    ``critical``: compute the critical path summary and the GPU-activity tables (the TUI skips
+    them: no panel shows them).
+    Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
+    if top < 0:
+        raise ValueError(f"top must be >= 0, got {top}")
+    wall = wall_ns(tl)
+    if min_lost_ns is None:
+        min_lost_ns = default_min_lost(wall)
+    gaps = gpu_idle_gaps(tl, min_gap_ns=1)
+    waits = host_waits(tl, margin_ns=wait_margin_ns)
+    un = unattributed_time(tl, parents="host")
+    pins = pinning_economics(tl, pageable_gbps)
+    launch = launch_gaps(tl)
+    stalls = rank(idle_stalls(gaps) + wait_stalls(tl, waits) + pin_stalls(tl, pins) + unattributed_stalls(tl, un)
+                  + launch_stalls(tl, launch))
+    shown = 0
+    while shown < len(stalls) and shown < top and stalls[shown].lost_ns >= min_lost_ns:
+        shown += 1
+    hidden = stalls[shown:]
+    listing = Listing(int(min_lost_ns), top, shown, len(hidden), int(sum(s.lost_ns for s in hidden)))
+    return TimelineAnalysis(
+        spans=tl.n,
+        t0=tl.t0,
+        wall_ns=wall,
+        phases=phase_stats(tl, by_device=by_device),
+        gaps=gaps,
+        devices=device_idle(gaps),
+        waits=waits,
+        pinning=pins,
+        unattributed=un,
+        stalls=stalls,
+        listing=listing,
+        critical_path=critical_path_summary(tl) if critical else [],
+        unattributed_paths=un.by_path(tl),
+        launch=launch,
+        gpu_activity=gpu_summary(tl, top=top) if critical else {},
+    )

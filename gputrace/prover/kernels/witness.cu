@@ -1,0 +1,102 @@
+// Witness generation for the Merkle/Poseidon circuit (prover/circuit.py) from a host plan
+// (prover/witness_plan.py: its docstring gives the layout; plan_witness is this file's reference).
+//
+// All Fr values are Montgomery form, 4 u64 each. One thread per challenge; one launch per tree level,
+// because a sibling may be another challenge's node of the same level (computed by the previous launch).
+// consts: the 195 round constants, then the 3x3 MDS matrix row-major (Montgomery).
+// cur: (depth + 1, K) nodes; level 0 = the leaves (filled by the host), level l+1 written by launch l.
+#include "field.cuh"
+
+#define PW 3
+#define P_RF 8
+#define P_RP 57
+#define P_ROUNDS (P_RF + P_RP)
+#define PER_ROWS (2 + 3 * (P_RF * PW + P_RP))
+#define PER_VARS (3 + 3 * (P_RF * PW + P_RP))
+
+__device__ __forceinline__ void put_row(u64* a, u64* b, u64* c, u64 r, const fr_t& x, const fr_t& y,
+                                        const fr_t& z) {
+    x.store(a + 4 * r);
+    y.store(b + 4 * r);
+    z.store(c + 4 * r);
+}
+
+// Level `level` of every challenge: rows bool, select and the Poseidon S-box rows; variables sib, bit, t and
+// (x^2, x^4, x^5) per S-box (z_aux = the private part of z); the challenge's node at level + 1.
+extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int level, int depth, u64 K,
+                                        const u64* __restrict__ idx, const int* __restrict__ sib_src,
+                                        const u64* __restrict__ sib_const, u64* cur, u64* a, u64* b, u64* c,
+                                        u64* z_aux) {
+    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= K) return;
+    const u64 rows_ch = (u64)depth * PER_ROWS + 2, vars_ch = 1 + (u64)depth * PER_VARS;
+    u64 r = k * rows_ch + (u64)level * PER_ROWS;
+    u64 v = k * vars_ch + 1 + (u64)level * PER_VARS;
+    const u64 lk = (u64)level * K;
+    fr_t cu = fr_t::load(cur + 4 * (lk + k));
+    int j = sib_src[lk + k];
+    fr_t sib = j >= 0 ? fr_t::load(cur + 4 * (lk + (u64)j)) : fr_t::load(sib_const + 4 * (lk + k));
+    bool bit = (idx[k] >> level) & 1ull;
+    fr_t bv = bit ? fr_t::one() : fr_t::zero();
+    fr_t diff = sib - cu;
+    fr_t t = bit ? diff : fr_t::zero();
+    sib.store(z_aux + 4 * v);
+    bv.store(z_aux + 4 * (v + 1));
+    t.store(z_aux + 4 * (v + 2));
+    v += 3;
+    put_row(a, b, c, r, bv, bv, bv);
+    put_row(a, b, c, r + 1, bv, diff, t);
+    r += 2;
+    fr_t s0 = fr_t::zero(), s1 = cu + t, s2 = sib - t;
+    for (int rnd = 0; rnd < P_ROUNDS; rnd++) {
+        s0 = s0 + fr_t::load(consts + 4 * (3 * rnd));
+        s1 = s1 + fr_t::load(consts + 4 * (3 * rnd + 1));
+        s2 = s2 + fr_t::load(consts + 4 * (3 * rnd + 2));
+        bool full = rnd < P_RF / 2 || rnd >= P_RF / 2 + P_RP;
+        for (int i = 0; i < (full ? PW : 1); i++) {
+            fr_t x = i == 0 ? s0 : (i == 1 ? s1 : s2);
+            fr_t x2 = x * x;
+            fr_t x4 = x2 * x2;
+            fr_t x5 = x4 * x;
+            put_row(a, b, c, r, x, x, x2);
+            put_row(a, b, c, r + 1, x2, x2, x4);
+            put_row(a, b, c, r + 2, x4, x, x5);
+            x2.store(z_aux + 4 * v);
+            x4.store(z_aux + 4 * (v + 1));
+            x5.store(z_aux + 4 * (v + 2));
+            r += 3;
+            v += 3;
+            if (i == 0) s0 = x5; else if (i == 1) s1 = x5; else s2 = x5;
+        }
+        const u64* m = consts + 4 * (3 * P_ROUNDS);
+        fr_t n0 = fr_t::load(m) * s0 + fr_t::load(m + 4) * s1 + fr_t::load(m + 8) * s2;
+        fr_t n1 = fr_t::load(m + 12) * s0 + fr_t::load(m + 16) * s1 + fr_t::load(m + 20) * s2;
+        fr_t n2 = fr_t::load(m + 24) * s0 + fr_t::load(m + 28) * s1 + fr_t::load(m + 32) * s2;
+        s0 = n0; s1 = n1; s2 = n2;
+    }
+    s0.store(cur + 4 * (lk + K + k));
+}
+
+// After the last level: each challenge's leaf variable and its index and root rows; every input variable
+// z[0 .. K+2) = (1, root, indices) and its input row (A = the input, B = C = 0: rows m .. m+K+2 of a).
+// idx_mont: the indices as Fr (Montgomery). root = challenge 0's top node.
+extern "C" __global__ void merkle_finish(int depth, u64 K, const u64* __restrict__ idx_mont,
+                                         const u64* __restrict__ cur, u64* a, u64* b, u64* c, u64* z, u64 m) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 ni = K + 2;
+    if (t >= ni) return;
+    const u64 rows_ch = (u64)depth * PER_ROWS + 2, vars_ch = 1 + (u64)depth * PER_VARS;
+    const u64* top = cur + 4 * ((u64)depth * K);
+    fr_t root = fr_t::load(top);
+    fr_t one = fr_t::one();
+    if (t < K) {
+        fr_t ix = fr_t::load(idx_mont + 4 * t);
+        fr_t::load(cur + 4 * t).store(z + 4 * (ni + t * vars_ch));
+        u64 r = t * rows_ch + (u64)depth * PER_ROWS;
+        put_row(a, b, c, r, ix, one, ix);
+        put_row(a, b, c, r + 1, fr_t::load(top + 4 * t), one, root);
+    }
+    fr_t in = t == 0 ? one : (t == 1 ? root : fr_t::load(idx_mont + 4 * (t - 2)));
+    in.store(z + 4 * t);
+    in.store(a + 4 * (m + t));
+}
