@@ -49,6 +49,7 @@ RESULTS: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "co
 TABLE: list[tuple[str, str, str]] = []
 INT_BOUND_NTT_2_24_MS = 3.3   # issue 4: integer-multiply bound at 1.67e13 32-bit mul-adds/s
 INT_BOUND_MSM_2_24_MS = 70.0
+PYTEST_TIMEOUT_S = 360
 INLINE_VARIANT = False  # --inline-variant: also time the msm_inline build (its NVRTC build takes about a minute)
 
 
@@ -57,8 +58,15 @@ def row(item: str, value: str, target: str = "") -> None:
     print(f"  {item:<34} {value:<40} {target}", flush=True)
 
 
+START = time.perf_counter()
+DEADLINE_S = float("inf")  # --deadline: sections that would start later are skipped (the table still prints)
+
+
 def section(name: str, fn, *a) -> None:
     print(f"\n== {name} ==", flush=True)
+    if time.perf_counter() - START > DEADLINE_S:
+        row(f"{name}", f"skipped: --deadline {DEADLINE_S:.0f} s passed")
+        return
     t = time.perf_counter()
     try:
         fn(*a)
@@ -99,6 +107,8 @@ def build() -> None:
     RESULTS["device"] = dict(name=props["name"].decode(), sms=props["multiProcessorCount"],
                              cc=dev.compute_capability, l2=props["l2CacheSize"])
     for m in ck.MODULES:
+        if m == "msm_inline" and not INLINE_VARIANT:  # its NVRTC build takes about a minute
+            continue
         t = time.perf_counter()
         ck.module(m, 0)
         dt = time.perf_counter() - t
@@ -117,8 +127,9 @@ def tests(quick: bool, tracer_bench: bool = True, keys: Path = ROOT / ".gpukeys"
     if quick:
         env.setdefault("GPUTRACE_GPU_TEST_LOGN", "1,5,11")
         env.setdefault("GPUTRACE_GPU_TEST_MSM", "1,100,2000")
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "-p", "no:cacheprovider"]
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "-p", "no:cacheprovider",
+           "--durations=12"]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
     log = p.stdout + p.stderr
     (OUT / "pytest.log").write_text(log)
     lines = [ln for ln in log.splitlines() if ln.strip()]
@@ -268,7 +279,6 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
         del bases, sc
         cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["msm"] = res
-    g2_bench([x for x in sizes if x <= 22], repeats)
 
 
 def g2_bench(sizes: list[int], repeats: int) -> None:
@@ -450,7 +460,7 @@ def prover_bench(logn: int, keys: Path, batch: int, gpus: int) -> None:
     """``benchmarks/bench_prover_gpu.py``: before/after proof, batch throughput on 1 and N GPUs, CUPTI share."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_prover_gpu.py"), "--logn", str(logn), "--keys", str(keys),
            "--batch", str(batch), "--gpus", str(gpus)]
-    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    rc = subprocess.run(cmd, cwd=ROOT, timeout=330).returncode
     res = json.loads((OUT / "bench_prover_gpu.json").read_text())
     RESULTS["prover"] = res
     if rc:
@@ -463,20 +473,24 @@ def prover_bench(logn: int, keys: Path, batch: int, gpus: int) -> None:
         row(f"batch {batch} x 2^{logn}, 1 GPU", f"{res['batch_1gpu']['proofs_per_s']:.2f} proofs/s", ">= 2")
     if f"batch_{gpus}gpu" in res:
         m = res[f"batch_{gpus}gpu"]
-        row(f"batch {batch} x 2^{logn}, {gpus} GPUs", f"{m['proofs_per_s']:.2f} proofs/s, {m['scaling']:.2f}x",
-            ">= 1.8x")
+        row(f"batch {batch} x 2^{logn}, {gpus} GPUs", f"{m['proofs_per_s']:.2f} proofs/s, {m['scaling']:.2f}x "
+            f"(prove span {m.get('scaling_prove_span', float('nan')):.2f}x)", ">= 1.8x")
     if "cupti" in res and res["cupti"].get("share") is not None:
         row(f"2^{logn} kernel-busy share", f"{100 * res['cupti']['share']:.0f} %", ">= 70 %")
 
 
-def cupti_bench() -> None:
-    """``benchmarks/bench_cupti.py`` (the CUPTI collection's own benchmark), when it exists."""
+def cupti_bench(logn: int, keys: Path, repeats: int) -> None:
+    """``benchmarks/bench_cupti.py proof`` (the CUPTI collection's overhead and agreement), when it exists."""
     script = ROOT / "benchmarks" / "bench_cupti.py"
     if not script.exists():
         row("cupti", "skipped: benchmarks/bench_cupti.py not present")
         return
-    rc = subprocess.run([sys.executable, str(script)], cwd=ROOT).returncode
-    row("cupti (bench_cupti.py)", f"exit {rc}")
+    js = OUT / "bench_cupti.json"
+    rc = subprocess.run([sys.executable, str(script), "proof", "--logn", str(logn), "--repeats", str(repeats),
+                         "--keys", str(keys), "--json", str(js)], cwd=ROOT).returncode
+    if js.exists():
+        RESULTS["cupti"] = json.loads(js.read_text())
+    row(f"cupti (bench_cupti.py proof, 2^{logn})", f"exit {rc}, details in bench_cupti.json")
     if rc:
         raise RuntimeError(f"bench_cupti.py exited {rc}")
 
@@ -500,29 +514,37 @@ def main() -> int:
     ap.add_argument("--prover", type=int, default=0, help="log2 size for bench_prover_gpu.py (0: skip)")
     ap.add_argument("--prover-batch", type=int, default=8, help="circuits of the prover section's batch runs")
     ap.add_argument("--inline-variant", action="store_true", help="MSM section: also the inlined-Fq build")
+    ap.add_argument("--deadline", type=float, default=float("inf"),
+                    help="seconds after which no further section starts (the summary still prints)")
+    ap.add_argument("--msm-g2", default="16,20", help="log2 sizes of the G2 MSM rows ('' to skip)")
+    ap.add_argument("--cupti-logn", type=int, default=18, help="proof size for bench_cupti.py proof")
+    ap.add_argument("--cupti-repeats", type=int, default=2)
     a = ap.parse_args()
-    global INLINE_VARIANT
+    global INLINE_VARIANT, DEADLINE_S
     INLINE_VARIANT = a.inline_variant
+    DEADLINE_S = a.deadline
     skip = set(filter(None, a.skip.split(",")))
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     if "build" not in skip:
         section("build", build)
     if "tests" not in skip:
         section("tests", tests, a.quick, not a.no_tracer_bench, Path(a.keys))
+    if "prover" not in skip and a.prover:
+        section("prover", prover_bench, a.prover, Path(a.keys), a.prover_batch, a.gpus or 2)
     if "ntt" not in skip:
         section("ntt", ntt_bench, ints(a.ntt), a.repeats)
     if "msm" not in skip:
         section("msm", msm_bench, ints(a.msm), max(3, a.repeats // 2))
+    if "msm" not in skip and a.msm_g2:
+        section("msm_g2", g2_bench, ints(a.msm_g2), max(3, a.repeats // 2))
     if "h2d" not in skip:
         section("h2d", h2d_bench, ints(a.h2d))
     if "proof" not in skip and a.proof:
         section("proof", proof_bench, ints(a.proof), Path(a.keys), not a.no_cpu_proof, a.warmup)
     if "multi" not in skip and a.multi:
         section("multi", multi_bench, ints(a.multi), Path(a.keys), a.gpus)
-    if "prover" not in skip and a.prover:
-        section("prover", prover_bench, a.prover, Path(a.keys), a.prover_batch, a.gpus or 2)
     if "cupti" not in skip:
-        section("cupti", cupti_bench)
+        section("cupti", cupti_bench, a.cupti_logn, Path(a.keys), a.cupti_repeats)
     (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     dev = RESULTS.get("device", {})
     print(f"\n== summary ({RESULTS['date']}, {dev.get('name', '?')}, {dev.get('sms', '?')} SMs) ==")

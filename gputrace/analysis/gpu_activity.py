@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -214,17 +215,21 @@ class LaunchGaps:
     unattributed_ns: np.ndarray
     thread_known: np.ndarray
     phases: list[str]
+    is_root: np.ndarray | None = None  # bool per entry: the phase has no parent (its window is the whole run's)
 
     def __len__(self) -> int:
         return int(len(self.row))
 
-    @property
+    @cached_property
     def gap_ns(self) -> np.ndarray:
-        """Device idle time inside each window (the sum of its holes)."""
-        return np.add.reduceat(np.append(self.hole_end - self.hole_start, 0), self.hole_offsets[:-1]) * (
-            np.diff(self.hole_offsets) > 0) if len(self.row) else np.zeros(0, np.int64)
+        """Device idle time inside each window (the sum of its holes); computed once."""
+        if not len(self.row):
+            return np.zeros(0, np.int64)
+        counts = np.diff(self.hole_offsets)
+        return np.bincount(np.repeat(np.arange(len(self.row)), counts), weights=(self.hole_end - self.hole_start).astype(np.float64),
+                           minlength=len(self.row)).astype(np.int64)
 
-    @property
+    @cached_property
     def bracket_ns(self) -> np.ndarray:
         return self.bracket_end - self.bracket_start
 
@@ -246,7 +251,8 @@ class LaunchGaps:
         }
 
     def by_phase(self, top_activity: int = 3) -> list[dict]:
-        """Totals per (phase name, device), largest gap first: instances, bracket/window/busy/kernel/gap ns,
+        """Totals per (phase name, device), largest gap first, root phases (a ``prove``: their gaps are the
+        GPU's idle time of the whole run) after the others: instances, bracket/window/busy/kernel/gap ns,
         kernels, unattributed ns (None if no instance had a known thread) and the top host activities."""
         acc: dict[tuple[int, int], dict] = {}
         for i in range(len(self)):
@@ -255,8 +261,9 @@ class LaunchGaps:
             if d is None:
                 d = acc[key] = {"phase": self.phases[key[0]], "device": key[1], "basis": KERNELS, "instances": 0,
                                 "bracket_ns": 0, "busy_ns": 0, "kernel_ns": 0, "gap_ns": 0, "kernels": 0,
-                                "unattributed_ns": None, "_act": {}, "bracket": set()}
+                                "unattributed_ns": None, "_act": {}, "bracket": set(), "root": True}
             d["instances"] += 1
+            d["root"] &= bool(self.is_root[i]) if self.is_root is not None else False
             d["bracket_ns"] += int(self.bracket_ns[i])
             d["busy_ns"] += int(self.busy_ns[i])
             d["kernel_ns"] += int(self.kernel_ns[i])
@@ -274,7 +281,7 @@ class LaunchGaps:
             d["host_activity"] = [{"phase": self.phases[p], "ns": n} for p, n in act]
             d["bracket"] = "/".join(sorted(d["bracket"]))
             out.append(d)
-        out.sort(key=lambda d: -d["gap_ns"])
+        out.sort(key=lambda d: (d["root"], -d["gap_ns"]))
         return out
 
 
@@ -393,7 +400,7 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
         g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e = (x[o] for x in (g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e))
         busy, kern, nk, unattr, g_key = busy[o], kern[o], nk[o], unattr[o], g_key[o]
     return LaunchGaps(g_row, g_dev, phase, b_s, b_e, ev, w_s, w_e, busy, kern, nk, hole_off, hs, he,
-                      act_off, act_ph, act_ns, unattr, g_key >= 0, list(tl.phases))
+                      act_off, act_ph, act_ns, unattr, g_key >= 0, list(tl.phases), is_root=parent[g_row] < 0)
 
 
 def _idle_in_windows(a_key, a_s, a_e, w_key, w_s, w_e):
@@ -447,6 +454,7 @@ def _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng):
     mask[host] = True
     prow, ps, pe = uncovered(tl, mask, host)  # self pieces: a thread instant belongs to its innermost span
     pkey = tkey[prow]
+    prow, ps, pe, pkey = _disjoint_per_thread(prow, ps, pe, pkey, c["kind"][prow] == 2)
     h_key = g_key[hg]
     pg_parts, ov_parts, row_parts = [], [], []
     for k in np.unique(h_key[h_key >= 0]).tolist():
@@ -473,6 +481,23 @@ def _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng):
     ug, uph, sums = ug[o], uph[o], sums[o]
     attributed = np.bincount(ug, weights=sums.astype(np.float64), minlength=ng).astype(np.int64)
     return offsets_from_counts(np.bincount(ug, minlength=ng)), uph, sums, np.maximum(hole_total - attributed, 0)
+
+
+def _disjoint_per_thread(prow, ps, pe, pkey, prefer):
+    """Self pieces of one thread made disjoint: siblings that overlap (an nsys sync span and the
+    synchronising API call it belongs to, both children of the phase) would count one instant twice.
+    An earlier piece keeps its time; at equal starts a ``prefer`` piece (a sync span) comes first."""
+    o = np.lexsort((~prefer, ps, pkey))
+    prow, ps, pe, pkey = prow[o], ps[o].copy(), pe[o], pkey[o]
+    # Running max of the previous pieces' ends within each thread (few threads: a loop over them).
+    prev = np.empty_like(pe)
+    for k in np.unique(pkey).tolist():
+        m = np.flatnonzero(pkey == k)
+        pm = np.maximum.accumulate(pe[m])
+        prev[m] = np.concatenate([[np.iinfo(np.int64).min], pm[:-1]])
+    ps = np.maximum(ps, prev)
+    keep = pe > ps
+    return prow[keep], ps[keep], pe[keep], pkey[keep]
 
 
 def _empty(tl: Timeline) -> LaunchGaps:

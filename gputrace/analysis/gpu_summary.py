@@ -7,16 +7,17 @@ any thread.
 
 from __future__ import annotations
 
-from gputrace.analysis.gpu_activity import activity_index, bracket_only_phases, device_busy, launch_gaps
+from gputrace.analysis.gpu_activity import LaunchGaps, activity_index, bracket_only_phases, device_busy, launch_gaps
 from gputrace.analysis.gpu_transfers import PIN_SWITCHES, copy_table, kernel_table, sync_waits
 from gputrace.timeline.model import Timeline
 
 
-def gpu_summary(tl: Timeline, top: int = 10, pin_switches=PIN_SWITCHES) -> dict:
+def gpu_summary(tl: Timeline, top: int = 10, pin_switches=PIN_SWITCHES, launch: LaunchGaps | None = None) -> dict:
     """``{"activity_spans", "devices", "launch_gaps", "bracket_only", "copies", "sync_waits", "kernels"}``;
-    lists are cut to ``top`` rows except ``devices`` and ``copies`` (small by construction)."""
+    lists are cut to ``top`` rows except ``devices`` and ``copies`` (small by construction). ``launch``: the
+    Timeline's `launch_gaps` when the caller already has them."""
     idx = activity_index(tl)
-    gaps = launch_gaps(tl, idx)
+    gaps = launch if launch is not None else launch_gaps(tl, idx)
     return {
         "activity_spans": len(idx),
         "devices": [d.to_dict() for d in device_busy(tl, idx)],

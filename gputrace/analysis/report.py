@@ -198,5 +198,5 @@ def analyse_timeline(
         critical_path=critical_path_summary(tl) if critical else [],
         unattributed_paths=un.by_path(tl),
         launch=launch,
-        gpu_activity=gpu_summary(tl, top=top) if critical else {},
+        gpu_activity=gpu_summary(tl, top=top, launch=launch) if critical else {},
     )

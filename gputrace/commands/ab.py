@@ -149,7 +149,7 @@ def run(args) -> int:
                                  warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress)
         runs = exp.measures()
         rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
-                      familywise=args.familywise)
+                      familywise=args.familywise, correction=args.correction)
     except (OSError, ValueError, ExperimentError) as e:
         print(f"gputrace ab: {visible(e)}", file=sys.stderr)
         return 1
@@ -158,8 +158,8 @@ def run(args) -> int:
         doc = rep.to_dict()
         doc["folder"] = str(exp.out_dir)
         dump_json(doc)
-        return gate(head, args.fail_on_regression, args.min_time, err) if head is not None else 0
+        return gate(head, args.fail_on_regression, args.min_time, err, args.allow_undecided) if head is not None else 0
     out_c = console(width=None if sys.stdout.isatty() else 160)
     render_report(rep, out_c, args.top, args.only_changed)
     out_c.print(rich_text(f"traces and manifest: {exp.out_dir}"))
-    return gate(head, args.fail_on_regression, args.min_time, out_c) if head is not None else 0
+    return gate(head, args.fail_on_regression, args.min_time, out_c, args.allow_undecided) if head is not None else 0

@@ -1,7 +1,9 @@
 """``gputrace compare BASE... --vs VARIANT...``: which phase moved, on which device, by how
 much, and whether it is real. Wiring and rendering only (statistics: gputrace.analysis.ab.compare).
 
-Exit codes: 0 fine, 1 unreadable input or bad arguments, 3 ``--fail-on-regression`` tripped.
+Exit codes: 0 fine, 1 unreadable input or bad arguments, 3 ``--fail-on-regression`` tripped,
+4 ``--fail-on-regression`` could not decide (too few runs to rule out a regression of the asked
+size; ``--allow-undecided`` turns this into 0).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import sys
 from gputrace.textsafe import console, markup, rich_text, visible
 
 REGRESSION_EXIT = 3
+UNDECIDED_EXIT = 4
 
 VERDICT_STYLE = {
     "slower": "bold red",
     "faster": "bold green",
     "unchanged": "dim",
     "inconclusive": "yellow",
+    "within margin": "dim yellow",
+    "partial": "dim cyan",
     "too few runs": "magenta",
     "new": "cyan",
     "gone": "cyan",
@@ -50,11 +55,17 @@ def add_stat_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--equivalence", type=parse_fraction, default=0.02,
                    help="an interval inside ±this is called unchanged (default 2%%)")
     p.add_argument("--warmup", type=int, default=0, help="discard the first K runs of each side (by start time)")
-    p.add_argument("--familywise", action="store_true",
-                   help="Bonferroni: hold the confidence for all rows together, not each row (wider intervals)")
+    p.add_argument("--correction", choices=("fdr", "holm", "none"), default=None,
+                   help="how rows are decided together: fdr (default; Benjamini-Hochberg: at most 1 - confidence "
+                        "of the rows called slower/faster are false calls), holm (chance of any false call at most "
+                        "1 - confidence) or none (each row alone)")
+    p.add_argument("--familywise", action="store_true", help="the same as --correction holm")
     p.add_argument("--fail-on-regression", type=parse_fraction, default=None, metavar="PCT",
                    help=f"exit {REGRESSION_EXIT} when a phase or the whole run is slower by more than PCT "
-                        "with the stated confidence (e.g. 5%%)")
+                        f"with the stated confidence (e.g. 5%%); exit {UNDECIDED_EXIT} when the runs cannot rule "
+                        "such a regression out (and say how many runs would)")
+    p.add_argument("--allow-undecided", action="store_true",
+                   help="with --fail-on-regression: exit 0, not 4, when the runs cannot decide")
     p.add_argument("--min-time", type=float, default=0.0, metavar="SECONDS",
                    help="ignore phases whose baseline median is shorter than this for --fail-on-regression")
     p.add_argument("--ignore-env", action="append", default=[], metavar="FIELD",
@@ -119,12 +130,20 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
     if res.warmup_dropped:
         head += f", warm-up discarded: {', '.join(res.warmup_dropped)}"
     console.print(rich_text(head))
-    if res.row_confidence != res.confidence:
-        console.print(f"familywise: each row at {res.row_confidence:.2%} so all {len(res.rows)} rows hold together at "
-                      f"{res.confidence:.0%}")
-    if res.min_p > 1 - res.row_confidence:
-        console.print(f"[bold magenta]N too small to decide: with {nb} vs {nv} runs no rank interval reaches "
-                      f"{res.row_confidence:.2%} (smallest possible p = {res.min_p:.3g}); add runs.[/]")
+    how = {"fdr": f"false discoveries held at {1 - res.confidence:.0%} (Benjamini-Hochberg)",
+           "holm": f"chance of any false call held at {1 - res.confidence:.0%} (Holm)",
+           "none": "each row tested alone (no control across rows)"}[res.correction]
+    console.print(f"{res.tested_rows} rows tested, {res.called_rows} called different; {how}; "
+                  f"changes within ±{res.equivalence:.0%} are never called slower/faster")
+    if res.undecidable:
+        console.print(f"[bold magenta]N too small to decide: with {nb} vs {nv} runs the smallest possible p is "
+                      f"{res.min_p:.3g}, above the {res.smallest_threshold:.3g} any call needs ({res.correction}, {res.tested_rows} rows); "
+                      f"add runs.[/]")
+    for side, emu in res.emulated.items():
+        if emu:
+            console.print(rich_text(f"emulated costs in the {'baseline' if side == 'base' else 'variant'} runs: "
+                                    + ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in emu.items()),
+                                    style="bold yellow"))
     t = Table(title=title, title_justify="left")
     for col, j in (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
                    ("diff", "right"), ("change", "right"), (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
@@ -157,13 +176,44 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
         console.print(t)
 
 
-def gate(res, threshold: float | None, min_time_s: float, console) -> int:
-    """Apply ``--fail-on-regression``; prints what tripped it. Returns the exit code."""
+def gate_state(res, threshold: float, min_time_s: float) -> tuple[str, list, int | None]:
+    """(``"regression"`` / ``"undecided"`` / ``"pass"``, regressed rows, runs per side needed).
+
+    Undecided: no regression was found, but the end-to-end row (``(prove)``, else ``(run)``)
+    cannot rule one of ``threshold`` out: its interval reaches above ``+threshold``, or no
+    interval is possible with these N. The runs needed are for that row's noise, at the
+    comparison's confidence and 80 % power (`family.runs_needed`)."""
+    from gputrace.analysis.ab.family import runs_needed
+
+    bad = res.regressions(threshold, min_base_ns=min_time_s * 1e9)
+    if bad:
+        return "regression", bad, None
+    e2e = res.find("(prove)") or res.total
+    if e2e is None:
+        return "pass", [], None
+    open_ = not math.isfinite(e2e.rel_high) or e2e.rel_high > threshold or res.undecidable
+    if not open_:
+        return "pass", [], None
+    return "undecided", [], runs_needed(e2e.base_values, e2e.variant_values, threshold, res.confidence)
+
+
+def gate(res, threshold: float | None, min_time_s: float, console, allow_undecided: bool = False) -> int:
+    """Apply ``--fail-on-regression``; prints what tripped it or why it cannot decide. Returns
+    the exit code (0, REGRESSION_EXIT, or UNDECIDED_EXIT unless ``allow_undecided``)."""
     if threshold is None:
         return 0
     from gputrace.analysis._common import fmt_ns
 
-    bad = res.regressions(threshold, min_base_ns=min_time_s * 1e9)
+    state, bad, need = gate_state(res, threshold, min_time_s)
+    if state == "undecided":
+        nb, nv = len(res.base_labels), len(res.variant_labels)
+        e2e = res.find("(prove)") or res.total
+        what = (f"the end-to-end change is {_pct(e2e.rel)} with interval up to {_pct(e2e.rel_high)}"
+                if math.isfinite(e2e.rel_high) else "no interval is possible")
+        more = f"; about {need} runs per side would" if need else ""
+        console.print(f"[bold magenta]UNDECIDED[/] with {nb} vs {nv} runs {what}: a regression of +{threshold:.1%} "
+                      f"cannot be ruled out{more} (at {res.confidence:.0%} confidence, 80% power)")
+        return 0 if allow_undecided else UNDECIDED_EXIT
     if not bad:
         console.print(f"no phase slower than +{threshold:.1%} at {res.confidence:.0%} confidence")
         return 0
@@ -196,7 +246,7 @@ def run(args) -> int:
                     m.round = i
         res = compare_measures(bm, vm, confidence=args.confidence, equivalence=args.equivalence, warmup=args.warmup,
                                ignore_env=args.ignore_env, paired=True if args.paired else False,
-                               familywise=args.familywise)
+                               familywise=args.familywise, correction=args.correction)
     except (OSError, ValueError) as e:
         print(f"gputrace compare: {visible(e)}", file=sys.stderr)
         return 1
@@ -204,13 +254,15 @@ def run(args) -> int:
     if args.json:
         doc = res.to_dict()
         if args.fail_on_regression is not None:
-            doc["regressions"] = [r.to_dict() for r in res.regressions(args.fail_on_regression, args.min_time * 1e9)]
+            state, bad, need = gate_state(res, args.fail_on_regression, args.min_time)
+            doc["regressions"] = [r.to_dict() for r in bad]
+            doc["gate"] = {"state": state, "threshold": args.fail_on_regression, "runs_needed_per_side": need}
         dump_json(doc)
         for w in res.environment.warnings:
             err.print(f"[bold red]WARNING[/] {markup(w)}")
-        return gate(res, args.fail_on_regression, args.min_time, err)
+        return gate(res, args.fail_on_regression, args.min_time, err, args.allow_undecided)
     out = console(width=None if sys.stdout.isatty() else 160)
     render_comparison(res, out, args.top, only_changed=args.only_changed)
     for w in res.environment.warnings:
         err.print(f"[bold red]WARNING[/] {markup(w)}")
-    return gate(res, args.fail_on_regression, args.min_time, out)
+    return gate(res, args.fail_on_regression, args.min_time, out, args.allow_undecided)

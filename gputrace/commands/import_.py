@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gputrace.textsafe import visible
+
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -38,11 +40,11 @@ def run(args: argparse.Namespace) -> int:
     if not src.is_file():
         why = "is a directory, not a file" if src.is_dir() else "no such file"
         hint = " (export the report first: nsys export --type sqlite REPORT.nsys-rep)" if args.source == "nsys" else ""
-        print(f"gputrace import: {src}: {why}{hint}", file=sys.stderr)
+        print(visible(f"gputrace import: {src}: {why}{hint}"), file=sys.stderr)
         return 2
     out = Path(args.output) if args.output else src.with_name(src.name.split(".")[0] + ".jsonl")
     if out.resolve() == src.resolve():
-        print(f"gputrace import: output {out} would overwrite the input", file=sys.stderr)
+        print(visible(f"gputrace import: output {out} would overwrite the input"), file=sys.stderr)
         return 2
     try:
         from gputrace.timeline.load import read_as
@@ -53,10 +55,10 @@ def run(args: argparse.Namespace) -> int:
             tl = read_as(src, "chrome", host=args.host)
         lines = write_otlp_jsonl(tl, out)
     except OSError as exc:  # str() of some OSErrors is the path alone: say what went wrong
-        print(f"gputrace import: {exc.filename or src}: {exc.strerror or exc}", file=sys.stderr)
+        print(visible(f"gputrace import: {exc.filename or src}: {exc.strerror or exc}"), file=sys.stderr)
         return 1
     except ValueError as exc:
-        print(f"gputrace import: {exc}", file=sys.stderr)
+        print(f"gputrace import: {visible(exc)}", file=sys.stderr)
         return 1
     lanes = len(tl.lanes)
     gpus = len({ln.device for ln in tl.lanes if ln.device >= 0})

@@ -25,7 +25,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--otlp", default=None, help="also export over OTLP (grpc, http or an endpoint URL)")
     p.add_argument("--out", type=Path, default=Path("gputrace-out"), help="output directory (default gputrace-out)")
     p.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys)")
-    p.add_argument("--seed", type=int, default=1, help="seed for the test key and the trees (default 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="make a reproducible TEST key from this seed (anyone who knows it can forge proofs; "
+                        "vk.json says so) and seed the trees with it; default: keys from fresh randomness, trees seed 1")
     p.add_argument("--synthesis-workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
                         "the circuits in the batch, each circuit is split over N // circuits of them")
@@ -57,7 +59,8 @@ def options_from_args(args):
     return ProveOptions(
         constraints=constraints, challenges=args.challenges, depth=args.depth, batch=args.batch,
         devices=args.devices, backend=args.backend, opts=parse_opts(args.opt), out_dir=args.out,
-        key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=args.seed, verify=not args.no_verify,
+        key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=1 if args.seed is None else args.seed,
+        key_seed=args.seed, verify=not args.no_verify,
         synthesis_workers=args.synthesis_workers,
     )
 
@@ -79,6 +82,19 @@ def summary_table(result):
     for n in order:
         t.add_row(n, *(f"{result.phase_seconds[(n, lab)]:.3f}" if (n, lab) in result.phase_seconds else "" for lab in labels))
     return t
+
+
+def key_kind(vk_path) -> str:
+    """'TEST key from --seed N' or 'fresh random setup', from what ``vk.json`` says about itself."""
+    import json
+
+    try:
+        doc = json.loads(Path(vk_path).read_text())
+    except (OSError, ValueError, RecursionError):
+        return "key kind unknown"
+    if isinstance(doc, dict) and doc.get("test_key"):
+        return f"TEST key from --seed {doc.get('test_key_seed')}: anyone can forge proofs for it"
+    return "fresh random setup"
 
 
 def trace_delivery_warnings() -> list[str]:
@@ -142,7 +158,7 @@ def run(args) -> int:
     ok = sum(result.verified)
     out.print(
         f"{n} proofs ({result.challenges} challenges x depth {result.depth}) in {result.wall_s:.2f} s; "
-        f"keys {'cached' if result.key_cached else 'generated'} in {result.setup_s:.2f} s; "
+        f"keys {'cached' if result.key_cached else 'generated'} in {result.setup_s:.2f} s ({key_kind(result.vk_path)}); "
         + (f"verified {ok}/{n}" if result.verified else "not verified"),
         soft_wrap=True,
     )

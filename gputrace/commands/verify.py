@@ -16,6 +16,21 @@ def register(sub) -> argparse.ArgumentParser:
     return p
 
 
+def _test_key_note(vk_path) -> str:
+    """The key's own warning when ``vk.json`` says it is a TEST key (made from a seed), else ''."""
+    import json
+
+    from gputrace.textsafe import visible
+
+    try:
+        doc = json.loads(Path(vk_path).read_text())
+    except (OSError, ValueError, RecursionError):
+        return ""
+    if isinstance(doc, dict) and doc.get("test_key"):
+        return visible(doc.get("warning") or "a TEST key made from a seed: anyone can forge proofs for it")
+    return ""
+
+
 def run(args) -> int:
     from gputrace.prover.keys import KeyError_
     from gputrace.prover.verify_files import verify_files
@@ -35,4 +50,7 @@ def run(args) -> int:
             bad += 1
             print(f"FAILED  {visible(v.path)}: {visible(v.error)}")
     print(f"{len(verdicts) - bad}/{len(verdicts)} proofs verified")
+    note = _test_key_note(args.vk)
+    if note:
+        print(f"warning: {args.vk}: {note}", file=sys.stderr)
     return 0 if bad == 0 else 1

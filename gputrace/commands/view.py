@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gputrace.textsafe import visible
+
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -34,6 +36,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="+", metavar="A", help="compare view: baseline trace files (one run each; "
                    "a file holding several runs is split by run id); give the variant with --vs")
     p.add_argument("--vs", nargs="+", metavar="B", help="with --compare: the variant trace files")
+    p.add_argument("--correction", choices=("fdr", "holm", "none"), default="fdr",
+                   help="with --compare: how rows are decided together (default fdr: Benjamini-Hochberg; holm; "
+                        "see docs/analysis.md)")
     p.add_argument("--confidence", type=_confidence, default=0.95,
                    help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
     p.add_argument("--focus", metavar="PHASE",
@@ -77,14 +82,14 @@ def _run_compare(args: argparse.Namespace) -> int:
         print("gputrace view: standard output is not a terminal; for a picture use --screenshot FILE.svg",
               file=sys.stderr)
         return 2
-    app = CompareApp(args.compare, args.vs, confidence=args.confidence)
+    app = CompareApp(args.compare, args.vs, confidence=args.confidence, correction=args.correction)
     if args.screenshot:
         if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
             return 1
     else:
         app.run()
     if app.error:
-        print(f"gputrace view: {app.error}", file=sys.stderr)
+        print(f"gputrace view: {visible(app.error)}", file=sys.stderr)
         return 1
     if args.screenshot:
         print(f"wrote {args.screenshot}")
@@ -94,7 +99,6 @@ def _run_compare(args: argparse.Namespace) -> int:
 def _write_screenshot(path: str, svg: str) -> bool:
     """Write the SVG; False after a one-line error on stderr when the file cannot be written."""
     from gputrace.atomic_write import write_atomic
-    from gputrace.textsafe import visible
 
     try:
         write_atomic(path, svg)
@@ -128,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             receiver, path = start_receiver(args.listen, args.out)
         except ListenError as e:
-            print(f"gputrace view: {e}", file=sys.stderr)
+            print(f"gputrace view: {visible(e)}", file=sys.stderr)
             return 2
         paths, follow = [path], True
         title = f"listening: grpc {receiver.grpc_endpoint} · {receiver.http_endpoint} → {path}"
@@ -138,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             if not _write_screenshot(args.screenshot, screenshot_svg(app, _size(args.size))):
                 return 1
             if app.error:
-                print(f"gputrace view: {app.error}", file=sys.stderr)
+                print(f"gputrace view: {visible(app.error)}", file=sys.stderr)
                 return 1
             print(f"wrote {args.screenshot}")
             return 0
@@ -150,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         app = GputraceApp(paths, follow=follow, title=title, focus=args.focus)
         app.run()
         if app.error:
-            print(f"gputrace view: {app.error}", file=sys.stderr)
+            print(f"gputrace view: {visible(app.error)}", file=sys.stderr)
             return 1
         return 0
     finally:

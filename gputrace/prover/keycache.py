@@ -1,8 +1,11 @@
 """Find or generate the Groth16 keys for a circuit shape (the key cache).
 
-Keys live in ``<key_dir>/<circuit-id>-K<k>-D<d>-<fingerprint16>/`` (see ``keys.py``). The R1CS
-fingerprint is taken from a template synthesis of the shape; a cached key with another
-fingerprint is never used (``keys.load_pk`` raises ``KeyMismatchError``).
+Keys live in ``<key_dir>/<circuit-id>-K<k>-D<d>-<fingerprint16>/`` (see ``keys.py``); TEST keys made
+from a seed in ``...-<fingerprint16>-testseed<N>/``, so a seeded key is never picked up by a run that
+asked for a real one (and a directory written by an older gputrace, whose keys were all seeded, is
+regenerated with fresh randomness when a real key is asked for). The R1CS fingerprint is taken from a
+template synthesis of the shape; a cached key with another fingerprint is never used
+(``keys.load_pk`` raises ``KeyMismatchError``).
 
 The template synthesis is skipped when ``<key_dir>/fingerprints/`` holds a record of the fingerprint
 for this shape and the current source of the circuit modules (``fingerprint_record.py``); the
@@ -12,6 +15,7 @@ read from a record, no synthesis) or ``miss`` (R1CS built: no usable record, or 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,7 @@ class KeySet:
     cached: bool
     seconds: float
     fingerprint: str
+    test_seed: int | None = None  # the seed of a TEST key (anyone can forge proofs for it), else None
 
 
 def template_cs(shape: CircuitShape) -> ConstraintSystem:
@@ -44,12 +49,28 @@ def template_cs(shape: CircuitShape) -> ConstraintSystem:
     return build_cs(shape, make_instance(shape, seed=TEMPLATE_SEED), TEMPLATE_OPTS)
 
 
-def _have_keys(directory: Path) -> bool:
-    return (directory / "pk.npz").exists() and (directory / "vk.json").exists()
+def _have_keys(directory: Path, seed: int | None = None) -> bool:
+    """Both key files exist, and a real key (``seed`` None) was not made from a seed (older caches)."""
+    if not ((directory / "pk.npz").exists() and (directory / "vk.json").exists()):
+        return False
+    if seed is None:
+        try:
+            doc = json.loads((directory / "vk.json").read_text())
+        except (OSError, ValueError, RecursionError):
+            return True  # load_vk/load_pk will name the problem
+        return isinstance(doc, dict) and doc.get("test_key") is False
+    return True
 
 
-def get_keys(shape: CircuitShape, key_dir: Path, seed: int, workers: int | None = None) -> KeySet:
-    """Load the shape's keys from ``key_dir`` or generate and save them (seeded; tests only).
+def key_directory(key_dir: Path, shape: CircuitShape, fingerprint: str, seed: int | None) -> Path:
+    """Where the shape's keys are cached: a separate directory per test-key seed."""
+    d = keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), fingerprint)
+    return d if seed is None else d.with_name(f"{d.name}-testseed{seed}")
+
+
+def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, workers: int | None = None) -> KeySet:
+    """Load the shape's keys from ``key_dir`` or generate and save them: from fresh randomness by
+    default, or from ``seed`` (a reproducible TEST key: anyone who knows the seed can forge proofs).
 
     Raises ``keys.KeyMismatchError`` when the cached key belongs to another circuit, ``keys.KeyError_``
     when it is unreadable. Writes a fingerprint record under ``key_dir`` after a template synthesis
@@ -61,7 +82,7 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int, workers: int | None 
         rkey = fingerprint_record.record_key(CIRCUIT_ID, shape.challenges, shape.depth, TEMPLATE_SEED, TEMPLATE_OPTS)
         recorded = fingerprint_record.read(key_dir, rkey) if rkey is not None else None
         fp = recorded
-        if recorded is None or not _have_keys(keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), recorded)):
+        if recorded is None or not _have_keys(key_directory(key_dir, shape, recorded, seed), seed):
             cs = template_cs(shape)  # no record, or keys to generate (which needs the R1CS anyway)
             fp = cs.fingerprint()
             if recorded is not None and recorded != fp:
@@ -71,19 +92,19 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int, workers: int | None 
             if rkey is not None and recorded != fp:
                 fingerprint_record.write(key_dir, rkey, fp)
         p.set("fingerprint.record", "miss" if cs is not None else "hit")
-    directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), fp)
+    directory = key_directory(key_dir, shape, fp, seed)
     pk_path = directory / "pk.npz"
-    if _have_keys(directory):
+    if _have_keys(directory, seed):
         with gputrace.phase("key_load", kind="host"):
             pk = keys.load_pk(pk_path, expect_fingerprint=fp)
-        return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp)
+        return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp, seed)
     if cs is None:  # the keys went away between the check above and here
         cs = template_cs(shape)
         fp = cs.fingerprint()
-        directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, shape.label(), fp)
+        directory = key_directory(key_dir, shape, fp, seed)
     pk, vk = generate(cs, seed, workers)
-    meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed,
-            "constraints": cs.num_constraints, "warning": "seeded test key, not a ceremony"}
+    meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed, "constraints": cs.num_constraints,
+            "warning": keys.seeded_key_warning(seed) if seed is not None else "single-party setup from fresh randomness"}
     with gputrace.phase("key_save", kind="host"):
         keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
-    return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp)
+    return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp, seed)

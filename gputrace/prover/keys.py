@@ -14,12 +14,12 @@ differs from the circuit's is ``KeyMismatchError`` (never silently used).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from gputrace.atomic_write import write_atomic
 
 from . import fixed_base
 from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
@@ -36,12 +36,24 @@ class KeyMismatchError(ValueError):
     """A key does not belong to this circuit (fingerprint or input count differs)."""
 
 
-def vk_to_json(vk: VerifyingKey, circuit: str, fingerprint: str) -> dict:
-    return {
+def seeded_key_warning(seed: int) -> str:
+    return (f"TEST KEY: its toxic waste is derived from --seed {seed}, so anyone can forge proofs that "
+            "verify against it; never use it outside tests and benchmarks")
+
+
+def vk_to_json(vk: VerifyingKey, circuit: str, fingerprint: str, test_seed: int | None = None) -> dict:
+    """The ``vk.json`` document. ``test_seed``: the key came from a seed (``test_key`` true, with a warning)."""
+    doc = {
         "protocol": "groth16",
         "curve": "bls12-381",
         "circuit": circuit,
         "fingerprint": fingerprint,
+        "test_key": test_seed is not None,
+    }
+    if test_seed is not None:
+        doc["test_key_seed"] = test_seed
+        doc["warning"] = seeded_key_warning(test_seed)
+    return doc | {
         "num_inputs": len(vk.ic) - 1,
         "alpha_g1": g1_to_hex(vk.alpha_g1),
         "beta_g2": g2_to_hex(vk.beta_g2),
@@ -80,14 +92,7 @@ def load_vk(path: Path) -> tuple[VerifyingKey, dict]:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
 
 
 def _rows(buf: bytes, width: int) -> np.ndarray:
@@ -116,7 +121,8 @@ def save_keys(directory: Path, pk: ProvingKey, vk: VerifyingKey, circuit: str, m
         meta=np.frombuffer(json.dumps(full_meta).encode(), dtype=np.uint8),
     )
     _atomic_write(directory / "pk.npz", bio.getvalue())
-    vk_doc = vk_to_json(vk, circuit, pk.fingerprint)
+    seed = meta.get("seed")
+    vk_doc = vk_to_json(vk, circuit, pk.fingerprint, test_seed=seed if isinstance(seed, int) else None)
     _atomic_write(directory / "vk.json", json.dumps(vk_doc, indent=1).encode())
 
 

@@ -3,8 +3,12 @@
 SupraSeal's D4 split one ``msm_t`` into three instances (L, A, B_G1) tuned for their scalar
 distributions. Here ``plan_msm`` looks at one MSM's scalars and returns an ``MsmPlan``:
 
-* ``window`` (GPU Pippenger bucket width): about log2(non-zero count) − 3, clamped to [4, 16],
-  one bit wider when the mean popcount is under 64 (sparse scalars leave most buckets empty).
+* ``window`` (GPU Pippenger bucket width): the measured best window for full-width scalars
+  (``default_window``: log2 − 5 in [4, 15], the H200 sweep) applied to the *non-zero* count, one bit wider
+  when the mean popcount is under 64 (sparse scalars leave most buckets empty). So a mostly-zero MSM gets a
+  narrower window than its length would; this circuit's tails are under 2 % zeros, so at 2^20 the plan's
+  window equals the default (the earlier rule, log2(count) − 3 capped at 16, chose c = 16, the chunk-imbalance
+  case: 49 ms against 35 ms for c = 15 in the H200 2^20 proof, CUPTI kernels).
 * ``narrow_bits`` (CPU split): 65 when at least 5 % of the non-zero scalars fit in 64 bits
   (they then go to a cheap narrow multiexp), else 0 (no narrow class).
 
@@ -22,6 +26,12 @@ from .backends.base import MsmPlan
 from .field import popcounts
 
 
+def default_window(n: int) -> int:
+    """Window bits for an MSM of ``n`` full-width scalars: log2(n) − 5 in [4, 15] (the CUDA backend's default,
+    from the H200 window sweep in benchmarks/RESULTS.md)."""
+    return max(4, min(15, int(round(math.log2(max(n, 2)))) - 5))
+
+
 def plan_msm(limbs: np.ndarray) -> MsmPlan:
     """The D4 plan for one MSM's scalars (``uint64`` ``(n, 4)``).
 
@@ -35,7 +45,6 @@ def plan_msm(limbs: np.ndarray) -> MsmPlan:
     if count == 0:
         return MsmPlan(window=4, narrow_bits=0)
     mean_pop = float(popcounts(arr).sum()) / count
-    window = int(round(math.log2(count))) - 3 + (1 if mean_pop < 64 else 0)
-    window = max(4, min(16, window))
+    window = max(4, min(16, default_window(count) + (1 if mean_pop < 64 else 0)))
     narrow_share = float(((high == 0) & nz).sum()) / count  # 1 .. 64 significant bits
     return MsmPlan(window=window, narrow_bits=65 if narrow_share >= 0.05 else 0)

@@ -90,6 +90,9 @@ class ProveOptions:
     otlp: str | None = None
     configure_tracer: bool = True
     seed: int = 1
+    #: None: keys from fresh random toxic waste; an int: a reproducible TEST key from that seed
+    #: (anyone who knows it can forge proofs; ``vk.json`` says so). ``gputrace prove --seed N`` sets both.
+    key_seed: int | None = None
     verify: bool = True
     progress: Callable[[str, int, int], None] | None = None
     synthesis_workers: int | None = None

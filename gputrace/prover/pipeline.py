@@ -38,6 +38,7 @@ import numpy as np
 from py_arkworks_bls12381 import G2Point
 
 import gputrace
+from gputrace.atomic_write import write_atomic
 
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
@@ -157,7 +158,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     try:
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
-            keyset = get_keys(shape, key_dir, o.seed)
+            keyset = get_keys(shape, key_dir, o.key_seed)
         pk = keyset.pk
         vk, _ = load_vk(keyset.vk_path)
         setup_s = time.perf_counter() - t0
@@ -166,7 +167,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         proofs, publics = _prove_batch(o, shape, backend, pk, stats, total)
         wall = time.perf_counter() - t_start
         paths, verified = [], []
-        (out_dir / "vk.json").write_bytes(keyset.vk_path.read_bytes())
+        write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
         for i in range(total):
             p = out_dir / f"proof-{i}.json"
             write_proof(p, proofs[i], publics[i], circuit=i)
@@ -191,17 +192,35 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
     cpus = cpu_threads()
     dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
     dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
-    bases = []
-    for d in range(ndev):  # proving-key queries resident per device, once per run (before the prove root)
+    plan_pool = plans = None
+    if dev_synth:  # witness plans (pure Python) made on one thread while the bases load, in the order the devices
+        # take their circuits (device d: d*B .. d*B+B-1; interleaved so every device's first circuits come first)
+        total = o.batch * ndev
+        plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
+        plans = [None] * total
+        for j in range(o.batch):
+            for d in range(ndev):
+                i = d * o.batch + j
+                plans[i] = plan_pool.submit(make_plan, shape, o.seed, i)
+        plan_pool.shutdown(wait=False)
+
+    def load(d: int) -> dict:  # proving-key queries resident on device d, once per run (before the prove root)
         lane = backend.lanes(d)[0]
         with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
                          points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h) + (len(pk.b_g2) if dev_g2 else 0)):
-            bases.append({name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
-                          (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))})
+            out = {name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
+                   (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))}
             if dev_g2:
                 g2_limbs = pk.affine_limbs("b_g2")
-                bases[d]["b_g2"] = backend.load_bases_g2(
+                out["b_g2"] = backend.load_bases_g2(
                     "b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pk.b_g2), d)
+        return out
+
+    if ndev == 1:
+        bases = [load(0)]
+    else:  # one thread per device: the uploads (and the devices' copy engines) run side by side
+        with ThreadPoolExecutor(max_workers=ndev, thread_name_prefix="load_bases") as ex:
+            bases = list(ex.map(load, range(ndev)))
     g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
     witnesses: list[Future] = []
     b_g2: list[Future] = []
@@ -260,7 +279,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                     lane = backend.lanes(d)[0]
                     mine = list(range(d * o.batch, (d + 1) * o.batch))
                     if dev_synth:
-                        src = [make_plan(shape, o.seed, i) for i in mine]
+                        src = [plans[i].result() for i in mine]
                     else:
                         src = [witnesses[i].result() for i in mine]
 
@@ -330,6 +349,7 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
     top = dict(kw, parent=ctx)  # top-level device phases: children of the prove root
     nb, n = len(src), pk.domain_size
     pinned = None
+    prep_pool = None
     proofs: list[Proof] = []
     zdev: list = [None] * nb
     try:
@@ -355,6 +375,11 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
                     p.set("pin.method", "page-locked" if pinned.pinned else "staging-copy")
             with stats.phase("h2d", dl, bytes=host.nbytes, **top):
                 dev = backend.h2d(pinned if pinned is not None else host, lane.index, lane)
+        # Host work per circuit (the scalars that are 1, the tail without them, D4 plans) on helper threads,
+        # started now so it overlaps the device's NTT and MSMs instead of leaving the stream empty (numpy
+        # releases the GIL in these array operations).
+        prep_pool = ThreadPoolExecutor(max_workers=min(2, nb), thread_name_prefix=f"prep-{lane.index}")
+        preps = [prep_pool.submit(_tail_work, w, "d4" in o.opts) for w in ws]
         with stats.phase("ntt", dl, **top):
             with stats.phase("intt_abc", dl, **kw):
                 dev = backend.ntt(dev, inverse=True, coset=False, lane=lane)
@@ -366,16 +391,13 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
             with stats.phase("intt_h", dl, **kw):
                 h = backend.ntt(h, inverse=True, coset=True, lane=lane)
         d4 = "d4" in o.opts
-        one = np.array([1, 0, 0, 0], dtype=np.uint64)
         for j, w in enumerate(ws):
             ckw = dict(top, circuit=w.circuit)
             with stats.phase("msm_h", dl, **ckw):
                 # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
                 mh = backend.msm_g1(bases["h"], _coeffs(backend, h, j, n - 1), lane=lane)
             z, ni = w.z_limbs, w.num_inputs
-            ones = np.all(z == one, axis=1)
-            tail = z.copy()
-            tail[ones] = 0
+            ones, tail, plan_l, tplan = preps[j].result()
             with stats.phase("batch_add", dl, **ckw):
                 ba = backend.batch_add_g1(bases["a"], ones, lane=lane)
                 bb = backend.batch_add_g1(bases["b_g1"], ones, lane=lane)
@@ -383,11 +405,8 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
             with stats.phase("h2d", dl, bytes=tail.nbytes, what="tail scalars", **ckw):
                 tdev = backend.h2d(tail, lane.index, lane)  # once for the three tail MSMs
             with stats.phase("msm_l", dl, **ckw):
-                sl = tail[ni:]
-                ml = backend.msm_g1(bases["l"], backend.rows(tdev, ni, len(tail)),
-                                    plan=plan_msm(sl) if d4 else None, lane=lane)
+                ml = backend.msm_g1(bases["l"], backend.rows(tdev, ni, len(tail)), plan=plan_l, lane=lane)
             with stats.phase("msm_a", dl, **ckw):
-                tplan = plan_msm(tail) if d4 else None  # A and B_G1 share their scalars, so their plan
                 ma = backend.msm_g1(bases["a"], tdev, plan=tplan, lane=lane)
             with stats.phase("msm_b_g1", dl, **ckw):
                 mb = backend.msm_g1(bases["b_g1"], tdev, plan=tplan, lane=lane)
@@ -401,10 +420,25 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
             with stats.phase("assemble", dl, **hkw):
                 proofs.append(_assemble(pk, ma + ba, mb + bb, ml + bl, mh, g2))
     finally:
+        if prep_pool is not None:
+            prep_pool.shutdown(wait=True, cancel_futures=True)
         if pinned is not None:
             with stats.phase("unpin", dl, **dict(top, bytes=pinned.nbytes, kind="pin")):
                 backend.unpin(pinned)
     return proofs
+
+
+_ONE = np.array([1, 0, 0, 0], dtype=np.uint64)
+
+
+def _tail_work(w: Witness, d4: bool):
+    """(ones, tail, L plan, A/B_G1 plan) of one circuit: the scalars that are 1 (``batch_add``), the assignment
+    with them zeroed (the tail MSMs) and the D4 plans (None without D4; A and B_G1 share their scalars)."""
+    z, ni = w.z_limbs, w.num_inputs
+    ones = np.all(z == _ONE, axis=1)
+    tail = z.copy()
+    tail[ones] = 0
+    return ones, tail, plan_msm(tail[ni:]) if d4 else None, plan_msm(tail) if d4 else None
 
 
 def _coeffs(backend: ProverBackend, h, j: int, count: int):

@@ -1,7 +1,10 @@
-"""Groth16 key generation from a seeded RNG — FOR TESTS AND BENCHMARKS ONLY, NOT A CEREMONY.
+"""Groth16 key generation (a single-party setup, not a ceremony).
 
-Anyone who knows the seed knows the toxic waste (τ, α, β, γ, δ) and can forge proofs for the
-key. The seed exists so that keys are reproducible and cacheable in CI.
+By default the toxic waste (τ, α, β, γ, δ) is drawn from the operating system's CSPRNG
+(``secrets.SystemRandom``) and forgotten: nobody, including this process afterwards, can forge
+proofs for the key. With a ``seed`` it is derived from the seed instead: reproducible and cacheable
+in CI, and a TEST key: anyone who knows the seed knows the toxic waste and can forge proofs for any
+input. ``keycache`` keeps test keys apart and ``vk.json`` says which kind a key is.
 
 Follows bellman's ``generate_parameters``: the R1CS gets one extra row per public input
 (``input_i · 0 = 0``) so the input polynomials are linearly independent; the domain is the
@@ -12,6 +15,7 @@ basis at τ; key elements are fixed-base multiples of the generators (``fixed_ba
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,9 +93,10 @@ def lagrange_at(tau: int, n: int) -> list[int]:
     return [scale * p % R * iv % R for p, iv in zip(pts, invs)]
 
 
-def generate(cs: ConstraintSystem, seed: int, workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
-    """Keys for ``cs``'s structure from ``seed`` (see the module warning). Uses a process pool."""
-    rng = random.Random(f"groth16-setup:{seed}")
+def generate(cs: ConstraintSystem, seed: int | None = None, workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
+    """Keys for ``cs``'s structure: fresh random toxic waste, or derived from ``seed`` (a TEST key; see the
+    module doc). Uses a process pool."""
+    rng = secrets.SystemRandom() if seed is None else random.Random(f"groth16-setup:{seed}")
     tau, alpha, beta, gamma, delta = (rng.randrange(1, R) for _ in range(5))
     n = domain_size_for(cs)
     m, ni, nv = cs.num_constraints, cs.num_inputs, cs.num_vars

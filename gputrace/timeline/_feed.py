@@ -9,6 +9,7 @@ A damaged gzip stream: every complete line before the damage is fed, then the da
 
 from __future__ import annotations
 
+from gputrace.timeline._depth import too_deep
 from gputrace.timeline._lines import PathLike, iter_lines, open_trace_file
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import TraceFormatError
@@ -69,6 +70,8 @@ def try_whole_file(loader: TraceLoader, path: PathLike) -> bool:
     try:
         with open_trace_file(path) as f:
             data = f.read(WHOLE_FILE_LIMIT)
+        if too_deep(data):
+            return False
         req = request_decoder.decode(data)
     except Exception:  # noqa: BLE001 - not a whole-file request either: report the line error
         return False

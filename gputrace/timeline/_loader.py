@@ -14,6 +14,7 @@ import orjson
 
 from gputrace.timeline._columns import Interner, spans_to_columns
 from gputrace.timeline._decode_errors import describe_msgspec_error
+from gputrace.timeline._depth import too_deep
 from gputrace.timeline._fast import lean_decoder, parse_attributes, resource_decoder
 from gputrace.timeline._lines import PathLike
 from gputrace.timeline.errors import LoadReport, TraceFormatError
@@ -68,7 +69,7 @@ class TraceLoader:
         if not line:
             return
         self.report.lines += 1
-        if self.fast:
+        if self.fast and not too_deep(line):
             try:
                 req = lean_decoder.decode(line)
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
@@ -150,6 +151,8 @@ class TraceLoader:
 
     def _feed_general(self, path: PathLike, line_no: int, line: bytes, terminated: bool) -> None:
         try:
+            if too_deep(line):
+                raise RecursionError
             req = request_decoder.decode(line)
         except RecursionError:  # msgspec's depth guard: a line nested deeper than the stack allows
             err = TraceFormatError(path, line_no, None, "JSON nested too deeply to read (a hostile or broken writer?)",

@@ -180,7 +180,7 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
             k = seen.get(id(a))
             if k is None:
                 k = seen[id(a)] = len(dicts)
-                dicts.append(a)
+                dicts.append(a if type(a) is dict else dict(a))  # RowAttrs views are stored as plain dicts
             ix[j] = k
         arrays = {**{k: np.ascontiguousarray(tl.cols[k], dtype=COLUMNS[k].newbyteorder("<")) for k in COLUMNS},
                   "lane_offsets": np.ascontiguousarray(tl.lane_offsets, dtype="<i8"), "attr_rows": rows.astype("<i8"),

@@ -12,7 +12,12 @@ Writer (:func:`to_chrome`, :func:`write_chrome`) — opens in ui.perfetto.dev an
 * ``X`` events on one thread must nest (Perfetto drops or flags the others), so a span that only
   partly overlaps a span already on its thread goes to an extra thread ``<lane> (overlap N)``;
 * flow arrows (``s``/``f`` pairs) from each span to its children on other lanes (host phase -> the
-  GPU work under it), unless ``flows=False``.
+  GPU work under it), unless ``flows=False``;
+* GPU activity spans (kernels, copies, memsets, syncs from CUPTI or an Nsight import) carry Kineto's
+  categories (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_sync``) and arguments (``device``,
+  ``stream``, ``correlation``/``External id``, ``grid``, ``block``, ``registers per thread``, ``shared
+  memory``), so Holistic Trace Analysis and other PyTorch-profiler tools find them;
+* written as a stream of chunks (:mod:`gputrace.timeline.chrome_stream`), with a progress callback.
 
 Reader (:func:`read_chrome`, :func:`from_chrome`) — gputrace's own files round-trip (lanes, ids and
 attributes are restored from ``otherData`` and ``args``); other tools' traces (PyTorch profiler /
@@ -25,7 +30,8 @@ Instant, counter, flow and async events are skipped (counted in the ``skipped`` 
 
 Pure functions; no threads. Errors name the file and the event index.
 
-This module is the public surface; the code lives in :mod:`gputrace.timeline.chrome_export` (writer),
+This module is the public surface; the code lives in :mod:`gputrace.timeline.chrome_export` and
+:mod:`gputrace.timeline.chrome_stream` (writer),
 :mod:`gputrace.timeline.chrome_import` (reader) and :mod:`gputrace.timeline.nesting` (``nest_parents``,
 shared with the Nsight importer).
 """

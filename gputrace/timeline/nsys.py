@@ -10,10 +10,16 @@ What is read (tables are optional; a report has the ones its ``-t`` options coll
   ids those versions documented (59/60 ranges, 75 domain create, 33 category).
 * ``CUPTI_ACTIVITY_KIND_RUNTIME`` CUDA API calls (``nameId`` -> ``StringIds``) on host-thread lanes.
 * ``CUPTI_ACTIVITY_KIND_KERNEL`` kernels (``shortName``/``demangledName`` -> ``StringIds``) on the lane
-  ``stream:<streamId>`` of GPU ``deviceId``, with grid, block and register counts as attributes.
+  ``stream:<streamId>`` of GPU ``deviceId``, with grid, block, registers and shared memory as attributes.
 * ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``_MEMSET`` on the same GPU stream lanes; the copy direction and
-  the source/destination memory kinds (pageable, pinned, device, ...) are labels looked up in the
-  report's own ``ENUM_CUDA_MEMCPY_OPER`` / ``ENUM_CUDA_MEM_KIND`` tables, never hard-coded ids.
+  the source/destination memory kinds are the report's own ``ENUM_CUDA_MEMCPY_OPER`` /
+  ``ENUM_CUDA_MEM_KIND`` names (never hard-coded ids), normalised to ``HtoD`` / ``PAGEABLE`` / ...
+* ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` syncs (type from ``ENUM_CUPTI_SYNC_TYPE``) on the lane of the
+  thread whose synchronising API call they belong to (that call then has kind ``host``).
+
+Kernels, copies, memsets and syncs follow gputrace's GPU activity conventions (:mod:`gputrace.activity`,
+docs/trace-format.md): ``gputrace.activity``, ``gputrace.source = "nsys"``, ``cuda.stream``,
+``cuda.correlation_id``, ``cuda.api`` and ``cuda.launch.api_start_ns`` (the launching call's start), ...
 
 Lanes and parents: host threads come from ``globalTid`` (pid = bits 24..47, tid = bits 0..23) named
 from ``ThreadNames`` (threads sharing a name get ``(tid)`` appended, except the main thread); NVTX ranges and API calls nest by time containment per thread (of ranges that
@@ -64,6 +70,8 @@ _PIN_API = {"cudaHostRegister", "cudaHostUnregister", "cudaMallocHost", "cudaHos
 _PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys's own reports join them
 _INVALID = {None, 0xFFFFFFFF, -1}  # CUPTI_SYNCHRONIZATION_INVALID_VALUE: stream/event not applicable
 _SOURCE = {A.SOURCE: "nsys"}
+_CORR_KEYS = (A.CORRELATION,)  # per-row attribute keys of device rows (one tuple shared by all rows)
+_LAUNCH_KEYS = (A.CORRELATION, A.LAUNCH_API_START)
 
 
 class _Rows:
@@ -121,9 +129,9 @@ def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True
 
     ``host`` names the machine (default: the report's host name if recorded, else the file stem).
     ``runtime=False`` leaves CUDA API calls out of the result (they are still used for linking).
-    ``correlation_ids=True`` keeps each API call's and device row's ``cuda.correlation_id`` attribute
-    (off by default: one attribute dict per row is most of the memory of a large report; with it off,
-    device rows with identical attributes share one dict).
+    ``correlation_ids=True`` also puts ``cuda.correlation_id`` on the API-call rows (device rows always
+    carry it, with ``cuda.launch.api_start_ns``, on a small per-row ``RowAttrs`` over one dict shared by
+    launches with identical static attributes).
     Raises :class:`NsysFormatError` for files that are not SQLite or have no nsys tables, and
     ``FileNotFoundError`` for a missing file.
     """
@@ -279,14 +287,12 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
         # values ride on a RowAttrs: a million launches of a few kernels cost a few dicts.
         key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
         attrs = shared.setdefault(key, attrs)
-        keys, vals = [], []
-        if corr is not None:
-            keys.append(A.CORRELATION)
-            vals.append(int(corr))
-        if a is not None:
-            keys.append(A.LAUNCH_API_START)
-            vals.append(int(R.start[a]))
-        row_attrs = RowAttrs(attrs, tuple(keys), tuple(vals)) if keys else attrs
+        if corr is None:
+            row_attrs = attrs
+        elif a is None:
+            row_attrs = RowAttrs(attrs, _CORR_KEYS, (int(corr),))
+        else:
+            row_attrs = RowAttrs(attrs, _LAUNCH_KEYS, (int(corr), int(R.start[a])))
         r = R.add(int(start) + off, int(end) + off, lane, phase, "gpu", gpid & _PID_MASK, 2, gpu=True,
                   nbytes=nbytes, device=dev, attrs=row_attrs)
         if a is not None:

@@ -24,6 +24,7 @@ buffer, loses its activity children: they go out without a parent); at most ``ma
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 from gputrace.phases import phase_kind
@@ -56,8 +57,6 @@ class ActivityJoin:
         self.api: dict[int, tuple] = {}  # correlation id -> (api name, start ts, thread id)
         self.ctx_dev: dict[int, int] = {}  # context id -> device ordinal
         self.phases: dict[int, tuple] = {}  # phase xid -> (trace id, span id, start epoch ns)
-        self.phase_floor = 0  # xids below were evicted from ``phases`` (their records get no phase parent)
-        self.max_xid = -1  # highest xid registered so far
         self.open_ranges: dict[int, list] = {}  # thread id -> [[marker id, start ts, tid, sid, name, domain]]
         self.closed_ranges: dict[int, list] = {}  # thread id -> [(start ts, end ts, trace id, span id)]
         self.waiting: list = []  # [record, takes waited]
@@ -72,13 +71,11 @@ class ActivityJoin:
         """A phase with external id ``xid`` was exported with these ids (recorder, after its sinks ran)."""
         ph = self.phases
         ph[xid] = (trace_id, span_id, start_ns)
-        if xid > self.max_xid:
-            self.max_xid = xid
         if len(ph) > _CAP:
-            drop = sorted(ph)[: _CAP // 4]
-            for k in drop:
+            # Oldest registrations first (dict order; no sort: this runs on the exporter thread). Records of an
+            # evicted phase then wait like those of an unknown one, and go out without a parent.
+            for k in list(itertools.islice(ph, _CAP // 4)):
                 del ph[k]
-            self.phase_floor = max(self.phase_floor, drop[-1] + 1)
 
     def add(self, records) -> list:
         """Feed plain records; returns the spans that became complete (NVTX ranges). Device and sync records
@@ -130,7 +127,7 @@ class ActivityJoin:
             parent = None
             if xid is not None:
                 parent = self.phases.get(xid)
-                if parent is None and xid >= self.phase_floor and not force and w[1] < self.max_phase_wait:
+                if parent is None and not force and w[1] < self.max_phase_wait:
                     w[1] += 1
                     keep.append(w)  # its phase is still open (or not yet exported): wait for it
                     continue
@@ -239,5 +236,5 @@ class ActivityJoin:
 def _put(d: dict, k, v) -> None:
     d[k] = v
     if len(d) > _CAP:
-        for key in list(d)[: _CAP // 4]:  # oldest first (insertion order)
+        for key in list(itertools.islice(d, _CAP // 4)):  # oldest first (insertion order)
             del d[key]

@@ -198,12 +198,13 @@ class CompareApp(App):
         variant_runs: Sequence[Timeline] | None = None,
         confidence: float = 0.95,
         warmup: int = 0,
+        correction: str = "fdr",
     ) -> None:
         super().__init__()
         self.base_paths, self.variant_paths = list(base), list(variant)
         self._load_runs = load_runs
         self._base_runs, self._variant_runs = base_runs, variant_runs
-        self.confidence, self.warmup = confidence, warmup
+        self.confidence, self.warmup, self.correction = confidence, warmup, correction
         self.trace_title = self._side_title(self.base_paths, "A") + " vs " + self._side_title(self.variant_paths, "B")
         self.result: ComparisonResult | None = None
         self.rows: list[PhaseComparison] = []
@@ -260,7 +261,7 @@ class CompareApp(App):
                 raise ValueError(f"{'A' if not bt else 'B'}: no runs with spans")
             bl, vl = _unique(list(bl)), _unique(list(vl))
             res = compare_sets(bt, vt, base_labels=bl, variant_labels=vl, confidence=self.confidence,
-                               warmup=self.warmup)
+                               warmup=self.warmup, correction=self.correction)
             la = res.base_labels[res.base_representative]
             lb = res.variant_labels[res.variant_representative]
             ta, tb = bt[bl.index(la)], vt[vl.index(lb)]
@@ -294,8 +295,11 @@ class CompareApp(App):
             ctx += f" · paired by round ({res.paired_rounds})"
         if res.warmup_dropped:
             ctx += f" · warm-up discarded: {', '.join(res.warmup_dropped)}"
-        if res.min_p > 1 - res.row_confidence:
-            ctx += f" · too few runs for {res.row_confidence:.0%}: add runs or lower --confidence"
+        if res.undecidable:
+            ctx += (f" · too few runs to call any of {res.tested_rows} rows ({res.correction}): add runs")
+        emu = sorted({k for side in res.emulated.values() for k in side})
+        if emu:
+            ctx += " · emulated costs: " + ", ".join(k[len("gputrace.emulated."):] for k in emu)
         self.query_one("#context", TextLine).update(ctx)
         self._fill_table()
         total = res.total

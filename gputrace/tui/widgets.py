@@ -128,6 +128,13 @@ class Legend(Widget):
         t.append(" unattributed  ")
         t.append("╍", style="#fff275")
         t.append(" host wait")
+        if any(p.startswith("[CUDA memcpy") for p in self.phases):  # GPU activity (names: gputrace.activity)
+            t.append("  ╌", style="#ff7f50")
+            t.append(" launch gap  ")
+            t.append("■", style="#2ec4b6")
+            t.append(" pinned copy  ")
+            t.append("■", style="#ff4d6d")
+            t.append(" pageable copy")
         return t
 
 

@@ -76,8 +76,13 @@ def test_environment_difference_warns_loudly(sets):
 def test_too_few_runs_and_warmup(sets):
     base, _, slow, _ = sets
     r = gputrace("compare", *base[:3], "--vs", *slow[:3], "--fail-on-regression", "5%")
-    assert r.returncode == 0
+    assert r.returncode == 4  # the gate cannot decide: its own exit code, and how many runs would
     assert "N too small to decide" in r.stdout and "too few runs" in r.stdout
+    assert "UNDECIDED" in r.stdout and "runs per side would" in r.stdout
+    r = gputrace("compare", *base[:3], "--vs", *slow[:3], "--fail-on-regression", "5%", "--allow-undecided", "--json")
+    assert r.returncode == 0
+    g = json.loads(r.stdout)["gate"]
+    assert g["state"] == "undecided" and g["runs_needed_per_side"] >= 4
     r = gputrace("compare", *base, "--vs", *slow, "--warmup", "1", "--json")
     d = json.loads(r.stdout)
     assert d["warmup_dropped"] == ["base0.jsonl", "slow0.jsonl"] and len(d["variant_runs"]) == 5
@@ -134,7 +139,8 @@ def test_ab_runs_the_prover(tmp_path):
 
 def test_paired_flag(sets):
     base, _, slow, _ = sets
-    r = gputrace("compare", *base, "--vs", *slow, "--paired", "--json")
+    # 6 paired rounds: smallest signed-rank p 0.03, so each row is judged alone here.
+    r = gputrace("compare", *base, "--vs", *slow, "--paired", "--correction", "none", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["paired_rounds"] == 6

@@ -82,3 +82,21 @@ def test_child_command_and_summary_line():
     assert line == "trace: 10 spans in t.jsonl; 7 from CUDA activity and NVTX ranges (CUPTI)"
     line = summary_line({"spans": 1, "activity_spans": 0, "cuda_activity_asked": True}, "t.jsonl")
     assert line.endswith("no CUDA activity was collected (the program launched no CUDA work)")
+
+
+def test_prove_cuda_activity_flag_reaches_the_recorder(tmp_path):
+    """`prove --cuda-activity` turns collection on; without CUPTI the proof still runs and the trace says why."""
+    try:
+        import cupti  # noqa: F401
+
+        pytest.skip("cupti-python installed: this checks the machine without it")
+    except ImportError:
+        pass
+    r = _gt("prove", "--challenges", "1", "--depth", "2", "--batch", "1", "--backend", "cpu", "--cuda-activity",
+            "--out", str(tmp_path), "--trace", str(tmp_path / "p.jsonl"), "--quiet", "--no-verify")
+    assert r.returncode == 0, r.stderr
+    res = {}
+    for line in (tmp_path / "p.jsonl").read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            res.update({kv["key"]: kv["value"] for kv in rs["resource"]["attributes"]})
+    assert "cupti-python not usable" in res["gputrace.cupti.unavailable"]["stringValue"]

@@ -80,3 +80,14 @@ def test_app_draws_kernels_copies_and_lists_launch_gaps(sample_kernels):
             assert y >= 0
 
     asyncio.run(go())
+
+
+def test_legend_explains_activity_colours_only_when_there_is_activity():
+    from gputrace.tui.widgets import Legend
+
+    lg = Legend()
+    lg.show(["prove", "ntt"])
+    assert "pinned copy" not in lg.render().plain
+    lg.show(["prove", "[CUDA memcpy HtoD]", "ntt_radix"])
+    text = lg.render().plain
+    assert "╌ launch gap" in text and "pinned copy" in text and "pageable copy" in text

@@ -33,7 +33,7 @@ def _app(sets):
     from gputrace.tui.compare_view import CompareApp
 
     a, b = sets
-    return CompareApp(a, b, load_runs=load_runs, confidence=CONF)
+    return CompareApp(a, b, load_runs=load_runs, confidence=CONF, correction="none")
 
 
 def test_table_timelines_and_synced_zoom(sets):
@@ -109,7 +109,7 @@ def test_cli_screenshot(tmp_path, sets):
     a, b = sets
     out = tmp_path / "cmp.svg"
     r = subprocess.run([sys.executable, "-m", "gputrace", "view", "--compare", *a, "--vs", *b,
-                        "--confidence", "80%", "--screenshot", str(out), "--size", "160x48"],
+                        "--confidence", "80%", "--correction", "none", "--screenshot", str(out), "--size", "160x48"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     text = out.read_text().replace("&#160;", " ")

@@ -93,3 +93,34 @@ def test_panels_show_hostile_text_literally(hostile_trace):
     from rich.cells import cell_len
 
     assert {cell_len(line) for line in lines} == {170}
+
+
+def test_compare_view_shows_hostile_text_literally(tmp_path):
+    from gputrace.commands.compare import load_runs
+    from gputrace.tui.compare_view import CompareApp
+
+    def run(path, commit, scale):
+        spans = [{"id": "p", "name": "prove", "start": 0, "end": 100 * MS}]
+        for i, n in enumerate(NAMES):
+            spans.append({"name": n, "start": i * 15 * MS, "end": i * 15 * MS + int(10 * MS * scale), "parent": "p"})
+        tl = make_timeline(spans, resource={"service.name": "t", "gputrace.run_id": path.name,
+                                            "gputrace.git.commit": commit}, trace_id="ab" * 16)
+        write_otlp_jsonl(tl, path)
+        return str(path)
+
+    a = [run(tmp_path / f"a{i}.jsonl", f"c0{TITLE}", 1.0 + i / 100) for i in range(2)]
+    b = [run(tmp_path / f"b{i}.jsonl", "[/]c1\x1b[2J", 1.2 + i / 100) for i in range(2)]
+
+    async def go():
+        app = CompareApp(a, b, load_runs=load_runs, confidence=0.8)
+        async with app.run_test(size=(170, 44)) as pilot:
+            await app.wait_ready(30)
+            await pilot.pause()
+            assert app.error is None
+            return app.export_screenshot(title="compare")
+
+    svg = asyncio.run(go())
+    assert not _raw_controls(svg)
+    minidom.parseString(svg)
+    text = re.sub(r"<[^>]+>", "", svg).replace("&#160;", " ")
+    assert "\\x1b]0;pwned\\x07" in text

@@ -272,3 +272,17 @@ def test_a_synchronising_call_with_a_sync_record_is_not_a_second_wait(tmp_path):
     w = host_waits(nsys)
     names = [nsys.name_of(int(r)) for r in w.row]
     assert names == ["[CUDA sync stream]"]  # not also cudaStreamSynchronize
+
+
+def test_host_time_in_launch_gaps_is_counted_once_per_instant(tmp_path):
+    """The sync span and its cudaStreamSynchronize call cover the same instants on one thread: the
+    launch-gap attribution names the sync span once, and never more host time than the gaps hold."""
+    from gputrace.analysis.gpu_activity import launch_gaps
+
+    nsys = read_nsys(nsys_report(tmp_path / "work.sqlite"), host=HOST)
+    g = launch_gaps(nsys)
+    for i in range(len(g)):
+        e = g.entry(i)
+        named = sum(a["ns"] for a in e["host_activity"])
+        assert named + e["unattributed_ns"] == e["gap_ns"], e
+        assert "cudaStreamSynchronize" not in {a["phase"] for a in e["host_activity"]}

@@ -59,7 +59,9 @@ def test_one_at_a_time_names_the_culprits(tmp_path):
     u = ("a2", "b1", "d4")
     run_variant, _ = synthetic_runner()
     exp = run_experiment(run_variant, one_at_a_time(u), runs=6, out_dir=tmp_path / "oat", design="one-at-a-time", switches=u)
-    rep = analyse(exp.measures(), exp.design, exp.switches)
+    # 6 runs per variant cannot call a row across ~20 rows (smallest p 0.002 > 0.05/20); this
+    # test is about naming switches and interactions, so each row is judged alone.
+    rep = analyse(exp.measures(), exp.design, exp.switches, correction="none", equivalence=0.0)
     assert rep.comparisons[0][0] == "all vs none"
     assert rep.conclusions[0].startswith("all vs none: (prove) +") and "slower" in rep.conclusions[0]
     by = {f.switch: f for f in rep.switch_findings}

@@ -74,12 +74,12 @@ def test_unchanged_needs_tight_interval_and_too_few_runs():
 
 
 def test_injected_phase_found_at_timeline_level():
-    """Synthetic prover runs, msm_l 40 % slower on the variant: over many seeds msm_l (and the
+    """Synthetic prover runs, msm_l 40 % slower on the variant, 8 vs 8 (6 vs 6 cannot pass Holm over ~40 rows): over many seeds msm_l (and the
     whole run) come out slower every time and untouched phases are rarely called changed."""
     reps, wrong, total_noise_rows, total_slower = 10, 0, 0, 0
     for rep in range(reps):
-        base = [synthetic_run(1000 * rep + s, circuits=2, devices=2) for s in range(6)]
-        var = [synthetic_run(1000 * rep + 500 + s, circuits=2, devices=2, slow={"msm_l": 0.4}) for s in range(6)]
+        base = [synthetic_run(1000 * rep + s, circuits=2, devices=2) for s in range(8)]
+        var = [synthetic_run(1000 * rep + 500 + s, circuits=2, devices=2, slow={"msm_l": 0.4}) for s in range(8)]
         res = compare_sets(base, var)
         assert res.find("prove/msm_l").verdict == "slower"
         assert 0.3 < res.find("prove/msm_l").rel < 0.5
@@ -190,22 +190,26 @@ def test_compare_measures_pairs_by_round():
 
 
 def test_familywise_holds_across_rows():
-    """10 pure-noise phases, 10 vs 10 runs: per-row 95 % calls something in ~40 % of the
-    repetitions; Bonferroni keeps 'any row called' near 5 %."""
+    """10 pure-noise phases, 10 vs 10 runs: per-row 95 % (correction "none") calls something in
+    ~40 % of the repetitions; the default (Benjamini-Hochberg) and Holm keep 'any row called'
+    near 5 %."""
     rng = np.random.default_rng(77)
     keys = [(f"prove/p{i}", None, "host") for i in range(10)]
-    any_row = any_fw = 0
+    any_row = any_fw = any_fdr = 0
     reps = 30
     for rep in range(reps):
         def runs(tag):
             return [_rm(f"{tag}{j}", j, {k: {(0, 0): 1e6 * rng.lognormal(0, 0.05)} for k in keys}) for j in range(10)]
         b, v = runs("b"), runs("v")
-        plain = compare_measures(b, v)
+        plain = compare_measures(b, v, correction="none")
+        fdr = compare_measures(b, v, correction="fdr")
         fw = compare_measures(b, v, familywise=True)
         assert fw.row_confidence == pytest.approx(1 - 0.05 / 10)
+        assert fdr.correction == "fdr" and fw.correction == "holm" and fdr.tested_rows == 10
         any_row += any(r.verdict in ("slower", "faster") for r in plain.rows)
         any_fw += any(r.verdict in ("slower", "faster") for r in fw.rows)
-    assert any_row / reps >= 0.2 and any_fw / reps <= 0.15
+        any_fdr += any(r.verdict in ("slower", "faster") for r in fdr.rows)
+    assert any_row / reps >= 0.2 and any_fw / reps <= 0.15 and any_fdr / reps <= 0.15
 
 
 def test_linear_scale_with_zero_baseline_median():

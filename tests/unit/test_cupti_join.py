@@ -140,3 +140,15 @@ def test_demangle_and_short_names():
     assert short_name(full) == "vectorized_elementwise_kernel"
     assert demangle("msm_bucket_sum") == "msm_bucket_sum"  # extern "C" kernels (CuPy RawModule) stay
     assert demangle("_Znot a symbol") == "_Znot a symbol"
+
+
+def test_phase_registry_is_bounded_without_losing_recent_phases(monkeypatch):
+    from gputrace.trace import cupti_join
+
+    monkeypatch.setattr(cupti_join, "_CAP", 8)
+    j = _join()
+    for x in range(1, 11):
+        j.register_phase(x, 1, 100 + x, OFF)
+    assert len(j.phases) <= 8 and 10 in j.phases and 1 not in j.phases
+    j.add([_ext(1, 10), _api(1, 5), _kernel(1, 6, 7)])
+    assert j.take()[0]["parent_span_id"] == 110

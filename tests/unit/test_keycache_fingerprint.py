@@ -78,13 +78,17 @@ def test_hit_does_not_build_the_r1cs(key_dir, reference, monkeypatch):
     ks, status = _traced_get_keys(SHAPE, key_dir, seed=1)  # no record yet: builds, records
     assert (ks.cached, ks.fingerprint, status) == (True, reference[1], "miss")
     assert json.loads(_record(key_dir).read_text())["fingerprint"] == reference[1]
+    real_build = keycache.build_cs
     _forbid_build(monkeypatch)
     hit, status = _traced_get_keys(SHAPE, key_dir, seed=1)
     assert status == "hit"
     assert (hit.cached, hit.fingerprint, hit.directory) == (True, ks.fingerprint, ks.directory)
     assert hit.pk.fingerprint == reference[1] and hit.pk.num_vars == ks.pk.num_vars
-    # The key-generation seed is not part of the R1CS: a cached key is found whatever --seed says (as before).
-    assert keycache.get_keys(SHAPE, key_dir, seed=7).fingerprint == reference[1]
+    # A key from another seed is another TEST key: generated in its own directory, same fingerprint
+    # (a cached key used whatever --seed said let a seed-1 key stand in for every seed).
+    monkeypatch.setattr(keycache, "build_cs", real_build)
+    other = keycache.get_keys(SHAPE, key_dir, seed=7)
+    assert (other.cached, other.fingerprint) == (False, reference[1]) and other.directory != ks.directory
 
 
 def test_changed_circuit_source_rebuilds(key_dir, reference, builds, monkeypatch, tmp_path):
@@ -196,7 +200,7 @@ def test_record_is_per_shape_and_template(key_dir, reference, monkeypatch):
 def test_foreign_key_behind_a_record_is_still_refused(key_dir, reference, tmp_path, monkeypatch):
     """A record only names the directory: the key in it is still checked against the fingerprint."""
     keycache.get_keys(SHAPE, key_dir, seed=1)
-    directory = keys.cache_dir_for(key_dir, CIRCUIT_ID, SHAPE.label(), reference[1])
+    directory = keycache.key_directory(key_dir, SHAPE, reference[1], 1)
     other = keycache.get_keys(CircuitShape(1, 3), tmp_path / "other", seed=1)
     shutil.copy(other.directory / "pk.npz", directory / "pk.npz")
     _forbid_build(monkeypatch)

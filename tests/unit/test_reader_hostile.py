@@ -52,3 +52,38 @@ def test_line_nested_past_the_decoder_is_one_clear_error_not_a_recursion_error(t
     tl = read_trace(p, lenient=True)
     assert tl.n == 1 and tl.load_report.lines_skipped == 1
     assert list(iter_load(p, lenient=True))[-1].timeline.n == 1
+
+
+def test_deep_line_is_a_clear_error_when_a_library_raised_the_recursion_limit(tmp_path):
+    """py_ecc (imported by this suite) sets the recursion limit to 100,000: msgspec's guard then no
+    longer protects the C stack before Python 3.12. Run in a child so a regression fails, not crashes."""
+    import subprocess
+    import sys
+
+    p = _file(tmp_path, _deep_line(20000))
+    code = (
+        "import sys; sys.setrecursionlimit(100000)\n"
+        "from gputrace.timeline import TraceFormatError, iter_load, read_trace\n"
+        f"p = {str(p)!r}\n"
+        "try:\n    read_trace(p)\nexcept TraceFormatError as e:\n    print('ERR', e)\n"
+        "print('LENIENT', read_trace(p, lenient=True).n, list(iter_load(p, lenient=True))[-1].timeline.n)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"ERR {p}:1: JSON nested too deeply" in out.stdout
+    assert "LENIENT 1 1" in out.stdout
+
+
+def test_too_deep_ignores_brackets_inside_strings():
+    import sys
+
+    from gputrace.timeline._depth import too_deep
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100000)
+    try:
+        assert not too_deep(b'{"a":"' + b"[" * 5000 + b'"}', limit=10)
+        assert not too_deep(b'{"a":"\\"' + b"[" * 5000 + b'"}', limit=10)
+        assert too_deep(b"[" * 20 + b"]" * 20, limit=10) is (sys.version_info < (3, 12))
+    finally:
+        sys.setrecursionlimit(old)

@@ -112,6 +112,11 @@ def test_direct_text_and_ids_equal_the_record_path(monkeypatch, batch):
     # Fake a resolved stream phase (device, lane, device times), as cuda_timing leaves it.
     phases[2].cdev = (1, "stream:2", 5_000, 6_000)
     phases[3].cdev = (None, "stream:1", None, None)
+    # Stream phases without device times (CUDA activity on: no events), one shape twice (cached text).
+    same = [p for p in phases if not p.kw and p.name == "ntt" and p.device == 0 and p.cdev is None][:3]
+    assert len(same) == 3
+    same[0].cdev = same[1].cdev = (0, "stream:14", None, None)
+    same[2].cdev = (0, "stream:15", None, None)
     ids = records.IdSource(11)
     expected = [span_json(records.to_span(p, ids, OFF)) for p in phases]
     expected_ids = [(p.tid, p.sid) for p in phases]

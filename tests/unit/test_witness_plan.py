@@ -36,3 +36,4 @@ def test_plan_too_big_for_the_domain():
     plan = make_plan(validate_shape(2, 3), 1, 0)
     with pytest.raises(ValueError, match="exceed the domain"):
         plan_witness(plan, 64)
+

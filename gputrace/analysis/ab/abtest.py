@@ -140,6 +140,7 @@ def analyse(
     confidence: float = 0.95,
     equivalence: float = 0.02,
     familywise: bool = False,
+    correction: str | None = None,
 ) -> ABReport:
     """Analyse measured runs per variant (warm-ups already excluded; the first variant is
     the baseline for opt-sets). Raises ValueError for an unknown design or a variant
@@ -151,7 +152,7 @@ def analyse(
         raise ValueError(f"no successful runs for variant(s) {', '.join(empty)}")
     u = tuple(switches)
     rep = ABReport(design, u)
-    kw = dict(confidence=confidence, equivalence=equivalence, familywise=familywise)
+    kw = dict(confidence=confidence, equivalence=equivalence, familywise=familywise, correction=correction)
     none, allv = _find(runs, frozenset()), _find(runs, frozenset(u))
     if design == "opt-sets":
         items = list(runs.items())

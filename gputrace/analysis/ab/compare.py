@@ -5,13 +5,19 @@ aligned: only ``(circuit, batch)`` instances present in every run are summed, so
 different batch contents still compare like with like). The shift variant - baseline is
 estimated by Hodges–Lehmann with its distribution-free Mann–Whitney interval (`ranks`), on
 log durations when every value is positive (timing noise is multiplicative, so the interval
-is one for the *ratio*), else on nanoseconds. Verdicts at the chosen confidence:
+is one for the *ratio*), else on nanoseconds. Rows are decided together (`family`: false
+discoveries controlled across rows, Benjamini–Hochberg by default, and the equivalence
+margin). Verdicts:
 
-* ``slower`` / ``faster``: the interval excludes no change;
-* ``unchanged``: the interval lies inside ``±equivalence`` (default 2 %);
-* ``inconclusive``: neither;
+* ``slower`` / ``faster``: called different across the rows *and* beyond ``±equivalence``
+  (default 2 %);
+* ``within margin``: called different, but the estimated change is inside the margin;
+* ``unchanged``: the row's interval lies inside ``±equivalence``;
+* ``inconclusive``: none of the above;
 * ``too few runs``: no interval can reach the confidence with these N (3 vs 3 at 95 %);
-* ``new`` / ``gone``: the phase ran on only one side.
+* ``new`` / ``gone``: the phase ran in every run of one side and no run of the other;
+* ``partial``: the phase ran in only some runs of a side (cold-start or setup work such as
+  ``setup/key_save``): not tested, and never a regression.
 
 Runs of an interleaved experiment (tagged with their ``round``) are paired by round when
 there are enough rounds: the per-round differences then cancel load that drifts between
@@ -40,6 +46,7 @@ from gputrace.analysis.ab.compare_stats import (
     outlier_runs,
 )
 from gputrace.analysis.ab.environment import EnvironmentCheck, check_environment
+from gputrace.analysis.ab.family import DEFAULT_CORRECTION, decide
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
 from gputrace.analysis.ab.ranks import k_signed, min_two_sided_p
 from gputrace.timeline.model import Timeline
@@ -57,7 +64,7 @@ __all__ = [
     "compare_sets",
 ]
 
-VERDICTS = ("slower", "faster", "unchanged", "inconclusive", "too few runs", "new", "gone")
+VERDICTS = ("slower", "faster", "within margin", "unchanged", "inconclusive", "too few runs", "new", "gone", "partial")
 AUTO_PAIR_MIN = 8  # rounds from which compare_measures(paired=None) pairs by round
 
 
@@ -75,6 +82,10 @@ class PhaseComparison:
       fraction of the baseline (+0.10 = 10 % slower). NaN bounds when undecidable.
     * ``p_value`` (two-sided Mann–Whitney), ``verdict`` (see module doc), ``scale``
       (``log`` or ``linear``), ``instances`` aligned and ``instances_dropped``.
+    * ``q_value``: the p-value adjusted across rows (BH q, or Holm); ``significant``: called
+      different across rows; ``interval_confidence``: the confidence of the interval shown
+      (higher than the comparison's for rows called different: see `family`).
+    * ``present_base``/``present_variant``: runs per side in which the phase ran.
     """
 
     path: str
@@ -97,6 +108,11 @@ class PhaseComparison:
     instances_dropped: int
     base_values: tuple[float, ...]
     variant_values: tuple[float, ...]
+    q_value: float = float("nan")
+    significant: bool = False
+    interval_confidence: float = 0.0
+    present_base: int = -1
+    present_variant: int = -1
 
     @property
     def device_label(self) -> str:
@@ -138,6 +154,10 @@ class ComparisonResult:
     environment: EnvironmentCheck = field(default_factory=EnvironmentCheck)
     paired_rounds: int = 0
     row_confidence: float = 0.0
+    correction: str = "fdr"
+    tested_rows: int = 0
+    called_rows: int = 0
+    emulated: dict = field(default_factory=dict)  # side -> {gputrace.emulated.* key: values}
 
     def __post_init__(self) -> None:
         if not self.row_confidence:
@@ -161,11 +181,26 @@ class ComparisonResult:
                 return r
         return None
 
+    @property
+    def smallest_threshold(self) -> float:
+        """The largest p-value with which some row can still be called different: ``alpha``
+        for ``none`` and ``fdr`` (BH calls all m rows when all have p <= alpha; a row that
+        moved alone needs alpha / m), ``alpha / m`` for ``holm``."""
+        alpha = 1.0 - self.confidence
+        return alpha / max(self.tested_rows, 1) if self.correction == "holm" else alpha
+
+    @property
+    def undecidable(self) -> bool:
+        """True when no row can be called different with these N (the smallest possible
+        p-value exceeds `smallest_threshold`)."""
+        return self.min_p > self.smallest_threshold
+
     def regressions(self, threshold: float, min_base_ns: float = 0.0) -> list[PhaseComparison]:
         """Rows slower beyond ``threshold`` (0.05 = 5 %) with the stated confidence: verdict
-        ``slower`` and the lower bound of the relative change above ``threshold``. Rows whose
-        baseline median is under ``min_base_ns`` are skipped. A ``new`` phase has no relative
-        change; its cost shows in its parents and in ``(run)``."""
+        ``slower`` (called across rows) and the lower bound of the relative change above
+        ``threshold``. Rows whose baseline median is under ``min_base_ns`` are skipped. A
+        ``new`` phase has no relative change; its cost shows in its parents and in ``(run)``;
+        a ``partial`` phase is never a regression."""
         out = []
         for r in self.rows:
             if r.verdict == "slower" and r.rel_low > threshold and r.base_median_ns >= min_base_ns:
@@ -179,6 +214,11 @@ class ComparisonResult:
             "equivalence": self.equivalence,
             "min_p": self.min_p,
             "paired_rounds": self.paired_rounds,
+            "correction": self.correction,
+            "tested_rows": self.tested_rows,
+            "called_rows": self.called_rows,
+            "undecidable": self.undecidable,
+            "emulated": self.emulated,
             "base_runs": self.base_labels,
             "variant_runs": self.variant_labels,
             "warmup_dropped": self.warmup_dropped,
@@ -213,13 +253,14 @@ def compare_measures(
     ignore_env: Sequence[str] = (),
     paired: bool | None = None,
     familywise: bool = False,
+    correction: str | None = None,
 ) -> ComparisonResult:
     """Compare measured runs (see module doc). Raises ValueError for an empty side, a bad
-    confidence, or a warm-up count that leaves no run.
+    confidence, an unknown correction, or a warm-up count that leaves no run.
 
-    ``familywise``: Bonferroni: every row's interval at 1 - (1 - confidence) / rows, so the
-    chance that *any* row is wrongly called slower or faster stays under 1 - confidence
-    (wider intervals; needs more runs).
+    ``correction``: how rows are decided together (`family`): ``"fdr"`` (default,
+    Benjamini–Hochberg), ``"holm"`` (family-wise; ``familywise=True`` is the same) or
+    ``"none"`` (each row alone at the confidence).
 
     ``paired``: None (default) pairs runs by ``round`` when every run has one and at least
     ``AUTO_PAIR_MIN`` (8) rounds are common to both sides; True pairs whenever a signed-rank
@@ -245,20 +286,28 @@ def compare_measures(
         if k[1] is not None:
             devs.setdefault((k[0], k[2]), set()).add(k[1])
     keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
+    correction = correction or ("holm" if familywise else DEFAULT_CORRECTION)
     rows, outliers = [], []
-    row_conf = 1.0 - (1.0 - confidence) / max(len(keys), 1) if familywise else confidence
     for key in keys:
         x, n_inst, dropped = aligned_values(b, everything, key)
         y, _, _ = aligned_values(v, everything, key)
-        st = compare_values(x, y, row_conf, equivalence, paired=bool(rounds))
+        st = compare_values(x, y, confidence, equivalence, paired=bool(rounds))
+        pb, pv = int((x > 0).sum()), int((y > 0).sum())
+        if 0 < pb < len(x) or 0 < pv < len(y):
+            st["verdict"] = "partial"
         rows.append(
             PhaseComparison(
                 path=key[0], device=key[1], clock=key[2], n_base=len(x), n_variant=len(y),
                 instances=n_inst, instances_dropped=dropped,
                 base_values=tuple(x.tolist()), variant_values=tuple(y.tolist()), **st,
+                interval_confidence=confidence, present_base=pb, present_variant=pv,
             )
         )
-        outliers += outlier_runs(b, v, key, x, y)
+        if st["verdict"] != "partial":
+            outliers += outlier_runs(b, v, key, x, y)
+    rows, tested, called = decide(rows, compare_values, confidence=confidence, equivalence=equivalence,
+                                  correction=correction, paired=bool(rounds))
+    row_conf = 1.0 - (1.0 - confidence) / max(tested, 1) if correction == "holm" else confidence
     rows.sort(key=lambda r: (r.path not in (RUN_PATH, PROVE_PATH), r.path != RUN_PATH, r.clock != "host",
                              -max(r.base_median_ns, r.variant_median_ns), r.path))
     return ComparisonResult(
@@ -275,7 +324,25 @@ def compare_measures(
         environment=check_environment([r.resource for r in b], [r.resource for r in v], ignore_env),
         paired_rounds=len(rounds),
         row_confidence=row_conf,
+        correction=correction,
+        tested_rows=tested,
+        called_rows=called,
+        emulated={"base": emulated_costs(b), "variant": emulated_costs(v)},
     )
+
+
+EMULATED_PREFIX = "gputrace.emulated."
+
+
+def emulated_costs(runs: Sequence[RunMeasures]) -> dict:
+    """``{key: sorted distinct values}`` of the ``gputrace.emulated.*`` resource attributes
+    (injected or emulated costs a run recorded about itself) over ``runs``."""
+    out: dict[str, set] = {}
+    for r in runs:
+        for k, val in (r.resource or {}).items():
+            if str(k).startswith(EMULATED_PREFIX):
+                out.setdefault(str(k), set()).add(str(val))
+    return {k: sorted(vs) for k, vs in sorted(out.items())}
 
 
 def _pairing(b: Sequence[RunMeasures], v: Sequence[RunMeasures], confidence: float, paired: bool | None) -> list:
@@ -310,6 +377,7 @@ def compare_sets(
     ignore_env: Sequence[str] = (),
     paired: bool | None = None,
     familywise: bool = False,
+    correction: str | None = None,
 ) -> ComparisonResult:
     """Compare two sets of runs, one Timeline per run (see `measures.split_runs` to cut a
     merged Timeline). Labels default to each run's ``gputrace.run_id``. Raises ValueError
@@ -319,4 +387,4 @@ def compare_sets(
     bm = [run_measures(t, l) for t, l in zip(base, bl)]
     vm = [run_measures(t, l) for t, l in zip(variant, vl)]
     return compare_measures(bm, vm, confidence=confidence, equivalence=equivalence, warmup=warmup, ignore_env=ignore_env,
-                            paired=paired, familywise=familywise)
+                            paired=paired, familywise=familywise, correction=correction)

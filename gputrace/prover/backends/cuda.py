@@ -244,11 +244,8 @@ class CudaBackend(ProverBackend):
         with cupy.cuda.Device(device), s:  # allocated and zero-filled on the stream that fills and reads it
             abc = check(f"device_witness: a/b/c ({3 * nb} x {domain_size} x 32 bytes)", cupy.zeros,
                         (3 * nb, domain_size, 4), dtype=np.uint64)
-            zs = []
-            for j, plan in enumerate(plans):
-                z = d.witness.generate(plan, abc[j], abc[nb + j], abc[2 * nb + j], s)
-                zs.append(DeviceArray(z, device, z.shape))
-        return DeviceArray(abc, device, abc.shape), zs
+            z = d.witness.generate(list(plans), abc, s)
+        return DeviceArray(abc, device, abc.shape), [DeviceArray(z[j], device, z[j].shape) for j in range(nb)]
 
     def _msm(self, bases: BasesHandle, scalars, plan, lane, *, g2: bool) -> Any:
         d = self._dev(bases.device)

@@ -18,13 +18,13 @@ Thread: one instance per device, used from that device's worker thread. Raises `
 
 from __future__ import annotations
 
-import math
 
 import cupy
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from ..encoding import Q
+from ..msm_plan import default_window
 from .base import BackendError
 from .cuda_kernels import check, empty, i32, kernel, launch, u64
 
@@ -35,13 +35,9 @@ def bucket_span(c: int, nw: int) -> int:
     return 1 << (m.bit_length() - 1)
 
 
-def default_window(n: int) -> int:
-    """Window bits for an MSM of ``n`` scalars without a D4 plan: log2(n) - 5, in [4, 15].
-
-    Measured on the H200 (benchmarks/RESULTS.md, 2026-11-29): at 2^24, c=15 took 290 ms against
-    352 ms for c=16 and 346 ms for c=14; at 2^20, c=15 36.6 ms against 39.9 ms for c=16.
-    """
-    return max(4, min(15, int(round(math.log2(max(n, 2)))) - 5))
+# default_window(n): window bits for an MSM of ``n`` scalars without a D4 plan: log2(n) - 5, in [4, 15].
+# Measured on the H200 (benchmarks/RESULTS.md, 2026-11-29): at 2^24, c=15 took 290 ms against 352 ms for c=16
+# and 346 ms for c=14; at 2^20, c=15 36.6 ms against 39.9 ms for c=16. Defined in msm_plan (D4 uses it too).
 
 
 def chunk_size(entries: int) -> int:

@@ -1,9 +1,10 @@
 """Witness generation on one GPU (kernels/witness.cu) from ``witness_plan.WitnessPlan``.
 
-``MerkleWitness(device).generate(plan, a, b, c, stream)`` fills the domain rows ``a``, ``b``, ``c`` (CuPy
-``(n, 4)`` views, zero-filled by the caller) with A·z, B·z, C·z and returns the assignment ``z`` as a new
-CuPy ``(vars, 4)`` array, everything in Montgomery form, queued on ``stream`` (no host sync). Inputs are the
-plan's few kilobytes (indices, leaves, stand-in siblings); ``plan_witness`` is the CPU reference.
+``MerkleWitness(device).generate(plans, abc, stream)`` fills a batch's a/b/c block ``abc`` (CuPy ``(3B, n, 4)``,
+``[a_0 .. a_B-1, b_0 .., c_0 ..]``, zero-filled by the caller) with A·z, B·z, C·z and returns the assignments
+``z`` as a new CuPy ``(B, vars, 4)`` array, everything in Montgomery form, queued on ``stream`` (no host sync).
+Inputs are the plans' few kilobytes each (indices, leaves, stand-in siblings); ``plan_witness`` is the CPU
+reference.
 
 Thread: one instance per device, used by that device's worker thread. Raises ``BackendError``.
 """
@@ -44,39 +45,48 @@ class MerkleWitness:
             self._consts[key] = d
         return d
 
-    def generate(self, plan: WitnessPlan, a: cupy.ndarray, b: cupy.ndarray, c: cupy.ndarray, stream) -> cupy.ndarray:
-        """Queue the witness of ``plan`` on ``stream``: rows into ``a``/``b``/``c``; returns device ``z``."""
-        k_n, depth = plan.shape.challenges, plan.shape.depth
-        ni, m = plan.num_inputs, plan.num_constraints
-        n = a.shape[0]
+    def generate(self, plans: list[WitnessPlan], abc: cupy.ndarray, stream) -> cupy.ndarray:
+        """Queue the witnesses of ``plans`` (one shape) on ``stream``: rows into ``abc`` (3B, n, 4), laid out
+        [a_0 .. a_B-1, b_0 .., c_0 ..] and zero-filled by the caller; returns device ``z`` (B, vars, 4).
+        One launch per tree level covers every circuit of the batch (one thread per circuit and challenge)."""
+        nb = len(plans)
+        shape = plans[0].shape
+        if any(p.shape != shape for p in plans):
+            raise ValueError("device witness: every circuit of a batch must have the same shape")
+        k_n, depth = shape.challenges, shape.depth
+        ni, m = plans[0].num_inputs, plans[0].num_constraints
+        n = abc.shape[1]
+        if abc.shape != (3 * nb, n, 4):
+            raise ValueError(f"device witness: a/b/c block {abc.shape} for {nb} circuits")
         if m + ni > n:
             raise ValueError(f"{m} constraints + {ni} inputs exceed the domain {n}")
         nvars = ni + k_n * vars_per_challenge(depth)
+        idx = np.stack([np.ascontiguousarray(p.indices, dtype=np.uint64) for p in plans])  # (B, K)
+        # leaves (canonical), stand-in siblings (canonical), indices as Fr (Montgomery already): one upload
+        small = np.concatenate([np.concatenate([p.leaves.reshape(-1, 4) for p in plans]),
+                                np.concatenate([p.sib_const.reshape(-1, 4) for p in plans]),
+                                mont_limbs([int(i) for i in idx.ravel()])])
+        src_host = np.ascontiguousarray(np.stack([p.sib_src for p in plans]), dtype=np.int32)  # (B, D, K)
+        nl, ns = nb * k_n, nb * depth * k_n
         with stream:
             consts = self._constants(stream)
-            host_idx = np.ascontiguousarray(plan.indices, dtype=np.uint64)
-            small = np.concatenate([plan.leaves.reshape(-1, 4), mont_limbs([int(i) for i in host_idx])])
-            dev_small = empty(small.shape, np.uint64, "witness leaves", self.device)
-            check("cudaMemcpyAsync(H2D witness leaves)", dev_small.set, small, stream=stream)
-            self._ntt.to_mont(dev_small[:k_n], stream)  # leaves canonical -> Montgomery; indices already are
-            idx_mont = dev_small[k_n:]
-            cur = empty((depth + 1, k_n, 4), np.uint64, "witness tree nodes", self.device)
-            cur[0] = dev_small[:k_n]
-            sib_const = empty(plan.sib_const.shape, np.uint64, "witness siblings", self.device)
-            check("cudaMemcpyAsync(H2D witness siblings)", sib_const.set, np.ascontiguousarray(plan.sib_const),
-                  stream=stream)
-            self._ntt.to_mont(sib_const.reshape(-1, 4), stream)
-            src = empty(plan.sib_src.shape, np.int32, "witness sibling sources", self.device)
-            check("cudaMemcpyAsync(H2D witness sibling sources)", src.set, np.ascontiguousarray(plan.sib_src),
-                  stream=stream)
-            didx = empty((k_n,), np.uint64, "witness indices", self.device)
-            check("cudaMemcpyAsync(H2D witness indices)", didx.set, host_idx, stream=stream)
-            z = cupy.zeros((nvars, 4), dtype=np.uint64)
-            z_aux = z[ni:]
+            dev_small = empty(small.shape, np.uint64, "witness leaves and siblings", self.device)
+            check("cudaMemcpyAsync(H2D witness leaves and siblings)", dev_small.set, small, stream=stream)
+            self._ntt.to_mont(dev_small[:nl + ns], stream)  # leaves and siblings -> Montgomery
+            cur = empty((nb, depth + 1, k_n, 4), np.uint64, "witness tree nodes", self.device)
+            cur[:, 0] = dev_small[:nl].reshape(nb, k_n, 4)
+            sib_const = dev_small[nl:nl + ns]
+            idx_mont = dev_small[nl + ns:]
+            src = empty(src_host.shape, np.int32, "witness sibling sources", self.device)
+            check("cudaMemcpyAsync(H2D witness sibling sources)", src.set, src_host, stream=stream)
+            didx = empty(idx.shape, np.uint64, "witness indices", self.device)
+            check("cudaMemcpyAsync(H2D witness indices)", didx.set, idx, stream=stream)
+            z = check(f"device witness: z ({nb} x {nvars} x 32 bytes)", cupy.zeros, (nb, nvars, 4), dtype=np.uint64)
             for level in range(depth):
-                launch(self._level, "merkle_level", k_n,
-                       (consts, i32(level), i32(depth), u64(k_n), didx, src, sib_const, cur, a, b, c, z_aux),
-                       stream, block=BLOCK)
-            launch(self._finish, "merkle_finish", ni,
-                   (i32(depth), u64(k_n), idx_mont, cur, a, b, c, z, u64(m)), stream, block=BLOCK)
+                launch(self._level, "merkle_level", nb * k_n,
+                       (consts, i32(level), i32(depth), u64(k_n), u64(nb), didx, src, sib_const, cur, abc, u64(n),
+                        z, u64(nvars), u64(ni)), stream, block=BLOCK)
+            launch(self._finish, "merkle_finish", nb * ni,
+                   (i32(depth), u64(k_n), u64(nb), idx_mont, cur, abc, u64(n), z, u64(nvars), u64(m)),
+                   stream, block=BLOCK)
         return z

@@ -132,7 +132,9 @@ __device__ __forceinline__ void msm_horner_impl(const u64* __restrict__ win, int
     }
 
 MSM_KERNELS(, xyzz_t)
+#ifndef GPUTRACE_FQ_MUL_INLINE  // the inlined-Fq A/B build (module msm_inline) is G1 only: G2 would double its build
 MSM_KERNELS(g2_, xyzz2_t)
+#endif
 
 // Test hooks: Fq ops, and point ops (P + Q mixed and general, 2P) for the CPU oracle.
 extern "C" __global__ void fq_test_ops(const u64* __restrict__ x, const u64* __restrict__ y, u64* out, u64 n) {

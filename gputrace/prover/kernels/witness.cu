@@ -1,10 +1,12 @@
 // Witness generation for the Merkle/Poseidon circuit (prover/circuit.py) from a host plan
 // (prover/witness_plan.py: its docstring gives the layout; plan_witness is this file's reference).
 //
-// All Fr values are Montgomery form, 4 u64 each. One thread per challenge; one launch per tree level,
-// because a sibling may be another challenge's node of the same level (computed by the previous launch).
-// consts: the 195 round constants, then the 3x3 MDS matrix row-major (Montgomery).
-// cur: (depth + 1, K) nodes; level 0 = the leaves (filled by the host), level l+1 written by launch l.
+// All Fr values are Montgomery form, 4 u64 each. One thread per (circuit, challenge) of a batch of B circuits
+// of one shape; one launch per tree level, because a sibling may be another challenge's node of the same level
+// (computed by the previous launch). consts: the 195 round constants, then the 3x3 MDS matrix row-major.
+// Per circuit j: idx (B, K), sib_src (B, depth, K), sib_const (B, depth, K, 4), cur (B, depth + 1, K, 4) nodes
+// (level 0 = the leaves, filled by the host; level l+1 written by launch l), z (B, nvars, 4) with the ni inputs
+// first; abc (3B, n, 4) laid out [a_0 .. a_B-1, b_0 .., c_0 ..] (the pipeline's block).
 #include "field.cuh"
 
 #define PW 3
@@ -23,12 +25,21 @@ __device__ __forceinline__ void put_row(u64* a, u64* b, u64* c, u64 r, const fr_
 
 // Level `level` of every challenge: rows bool, select and the Poseidon S-box rows; variables sib, bit, t and
 // (x^2, x^4, x^5) per S-box (z_aux = the private part of z); the challenge's node at level + 1.
-extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int level, int depth, u64 K,
-                                        const u64* __restrict__ idx, const int* __restrict__ sib_src,
-                                        const u64* __restrict__ sib_const, u64* cur, u64* a, u64* b, u64* c,
-                                        u64* z_aux) {
-    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= K) return;
+extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int level, int depth, u64 K, u64 B,
+                                        const u64* __restrict__ idx_all, const int* __restrict__ sib_src_all,
+                                        const u64* __restrict__ sib_const_all, u64* cur_all, u64* abc, u64 n,
+                                        u64* z_all, u64 nvars, u64 ni) {
+    u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= B * K) return;
+    const u64 jc = g / K, k = g % K;
+    const u64* idx = idx_all + jc * K;
+    const int* sib_src = sib_src_all + jc * (u64)depth * K;
+    const u64* sib_const = sib_const_all + 4 * jc * (u64)depth * K;
+    u64* cur = cur_all + 4 * jc * (u64)(depth + 1) * K;
+    u64* a = abc + 4 * n * jc;
+    u64* b = abc + 4 * n * (B + jc);
+    u64* c = abc + 4 * n * (2 * B + jc);
+    u64* z_aux = z_all + 4 * (jc * nvars + ni);
     const u64 rows_ch = (u64)depth * PER_ROWS + 2, vars_ch = 1 + (u64)depth * PER_VARS;
     u64 r = k * rows_ch + (u64)level * PER_ROWS;
     u64 v = k * vars_ch + 1 + (u64)level * PER_VARS;
@@ -77,14 +88,22 @@ extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int leve
     s0.store(cur + 4 * (lk + K + k));
 }
 
-// After the last level: each challenge's leaf variable and its index and root rows; every input variable
-// z[0 .. K+2) = (1, root, indices) and its input row (A = the input, B = C = 0: rows m .. m+K+2 of a).
-// idx_mont: the indices as Fr (Montgomery). root = challenge 0's top node.
-extern "C" __global__ void merkle_finish(int depth, u64 K, const u64* __restrict__ idx_mont,
-                                         const u64* __restrict__ cur, u64* a, u64* b, u64* c, u64* z, u64 m) {
-    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+// After the last level, per circuit: each challenge's leaf variable and its index and root rows; every input
+// variable z[0 .. K+2) = (1, root, indices) and its input row (A = the input, B = C = 0: rows m .. m+K+2 of a).
+// idx_mont (B, K, 4): the indices as Fr (Montgomery). root = challenge 0's top node.
+extern "C" __global__ void merkle_finish(int depth, u64 K, u64 B, const u64* __restrict__ idx_mont_all,
+                                         const u64* __restrict__ cur_all, u64* abc, u64 n, u64* z_all, u64 nvars,
+                                         u64 m) {
     const u64 ni = K + 2;
-    if (t >= ni) return;
+    u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= B * ni) return;
+    const u64 jc = g / ni, t = g % ni;
+    const u64* idx_mont = idx_mont_all + 4 * jc * K;
+    const u64* cur = cur_all + 4 * jc * (u64)(depth + 1) * K;
+    u64* a = abc + 4 * n * jc;
+    u64* b = abc + 4 * n * (B + jc);
+    u64* c = abc + 4 * n * (2 * B + jc);
+    u64* z = z_all + 4 * jc * nvars;
     const u64 rows_ch = (u64)depth * PER_ROWS + 2, vars_ch = 1 + (u64)depth * PER_VARS;
     const u64* top = cur + 4 * ((u64)depth * K);
     fr_t root = fr_t::load(top);

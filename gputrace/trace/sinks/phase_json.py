@@ -135,6 +135,23 @@ def _kw_fragment(p, kw):
     return f
 
 
+_cdfrags: dict = {}
+
+
+def _cd_fragment(p, cd):
+    """(head, tail, texts) of a phase without keywords opened with a stream but without device times: every
+    attribute is fixed by (thread, name, device, bytes, stream device, lane), so the text is cached."""
+    key = (p.st, p.name, p.device, p.nbytes, cd[0], cd[1])
+    f = _cdfrags.get(key)
+    if f is None:
+        a = _attr_texts(p, None, 0)
+        f = (_head(p.name), f'","attributes":[{",".join(a.values())}]}}', a)
+        if len(_cdfrags) >= 4096:
+            _cdfrags.clear()
+        _cdfrags[key] = f
+    return f
+
+
 def _attr_texts(p, kw, off: int) -> dict:
     """{key: KeyValue text} of a phase with keywords or a stream, in ``records.to_span``'s order."""
     a: dict = {}
@@ -310,11 +327,14 @@ def encode_phases(phases: list, ids, off: int) -> list[str]:
                     n = ids.n
                 pre, post = pp
             if not kw:
-                if p.cdev is None:
+                cd = p.cdev
+                if cd is None:
                     key = (p.st, p.name, p.device, p.nbytes)
                     f = frags.get(key)
                     if f is None:
                         f = _fragment(key)
+                elif cd[2] is None:  # a stream phase without device times (CUDA activity on: no events)
+                    f = _cd_fragment(p, cd)
                 else:
                     f = None
             elif p.cdev is None:

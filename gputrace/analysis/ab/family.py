@@ -1,0 +1,143 @@
+"""Decisions across the rows of a comparison: false-call control and the equivalence margin.
+
+A comparison tests ~40 rows (phase paths x devices x clocks) at once. Testing each at 5 %
+calls some unchanged row slower or faster in most comparisons. Rows are therefore decided
+together:
+
+* **Which rows differ (statistically)**: ``"fdr"`` (default): Benjamini–Hochberg at level
+  ``alpha = 1 - confidence`` over the rows' two-sided rank p-values: among the rows
+  called different, the expected share of false calls is at most ``alpha``; when no row
+  really changed this is also the chance of any false call. BH holds for independent and
+  positively dependent tests (Benjamini & Yekutieli 2001); nested rows (``prove`` and its
+  children) are positively dependent. ``"holm"``: the chance that any unchanged row is called
+  stays under ``alpha`` whatever else changed (fewer discoveries). ``"none"``: each row at ``alpha``.
+* **Intervals of the rows called different** are recomputed at ``1 - R * alpha / m`` (``R``
+  rows called out of ``m`` tested: false-coverage-rate intervals, Benjamini & Yekutieli 2005;
+  Bonferroni ``1 - alpha / m`` for Holm), so a selected row's interval keeps its promise.
+* **Which differences matter (practically)**: a row is called ``slower``/``faster`` only when
+  it is statistically different *and* its estimated change is beyond the equivalence margin
+  (default 2 %); a real but smaller change is ``within margin``. ``unchanged`` still means
+  the row's own interval lies inside the margin.
+
+Pure; any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+CORRECTIONS = ("fdr", "holm", "none")
+#: BH by default: it can call rows at 6 vs 6 runs over ~40 rows when several rows moved (Holm
+#: cannot: 6 vs 6 gives p >= 0.0022 > 0.05/40). Its price: with one phase really slower, its
+#: ~10 true rows raise the bar for the rest, so an unchanged row rides along in some
+#: comparisons (benchmarks/bench_ab_calls.py); ``holm`` keeps any false call under alpha.
+DEFAULT_CORRECTION = "fdr"
+TESTED = ("slower", "faster", "unchanged", "inconclusive")  # verdicts of rows with a usable test
+
+
+def bh_reject(p: Sequence[float], alpha: float) -> np.ndarray:
+    """Benjamini–Hochberg step-up: mask of rejected hypotheses at FDR ``alpha``."""
+    p = np.asarray(p, np.float64)
+    m = len(p)
+    if m == 0:
+        return np.zeros(0, bool)
+    o = np.argsort(p, kind="stable")
+    ok = p[o] <= alpha * np.arange(1, m + 1) / m
+    out = np.zeros(m, bool)
+    if ok.any():
+        out[o[: int(np.flatnonzero(ok).max()) + 1]] = True
+    return out
+
+
+def holm_reject(p: Sequence[float], alpha: float) -> np.ndarray:
+    """Holm step-down: mask of rejected hypotheses with family-wise error ``alpha``."""
+    p = np.asarray(p, np.float64)
+    m = len(p)
+    o = np.argsort(p, kind="stable")
+    out = np.zeros(m, bool)
+    for k, i in enumerate(o):
+        if p[i] > alpha / (m - k):
+            break
+        out[i] = True
+    return out
+
+
+def adjusted_p(p: Sequence[float], correction: str) -> np.ndarray:
+    """BH q-values (``fdr``), Holm-adjusted p (``holm``) or ``p`` itself (``none``)."""
+    p = np.asarray(p, np.float64)
+    m = len(p)
+    if m == 0 or correction == "none":
+        return p.copy()
+    o = np.argsort(p, kind="stable")
+    ps = p[o]
+    if correction == "fdr":
+        adj = np.minimum.accumulate((ps * m / np.arange(1, m + 1))[::-1])[::-1]
+    else:
+        adj = np.maximum.accumulate(ps * (m - np.arange(m)))
+    out = np.empty(m)
+    out[o] = np.minimum(adj, 1.0)
+    return out
+
+
+def decide(rows: list, compare_values, *, confidence: float, equivalence: float, correction: str, paired: bool):
+    """Return (rows with family verdicts, rows tested ``m``, rows called different ``R``).
+
+    ``rows``: `PhaseComparison` rows whose fields came from ``compare_values`` at the
+    marginal ``confidence``. Rows without a usable test (new, gone, partial, too few runs)
+    keep their verdict and are not in the family. Raises ValueError on an unknown correction."""
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
+    alpha = 1.0 - confidence
+    idx = [i for i, r in enumerate(rows) if r.verdict in TESTED and math.isfinite(r.p_value)]
+    m = len(idx)
+    if m == 0:
+        return list(rows), 0, 0
+    p = np.array([rows[i].p_value for i in idx])
+    rej = {"fdr": bh_reject, "holm": holm_reject, "none": lambda q, a: q <= a}[correction](p, alpha)
+    adj = adjusted_p(p, correction)
+    n_rej = int(rej.sum())
+    sel_conf = {"fdr": 1.0 - n_rej * alpha / m, "holm": 1.0 - alpha / m, "none": confidence}[correction]
+    out = list(rows)
+    for j, i in enumerate(idx):
+        r = out[i]
+        if rej[j]:
+            if sel_conf != confidence:
+                st = compare_values(np.asarray(r.base_values), np.asarray(r.variant_values), sel_conf, equivalence,
+                                    paired=paired)
+                if st["verdict"] != "too few runs":
+                    r = replace(r, **{k: st[k] for k in ("diff_low_ns", "diff_high_ns", "rel_low", "rel_high")},
+                                interval_confidence=sel_conf)
+            beyond = abs(r.rel) > equivalence if math.isfinite(r.rel) else True
+            verdict = ("slower" if r.diff_ns > 0 else "faster") if beyond else "within margin"
+        else:
+            inside = math.isfinite(r.rel_low) and -equivalence <= r.rel_low and r.rel_high <= equivalence
+            verdict = "unchanged" if inside else "inconclusive"
+        out[i] = replace(r, verdict=verdict, q_value=float(adj[j]), significant=bool(rej[j]))
+    return out, m, n_rej
+
+
+def runs_needed(values_base, values_variant, effect: float, confidence: float, power: float = 0.8) -> int | None:
+    """Runs per side for a two-sided rank test at ``confidence`` to detect a ``effect`` relative
+    change with ``power``, from the noise of these (positive) per-run values: normal-theory
+    size on log times, divided by the Wilcoxon-Mann-Whitney efficiency 3/pi (0.955), and at
+    least the N whose most extreme ranking reaches the confidence. None when the noise cannot
+    be estimated (fewer than 2 runs per side, or non-positive values)."""
+    from scipy import stats
+
+    from gputrace.analysis.ab.ranks import min_two_sided_p
+
+    x, y = np.asarray(values_base, np.float64), np.asarray(values_variant, np.float64)
+    if len(x) < 2 or len(y) < 2 or effect <= 0 or np.any(x <= 0) or np.any(y <= 0):
+        return None
+    res = np.concatenate([np.log(x) - np.median(np.log(x)), np.log(y) - np.median(np.log(y))])
+    sigma = max(1.4826 * float(np.median(np.abs(res))), float(np.std(res, ddof=1)) * 0.5, 1e-6)
+    z = stats.norm.ppf(1 - (1 - confidence) / 2) + stats.norm.ppf(power)
+    n = math.ceil(2 * (z * sigma / math.log1p(effect)) ** 2 / (3 / math.pi))
+    n = max(n, 2)
+    while min_two_sided_p(n, n) > 1 - confidence:
+        n += 1
+    return n

@@ -1,0 +1,217 @@
+"""Chrome Trace Event JSON as a stream: the document's top-level keys and its events in batches,
+without holding the whole document (``orjson.loads`` of a 1 M-event file peaked at 4 GiB).
+
+``scan_chrome(f)`` reads a binary stream (plain or ``GzipStream``) in chunks and yields
+``("head", dict)`` (the top-level keys before ``traceEvents``; ``{}`` for the array form),
+``("events", list)`` batches of decoded events, and ``("tail", dict)`` (keys after the array).
+
+How events are split without a full tokenizer: a batch ends at a ``}`` followed by ``,`` and ``{``
+(``},{``, or with whitespace as Kineto writes them); the candidate text is decoded by orjson as
+``[...]``, which validates it — a split inside a string or inside a nested object cannot produce a
+balanced, valid array, so it fails and the previous candidate is tried. The top level is walked by
+a small scanner that tracks strings and depth, only over the bytes around the array (the header and
+trailer: a few KiB). Raises ``ScanError`` for anything it cannot split (the caller then reads the
+whole document, which names the problem). Not thread-safe (one stream per call).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import orjson
+
+__all__ = ["ScanError", "scan_chrome", "READ_BYTES"]
+
+#: Bytes read per step (and the size of an event batch's text, roughly).
+READ_BYTES = 8 << 20
+#: A single event larger than this is refused (the whole-document reader then handles the file).
+MAX_EVENT_BYTES = 64 << 20
+_SPLIT = re.compile(rb"\}\s*,\s*\{")
+
+
+class ScanError(ValueError):
+    """The stream could not be split into events (malformed, or an unusual layout)."""
+
+
+class _Buf:
+    def __init__(self, f) -> None:
+        self.f = f
+        self.data = b""
+        self.pos = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        chunk = self.f.read(READ_BYTES)
+        if not chunk:
+            self.eof = True
+            return False
+        self.data = self.data[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def skip_ws(self) -> int | None:
+        """Index of the next non-whitespace byte (reading more as needed), or None at the end."""
+        while True:
+            d = self.data
+            i = self.pos
+            n = len(d)
+            while i < n and d[i] in b" \t\r\n":
+                i += 1
+            self.pos = i
+            if i < n:
+                return i
+            if not self.more():
+                return None
+
+
+def _top_key(buf: _Buf) -> tuple[bytes, int]:
+    """Scan the header object from after ``{`` to the value of the ``traceEvents`` key at depth 1.
+    Returns (the header text up to that value, index of the ``[``)."""
+    start = buf.pos
+    depth, in_str, esc = 1, False, False
+    i = buf.pos
+    key_start = -1
+    last_key = b""
+    while True:
+        d = buf.data
+        n = len(d)
+        while i < n:
+            ch = d[i]
+            if in_str:
+                if esc:
+                    esc = False
+                elif ch == 0x5C:  # backslash
+                    esc = True
+                elif ch == 0x22:
+                    in_str = False
+                    if depth == 1:
+                        last_key = d[key_start:i + 1]
+            elif ch == 0x22:
+                in_str = True
+                key_start = i
+            elif ch in b"{[":
+                if depth == 1 and ch == 0x5B and last_key == b'"traceEvents"' and d[start:i].rstrip().endswith(b":"):
+                    return d[start:i], i
+                depth += 1
+            elif ch in b"}]":
+                depth -= 1
+                if depth == 0:
+                    raise ScanError("no traceEvents array")
+            elif ch == 0x2C and depth == 1:  # comma: the next string is a key
+                last_key = b""
+            i += 1
+        if i - start > MAX_EVENT_BYTES:
+            raise ScanError("header too large")
+        before = buf.pos
+        if not buf.more():
+            raise ScanError("no traceEvents array")
+        shift = before - buf.pos
+        i -= shift
+        start -= shift
+        key_start -= shift
+
+
+def _events(buf: _Buf) -> Iterator[list]:
+    """Batches of events from just after ``[`` to just after the matching ``]``."""
+    i = buf.skip_ws()
+    if i is None:
+        return  # a truncated array form: nothing more
+    if buf.data[i] == 0x5D:  # empty array
+        buf.pos = i + 1
+        return
+    while True:
+        d = buf.data
+        start = buf.pos
+        decoded = None
+        cands = [m.start() for m in _SPLIT.finditer(d, start)]
+        for c in reversed(cands[-8:]):  # the last split that decodes (one try, nearly always)
+            try:
+                decoded = orjson.loads(b"[" + d[start:c + 1] + b"]")
+            except orjson.JSONDecodeError:
+                continue
+            buf.pos = d.index(b"{", c + 1)
+            break
+        if decoded is not None:
+            yield decoded
+            continue
+        if len(d) - start > MAX_EVENT_BYTES + READ_BYTES:
+            raise ScanError("an event could not be split out")
+        if not buf.more():
+            done = _try_end(buf, truncated_ok=True)
+            if done is None:
+                raise ScanError("the events array does not end")
+            if done:
+                yield done
+            return
+
+
+def _try_end(buf: _Buf, truncated_ok: bool = False) -> list | None:
+    """If the rest of the buffer holds the last events and the closing ``]``, decode them, move past
+    the ``]`` and return them; None if not (yet). ``truncated_ok``: at the end of the data, accept
+    events without a closing bracket (a trace cut short)."""
+    d = buf.data
+    start = buf.pos
+    j = len(d)
+    for _ in range(8):  # the few last ']' (a trailer holds few)
+        j = d.rfind(b"]", start, j)
+        if j < 0:
+            break
+        try:
+            out = orjson.loads(b"[" + d[start:j] + b"]") if d[start:j].strip() else []
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(out, list):
+            buf.pos = j + 1
+            return out
+    if truncated_ok:
+        text = d[start:].rstrip().rstrip(b",")
+        try:
+            out = orjson.loads(b"[" + text + b"]") if text.strip() else []
+        except orjson.JSONDecodeError:
+            return None
+        buf.pos = len(d)
+        return out
+    return None
+
+
+def scan_chrome(f) -> Iterator[tuple[str, object]]:
+    """See the module docstring. Raises ScanError."""
+    buf = _Buf(f)
+    i = buf.skip_ws()
+    if i is None:
+        raise ScanError("empty")
+    first = buf.data[i]
+    if first == 0x5B:  # array form
+        buf.pos = i + 1
+        yield "head", {}
+        for batch in _events(buf):
+            yield "events", batch
+        rest = buf.data[buf.pos:].strip()
+        if rest or buf.more():
+            raise ScanError("data after the events array")
+        yield "tail", {}
+        return
+    if first != 0x7B:
+        raise ScanError("not a JSON object or array")
+    buf.pos = i + 1
+    head_text, lb = _top_key(buf)
+    try:
+        head = orjson.loads(b"{" + head_text + b"[]}")
+    except orjson.JSONDecodeError as e:
+        raise ScanError(f"header: {e}") from None
+    buf.pos = lb + 1
+    yield "head", head
+    for batch in _events(buf):
+        yield "events", batch
+    while buf.more():
+        pass
+    rest = buf.data[buf.pos:].strip()
+    try:
+        tail = orjson.loads(b'{"_":0' + rest) if rest.startswith(b",") else orjson.loads(b"{}" if rest == b"}" else b"x")
+    except orjson.JSONDecodeError as e:
+        raise ScanError(f"trailer: {e}") from None
+    tail.pop("_", None)
+    yield "tail", tail

@@ -1,0 +1,126 @@
+"""CuptiCollector's CUPTI-thread side without CUDA: record objects -> plain dicts, the bound on held records
+(drops counted), clock-offset bookkeeping, and a dump file. A stand-in module plays ``cupti``."""
+
+from __future__ import annotations
+
+import enum
+import json
+from types import SimpleNamespace as NS
+
+import pytest
+
+from gputrace.trace.cupti_collect import CuptiCollector
+
+
+class AK(enum.IntEnum):
+    CONCURRENT_KERNEL = 10
+    MEMCPY = 1
+    RUNTIME = 5
+    DRIVER = 6
+    EXTERNAL_CORRELATION = 31
+    MARKER = 12
+    OVERHEAD = 25
+
+
+class FakeCupti:
+    ActivityKind = AK
+    ActivityMemcpyKind = enum.IntEnum("MK", {"UNKNOWN": 0, "HTOD": 1, "DTOH": 2})
+    ActivityMemoryKind = enum.IntEnum("MemK", {"UNKNOWN": 0, "PAGEABLE": 1, "DEVICE": 3})
+    ActivitySynchronizationType = enum.IntEnum("ST", {"UNKNOWN": 0, "STREAM_SYNCHRONIZE": 2})
+    ExternalCorrelationKind = enum.IntEnum("EK", {"INVALID": 0, "CUSTOM0": 5})
+    CallbackDomain = NS(RUNTIME_API=1, DRIVER_API=2)
+
+    def __init__(self):
+        self.t = 1_000
+
+    def get_callback_name(self, domain, cbid):
+        return {(1, 41): "cudaMemcpyAsync_v3020", (2, 307): "cuLaunchKernel"}[(domain, cbid)]
+
+    def get_timestamp(self):
+        self.t += 1_000_000
+        return self.t
+
+
+def _collector(**kw):
+    c = CuptiCollector(**kw)
+    cupti = c._cupti = FakeCupti()
+    c._kind_names = {int(m): m.name for m in AK}
+    c._memcpy_names = {int(m): m.name for m in cupti.ActivityMemcpyKind}
+    c._mem_names = {int(m): m.name for m in cupti.ActivityMemoryKind}
+    c._sync_names = {int(m): m.name for m in cupti.ActivitySynchronizationType}
+    c._ext_names = {int(m): m.name for m in cupti.ExternalCorrelationKind}
+    c._api_domain = {int(AK.RUNTIME): 1, int(AK.DRIVER): 2}
+    return c
+
+
+def _kernel(corr):
+    return NS(kind=10, start=5, end=9, device_id=0, context_id=1, stream_id=7, correlation_id=corr, name="_Z1kv",
+              grid_x=1, grid_y=2, grid_z=3, block_x=4, block_y=5, block_z=6, registers_per_thread=8,
+              static_shared_memory=0, dynamic_shared_memory=16)
+
+
+def test_records_become_plain_dicts_with_enum_names():
+    c = _collector()
+    c._completed([
+        _kernel(3),
+        NS(kind=1, start=1, end=2, device_id=0, context_id=1, stream_id=7, correlation_id=4, bytes=64, copy_kind=1,
+           src_kind=1, dst_kind=3),
+        NS(kind=5, start=0, end=1, correlation_id=4, cbid=41, thread_id=99, process_id=9),
+        NS(kind=6, start=0, end=1, correlation_id=3, cbid=307, thread_id=99, process_id=9),
+        NS(kind=31, correlation_id=3, external_id=17, external_kind=5),
+        NS(kind=12, id=1, timestamp=3, flags_=2, name="step", domain=None, object_id=NS(pt=NS(thread_id=99))),
+        NS(kind=25),  # a kind gputrace does not use: skipped, not dropped
+        NS(kind=1),  # broken record (fields missing): dropped and counted, never raised into CUPTI
+    ])
+    recs = c.collect()
+    assert [r["kind"] for r in recs] == ["CONCURRENT_KERNEL", "MEMCPY", "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION",
+                                         "MARKER"]
+    assert recs[0]["grid_z"] == 3 and recs[0]["name"] == "_Z1kv"
+    assert (recs[1]["copy_kind"], recs[1]["src_kind"], recs[1]["dst_kind"]) == ("HTOD", "PAGEABLE", "DEVICE")
+    assert recs[2]["name"] == "cudaMemcpyAsync" and recs[3]["name"] == "cuLaunchKernel"  # version suffix dropped
+    assert recs[4]["external_kind"] == "CUSTOM0" and recs[4]["external_id"] == 17
+    assert recs[5] == {"id": 1, "timestamp": 3, "flags": 2, "name": "step", "domain": "", "thread_id": 99,
+                       "kind": "MARKER"}
+    assert c.dropped == 1 and c.records == 6 and c.collect() == []
+
+
+def test_held_records_are_bounded_and_drops_counted():
+    c = _collector(max_pending=5)
+    c._completed([_kernel(i) for i in range(3)])
+    c._completed([_kernel(i) for i in range(4)])
+    assert len(c.collect()) == 5 and c.dropped == 2
+    assert c.resource()["gputrace.cupti.dropped"] == 2 and c.resource()["gputrace.cupti.records"] == 5
+
+
+def test_clock_offset_is_re_measured_and_drift_recorded(monkeypatch):
+    from gputrace.trace import clock
+
+    c = _collector()
+    now = iter(range(10_000_000, 10_000_000 + 10_000_000_000, 100))
+    monkeypatch.setattr(clock, "now_ns", lambda: next(now))
+    first = c.measure_offset()
+    second = c.measure_offset()
+    assert c.offset_first_ns == first and c.offset_ns == second and c.max_drift_ns == abs(second - first) > 0
+    assert c.offset_bracket_ns == 100
+
+
+def test_dump_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTRACE_CUPTI_DUMP", str(tmp_path / "d.jsonl"))
+    c = _collector()
+    c._completed([_kernel(1)])
+    c.collect()
+    (line,) = (tmp_path / "d.jsonl").read_text().splitlines()
+    assert json.loads(line)["correlation_id"] == 1
+
+
+def test_start_without_cupti_raises_unavailable(monkeypatch):
+    import builtins
+
+    from gputrace.trace.cupti_collect import CuptiUnavailable, available
+
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda n, *a, **k: (_ for _ in ()).throw(ImportError("none"))
+                        if n == "cupti" else real(n, *a, **k))
+    with pytest.raises(CuptiUnavailable, match="cupti-python not usable"):
+        CuptiCollector().start()
+    assert "not usable" in available()
