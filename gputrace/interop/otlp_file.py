@@ -35,7 +35,7 @@ def _trace_for(resource: dict) -> str:
     return hashlib.blake2b(orjson.dumps(resource, option=orjson.OPT_SORT_KEYS, default=str), digest_size=16).hexdigest()
 
 
-def timeline_requests(tl: Timeline, max_spans: int = 4096, scope_name: str = "gputrace.interop") -> Iterator[bytes]:
+def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gputrace.interop") -> Iterator[bytes]:
     """Yield one encoded OTLP JSON request line (no newline) per resource chunk."""
     c = tl.cols
     n = tl.n
@@ -91,7 +91,7 @@ def _span(tl: Timeline, r: int, span_ids: np.ndarray, fallback_trace: str) -> di
     }
 
 
-def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 4096) -> int:
+def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 512) -> int:
     """Write the Timeline to ``path`` as OTLP JSON Lines; returns the number of lines written.
 
     Written through ``gputrace.atomic_write`` (a private temporary file renamed over ``path``), so a

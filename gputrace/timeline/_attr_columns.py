@@ -71,6 +71,14 @@ def _set_kinds(kind: np.ndarray, r: np.ndarray, strs: list) -> None:
 def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray, attrs: dict, it: Interner) -> None:
     """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
     for fa, gidx, brows in fast:
+        if fa.extra:  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays)
+            for g, row in zip(gidx.tolist(), brows.tolist()):
+                kv = fa.extra.get(g)
+                if kv:
+                    d = attrs.get(row)
+                    if d is None:
+                        d = attrs[row] = {}
+                    d.update(kv)
         st = fa.indptr[gidx]
         cnt = fa.indptr[gidx + 1] - st
         tot = int(cnt.sum())

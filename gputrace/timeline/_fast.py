@@ -28,7 +28,7 @@ from typing import List
 import msgspec
 import numpy as np
 
-from gputrace.timeline.otlp_schema import _NO_SCOPE, _NO_STATUS, Resource, Scope, Status
+from gputrace.timeline.otlp_schema import _NO_SCOPE, _NO_STATUS, KeyValue, Resource, Scope, Status, py_value
 
 _EMPTY_RAW = msgspec.Raw(b"[]")
 _EMPTY_RESOURCE_RAW = msgspec.Raw(b"{}")  # decodes to ``Resource()``, the general default
@@ -141,13 +141,86 @@ class FastAttrs:
     order: ``indptr`` (per span, CSR offsets into the flat arrays; declined spans have none),
     ``code`` (0..7 column key, 8 other), ``ival`` (int value, where ``is_str`` is false), and
     ``sval`` (decoded string for string values, else None) and ``key`` (decoded key for other
-    keys, else None) as object arrays.
+    keys, else None) as object arrays. ``extra``: span -> ``[(key, value)]`` of array-valued
+    attributes (``_lift_arrays``), which are not in the flat arrays.
     """
 
-    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key")
+    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key", "extra")
 
     def __init__(self, ok, indptr, code, ival, is_str, sval, key) -> None:
         self.ok, self.indptr, self.code, self.ival, self.is_str, self.sval, self.key = ok, indptr, code, ival, is_str, sval, key
+        self.extra: dict[int, list] = {}
+
+
+_ARRAY = b'"arrayValue"'
+_elements = msgspec.json.Decoder(List[msgspec.Raw])
+_kv = msgspec.json.Decoder(KeyValue, strict=False)
+_KNOWN_SET = frozenset(KNOWN_KEYS)
+
+
+def _lift_arrays(raws: list) -> dict[int, list]:
+    """Take array-valued attributes (Nsight kernels' ``cuda.grid``/``cuda.block``) out of the raw
+    attribute arrays that have them, so the rest still fits the fixed layout; returns span ->
+    ``[(key, value)]``. ``raws`` is modified in place.
+
+    Cut by text: an element runs from the ``{"key":"`` before ``"arrayValue"`` (a quote inside a
+    string is escaped, so this text is structural) to the next ``]}}}``; the cut text must decode as
+    one ``KeyValue`` with an array value. A wrong cut (an array nested in a kvlist, arrays of arrays)
+    leaves text the fixed layout refuses or fails to decode, so the span is declined and read by
+    the general decoder, never mis-read. Also declined: an array under a column key, a key twice
+    (a repeat among the span's other attributes is checked after parsing). Each distinct element
+    text is decoded once."""
+    out: dict[int, list] = {}
+    cache: dict[bytes, tuple | None] = {}
+    for i, raw in enumerate(raws):
+        b = bytes(raw)
+        pos = b.rfind(_ARRAY)
+        if pos < 0:
+            continue
+        lifted = []
+        while pos >= 0:
+            start = b.rfind(b'{"key":"', 0, pos)
+            end = b.find(b"]}}}", pos)
+            if start < 0 or end < 0:
+                lifted = None
+                break
+            end += 4
+            eb = b[start:end]
+            hit = cache.get(eb, False)
+            if hit is False:
+                try:
+                    kv = _kv.decode(eb)
+                    hit = (kv.key, py_value(kv.value)) if kv.value.arrayValue is not None and kv.key not in _KNOWN_SET else None
+                except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+                    hit = None
+                if len(cache) < 4096:
+                    cache[eb] = hit
+            if hit is None:
+                lifted = None
+                break
+            lifted.append((hit[0], hit[1][:]))  # a list of its own, as the general path gives each span
+            if b[start - 1:start] == b",":
+                b = b[:start - 1] + b[end:]
+            elif b[end:end + 1] == b",":
+                b = b[:start] + b[end + 1:]
+            else:
+                b = b[:start] + b[end:]
+            pos = b.rfind(_ARRAY, 0, start)
+        if lifted and len(lifted) == len({k for k, _ in lifted}):
+            lifted.reverse()
+            raws[i] = b
+            out[i] = lifted
+    return out
+
+
+def _drop_repeated_keys(fa: "FastAttrs", extra: dict[int, list]) -> None:
+    """Decline spans whose lifted array key also appears among their parsed attributes."""
+    for i, kv in extra.items():
+        if not fa.ok[i]:
+            continue
+        keys = {k for k in fa.key[fa.indptr[i]:fa.indptr[i + 1]].tolist() if k is not None}
+        if any(k in keys for k, _ in kv):
+            fa.ok[i] = False
 
 
 def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:
@@ -202,8 +275,14 @@ def _digits(w: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def parse_attributes(raws: list) -> FastAttrs:
     """Check and parse the raw ``attributes`` JSON arrays of a group of spans (see module doc)."""
+    raws = list(raws)
+    extra = _lift_arrays(raws) if any(_ARRAY in r for r in map(bytes, raws)) else {}
     with np.errstate(over="ignore"):
-        return _parse(raws)
+        fa = _parse(raws)
+    if extra:
+        _drop_repeated_keys(fa, extra)
+        fa.extra = {i: kv for i, kv in extra.items() if fa.ok[i]}
+    return fa
 
 
 def _parse(raws: list) -> FastAttrs:

@@ -229,6 +229,8 @@ class GputraceApp(SearchFilter, App):
             self._apply_search(self.search_text, quiet=True)
         if self.first_draw_s is None and upd.spans:
             self.call_after_refresh(self._mark_first_draw)
+        if self.query_one(Gantt).range is not None:
+            self._show_range()  # new spans (a live file, a filter) may fall in the measured range
         tl = upd.index.timeline
         present = np.bincount(tl.cols["phase"], minlength=len(tl.phases)) > 0 if tl.n else []
         self.query_one(Legend).show([p for p, here in zip(tl.phases, present) if here])
@@ -342,8 +344,7 @@ class GputraceApp(SearchFilter, App):
         term = f"phase={msg.phase}" if " " not in msg.phase else msg.phase.split()[0]
         if msg.device is not None:
             term += f" device={'cpu' if msg.device < 0 else msg.device}"
-        self._apply_search(term)
-        self.query_one(Gantt).focus()
+        self._apply_search(term)  # focus stays on the list: the timeline shows the matches, m / M walk them
 
     # ---- panels and bars --------------------------------------------------------------
     @_ui

@@ -335,3 +335,44 @@ def test_a_fast_parser_failure_falls_back_to_the_general_path(tmp_path, monkeypa
     got, loader = _load([p], True)
     assert loader.fast_lines == 0
     _same(got, want)
+
+
+def test_nsys_import_with_array_attributes_takes_the_fast_path(tmp_path):
+    """Kernels from an Nsight import carry cuda.grid/cuda.block arrays: lifted out of the raw
+    attributes, so their lines stay on the fast path, with the general path's Timeline."""
+    from gputrace.interop.otlp_file import write_otlp_jsonl
+    from gputrace.timeline.nsys import read_nsys
+    from tests.unit.test_nsys import build_report
+
+    tl = read_nsys(build_report(tmp_path / "r.sqlite"))
+    p = tmp_path / "n.jsonl"
+    write_otlp_jsonl(tl, p)
+    fast, loader = _both([p])
+    assert loader.fast_lines == loader.report.lines  # every line on the fast path
+    k = next(r for r, a in fast.attrs.items() if a.get("gputrace.activity") == "kernel")
+    assert fast.attrs[k]["cuda.grid"] == [1024, 1, 1] and fast.attrs[k]["cuda.block"] == [256, 1, 1]
+
+
+@pytest.mark.parametrize("arr", [
+    {"arrayValue": {"values": [{"intValue": "1"}, {"stringValue": "x"}]}},  # mixed: still an array
+    {"arrayValue": {"values": [{"intValue": "1", "bogus": 1}]}},
+    {"arrayValue": {"values": [{"arrayValue": {"values": [{"intValue": "1"}]}}, {"intValue": "2"}]}},  # nested
+    {"kvlistValue": {"values": [{"key": "in", "value": {"arrayValue": {"values": [{"intValue": "1"}]}}}]}},
+    {"arrayValue": {"values": []}},
+])
+def test_array_attributes_match_the_general_path(tmp_path, arr):
+    line = json.loads(encode_request({"host.name": "h"}, [_span(1, {"gputrace.device": 0, "gputrace.lane": "stream:1"})]))
+    sp = line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    sp["attributes"].append({"key": "cuda.grid", "value": arr})
+    dup = json.loads(json.dumps(line))
+    dsp = dup["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    dsp["attributes"].append({"key": "cuda.grid", "value": {"intValue": "3"}})  # a key twice: general decides
+    col = json.loads(json.dumps(line))
+    col["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+        {"key": "gputrace.batch", "value": {"arrayValue": {"values": []}}})  # a column key as an array: an error
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(b"\n".join(json.dumps(x, separators=(",", ":")).encode() for x in (line, dup)) + b"\n")
+    _both([p])
+    q = tmp_path / "c.jsonl"
+    q.write_bytes(json.dumps(col, separators=(",", ":")).encode() + b"\n")
+    _both([q], lenient=True)
