@@ -461,6 +461,7 @@ def _after_fork_in_child() -> None:
     # output. Phases still emit NVTX. Call configure() in the child to record there.
     global _active, _lock, _last_summary
     _ph._RECORDING = False
+    _ph._XC = False  # CUPTI's state belongs to the parent: no external ids pushed in the child
     _active = None
     _last_summary = None
     _lock = threading.RLock()
