@@ -56,8 +56,8 @@ def _ui(handler):
         except NoMatches:
             if self._exit or self._closing:
                 return None
-            try:
-                alive = bool(self.query("#body"))
+            try:  # the screen is torn down leaves first: any of these gone means shutting down
+                alive = len(self.query("#body, #gantt, #side")) == 3
             except Exception:  # no screen at all: shutting down
                 alive = False
             if alive:
