@@ -198,7 +198,7 @@ class CompareApp(App):
         variant_runs: Sequence[Timeline] | None = None,
         confidence: float = 0.95,
         warmup: int = 0,
-        correction: str = "fdr",
+        correction: str = "holm",
     ) -> None:
         super().__init__()
         self.base_paths, self.variant_paths = list(base), list(variant)

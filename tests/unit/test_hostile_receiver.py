@@ -120,8 +120,7 @@ def test_pool_is_bounded_and_busy_is_503(tmp_path):
         time.sleep(0.2)  # both taken by the two workers
         out = _raw(r.http_port, b"GET / HTTP/1.1\r\n\r\n", half_close=False)
         assert out.startswith(b"HTTP/1.1 503") and b"Retry-After" in out
-        threads = [t for t in threading.enumerate() if t.name.startswith("gputrace-otlp-http_")]
-        assert len(threads) <= 2
+        assert len(r._http_server._pool._threads) <= 2 and r._http_server.busy_refusals == 1
     finally:
         for s in stalled:
             s.close()
