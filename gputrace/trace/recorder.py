@@ -159,6 +159,11 @@ class Recorder:
             self.drain(final=True)
         except Exception:  # as in _run: the sinks must still be closed and the summary returned
             log.exception("gputrace: final drain failed")
+        if self.cupti is not None:  # CUPTI is process-wide: never leave it collecting (stop is idempotent)
+            try:
+                self.cupti.stop()
+            except Exception:
+                log.exception("gputrace: stopping CUDA activity collection failed")
         for s in self.sinks:
             try:
                 s.close()  # each sink's own default timeout (OtlpSink: close_timeout_s)

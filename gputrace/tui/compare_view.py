@@ -186,7 +186,7 @@ class CompareApp(App):
     ]
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        from gputrace.tui.app import preserve_space
+        from gputrace.tui.palette_commands import preserve_space
 
         return preserve_space(super().export_screenshot(title=title, simplify=simplify))
 
