@@ -200,7 +200,8 @@ def gate_state(res, threshold: float, min_time_s: float) -> tuple[str, list, int
     open_ = not math.isfinite(e2e.rel_high) or e2e.rel_high > threshold or res.undecidable
     if not open_:
         return "pass", [], None
-    return "undecided", [], runs_needed(e2e.base_values, e2e.variant_values, threshold, res.confidence)
+    return "undecided", [], runs_needed(e2e.base_values, e2e.variant_values, threshold, res.confidence,
+                                        alpha=res.thresholds.get("end-to-end"))
 
 
 def gate(res, threshold: float | None, min_time_s: float, console, allow_undecided: bool = False) -> int:

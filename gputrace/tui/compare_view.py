@@ -56,6 +56,8 @@ VERDICT_STYLE = {
     "unchanged": "",
     "inconclusive": "dim",
     "too few runs": "magenta",
+    "within margin": "dim yellow",
+    "partial": "dim cyan",
     "new": "cyan",
     "gone": "cyan",
 }

@@ -45,7 +45,9 @@ CORRECTIONS = ("fdr", "holm", "none")
 #: else changed, and still found a 5 % change at 16 vs 16 every time. Its price: the first call
 #: needs p <= alpha / rows, so ~40 rows need at least 7 runs a side (8 in practice).
 DEFAULT_CORRECTION = "holm"
-TESTED = ("slower", "faster", "unchanged", "inconclusive")  # verdicts of rows with a usable test
+# Verdicts of rows in the family (a "too few runs" row is a question asked that these N cannot
+# answer: it counts in m, and is never called, its p being above every threshold).
+TESTED = ("slower", "faster", "unchanged", "inconclusive", "too few runs")
 
 
 def bh_reject(p: Sequence[float], alpha: float) -> np.ndarray:
@@ -165,6 +167,8 @@ def decide(rows: list, compare_values, *, confidence: float, equivalence: float,
                                 interval_confidence=float(sel_conf[j]))
             beyond = abs(r.rel) > equivalence if math.isfinite(r.rel) else True
             verdict = ("slower" if r.diff_ns > 0 else "faster") if beyond else "within margin"
+        elif r.verdict == "too few runs":
+            verdict = r.verdict
         else:
             inside = math.isfinite(r.rel_low) and -equivalence <= r.rel_low and r.rel_high <= equivalence
             verdict = "unchanged" if inside else "inconclusive"
@@ -172,8 +176,10 @@ def decide(rows: list, compare_values, *, confidence: float, equivalence: float,
     return out, m, int(rej.sum()), thresholds
 
 
-def runs_needed(values_base, values_variant, effect: float, confidence: float, power: float = 0.8) -> int | None:
-    """Runs per side for a two-sided rank test at ``confidence`` to detect a ``effect`` relative
+def runs_needed(values_base, values_variant, effect: float, confidence: float, power: float = 0.8,
+                alpha: float | None = None) -> int | None:
+    """Runs per side for a two-sided rank test at level ``alpha`` (default ``1 - confidence``;
+    the comparison passes its end-to-end family's threshold) to detect a ``effect`` relative
     change with ``power``, from the noise of these (positive) per-run values: normal-theory
     size on log times, divided by the Wilcoxon-Mann-Whitney efficiency 3/pi (0.955), and at
     least the N whose most extreme ranking reaches the confidence. None when the noise cannot
@@ -187,9 +193,10 @@ def runs_needed(values_base, values_variant, effect: float, confidence: float, p
         return None
     res = np.concatenate([np.log(x) - np.median(np.log(x)), np.log(y) - np.median(np.log(y))])
     sigma = max(1.4826 * float(np.median(np.abs(res))), float(np.std(res, ddof=1)) * 0.5, 1e-6)
-    z = stats.norm.ppf(1 - (1 - confidence) / 2) + stats.norm.ppf(power)
+    alpha = 1 - confidence if alpha is None else alpha
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     n = math.ceil(2 * (z * sigma / math.log1p(effect)) ** 2 / (3 / math.pi))
     n = max(n, 2)
-    while min_two_sided_p(n, n) > 1 - confidence:
+    while min_two_sided_p(n, n) > alpha:
         n += 1
     return n
