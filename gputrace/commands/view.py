@@ -36,8 +36,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="+", metavar="A", help="compare view: baseline trace files (one run each; "
                    "a file holding several runs is split by run id); give the variant with --vs")
     p.add_argument("--vs", nargs="+", metavar="B", help="with --compare: the variant trace files")
-    p.add_argument("--correction", choices=("fdr", "holm", "none"), default="fdr",
-                   help="with --compare: how rows are decided together (default fdr: Benjamini-Hochberg; holm; "
+    p.add_argument("--correction", choices=("fdr", "holm", "none"), default="holm",
+                   help="with --compare: how rows are decided together (default holm; fdr: Benjamini-Hochberg; "
                         "see docs/analysis.md)")
     p.add_argument("--confidence", type=_confidence, default=0.95,
                    help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
