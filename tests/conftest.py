@@ -1,6 +1,13 @@
 import importlib.util
+import sys
 
 import pytest
+
+#: The interpreter's recursion limit before any test module is imported. py_ecc (the independent
+#: verifier in test_groth16_independent) raises it to 100,000 on import; before Python 3.12 that lets
+#: deep recursion in C decoders (json, msgspec) overflow the C stack instead of raising RecursionError,
+#: so one module's import would change what every later test measures. Each test starts from this value.
+_RECURSION_LIMIT = sys.getrecursionlimit()
 
 
 def _cuda_available() -> bool:
@@ -35,3 +42,10 @@ def _private_trace_cache(tmp_path_factory):
         os.environ.pop("GPUTRACE_CACHE_DIR", None)
     else:
         os.environ["GPUTRACE_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def _default_recursion_limit():
+    sys.setrecursionlimit(_RECURSION_LIMIT)
+    yield
+    sys.setrecursionlimit(_RECURSION_LIMIT)

@@ -121,6 +121,27 @@ def inject(cal: dict, pin_share: float, synth_share: float) -> None:
                 del buf
 
     r1cs.ConstraintSystem.__init__ = init
+    record_emulated(pin_share, synth_share)
+
+
+def record_emulated(pin_share: float, synth_share: float) -> None:
+    """Make every traced run say what this process injects: resource attributes
+    ``gputrace.emulated.<switch>`` on the runs where that switch is on, so ``compare``,
+    ``ab --analyze`` and ``view`` name the emulated costs when they reopen the traces."""
+    import gputrace
+
+    real_configure = gputrace.configure
+
+    def configure(*a, config=None, resource=None, **kw):
+        on = {k for k, v in (config or {}).items() if v is True}
+        emu = {}
+        if "b1" in on:
+            emu["gputrace.emulated.b1"] = f"pin blocks the thread for {pin_share:.1%} of a baseline run (seed's pinning)"
+        if "a2" in on:
+            emu["gputrace.emulated.a2"] = f"page faults add {synth_share:.1%} to synthesis (seed's pre-sizing)"
+        return real_configure(*a, config=config, resource={**(resource or {}), **emu}, **kw)
+
+    gputrace.configure = configure
 
 
 def main(argv=None) -> int:

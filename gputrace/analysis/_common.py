@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gputrace.analysis.activity_index import SYNC, activity_index
 from gputrace.timeline.model import KIND_CODES, Timeline
 # Run grouping lives with the readers (the entrance splits files into runs); re-exported here.
 from gputrace.timeline.runs import PROCESS_KEYS, RUN_KEYS, run_index  # noqa: F401
@@ -52,8 +53,6 @@ def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray
     has_gpu = (c["gpu_start"] >= 0) & (c["gpu_end"] >= c["gpu_start"])
     is_dev = (c["device"] >= 0) & (has_gpu | (c["kind"] == GPU_KIND))
     if kernel_truth and tl.n:
-        from gputrace.analysis.gpu_activity import SYNC, activity_index  # lazy: that module imports this one
-
         idx = activity_index(tl)
         work = idx.rows[idx.what != SYNC]
         if len(work):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gputrace.analysis._common import fmt_ns
+from gputrace.analysis.activity_index import activity_index
 from gputrace.timeline.model import Timeline
 
 
@@ -52,8 +53,6 @@ class ChildIndex:
     """Children of every row (CSR by parent; GPU activity spans left out) and each row's activity interval."""
 
     def __init__(self, tl: Timeline):
-        from gputrace.analysis.gpu_activity import activity_index
-
         c = tl.cols
         par = c["parent"]
         # GPU activity spans (kernels, copies) are left out: the path is walked per phase, and a phase

@@ -6,7 +6,8 @@ moment the stream sat empty waiting for the host. Every result here carries ``ba
 ``"kernels"`` where activity spans were used, ``"brackets"`` where a device had none and only event
 brackets (or the host times of ``gpu`` phases) were available.
 
-* :func:`activity_index`: the activity rows of a Timeline (cached per Timeline object).
+* :func:`activity_index`: the activity rows of a Timeline (cached per Timeline object; in
+  :mod:`gputrace.analysis.activity_index`, re-exported here).
 * :func:`device_busy`: per (run, host, device), the union of kernel/copy/memset intervals (not the
   sum: overlapping streams count once) against the run's extent.
 * :func:`launch_gaps`: per phase instance and device, the bracket (CUDA events, else host times),
@@ -16,19 +17,18 @@ brackets (or the host times of ``gpu`` phases) were available.
   spans' exclusive time per phase name, or none (the phase's own code between launches, e.g.
   Python or the GIL: *unattributed* host time).
 
-Copies, sync waits and per-kernel tables are in :mod:`gputrace.analysis.gpu_transfers`.
+Copies, sync waits and per-kernel tables are in :mod:`gputrace.analysis.gpu_transfers`; the host-thread
+attribution of launch gaps in :mod:`gputrace.analysis.launch_host`.
 Pure numpy; any thread; the Timeline is never modified.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from gputrace.activity import ACTIVITY, STREAM
 from gputrace.analysis._common import (
     device_activity,
     gaps_between,
@@ -39,76 +39,23 @@ from gputrace.analysis._common import (
     run_extents,
     run_index,
     segment_bounds,
-    uncovered,
     union_by_group,
 )
+from gputrace.analysis.activity_index import (  # noqa: F401 (re-exported: the names callers import from here)
+    BRACKETS,
+    CUDA_EVENTS,
+    HOST_TIMES,
+    KERNEL,
+    KERNELS,
+    MEMCPY,
+    MEMSET,
+    SYNC,
+    WHAT_NAMES,
+    ActivityIndex,
+    activity_index,
+)
+from gputrace.analysis.launch_host import host_in_holes, thread_keys
 from gputrace.timeline.model import Timeline
-
-KERNEL, MEMCPY, MEMSET, SYNC = 0, 1, 2, 3
-WHAT_NAMES = ("kernel", "memcpy", "memset", "sync")
-_WHAT_CODES = {n: i for i, n in enumerate(WHAT_NAMES)}
-KERNELS, BRACKETS = "kernels", "brackets"
-CUDA_EVENTS, HOST_TIMES = "cuda events", "host"
-
-
-@dataclass
-class ActivityIndex:
-    """The activity rows of a Timeline, ascending by row. ``what``: KERNEL/MEMCPY/MEMSET/SYNC;
-    ``start``/``end``: the device interval (``gpu_start``/``gpu_end`` where set, else the span's own
-    times; a sync's host interval); ``device``: the device column; ``stream``: ``cuda.stream`` (-1 absent)."""
-
-    rows: np.ndarray
-    what: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    device: np.ndarray
-    stream: np.ndarray
-
-    def __len__(self) -> int:
-        return int(len(self.rows))
-
-    def device_work(self) -> np.ndarray:
-        """Mask of kernels, copies and memsets (what occupies a GPU; syncs are host waits)."""
-        return self.what != SYNC
-
-    def mask(self, n: int) -> np.ndarray:
-        """Row mask of length ``n`` (the Timeline's row count) for the activity rows."""
-        m = np.zeros(n, bool)
-        m[self.rows] = True
-        return m
-
-
-_CACHE: dict[int, tuple[weakref.ref, ActivityIndex]] = {}
-
-
-def activity_index(tl: Timeline) -> ActivityIndex:
-    """Activity rows of ``tl`` (one pass over ``tl.attrs``; cached while ``tl`` lives)."""
-    hit = _CACHE.get(id(tl))
-    if hit is not None and hit[0]() is tl:
-        return hit[1]
-    rows, codes, streams = [], [], []
-    get = _WHAT_CODES.get
-    for r, a in tl.attrs.items():
-        w = a.get(ACTIVITY)
-        if w is not None:
-            c = get(w)
-            if c is not None:
-                rows.append(r)
-                codes.append(c)
-                s = a.get(STREAM)
-                streams.append(s if isinstance(s, int) else -1)
-    r = np.asarray(rows, np.int64)
-    o = np.argsort(r, kind="stable")
-    r, w, st = r[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o]
-    c = tl.cols
-    has = (c["gpu_start"][r] >= 0) & (c["gpu_end"][r] >= c["gpu_start"][r])
-    idx = ActivityIndex(r, w, np.where(has, c["gpu_start"][r], c["start"][r]),
-                        np.where(has, c["gpu_end"][r], c["end"][r]), c["device"][r].astype(np.int64), st)
-    for k in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
-        _CACHE.pop(k, None)
-    _CACHE[id(tl)] = (weakref.ref(tl), idx)
-    return idx
-
 
 # ---- device busy / idle --------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -285,60 +232,11 @@ class LaunchGaps:
         return out
 
 
-def _thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
-    """Row -> launching-thread key (index of (host, pid, thread lane name)), or -1.
-
-    A row on a ``thread:`` lane is on that thread; any other non-activity row (a phase on a
-    ``stream:`` lane: its host interval is the thread executing it) takes its nearest ancestor's, or,
-    with none, the thread of its host-side children (the recorder puts a phase's stream-less children on
-    the thread that runs it)."""
-    keys: dict[tuple, int] = {}
-    lane_key = np.array([keys.setdefault((ln.host, ln.pid, ln.name), len(keys)) if ln.name.startswith("thread:") else -1
-                         for ln in tl.lanes] or [-1], np.int64)
-    c = tl.cols
-    k = lane_key[c["lane"]] if tl.n else np.zeros(0, np.int64)
-    k = np.where(act_mask & (c["kind"] != 2), -1, k)  # device work is not a host thread's time
-    parent = c["parent"]
-    todo = np.flatnonzero((k < 0) & ~act_mask)
-    cur = parent[todo]
-    for _ in range(64):
-        ok = cur >= 0
-        todo, cur = todo[ok], cur[ok]
-        if len(todo) == 0:
-            break
-        hit = lane_key[c["lane"][cur]] >= 0
-        k[todo[hit]] = lane_key[c["lane"][cur[hit]]]
-        todo, cur = todo[~hit], parent[cur[~hit]]
-    # A root phase on a stream lane (no thread above it) takes the thread of its host-side children.
-    for _ in range(4):
-        m = (parent >= 0) & (k >= 0) & ~act_mask
-        m[m] &= k[parent[m]] < 0
-        if not m.any():
-            break
-        k[parent[m]] = k[m]
-    return k
-
-
-def _is_self_or_ancestor(parent: np.ndarray, depth: np.ndarray, q: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """For pairs (q[i], p[i]): is row q[i] the row p[i] or one of its ancestors?"""
-    up = p.copy()
-    steps = depth[p].astype(np.int64) - depth[q].astype(np.int64)
-    ok = steps >= 0
-    for _ in range(int(steps.max(initial=0))):
-        m = ok & (steps > 0)
-        if not m.any():
-            break
-        up[m] = parent[up[m]]
-        steps[m] -= 1
-        ok &= up >= 0
-    return ok & (up == q)
-
-
 def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
     """Launch gaps of every phase instance that enqueued device work (see :class:`LaunchGaps`)."""
     idx = idx or activity_index(tl)
     c = tl.cols
-    parent, depth = c["parent"], c["depth"]
+    parent = c["parent"]
     act_mask = idx.mask(tl.n)
     dw = idx.device_work()
     a_rows, a_s, a_e, a_w, a_dev = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw], idx.device[dw]
@@ -389,9 +287,9 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
     hg, hs, he = hg[o], hs[o], he[o]
     hole_off = offsets_from_counts(np.bincount(hg, minlength=ng))
     # Host activity in the holes, on the launching thread.
-    tkey = _thread_keys(tl, act_mask)
+    tkey = thread_keys(tl, act_mask)
     g_key = tkey[g_row]
-    act_off, act_ph, act_ns, unattr = _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng)
+    act_off, act_ph, act_ns, unattr = host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng)
     phase = c["phase"][g_row].astype(np.int64)
     o = np.lexsort((g_dev, c["start"][g_row]))
     if not np.array_equal(o, np.arange(ng)):  # entries in phase start order; CSR arrays follow
@@ -440,64 +338,6 @@ def _reorder_csr(offsets: np.ndarray, order: np.ndarray, *vals: np.ndarray):
     new_off = offsets_from_counts(counts)
     take = np.repeat(offsets[:-1][order] - new_off[:-1], counts) + np.arange(int(counts.sum()), dtype=np.int64)
     return (new_off, *(v[take] for v in vals))
-
-
-def _host_in_holes(tl, tkey, act_mask, g_row, g_key, hg, hs, he, ng):
-    """Per entry: exclusive host time per phase on its thread in its holes (CSR), and unattributed ns."""
-    c = tl.cols
-    hole_total = np.bincount(hg, weights=(he - hs).astype(np.float64), minlength=ng).astype(np.int64)
-    z = np.zeros(0, np.int64)
-    host = np.flatnonzero((tkey >= 0) & (~act_mask | (c["kind"] == 2)))
-    if len(host) == 0 or len(hg) == 0:
-        return np.zeros(ng + 1, np.int64), z, z, hole_total
-    mask = np.zeros(tl.n, bool)
-    mask[host] = True
-    prow, ps, pe = uncovered(tl, mask, host)  # self pieces: a thread instant belongs to its innermost span
-    pkey = tkey[prow]
-    prow, ps, pe, pkey = _disjoint_per_thread(prow, ps, pe, pkey, c["kind"][prow] == 2)
-    h_key = g_key[hg]
-    pg_parts, ov_parts, row_parts = [], [], []
-    for k in np.unique(h_key[h_key >= 0]).tolist():
-        hi = np.flatnonzero(h_key == k)
-        pj = np.flatnonzero(pkey == k)
-        a, b = pair_overlaps(hs[hi], he[hi], ps[pj], pe[pj])
-        if len(a) == 0:
-            continue
-        h, p = hi[a], pj[b]
-        pg_parts.append(hg[h])
-        ov_parts.append(np.minimum(he[h], pe[p]) - np.maximum(hs[h], ps[p]))
-        row_parts.append(prow[p])
-    if not pg_parts:
-        return np.zeros(ng + 1, np.int64), z, z, hole_total
-    pg, ov, qrow = (np.concatenate(x) for x in (pg_parts, ov_parts, row_parts))
-    own = _is_self_or_ancestor(c["parent"], c["depth"], qrow, g_row[pg])
-    named = ~own
-    pg, ov, ph = pg[named], ov[named], c["phase"][qrow[named]].astype(np.int64)
-    nph = max(len(tl.phases), 1)
-    uk, inv = np.unique(pg * nph + ph, return_inverse=True)
-    sums = np.bincount(inv.reshape(-1), weights=ov.astype(np.float64), minlength=len(uk)).astype(np.int64)
-    ug, uph = uk // nph, uk % nph
-    o = np.lexsort((-sums, ug))
-    ug, uph, sums = ug[o], uph[o], sums[o]
-    attributed = np.bincount(ug, weights=sums.astype(np.float64), minlength=ng).astype(np.int64)
-    return offsets_from_counts(np.bincount(ug, minlength=ng)), uph, sums, np.maximum(hole_total - attributed, 0)
-
-
-def _disjoint_per_thread(prow, ps, pe, pkey, prefer):
-    """Self pieces of one thread made disjoint: siblings that overlap (an nsys sync span and the
-    synchronising API call it belongs to, both children of the phase) would count one instant twice.
-    An earlier piece keeps its time; at equal starts a ``prefer`` piece (a sync span) comes first."""
-    o = np.lexsort((~prefer, ps, pkey))
-    prow, ps, pe, pkey = prow[o], ps[o].copy(), pe[o], pkey[o]
-    # Running max of the previous pieces' ends within each thread (few threads: a loop over them).
-    prev = np.empty_like(pe)
-    for k in np.unique(pkey).tolist():
-        m = np.flatnonzero(pkey == k)
-        pm = np.maximum.accumulate(pe[m])
-        prev[m] = np.concatenate([[np.iinfo(np.int64).min], pm[:-1]])
-    ps = np.maximum(ps, prev)
-    keep = pe > ps
-    return prow[keep], ps[keep], pe[keep], pkey[keep]
 
 
 def _empty(tl: Timeline) -> LaunchGaps:

@@ -109,6 +109,7 @@ class TimelineAnalysis:
     critical_path: list[dict] = field(default_factory=list)
     unattributed_paths: list[dict] = field(default_factory=list)
     launch: LaunchGaps | None = None  # GPU phases' launch gaps (empty without activity spans)
+    emulated: dict = field(default_factory=dict)  # `emulated_costs`: injected/emulated costs the trace records
     gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
 
     @property
@@ -130,7 +131,30 @@ class TimelineAnalysis:
             "unattributed": self.unattributed_paths,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,
+            "emulated": self.emulated,
         }
+
+    def emulated_note(self) -> str:
+        """One line naming the emulated/injected costs the trace records, or ''."""
+        if not self.emulated:
+            return ""
+        return "emulated costs recorded in this trace (not real work): " + ", ".join(
+            f"{k[len(EMULATED_PREFIX):]}={'/'.join(v)}" for k, v in self.emulated.items())
+
+
+EMULATED_PREFIX = "gputrace.emulated."
+
+
+def emulated_costs(tl: Timeline) -> dict:
+    """``{key: sorted distinct values}`` of the ``gputrace.emulated.*`` resource attributes: costs a
+    run injected or emulated on purpose (a sleep standing in for pinning, page faults added to
+    synthesis), recorded by whatever injected them so that every view can say so."""
+    out: dict[str, set] = {}
+    for res in tl.resources:
+        for k, v in res.items():
+            if str(k).startswith(EMULATED_PREFIX):
+                out.setdefault(str(k), set()).add(str(v))
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
@@ -198,5 +222,6 @@ def analyse_timeline(
         critical_path=critical_path_summary(tl) if critical else [],
         unattributed_paths=un.by_path(tl),
         launch=launch,
+        emulated=emulated_costs(tl),
         gpu_activity=gpu_summary(tl, top=top, launch=launch) if critical else {},
     )

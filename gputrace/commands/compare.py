@@ -56,9 +56,9 @@ def add_stat_options(p: argparse.ArgumentParser) -> None:
                    help="an interval inside ±this is called unchanged (default 2%%)")
     p.add_argument("--warmup", type=int, default=0, help="discard the first K runs of each side (by start time)")
     p.add_argument("--correction", choices=("fdr", "holm", "none"), default=None,
-                   help="how rows are decided together: fdr (default; Benjamini-Hochberg: at most 1 - confidence "
-                        "of the rows called slower/faster are false calls), holm (chance of any false call at most "
-                        "1 - confidence) or none (each row alone)")
+                   help="how rows are decided together: holm (default: the chance of any false call stays under "
+                        "1 - confidence; ~40 rows need 8 runs a side), fdr (Benjamini-Hochberg: at most 1 - confidence "
+                        "of the rows called slower/faster are false calls) or none (each row alone)")
     p.add_argument("--familywise", action="store_true", help="the same as --correction holm")
     p.add_argument("--fail-on-regression", type=parse_fraction, default=None, metavar="PCT",
                    help=f"exit {REGRESSION_EXIT} when a phase or the whole run is slower by more than PCT "
@@ -131,7 +131,7 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
         head += f", warm-up discarded: {', '.join(res.warmup_dropped)}"
     console.print(rich_text(head))
     how = {"fdr": f"false discoveries held at {1 - res.confidence:.0%} (Benjamini-Hochberg)",
-           "holm": f"chance of any false call held at {1 - res.confidence:.0%} (Holm)",
+           "holm": f"chance of any false call held at {1 - res.confidence:.0%} (Holm, end-to-end rows first)",
            "none": "each row tested alone (no control across rows)"}[res.correction]
     console.print(f"{res.tested_rows} rows tested, {res.called_rows} called different; {how}; "
                   f"changes within ±{res.equivalence:.0%} are never called slower/faster")
@@ -139,12 +139,16 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
         console.print(f"[bold magenta]N too small to decide: with {nb} vs {nv} runs the smallest possible p is "
                       f"{res.min_p:.3g}, above the {res.smallest_threshold:.3g} any call needs ({res.correction}, {res.tested_rows} rows); "
                       f"add runs.[/]")
+    elif res.phases_undecidable:
+        console.print(f"[magenta]phase rows cannot be called with {nb} vs {nv} runs (smallest possible p "
+                      f"{res.min_p:.3g}, a phase needs {res.thresholds['phase']:.3g} among {res.tested_rows} rows); "
+                      f"the end-to-end rows can. Add runs to name phases.[/]")
     for side, emu in res.emulated.items():
         if emu:
             console.print(rich_text(f"emulated costs in the {'baseline' if side == 'base' else 'variant'} runs: "
                                     + ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in emu.items()),
                                     style="bold yellow"))
-    t = Table(title=title, title_justify="left")
+    t = Table(title=rich_text(title), title_justify="left")  # (ab passes variant labels)
     for col, j in (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
                    ("diff", "right"), ("change", "right"), (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
                                                              else f"{res.confidence:.0%} interval", "right"), ("p", "right"),
@@ -161,6 +165,8 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
                                    ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns)), _pct(r.rel), ci, p)),
                   rich_text(r.verdict, style=style))
     console.print(t)
+    if any(r.interval_confidence > res.confidence for r in rows[:top]):
+        console.print("(rows called different show their interval at the higher confidence that holds across rows)")
     if len(rows) > top:
         console.print(f"({len(rows) - top} more rows: --top N or --json)")
     if only_changed and len(rows) < len(res.rows):
@@ -194,7 +200,8 @@ def gate_state(res, threshold: float, min_time_s: float) -> tuple[str, list, int
     open_ = not math.isfinite(e2e.rel_high) or e2e.rel_high > threshold or res.undecidable
     if not open_:
         return "pass", [], None
-    return "undecided", [], runs_needed(e2e.base_values, e2e.variant_values, threshold, res.confidence)
+    return "undecided", [], runs_needed(e2e.base_values, e2e.variant_values, threshold, res.confidence,
+                                        alpha=res.thresholds.get("end-to-end"))
 
 
 def gate(res, threshold: float | None, min_time_s: float, console, allow_undecided: bool = False) -> int:

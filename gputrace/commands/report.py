@@ -110,6 +110,9 @@ def render(data: dict, console) -> None:
             _row(t, s["category"], _fmt(s["lost_ns"]), f"{s['count']:,}", f"{(s['start'] - t0) / 1e9:.3f}", s["text"])
         console.print(t)
     console.print(rich_text(data["listing"]["text"], style="dim"))
+    if data.get("emulated"):
+        console.print(rich_text("emulated costs recorded in this trace (not real work): " + ", ".join(
+            f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in data["emulated"].items()), style="bold yellow"))
 
     if data["pinning"]:
         t = Table(title="Pinning economics", title_justify="left")

@@ -36,8 +36,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="+", metavar="A", help="compare view: baseline trace files (one run each; "
                    "a file holding several runs is split by run id); give the variant with --vs")
     p.add_argument("--vs", nargs="+", metavar="B", help="with --compare: the variant trace files")
-    p.add_argument("--correction", choices=("fdr", "holm", "none"), default="fdr",
-                   help="with --compare: how rows are decided together (default fdr: Benjamini-Hochberg; holm; "
+    p.add_argument("--correction", choices=("fdr", "holm", "none"), default="holm",
+                   help="with --compare: how rows are decided together (default holm; fdr: Benjamini-Hochberg; "
                         "see docs/analysis.md)")
     p.add_argument("--confidence", type=_confidence, default=0.95,
                    help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
@@ -61,7 +61,13 @@ def _size(text: str) -> tuple[int, int]:
         raise SystemExit(f"gputrace view: --size wants COLSxROWS, e.g. 160x48 (got {text!r})") from None
     if w < 40 or h < 10:
         raise SystemExit("gputrace view: --size must be at least 40x10")
+    if w > MAX_SIZE[0] or h > MAX_SIZE[1]:  # a headless screen of that size would take minutes and gigabytes
+        raise SystemExit(f"gputrace view: --size is at most {MAX_SIZE[0]}x{MAX_SIZE[1]} (got {text!r})")
     return w, h
+
+
+#: The largest --size: a 4K screen at a small font is about 480x135 cells.
+MAX_SIZE = (1000, 400)
 
 
 def _run_compare(args: argparse.Namespace) -> int:

@@ -54,8 +54,13 @@ def write_proof(path: Path, proof: Proof, public_inputs: list[int], circuit: int
 def read_proof(path: Path) -> tuple[Proof, list[int]]:
     """Parse a proof file; ProofFileError names the file and the offending field."""
     path = Path(path)
+    from gputrace.timeline._depth import too_deep
+
     try:
-        doc = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
+        if too_deep(raw):  # (a raised recursion limit would let json overflow the C stack)
+            raise RecursionError
+        doc = json.loads(raw)
     except OSError as exc:
         raise ProofFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:

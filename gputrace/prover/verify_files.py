@@ -19,7 +19,14 @@ class FileVerdict:
 def verify_files(vk_path: Path, proof_paths: list[Path]) -> list[FileVerdict]:
     """One verdict per proof file. A bad or degenerate ``vk.json`` raises ``keys.KeyError_`` (naming file
     and field); a bad proof file or a wrong input count is reported in its verdict, not raised."""
+    from gputrace.timeline._depth import too_deep
+
     try:
+        try:
+            if too_deep(Path(vk_path).read_bytes()):  # (json could overflow the C stack: refuse first)
+                raise RecursionError
+        except OSError:
+            pass  # load_vk names the problem
         vk, _ = load_vk(Path(vk_path))
         check_vk(vk)
     except RecursionError:

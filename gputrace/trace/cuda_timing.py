@@ -34,6 +34,7 @@ EVENTS = True
 #: the lane of its kernels (N = CUPTI's stream id, as Nsight Systems numbers streams). None: first-seen order.
 stream_id_hook = None
 
+_cdev: dict = {}  # (stream pointer, device argument, stream's device) -> (device, lane, None, None), EVENTS off
 _pools: dict[int, list] = {}
 _lanes: dict[int, dict[int, str]] = {}  # device -> stream pointer -> lane name
 _side_streams: dict[int, object] = {}
@@ -78,10 +79,24 @@ def _event(device: int):
 
 def record_start(p, stream, device) -> None:
     """Record the start event of phase ``p`` on ``stream`` (caller's thread). Raises CuPy errors."""
-    dev = _device_of(stream, device)
     if not EVENTS:
-        p.cdev = (dev, lane_of(dev, stream.ptr), None, None)
+        # (device, lane) per stream pointer and device argument, looked up once: this is the whole cost of a
+        # stream phase here. Not cached for a stream that names no device with no device= (the null stream
+        # follows the thread's current device).
+        ptr = stream.ptr
+        sd = getattr(stream, "device_id", None)
+        key = (ptr, device, sd)
+        cd = _cdev.get(key)
+        if cd is None:
+            dev = _device_of(stream, device)
+            cd = (dev, lane_of(dev, ptr), None, None)
+            if device is not None or (sd is not None and sd >= 0):
+                if len(_cdev) >= 4096:
+                    _cdev.clear()
+                _cdev[key] = cd
+        p.cdev = cd
         return
+    dev = _device_of(stream, device)
     ev = _event(dev)
     ev.record(stream)
     p.ev0 = ev

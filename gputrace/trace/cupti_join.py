@@ -190,14 +190,16 @@ class ActivityJoin:
             return None
         if not flags & MARKER_END:
             return None
-        stack = self.open_ranges.get(thread)
-        if not stack:
-            return None
-        for j in range(len(stack) - 1, -1, -1):
-            if stack[j][0] == mid:
-                break
-        else:
-            return None
+        found = _find(self.open_ranges.get(thread), mid)
+        if found is None:  # a start/end range may end on another thread than the one that started it
+            for t, stk in self.open_ranges.items():
+                found = _find(stk, mid)
+                if found is not None:
+                    thread = t
+                    break
+            else:
+                return None
+        stack, j = found
         m = stack.pop(j)
         _mid, t0, tid, sid, name, dom, psid = m
         closed = self.closed_ranges.setdefault(thread, [])
@@ -231,6 +233,15 @@ class ActivityJoin:
         if best is None:
             return None
         return best[1], best[2], best[0] + self.offset_ns
+
+
+def _find(stack, mid):
+    """(stack, index) of the open range ``mid`` in one thread's stack (innermost first), or None."""
+    if stack:
+        for j in range(len(stack) - 1, -1, -1):
+            if stack[j][0] == mid:
+                return stack, j
+    return None
 
 
 def _put(d: dict, k, v) -> None:

@@ -165,7 +165,9 @@ class Phase:
         return self
 
     def __exit__(self, et, ev, tb) -> None:
-        if self.stream is not None:  # (a slot read: cheaper than the class-default ev0)
+        # (stream: a slot read, cheaper than the class-default ev0; a stream phase without events, as while
+        # CUDA activity is collected, has nothing to record at the end and takes the plain path)
+        if self.stream is not None and self.ev0 is not None:
             try:
                 _cuda.record_end(self)
             finally:

@@ -17,6 +17,7 @@ Threading contract
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import secrets
@@ -82,6 +83,10 @@ class Recorder:
         #: Whether phases with a stream record CUDA events while CUDA activity is collected (configure's
         #: ``cuda_events``; without CUDA activity they always do).
         self.cuda_events = False
+        #: configure's ``gc_full_every``: while recording, CPython runs a full (generation 2) collection at most
+        #: every this many generation-1 collections (None: the interpreter's thresholds stay as they are).
+        self.gc_full_every: int | None = None
+        self._gc_saved: tuple | None = None
         self._thread_names: dict[int, str] = {}
 
     def enable_cuda_activity(self, collector) -> None:
@@ -112,6 +117,12 @@ class Recorder:
             self._drop_base = sum(st.dropped for st in _ph._states)
         _ph._CAP = self.buffer_size
         _ph._RECORDING = self.record
+        if self.gc_full_every is not None and self.record:
+            old = gc.get_threshold()
+            if old[2] < self.gc_full_every:
+                new = (old[0], old[1], self.gc_full_every)
+                gc.set_threshold(*new)
+                self._gc_saved = (old, new)
         if self.cupti is not None and self.record:
             _ph._XKIND = self.cupti.xkind
             _ph._xpush = self.cupti.push
@@ -136,6 +147,11 @@ class Recorder:
         if _ph._XC:
             _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
             _ph.cuda_settings(True, None)
+        if self._gc_saved is not None:
+            old, new = self._gc_saved
+            self._gc_saved = None
+            if gc.get_threshold() == new:  # unless the program set its own thresholds meanwhile
+                gc.set_threshold(*old)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
@@ -143,6 +159,11 @@ class Recorder:
             self.drain(final=True)
         except Exception:  # as in _run: the sinks must still be closed and the summary returned
             log.exception("gputrace: final drain failed")
+        if self.cupti is not None:  # CUPTI is process-wide: never leave it collecting (stop is idempotent)
+            try:
+                self.cupti.stop()
+            except Exception:
+                log.exception("gputrace: stopping CUDA activity collection failed")
         for s in self.sinks:
             try:
                 s.close()  # each sink's own default timeout (OtlpSink: close_timeout_s)
@@ -309,6 +330,7 @@ def configure(
     cuda_activity: bool | None = None,
     cuda_markers: bool = False,
     cuda_events: bool = False,
+    gc_full_every: int | None = 1000,
 ) -> Recorder:
     """Start recording phases of this process; returns the active ``Recorder``.
 
@@ -325,7 +347,12 @@ def configure(
     (``gputrace record``). cuda_events: keep the per-phase CUDA events (``gputrace.gpu.start_ns``/``end_ns``)
     of phases with a stream while CUDA activity is collected (default off then: the kernels, copies and
     syncs under the phase say when the GPU worked, and two event records per phase cost most of a stream
-    phase's host time, benchmarks/RESULTS.md). With GPUTRACE_DISABLE set (at import or now) nothing is
+    phase's host time, benchmarks/RESULTS.md). gc_full_every: while recording, let CPython run a full
+    (generation 2) collection at most every this many generation-1 collections (its default is 10; restored at
+    shutdown unless the program changed the thresholds meanwhile). Phases wait in buffers until the exporter
+    takes them, get promoted to the oldest generation, and every full collection walks all of them: in a
+    300k-phase burst that was about half of the caller's time (docs/tracer.md, "Performance"). None leaves the
+    interpreter's thresholds alone. With GPUTRACE_DISABLE set (at import or now) nothing is
     recorded and phases are no-ops. Raises OSError if the trace file cannot be opened, ValueError for
     bad arguments.
     """
@@ -339,6 +366,8 @@ def configure(
         raise ValueError(f"flush_interval_s must be > 0, got {flush_interval_s}")
     if config is not None and not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping of switch name -> value, got {type(config).__name__}")
+    if gc_full_every is not None and gc_full_every < 1:
+        raise ValueError(f"gc_full_every must be >= 1 or None, got {gc_full_every}")
     for s in sinks or ():
         if not isinstance(s, Sink):
             raise ValueError(f"sinks: expected gputrace Sink objects, got {type(s).__name__}")
@@ -363,6 +392,7 @@ def configure(
     rec = Recorder(
         all_sinks, res, run_id=run_id, flush_interval_s=flush_interval_s, buffer_size=buffer_size, id_seed=id_seed
     )
+    rec.gc_full_every = gc_full_every
     if cuda_activity is None:
         cuda_activity = env_flag(CUDA_ACTIVITY_ENV)
     with _lock:
@@ -436,6 +466,7 @@ def _after_fork_in_child() -> None:
     # output. Phases still emit NVTX. Call configure() in the child to record there.
     global _active, _lock, _last_summary
     _ph._RECORDING = False
+    _ph._XC = False  # CUPTI's state belongs to the parent: no external ids pushed in the child
     _active = None
     _last_summary = None
     _lock = threading.RLock()

@@ -1,7 +1,9 @@
 """`GputraceApp`: the timeline viewer (``gputrace view``).
 
-Layout: title bar; time axis over the Gantt (left), tabs Details / Summary / Stalls
-(right); search/filter input; status bar; footer.
+Layout: title bar; legend and time axis over the Gantt (left), tabs Details / Summary /
+Stalls / Range (right, or under the timeline on narrow terminals); search/filter input; status
+bar; footer. The panels' wiring is `gputrace.tui.side`, the command palette
+`gputrace.tui.palette_commands`, measuring `gputrace.tui.measure`.
 
 Threads: loading runs in a thread worker (`gputrace.tui.loader`) that posts `Loaded`
 messages carrying an already-built `TimelineIndex`; analysis (idle gaps, stalls, phase
@@ -13,59 +15,34 @@ message in place of the timeline (never a traceback).
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
-from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult, ScreenStackError
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.css.query import NoMatches
 from textual.message import Message
-from rich.text import Text
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from gputrace.atomic_write import write_atomic
-from gputrace.textsafe import rich_text, visible
+from gputrace.textsafe import visible
 from gputrace.timeline.model import Timeline
 from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt
 from gputrace.tui.index import TimelineIndex
-from gputrace.tui.layout import View, format_duration
+from gputrace.tui.layout import format_duration
 from gputrace.tui.loader import LoadError, Part, Update, batch_updates
 from gputrace.tui.overlays import Overlays, compute_overlays
 from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPanel
+from gputrace.tui.palette_commands import PaletteCommands, preserve_space  # noqa: F401 (re-exported)
 from gputrace.tui.search import SearchFilter
-from gputrace.tui.range_stats import range_summary
-from gputrace.tui.widgets import QUERY_HELP, ErrorScreen, HelpScreen, Legend, TextLine
+from gputrace.tui.side import SidePanels, _ui
 
-def _ui(handler):
-    """Message handlers touch widgets that are gone while the app shuts down (a load or
-    analysis message can arrive after the screen was removed): ignore those."""
-
-    @functools.wraps(handler)
-    def wrapped(self, *args, **kw):
-        try:
-            return handler(self, *args, **kw)
-        except NoMatches:
-            if self._exit or self._closing:
-                return None
-            try:
-                alive = bool(self.query("#body"))
-            except Exception:  # no screen at all: shutting down
-                alive = False
-            if alive:
-                raise
-            return None
-
-    return wrapped
-
+from gputrace.tui.widgets import QUERY_HELP, ErrorScreen, Legend, TextLine
 
 @dataclass
 class Loaded(Message):
@@ -84,7 +61,7 @@ class Analysed(Message):
     stats: list
 
 
-class GputraceApp(SearchFilter, App):
+class GputraceApp(SidePanels, PaletteCommands, SearchFilter, App):
     """The viewer. Give ``paths`` (files read by the timeline reader), or ``timeline``, or
     ``parts`` (an iterable of `Part`, for tests and benchmarks)."""
 
@@ -108,9 +85,6 @@ class GputraceApp(SearchFilter, App):
         Binding("g", "toggle_legend", show=False, tooltip="show / hide the phase-colour legend"),
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
-
-    #: Below this many columns the side panel is hidden until asked for, and then sits under the timeline.
-    NARROW = 110
 
     def __init__(
         self,
@@ -229,6 +203,8 @@ class GputraceApp(SearchFilter, App):
             self._apply_search(self.search_text, quiet=True)
         if self.first_draw_s is None and upd.spans:
             self.call_after_refresh(self._mark_first_draw)
+        if self.query_one(Gantt).range is not None:
+            self._show_range()  # new spans (a live file, a filter) may fall in the measured range
         tl = upd.index.timeline
         present = np.bincount(tl.cols["phase"], minlength=len(tl.phases)) > 0 if tl.n else []
         self.query_one(Legend).show([p for p, here in zip(tl.phases, present) if here])
@@ -342,8 +318,7 @@ class GputraceApp(SearchFilter, App):
         term = f"phase={msg.phase}" if " " not in msg.phase else msg.phase.split()[0]
         if msg.device is not None:
             term += f" device={'cpu' if msg.device < 0 else msg.device}"
-        self._apply_search(term)
-        self.query_one(Gantt).focus()
+        self._apply_search(term)  # focus stays on the list: the timeline shows the matches, m / M walk them
 
     # ---- panels and bars --------------------------------------------------------------
     @_ui
@@ -361,70 +336,6 @@ class GputraceApp(SearchFilter, App):
             return
         axis.first().show(msg.view, msg.width, msg.cursor_t, msg.zero, msg.gantt.range)
         self._update_status()
-
-    @_ui
-    def on_gantt_range_changed(self, msg: Gantt.RangeChanged) -> None:
-        self._show_range()
-        if msg.range is not None:
-            side = self.query_one("#side", TabbedContent)
-            if not (self.screen.has_class("narrow") and side.has_class("hidden")):
-                if self._side_focused():  # the focused list is about to be hidden: the timeline takes focus
-                    self.query_one(Gantt).focus()
-                side.active = "range"
-        self._update_status()
-
-    def _show_range(self) -> None:
-        gantt = self.query_one(Gantt)
-        r = gantt.range
-        if r is None or self.index is None:
-            self.query_one(RangePanel).show(None)
-            return
-        self.query_one(RangePanel).show(range_summary(self.index.timeline, self.index.origin, r[0], r[1], gantt.gaps))
-
-    def _side_focused(self) -> bool:
-        try:
-            f = self.focused
-        except ScreenStackError:  # a message that arrives while the app shuts down
-            return False
-        return f is not None and any(n.id == "side" for n in f.ancestors_with_self)
-
-    @_ui
-    def on_stalls_panel_highlighted(self, msg: StallsPanel.Highlighted) -> None:
-        it = msg.item
-        detail = Text()
-        if it is not None:  # Text, not markup: the item's text holds names from the trace
-            detail.append(it.category, style="bold")
-            detail.append(f" {format_duration(it.amount_ns)}\n")
-            detail.append_text(rich_text(it.text))
-            detail.append("\n")
-            detail.append("Enter: zoom the timeline to it · x: measure it · Esc: to the timeline", style="dim")
-        self.query_one("#stall-detail", Static).update(detail)
-        if it is not None and self.index is not None and self.query_one(StallsPanel).has_focus:
-            self._show_stall(it, zoom=False)  # the timeline follows the list
-
-    @_ui
-    def on_stalls_panel_chosen(self, msg: StallsPanel.Chosen) -> None:
-        if self.index is not None:
-            self._show_stall(msg.item, zoom=True)  # focus stays on the list
-
-    @_ui
-    def on_stalls_panel_measure(self, msg: StallsPanel.Measure) -> None:
-        if self.index is not None:
-            o = self.index.origin
-            self.query_one(Gantt).set_range(msg.item.start - o, msg.item.end - o)
-
-    def _show_stall(self, item, zoom: bool) -> None:
-        """Put the timeline's cursor on a stall (its span selected, or its GPU row and start);
-        ``zoom``: fit the view to it, else pan only as much as needed."""
-        gantt = self.query_one(Gantt)
-        o = self.index.origin
-        s, e = item.start - o, item.end - o
-        if item.row >= 0:
-            gantt.select_row(item.row, reveal=not zoom)
-        else:
-            gantt.show_time(s, e, device=item.device)
-        if zoom:
-            gantt.set_view(View.fit(s, e, gantt.timeline_width, margin=0.25))
 
     def _update_title(self) -> None:
         idx = self.full_index
@@ -473,101 +384,12 @@ class GputraceApp(SearchFilter, App):
             parts.append(f"search: {self.search_text} ({len(self.search_rows):,} matches)")
         self.query_one("#status", TextLine).update(" · ".join(parts))
 
-    def help_sections(self) -> list[tuple[str, list]]:
-        return [("timeline", Gantt.BINDINGS), ("app", self.BINDINGS),
-                ("summary (2)", SummaryPanel.BINDINGS), ("stalls (3)", StallsPanel.BINDINGS)]
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.help_sections()))
-
-    def action_panel(self, name: str) -> None:
-        """Show a side panel and focus what it holds (a list takes the arrows and Enter)."""
-        side = self.query_one("#side", TabbedContent)
-        side.remove_class("hidden")
-        side.active = name
-        target = {"summary": SummaryPanel, "stalls": StallsPanel}.get(name)
-        if target is not None:
-            self.query_one(target).focus()
-        else:
-            self.query_one(Gantt).focus()
-
-    def action_toggle_side(self) -> None:
-        side = self.query_one("#side")
-        side.toggle_class("hidden")
-        if side.has_class("hidden") and self._side_focused():
-            self.query_one(Gantt).focus()
-
-    def action_toggle_legend(self) -> None:
-        self.query_one(Legend).toggle_class("hidden")
-
-    def on_resize(self, event) -> None:
-        self._fit_layout(event.size.width)
-
-    def _fit_layout(self, width: int) -> None:
-        """Narrow terminals (80 columns): the side panel starts hidden and, shown (1-4 or p), sits
-        under the timeline, so the timeline keeps the width."""
-        narrow = width < self.NARROW
-        if narrow and not self.screen.has_class("narrow"):
-            self.query_one("#side").add_class("hidden")
-        self.screen.set_class(narrow, "narrow")
-
-    # ---- command palette (ctrl+p) ------------------------------------------------------
-    def get_system_commands(self, screen):
-        from textual.app import SystemCommand
-
-        for cmd in super().get_system_commands(screen):
-            if cmd.title != "Screenshot":  # replaced: Textual's writes to ~/Downloads, failing where it is missing
-                yield cmd
-        yield SystemCommand("Screenshot", "Save an SVG of the screen (to ~/Downloads if it exists, else here)",
-                            self.action_save_svg)
-        gantt = self.query_one(Gantt)
-        for title, help_, call in (
-            ("Fit", "Zoom to fit everything (f)", gantt.action_fit),
-            ("Zoom to selection", "Zoom to the selected span (z)", gantt.action_zoom_selection),
-            ("Measure", "Measure the span or idle gap under the cursor (x)", gantt.action_measure),
-            ("Zoom to range", "Zoom to the measured range (r)", gantt.action_zoom_range),
-            ("Search", "Fade what does not match a query (/)", lambda: self.action_query("search")),
-            ("Filter", "Show only spans matching a query (F)", lambda: self.action_query("filter")),
-            ("Stalls", "The stalls panel, focused (3)", lambda: self.action_panel("stalls")),
-            ("Summary", "Per-phase statistics (2)", lambda: self.action_panel("summary")),
-            ("Details", "The selected span (1)", lambda: self.action_panel("details")),
-            ("Range", "What ran in the measured range (4)", lambda: self.action_panel("range")),
-            ("Legend", "Show / hide the phase-colour legend (g)", self.action_toggle_legend),
-            ("Compact", "One row per lane / depth rows (c)", gantt.action_compact),
-            ("Help", "Every key (?)", self.action_help),
-        ):
-            yield SystemCommand(title, help_, call)
-
-    def action_save_svg(self) -> None:
-        """The palette's Screenshot: an SVG in ~/Downloads, or the working directory when that is missing."""
-        downloads = Path.home() / "Downloads"
-        folder = downloads if downloads.is_dir() else Path.cwd()
-        name = time.strftime("gputrace-%Y%m%d-%H%M%S.svg")
-        try:
-            path = folder / name
-            write_atomic(path, self.export_screenshot(title=visible(f"gputrace view {self.trace_title}")))
-        except OSError as e:
-            self.notify(visible(f"screenshot not saved: {e}"), severity="error", markup=False)
-            return
-        self.notify(f"saved {path}", title="Screenshot", markup=False)
-
-    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        return preserve_space(super().export_screenshot(title=title, simplify=simplify))
-
     # ---- headless use -----------------------------------------------------------------
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until loaded and analysed (or failed); raises TimeoutError."""
         await asyncio.wait_for(self.loaded.wait(), timeout)
         if not self.follow:
             await asyncio.wait_for(self.analysed.wait(), timeout)
-
-
-def preserve_space(svg: str) -> str:
-    """Mark an SVG screenshot ``xml:space="preserve"``: Textual's SVGs rely on browsers keeping
-    runs of spaces, other renderers (rsvg, Inkscape) collapse them and shift every column."""
-    if 'xml:space="preserve"' in svg[:400]:
-        return svg
-    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
 
 async def _screenshot(app: GputraceApp, size: tuple[int, int], timeout: float) -> str:

@@ -56,6 +56,8 @@ VERDICT_STYLE = {
     "unchanged": "",
     "inconclusive": "dim",
     "too few runs": "magenta",
+    "within margin": "dim yellow",
+    "partial": "dim cyan",
     "new": "cyan",
     "gone": "cyan",
 }
@@ -184,7 +186,7 @@ class CompareApp(App):
     ]
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        from gputrace.tui.app import preserve_space
+        from gputrace.tui.palette_commands import preserve_space
 
         return preserve_space(super().export_screenshot(title=title, simplify=simplify))
 
@@ -198,7 +200,7 @@ class CompareApp(App):
         variant_runs: Sequence[Timeline] | None = None,
         confidence: float = 0.95,
         warmup: int = 0,
-        correction: str = "fdr",
+        correction: str = "holm",
     ) -> None:
         super().__init__()
         self.base_paths, self.variant_paths = list(base), list(variant)

@@ -85,6 +85,8 @@ def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | No
 
         launch_gap_marks(tl, analysis.launch, marks)
     out.items = [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
+    if analysis.emulated:
+        out.notes.append(analysis.emulated_note())
     out.notes.append(analysis.listing.describe())
     if marks:
         out.marks_row = np.concatenate([m[0] for m in marks]).astype(np.int64)

@@ -90,7 +90,7 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
         if k in res:
             t.add_row(k.split(".")[-1] if k != "service.name" else "service", str(res[k]))
     for k in sorted(res):
-        if k.startswith("gputrace.config."):
+        if k.startswith(("gputrace.config.", "gputrace.emulated.")):  # emulated: injected costs, not real work
             t.add_row(k[len("gputrace."):], str(res[k]))
     if 0 <= int(c["trace"][row]) < len(tl.trace_ids):
         t.add_row("trace", tl.trace_ids[int(c["trace"][row])])

@@ -30,10 +30,10 @@ def _write(d: Path, name: str, seed: int, slow=None, commit="c0", b1=False):
 @pytest.fixture(scope="module")
 def sets(tmp_path_factory):
     d = tmp_path_factory.mktemp("cmp")
-    base = [_write(d, f"base{i}", i) for i in range(6)]
-    same = [_write(d, f"same{i}", 100 + i) for i in range(6)]
-    slow = [_write(d, f"slow{i}", 200 + i, slow={"msm_h": 0.3}, b1=True) for i in range(6)]
-    other = [_write(d, f"other{i}", 300 + i, commit="c1") for i in range(6)]
+    base = [_write(d, f"base{i}", i) for i in range(8)]
+    same = [_write(d, f"same{i}", 100 + i) for i in range(8)]
+    slow = [_write(d, f"slow{i}", 200 + i, slow={"msm_h": 0.3}, b1=True) for i in range(8)]
+    other = [_write(d, f"other{i}", 300 + i, commit="c1") for i in range(8)]
     return base, same, slow, other
 
 
@@ -55,11 +55,11 @@ def test_noise_only_passes_gate_and_json(sets):
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(r.stdout)
     assert d["regressions"] == [] and d["environment"]["ok"]
-    assert len(d["base_runs"]) == 6 and d["confidence"] == 0.95
+    assert len(d["base_runs"]) == 8 and d["confidence"] == 0.95
     rows = {(x["path"], x["device"], x["clock"]): x for x in d["rows"]}
     row = rows[("prove/msm_h", None, "host")]
     assert row["verdict"] in ("inconclusive", "unchanged", "slower", "faster")
-    assert len(row["base_values"]) == 6 and row["rel_low"] <= row["rel"] <= row["rel_high"]
+    assert len(row["base_values"]) == 8 and row["rel_low"] <= row["rel"] <= row["rel_high"]
     assert ("prove/msm_h", None, "device") in rows and ("(run)", None, "host") in rows
 
 
@@ -85,8 +85,8 @@ def test_too_few_runs_and_warmup(sets):
     assert g["state"] == "undecided" and g["runs_needed_per_side"] >= 4
     r = gputrace("compare", *base, "--vs", *slow, "--warmup", "1", "--json")
     d = json.loads(r.stdout)
-    assert d["warmup_dropped"] == ["base0.jsonl", "slow0.jsonl"] and len(d["variant_runs"]) == 5
-    r = gputrace("compare", *base, "--vs", *slow, "--warmup", "6")
+    assert d["warmup_dropped"] == ["base0.jsonl", "slow0.jsonl"] and len(d["variant_runs"]) == 7
+    r = gputrace("compare", *base, "--vs", *slow, "--warmup", "8")
     assert r.returncode == 1 and "discard all" in r.stderr
 
 
@@ -139,11 +139,11 @@ def test_ab_runs_the_prover(tmp_path):
 
 def test_paired_flag(sets):
     base, _, slow, _ = sets
-    # 6 paired rounds: smallest signed-rank p 0.03, so each row is judged alone here.
+    # 8 paired rounds: smallest signed-rank p 0.008 > 0.05 / 42, so each row is judged alone here.
     r = gputrace("compare", *base, "--vs", *slow, "--paired", "--correction", "none", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert d["paired_rounds"] == 6
+    assert d["paired_rounds"] == 8
     rows = {(x["path"], x["device"], x["clock"]): x for x in d["rows"]}
     assert rows[("prove/msm_h", None, "host")]["verdict"] == "slower"
     r = gputrace("compare", *base, "--vs", *slow[:5], "--paired")

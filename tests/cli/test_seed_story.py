@@ -34,3 +34,9 @@ def test_real_prover_mode_runs_and_keeps_every_trace(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "injected: True" in summary  # the emulated costs are labelled
     assert "phases that did move: prove/pin" in summary  # B1's pinning shows as its own, new phase
+    # The traces themselves say what was emulated (compare, ab --analyze and view read it back).
+    from gputrace.timeline import read_trace
+
+    emu = {p.parent.name: {k for t in [read_trace(p)] for r in t.resources for k in r if k.startswith("gputrace.emulated.")}
+           for p in traces}
+    assert emu["b1"] == {"gputrace.emulated.b1"} and emu["a2"] == {"gputrace.emulated.a2"} and emu["none"] == set()

@@ -9,7 +9,6 @@ import numpy as np
 from gputrace.timeline import read_trace
 from gputrace.tui.activity_rows import MARK_LAUNCH, row_keys
 from gputrace.tui.app import GputraceApp
-from gputrace.tui.gantt import Gantt
 from gputrace.tui.overlays import compute_overlays
 from gputrace.tui.palette import Palette
 from gputrace.tui.panels import DetailsPanel, StallsPanel

@@ -393,10 +393,9 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
         async with app.run_test(size=SIZE) as pilot:
             gantt = await ready(app, pilot)
             tl = gantt.index.timeline
-            await pilot.press("2")
+            await pilot.press("2")  # focuses the list (no invisible focus step)
             summary = app.query_one(SummaryPanel)
-            summary.focus()
-            assert summary.sort_column == "total"
+            assert summary.has_focus and summary.sort_column == "total"
             await pilot.press("s", "s", "s", "s", "s")  # total -> mean -> median -> p95 -> share -> phase
             assert summary.sort_column == "phase"
             await pilot.press("enter")  # first row: assemble on the CPU
@@ -404,7 +403,8 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
             assert app.search_text == "phase=assemble device=cpu"
             assert len(app.search_rows) == 8
             assert all(tl.phases[p] == "assemble" for p in tl.phase[app.search_rows])
-            assert gantt.selected in app.search_rows and gantt.has_focus
+            assert gantt.selected in app.search_rows and summary.has_focus  # Enter keeps the focus
+            assert app.query_one("#side").active == "summary"
 
     asyncio.run(go())
 

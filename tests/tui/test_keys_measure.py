@@ -205,3 +205,23 @@ def test_preserve_space_marks_the_root_once():
     out = preserve_space(svg)
     assert out.startswith('<svg xml:space="preserve" class="x"') and preserve_space(out) == out
     assert np.char.count(out, "xml:space") == 1
+
+
+def test_drag_along_the_time_axis_measures_that_range(sample_2gpu):
+    from gputrace.tui.gantt import NAME_W
+
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            v = gantt.view
+            await pilot.mouse_down("#axis", offset=(NAME_W + 10, 1))
+            await pilot.hover("#axis", offset=(NAME_W + 30, 1))
+            await pilot.mouse_up("#axis", offset=(NAME_W + 30, 1))
+            await pilot.pause()
+            a, b = gantt.range
+            assert abs((b - a) - 20 * v.ns_per_cell) < 1e-6 * v.ns_per_cell
+            assert abs(a - v.time_of(10.5)) < 1e-6 * v.ns_per_cell
+            assert app.query_one("#side").active == "range"
+
+    asyncio.run(go())

@@ -86,3 +86,18 @@ def test_half_fraction_too_small_falls_back():
     assert res.model.startswith("main effects only") and res.terms == ["a", "b", "c"]
     with pytest.raises(ValueError, match="cannot separate"):
         fit_effects({v: rs for v, rs in list(runs.items())[:2]}, u)
+
+
+def test_factorial_terms_held_together_by_holm():
+    """Three terms with p = 0.001, 0.03, 0.04: each alone is significant at 95 %, Holm over the
+    three calls only the first (0.03 > 0.05 / 2)."""
+    from scipy import stats
+
+    from gputrace.analysis.ab.effects import _holm_terms
+
+    df = 200
+    se = np.array([1.0, 0.01, 0.01, 0.01])
+    beta = np.r_[0.0, [stats.t.isf(p / 2, df) * 0.01 for p in (0.001, 0.03, 0.04)]]
+    assert _holm_terms(se, beta, df, 4, 0.95).tolist() == [True, False, False]
+    assert _holm_terms(se, beta, df, 4, 0.90).tolist() == [True, True, True]
+    assert _holm_terms(se, beta, 0, 4, 0.95).tolist() == [False, False, False]  # no residual df: nothing called

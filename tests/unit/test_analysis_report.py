@@ -93,3 +93,14 @@ def test_json_document_lists_what_the_ranked_list_shows():
     assert d["gpu_idle"]["per_device"][0]["idle_share"] == pytest.approx(0.8, abs=0.001)
     with pytest.raises(ValueError):
         analyse_timeline(busy_1_in_5(1), top=-1)
+
+
+def test_emulated_costs_are_named_in_the_report_and_its_json():
+    tl = make_timeline([{"name": "prove", "start": 0, "end": 10 * MS}],
+                       resource={"gputrace.run_id": "r", "gputrace.emulated.pin_share": 0.084,
+                                 "gputrace.config.b1": True})
+    a = analyse_timeline(tl)
+    assert a.emulated == {"gputrace.emulated.pin_share": ["0.084"]}
+    assert a.to_dict()["emulated"] == a.emulated
+    assert a.emulated_note() == "emulated costs recorded in this trace (not real work): pin_share=0.084"
+    assert analyse_timeline(make_timeline([{"name": "prove", "start": 0, "end": 1}])).emulated_note() == ""

@@ -203,9 +203,10 @@ def test_familywise_holds_across_rows():
         b, v = runs("b"), runs("v")
         plain = compare_measures(b, v, correction="none")
         fdr = compare_measures(b, v, correction="fdr")
-        fw = compare_measures(b, v, familywise=True)
-        assert fw.row_confidence == pytest.approx(1 - 0.05 / 10)
+        fw = compare_measures(b, v)  # the default: Holm (familywise=True is the same)
+        assert fw.thresholds == pytest.approx({"end-to-end": 0.005, "phase": 0.005})  # no end-to-end rows here
         assert fdr.correction == "fdr" and fw.correction == "holm" and fdr.tested_rows == 10
+        assert compare_measures(b, v, familywise=True).correction == "holm"
         any_row += any(r.verdict in ("slower", "faster") for r in plain.rows)
         any_fw += any(r.verdict in ("slower", "faster") for r in fw.rows)
         any_fdr += any(r.verdict in ("slower", "faster") for r in fdr.rows)
@@ -216,3 +217,81 @@ def test_linear_scale_with_zero_baseline_median():
     # pin ran in only 2 of 5 baseline runs (median 0) but in every variant run.
     r = compare_values([0, 0, 0, 5e6, 6e6], [9e6, 9.5e6, 10e6, 9e6, 11e6])
     assert r["scale"] == "linear" and r["verdict"] == "slower" and r["diff_low_ns"] > 0
+
+
+def test_emulated_costs_listed_apart_from_environment():
+    def side(tag, emulated):
+        res = {"gputrace.run_id": tag, "service.name": "t"} | ({"gputrace.emulated.pin_share": "0.084"} if emulated else {})
+        return [run_measures(synthetic_run(i + (100 if emulated else 0), resource=res | {"gputrace.run_id": f"{tag}{i}"}))
+                for i in range(4)]
+
+    res = compare_measures(side("b", False), side("v", True))
+    assert res.emulated == {"base": {}, "variant": {"gputrace.emulated.pin_share": ["0.084"]}}
+    assert res.environment.ok  # an injected cost is not an environment difference
+    assert res.to_dict()["emulated"]["variant"]
+
+
+def test_partial_phase_is_labelled_not_gone():
+    """A phase that ran only in the cold first run (key_save) is 'partial', never 'gone' or a regression."""
+    keys = [("prove/msm", None, "host"), ("setup/key_save", None, "host")]
+
+    def runs(tag, first_has_setup):
+        out = []
+        for j in range(8):
+            vals = {keys[0]: {(0, 0): 1e6 * (1 + 0.01 * j)}}
+            if first_has_setup and j == 0:
+                vals[keys[1]] = {(0, 0): 5e8}
+            out.append(_rm(f"{tag}{j}", j, vals))
+        return out
+
+    res = compare_measures(runs("b", True), runs("v", False))
+    row = res.find("setup/key_save")
+    assert row.verdict == "partial" and (row.present_base, row.present_variant) == (1, 0)
+    assert res.regressions(0.0) == [] and res.find("prove/msm").verdict != "partial"
+
+
+def test_fdr_and_holm_step_procedures():
+    from gputrace.analysis.ab.family import adjusted_p, bh_reject, holm_reject
+
+    p = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+    # BH at 5 %: the largest k with p_(k) <= k * 0.05 / 10 is k = 2.
+    assert bh_reject(p, 0.05).tolist() == [True, True] + [False] * 8
+    # Holm: 0.001 <= 0.005, 0.008 > 0.05 / 9: stops after one.
+    assert holm_reject(p, 0.05).tolist() == [True] + [False] * 9
+    q = adjusted_p(p, "fdr")
+    assert q[0] == pytest.approx(0.01) and q[1] == pytest.approx(0.04) and np.all(np.diff(q) >= -1e-12)
+    assert (q <= 0.05).tolist() == bh_reject(p, 0.05).tolist()
+    assert adjusted_p(p, "holm")[0] == pytest.approx(0.01)
+
+
+def test_within_margin_is_never_called():
+    """A real 1 % shift with tiny noise is statistically clear but inside the 2 % margin."""
+    rng = np.random.default_rng(5)
+    key = ("prove/h2d", None, "host")
+    b = [_rm(f"b{j}", j, {key: {(0, 0): 1e6 * rng.lognormal(0, 0.001)}}) for j in range(10)]
+    v = [_rm(f"v{j}", j, {key: {(0, 0): 1.01e6 * rng.lognormal(0, 0.001)}}) for j in range(10)]
+    row = compare_measures(b, v).find("prove/h2d")
+    assert row.significant and row.verdict == "within margin"
+    assert compare_measures(b, v, equivalence=0.005).find("prove/h2d").verdict == "slower"
+
+
+def test_holm_answers_the_end_to_end_question_first():
+    """5 vs 5 runs over 12 rows: a phase would need p <= 0.05/10 (impossible: the smallest is
+    0.0079), but the end-to-end rows are their own family at 0.05/2, so "the run is 16 % slower"
+    is still called; the phases stay undecided and the result says so."""
+    rng = np.random.default_rng(3)
+    e2e = [("(run)", None, "host"), ("(prove)", None, "host")]
+    phases = [(f"prove/p{i}", None, "host") for i in range(10)]
+
+    def side(tag, factor):
+        return [_rm(f"{tag}{j}", j, {k: {(0, 0): 1e6 * (factor if k in e2e else 1.0) * rng.lognormal(0, 0.01)}
+                                     for k in e2e + phases}) for j in range(5)]
+
+    res = compare_measures(side("b", 1.0), side("v", 1.16))
+    assert res.correction == "holm" and res.tested_rows == 12
+    assert res.find("(run)").verdict == "slower" and res.find("(prove)").verdict == "slower"
+    assert not res.undecidable and res.phases_undecidable
+    assert not any(r.verdict in ("slower", "faster") for r in res.rows if r.path.startswith("prove/"))
+    # Benjamini-Hochberg over all 12 rows calls no phase either.
+    assert not any(r.significant for r in compare_measures(side("b", 1.0), side("v", 1.16), correction="fdr").rows
+                   if r.path.startswith("prove/"))

@@ -152,3 +152,14 @@ def test_phase_registry_is_bounded_without_losing_recent_phases(monkeypatch):
     assert len(j.phases) <= 8 and 10 in j.phases and 1 not in j.phases
     j.add([_ext(1, 10), _api(1, 5), _kernel(1, 6, 7)])
     assert j.take()[0]["parent_span_id"] == 110
+
+
+def test_start_end_range_ending_on_another_thread():
+    j = _join()
+    M = lambda mid, ts, fl, thread, name="": {"kind": "MARKER", "id": mid, "timestamp": ts, "flags": fl,
+                                              "name": name, "domain": "", "thread_id": thread}
+    assert j.add([M(5, 100, 2, 4242, "load")]) == []
+    (s,) = j.add([M(5, 900, 4, 777)])
+    assert s["name"] == "load" and (s["start_ns"], s["end_ns"]) == (OFF + 100, OFF + 900)
+    assert s["attributes"]["gputrace.lane"] == "thread:MainThread"  # where it started
+    assert j.add([M(6, 950, 4, 777)]) == []  # an end without a start is ignored

@@ -69,7 +69,8 @@ def test_affine_limbs_roundtrip_including_identity():
         encoding.g1_from_affine_limbs(limbs)
 
 
-@pytest.mark.parametrize("text,msg", [("zz", "not valid hex"), ("00" * 47, "expected 48 bytes"), ("00" * 48, "not a valid"),
+@pytest.mark.parametrize("text,msg", [("zz", "not valid hex"), ("00" * 47, "expected 48 bytes"),
+                                      ("00" * 48, "compression flag not set"), ("80" + "00" * 47, "not a valid"),
                                       (5, "expected a hex string")])
 def test_bad_point_hex_names_where(text, msg):
     with pytest.raises(encoding.EncodingError, match=msg) as ei:

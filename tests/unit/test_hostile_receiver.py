@@ -120,8 +120,7 @@ def test_pool_is_bounded_and_busy_is_503(tmp_path):
         time.sleep(0.2)  # both taken by the two workers
         out = _raw(r.http_port, b"GET / HTTP/1.1\r\n\r\n", half_close=False)
         assert out.startswith(b"HTTP/1.1 503") and b"Retry-After" in out
-        threads = [t for t in threading.enumerate() if t.name.startswith("gputrace-otlp-http_")]
-        assert len(threads) <= 2
+        assert len(r._http_server._pool._threads) <= 2 and r._http_server.busy_refusals == 1
     finally:
         for s in stalled:
             s.close()
@@ -186,3 +185,34 @@ def test_non_loopback_refusal_names_no_missing_option():
     with pytest.raises(ReceiverAddressError) as e:
         parse_address("0.0.0.0:4318")
     assert "--listen-remote" not in str(e.value) and "ssh" in str(e.value)
+
+
+def test_a_kept_alive_sender_does_not_starve_a_waiting_one(tmp_path):
+    import http.client
+
+    r = OtlpReceiver(None, "127.0.0.1:0", tmp_path / "fair.jsonl", max_buffer_bytes=0, timeout_s=10.0,
+                     max_workers=1, max_pending=8)
+    r.start()
+    stop = threading.Event()
+    body = _body([_span(0)])
+
+    def chatty():  # one persistent connection, a request every 50 ms: it would hold the only worker
+        conn = http.client.HTTPConnection("127.0.0.1", r.http_port, timeout=10)
+        while not stop.is_set():
+            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            time.sleep(0.05)
+        conn.close()
+
+    t = threading.Thread(target=chatty)
+    t.start()
+    try:
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        code, _ = _post(r.http_endpoint, _body([_span(1)]))
+        waited = time.monotonic() - t0
+        assert code == 200 and waited < 1.5, waited  # served in turn, not after the chatty sender stops
+    finally:
+        stop.set()
+        t.join(10)
+        r.stop()

@@ -106,3 +106,17 @@ def test_nested_json_is_a_clean_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "gputrace", "verify", "--vk", str(vk_path), str(proof_path)],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_nested_json_is_refused_even_with_a_raised_recursion_limit(tmp_path, monkeypatch):
+    # py_ecc (imported by other code in the same process) raises the limit to 100,000; json would then
+    # recurse in C past the stack instead of raising RecursionError.
+    import gputrace.timeline._depth as depth
+
+    monkeypatch.setattr(depth.sys, "getrecursionlimit", lambda: 100_000)
+    p = tmp_path / "proof.json"
+    p.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(ProofFileError, match="nested too deeply"):
+        read_proof(p)
+    with pytest.raises(KeyError_, match="nested too deeply"):
+        verify_files(p, [p])

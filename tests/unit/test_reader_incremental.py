@@ -176,3 +176,25 @@ def test_binary_file_is_refused_and_its_handle_closed(tmp_path, monkeypatch):
     with pytest.raises(TraceFormatError, match="binary"):
         next(iter_load(p))
     assert opened and all(f.closed for f in opened)
+
+
+def test_follow_sends_idle_heartbeats_while_the_file_is_quiet(tmp_path):
+    """A consumer that batches updates needs a tick after the writer stops (the live view's tail)."""
+    p = tmp_path / "live.jsonl"
+    p.write_bytes(_line(0))
+    stop = threading.Event()
+    seen: list = []
+
+    def run():
+        for prog in follow(p, stop, poll=0.02, interval=0.05):
+            seen.append((prog.spans, prog.idle))
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    t = time.time() + 10
+    while time.time() < t and sum(1 for _, idle in seen if idle) < 3:
+        time.sleep(0.01)
+    stop.set()
+    th.join(5)
+    assert seen[0] == (10, False)  # the data, then heartbeats that carry no news
+    assert sum(1 for s, idle in seen if idle and s == 10) >= 3

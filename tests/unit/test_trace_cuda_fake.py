@@ -159,3 +159,61 @@ def test_failed_end_record_is_counted_not_left_pending(ct, monkeypatch):
     summary = shutdown()
     assert summary.cuda_unresolved == 1 and summary.spans_recorded == 1
     assert "gputrace.gpu.start_ns" not in mem.spans[0]["attributes"]
+
+
+class _FakeCollector:
+    """The parts of CuptiCollector the recorder uses, with no CUPTI: stream ids, push/pop, no records."""
+
+    xkind, offset_ns, dropped = 1, 0, 0
+
+    def __init__(self):
+        self.depth = 0
+        self.asked = []
+
+    def push(self, kind, xid):
+        self.depth += 1
+
+    def pop(self, kind):
+        self.depth -= 1
+
+    def stream_id(self, device, ptr):
+        self.asked.append((device, ptr))
+        return 40 + device
+
+    def collect(self, force=False):
+        return []
+
+    def stop(self):
+        return []
+
+    def resource(self):
+        return {"gputrace.cupti.version": "fake"}
+
+
+def test_cuda_activity_on_stream_phases_skip_events_and_take_the_cupti_lane(ct):
+    from gputrace.trace.recorder import Recorder
+
+    col = _FakeCollector()
+    mem = MemorySink()
+    rec = Recorder([mem], {}, run_id="r", flush_interval_s=0.05)
+    rec.enable_cuda_activity(col)
+    rec.start()
+    before = FakeEvent.created
+    s = FakeStream(device_id=1)
+    for _ in range(5):
+        with phase("msm_h", stream=s):
+            assert col.depth == 1
+    summary = rec.stop()
+    assert FakeEvent.created == before and summary.cuda_unresolved == 0 and col.depth == 0
+    assert col.asked == [(1, s.ptr)]  # the stream's CUPTI id asked once, for its lane
+    for sp in mem.spans:
+        a = sp["attributes"]
+        assert a["gputrace.lane"] == "stream:41" and a["gputrace.device"] == 1
+        assert "gputrace.gpu.start_ns" not in a
+    # collection over: the next recorder's stream phases record events again
+    mem2 = MemorySink()
+    configure(sinks=[mem2], collect_gpu_info=False, flush_interval_s=0.05)
+    with phase("msm_h", stream=FakeStream()):
+        pass
+    shutdown()
+    assert FakeEvent.created > before and "gputrace.gpu.start_ns" in mem2.spans[0]["attributes"]

@@ -153,3 +153,28 @@ def test_env_flag_off_values(monkeypatch):
     for v, want in (("1", True), ("yes", True), ("0", False), ("off", False), ("", False)):
         monkeypatch.setenv("GPUTRACE_CUDA_ACTIVITY", v)
         assert recorder.env_flag("GPUTRACE_CUDA_ACTIVITY") is want
+
+
+def test_gc_full_collections_are_spaced_while_recording_and_restored(tmp_path):
+    import gc
+
+    recorder.shutdown()
+    old = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        gputrace.configure(sinks=[MemorySink()], collect_gpu_info=False)
+        assert gc.get_threshold() == (700, 10, 1000)
+        gputrace.shutdown()
+        assert gc.get_threshold() == (700, 10, 10)
+        gputrace.configure(sinks=[MemorySink()], collect_gpu_info=False)
+        gc.set_threshold(500, 5, 5)  # the program's own choice wins at shutdown
+        gputrace.shutdown()
+        assert gc.get_threshold() == (500, 5, 5)
+        gputrace.configure(sinks=[MemorySink()], collect_gpu_info=False, gc_full_every=None)
+        assert gc.get_threshold() == (500, 5, 5)
+        gputrace.shutdown()
+        with pytest.raises(ValueError, match="gc_full_every"):
+            gputrace.configure(sinks=[MemorySink()], gc_full_every=0)
+    finally:
+        gputrace.shutdown()
+        gc.set_threshold(*old)

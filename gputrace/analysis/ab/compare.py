@@ -154,9 +154,10 @@ class ComparisonResult:
     environment: EnvironmentCheck = field(default_factory=EnvironmentCheck)
     paired_rounds: int = 0
     row_confidence: float = 0.0
-    correction: str = "fdr"
+    correction: str = "holm"
     tested_rows: int = 0
     called_rows: int = 0
+    thresholds: dict = field(default_factory=dict)  # `family.decide`: p a single row needs, per family
     emulated: dict = field(default_factory=dict)  # side -> {gputrace.emulated.* key: values}
 
     def __post_init__(self) -> None:
@@ -184,16 +185,24 @@ class ComparisonResult:
     @property
     def smallest_threshold(self) -> float:
         """The largest p-value with which some row can still be called different: ``alpha``
-        for ``none`` and ``fdr`` (BH calls all m rows when all have p <= alpha; a row that
-        moved alone needs alpha / m), ``alpha / m`` for ``holm``."""
+        for ``none`` and ``fdr`` (BH calls all m rows when all have p <= alpha), the
+        end-to-end family's first step for ``holm``."""
         alpha = 1.0 - self.confidence
-        return alpha / max(self.tested_rows, 1) if self.correction == "holm" else alpha
+        if self.correction == "holm":
+            return self.thresholds.get("end-to-end", alpha / max(self.tested_rows, 1))
+        return alpha
 
     @property
     def undecidable(self) -> bool:
         """True when no row can be called different with these N (the smallest possible
         p-value exceeds `smallest_threshold`)."""
         return self.min_p > self.smallest_threshold
+
+    @property
+    def phases_undecidable(self) -> bool:
+        """True when no phase row can be called with these N, even after the end-to-end rows
+        were (the smallest possible p-value exceeds the phase family's first step)."""
+        return self.min_p > self.thresholds.get("phase", 1.0 - self.confidence)
 
     def regressions(self, threshold: float, min_base_ns: float = 0.0) -> list[PhaseComparison]:
         """Rows slower beyond ``threshold`` (0.05 = 5 %) with the stated confidence: verdict
@@ -217,6 +226,8 @@ class ComparisonResult:
             "correction": self.correction,
             "tested_rows": self.tested_rows,
             "called_rows": self.called_rows,
+            "thresholds": self.thresholds,
+            "phases_undecidable": self.phases_undecidable,
             "undecidable": self.undecidable,
             "emulated": self.emulated,
             "base_runs": self.base_labels,
@@ -305,9 +316,9 @@ def compare_measures(
         )
         if st["verdict"] != "partial":
             outliers += outlier_runs(b, v, key, x, y)
-    rows, tested, called = decide(rows, compare_values, confidence=confidence, equivalence=equivalence,
-                                  correction=correction, paired=bool(rounds))
-    row_conf = 1.0 - (1.0 - confidence) / max(tested, 1) if correction == "holm" else confidence
+    rows, tested, called, thresholds = decide(rows, compare_values, confidence=confidence, equivalence=equivalence,
+                                              correction=correction, paired=bool(rounds))
+    row_conf = confidence
     rows.sort(key=lambda r: (r.path not in (RUN_PATH, PROVE_PATH), r.path != RUN_PATH, r.clock != "host",
                              -max(r.base_median_ns, r.variant_median_ns), r.path))
     return ComparisonResult(
@@ -327,6 +338,7 @@ def compare_measures(
         correction=correction,
         tested_rows=tested,
         called_rows=called,
+        thresholds=thresholds,
         emulated={"base": emulated_costs(b), "variant": emulated_costs(v)},
     )
 
