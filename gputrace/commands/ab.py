@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
+from gputrace.commands.prove import add_placement_options
 from gputrace.textsafe import console, markup, rich_text, visible
 
 
@@ -44,6 +45,7 @@ def register(sub) -> argparse.ArgumentParser:
     pr.add_argument("--devices", type=int, default=1, help="devices / CPU worker lanes (default 1)")
     pr.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="cpu", help="default cpu")
     pr.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys, shared by all runs)")
+    add_placement_options(pr)
     pr.add_argument("--subprocess", action="store_true", help="run each prove in a fresh process (slower, isolated)")
     add_stat_options(p)
     # Here --warmup counts warm-up *rounds* that are run first and kept out of the analysis.
@@ -59,7 +61,8 @@ def prover_runner(args, out_dir: Path):
         def run_variant(switches: frozenset[str], trace_path: Path) -> None:
             cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints), "--batch", str(args.batch),
                    "--devices", str(args.devices), "--backend", args.backend, "--opt", ",".join(sorted(switches)) or "none",
-                   "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet"]
+                   "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet",
+                   "--synthesis", args.synthesis, "--b-g2", args.b_g2]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(f"gputrace prove exited {r.returncode}: {r.stderr.strip()[-500:]}")
@@ -72,7 +75,8 @@ def prover_runner(args, out_dir: Path):
 
     def run_variant(switches: frozenset[str], trace_path: Path) -> None:
         run_prove(ProveOptions(constraints=constraints, batch=args.batch, devices=args.devices, backend=args.backend,
-                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False))
+                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False,
+                               synthesis=args.synthesis, b_g2=args.b_g2))
     return run_variant
 
 

@@ -148,7 +148,7 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
             console.print(rich_text(f"emulated costs in the {'baseline' if side == 'base' else 'variant'} runs: "
                                     + ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in emu.items()),
                                     style="bold yellow"))
-    t = Table(title=title, title_justify="left")
+    t = Table(title=rich_text(title), title_justify="left")  # (ab passes variant labels)
     for col, j in (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
                    ("diff", "right"), ("change", "right"), (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
                                                              else f"{res.confidence:.0%} interval", "right"), ("p", "right"),

@@ -95,7 +95,9 @@ def _show_h200(shot: Path | None) -> int:
     if shot is None:
         app.run()
         return 0
-    shot.write_text(screenshot_svg(app, (160, 40)), encoding="utf-8")
+    from gputrace.atomic_write import write_atomic
+
+    write_atomic(shot, screenshot_svg(app, (160, 40)))
     print(f"wrote {shot}")
     return 0
 

@@ -31,6 +31,7 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--synthesis-workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
                         "the circuits in the batch, each circuit is split over N // circuits of them")
+    add_placement_options(p)
     p.add_argument("--cuda-activity", action="store_true",
                    help="also record every kernel, copy, memset and sync wait with CUPTI (CUDA backend; needs "
                         "cupti-python), as child spans of the phases (same as GPUTRACE_CUDA_ACTIVITY=1)")
@@ -38,6 +39,17 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
+
+
+def add_placement_options(p) -> None:
+    """``--synthesis`` and ``--b-g2``: where the witness and the G2 MSM run (``ProveOptions.synthesis/b_g2``)."""
+    where = ("auto", "host", "device")
+    p.add_argument("--synthesis", choices=where, default="auto",
+                   help="witness generation: host (Python processes; A1, A2 and B1 act there), device (from a "
+                        "plan, on the GPU) or auto (device where the backend can; default)")
+    p.add_argument("--b-g2", dest="b_g2", choices=where, default="auto",
+                   help="the G2 MSM b_g2: host (CPU pool, overlapping the GPU; A4 acts there), device or auto "
+                        "(default)")
 
 
 def options_from_args(args):
@@ -61,7 +73,7 @@ def options_from_args(args):
         devices=args.devices, backend=args.backend, opts=parse_opts(args.opt), out_dir=args.out,
         key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=1 if args.seed is None else args.seed,
         key_seed=args.seed, verify=not args.no_verify,
-        synthesis_workers=args.synthesis_workers,
+        synthesis_workers=args.synthesis_workers, synthesis=args.synthesis, b_g2=args.b_g2,
     )
 
 

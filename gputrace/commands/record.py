@@ -81,16 +81,18 @@ def child_env(trace: Path, summary: Path, cuda_activity: bool, service_name: str
 
 
 def run(args) -> int:
+    from gputrace.textsafe import visible
+
     try:
         argv = child_command(args.command)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(exc)}", file=sys.stderr)
         return 2
     trace = args.trace
     try:
         trace.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        print(f"error: {trace.parent}: {exc.strerror or exc}", file=sys.stderr)
+        print(visible(f"error: {trace.parent}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="gputrace-record-") as tmp:
         summary = Path(tmp) / "summary.json"
@@ -98,7 +100,7 @@ def run(args) -> int:
         try:
             rc = subprocess.call(argv, env=env)
         except OSError as exc:
-            print(f"error: {argv[0]}: {exc.strerror or exc}", file=sys.stderr)
+            print(visible(f"error: {argv[0]}: {exc.strerror or exc}"), file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             rc = 130
@@ -107,7 +109,7 @@ def run(args) -> int:
         except (OSError, ValueError):
             print(f"error: the program ended before its trace was written (exit status {rc})", file=sys.stderr)
             return rc or 1
-    print(summary_line(info, trace), file=sys.stderr)
+    print(visible(summary_line(info, trace)), file=sys.stderr)  # (info comes from the child: inert text)
     return rc
 
 

@@ -61,7 +61,13 @@ def _size(text: str) -> tuple[int, int]:
         raise SystemExit(f"gputrace view: --size wants COLSxROWS, e.g. 160x48 (got {text!r})") from None
     if w < 40 or h < 10:
         raise SystemExit("gputrace view: --size must be at least 40x10")
+    if w > MAX_SIZE[0] or h > MAX_SIZE[1]:  # a headless screen of that size would take minutes and gigabytes
+        raise SystemExit(f"gputrace view: --size is at most {MAX_SIZE[0]}x{MAX_SIZE[1]} (got {text!r})")
     return w, h
+
+
+#: The largest --size: a 4K screen at a small font is about 480x135 cells.
+MAX_SIZE = (1000, 400)
 
 
 def _run_compare(args: argparse.Namespace) -> int:

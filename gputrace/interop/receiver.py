@@ -28,8 +28,9 @@ pool is full. gRPC applies the same validation (``INVALID_ARGUMENT`` when nothin
 ``partial_success`` otherwise) and size limit (``RESOURCE_EXHAUSTED`` above it).
 
 Limits: listen backlog ``receiver_http.BACKLOG`` (512); HTTP connections are served by a pool of
-``max_workers`` threads with up to ``max_pending`` more waiting (then 503); every HTTP connection has a
-``timeout_s`` socket timeout (default 10 s) so a stalled or idle client is disconnected; gRPC runs on 4
+``max_workers`` threads (default 32) with up to ``max_pending`` more waiting (then 503); every HTTP
+connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is disconnected, a
+kept-alive one idles at most 2 s, and while connections wait every answer closes its connection; gRPC runs on 4
 threads with at most ``max_workers`` concurrent calls (``RESOURCE_EXHAUSTED`` beyond). All of them append
 under one lock.
 :meth:`start` and :meth:`stop` are idempotent and may be called from any thread; :meth:`drain`,
@@ -159,7 +160,7 @@ class OtlpReceiver:
         allow_remote: bool = False,
         max_request_bytes: int = 32 << 20,
         timeout_s: float = 10.0,
-        max_workers: int = 16,
+        max_workers: int = 32,
         max_pending: int = 256,
     ) -> None:
         if grpc_addr is None and http_addr is None:

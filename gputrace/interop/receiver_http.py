@@ -8,8 +8,10 @@ Server: ``Http`` accepts on one thread with a listen backlog of ``BACKLOG`` and 
 to a bounded pool (``max_workers`` threads, at most ``max_pending`` connections waiting for one);
 past that a connection is answered 503 with ``Retry-After`` (OTLP exporters retry it). Every
 connection has a socket timeout (``timeout_s``, default 10 s): a client that stalls while sending
-headers or a body, or idles on a kept-alive connection, is disconnected. Handlers only call the
-receiver's thread-safe ``_ingest`` / ``_reject``.
+headers or a body is disconnected. A kept-alive connection may idle at most ``KEEPALIVE_IDLE_S``
+between requests, and while connections wait for a worker every answer says ``Connection: close``,
+so waiting senders are served in turn instead of starving behind kept-alive ones. Handlers only call
+the receiver's thread-safe ``_ingest`` / ``_reject``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ __all__ = ["Http", "Http6", "make_handler", "json_request", "BACKLOG"]
 
 #: listen() backlog: connections the kernel queues before the accept loop takes them.
 BACKLOG = 512
+#: Longest wait for the next request on a kept-alive connection (its worker is free for others after).
+KEEPALIVE_IDLE_S = 2.0
 
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
          b"Content-Length: 52\r\nConnection: close\r\n\r\n"
@@ -51,9 +55,12 @@ class Http(HTTPServer):
     allow_reuse_address = True
     request_queue_size = BACKLOG
 
-    def __init__(self, addr, handler, *, max_workers: int = 16, max_pending: int = 256) -> None:
+    def __init__(self, addr, handler, *, max_workers: int = 32, max_pending: int = 256) -> None:
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="gputrace-otlp-http")
         self._slots = threading.BoundedSemaphore(max_workers + max_pending)
+        self._max_workers = max_workers
+        self._connections = 0  # accepted and not finished (served or waiting); under _count_lock
+        self._count_lock = threading.Lock()
         self.busy_refusals = 0
         super().__init__(addr, handler)  # binds: an OSError closes the server (and the pool) again
 
@@ -67,10 +74,12 @@ class Http(HTTPServer):
                 pass
             self.shutdown_request(request)
             return
+        with self._count_lock:
+            self._connections += 1
         try:
             self._pool.submit(self._serve, request, client_address)
         except RuntimeError:  # the pool is shut down: the server is closing
-            self._slots.release()
+            self._done()
             self.shutdown_request(request)
 
     def _serve(self, request, client_address) -> None:  # pool thread
@@ -80,7 +89,16 @@ class Http(HTTPServer):
             pass
         finally:
             self.shutdown_request(request)
-            self._slots.release()
+            self._done()
+
+    def _done(self) -> None:
+        with self._count_lock:
+            self._connections -= 1
+        self._slots.release()
+
+    def crowded(self) -> bool:
+        """Connections are waiting for a worker (any thread)."""
+        return self._connections > self._max_workers
 
     def handle_error(self, request, client_address) -> None:
         pass
@@ -94,13 +112,25 @@ class Http6(Http):
     address_family = socket.AF_INET6
 
 
-def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: float = 10.0) -> type[BaseHTTPRequestHandler]:
+def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: float = 10.0,
+                 idle_s: float = KEEPALIVE_IDLE_S) -> type[BaseHTTPRequestHandler]:
     """A handler class bound to ``receiver`` (an ``OtlpReceiver``), the protobuf module and the
     protobuf -> request dict converter; ``timeout_s`` is every connection's socket timeout."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "gputrace-otlp"
         timeout = timeout_s  # StreamRequestHandler.setup: settimeout on the connection
+        _served = 0
+
+        def handle_one_request(self) -> None:
+            if self._served:  # waiting for the next request on a kept-alive connection
+                self.connection.settimeout(min(idle_s, timeout_s))
+            super().handle_one_request()
+            self._served += 1
+
+        def parse_request(self) -> bool:  # the request line has arrived: the full timeout again
+            self.connection.settimeout(timeout_s)
+            return super().parse_request()
 
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: no stderr noise in the TUI
             pass
@@ -109,11 +139,14 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection or self.server.crowded():  # others wait for this worker
+                self.send_header("Connection", "close")  # (also sets close_connection)
             self.end_headers()
             self.wfile.write(body)
 
         def _error(self, code: int, msg: str, proto: bool) -> None:
             receiver._reject()
+            self.close_connection = True  # (before _send: the answer says Connection: close)
             if proto:
                 from google.rpc import status_pb2
 

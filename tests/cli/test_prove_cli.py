@@ -104,3 +104,20 @@ def test_impossible_sizes_are_errors():
     with pytest.raises(ValueError, match=r"at most 2\^32.*'2\^40'"):
         options_from_args(parse(["prove", "--constraints", "2^40"]))
     assert options_from_args(parse(["prove", "--constraints", "2^32"])).constraints == 1 << 32
+
+
+def test_placement_flags_reach_the_recorded_config(tmp_path):
+    r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--synthesis", "host", "--b-g2", "host",
+            "--out", str(tmp_path), "--trace", str(tmp_path / "run.jsonl"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    cfg = {}
+    for line in (tmp_path / "run.jsonl").read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            cfg.update({a["key"]: a["value"] for a in rs["resource"]["attributes"] if a["key"].startswith("gputrace.config.")})
+    assert cfg["gputrace.config.synthesis"] == {"stringValue": "host"}
+    assert cfg["gputrace.config.b_g2"] == {"stringValue": "host"}
+    r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--synthesis", "device",
+            "--out", str(tmp_path / "dev"), "--quiet")
+    assert r.returncode != 0 and "synthesis='device'" in r.stderr and "Traceback" not in r.stderr
+    r = _gt("ab", "--help")
+    assert "--synthesis" in r.stdout and "--b-g2" in r.stdout

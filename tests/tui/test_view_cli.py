@@ -75,3 +75,8 @@ def test_focus_with_compare_is_a_usage_error(tmp_path, sample_2gpu):
 def test_view_into_a_file_or_pipe_says_so_instead_of_hanging(sample_2gpu):
     r = gputrace(sample_2gpu)  # stdout is a pipe here
     assert r.returncode == 2 and "not a terminal" in r.stderr and "--screenshot" in r.stderr
+
+
+def test_impossible_screenshot_sizes_are_errors(sample_2gpu, tmp_path):
+    r = gputrace("--screenshot", str(tmp_path / "s.svg"), "--size", "100000x100000", sample_2gpu)
+    assert r.returncode != 0 and "at most 1000x400" in r.stderr and not (tmp_path / "s.svg").exists()

@@ -185,3 +185,34 @@ def test_non_loopback_refusal_names_no_missing_option():
     with pytest.raises(ReceiverAddressError) as e:
         parse_address("0.0.0.0:4318")
     assert "--listen-remote" not in str(e.value) and "ssh" in str(e.value)
+
+
+def test_a_kept_alive_sender_does_not_starve_a_waiting_one(tmp_path):
+    import http.client
+
+    r = OtlpReceiver(None, "127.0.0.1:0", tmp_path / "fair.jsonl", max_buffer_bytes=0, timeout_s=10.0,
+                     max_workers=1, max_pending=8)
+    r.start()
+    stop = threading.Event()
+    body = _body([_span(0)])
+
+    def chatty():  # one persistent connection, a request every 50 ms: it would hold the only worker
+        conn = http.client.HTTPConnection("127.0.0.1", r.http_port, timeout=10)
+        while not stop.is_set():
+            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            time.sleep(0.05)
+        conn.close()
+
+    t = threading.Thread(target=chatty)
+    t.start()
+    try:
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        code, _ = _post(r.http_endpoint, _body([_span(1)]))
+        waited = time.monotonic() - t0
+        assert code == 200 and waited < 1.5, waited  # served in turn, not after the chatty sender stops
+    finally:
+        stop.set()
+        t.join(10)
+        r.stop()
