@@ -295,3 +295,16 @@ def test_holm_answers_the_end_to_end_question_first():
     # Benjamini-Hochberg over all 12 rows calls no phase either.
     assert not any(r.significant for r in compare_measures(side("b", 1.0), side("v", 1.16), correction="fdr").rows
                    if r.path.startswith("prove/"))
+
+
+def test_runs_needed_follows_the_noise_and_the_level():
+    from gputrace.analysis.ab.family import runs_needed
+
+    # Log values with median absolute residual 0.02 (robust sigma 3 %): for +5 % at 95 %, 80 %
+    # power, 2 * ((1.96 + 0.84) * 0.0297 / ln 1.05)^2 / (3 / pi) = 6.1 -> 7 runs a side.
+    r = np.array([-0.04, -0.02, 0.0, 0.02, 0.04])
+    x, y = np.exp(r), np.exp(r + 0.01)
+    assert runs_needed(x, y, 0.05, 0.95) == 7
+    assert runs_needed(x, y, 0.10, 0.95) == 4  # at least the N whose most extreme ranking reaches p <= 0.05 (4 vs 4: 0.029)
+    assert runs_needed(x, y, 0.05, 0.95, alpha=0.0125) > 7
+    assert runs_needed([1.0], [2.0], 0.05, 0.95) is None
