@@ -73,6 +73,7 @@ def main() -> None:
     a = ap.parse_args()
     from gputrace.analysis import critical_path, gpu_idle_gaps, host_waits, phase_stats, pinning_economics, unattributed_time
     from gputrace.analysis.ab.measures import run_measures
+    from gputrace.analysis.report import analyse_timeline
 
     t = time.perf_counter()
     tl = build(a.spans)
@@ -88,6 +89,8 @@ def main() -> None:
         ("unattributed_time", lambda: unattributed_time(tl)),
         ("critical_path (one prove root)", lambda: critical_path(tl, int(roots[len(roots) // 2]))),
         ("run_measures (compare input)", lambda: run_measures(tl)),
+        ("analyse_timeline (TUI panels)", lambda: analyse_timeline(tl, critical=False)),
+        ("analyse_timeline (report)", lambda: analyse_timeline(tl)),
     ]
     print(f"{'function':34s} {'median s':>10s} {'x reference':>12s}")
     for name, fn in rows:

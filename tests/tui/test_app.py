@@ -328,10 +328,10 @@ def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gp
                 for ln in lines[1:]:
                     f.write(ln)
                     await asyncio.sleep(0.005)
-            await until(pilot, lambda: gantt.index.timeline.n == 120, 100)
+            await until(pilot, lambda: gantt.index.timeline.n == 120, 400)  # up to 20 s on a loaded box
             assert gantt.index.timeline.n == 120
             # The stalls panel catches up too (a deferred analysis of the last update).
-            await until(pilot, lambda: app._analysed_index is app.full_index, 160)
+            await until(pilot, lambda: app._analysed_index is app.full_index, 400)
             assert app._analysed_index is app.full_index
 
     asyncio.run(go())

@@ -6,8 +6,7 @@ different batch contents still compare like with like). The shift variant - base
 estimated by Hodges–Lehmann with its distribution-free Mann–Whitney interval (`ranks`), on
 log durations when every value is positive (timing noise is multiplicative, so the interval
 is one for the *ratio*), else on nanoseconds. Rows are decided together (`family`: false
-discoveries controlled across rows, Benjamini–Hochberg by default, and the equivalence
-margin). Verdicts:
+calls controlled across rows, Holm by default, and the equivalence margin). Verdicts:
 
 * ``slower`` / ``faster``: called different across the rows *and* beyond ``±equivalence``
   (default 2 %);
@@ -129,10 +128,13 @@ class ComparisonResult:
     """Everything `compare_sets` found; the TUI compare view and the CLI draw from it.
 
     * ``rows``: one `PhaseComparison` per key, ``(run)`` and ``(prove)`` first, then by time.
-    * ``confidence``, ``equivalence``: as requested; ``row_confidence``: the confidence of each
-      row's interval (= ``confidence``, or 1 - (1 - confidence) / rows with ``familywise``,
-      Bonferroni, so that all rows hold together); ``min_p``: the smallest p-value these N
-      allow (``too few runs`` when it exceeds 1 - row_confidence).
+    * ``confidence``, ``equivalence``: as requested; ``row_confidence``: the confidence of the
+      intervals of rows not called different (= ``confidence``; rows called different carry
+      their own ``interval_confidence``); ``min_p``: the smallest p-value these N allow.
+    * ``correction``, ``tested_rows``, ``called_rows``, ``thresholds``: how the rows were decided
+      together (`family.decide`); ``undecidable`` / ``phases_undecidable``: no row / no phase row
+      can be called with these N.
+    * ``emulated``: ``{"base": {...}, "variant": {...}}``, the ``gputrace.emulated.*`` attributes.
     * ``base_labels``/``variant_labels``: runs used; ``warmup_dropped``: labels discarded.
     * ``base_representative``/``variant_representative``: index (into the runs used) of the
       run whose end-to-end time is closest to its side's median (for side-by-side timelines).
@@ -269,9 +271,9 @@ def compare_measures(
     """Compare measured runs (see module doc). Raises ValueError for an empty side, a bad
     confidence, an unknown correction, or a warm-up count that leaves no run.
 
-    ``correction``: how rows are decided together (`family`): ``"fdr"`` (default,
-    Benjamini–Hochberg), ``"holm"`` (family-wise; ``familywise=True`` is the same) or
-    ``"none"`` (each row alone at the confidence).
+    ``correction``: how rows are decided together (`family`): ``"holm"`` (default: the chance
+    of any false call under 1 - confidence, end-to-end rows first; ``familywise=True`` is the
+    same), ``"fdr"`` (Benjamini–Hochberg) or ``"none"`` (each row alone at the confidence).
 
     ``paired``: None (default) pairs runs by ``round`` when every run has one and at least
     ``AUTO_PAIR_MIN`` (8) rounds are common to both sides; True pairs whenever a signed-rank

@@ -6,13 +6,13 @@ together:
 
 * **Which rows differ (statistically)**: ``"holm"`` (default): Holm's step-down procedure over
   the rows' two-sided rank p-values: the chance that any unchanged row is called different
-  stays under ``alpha = 1 - confidence`` whatever else changed. ``"fdr"``: Benjamini–Hochberg
-  at level ``alpha``: among the rows
-  called different, the expected share of false calls is at most ``alpha``; when no row
-  really changed this is also the chance of any false call. BH holds for independent and
-  positively dependent tests (Benjamini & Yekutieli 2001); nested rows (``prove`` and its
-  children) are positively dependent; more discoveries, but a false call can ride along with many
-  true ones. ``"none"``: each row at ``alpha``.
+  stays under ``alpha = 1 - confidence`` whatever else changed (valid under any dependence).
+  ``"fdr"``: Benjamini–Hochberg at level ``alpha``: among the rows called different, the
+  expected share of false calls is at most ``alpha``; when no row really changed this is also
+  the chance of any false call. BH holds for independent and positively dependent tests
+  (Benjamini & Yekutieli 2001; nested rows such as ``prove`` and its children are positively
+  dependent); it calls more rows, but a false call can ride along with many true ones.
+  ``"none"``: each row at ``alpha``.
 * **End-to-end first** (Holm): the ``(run)``/``(prove)`` rows form their own family, tested at
   ``alpha / 2``; the phase rows get the whole ``alpha`` when every end-to-end row was called,
   else ``alpha / 2`` (a fallback gate, `_holm_gatekept`; the family-wise error stays under
@@ -40,7 +40,7 @@ import numpy as np
 CORRECTIONS = ("fdr", "holm", "none")
 #: Holm by default. With one phase really slower, its ~10 true rows (the phase on each device and
 #: clock, and its ancestors) raise Benjamini-Hochberg's bar for the rest, so an unchanged row was
-#: called along with it in 12.5 % of comparisons (8 vs 8 runs, 42 rows; Holm: 2.5 %;
+#: called along with it in 12.5 % of comparisons (8 vs 8 runs, 42 rows; Holm: 1 %;
 #: benchmarks/bench_ab_calls.py). Holm keeps the chance of any false call under alpha whatever
 #: else changed, and still found a 5 % change at 16 vs 16 every time. Its price: the first call
 #: needs p <= alpha / rows, so ~40 rows need at least 7 runs a side (8 in practice).
