@@ -279,7 +279,7 @@ def encode_phases(phases: list, ids, off: int) -> list[str]:
                 parent = kw.get("parent")
                 if parent is None:
                     parent = p.up
-                elif type(parent) is not Phase:
+                elif not isinstance(parent, Phase):
                     parent = None
             else:
                 parent = p.up
