@@ -129,9 +129,9 @@ def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, worke
         else:
             load_file_into(loader, p)
     if not parts:
-        return loader.timeline()
+        return loader.timeline(release=True)
     if loader.report.files:
-        parts.append(loader.timeline())
+        parts.append(loader.timeline(release=True))
     tl = Timeline.concat(parts)
     report = LoadReport(files=order)
     for part in parts:
