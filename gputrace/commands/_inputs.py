@@ -33,13 +33,46 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     except (OSError, ValueError) as exc:
         print(f"gputrace {command}: {visible(exc)}", file=sys.stderr)
         return None
-    note = skipped_note(tl) if lenient else ""
-    if note:
-        print(f"gputrace {command}: --lenient skipped {note}", file=sys.stderr)
+    if lenient:
+        print_skipped(command, tl)
     if tl.n == 0:
         print(f"gputrace {command}: {empty_message}", file=sys.stderr)
         return None
     return tl
+
+
+def read_runs(command: str, paths, lenient: bool) -> tuple[list[Timeline], list[str]]:
+    """(Timelines, labels), one per run, as :func:`gputrace.timeline.load.load_runs` gives them (a file
+    holding several runs is split by run id, labelled ``name#i``; runs without spans are dropped). Read
+    here one file at a time so that, with ``lenient``, what each file's read skipped is printed to stderr
+    (:func:`print_skipped`) before the split by run drops the read's report. Raises OSError / ValueError
+    as ``read_any`` does."""
+    from pathlib import Path
+
+    from gputrace.timeline.load import read_any
+    from gputrace.timeline.runs import split_runs
+
+    tls, labels = [], []
+    for p in paths:
+        name = Path(p).name
+        whole = read_any([p], lenient=lenient)
+        if lenient:
+            print_skipped(command, whole, name)
+        parts = split_runs(whole)
+        for i, t in enumerate(parts):
+            if t.n:
+                tls.append(t)
+                labels.append(name if len(parts) == 1 else f"{name}#{i}")
+    return tls, labels
+
+
+def print_skipped(command: str, tl: Timeline, source: str | None = None) -> None:
+    """Print ``gputrace <command>: [<source>: ]--lenient skipped <what>`` to stderr when the read of
+    ``tl`` skipped anything (:func:`skipped_note`; ``source``, a file name, made inert too)."""
+    note = skipped_note(tl)
+    if note:
+        where = f"{visible(source)}: " if source else ""
+        print(f"gputrace {command}: {where}--lenient skipped {note}", file=sys.stderr)
 
 
 def skipped_note(tl: Timeline) -> str:

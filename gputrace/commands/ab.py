@@ -81,9 +81,12 @@ def prover_runner(args, out_dir: Path):
 
 
 def _plan(args):
+    """(design, switches, variants) from the arguments; ValueError naming the flag for a bad switch or an
+    impossible ``--batch`` / ``--devices`` (checked here, before any run)."""
     from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets, parse_switches
-    from gputrace.prover.options import OPT_NAMES
+    from gputrace.prover.options import OPT_NAMES, check_counts
 
+    check_counts(args.batch, args.devices, args.backend)
     if args.opt_sets:
         return "opt-sets", tuple(OPT_NAMES), opt_sets(args.opt_sets, tuple(OPT_NAMES))
     sw = parse_switches(args.switches)

@@ -95,11 +95,11 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def load_runs(paths, lenient: bool = False):
-    """(Timelines, labels), one per run: :func:`gputrace.timeline.load.load_runs` (imported lazily so
-    ``gputrace --help`` stays light)."""
-    from gputrace.timeline.load import load_runs as _load_runs
+    """(Timelines, labels), one per run (:func:`gputrace.commands._inputs.read_runs`); with ``lenient``,
+    what each file's read skipped is printed to stderr."""
+    from gputrace.commands._inputs import read_runs
 
-    return _load_runs(paths, lenient)
+    return read_runs("compare", paths, lenient)
 
 
 def _pct(x: float) -> str:

@@ -54,8 +54,9 @@ def add_placement_options(p) -> None:
 
 def options_from_args(args):
     """Build ``ProveOptions`` from parsed arguments; ValueError with the flag name on bad values."""
-    from gputrace.prover.options import ProveOptions, parse_opts, parse_size
+    from gputrace.prover.options import ProveOptions, check_counts, parse_opts, parse_size
 
+    check_counts(args.batch, args.devices, args.backend)
     if args.synthesis_workers is not None and args.synthesis_workers < 1:
         raise ValueError(f"--synthesis-workers must be >= 1, got {args.synthesis_workers}")
     if args.constraints is not None and (args.challenges is not None or args.depth is not None):
@@ -137,7 +138,7 @@ def run(args) -> int:
     try:
         opts = options_from_args(args)
     except ValueError as exc:
-        err.print(f"error: {exc}")
+        err.print(f"error: {exc}", soft_wrap=True, markup=False, highlight=False)
         return 2
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=err, disable=args.quiet or not err.is_terminal)

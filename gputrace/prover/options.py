@@ -57,6 +57,38 @@ def parse_size(text: str) -> int:
     return value
 
 
+#: ``--batch`` at most this many circuits per device: each one holds its witness and a/b/c vectors in memory
+#: until the batch is proven (a larger run is several ``prove`` calls).
+MAX_BATCH = 1024
+
+#: The CPU backend runs at most this many worker lanes (``--devices``) per CPU the process may use.
+CPU_LANES_PER_CPU = 4
+
+
+def check_counts(batch: int, devices: int, backend: str | None = None) -> None:
+    """ValueError naming the flag for a ``--batch`` outside 1..MAX_BATCH, a ``--devices`` below 1, or,
+    for ``backend="cpu"``, more worker lanes than :func:`check_cpu_lanes` allows. Other backends bound
+    ``--devices`` when they start: ``make_backend`` (the CPU fallback of ``auto``) and the CUDA
+    backend's GPU count (``BackendUnavailable``)."""
+    if batch < 1 or batch > MAX_BATCH:
+        raise ValueError(f"--batch: circuits per device must be between 1 and {MAX_BATCH}, got {batch}")
+    if devices < 1:
+        raise ValueError(f"--devices must be >= 1, got {devices}")
+    if backend == "cpu":
+        check_cpu_lanes(devices)
+
+
+def check_cpu_lanes(devices: int) -> None:
+    """ValueError naming ``--devices`` when the CPU backend would run more than CPU_LANES_PER_CPU
+    worker lanes per CPU this process may use."""
+    from gputrace.prover.host_msm import cpu_threads
+
+    cap = CPU_LANES_PER_CPU * cpu_threads()
+    if devices > cap:
+        raise ValueError(f"--devices: the CPU backend runs at most {cap} worker lanes here "
+                         f"({CPU_LANES_PER_CPU} per CPU, {cap // CPU_LANES_PER_CPU} CPUs), got {devices}")
+
+
 @dataclass
 class ProveOptions:
     """Everything one ``run_prove`` call needs.

@@ -47,7 +47,7 @@ from .field import R, to_scalar
 from .host_msm import HostMsm, cpu_threads
 from .keycache import get_keys
 from .msm_plan import plan_msm
-from .options import OPT_NAMES, ProveOptions, ProveResult
+from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
 from .setup import ProvingKey
 from .verify import Proof, verify, write_proof
 from .keys import load_vk
@@ -130,8 +130,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     ``UnsatisfiedConstraint`` if a witness is wrong, key errors from ``keys``.
     """
     o = options
-    if o.batch < 1 or o.devices < 1:
-        raise ValueError(f"--batch and --devices must be >= 1 (got {o.batch}, {o.devices})")
+    check_counts(o.batch, o.devices)  # the --devices bound of each backend: make_backend
     if o.synthesis_workers is not None and o.synthesis_workers < 1:
         raise ValueError(f"--synthesis-workers must be >= 1 (got {o.synthesis_workers})")
     unknown = set(o.opts) - set(OPT_NAMES)

@@ -11,7 +11,7 @@ Threading contract
   ``handle.end()`` closes it from any thread. Its parent is the caller's innermost phase or ``parent=``.
   The handle may itself be passed as ``parent=``.
 * A finished phase is appended, as the ``Phase`` object itself, to the buffer of the thread that closed it.
-  Buffers are plain lists bounded by ``_CAP`` entries: past that the phase is counted in
+  Buffers are plain lists bounded by ``_ROOM`` entries: past that the phase is counted in
   ``_ThreadState.dropped`` and not stored. Only the recorder's exporter thread removes entries
   (``del buf[:n]``, atomic under the GIL, so concurrent appends are never lost).
 
@@ -41,8 +41,11 @@ DISABLED: bool = os.environ.get("GPUTRACE_DISABLE", "").strip().lower() not in (
 # (read again by configure(): see disable())
 
 # Set by the recorder (gputrace.trace.recorder) under its lock; read without a lock on the hot path.
+# _ROOM is the per-thread buffer bound while recording and 0 otherwise, so the exit path tests one
+# bound (``len(buf) < _ROOM``) instead of a flag and a bound; _RECORDING only decides, on the rare
+# branch, whether a phase that found no room is counted as dropped. Set both (recorder, signals).
 _RECORDING = False
-_CAP = 1 << 16
+_ROOM = 0
 
 _NV = _nv.ENABLED
 _nv_push = _nv.push_range
@@ -65,6 +68,10 @@ _XKIND = 0
 _xpush = None
 _xpop = None
 _xnext = itertools.count(1).__next__
+# True while a tool is attached to NVTX or once CUPTI external ids were ever pushed (it stays True after
+# collection stops: phases still open must pop what they pushed). False: enter/exit take the plain path,
+# which tests this one flag instead of three.
+_SLOW = _NV
 
 
 class _ThreadState:
@@ -112,8 +119,13 @@ class Phase:
 
     # Slots for the fields every phase sets (fastest to create and read); a __dict__ for the rest, which
     # default to the class attributes below so the exporter reads them without catching AttributeError
-    # (an unset slot raises, ~1 us per catch).
-    __slots__ = ("name", "device", "nbytes", "stream", "kw", "st", "up", "t0", "t1", "xid", "__dict__")
+    # (an unset slot raises, ~1 us per catch). stream, kw and xid are dict fields because a plain phase
+    # never sets them: each slot is one more store on the caller's thread and one more reference the
+    # cyclic GC visits for every buffered phase (docs/tracer.md, Performance, entry 25).
+    __slots__ = ("name", "device", "nbytes", "st", "up", "t0", "t1", "__dict__")
+    stream = None
+    kw = None
+    xid = 0
     extra = None
     err = None
     errmsg = None
@@ -131,65 +143,55 @@ class Phase:
         self.name = name
         self.device = device
         self.nbytes = bytes
-        self.stream = stream
-        self.kw = kw or None
-        self.up = None
-        self.xid = 0
+        if stream is not None:
+            self.__class__ = _StreamPhase
+            self.stream = stream
+        if kw:
+            self.kw = kw
 
     # -- context manager (same thread) -------------------------------------------------------------
+    # A phase without a stream (this class) and one with a stream (_StreamPhase) have their own
+    # enter/exit, so the plain path tests no stream; with no NVTX tool and no CUPTI (_SLOW False) it is
+    # one thread-local read, the stack link, two clock reads and the append.
     def __enter__(self) -> "Phase":
         try:
             st = _local.st
         except AttributeError:
             st = _new_state()
         self.st = st
-        if _NV:  # before the stack push: building the attributes may raise (bytes= not a number)
-            a = _nv_cache.get((self.name, self.device, self.nbytes))
-            _nv_push(a if a is not None else _nv_attrs(self.name, self.device, self.nbytes), _nv_h)
-        self.up = st.cur
-        st.cur = self
-        if _XC:
-            x = self.xid = _xnext()
-            _xpush(_XKIND, x)
+        if _SLOW:
+            if _NV:  # before the stack push: building the attributes may raise (bytes= not a number)
+                a = _nv_cache.get((self.name, self.device, self.nbytes))
+                _nv_push(a if a is not None else _nv_attrs(self.name, self.device, self.nbytes), _nv_h)
+            self.up = st.cur
+            st.cur = self
+            if _XC:
+                x = self.xid = _xnext()
+                _xpush(_XKIND, x)
+        else:
+            self.up = st.cur
+            st.cur = self
         self.t0 = _pc()
-        if self.stream is not None:
-            try:
-                _cuda_start(self)
-            except BaseException:
-                st.cur = self.up
-                if self.xid:
-                    _xpop(_XKIND)
-                if _NV:
-                    _nv_pop(_nv_h)
-                raise
         return self
 
     def __exit__(self, et, ev, tb) -> None:
-        # (stream: a slot read, cheaper than the class-default ev0; a stream phase without events, as while
-        # CUDA activity is collected, has nothing to record at the end and takes the plain path)
-        if self.stream is not None and self.ev0 is not None:
-            try:
-                _cuda.record_end(self)
-            finally:
-                self._close(et, ev)
-            return
         # Inlined _close(): this is the common path and a call costs ~60 ns.
         self.t1 = _pc()
         st = self.st
         st.cur = self.up
-        if self.xid:
-            _xpop(_XKIND)
-        if _NV:
-            _nv_pop(_nv_h)
+        if _SLOW:
+            if self.xid:
+                _xpop(_XKIND)
+            if _NV:
+                _nv_pop(_nv_h)
         if et is not None:
             self.err = et
             self.errmsg = _message(ev)
-        if _RECORDING:
-            b = st.buf
-            if len(b) < _CAP:
-                b.append(self)
-            else:
-                st.dropped += 1
+        b = st.buf
+        if len(b) < _ROOM:
+            b.append(self)
+        elif _RECORDING:
+            st.dropped += 1
 
     def _close(self, et, ev) -> None:
         self.t1 = _pc()
@@ -202,12 +204,11 @@ class Phase:
         if et is not None:
             self.err = et
             self.errmsg = _message(ev)
-        if _RECORDING:
-            b = st.buf
-            if len(b) < _CAP:
-                b.append(self)
-            else:
-                st.dropped += 1
+        b = st.buf
+        if len(b) < _ROOM:
+            b.append(self)
+        elif _RECORDING:
+            st.dropped += 1
 
     # -- decorator --------------------------------------------------------------------------------
     def __call__(self, fn):
@@ -269,17 +270,59 @@ class Phase:
             if error is not None:
                 self.err = type(error)
                 self.errmsg = _message(error)
-            if _RECORDING:
-                st = _state()
-                b = st.buf
-                if len(b) < _CAP:
-                    b.append(self)
-                else:
-                    st.dropped += 1
+            st = _state()
+            b = st.buf
+            if len(b) < _ROOM:
+                b.append(self)
+            elif _RECORDING:
+                st.dropped += 1
         return True
 
     def __repr__(self) -> str:
         return f"Phase({self.name!r}, device={self.device!r}, bytes={self.nbytes!r}, stream={self.stream!r}, **{self.kw!r})"
+
+
+class _StreamPhase(Phase):
+    """A phase given ``stream=``: device times from CUDA events on that stream (``gputrace.trace.cuda_timing``).
+    Same fields as ``Phase`` (``stream`` lives in the instance dict); only enter/exit differ."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> "Phase":
+        try:
+            st = _local.st
+        except AttributeError:
+            st = _new_state()
+        self.st = st
+        if _NV:  # before the stack push: building the attributes may raise (bytes= not a number)
+            a = _nv_cache.get((self.name, self.device, self.nbytes))
+            _nv_push(a if a is not None else _nv_attrs(self.name, self.device, self.nbytes), _nv_h)
+        self.up = st.cur
+        st.cur = self
+        if _XC:
+            x = self.xid = _xnext()
+            _xpush(_XKIND, x)
+        self.t0 = _pc()
+        try:
+            _cuda_start(self)
+        except BaseException:
+            st.cur = self.up
+            if self.xid:
+                _xpop(_XKIND)
+            if _NV:
+                _nv_pop(_nv_h)
+            raise
+        return self
+
+    def __exit__(self, et, ev, tb) -> None:
+        # A stream phase without events (as while CUDA activity is collected) has nothing to record at the end.
+        if self.ev0 is not None:
+            try:
+                _cuda.record_end(self)
+            finally:
+                self._close(et, ev)
+            return
+        self._close(et, ev)
 
 
 def _message(exc) -> str:
@@ -324,20 +367,22 @@ def _phase(name: str, *, device=None, bytes=None, stream=None, **kw) -> Phase:
     them into a dict for ``__init__`` (type_call -> slot_tp_init); a function receives them directly.
     Measured: 430 -> 267 ns (min) per construction with two keyword arguments.
     """
-    p = _new(Phase)
+    if stream is None:
+        p = _new(Phase)
+    else:
+        p = _new(_StreamPhase)
+        p.stream = stream
     p.name = name
     p.device = device
     p.nbytes = bytes
-    p.stream = stream
-    p.kw = kw or None  # drop the empty dict now: one GC-tracked object per buffered phase instead of two
-    p.up = None
-    p.xid = 0
+    if kw:  # no empty dict kept: one GC-tracked object per buffered phase instead of two
+        p.kw = kw
     return p
 
 
 def start_phase(name: str, **kw) -> Phase:
     """Open a phase now and return its handle; call ``handle.end()`` (from any thread) to close it."""
-    return Phase(name, **kw)._start()
+    return _phase(name, **kw)._start()
 
 
 def current_context():

@@ -115,8 +115,8 @@ class Recorder:
             s.start(self.resource)
         with _ph._states_lock:
             self._drop_base = sum(st.dropped for st in _ph._states)
-        _ph._CAP = self.buffer_size
         _ph._RECORDING = self.record
+        _ph._ROOM = self.buffer_size if self.record else 0
         if self.gc_full_every is not None and self.record:
             old = gc.get_threshold()
             if old[2] < self.gc_full_every:
@@ -128,6 +128,7 @@ class Recorder:
             _ph._xpush = self.cupti.push
             _ph._xpop = self.cupti.pop
             _ph._XC = True
+            _ph._SLOW = True  # (stays True after stop(): open phases pop what they pushed)
             _ph.cuda_settings(self.cuda_events, getattr(self.cupti, "stream_id", None))
         self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
         self._thread.start()
@@ -143,6 +144,7 @@ class Recorder:
         """Stop recording, final drain, close sinks; returns the summary (idempotent)."""
         if self._summary is not None:
             return self._summary
+        _ph._ROOM = 0
         _ph._RECORDING = False
         if _ph._XC:
             _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
@@ -465,6 +467,7 @@ def _after_fork_in_child() -> None:
     # connections) belong to the parent: stop recording in the child rather than corrupt the parent's
     # output. Phases still emit NVTX. Call configure() in the child to record there.
     global _active, _lock, _last_summary
+    _ph._ROOM = 0
     _ph._RECORDING = False
     _ph._XC = False  # CUPTI's state belongs to the parent: no external ids pushed in the child
     _active = None

@@ -75,7 +75,7 @@ def _parent_of(p):
     if parent is None:
         return p.up
     # Anything that is not a phase (a no-op phase, a foreign object) means "no parent": start a trace.
-    return parent if type(parent) is Phase else None
+    return parent if isinstance(parent, Phase) else None
 
 
 def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
@@ -92,7 +92,7 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
     parent = kw.get("parent") if kw else None
     if parent is None:
         parent = p.up
-    elif type(parent) is not Phase:
+    elif not isinstance(parent, Phase):
         parent = None
     sid = p.sid
     if sid is None:

@@ -148,3 +148,19 @@ def test_paired_flag(sets):
     assert rows[("prove/msm_h", None, "host")]["verdict"] == "slower"
     r = gputrace("compare", *base, "--vs", *slow[:5], "--paired")
     assert r.returncode == 1 and "--paired needs as many" in r.stderr
+
+
+def test_lenient_says_what_each_file_skipped(sets, tmp_path):
+    """`compare --lenient` names what the reader skipped and in which file, as `report --lenient`
+    does; the damaged line's text (an escape sequence here) never reaches the terminal raw."""
+    base, same, _, _ = sets
+    bad = tmp_path / "base-damaged.jsonl"
+    bad.write_bytes(Path(base[0]).read_bytes() + b"{not json \x1b[31mred\n")
+    r = gputrace("compare", bad, *base[1:], "--vs", *same, "--lenient", "--json")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "--lenient skipped" in ln]
+    assert len(lines) == 1 and lines[0].startswith("gputrace compare: base-damaged.jsonl: --lenient skipped 1 line")
+    assert "\x1b" not in r.stderr
+    assert len(json.loads(r.stdout)["base_runs"]) == 8  # the damaged file's run is kept
+    r = gputrace("compare", bad, "--vs", *same)  # without --lenient the damaged line is an error
+    assert r.returncode == 1 and "base-damaged.jsonl" in r.stderr

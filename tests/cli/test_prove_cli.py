@@ -121,3 +121,17 @@ def test_placement_flags_reach_the_recorded_config(tmp_path):
     assert r.returncode != 0 and "synthesis='device'" in r.stderr and "Traceback" not in r.stderr
     r = _gt("ab", "--help")
     assert "--synthesis" in r.stdout and "--b-g2" in r.stdout
+
+
+def test_prove_and_ab_refuse_impossible_counts(tmp_path):
+    """Exit at once with the flag named, instead of proving 100000 circuits (or lanes) for hours."""
+    r = _gt("prove", "--constraints", "2^6", "--backend", "cpu", "--batch", "100000", "--out", str(tmp_path / "p"))
+    assert r.returncode == 2 and "error: --batch: circuits per device must be between 1 and 1024, got 100000" in r.stderr
+    r = _gt("prove", "--constraints", "2^6", "--backend", "cpu", "--devices", "100000", "--out", str(tmp_path / "p"))
+    assert r.returncode == 2 and "error: --devices: the CPU backend runs at most" in r.stderr
+    assert not (tmp_path / "p").exists()
+    r = _gt("ab", "--opt-sets", "none", "b1", "--devices", "100000", "--out", str(tmp_path / "ab"))
+    assert r.returncode == 1 and "gputrace ab: --devices: the CPU backend runs at most" in r.stderr
+    r = _gt("ab", "--opt-sets", "none", "b1", "--batch", "0", "--out", str(tmp_path / "ab"))
+    assert r.returncode == 1 and "gputrace ab: --batch: circuits per device must be between 1" in r.stderr
+    assert not (tmp_path / "ab").exists()

@@ -171,3 +171,39 @@ def test_no_synthesis_process_beyond_the_challenges(tmp_path, key_dir, monkeypat
     res = run_prove(ProveOptions(challenges=3, depth=2, batch=1, devices=1, out_dir=tmp_path, key_dir=key_dir,
                                  configure_tracer=False, synthesis_workers=16))
     assert res.verified == [True] and started == [3]
+
+
+def test_impossible_batch_and_device_counts_are_refused(monkeypatch, tmp_path):
+    """--batch 100000 or --devices 100000 used to start proving for hours; now a ValueError naming the flag,
+    before any key, output or trace is made."""
+    from gputrace.prover import host_msm
+    from gputrace.prover.backends import make_backend
+    from gputrace.prover.backends.base import BackendUnavailable, check_gpu_count
+    from gputrace.prover.options import MAX_BATCH, check_counts, check_cpu_lanes
+
+    monkeypatch.setattr(host_msm, "cpu_threads", lambda: 2)
+    check_counts(MAX_BATCH, 1)
+    check_cpu_lanes(8)  # 4 lanes per CPU
+    with pytest.raises(ValueError, match=r"^--devices: the CPU backend runs at most 8 worker lanes .*got 9$"):
+        check_cpu_lanes(9)
+    for batch in (0, MAX_BATCH + 1, 100_000):
+        with pytest.raises(ValueError, match=rf"^--batch: .*between 1 and {MAX_BATCH}, got {batch}$"):
+            check_counts(batch, 1)
+    with pytest.raises(ValueError, match="^--devices must be >= 1"):
+        check_counts(1, 0)
+    with pytest.raises(ValueError, match="^--devices: the CPU backend"):
+        check_counts(1, 100_000, "cpu")
+    check_counts(1, 100_000, "cuda")  # bounded by the GPUs present, when the backend starts
+    with pytest.raises(ValueError, match="^--devices: the CPU backend"):
+        make_backend("cpu", 100_000)
+    with pytest.raises(BackendUnavailable, match="^--devices: asked for 100000 GPUs, only 1 visible$"):
+        check_gpu_count(100_000, 1)
+    with pytest.raises(BackendUnavailable, match="no CUDA device"):
+        check_gpu_count(1, 0)
+    check_gpu_count(2, 2)
+    out = tmp_path / "out"
+    for kw, flag in ((dict(batch=100_000), "--batch"), (dict(devices=100_000, backend="cpu"), "--devices"),
+                     (dict(devices=100_000, backend="auto"), "--devices")):
+        with pytest.raises(ValueError, match=f"^{flag}"):
+            run_prove(ProveOptions(constraints=64, out_dir=out, configure_tracer=False, **kw))
+    assert not out.exists()

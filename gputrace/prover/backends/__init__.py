@@ -2,7 +2,8 @@
 
 ``make_backend(name, devices)`` returns ``(backend, notice)``: ``name`` is ``cpu``, ``cuda`` or
 ``auto``. ``cuda`` raises ``BackendUnavailable`` if CuPy or a GPU is missing (or the CUDA backend fails
-to start); ``auto`` then falls back to the CPU and returns a one-line ``notice`` saying why. The CUDA backend's contract:
+to start); ``auto`` then falls back to the CPU and returns a one-line ``notice`` saying why. More CPU worker lanes than
+``options.check_cpu_lanes`` allows is a ValueError naming ``--devices``. The CUDA backend's contract:
 ``gputrace.prover.backends.cuda.CudaBackend(devices: int)`` implementing ``base.ProverBackend``.
 """
 
@@ -28,7 +29,15 @@ def make_backend(name: str, devices: int) -> tuple[ProverBackend, str | None]:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notice = f"note: CUDA backend unavailable ({reason}); using the CPU backend"
     else:
-        notice = None
+        reason = notice = None
+    from gputrace.prover.options import check_cpu_lanes
+
     from .cpu import CpuBackend
 
+    try:
+        check_cpu_lanes(devices)
+    except ValueError as exc:
+        if reason is None:
+            raise
+        raise ValueError(f"{exc} (the CUDA backend is unavailable: {reason})") from None
     return CpuBackend(devices), notice

@@ -74,6 +74,15 @@ class BackendUnavailable(BackendError):
     """The backend cannot run here (library or device missing). ``--backend auto`` falls back."""
 
 
+def check_gpu_count(devices: int, visible: int) -> None:
+    """BackendUnavailable when no GPU is visible, or naming ``--devices`` when more GPUs are asked for
+    than ``visible``."""
+    if visible == 0:
+        raise BackendUnavailable("CuPy sees no CUDA device")
+    if devices > visible:
+        raise BackendUnavailable(f"--devices: asked for {devices} GPUs, only {visible} visible")
+
+
 @dataclass(frozen=True)
 class LaneInfo:
     """One execution lane of a device, as traces show it.

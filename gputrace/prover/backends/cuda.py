@@ -44,7 +44,7 @@ import gputrace
 
 from ..encoding import g1_to_affine_limbs
 from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost,
-                   ProverBackend)
+                   ProverBackend, check_gpu_count)
 from .cuda_kernels import check, empty
 from .cuda_msm import G1Msm, G2Msm, xyzz_to_g1, xyzz_to_g2
 from .cuda_ntt import FrNtt
@@ -83,10 +83,7 @@ class CudaBackend(ProverBackend):
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:
             raise BackendUnavailable(f"no usable CUDA driver ({exc})") from exc
-        if count == 0:
-            raise BackendUnavailable("CuPy sees no CUDA device")
-        if devices > count:
-            raise BackendUnavailable(f"asked for {devices} GPUs, {count} visible")
+        check_gpu_count(devices, count)
         self._devs = [_Device(i) for i in range(devices)]
         self._pinned: dict[int, int] = {}
         self._lock = threading.Lock()
