@@ -42,6 +42,11 @@ _GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "gpu_o
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 
 
+#: The accumulator's column arrays (``_Events.__init__``).
+_COLUMN_ARRAYS = ("start", "end", "gstart", "gend", "hasg", "circuit", "batch", "nbytes", "kind", "status", "phase",
+                  "lane", "span_id", "parent_sid", "trace", "resource")
+
+
 class ChromeFormatError(ValueError):
     """A Chrome trace that breaks the format; the message names file, event index and field."""
 
@@ -187,7 +192,7 @@ class _Events(OursBatch, OursTyped):
         if isinstance(events, TypedBatch):
             if self.ours and self._add_ours_typed(events.events):
                 return
-            events = orjson.loads(events.text)
+            events = events.as_json()
         if self.ours and self._add_ours_batch(events):
             return
         src = self.source
@@ -326,6 +331,7 @@ class _Events(OursBatch, OursTyped):
 
     # ---- result ----------------------------------------------------------------------
     def timeline(self, stats: dict | None = None) -> Timeline:
+        """The Timeline of the events added; consumes the accumulator (call once)."""
         t_max = self.t_max
         for (pid, tid), stack in self.open_b.items():  # B without E: close at the end of the trace
             for s, name, cat, args in stack:
@@ -368,7 +374,10 @@ class _Events(OursBatch, OursTyped):
             has = par >= 0
             parent_sid[has] = span_id[par[has]]
         cols["parent_span_id"] = parent_sid
-        return Timeline.from_unsorted(cols, self.phases, lanes, self.resources, self.trace_ids, self.attrs, self.names)
+        for k in _COLUMN_ARRAYS:  # the columns now hold (views of) them; each is freed once sorted
+            setattr(self, k, array(getattr(self, k).typecode))
+        return Timeline.from_unsorted(cols, self.phases, lanes, self.resources, self.trace_ids, self.attrs, self.names,
+                                      consume=True)
 
     def _lanes(self) -> tuple[list[Lane], np.ndarray]:
         """The distinct lanes, and lane key index -> lane index (keys of other tools' traces that

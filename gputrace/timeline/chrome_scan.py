@@ -4,8 +4,9 @@ without holding the whole document (``orjson.loads`` of a 1 M-event file peaked 
 ``scan_chrome(f, decoder_for=None)`` reads a binary stream (plain or ``GzipStream``) in chunks and
 yields ``("head", dict)`` (the top-level keys before ``traceEvents``; ``{}`` for the array form),
 ``("events", batch)`` batches of decoded events, and ``("tail", dict)`` (keys after the array). A
-batch is what ``decoder_for(head)`` (a function of the batch's ``[...]`` text that raises ValueError
-for text that is not JSON) returns, by default ``orjson.loads``'s list.
+batch is what ``decoder_for(head)`` (a function of the batch's ``[...]`` text, bytes or a memoryview
+valid during the call (see ``_decode_at``), that raises ValueError for text that is not JSON)
+returns, by default ``orjson.loads``'s list.
 
 How events are split without a full tokenizer: a batch ends at a ``}`` followed by ``,`` and ``{``
 (``},{``, or with whitespace as Kineto writes them); the candidate text is decoded as
@@ -41,21 +42,36 @@ class ScanError(ValueError):
 
 
 class _Buf:
+    """The unread part of the stream: ``data[pos:]``. ``data`` is a new bytearray after each ``more()``
+    (never resized in place, so views of an older one, held by decoded batches, stay valid), and
+    keeps one byte before ``pos`` (``_decode_at`` writes ``[`` there)."""
+
     def __init__(self, f) -> None:
         self.f = f
-        self.data = b""
+        self.data = bytearray()
         self.pos = 0
         self.eof = False
 
     def more(self) -> bool:
         if self.eof:
             return False
-        chunk = self.f.read(READ_BYTES)
-        if not chunk:
+        keep = max(self.pos - 1, 0)
+        left = len(self.data) - keep
+        new = bytearray(left + READ_BYTES)
+        new[:left] = memoryview(self.data)[keep:]
+        readinto = getattr(self.f, "readinto", None)
+        if readinto is not None:
+            got = readinto(memoryview(new)[left:])
+        else:
+            chunk = self.f.read(READ_BYTES)
+            got = len(chunk)
+            new[left:left + got] = chunk
+        if not got:
             self.eof = True
             return False
-        self.data = self.data[self.pos:] + chunk
-        self.pos = 0
+        del new[left + got:]
+        self.data = new
+        self.pos -= keep
         return True
 
     def skip_ws(self) -> int | None:
@@ -139,7 +155,7 @@ def _events(buf: _Buf, decode: Decode) -> Iterator[Any]:
             cands = [m.start() for m in _SPLIT.finditer(d, lo)]
             for c in reversed(cands[-8:]):
                 try:
-                    decoded = decode(b"[" + d[start:c + 1] + b"]")
+                    decoded = _decode_at(d, start, c + 1, decode)
                 except ValueError:
                     continue
                 buf.pos = d.index(b"{", c + 1)
@@ -158,6 +174,21 @@ def _events(buf: _Buf, decode: Decode) -> Iterator[Any]:
             if done:
                 yield done
             return
+
+
+def _decode_at(d: bytearray, start: int, end: int, decode: Decode) -> Any:
+    """``decode`` of ``[`` + ``d[start:end]`` + ``]`` without copying the (MiB-long) text: the
+    brackets are written over the bytes just outside it (a separator's) and put back afterwards.
+    The view handed to ``decode`` is valid during the call; its inner part ``[1:-1]`` for as long as
+    ``d`` lives (the scanner never writes inside a batch it has yielded)."""
+    if start < 1 or end >= len(d):
+        return decode(b"[" + d[start:end] + b"]")
+    before, after = d[start - 1], d[end]
+    d[start - 1], d[end] = 0x5B, 0x5D
+    try:
+        return decode(memoryview(d)[start - 1:end + 1])
+    finally:
+        d[start - 1], d[end] = before, after
 
 
 def _try_end(buf: _Buf, decode: Decode, truncated_ok: bool = False) -> Any:

@@ -10,7 +10,9 @@ an ``X`` event), and the caller then re-decodes ``TypedBatch.text`` with orjson 
 which also raise the exact errors (file, event index, field). The result is the same Timeline as the
 dict paths (``tests/unit/test_chrome_typed.py`` compares them).
 
-Why hand-written rather than orjson dicts: decoding 2.24 M events into dicts was about a third of
+Columns come from one C-level pass per field (``np.fromiter(map(attrgetter(field), ...))``), strings
+through a dict of their few distinct values; absent times are NaN (JSON has no NaN). Why typed
+Structs rather than orjson dicts: decoding 2.24 M events into dicts was about a third of
 the import of a 1 M-span export, and the per-field dict look-ups another third. Structs are
 ``gc=False`` (scalars only), so a batch of them does not trigger the cyclic collector, which cost as
 much as the decode itself. Pure functions; not thread-safe (one accumulator per reader).
@@ -18,7 +20,10 @@ much as the decode itself. Pure functions; not thread-safe (one accumulator per 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
+import math
+from collections.abc import Callable
+from operator import attrgetter, ne
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -36,11 +41,12 @@ _Str = Union[str, UnsetType]
 
 class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """``args`` of a gputrace export's events (any other key: not this shape). UNSET where the dict
-    paths distinguish an absent key from a present one; None where they treat null as absent."""
+    paths distinguish an absent key from a present one; NaN or None where they treat null as absent
+    (a null time is refused here, so such an event takes the dict path)."""
 
-    phase: _Str = UNSET
+    phase: Union[str, UnsetType] = UNSET
     color: Any = None  # unused by the reader
-    kind: _Str = UNSET
+    kind: Union[str, UnsetType] = UNSET
     span_id: str = ""
     parent_span_id: str = ""
     trace_id: Union[str, None] = None
@@ -50,31 +56,34 @@ class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     bytes: int = -1
     resource: int = -1
     status: Union[str, None] = None
-    name: _Str = UNSET
-    host_ts: Union[float, None] = field(default=None, name="host.ts_us")
+    name: Union[str, UnsetType] = UNSET
+    host_ts: float = field(default=math.nan, name="host.ts_us")
     host_dur: float = field(default=0.0, name="host.dur_us")
-    gpu_ts: Union[float, None] = field(default=None, name="gpu.ts_us")
+    gpu_ts: float = field(default=math.nan, name="gpu.ts_us")
     gpu_dur: float = field(default=0.0, name="gpu.dur_us")
-    sort_index: Any = UNSET  # metadata events (on an X event, an attribute: not this shape)
 
 
-_NO_ARGS = OursArgs()
+class MetaArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """``args`` of a metadata event as the writer puts them."""
+
+    name: Union[str, UnsetType] = UNSET
+    sort_index: Any = None
 
 
 class XEvent(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     name: str = ""
-    ts: Union[float, None] = None
+    ts: float = math.nan  # absent: the dict paths raise the error
     dur: float = 0.0
-    pid: Any = None
-    tid: Any = None
-    args: Union[OursArgs, None] = None
+    pid: Union[int, None] = None
+    tid: Union[int, None] = None
+    args: OursArgs = field(default_factory=OursArgs)  # null: not this shape
 
 
 class MEvent(msgspec.Struct, tag_field="ph", tag="M", gc=False):
     name: Any = None
     pid: Any = None
     tid: Any = None
-    args: Union[OursArgs, None] = None
+    args: Union[MetaArgs, None] = None
 
 
 class FlowStart(msgspec.Struct, tag_field="ph", tag="s", gc=False):
@@ -86,27 +95,35 @@ class FlowEnd(msgspec.Struct, tag_field="ph", tag="f", gc=False):
 
 
 _DECODER = msgspec.json.Decoder(list[Union[XEvent, MEvent, FlowStart, FlowEnd]])
+_NO_META_ARGS = MetaArgs()
 
 
 class TypedBatch:
-    """Decoded events of one batch and the batch's JSON text (to re-decode as dicts if needed)."""
+    """Decoded events of one batch, and the text between the batch's brackets (a view: see
+    ``chrome_scan._decode_at``) to re-decode them as dicts if needed (``as_json``)."""
 
-    __slots__ = ("events", "text")
+    __slots__ = ("events", "inner")
 
-    def __init__(self, events: list, text: bytes) -> None:
+    def __init__(self, events: list, inner: memoryview) -> None:
         self.events = events
-        self.text = text
+        self.inner = inner
+
+    def as_json(self) -> Any:
+        """The events as orjson objects."""
+        return orjson.loads(b"".join((b"[", self.inner, b"]")))
 
 
-def decode_ours(text: bytes) -> TypedBatch | Any:
-    """``text`` (a JSON array of events) as a TypedBatch, or as orjson objects when the events are
-    valid JSON of another shape. Raises ValueError (orjson.JSONDecodeError) when it is not JSON."""
+def decode_ours(text: Any) -> TypedBatch | Any:
+    """``text`` (bytes-like: a JSON array of events) as a TypedBatch, or as orjson objects when the
+    events are valid JSON of another shape. Raises ValueError (orjson.JSONDecodeError) when it is
+    not JSON. The TypedBatch keeps a view of ``text`` without its brackets."""
     try:
-        return TypedBatch(_DECODER.decode(text), text)
+        events = _DECODER.decode(text)
     except msgspec.ValidationError:
         return orjson.loads(text)
     except msgspec.DecodeError as e:
         raise ValueError(str(e)) from None
+    return TypedBatch(events, memoryview(text)[1:-1])
 
 
 # Hex digit value per byte; 255 for a byte that is not a hex digit.
@@ -119,25 +136,40 @@ for _i, _c in enumerate(b"ABCDEF"):
 
 def hex_ids(vals: list[str]) -> np.ndarray:
     """``hex_int`` of each value as uint64, vectorised for the writer's 16-digit ids (and empty
-    strings); other lengths go through ``hex_int`` one by one."""
+    strings, for absent ids); other lengths go through ``hex_int`` one by one."""
     n = len(vals)
     lens = np.fromiter(map(len, vals), np.int64, n)
+    full = lens == 16
+    if not (full | (lens == 0)).all():
+        return np.fromiter(map(hex_int, vals), np.uint64, n)
     try:
-        raw = np.array(vals, dtype="S16") if n else np.zeros(0, "S16")
+        raw = "".join(vals).encode("ascii")  # the 16-digit ids, in order (empty ones add nothing)
     except UnicodeEncodeError:  # not ASCII, hence not hex
-        raw = None
-    if raw is None or not np.isin(lens, (0, 16)).all():
-        return np.fromiter((hex_int(v) for v in vals), np.uint64, n)
-    nib = _HEXVAL[raw.view(np.uint8).reshape(n, 16)]
-    ok = (lens == 16) & (nib < 16).all(axis=1)
+        return np.fromiter(map(hex_int, vals), np.uint64, n)
+    nib = _HEXVAL[np.frombuffer(raw, np.uint8).reshape(-1, 16)]
     byts = np.ascontiguousarray((nib[:, 0::2] << 4) | (nib[:, 1::2] & 15))
-    out = byts.view(">u8").ravel().astype(np.uint64)
-    out[~ok] = 0
+    vals16 = byts.view(">u8").ravel().astype(np.uint64)
+    vals16[~(nib < 16).all(axis=1)] = 0
+    if full.all():
+        return vals16
+    out = np.zeros(n, np.uint64)
+    out[full] = vals16
     return out
 
 
-def _us_to_ns(vals: list) -> np.ndarray:
-    return np.rint(np.asarray(vals, np.float64) * 1000).astype(np.int64)
+def _col(objs: list, name: str, dtype: type) -> np.ndarray:
+    """One field of every Struct as an array. Raises TypeError (a None) or OverflowError."""
+    return np.fromiter(map(attrgetter(name), objs), dtype, len(objs))
+
+
+def _ns(us: np.ndarray) -> np.ndarray:
+    return np.rint(us * 1000).astype(np.int64)
+
+
+def _codes(vals: list, code: Callable[[Any], int], dtype: type, distinct: dict | None = None) -> np.ndarray:
+    """``code(v)`` of each value, computed once per distinct value (``distinct``: their dict, if known)."""
+    table = {v: code(v) for v in (dict.fromkeys(vals) if distinct is None else distinct)}
+    return np.fromiter(map(table.__getitem__, vals), dtype, len(vals))
 
 
 class OursTyped:
@@ -150,106 +182,127 @@ class OursTyped:
     def _add_ours_typed(self, events: list) -> bool:
         """The columns of a TypedBatch's events (same values as ``_add_ours_batch`` of the same
         events as dicts). Returns False, having changed nothing, when an ``X`` event lacks ``ts``,
-        has a negative ``dur`` or an unknown track (the dict paths then raise or handle it)."""
+        ``pid`` or ``tid``, has a negative ``dur`` or an unknown track (the dict paths then raise or
+        handle it)."""
         self_: Any = self
-        xs = [e for e in events if type(e) is XEvent]
-        metas = [e for e in events if type(e) is MEvent]
+        types = set(map(type, events))
+        if types == {XEvent}:
+            xs, metas = events, []
+        else:
+            xs = [e for e in events if type(e) is XEvent] if XEvent in types else []
+            metas = [e for e in events if type(e) is MEvent] if MEvent in types else []
         nx = len(xs)
         if nx:
-            ts_l = [e.ts for e in xs]
-            if None in ts_l:
+            try:
+                ts_us, dur_us = _col(xs, "ts", np.float64), _col(xs, "dur", np.float64)
+                pid, tid = _col(xs, "pid", np.int64), _col(xs, "tid", np.int64)
+            except (TypeError, OverflowError):  # pid/tid absent, or beyond int64
                 return False
-            ts = _us_to_ns(ts_l)
-            dur = _us_to_ns([e.dur for e in xs])
+            if np.isnan(ts_us).any():
+                return False
+            ts, dur = _ns(ts_us), _ns(dur_us)
             if (dur < 0).any():
                 return False
-            lane_of = self._track_lanes
-            keys = [(e.pid, e.tid) for e in xs]
-            try:
-                lanes = [lane_of[k] for k in keys]
-            except (KeyError, TypeError):
-                if not self._learn_tracks(keys):
-                    return False
-                lanes = [lane_of[k] for k in keys]
-            no = _NO_ARGS
-            args = [e.args if e.args is not None else no for e in xs]
-            if any(a.sort_index is not UNSET for a in args):
+            args = list(map(attrgetter("args"), xs))
+            lanes = self._typed_lanes(pid, tid)
+            if lanes is None:
                 return False
-            names = [e.name for e in xs]
-            phases = [a.phase if a.phase is not UNSET else nm for a, nm in zip(args, names)]
+            # From here on nothing is refused.
+            ev_names = list(map(attrgetter("name"), xs))
+            phases = list(map(attrgetter("phase"), args))
+            uniq = dict.fromkeys(phases)
+            if UNSET in uniq:
+                phases = [ev if p is UNSET else p for p, ev in zip(phases, ev_names)]
+                uniq = dict.fromkeys(phases)
             pix = self_.phase_ix
-            for ph in dict.fromkeys(phases):  # first appearance order, as the per-event path
+            for ph in uniq:  # first appearance order, as the per-event path
                 if ph not in pix:
                     pix[ph] = len(self_.phases)
                     self_.phases.append(ph)
-            kind_of_phase: dict[str, int] = {}
-            kinds = []
-            for a, ph in zip(args, phases):
-                k = a.kind
-                if k is UNSET:
-                    c = kind_of_phase.get(ph)
-                    if c is None:
-                        c = kind_of_phase[ph] = KIND_CODES.get(phase_kind(ph), 0)
-                    kinds.append(c)
-                else:
-                    kinds.append(KIND_CODES.get(k, 0))
-            h_ts = [a.host_ts for a in args]
-            g_ts = [a.gpu_ts for a in args]
-            host = np.array([h is not None for h in h_ts], bool)
-            gpu = np.array([g is not None for g in g_ts], bool) & ~host
-            hs = _us_to_ns([h if h is not None else 0.0 for h in h_ts])
-            hd = np.where(host, _us_to_ns([a.host_dur for a in args]), 0)
-            gs = _us_to_ns([g if g is not None else 0.0 for g in g_ts])
-            gd = np.where(np.array([g is not None for g in g_ts], bool), _us_to_ns([a.gpu_dur for a in args]), 0)
+            phase_col = np.fromiter(map(pix.__getitem__, phases), np.int32, nx)
+            kinds_l = list(map(attrgetter("kind"), args))
+            uniq = dict.fromkeys(kinds_l)
+            if UNSET in uniq:
+                kinds_l = [phase_kind(ph) if k is UNSET else k for k, ph in zip(kinds_l, phases)]
+                uniq = dict.fromkeys(kinds_l)
+            kinds = _codes(kinds_l, lambda k: KIND_CODES.get(k, 0), np.int8, uniq)
+            hs_us, gs_us = _col(args, "host_ts", np.float64), _col(args, "gpu_ts", np.float64)
+            host = ~np.isnan(hs_us)
+            has_gpu = ~np.isnan(gs_us)
+            gpu = has_gpu & ~host
+            hs = _ns(np.where(host, hs_us, 0.0))
+            hd = np.where(host, _ns(_col(args, "host_dur", np.float64)), 0)
+            gs = _ns(np.where(has_gpu, gs_us, 0.0))
+            gd = np.where(has_gpu, _ns(_col(args, "gpu_dur", np.float64)), 0)
             s, e = ts, ts + dur
             start = np.where(host, hs, s)
             end = np.where(host, hs + hd, e)
             g0 = np.where(host, s, np.where(gpu, gs, 0))
             g1 = np.where(host, e, np.where(gpu, gs + gd, 0))
             nres = len(self_.resources)
-            res = np.asarray([a.resource for a in args], np.int64)
-            res = np.where((res >= 0) & (res < nres), res, -1)
-            status = [STATUS.get(a.status, 0) if a.status is not None else 0 for a in args]
+            res = _col(args, "resource", np.int64)
+            res = np.where((res >= 0) & (res < nres), res, -1).astype(np.int32)
+            status = _codes(list(map(attrgetter("status"), args)), lambda v: STATUS.get(v, 0), np.int8)
             i0 = len(self_.start)
-            sid = hex_ids([a.span_id for a in args])
+            sid = hex_ids(list(map(attrgetter("span_id"), args)))
             sid = np.where(sid != 0, sid, np.arange(i0 + 1, i0 + nx + 1, dtype=np.uint64))
-            psid = hex_ids([a.parent_span_id for a in args])
+            psid = hex_ids(list(map(attrgetter("parent_span_id"), args)))
             tix = self_.trace_ix
-            trs = [a.trace_id for a in args]
-            for t in dict.fromkeys(trs):
+            trs = list(map(attrgetter("trace_id"), args))
+            uniq = dict.fromkeys(trs)
+            for t in uniq:
                 if t is not None and t not in tix:
                     tix[t] = len(self_.trace_ids)
                     self_.trace_ids.append(t)
-            trace = [tix[t] if t is not None else -1 for t in trs]
-            for j, (a, nm, ph) in enumerate(zip(args, names, phases)):
-                n_ = a.name if a.name is not UNSET else nm
-                if n_ != ph:
-                    self_.names[i0 + j] = n_
+            trace = _codes(trs, lambda t: tix[t] if t is not None else -1, np.int32, uniq)
+            # The span's name where it differs from its phase: args.name, else the event's name.
+            arg_names = list(map(attrgetter("name"), args))
+            names = ev_names if dict.fromkeys(arg_names).keys() == {UNSET} else [
+                ev if n_ is UNSET else n_ for n_, ev in zip(arg_names, ev_names)]
+            if names != phases:
+                for j in np.flatnonzero(np.fromiter(map(ne, names, phases), bool, nx)).tolist():
+                    self_.names[i0 + j] = names[j]
             self_.start.frombytes(start.tobytes())
             self_.end.frombytes(end.tobytes())
             self_.gstart.frombytes(g0.tobytes())
             self_.gend.frombytes(g1.tobytes())
             self_.hasg.frombytes((host | gpu).astype(np.int8).tobytes())
-            self_.circuit.frombytes(np.asarray([a.circuit for a in args], np.int64).tobytes())
-            self_.batch.frombytes(np.asarray([a.batch for a in args], np.int64).tobytes())
-            self_.nbytes.frombytes(np.asarray([a.bytes for a in args], np.int64).tobytes())
-            self_.kind.extend(kinds)
-            self_.status.extend(status)
-            self_.phase.extend([pix[ph] for ph in phases])
-            self_.lane.extend(lanes)
+            self_.circuit.frombytes(_col(args, "circuit", np.int64).tobytes())
+            self_.batch.frombytes(_col(args, "batch", np.int64).tobytes())
+            self_.nbytes.frombytes(_col(args, "bytes", np.int64).tobytes())
+            self_.kind.frombytes(kinds.tobytes())
+            self_.status.frombytes(status.tobytes())
+            self_.phase.frombytes(phase_col.tobytes())
+            self_.lane.frombytes(lanes.tobytes())
             self_.span_id.frombytes(sid.astype(np.uint64).tobytes())
             self_.parent_sid.frombytes(psid.tobytes())
-            self_.trace.extend(trace)
-            self_.resource.frombytes(res.astype(np.int32).tobytes())
+            self_.trace.frombytes(trace.tobytes())
+            self_.resource.frombytes(res.tobytes())
             t_end = int(e.max())
             if t_end > self_.t_max:
                 self_.t_max = t_end
         self_.skipped += len(events) - nx - len(metas)
         self_.idx += len(events)
         for ev in metas:
-            name, a = ev.name, ev.args if ev.args is not None else _NO_ARGS
+            name, a = ev.name, ev.args if ev.args is not None else _NO_META_ARGS
             if name == "process_name":
                 self_.proc_names[ev.pid] = str(a.name) if a.name is not UNSET else ""
             elif name == "thread_name":
                 self_.thread_names[(ev.pid, ev.tid)] = str(a.name) if a.name is not UNSET else ""
         return True
+
+    def _typed_lanes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
+        """Lane index (int32) per event from its (pid, tid) track; None if a track is unknown."""
+        lane_of = self._track_lanes
+        if len(pid) and min(pid.min(), tid.min()) >= 0 and max(pid.max(), tid.max()) < (1 << 31):
+            u, first, inv = np.unique((pid << 31) | tid, return_index=True, return_inverse=True)
+            keys = [(k >> 31, k & ((1 << 31) - 1)) for k in u.tolist()]
+            if any(k not in lane_of for k in keys):  # learnt in order of first appearance, as the dict paths
+                self._learn_tracks([keys[i] for i in np.argsort(first, kind="stable").tolist()])
+        else:
+            keys = list(zip(pid.tolist(), tid.tolist()))
+            inv = None
+        if any(k not in lane_of for k in keys) and not self._learn_tracks(keys):
+            return None
+        per_key = np.fromiter(map(lane_of.__getitem__, keys), np.int32, len(keys))
+        return per_key[inv] if inv is not None else per_key
