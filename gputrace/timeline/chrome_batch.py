@@ -9,6 +9,7 @@ thread-safe (one reader per accumulator).
 from __future__ import annotations
 
 import re
+from array import array
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,9 @@ import numpy as np
 from gputrace.phases import phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane
 
-__all__ = ["OursBatch", "STATUS", "hex_int"]
+__all__ = ["ColumnState", "OursBatch", "STATUS", "hex_int"]
 
-STATUS = {"ok": 1, "error": 2}
+STATUS: dict[Any, int] = {"ok": 1, "error": 2}
 _OURS_PH = {"X", "M", "s", "f"}
 _NUM = {int, float}
 _NUM_OR_NONE = {int, float, type(None)}
@@ -35,7 +36,73 @@ def hex_int(v: Any) -> int:
     return 0
 
 
-class OursBatch:
+class ColumnState:
+    """The accumulator state the column paths (this module's and ``chrome_typed``'s) share with
+    ``chrome_import._Events``, which sets all of it in its ``__init__`` and defines ``_lane``."""
+
+    source: str
+    ours: bool
+    lane_map: dict
+    resources: list
+    idx: int  # events seen (for error messages)
+    skipped: int
+    t_max: int
+    proc_names: dict[Any, str]
+    thread_names: dict[tuple, str]
+    start: array[int]
+    end: array[int]
+    gstart: array[int]
+    gend: array[int]
+    hasg: array[int]
+    circuit: array[int]
+    batch: array[int]
+    nbytes: array[int]
+    kind: array[int]
+    status: array[int]
+    phase: array[int]
+    lane: array[int]
+    span_id: array[int]
+    parent_sid: array[int]
+    trace: array[int]
+    resource: array[int]
+    names: dict[int, str]
+    phases: list[str]
+    phase_ix: dict[str, int]
+    trace_ids: list[str]
+    trace_ix: dict[str, int]
+
+    def _lane(self, key: Any) -> int:
+        """Index of a lane key in the accumulator's lane table (added if new)."""
+        raise NotImplementedError
+
+    @property
+    def _track_lanes(self) -> dict:
+        """(pid, tid) of a gputrace export -> lane index, as learnt so far."""
+        d = self.__dict__.get("_tl_cache")
+        if d is None:
+            d = self.__dict__["_tl_cache"] = {}
+        return d
+
+    def _learn_tracks(self, keys: list) -> bool:
+        """Map unseen (pid, tid) tracks to lane indices through ``lane_map``; False if one is unknown."""
+        d = self._track_lanes
+        try:
+            todo = [k for k in dict.fromkeys(keys) if k not in d]
+        except TypeError:  # an unhashable pid/tid: the per-event path reports it
+            return False
+        for k in todo:
+            info = self.lane_map.get(f"{k[0]}/{k[1]}")
+            if not isinstance(info, dict):
+                return False
+            try:
+                lane = Lane(str(info["host"]), int(info["pid"]), int(info["device"]), str(info["name"]))
+            except (KeyError, TypeError, ValueError):
+                return False
+            d[k] = self._lane(lane)
+        return True
+
+
+class OursBatch(ColumnState):
     def _add_ours_batch(self, events: list) -> bool:
         """A batch of a gputrace export turned into columns with one list comprehension per field
         (the per-event path costs ~10 us an event). Only for the plain case: every event a dict,
@@ -47,8 +114,8 @@ class OursBatch:
         phs = [ev.get("ph") for ev in events]
         if not set(phs) <= _OURS_PH:
             return False
-        xs = [ev for ev, ph in zip(events, phs) if ph == "X"]
-        metas = [ev for ev, ph in zip(events, phs) if ph == "M"]
+        xs = [ev for ev, ph in zip(events, phs, strict=True) if ph == "X"]
+        metas = [ev for ev, ph in zip(events, phs, strict=True) if ph == "M"]
         nx = len(xs)
         if nx:
             ts_l = [ev.get("ts") for ev in xs]
@@ -70,20 +137,20 @@ class OursBatch:
             if (dur < 0).any():
                 return False
             names = [str(ev.get("name", "")) for ev in xs]
-            phases = [str(a.get("phase", nm)) for a, nm in zip(args, names)]
+            phases = [str(a.get("phase", nm)) for a, nm in zip(args, names, strict=True)]
             pix = self.phase_ix
             for ph in dict.fromkeys(phases):  # first appearance order, as the per-event path
                 if ph not in pix:
                     pix[ph] = len(self.phases)
                     self.phases.append(ph)
             kinds = [KIND_CODES.get(str(a["kind"]), 0) if "kind" in a else
-                     KIND_CODES.get(phase_kind(ph), 0) for a, ph in zip(args, phases)]
+                     KIND_CODES.get(phase_kind(ph), 0) for a, ph in zip(args, phases, strict=True)]
             h_ts = [a.get("host.ts_us") for a in args]
             g_ts = [a.get("gpu.ts_us") for a in args]
             if not ({type(v) for v in h_ts} | {type(v) for v in g_ts}) <= _NUM_OR_NONE:
                 return False
-            h_dur = [a.get("host.dur_us", 0) if h is not None else 0 for a, h in zip(args, h_ts)]
-            g_dur = [a.get("gpu.dur_us", 0) if g is not None else 0 for a, g in zip(args, g_ts)]
+            h_dur = [a.get("host.dur_us", 0) if h is not None else 0 for a, h in zip(args, h_ts, strict=True)]
+            g_dur = [a.get("gpu.dur_us", 0) if g is not None else 0 for a, g in zip(args, g_ts, strict=True)]
             if not ({type(v) for v in h_dur} | {type(v) for v in g_dur}) <= _NUM:
                 return False
             s, e = ts, ts + dur
@@ -114,7 +181,7 @@ class OursBatch:
                     self.trace_ids.append(t)
             trace = [tix[t] if type(t) is str else -1 for t in trs]
             i0 = len(self.start)
-            for j, (a, nm, ph) in enumerate(zip(args, names, phases)):
+            for j, (a, nm, ph) in enumerate(zip(args, names, phases, strict=True)):
                 n_ = a.get("name", nm)
                 if n_ != ph:
                     self.names[i0 + j] = str(n_)
@@ -146,29 +213,3 @@ class OursBatch:
             elif name == "thread_name":
                 self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(a.get("name", ""))
         return True
-
-    @property
-    def _track_lanes(self) -> dict:
-        d = self.__dict__.get("_tl_cache")
-        if d is None:
-            d = self.__dict__["_tl_cache"] = {}
-        return d
-
-    def _learn_tracks(self, keys: list) -> bool:
-        """Map unseen (pid, tid) tracks to lane indices through ``lane_map``; False if one is unknown."""
-        d = self._track_lanes
-        try:
-            todo = [k for k in dict.fromkeys(keys) if k not in d]
-        except TypeError:  # an unhashable pid/tid: the per-event path reports it
-            return False
-        for k in todo:
-            info = self.lane_map.get(f"{k[0]}/{k[1]}")
-            if not isinstance(info, dict):
-                return False
-            try:
-                lane = Lane(str(info["host"]), int(info["pid"]), int(info["device"]), str(info["name"]))
-            except (KeyError, TypeError, ValueError):
-                return False
-            d[k] = self._lane(lane)
-        return True
-

@@ -11,10 +11,10 @@ span, only the attributes it keeps), so memory follows the Timeline, not the JSO
 of other tools' traces are resolved at the end (thread names may come after the events that use
 them); batches of a gputrace export are decoded into typed Structs and turned into columns with numpy
 (:mod:`gputrace.timeline.chrome_typed`), or, when their events have another shape, take a columnar
-path over dicts (:mod:`gputrace.timeline.chrome_batch`). A
-gputrace export must carry its ``otherData`` (lanes, epoch) before ``traceEvents``, as the writer puts it; older exports (``otherData`` last), files the scanner cannot split, and malformed
-files are read whole, as before (``from_chrome`` of the parsed document), which also names the
-problem.
+path over dicts (:mod:`gputrace.timeline.chrome_batch`). A gputrace export must carry its
+``otherData`` (lanes, epoch) before ``traceEvents``, as the writer puts it; older exports
+(``otherData`` last), files the scanner cannot split, and malformed files are read whole, as
+before (``from_chrome`` of the parsed document), which also names the problem.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from array import array
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -30,7 +30,7 @@ import orjson
 from gputrace.phases import phase_kind
 from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
-from gputrace.timeline.chrome_typed import OursTyped, TypedBatch, decode_ours
+from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode_ours
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 
@@ -67,6 +67,8 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
                 if what == "head":
                     acc = _Events.for_header(value, host, str(p))
                 elif what == "events":
+                    if acc is None:  # the scanner yields the head first
+                        raise ScanError("events before the header")
                     acc.add(value)
                 elif _late_header(value):
                     acc = None  # the keys that decide the mapping came after the events: read whole
@@ -78,7 +80,7 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
     return _read_whole(p, host)
 
 
-def _decoder_for(head: dict) -> Callable[[bytes], Any]:
+def _decoder_for(head: dict) -> Decode:
     """How the scanner decodes event batches: typed for a gputrace export (see ``_Events.add``)."""
     other = head.get("otherData")
     return decode_ours if isinstance(other, dict) and other.get("generator") == GENERATOR else orjson.loads
@@ -117,9 +119,10 @@ def _read_whole(p: Path, host: str) -> Timeline:
 
 
 def _num(ev: dict, key: str, src: str, idx: int) -> float:
-    v = ev.get(key)
+    v: Any = ev.get(key)
     if type(v) not in (int, float):
-        raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({ev.get('ph')!r} {ev.get('name')!r}): field {key!r} must be a number, got {v!r}")
+        raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({ev.get('ph')!r} {ev.get('name')!r}): "
+                                f"field {key!r} must be a number, got {v!r}")
     return v
 
 
@@ -147,7 +150,7 @@ class _Events(OursBatch, OursTyped):
     """Accumulates events (in file order, in batches) as columns; ``timeline()`` builds the result."""
 
     @classmethod
-    def for_header(cls, head: dict, host: str, source: str) -> "_Events":
+    def for_header(cls, head: dict, host: str, source: str) -> _Events:
         """The accumulator for a document whose top-level keys other than ``traceEvents`` are ``head``."""
         other = head.get("otherData") if isinstance(head, dict) else None
         other = other if isinstance(other, dict) else {}
@@ -178,7 +181,7 @@ class _Events(OursBatch, OursTyped):
         self.names: dict[int, str] = {}
         self.phases: list[str] = []
         self.phase_ix: dict[str, int] = {}
-        self.lane_keys: list[tuple] = []  # ours: Lane; others: ("gpu", dev, stream) or ("thr", pid, tid)
+        self.lane_keys: list[Any] = []  # ours: Lane; others: ("gpu", dev, stream) or ("thr", pid, tid)
         self.lane_ix: dict[Any, int] = {}
         self.trace_ids: list[str] = []
         self.trace_ix: dict[str, int] = {}
@@ -192,11 +195,13 @@ class _Events(OursBatch, OursTyped):
         if isinstance(events, TypedBatch):
             if self.ours and self._add_ours_typed(events.events):
                 return
-            events = events.as_json()
-        if self.ours and self._add_ours_batch(events):
+            evs: list = events.as_json()
+        else:
+            evs = events
+        if self.ours and self._add_ours_batch(evs):
             return
         src = self.source
-        for ev in events:
+        for ev in evs:
             idx = self.idx
             self.idx += 1
             if not isinstance(ev, dict):
@@ -304,10 +309,11 @@ class _Events(OursBatch, OursTyped):
             sid, psid = _hex_int(a.pop("span_id", "")), _hex_int(a.pop("parent_span_id", ""))
             t = a.pop("trace_id", None)
             if isinstance(t, str):
-                tr = self.trace_ix.get(t)
-                if tr is None:
-                    tr = self.trace_ix[t] = len(self.trace_ids)
+                known = self.trace_ix.get(t)
+                if known is None:
+                    known = self.trace_ix[t] = len(self.trace_ids)
                     self.trace_ids.append(t)
+                tr = known
             if name_ != phase:
                 self.names[i] = str(name_)
         self.start.append(s)
@@ -355,7 +361,8 @@ class _Events(OursBatch, OursTyped):
         cols = {
             "start": start, "end": end,
             "gpu_start": np.where(has_g, g0 + base, -1), "gpu_end": np.where(has_g, g1 + base, -1),
-            "device": np.asarray([ln.device for ln in lanes] or [0], np.int64)[lane_col] if n else np.zeros(0, np.int64),
+            "device": (np.asarray([ln.device for ln in lanes] or [0], np.int64)[lane_col] if n
+                       else np.zeros(0, np.int64)),
             "circuit": np.frombuffer(self.circuit, np.int64) if n else np.zeros(0, np.int64),
             "batch": np.frombuffer(self.batch, np.int64) if n else np.zeros(0, np.int64),
             "nbytes": np.frombuffer(self.nbytes, np.int64) if n else np.zeros(0, np.int64),

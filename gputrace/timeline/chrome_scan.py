@@ -10,8 +10,9 @@ returns, by default ``orjson.loads``'s list.
 
 How events are split without a full tokenizer: a batch ends at a ``}`` followed by ``,`` and ``{``
 (``},{``, or with whitespace as Kineto writes them); the candidate text is decoded as
-``[...]``, which validates it (decoding is the validation) — a split inside a string or inside a nested object cannot produce a
-balanced, valid array, so it fails and the previous candidate is tried. The top level is walked by
+``[...]``, which validates it (decoding is the validation) — a split inside a string or inside a
+nested object cannot produce a balanced, valid array, so it fails and the previous candidate is
+tried. The top level is walked by
 a small scanner that tracks strings and depth, only over the bytes around the array (the header and
 trailer: a few KiB). Raises ``ScanError`` for anything it cannot split (the caller then reads the
 whole document, which names the problem). Not thread-safe (one stream per call).
@@ -20,7 +21,8 @@ whole document, which names the problem). Not thread-safe (one stream per call).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import orjson
 
@@ -34,7 +36,7 @@ _SPLIT = re.compile(rb"\}\s*,\s*\{")
 #: Split candidates are looked for in the buffer's last this-many bytes first (the whole buffer only
 #: if none there decodes), rather than listing every candidate of an 8 MiB buffer.
 _TAIL_BYTES = 1 << 16
-Decode = Callable[[bytes], Any]
+Decode = Callable[[bytes | bytearray | memoryview], Any]
 
 
 class ScanError(ValueError):
@@ -96,7 +98,7 @@ def _top_key(buf: _Buf) -> tuple[bytes, int]:
     depth, in_str, esc = 1, False, False
     i = buf.pos
     key_start = -1
-    last_key = b""
+    last_key: bytes | bytearray = b""
     while True:
         d = buf.data
         n = len(d)
@@ -116,7 +118,7 @@ def _top_key(buf: _Buf) -> tuple[bytes, int]:
                 key_start = i
             elif ch in b"{[":
                 if depth == 1 and ch == 0x5B and last_key == b'"traceEvents"' and d[start:i].rstrip().endswith(b":"):
-                    return d[start:i], i
+                    return bytes(d[start:i]), i
                 depth += 1
             elif ch in b"}]":
                 depth -= 1
@@ -253,7 +255,10 @@ def scan_chrome(f, decoder_for: Callable[[dict], Decode] | None = None) -> Itera
         pass
     rest = buf.data[buf.pos:].strip()
     try:
-        tail = orjson.loads(b'{"_":0' + rest) if rest.startswith(b",") else orjson.loads(b"{}" if rest == b"}" else b"x")
+        if rest.startswith(b","):
+            tail = orjson.loads(b'{"_":0' + rest)
+        else:
+            tail = orjson.loads(b"{}" if rest == b"}" else b"x")
     except orjson.JSONDecodeError as e:
         raise ScanError(f"trailer: {e}") from None
     tail.pop("_", None)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from operator import attrgetter, ne
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -31,12 +31,10 @@ import orjson
 from msgspec import UNSET, UnsetType, field
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.chrome_batch import STATUS, hex_int
+from gputrace.timeline.chrome_batch import STATUS, ColumnState, hex_int
 from gputrace.timeline.model import KIND_CODES
 
-__all__ = ["TypedBatch", "decode_ours", "OursTyped", "hex_ids"]
-
-_Str = Union[str, UnsetType]
+__all__ = ["Decode", "TypedBatch", "decode_ours", "OursTyped", "hex_ids"]
 
 
 class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -44,19 +42,19 @@ class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     paths distinguish an absent key from a present one; NaN or None where they treat null as absent
     (a null time is refused here, so such an event takes the dict path)."""
 
-    phase: Union[str, UnsetType] = UNSET
+    phase: str | UnsetType = UNSET
     color: Any = None  # unused by the reader
-    kind: Union[str, UnsetType] = UNSET
+    kind: str | UnsetType = UNSET
     span_id: str = ""
     parent_span_id: str = ""
-    trace_id: Union[str, None] = None
+    trace_id: str | None = None
     device: Any = None  # unused: the lane gives the device
     circuit: int = -1
     batch: int = -1
     bytes: int = -1
     resource: int = -1
-    status: Union[str, None] = None
-    name: Union[str, UnsetType] = UNSET
+    status: str | None = None
+    name: str | UnsetType = UNSET
     host_ts: float = field(default=math.nan, name="host.ts_us")
     host_dur: float = field(default=0.0, name="host.dur_us")
     gpu_ts: float = field(default=math.nan, name="gpu.ts_us")
@@ -66,7 +64,7 @@ class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 class MetaArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """``args`` of a metadata event as the writer puts them."""
 
-    name: Union[str, UnsetType] = UNSET
+    name: str | UnsetType = UNSET
     sort_index: Any = None
 
 
@@ -74,8 +72,8 @@ class XEvent(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     name: str = ""
     ts: float = math.nan  # absent: the dict paths raise the error
     dur: float = 0.0
-    pid: Union[int, None] = None
-    tid: Union[int, None] = None
+    pid: int | None = None
+    tid: int | None = None
     args: OursArgs = field(default_factory=OursArgs)  # null: not this shape
 
 
@@ -83,7 +81,7 @@ class MEvent(msgspec.Struct, tag_field="ph", tag="M", gc=False):
     name: Any = None
     pid: Any = None
     tid: Any = None
-    args: Union[MetaArgs, None] = None
+    args: MetaArgs | None = None
 
 
 class FlowStart(msgspec.Struct, tag_field="ph", tag="s", gc=False):
@@ -94,7 +92,7 @@ class FlowEnd(msgspec.Struct, tag_field="ph", tag="f", gc=False):
     """See FlowStart."""
 
 
-_DECODER = msgspec.json.Decoder(list[Union[XEvent, MEvent, FlowStart, FlowEnd]])
+_DECODER = msgspec.json.Decoder(list[XEvent | MEvent | FlowStart | FlowEnd])
 _NO_META_ARGS = MetaArgs()
 
 
@@ -113,7 +111,11 @@ class TypedBatch:
         return orjson.loads(b"".join((b"[", self.inner, b"]")))
 
 
-def decode_ours(text: Any) -> TypedBatch | Any:
+#: A batch decoder: the text of a JSON array (bytes-like) -> its events. Raises ValueError if not JSON.
+Decode = Callable[[bytes | bytearray | memoryview], Any]
+
+
+def decode_ours(text: bytes | bytearray | memoryview) -> TypedBatch | Any:
     """``text`` (bytes-like: a JSON array of events) as a TypedBatch, or as orjson objects when the
     events are valid JSON of another shape. Raises ValueError (orjson.JSONDecodeError) when it is
     not JSON. The TypedBatch keeps a view of ``text`` without its brackets."""
@@ -172,19 +174,14 @@ def _codes(vals: list, code: Callable[[Any], int], dtype: type, distinct: dict |
     return np.fromiter(map(table.__getitem__, vals), dtype, len(vals))
 
 
-class OursTyped:
+class OursTyped(ColumnState):
     """Mixin of ``chrome_import._Events``: a TypedBatch of a gputrace export into columns."""
-
-    # Provided by the accumulator (chrome_import._Events / chrome_batch.OursBatch).
-    _track_lanes: dict
-    _learn_tracks: Callable[[list], bool]
 
     def _add_ours_typed(self, events: list) -> bool:
         """The columns of a TypedBatch's events (same values as ``_add_ours_batch`` of the same
         events as dicts). Returns False, having changed nothing, when an ``X`` event lacks ``ts``,
         ``pid`` or ``tid``, has a negative ``dur`` or an unknown track (the dict paths then raise or
         handle it)."""
-        self_: Any = self
         types = set(map(type, events))
         if types == {XEvent}:
             xs, metas = events, []
@@ -212,18 +209,18 @@ class OursTyped:
             phases = list(map(attrgetter("phase"), args))
             uniq = dict.fromkeys(phases)
             if UNSET in uniq:
-                phases = [ev if p is UNSET else p for p, ev in zip(phases, ev_names)]
+                phases = [ev if p is UNSET else p for p, ev in zip(phases, ev_names, strict=True)]
                 uniq = dict.fromkeys(phases)
-            pix = self_.phase_ix
+            pix = self.phase_ix
             for ph in uniq:  # first appearance order, as the per-event path
                 if ph not in pix:
-                    pix[ph] = len(self_.phases)
-                    self_.phases.append(ph)
+                    pix[ph] = len(self.phases)
+                    self.phases.append(ph)
             phase_col = np.fromiter(map(pix.__getitem__, phases), np.int32, nx)
             kinds_l = list(map(attrgetter("kind"), args))
             uniq = dict.fromkeys(kinds_l)
             if UNSET in uniq:
-                kinds_l = [phase_kind(ph) if k is UNSET else k for k, ph in zip(kinds_l, phases)]
+                kinds_l = [phase_kind(ph) if k is UNSET else k for k, ph in zip(kinds_l, phases, strict=True)]
                 uniq = dict.fromkeys(kinds_l)
             kinds = _codes(kinds_l, lambda k: KIND_CODES.get(k, 0), np.int8, uniq)
             hs_us, gs_us = _col(args, "host_ts", np.float64), _col(args, "gpu_ts", np.float64)
@@ -239,56 +236,56 @@ class OursTyped:
             end = np.where(host, hs + hd, e)
             g0 = np.where(host, s, np.where(gpu, gs, 0))
             g1 = np.where(host, e, np.where(gpu, gs + gd, 0))
-            nres = len(self_.resources)
+            nres = len(self.resources)
             res = _col(args, "resource", np.int64)
             res = np.where((res >= 0) & (res < nres), res, -1).astype(np.int32)
             status = _codes(list(map(attrgetter("status"), args)), lambda v: STATUS.get(v, 0), np.int8)
-            i0 = len(self_.start)
+            i0 = len(self.start)
             sid = hex_ids(list(map(attrgetter("span_id"), args)))
             sid = np.where(sid != 0, sid, np.arange(i0 + 1, i0 + nx + 1, dtype=np.uint64))
             psid = hex_ids(list(map(attrgetter("parent_span_id"), args)))
-            tix = self_.trace_ix
+            tix = self.trace_ix
             trs = list(map(attrgetter("trace_id"), args))
             uniq = dict.fromkeys(trs)
             for t in uniq:
                 if t is not None and t not in tix:
-                    tix[t] = len(self_.trace_ids)
-                    self_.trace_ids.append(t)
+                    tix[t] = len(self.trace_ids)
+                    self.trace_ids.append(t)
             trace = _codes(trs, lambda t: tix[t] if t is not None else -1, np.int32, uniq)
             # The span's name where it differs from its phase: args.name, else the event's name.
             arg_names = list(map(attrgetter("name"), args))
             names = ev_names if dict.fromkeys(arg_names).keys() == {UNSET} else [
-                ev if n_ is UNSET else n_ for n_, ev in zip(arg_names, ev_names)]
+                ev if n_ is UNSET else n_ for n_, ev in zip(arg_names, ev_names, strict=True)]
             if names != phases:
                 for j in np.flatnonzero(np.fromiter(map(ne, names, phases), bool, nx)).tolist():
-                    self_.names[i0 + j] = names[j]
-            self_.start.frombytes(start.tobytes())
-            self_.end.frombytes(end.tobytes())
-            self_.gstart.frombytes(g0.tobytes())
-            self_.gend.frombytes(g1.tobytes())
-            self_.hasg.frombytes((host | gpu).astype(np.int8).tobytes())
-            self_.circuit.frombytes(_col(args, "circuit", np.int64).tobytes())
-            self_.batch.frombytes(_col(args, "batch", np.int64).tobytes())
-            self_.nbytes.frombytes(_col(args, "bytes", np.int64).tobytes())
-            self_.kind.frombytes(kinds.tobytes())
-            self_.status.frombytes(status.tobytes())
-            self_.phase.frombytes(phase_col.tobytes())
-            self_.lane.frombytes(lanes.tobytes())
-            self_.span_id.frombytes(sid.astype(np.uint64).tobytes())
-            self_.parent_sid.frombytes(psid.tobytes())
-            self_.trace.frombytes(trace.tobytes())
-            self_.resource.frombytes(res.tobytes())
+                    self.names[i0 + j] = names[j]
+            self.start.frombytes(start.tobytes())
+            self.end.frombytes(end.tobytes())
+            self.gstart.frombytes(g0.tobytes())
+            self.gend.frombytes(g1.tobytes())
+            self.hasg.frombytes((host | gpu).astype(np.int8).tobytes())
+            self.circuit.frombytes(_col(args, "circuit", np.int64).tobytes())
+            self.batch.frombytes(_col(args, "batch", np.int64).tobytes())
+            self.nbytes.frombytes(_col(args, "bytes", np.int64).tobytes())
+            self.kind.frombytes(kinds.tobytes())
+            self.status.frombytes(status.tobytes())
+            self.phase.frombytes(phase_col.tobytes())
+            self.lane.frombytes(lanes.tobytes())
+            self.span_id.frombytes(sid.astype(np.uint64).tobytes())
+            self.parent_sid.frombytes(psid.tobytes())
+            self.trace.frombytes(trace.tobytes())
+            self.resource.frombytes(res.tobytes())
             t_end = int(e.max())
-            if t_end > self_.t_max:
-                self_.t_max = t_end
-        self_.skipped += len(events) - nx - len(metas)
-        self_.idx += len(events)
+            if t_end > self.t_max:
+                self.t_max = t_end
+        self.skipped += len(events) - nx - len(metas)
+        self.idx += len(events)
         for ev in metas:
             name, a = ev.name, ev.args if ev.args is not None else _NO_META_ARGS
             if name == "process_name":
-                self_.proc_names[ev.pid] = str(a.name) if a.name is not UNSET else ""
+                self.proc_names[ev.pid] = str(a.name) if a.name is not UNSET else ""
             elif name == "thread_name":
-                self_.thread_names[(ev.pid, ev.tid)] = str(a.name) if a.name is not UNSET else ""
+                self.thread_names[(ev.pid, ev.tid)] = str(a.name) if a.name is not UNSET else ""
         return True
 
     def _typed_lanes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
@@ -300,7 +297,7 @@ class OursTyped:
             if any(k not in lane_of for k in keys):  # learnt in order of first appearance, as the dict paths
                 self._learn_tracks([keys[i] for i in np.argsort(first, kind="stable").tolist()])
         else:
-            keys = list(zip(pid.tolist(), tid.tolist()))
+            keys = list(zip(pid.tolist(), tid.tolist(), strict=True))
             inv = None
         if any(k not in lane_of for k in keys) and not self._learn_tracks(keys):
             return None
