@@ -28,8 +28,9 @@ import orjson
 
 __all__ = ["ScanError", "scan_chrome", "READ_BYTES"]
 
-#: Bytes read per step (and the size of an event batch's text, roughly).
-READ_BYTES = 8 << 20
+#: Bytes read per step (and the size of an event batch's text, roughly). A batch's decoded events
+#: then stay in the CPU caches while its columns are taken out (8 MiB batches measured 5 % slower).
+READ_BYTES = 1 << 20
 #: A single event larger than this is refused (the whole-document reader then handles the file).
 MAX_EVENT_BYTES = 64 << 20
 _SPLIT = re.compile(rb"\}\s*,\s*\{")

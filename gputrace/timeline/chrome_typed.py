@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from operator import attrgetter, ne
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -44,7 +44,7 @@ class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
     phase: str | UnsetType = UNSET
     color: Any = None  # unused by the reader
-    kind: str | UnsetType = UNSET
+    kind: Literal["host", "gpu", "sync", "pin"] | UnsetType = UNSET  # KIND_CODES; decoded without a new str
     span_id: str = ""
     parent_span_id: str = ""
     trace_id: str | None = None
@@ -53,7 +53,7 @@ class OursArgs(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     batch: int = -1
     bytes: int = -1
     resource: int = -1
-    status: str | None = None
+    status: Literal["ok", "error"] | None = None  # STATUS
     name: str | UnsetType = UNSET
     host_ts: float = field(default=math.nan, name="host.ts_us")
     host_dur: float = field(default=0.0, name="host.dur_us")

@@ -96,6 +96,8 @@ EDITS = {
     "kind null": lambda e: e["args"].update({"kind": None}),
     "phase number": lambda e: e["args"].update({"phase": 7}),
     "status number": lambda e: e["args"].update({"status": 3}),
+    "status unknown": lambda e: e["args"].update({"status": "unset"}),
+    "kind unknown": lambda e: e["args"].update({"kind": "tpu"}),
     "circuit float": lambda e: e["args"].update({"circuit": 1.5}),
     "circuit bool": lambda e: e["args"].update({"circuit": True}),
     "sort_index on X": lambda e: e["args"].update({"sort_index": 1}),
@@ -142,6 +144,23 @@ def test_bad_events_keep_their_errors(tmp_path, monkeypatch, edit, match):
         _dict_stream(p, monkeypatch)
     assert str(typed.value) == str(dicts.value)
     assert f"traceEvents[{doc['traceEvents'].index(xs[j])}]" in str(typed.value) or "lane info" in match
+
+
+def test_typed_vocabularies_follow_the_model():
+    """``kind`` and ``status`` are decoded as Literals: they must list exactly the codes the model knows."""
+    from typing import get_args, get_type_hints
+
+    from gputrace.timeline.chrome_batch import STATUS
+    from gputrace.timeline.chrome_typed import OursArgs
+    from gputrace.timeline.model import KIND_CODES
+
+    hints = get_type_hints(OursArgs)
+
+    def literal_values(tp):
+        return {v for a in get_args(tp) for v in (get_args(a) or ()) if isinstance(v, str)}
+
+    assert literal_values(hints["kind"]) == set(KIND_CODES)
+    assert literal_values(hints["status"]) == set(STATUS)
 
 
 def test_hex_ids_match_hex_int():
