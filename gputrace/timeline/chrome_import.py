@@ -9,7 +9,9 @@ Streaming: ``read_chrome`` feeds event batches from :mod:`gputrace.timeline.chro
 ``_Events`` accumulator, which turns each event into column values at once (a few arrays and, per
 span, only the attributes it keeps), so memory follows the Timeline, not the JSON document. Lanes
 of other tools' traces are resolved at the end (thread names may come after the events that use
-them); batches of a gputrace export take a columnar path (:mod:`gputrace.timeline.chrome_batch`). A
+them); batches of a gputrace export are decoded into typed Structs and turned into columns with numpy
+(:mod:`gputrace.timeline.chrome_typed`), or, when their events have another shape, take a columnar
+path over dicts (:mod:`gputrace.timeline.chrome_batch`). A
 gputrace export must carry its ``otherData`` (lanes, epoch) before ``traceEvents``, as the writer puts it; older exports (``otherData`` last), files the scanner cannot split, and malformed
 files are read whole, as before (``from_chrome`` of the parsed document), which also names the
 problem.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import re
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import orjson
@@ -28,6 +30,7 @@ import orjson
 from gputrace.phases import phase_kind
 from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
+from gputrace.timeline.chrome_typed import OursTyped, TypedBatch, decode_ours
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 
@@ -55,7 +58,7 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
     try:
         with open_trace_file(p) as f:
             acc = None
-            for what, value in scan_chrome(f):
+            for what, value in scan_chrome(f, _decoder_for):
                 if what == "head":
                     acc = _Events.for_header(value, host, str(p))
                 elif what == "events":
@@ -68,6 +71,12 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
     return _read_whole(p, host)
+
+
+def _decoder_for(head: dict) -> Callable[[bytes], Any]:
+    """How the scanner decodes event batches: typed for a gputrace export (see ``_Events.add``)."""
+    other = head.get("otherData")
+    return decode_ours if isinstance(other, dict) and other.get("generator") == GENERATOR else orjson.loads
 
 
 def _late_header(tail: dict) -> bool:
@@ -129,7 +138,7 @@ def from_chrome(doc: Any, host: str = "chrome", source: str = "<chrome>", stats:
     return acc.timeline(stats)
 
 
-class _Events(OursBatch):
+class _Events(OursBatch, OursTyped):
     """Accumulates events (in file order, in batches) as columns; ``timeline()`` builds the result."""
 
     @classmethod
@@ -172,7 +181,13 @@ class _Events(OursBatch):
         self.gpu_rows: list[tuple[int, int]] = []
 
     # ---- events ----------------------------------------------------------------------
-    def add(self, events: list) -> None:
+    def add(self, events: list | TypedBatch) -> None:
+        """Events in file order: a list of decoded JSON values, or a TypedBatch (re-decoded as a
+        list when the typed path declines it). Raises ChromeFormatError."""
+        if isinstance(events, TypedBatch):
+            if self.ours and self._add_ours_typed(events.events):
+                return
+            events = orjson.loads(events.text)
         if self.ours and self._add_ours_batch(events):
             return
         src = self.source

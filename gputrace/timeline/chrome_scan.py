@@ -1,13 +1,15 @@
 """Chrome Trace Event JSON as a stream: the document's top-level keys and its events in batches,
 without holding the whole document (``orjson.loads`` of a 1 M-event file peaked at 4 GiB).
 
-``scan_chrome(f)`` reads a binary stream (plain or ``GzipStream``) in chunks and yields
-``("head", dict)`` (the top-level keys before ``traceEvents``; ``{}`` for the array form),
-``("events", list)`` batches of decoded events, and ``("tail", dict)`` (keys after the array).
+``scan_chrome(f, decoder_for=None)`` reads a binary stream (plain or ``GzipStream``) in chunks and
+yields ``("head", dict)`` (the top-level keys before ``traceEvents``; ``{}`` for the array form),
+``("events", batch)`` batches of decoded events, and ``("tail", dict)`` (keys after the array). A
+batch is what ``decoder_for(head)`` (a function of the batch's ``[...]`` text that raises ValueError
+for text that is not JSON) returns, by default ``orjson.loads``'s list.
 
 How events are split without a full tokenizer: a batch ends at a ``}`` followed by ``,`` and ``{``
-(``},{``, or with whitespace as Kineto writes them); the candidate text is decoded by orjson as
-``[...]``, which validates it — a split inside a string or inside a nested object cannot produce a
+(``},{``, or with whitespace as Kineto writes them); the candidate text is decoded as
+``[...]``, which validates it (decoding is the validation) — a split inside a string or inside a nested object cannot produce a
 balanced, valid array, so it fails and the previous candidate is tried. The top level is walked by
 a small scanner that tracks strings and depth, only over the bytes around the array (the header and
 trailer: a few KiB). Raises ``ScanError`` for anything it cannot split (the caller then reads the
@@ -17,7 +19,7 @@ whole document, which names the problem). Not thread-safe (one stream per call).
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -28,6 +30,10 @@ READ_BYTES = 8 << 20
 #: A single event larger than this is refused (the whole-document reader then handles the file).
 MAX_EVENT_BYTES = 64 << 20
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
+#: Split candidates are looked for in the buffer's last this-many bytes first (the whole buffer only
+#: if none there decodes), rather than listing every candidate of an 8 MiB buffer.
+_TAIL_BYTES = 1 << 16
+Decode = Callable[[bytes], Any]
 
 
 class ScanError(ValueError):
@@ -114,7 +120,7 @@ def _top_key(buf: _Buf) -> tuple[bytes, int]:
         key_start -= shift
 
 
-def _events(buf: _Buf) -> Iterator[list]:
+def _events(buf: _Buf, decode: Decode) -> Iterator[Any]:
     """Batches of events from just after ``[`` to just after the matching ``]``."""
     i = buf.skip_ws()
     if i is None:
@@ -126,21 +132,27 @@ def _events(buf: _Buf) -> Iterator[list]:
         d = buf.data
         start = buf.pos
         decoded = None
-        cands = [m.start() for m in _SPLIT.finditer(d, start)]
-        for c in reversed(cands[-8:]):  # the last split that decodes (one try, nearly always)
-            try:
-                decoded = orjson.loads(b"[" + d[start:c + 1] + b"]")
-            except orjson.JSONDecodeError:
-                continue
-            buf.pos = d.index(b"{", c + 1)
-            break
+        # The last split that decodes (one try, nearly always): first among the candidates in the
+        # buffer's tail, then among the last few of the whole buffer.
+        tail_from = max(start, len(d) - _TAIL_BYTES)
+        for lo in ((tail_from, start) if tail_from > start else (start,)):
+            cands = [m.start() for m in _SPLIT.finditer(d, lo)]
+            for c in reversed(cands[-8:]):
+                try:
+                    decoded = decode(b"[" + d[start:c + 1] + b"]")
+                except ValueError:
+                    continue
+                buf.pos = d.index(b"{", c + 1)
+                break
+            if decoded is not None:
+                break
         if decoded is not None:
             yield decoded
             continue
         if len(d) - start > MAX_EVENT_BYTES + READ_BYTES:
             raise ScanError("an event could not be split out")
         if not buf.more():
-            done = _try_end(buf, truncated_ok=True)
+            done = _try_end(buf, decode, truncated_ok=True)
             if done is None:
                 raise ScanError("the events array does not end")
             if done:
@@ -148,10 +160,10 @@ def _events(buf: _Buf) -> Iterator[list]:
             return
 
 
-def _try_end(buf: _Buf, truncated_ok: bool = False) -> list | None:
+def _try_end(buf: _Buf, decode: Decode, truncated_ok: bool = False) -> Any:
     """If the rest of the buffer holds the last events and the closing ``]``, decode them, move past
     the ``]`` and return them; None if not (yet). ``truncated_ok``: at the end of the data, accept
-    events without a closing bracket (a trace cut short)."""
+    events without a closing bracket (a trace cut short). An empty batch is ``[]``."""
     d = buf.data
     start = buf.pos
     j = len(d)
@@ -160,24 +172,24 @@ def _try_end(buf: _Buf, truncated_ok: bool = False) -> list | None:
         if j < 0:
             break
         try:
-            out = orjson.loads(b"[" + d[start:j] + b"]") if d[start:j].strip() else []
-        except orjson.JSONDecodeError:
+            out = decode(b"[" + d[start:j] + b"]") if d[start:j].strip() else []
+        except ValueError:
             continue
-        if isinstance(out, list):
+        if out is not None:  # "[...]" that decodes is an array
             buf.pos = j + 1
             return out
     if truncated_ok:
         text = d[start:].rstrip().rstrip(b",")
         try:
-            out = orjson.loads(b"[" + text + b"]") if text.strip() else []
-        except orjson.JSONDecodeError:
+            out = decode(b"[" + text + b"]") if text.strip() else []
+        except ValueError:
             return None
         buf.pos = len(d)
         return out
     return None
 
 
-def scan_chrome(f) -> Iterator[tuple[str, object]]:
+def scan_chrome(f, decoder_for: Callable[[dict], Decode] | None = None) -> Iterator[tuple[str, Any]]:
     """See the module docstring. Raises ScanError."""
     buf = _Buf(f)
     i = buf.skip_ws()
@@ -187,7 +199,7 @@ def scan_chrome(f) -> Iterator[tuple[str, object]]:
     if first == 0x5B:  # array form
         buf.pos = i + 1
         yield "head", {}
-        for batch in _events(buf):
+        for batch in _events(buf, decoder_for({}) if decoder_for else orjson.loads):
             yield "events", batch
         rest = buf.data[buf.pos:].strip()
         if rest or buf.more():
@@ -204,7 +216,7 @@ def scan_chrome(f) -> Iterator[tuple[str, object]]:
         raise ScanError(f"header: {e}") from None
     buf.pos = lb + 1
     yield "head", head
-    for batch in _events(buf):
+    for batch in _events(buf, decoder_for(head) if decoder_for else orjson.loads):
         yield "events", batch
     while buf.more():
         pass
