@@ -13,6 +13,8 @@ names (protobuf JSON allows both). Unknown fields (``flags``, ``droppedAttribute
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 
@@ -115,7 +117,7 @@ class ValueTooDeep(ValueError):
     """An attribute value nested deeper than ``MAX_VALUE_DEPTH`` levels."""
 
 
-def py_value(v: AnyValue, _depth: int = 0):
+def py_value(v: AnyValue, _depth: int = 0) -> Any:
     """AnyValue Struct -> Python value (str, int, float, bool, bytes, list, dict or None).
     Raises ``ValueTooDeep`` for arrays/kvlists nested deeper than ``MAX_VALUE_DEPTH``."""
     s = v.stringValue
