@@ -32,6 +32,8 @@ from gputrace.trace.summary import RunSummary
 log = logging.getLogger("gputrace.trace")
 
 _lock = threading.RLock()
+#: Phases handed to the sinks per call (a multiple of JsonlFileSink's 2048 spans per line).
+_DRAIN_CHUNK = 8192
 _active: "Recorder | None" = None
 _last_summary: RunSummary | None = None
 _atexit_registered = False
@@ -161,6 +163,7 @@ class Recorder:
             self.drain(final=True)
         except Exception:  # as in _run: the sinks must still be closed and the summary returned
             log.exception("gputrace: final drain failed")
+        _ph.clear_pool()
         if self.cupti is not None:  # CUPTI is process-wide: never leave it collecting (stop is idempotent)
             try:
                 self.cupti.stop()
@@ -236,8 +239,19 @@ class Recorder:
         # _ph._cuda stays None until the first phase with a stream: skip the scan for host-only runs.
         if self._pending_cuda or (_ph._cuda is not None and any(p.ev0 is not None for p in phases)):
             phases = self._resolve_cuda(phases, final)
-        if not phases:
-            return 0
+        n = len(phases)
+        # In chunks, each recycled as soon as its sinks are done: the callers then reuse those phase
+        # objects during a long drain instead of allocating (hotpath.recycle). The chunks leave
+        # ``phases`` as they go, so a chunk's list holds the only exporter reference to its phases.
+        while phases:
+            chunk = phases[:_DRAIN_CHUNK]
+            del phases[:_DRAIN_CHUNK]
+            self._export_phases(chunk)
+            _ph.recycle(chunk)  # last: nothing may read these phases again
+            del chunk
+        return n
+
+    def _export_phases(self, phases: list) -> None:
         off = self.epoch_offset_ns
         ids = self.ids
         # Span records only for sinks that take them; a file sink encodes the phases directly
@@ -263,7 +277,6 @@ class Recorder:
                 s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
         if self.join is not None:
             self._register_phases(phases)
-        return n
 
     def _register_phases(self, phases: list) -> None:
         """Tell the activity join the ids of exported phases that pushed an external correlation id."""
