@@ -14,12 +14,17 @@ Threading contract
   Buffers are plain lists bounded by ``_ROOM`` entries: past that the phase is counted in
   ``_ThreadState.dropped`` and not stored. Only the recorder's exporter thread removes entries
   (``del buf[:n]``, atomic under the GIL, so concurrent appends are never lost).
+* Once every sink has taken a finished plain phase, the exporter may put it in the shared pool
+  (``recycle``), from which ``phase()`` on any thread takes it again; only phases that nothing else
+  references are recycled, so a phase object the program can still reach is never reused.
 
 Why hand-written: this path runs per phase on the caller's thread with a budget of ~0.5 us; the OTel SDK
-costs ~9 us per span. Here a phase costs: one object, one thread-local read, two ``perf_counter_ns`` reads,
-two attribute-linked stack updates and one list append (+ NVTX push/pop when a tool is attached, + two CUDA
-event records when a stream is given). Span ids, trace ids, attributes and epoch times are all derived
-later on the exporter thread (``gputrace.trace.records``).
+costs ~9 us per span. Here a phase costs: one object (taken from the pool of recycled phases when the
+exporter has returned some, see ``recycle``), one thread-local read, two ``perf_counter_ns`` reads, two
+attribute-linked stack updates and one list append (+ NVTX push/pop when a tool is attached, + the CUPTI
+external id push/pop while CUDA activity is collected, + two CUDA event records when a stream is given).
+Span ids, trace ids, attributes and epoch times are all derived later on the exporter thread
+(``gputrace.trace.records``). Where the nanoseconds go: docs/tracer.md, "Performance".
 
 ``GPUTRACE_DISABLE=1`` (read at import) binds ``phase``/``start_phase`` to functions returning one shared no-op
 object; the decorator form then returns the function unchanged.
@@ -383,14 +388,16 @@ def recycle(phases: list) -> int:
     if room <= 0:
         return 0
     out = []
+    keep = out.append
+    rc = _refcount
+    cls = Phase
     for p in phases:
-        if type(p) is Phase and _refcount(p) == 3:  # phases, p, and the argument of getrefcount
+        if type(p) is cls and rc(p) == 3:  # phases, p, and the argument of getrefcount
             p.__dict__.clear()  # ids, set(), error, handle state: back to the class defaults
-            p.up = None
-            p.st = None
-            out.append(p)
-            if len(out) >= room:
-                break
+            p.up = None  # (st stays: overwritten at the next enter)
+            keep(p)
+    if len(out) > room:
+        del out[room:]
     _pool.extend(out)
     return len(out)
 
