@@ -18,8 +18,9 @@ object with seven slot stores.
 Phase rows: the real hot path (``gputrace.phase``) recording into a file sink with the exporter thread
 parked, the buffer drained by ``Recorder.drain()`` between repeats (untimed): "fresh" with the phase pool
 off (every phase a new object), "recycled" with it on (``hotpath.recycle`` refills it at each drain). This
-is the caller's own cost; ``bench_tracer.py`` times the same phase with the exporter running
-concurrently, which adds GIL hand-offs and cache traffic on a 2-core machine.
+is the caller's own cost. "paced": the exporter thread running (50 ms interval), each timed loop followed by
+an idle wait until the exporter has taken its phases. ``bench_tracer.py`` times the same phase in a burst
+that the exporter cannot keep up with (it runs the whole time, and most phases find the pool empty).
 """
 
 from __future__ import annotations
@@ -169,6 +170,27 @@ def main(argv=None) -> int:
                     rec.drain()
                 res[name].append(_time(ours, args.n))
                 rec.drain()
+        hotpath.POOL_MAX = pool_max
+        summary = gputrace.shutdown()
+        assert summary.spans_dropped == 0
+
+        # Paced: the exporter thread running (every 50 ms), the caller timing n phases, then idle until the
+        # exporter has taken them, as in a program whose phases come slower than the exporter writes them.
+        rec = gputrace.configure(trace_file=os.path.join(tmp, "p.jsonl"), collect_gpu_info=False,
+                                 buffer_size=1 << 22, flush_interval_s=0.05)
+        st = hotpath._state()
+        paced = {"phase, paced, exporter running, pool off": 0, "phase, paced, exporter running, pool on": pool_max}
+        for name in paced:
+            res[name] = []
+        for _ in range(args.repeats):
+            for name, cap in paced.items():
+                hotpath.POOL_MAX = cap
+                if cap == 0:
+                    hotpath.clear_pool()
+                res[name].append(_time(ours, args.n))
+                while st.buf:
+                    time.sleep(0.01)
+                time.sleep(0.06)  # the drain's recycle() runs after its sinks
         hotpath.POOL_MAX = pool_max
         summary = gputrace.shutdown()
         assert summary.spans_dropped == 0

@@ -391,8 +391,9 @@ def recycle(phases: list) -> int:
     keep = out.append
     rc = _refcount
     cls = Phase
+    base = _UNREFERENCED
     for p in phases:
-        if type(p) is cls and rc(p) == 3:  # phases, p, and the argument of getrefcount
+        if type(p) is cls and rc(p) == base:  # only `phases`, `p` and getrefcount's argument hold it
             p.__dict__.clear()  # ids, set(), error, handle state: back to the class defaults
             p.up = None  # (st stays: overwritten at the next enter)
             keep(p)
@@ -400,6 +401,24 @@ def recycle(phases: list) -> int:
         del out[room:]
     _pool.extend(out)
     return len(out)
+
+
+def _count_in_loop(objs: list) -> list:
+    # The same loop shape as recycle()'s: what getrefcount reads there for an object only `objs` holds.
+    out = []
+    rc = _refcount
+    for p in objs:
+        out.append(rc(p))
+    return out
+
+
+# The count recycle() sees for a phase nothing else references (3 on CPython 3.10-3.13: the list, the loop
+# variable, the argument), measured rather than assumed, so an interpreter that counts differently (a
+# borrowed argument, say) recycles nothing rather than something still referenced. No pool at all where
+# reference counts do not mean exclusive ownership (the free-threaded build).
+_UNREFERENCED = _count_in_loop([object()])[0]
+if not getattr(sys, "_is_gil_enabled", lambda: True)():
+    POOL_MAX = 0
 
 
 def clear_pool() -> None:
