@@ -75,6 +75,23 @@ def host_rows(tl: Timeline) -> np.ndarray:
     return np.flatnonzero((c["gpu_start"] < 0) & (c["kind"] != GPU_KIND))
 
 
+def climb(ids: np.ndarray, anc: np.ndarray, parent: np.ndarray, visit, levels: int = 64) -> None:
+    """Walk up the ancestors of many items at once, one numpy pass per level, for at most ``levels``
+    levels. ``anc[i]`` is item ``ids[i]``'s first ancestor row (-1: none); ``parent`` the parent column.
+    At each level ``visit(ids, anc)`` gets the items still climbing and their ancestor at that level
+    and returns a boolean mask of the items that climb on (None: all of them). Items whose ancestor is
+    -1 stop. Raises what ``visit`` raises."""
+    for _ in range(levels):
+        ok = anc >= 0
+        ids, anc = ids[ok], anc[ok]
+        if len(ids) == 0:
+            return
+        keep = visit(ids, anc)
+        if keep is not None:
+            ids, anc = ids[keep], anc[keep]
+        anc = parent[anc]
+
+
 def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense ids for the tuples of several equal-length integer key arrays.
 

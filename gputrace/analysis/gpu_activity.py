@@ -30,6 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from gputrace.analysis._common import (
+    climb,
     device_activity,
     gaps_between,
     group_ids,
@@ -242,17 +243,13 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
     a_rows, a_s, a_e, a_w, a_dev = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw], idx.device[dw]
     # (phase row, activity) pairs: every non-activity ancestor of each activity span.
     pr, pa = [], []
-    ai = np.arange(len(a_rows), dtype=np.int64)
-    cur = parent[a_rows]
-    for _ in range(64):
-        ok = cur >= 0
-        ai, cur = ai[ok], cur[ok]
-        if len(ai) == 0:
-            break
-        ph = ~act_mask[cur]
-        pr.append(cur[ph])
+
+    def collect(ai, anc):  # every level: the activities' phase (non-activity) ancestors
+        ph = ~act_mask[anc]
+        pr.append(anc[ph])
         pa.append(ai[ph])
-        cur = parent[cur]
+
+    climb(np.arange(len(a_rows), dtype=np.int64), parent[a_rows], parent, collect)
     if not pr or sum(len(p) for p in pr) == 0:
         return _empty(tl)
     prow, pact = np.concatenate(pr), np.concatenate(pa)

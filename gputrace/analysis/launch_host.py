@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gputrace.analysis._common import offsets_from_counts, pair_overlaps, uncovered
+from gputrace.analysis._common import climb, offsets_from_counts, pair_overlaps, uncovered
 from gputrace.timeline.model import Timeline
 
 def thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
@@ -29,15 +29,13 @@ def thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
     k = np.where(act_mask & (c["kind"] != 2), -1, k)  # device work is not a host thread's time
     parent = c["parent"]
     todo = np.flatnonzero((k < 0) & ~act_mask)
-    cur = parent[todo]
-    for _ in range(64):
-        ok = cur >= 0
-        todo, cur = todo[ok], cur[ok]
-        if len(todo) == 0:
-            break
-        hit = lane_key[c["lane"][cur]] >= 0
-        k[todo[hit]] = lane_key[c["lane"][cur[hit]]]
-        todo, cur = todo[~hit], parent[cur[~hit]]
+
+    def take_thread(rows, anc):  # the nearest ancestor on a thread lane gives its key; the others climb on
+        hit = lane_key[c["lane"][anc]] >= 0
+        k[rows[hit]] = lane_key[c["lane"][anc[hit]]]
+        return ~hit
+
+    climb(todo, parent[todo], parent, take_thread)
     # A root phase on a stream lane (no thread above it) takes the thread of its host-side children.
     for _ in range(4):
         m = (parent >= 0) & (k >= 0) & ~act_mask

@@ -47,7 +47,8 @@ class LoadProgress:
 
     @property
     def timeline(self) -> Timeline:
-        return self.loader.timeline()
+        # The last progress of a finished load hands the loader's columns over (no more feeding).
+        return self.loader.timeline(release=self.done)
 
     @property
     def report(self) -> LoadReport:

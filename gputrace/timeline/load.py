@@ -33,6 +33,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
+import numpy as np
+
 from gputrace.timeline._feed import load_file_into
 from gputrace.timeline._lines import GzipStream, PathLike, head, is_gzip
 from gputrace.timeline._loader import TraceLoader
@@ -129,9 +131,9 @@ def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, worke
         else:
             load_file_into(loader, p)
     if not parts:
-        return loader.timeline()
+        return loader.timeline(release=True)
     if loader.report.files:
-        parts.append(loader.timeline())
+        parts.append(loader.timeline(release=True))
     tl = Timeline.concat(parts)
     report = LoadReport(files=order)
     for part in parts:
@@ -304,6 +306,9 @@ def load_steps(
             key = cache.source_key(p)
         if cached is not None:
             tl = cached
+            if tl.n > PREVIEW_SPANS:  # indexing 10 M spans takes seconds: draw the earliest ones first
+                yield LoadStep(base + size * PREVIEW_SPANS // tl.n, total, "",
+                               _cumulative(finished, lambda tl=tl: _preview(tl)))
         else:
             kind = sniff(p)
             if kind != "otlp":
@@ -318,6 +323,17 @@ def load_steps(
         finished.append(tl)
         base += size
         yield LoadStep(base, total, _notes(finished), _cumulative(finished[:-1], lambda tl=tl: tl))
+
+
+#: A cached trace with more spans than this is shown first by its earliest spans (see ``_preview``).
+PREVIEW_SPANS = 1_000_000
+
+
+def _preview(tl: Timeline) -> Timeline:
+    """The ``PREVIEW_SPANS`` earliest-starting spans of ``tl`` (ties may add a few), parents re-linked."""
+    start = tl.cols["start"]
+    thr = np.partition(start, PREVIEW_SPANS)[PREVIEW_SPANS]
+    return tl.select(start < thr)
 
 
 def _otlp_steps(p: str, base: int, total: int, finished: list[Timeline], stop: threading.Event,

@@ -112,8 +112,12 @@ class Timeline:
         trace_ids: Sequence[str] = (),
         attrs: Mapping[int, dict] | None = None,
         names: Mapping[int, str] | None = None,
+        consume: bool = False,
     ) -> "Timeline":
         """Build from columns in any row order; ``parent`` may be -1 everywhere.
+
+        ``consume=True``: ``cols`` is a dict the caller gives up; its arrays are taken out of it one
+        at a time as they are sorted, so each unsorted column is freed once its sorted copy exists.
 
         ``parent`` and ``depth`` are recomputed from ``span_id``/``parent_span_id`` (ids are
         unique per trace in OTLP; a clash across traces is disambiguated by ``trace``).
@@ -124,7 +128,7 @@ class Timeline:
         full = {}
         for k, dt in COLUMNS.items():
             if k in cols:
-                full[k] = np.asarray(cols[k], dtype=dt)
+                full[k] = np.asarray(cols.pop(k) if consume else cols[k], dtype=dt)
             else:
                 full[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
         # Order lanes.

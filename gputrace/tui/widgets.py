@@ -102,6 +102,11 @@ class HelpScreen(ModalScreen):
         yield VerticalScroll(Static(t), id="help")
 
 
+#: (glyph, style, label) of the legend's marks after the phases: always, then with GPU activity spans.
+_MARK_KEYS = (("█", "#8f2d2d", " GPU idle  "), ("┄", "#ffb000", " unattributed  "), ("╍", "#fff275", " host wait"))
+_ACTIVITY_KEYS = (("  ╌", "#ff7f50", " launch gap  "), ("■", "#2ec4b6", " pinned copy  "), ("■", "#ff4d6d", " pageable copy"))
+
+
 class Legend(Widget):
     """The phase-colour key: one ``■ name`` per phase present, then the overlay glyphs; wraps
     onto a second line when the phases do not fit one. Toggled by the app (``g``)."""
@@ -122,19 +127,12 @@ class Legend(Widget):
         for p in self.phases:
             t.append("■ ", style=phase_hex(p))
             t.append(visible(p) + "  ")  # a Text segment (never parsed as markup), controls made visible
-        t.append("█", style="#8f2d2d")
-        t.append(" GPU idle  ")
-        t.append("┄", style="#ffb000")
-        t.append(" unattributed  ")
-        t.append("╍", style="#fff275")
-        t.append(" host wait")
+        keys = list(_MARK_KEYS)
         if any(p.startswith("[CUDA memcpy") for p in self.phases):  # GPU activity (names: gputrace.activity)
-            t.append("  ╌", style="#ff7f50")
-            t.append(" launch gap  ")
-            t.append("■", style="#2ec4b6")
-            t.append(" pinned copy  ")
-            t.append("■", style="#ff4d6d")
-            t.append(" pageable copy")
+            keys += _ACTIVITY_KEYS
+        for glyph, style, label in keys:
+            t.append(glyph, style=style)
+            t.append(label)
         return t
 
 

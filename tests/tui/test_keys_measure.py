@@ -26,6 +26,12 @@ def text_of(widget) -> str:
     return console.export_text()
 
 
+async def press(pilot, *keys):
+    """Press ``keys`` and let the app settle (every message handled) before the test looks."""
+    await pilot.press(*keys)
+    await pilot.pause()
+
+
 async def ready(app, pilot):
     await app.wait_ready(60)
     await pilot.pause()
@@ -40,8 +46,7 @@ def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pi
         app = GputraceApp([sample_pinning])
         async with app.run_test(size=SIZE) as pilot:
             gantt = await ready(app, pilot)
-            await pilot.press("3")
-            await pilot.pause()
+            await press(pilot, "3")
             stalls = app.query_one(StallsPanel)
             assert stalls.has_focus  # no invisible focus step
             idle = next(i for i, it in enumerate(stalls.items) if it.category == "idle")
@@ -54,14 +59,12 @@ def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pi
             o = gantt.index.origin
             assert gantt.cursor_t == item.start - o  # the timeline follows the list
             assert "GPU 0" in gantt.rows[gantt.cursor_row].label
-            await pilot.press("enter")
-            await pilot.pause()
+            await press(pilot, "enter")
             assert stalls.has_focus  # Enter zooms and keeps focus
             assert gantt.view.ns_per_cell < view0.ns_per_cell
             t1 = gantt.view.t1(gantt.timeline_width)
             assert gantt.view.t0 <= item.start - o and item.end - o <= t1
-            await pilot.press("x")
-            await pilot.pause()
+            await press(pilot, "x")
             assert gantt.range == (item.start - o, item.end - o)
             text = text_of(app.query_one(RangePanel))
             assert "range" in text and "idle" in text and "busy" in text
@@ -69,11 +72,9 @@ def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pi
             # From the timeline: Esc clears the range, x on the GPU row measures the gap under the cursor.
             await pilot.press("escape")
             assert app.focused is gantt
-            await pilot.press("escape")
-            await pilot.pause()
+            await press(pilot, "escape")
             assert gantt.range is None
-            await pilot.press("3", "enter", "escape", "x")
-            await pilot.pause()
+            await press(pilot, "3", "enter", "escape", "x")
             assert gantt.range is not None and gantt.range[1] - gantt.range[0] == stalls.items[idle].end - stalls.items[idle].start
 
     asyncio.run(go())
@@ -85,21 +86,17 @@ def test_marks_cursor_keys_zoom_to_range_home_end(sample_2gpu):
         async with app.run_test(size=SIZE) as pilot:
             gantt = await ready(app, pilot)
             npc = gantt.view.ns_per_cell
-            await pilot.press("home")
-            await pilot.pause()
+            await press(pilot, "home")
             assert gantt.cursor_t == gantt.index.t_min
-            await pilot.press("b", *["greater_than_sign"] * 3, "full_stop", "b")
-            await pilot.pause()
+            await press(pilot, "b", *["greater_than_sign"] * 3, "full_stop", "b")
             a, b = gantt.range
             assert abs((b - a) - 31 * npc) < 1e-6 * npc  # 3 x 10 cells + 1
-            await pilot.press("r")
-            await pilot.pause()
+            await press(pilot, "r")
             assert gantt.view.t0 <= a and b <= gantt.view.t1(gantt.timeline_width)
             assert gantt.view.ns_per_cell < npc
             axis = app.query_one("#axis")
             assert "━" in text_of(axis) and "▼ +" in text_of(axis)  # range and cursor readout on the axis
-            await pilot.press("end")
-            await pilot.pause()
+            await press(pilot, "end")
             assert gantt.cursor_t == gantt.index.t_max
             # WASD: w zooms in, s out, a/d pan.
             v = gantt.view
@@ -118,13 +115,11 @@ def test_summary_number_key_focuses_and_selection_follows_without_switching_tabs
         app = GputraceApp([sample_2gpu])
         async with app.run_test(size=SIZE) as pilot:
             gantt = await ready(app, pilot)
-            await pilot.press("2")
-            await pilot.pause()
+            await press(pilot, "2")
             assert app.query_one(SummaryPanel).has_focus
             await pilot.press("1")
             assert app.focused is gantt  # details follow the timeline's selection
-            await pilot.press("3", "down")
-            await pilot.pause()
+            await press(pilot, "3", "down")
             assert app.query_one("#side").active == "stalls"  # a selection made by the list keeps the list
 
     asyncio.run(go())
@@ -150,11 +145,9 @@ def test_help_screen_and_legend_toggle(sample_2gpu):
             legend = app.query_one(Legend)
             assert "msm_h" in text_of(legend) and "GPU idle" in text_of(legend)
             assert legend.display
-            await pilot.press("g")
-            await pilot.pause()
+            await press(pilot, "g")
             assert not legend.display
-            await pilot.press("question_mark")
-            await pilot.pause()
+            await press(pilot, "question_mark")
             assert isinstance(app.screen, HelpScreen)
             shown = "\n".join(s.text for s in app.screen._compositor.render_strips())
             assert "measure" in shown and "time cursor" in shown
@@ -169,12 +162,10 @@ def test_80x24_side_panel_collapses_and_comes_back_under_the_timeline(sample_2gp
             gantt = await ready(app, pilot)
             side = app.query_one("#side")
             assert not side.display and gantt.timeline_width >= 50
-            await pilot.press("3")
-            await pilot.pause()
+            await press(pilot, "3")
             assert side.display and app.query_one(StallsPanel).has_focus
             assert gantt.timeline_width >= 50 and side.region.y > gantt.region.y  # under, not beside
-            await pilot.press("escape")
-            await pilot.pause()
+            await press(pilot, "escape")
             assert app.focused is gantt and not side.display
 
     asyncio.run(go())

@@ -105,3 +105,17 @@ def test_viewer_steps_use_the_cache(tmp_path, small_cache):
     steps = [s for s in load_steps([str(p)]) if s.snapshot is not None]
     assert len(steps) == 1  # straight from the cache: one step with everything
     _same(first, steps[0].snapshot())
+
+
+def test_a_big_cached_trace_shows_its_earliest_spans_first(tmp_path, small_cache, monkeypatch):
+    import gputrace.timeline.load as load
+
+    p = _copy(tmp_path)
+    first = read_any([p])
+    monkeypatch.setattr(load, "PREVIEW_SPANS", 10)
+    steps = [s for s in load_steps([str(p)]) if s.snapshot is not None]
+    assert len(steps) == 2
+    pre, full = steps[0].snapshot(), steps[1].snapshot()
+    assert pre.n <= 10 and pre.n > 0 and pre.t0 == first.t0
+    assert np.sort(pre.cols["start"]).tolist() == np.sort(first.cols["start"])[:pre.n].tolist()
+    _same(first, full)

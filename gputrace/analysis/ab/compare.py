@@ -385,20 +385,15 @@ def compare_sets(
     *,
     base_labels: Sequence[str] | None = None,
     variant_labels: Sequence[str] | None = None,
-    confidence: float = 0.95,
-    equivalence: float = 0.02,
-    warmup: int = 0,
-    ignore_env: Sequence[str] = (),
-    paired: bool | None = None,
-    familywise: bool = False,
-    correction: str | None = None,
+    **settings,
 ) -> ComparisonResult:
     """Compare two sets of runs, one Timeline per run (see `measures.split_runs` to cut a
-    merged Timeline). Labels default to each run's ``gputrace.run_id``. Raises ValueError
-    as `compare_measures` does."""
+    merged Timeline). Labels default to each run's ``gputrace.run_id``. ``settings``: the keyword
+    arguments of `compare_measures` (``confidence``, ``equivalence``, ``warmup``, ``ignore_env``,
+    ``paired``, ``familywise``, ``correction``), with its defaults. Raises ValueError as
+    `compare_measures` does (TypeError for an unknown setting)."""
     bl = list(base_labels) if base_labels is not None else [""] * len(base)
     vl = list(variant_labels) if variant_labels is not None else [""] * len(variant)
     bm = [run_measures(t, l) for t, l in zip(base, bl)]
     vm = [run_measures(t, l) for t, l in zip(variant, vl)]
-    return compare_measures(bm, vm, confidence=confidence, equivalence=equivalence, warmup=warmup, ignore_env=ignore_env,
-                            paired=paired, familywise=familywise, correction=correction)
+    return compare_measures(bm, vm, **settings)

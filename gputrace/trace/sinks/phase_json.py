@@ -84,11 +84,7 @@ def _fragment(key) -> tuple[str, str, dict]:
     a["gputrace.lane"] = lane = _kv("gputrace.lane", st.lane)
     a["gputrace.kind"] = kind = _kv("gputrace.kind", _kind_of(name))
     a["thread.id"] = tid = _kv("thread.id", st.ident)
-    f = (_head(name), f'","attributes":[{",".join(a.values())}]}}', a, pre, f"{lane},{kind},{tid}]}}")
-    if len(_frags) >= 4096:
-        _frags.clear()
-    _frags[key] = f
-    return f
+    return _store(_frags, key, (_head(name), f'","attributes":[{",".join(a.values())}]}}', a, pre, f"{lane},{kind},{tid}]}}"))
 
 
 _kwfrags: dict = {}
@@ -126,13 +122,7 @@ def _kw_fragment(p, kw):
             return None
     key = tuple(key)
     f = _kwfrags.get(key)
-    if f is None:
-        a = _attr_texts(p, kw, 0)
-        f = (_head(p.name), f'","attributes":[{",".join(a.values())}]}}', a)
-        if len(_kwfrags) >= 4096:
-            _kwfrags.clear()
-        _kwfrags[key] = f
-    return f
+    return f if f is not None else _store(_kwfrags, key, _texts_fragment(p, kw))
 
 
 _cdfrags: dict = {}
@@ -143,12 +133,22 @@ def _cd_fragment(p, cd):
     attribute is fixed by (thread, name, device, bytes, stream device, lane), so the text is cached."""
     key = (p.st, p.name, p.device, p.nbytes, cd[0], cd[1])
     f = _cdfrags.get(key)
-    if f is None:
-        a = _attr_texts(p, None, 0)
-        f = (_head(p.name), f'","attributes":[{",".join(a.values())}]}}', a)
-        if len(_cdfrags) >= 4096:
-            _cdfrags.clear()
-        _cdfrags[key] = f
+    return f if f is not None else _store(_cdfrags, key, _texts_fragment(p, None))
+
+
+def _texts_fragment(p, kw) -> tuple:
+    """(head, tail, texts) of a phase from its attribute texts (:func:`_attr_texts`): a cache miss of
+    :func:`_kw_fragment` or :func:`_cd_fragment`."""
+    a = _attr_texts(p, kw, 0)
+    return _head(p.name), f'","attributes":[{",".join(a.values())}]}}', a
+
+
+def _store(cache: dict, key, f):
+    """Keep ``f`` under ``key`` in one of the fragment caches, emptied when it reaches 4096 entries
+    (phase shapes are few; a flood of distinct keyword values must not grow it without bound). Returns f."""
+    if len(cache) >= 4096:
+        cache.clear()
+    cache[key] = f
     return f
 
 
