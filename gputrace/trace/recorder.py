@@ -117,8 +117,10 @@ class Recorder:
             s.start(self.resource)
         with _ph._states_lock:
             self._drop_base = sum(st.dropped for st in _ph._states)
-        _ph._RECORDING = self.record
+        # (room first, flag second; stop() and the signal handler the other way round: a phase ending in
+        # between is then appended, never counted as dropped)
         _ph._ROOM = self.buffer_size if self.record else 0
+        _ph._RECORDING = self.record
         if self.gc_full_every is not None and self.record:
             old = gc.get_threshold()
             if old[2] < self.gc_full_every:
@@ -146,8 +148,8 @@ class Recorder:
         """Stop recording, final drain, close sinks; returns the summary (idempotent)."""
         if self._summary is not None:
             return self._summary
-        _ph._ROOM = 0
         _ph._RECORDING = False
+        _ph._ROOM = 0
         if _ph._XC:
             _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
             _ph.cuda_settings(True, None)
@@ -480,8 +482,8 @@ def _after_fork_in_child() -> None:
     # connections) belong to the parent: stop recording in the child rather than corrupt the parent's
     # output. Phases still emit NVTX. Call configure() in the child to record there.
     global _active, _lock, _last_summary
-    _ph._ROOM = 0
     _ph._RECORDING = False
+    _ph._ROOM = 0
     _ph._XC = False  # CUPTI's state belongs to the parent: no external ids pushed in the child
     _active = None
     _last_summary = None
