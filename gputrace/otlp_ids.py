@@ -6,7 +6,8 @@ receiver. Pure and thread-safe.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 __all__ = [
     "SpanDict",
@@ -46,26 +47,25 @@ class SpanDict(_SpanRequired, total=False):
     status_message: str
 
 
-def hex_id(v: bytes | str | int | None, nbytes: int) -> str:
+def hex_id(v: bytes | bytearray | memoryview | str | int | None, nbytes: int) -> str:
     """Lowercase hex of an id given as bytes, hex string or int; '' for None/empty/zero.
 
     Raises ValueError for a string that is not hex or an id of the wrong length.
     """
     if v is None:
         return ""
-    t = type(v)
-    if t is bytes or t is bytearray or t is memoryview:
+    if type(v) is bytes or isinstance(v, (bytearray, memoryview)):  # exact type first: the common case, fastest
         if len(v) == 0:
             return ""
         if len(v) != nbytes:
             raise ValueError(f"id must be {nbytes} bytes, got {len(v)}")
         return bytes(v).hex()
-    if t is int or isinstance(v, int):
+    if isinstance(v, int):
         if v == 0:
             return ""
         if v < 0 or v.bit_length() > nbytes * 8:
             raise ValueError(f"id {v} does not fit in {nbytes} bytes")
-        return format(v, "0%dx" % (nbytes * 2))
+        return f"{v:0{nbytes * 2}x}"
     if isinstance(v, str):
         if v == "":
             return ""

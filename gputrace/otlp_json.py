@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import orjson
 
@@ -144,7 +145,7 @@ def _status(code: int, msg: str) -> dict:
 
 def encode_span(s: Mapping[str, Any]) -> dict:
     """One span dict (``SpanDict`` keys) -> OTLP JSON ``Span`` dict. Raises ValueError on bad ids."""
-    d = {
+    d: dict[str, Any] = {
         "traceId": hex_id(s["trace_id"], 16),
         "spanId": hex_id(s["span_id"], 8),
     }
@@ -203,7 +204,7 @@ def _str_kv(k: str, v: str) -> str:
 def _attrs_json(a: Mapping[str, Any]) -> str:
     # Inlined type dispatch: this loop is about half of the encoder's time. (Cached %-templates per
     # key/type set were tried and measured slower: building and hashing the cache key costs more.)
-    out = []
+    out: list[str] = []
     app = out.append
     jcache = _json_str_cache
     scache = _str_kv_cache
@@ -326,10 +327,9 @@ def request_head(
     scope: dict = {"name": scope_name}
     if scope_version:
         scope["version"] = scope_version
-    return '{"resourceSpans":[{"resource":%s,"scopeSpans":[{"scope":%s,"spans":[' % (
-        orjson.dumps({"attributes": encode_attributes(resource)}).decode(),
-        orjson.dumps(scope).decode(),
-    )
+    res = orjson.dumps({"attributes": encode_attributes(resource)}).decode()
+    sc = orjson.dumps(scope).decode()
+    return f'{{"resourceSpans":[{{"resource":{res},"scopeSpans":[{{"scope":{sc},"spans":['
 
 
 def encode_request_reference(

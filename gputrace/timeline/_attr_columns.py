@@ -46,7 +46,7 @@ class _KeyCodes(dict):
     """Attribute key -> column code (``_NKNOWN`` for non-column keys); misses fill in lazily so
     the hot ``map(__getitem__)`` stays in C. Bounded: cleared past 100k distinct keys."""
 
-    instance: "_KeyCodes"
+    instance: _KeyCodes
 
     def __missing__(self, key: str) -> int:
         if len(self) > 100_000:
@@ -72,7 +72,7 @@ def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray,
     """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
     for fa, gidx, brows in fast:
         if fa.extra:  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays)
-            for g, row in zip(gidx.tolist(), brows.tolist()):
+            for g, row in zip(gidx.tolist(), brows.tolist(), strict=True):
                 kv = fa.extra.get(g)
                 if kv:
                     d = attrs.get(row)
@@ -94,7 +94,8 @@ def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray,
             sel = np.flatnonzero(code == c)
             ai, r = aidx[sel], arow[sel]
             if c == _NKNOWN:
-                for row, k, s, ivv in zip(r.tolist(), fa.key[ai].tolist(), fa.sval[ai].tolist(), fa.ival[ai].tolist()):
+                for row, k, s, ivv in zip(r.tolist(), fa.key[ai].tolist(), fa.sval[ai].tolist(), fa.ival[ai].tolist(),
+                                         strict=True):
                     d = attrs.get(row)
                     if d is None:
                         d = attrs[row] = {}
@@ -119,7 +120,8 @@ def _describe(v: AnyValue) -> str:
     return "an empty value"
 
 
-def _int_values(sel: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str, mark) -> np.ndarray:
+def _int_values(sel: np.ndarray, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str,
+                mark) -> np.ndarray:
     lo, hi = _INT_BOUNDS[colname]
     dt = np.int16 if colname == "device" else np.int32 if colname in ("circuit", "batch") else np.int64
     try:

@@ -22,7 +22,17 @@ from operator import attrgetter
 import numpy as np
 
 from gputrace.timeline._attr_columns import (  # noqa: F401 - COLUMN_ATTRS re-exported
-    _KEYS, _NKNOWN, COLUMN_ATTRS, _describe, _fast_attrs, _g_key, _g_str, _g_value, _int_values, _KeyCodes, _set_kinds,
+    _KEYS,
+    _NKNOWN,
+    COLUMN_ATTRS,
+    _describe,
+    _fast_attrs,
+    _g_key,
+    _g_str,
+    _g_value,
+    _int_values,
+    _KeyCodes,
+    _set_kinds,
     _set_lanes,
 )
 from gputrace.timeline._header_columns import _id_column, _int64_column, _trace_codes, parse_id  # noqa: F401 - re-export
@@ -104,7 +114,7 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                 attrs[i] = {"status.message": st.message}
 
     # ---- attributes, flattened over the batch
-    cols = {
+    cols: dict[str, np.ndarray] = {
         "device": np.full(n, -1, np.int16),
         "circuit": np.full(n, -1, np.int32),
         "batch": np.full(n, -1, np.int32),
@@ -167,7 +177,7 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                     _set_kinds(kind, r, strs)
         if present[_NKNOWN]:
             idx = np.flatnonzero(codes == _NKNOWN)
-            for p, r in zip(idx.tolist(), rows[idx].tolist()):
+            for p, r in zip(idx.tolist(), rows[idx].tolist(), strict=True):
                 d = attrs.get(r)
                 if d is None:
                     d = attrs[r] = {}

@@ -23,8 +23,6 @@ Pure functions; thread-safe.
 
 from __future__ import annotations
 
-from typing import List
-
 import msgspec
 import numpy as np
 
@@ -51,24 +49,24 @@ class LeanSpan(msgspec.Struct, gc=False):
 
 
 class LeanScopeSpans(msgspec.Struct, gc=False):
-    spans: List[LeanSpan] = []
+    spans: list[LeanSpan] = []
     scope: Scope = _NO_SCOPE
 
 
 class LeanLibrarySpans(msgspec.Struct, gc=False):
-    spans: List[LeanSpan] = []
+    spans: list[LeanSpan] = []
     instrumentationLibrary: Scope = _NO_SCOPE
 
 
 class LeanResourceSpans(msgspec.Struct, gc=False):
     # Kept raw: the loader decodes each distinct resource once (``resource_decoder``).
     resource: msgspec.Raw = _EMPTY_RESOURCE_RAW
-    scopeSpans: List[LeanScopeSpans] = []
-    instrumentationLibrarySpans: List[LeanLibrarySpans] = []
+    scopeSpans: list[LeanScopeSpans] = []
+    instrumentationLibrarySpans: list[LeanLibrarySpans] = []
 
 
 class LeanRequest(msgspec.Struct, gc=False):
-    resourceSpans: List[LeanResourceSpans]
+    resourceSpans: list[LeanResourceSpans]
 
 
 #: Decodes one line into a ``LeanRequest``. Not the general schema: attributes and resources are
@@ -148,14 +146,16 @@ class FastAttrs:
     __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key", "extra")
 
     def __init__(self, ok, indptr, code, ival, is_str, sval, key) -> None:
-        self.ok, self.indptr, self.code, self.ival, self.is_str, self.sval, self.key = ok, indptr, code, ival, is_str, sval, key
+        self.ok, self.indptr, self.code, self.ival = ok, indptr, code, ival
+        self.is_str, self.sval, self.key = is_str, sval, key
         self.extra: dict[int, list] = {}
 
 
 _ARRAY = b'"arrayValue"'
-_elements = msgspec.json.Decoder(List[msgspec.Raw])
+_elements = msgspec.json.Decoder(list[msgspec.Raw])
 _kv = msgspec.json.Decoder(KeyValue, strict=False)
 _KNOWN_SET = frozenset(KNOWN_KEYS)
+_NONE = np.array(None, dtype=object)  # compares element-wise with an object array (numpy's stubs refuse a bare None)
 
 
 def _lift_arrays(raws: list) -> dict[int, list]:
@@ -171,32 +171,35 @@ def _lift_arrays(raws: list) -> dict[int, list]:
     (a repeat among the span's other attributes is checked after parsing). Each distinct element
     text is decoded once."""
     out: dict[int, list] = {}
-    cache: dict[bytes, tuple | None] = {}
+    cache: dict[bytes, tuple[str, list] | None] = {}  # element text -> (key, value), None: decline the span
     for i, raw in enumerate(raws):
         b = bytes(raw)
         pos = b.rfind(_ARRAY)
         if pos < 0:
             continue
-        lifted = []
+        lifted: list[tuple[str, list]] = []
+        declined = False
         while pos >= 0:
             start = b.rfind(b'{"key":"', 0, pos)
             end = b.find(b"]}}}", pos)
             if start < 0 or end < 0:
-                lifted = None
+                declined = True
                 break
             end += 4
             eb = b[start:end]
-            hit = cache.get(eb, False)
-            if hit is False:
+            if eb in cache:
+                hit = cache[eb]
+            else:
                 try:
                     kv = _kv.decode(eb)
-                    hit = (kv.key, py_value(kv.value)) if kv.value.arrayValue is not None and kv.key not in _KNOWN_SET else None
+                    lift = kv.value.arrayValue is not None and kv.key not in _KNOWN_SET
+                    hit = (kv.key, py_value(kv.value)) if lift else None
                 except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
                     hit = None
                 if len(cache) < 4096:
                     cache[eb] = hit
             if hit is None:
-                lifted = None
+                declined = True
                 break
             lifted.append((hit[0], hit[1][:]))  # a list of its own, as the general path gives each span
             if b[start - 1:start] == b",":
@@ -206,14 +209,14 @@ def _lift_arrays(raws: list) -> dict[int, list]:
             else:
                 b = b[:start] + b[end:]
             pos = b.rfind(_ARRAY, 0, start)
-        if lifted and len(lifted) == len({k for k, _ in lifted}):
+        if not declined and lifted and len(lifted) == len({k for k, _ in lifted}):
             lifted.reverse()
             raws[i] = b
             out[i] = lifted
     return out
 
 
-def _drop_repeated_keys(fa: "FastAttrs", extra: dict[int, list]) -> None:
+def _drop_repeated_keys(fa: FastAttrs, extra: dict[int, list]) -> None:
     """Decline spans whose lifted array key also appears among their parsed attributes."""
     for i, kv in extra.items():
         if not fa.ok[i]:
@@ -225,8 +228,8 @@ def _drop_repeated_keys(fa: "FastAttrs", extra: dict[int, list]) -> None:
 
 def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:
     """UTF-8 strings ``buf[s:e]`` (None where not valid UTF-8)."""
-    out = []
-    for i, j in zip(s.tolist(), e.tolist()):
+    out: list[str | None] = []
+    for i, j in zip(s.tolist(), e.tolist(), strict=True):
         try:
             out.append(buf[i:j].decode())
         except UnicodeDecodeError:
@@ -254,7 +257,7 @@ def _strings(buf: bytes, w32: np.ndarray, s: np.ndarray, e: np.ndarray, span: np
     alone = np.flatnonzero((ln > 24) | (f0 != f0[rep]) | (f1 != f1[rep]) | (f2 != f2[rep]) | (ln != ln[rep]))
     if len(alone):
         out[alone] = np.array(_decode_list(buf, s[alone], e[alone]) + [None], dtype=object)[:-1]
-    bad = np.flatnonzero(np.equal(out, None))
+    bad = np.flatnonzero(np.equal(out, _NONE))
     if len(bad):
         ok[span[bad]] = False
     return out
@@ -334,8 +337,8 @@ def _check(buf, a, w4, w32, Q, span, nat, ok, off, end) -> FastAttrs:
     np.cumsum(nat, out=indptr[1:])
     m = len(Q)
     if m == 0:
-        return FastAttrs(ok, indptr, np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, object),
-                         np.zeros(0, object))
+        return FastAttrs(ok, indptr, np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, bool),
+                         np.zeros(0, object), np.zeros(0, object))
     q0, q3, q9 = Q[:, 0], Q[:, 3], Q[:, 9]
     # Layout {"key":"K","value":{"T":"V"}}. The literal text around K pins the positions of the
     # quotes in it (Q holds every quote, in order), so only K's and V's closing quotes are read.

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import Iterator, Union
+from collections.abc import Iterator
+from typing import Union
 
 from gputrace.timeline.errors import TraceFormatError
 
@@ -62,7 +63,7 @@ class GzipStream:
         self._member_started = False
         self._next = b""
 
-    def __enter__(self) -> "GzipStream":
+    def __enter__(self) -> GzipStream:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -105,7 +106,7 @@ class GzipStream:
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
-            parts = []
+            parts: list[bytes] = []
             while True:
                 b = self.read(_CHUNK)
                 if not b:

@@ -19,7 +19,16 @@ from gputrace.timeline._fast import lean_decoder, parse_attributes, resource_dec
 from gputrace.timeline._lines import PathLike
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Timeline
-from gputrace.timeline.otlp_schema import KeyValue, Resource, ResourceSpans, ScopeSpans, Span, TraceRequest, py_value, request_decoder
+from gputrace.timeline.otlp_schema import (
+    KeyValue,
+    Resource,
+    ResourceSpans,
+    ScopeSpans,
+    Span,
+    TraceRequest,
+    py_value,
+    request_decoder,
+)
 
 #: Spans decoded before they are turned into columns (bounds the memory of decoded objects).
 BATCH_SPANS = 32768
@@ -85,7 +94,8 @@ class TraceLoader:
                             ns += len(ls.spans)
                     self._lean.append((path, line_no, line, terminated, req, ns, ress))
                     self._lean_spans += ns
-                    if self._lean_spans >= FAST_GROUP_SPANS or len(self._pending) + self._lean_spans >= self.batch_spans:
+                    held = len(self._pending) + self._lean_spans
+                    if self._lean_spans >= FAST_GROUP_SPANS or held >= self.batch_spans:
                         self.resolve()
                     return
             self.resolve()
@@ -191,7 +201,8 @@ class TraceLoader:
             for si, (gname, spans) in enumerate(groups):
                 if not spans:
                     continue
-                prefix = f"resourceSpans[{ri}].{gname}[{si if gname == 'scopeSpans' else si - len(rs.scopeSpans)}].spans"
+                gi = si if gname == "scopeSpans" else si - len(rs.scopeSpans)
+                prefix = f"resourceSpans[{ri}].{gname}[{gi}].spans"
                 self._pending_where.append((len(self._pending), str(path), line_no, len(spans), prefix))
                 self._pending.extend(spans)
                 self._pending_res.append((res, len(spans)))
@@ -245,7 +256,8 @@ class TraceLoader:
                         except msgspec.ValidationError as e:
                             fld, msg, reason = describe_msgspec_error(e, orjson.dumps(sp))
                             base = f"resourceSpans[{ri}].{gname}[{si}].spans[{k}]"
-                            self.report.add(TraceFormatError(path, line_no, f"{base}.{fld}" if fld else base, msg, reason),
+                            where_ = f"{base}.{fld}" if fld else base
+                            self.report.add(TraceFormatError(path, line_no, where_, msg, reason),
                                             line_skipped=False, spans=1)
                             dropped += 1
                     kept += len(good)
@@ -278,7 +290,7 @@ class TraceLoader:
         counts = np.array([c for _, c in res_counts], dtype=np.int64)
         res = np.repeat(np.array([r for r, _ in res_counts], dtype=np.int32), counts)
         fast: dict[int, list] = {}
-        for (fa, k), (s0, _, _, cnt, _) in zip(srcs, where):
+        for (fa, k), (s0, _, _, cnt, _) in zip(srcs, where, strict=True):
             if fa is not None:
                 fast.setdefault(id(fa), [fa, [], []])
                 fast[id(fa)][1].append(np.arange(k, k + cnt, dtype=np.int64))
@@ -324,7 +336,8 @@ class TraceLoader:
                 merged_attrs.update(a)
             self._chunk_attrs = []
             it = self.it
-            tl = Timeline.from_unsorted(cols, it.phases, it.lanes, it.resources, it.trace_ids, merged_attrs, consume=True)
+            tl = Timeline.from_unsorted(cols, it.phases, it.lanes, it.resources, it.trace_ids, merged_attrs,
+                                        consume=True)
             tl.load_report = self.report
             self._cached = tl
             return tl

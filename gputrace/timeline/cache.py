@@ -83,7 +83,8 @@ def wanted(path) -> bool:
 
 
 def _entry(abspath: str) -> Path:
-    return cache_dir() / (hashlib.blake2b(abspath.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest() + ".gtc")
+    digest = hashlib.blake2b(abspath.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    return cache_dir() / (digest + ".gtc")
 
 
 def _version() -> str:
@@ -149,7 +150,8 @@ def _timeline(meta: dict, arrays: dict) -> Timeline | None:
         return None
     dicts = meta["attr_dicts"]
     attr_rows, attr_ix = arrays["attr_rows"], arrays["attr_ix"]
-    attrs = dict(zip(attr_rows.tolist(), map(dicts.__getitem__, attr_ix.tolist()))) if len(attr_rows) else {}
+    attrs = (dict(zip(attr_rows.tolist(), map(dicts.__getitem__, attr_ix.tolist()), strict=True))
+             if len(attr_rows) else {})
     names = {int(r): str(v) for r, v in meta["names"]}
     tl = Timeline(cols=cols, phases=list(meta["phases"]), lanes=lanes, lane_offsets=offsets,
                   resources=list(meta["resources"]), trace_ids=list(meta["trace_ids"]), attrs=attrs, names=names)
@@ -186,9 +188,9 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
                   "lane_offsets": np.ascontiguousarray(tl.lane_offsets, dtype="<i8"), "attr_rows": rows.astype("<i8"),
                   "attr_ix": ix.astype("<i4")}
         layout, off = [], 0
-        for name, a in arrays.items():
-            layout.append([name, a.dtype.str, len(a), off])
-            off += a.nbytes + _pad(a.nbytes)
+        for name, arr in arrays.items():
+            layout.append([name, arr.dtype.str, len(arr), off])
+            off += arr.nbytes + _pad(arr.nbytes)
         rep = tl.load_report if isinstance(tl.load_report, LoadReport) else LoadReport()
         meta = {
             "version": _version(), "source": key, "arrays": layout, "body": off,
@@ -204,9 +206,9 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".gtc", dir=d)
         with os.fdopen(fd, "wb") as f:
             f.write(_MAGIC + len(head).to_bytes(8, "little") + head)
-            for a in arrays.values():
-                f.write(memoryview(a).cast("B"))
-                f.write(b"\0" * _pad(a.nbytes))
+            for arr in arrays.values():
+                f.write(arr.data.cast("B"))
+                f.write(b"\0" * _pad(arr.nbytes))
         os.replace(tmp, _entry(key["path"]))
         tmp = None
         _evict(d)

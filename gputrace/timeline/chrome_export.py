@@ -8,8 +8,8 @@ in :mod:`gputrace.timeline.chrome`, the public module that re-exports these func
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import orjson
 

@@ -21,8 +21,8 @@ Pure functions; no threads. ``progress(done_rows, total_rows)`` is called after 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import orjson
@@ -150,7 +150,7 @@ class _Layout:
         end times; an event goes to the first track on which it nests."""
         out = np.zeros(len(s), np.int64)
         tracks: list[list[int]] = []
-        for i, (si, ei) in enumerate(zip(s, e)):
+        for i, (si, ei) in enumerate(zip(s, e, strict=True)):
             placed = -1
             for ti, stack in enumerate(tracks):
                 while stack and stack[-1] <= si:
@@ -255,21 +255,22 @@ class _Writer:
         nums = [(f',"device":{d}' if d >= 0 else "") + (f',"circuit":{ci}' if ci >= 0 else "")
                 + (f',"batch":{b}' if b >= 0 else "") + (f',"bytes":{nb}' if nb >= 0 else "")
                 + (f',"resource":{r}' if r >= 0 else "") + (status[st] if 0 < st < 3 else "")
-                for d, ci, b, nb, r, st in zip(L("device"), L("circuit"), L("batch"), L("nbytes"), res, L("status"))]
+                for d, ci, b, nb, r, st in zip(L("device"), L("circuit"), L("batch"), L("nbytes"), res, L("status"),
+                                                         strict=True)]
         # Times kept in args: host times of spans drawn at device time, device times of the others.
         extra = ["" for _ in range(n)]
         if use.any():
             ix = np.flatnonzero(use)
             r_ = rows[ix]
             a0, d0 = _us(c["start"][r_] - t0), _us(c["end"][r_] - c["start"][r_])
-            for j, a, d in zip(ix.tolist(), a0, d0):
+            for j, a, d in zip(ix.tolist(), a0, d0, strict=True):
                 extra[j] = f',"host.ts_us":{a},"host.dur_us":{d}'
         g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
         gok = (~use) & (g0 >= 0) & (g1 >= g0)
         if gok.any():
             ix = np.flatnonzero(gok)
             a0, d0 = _us(g0[ix] - t0), _us(g1[ix] - g0[ix])
-            for j, a, d in zip(ix.tolist(), a0, d0):
+            for j, a, d in zip(ix.tolist(), a0, d0, strict=True):
                 extra[j] = f',"gpu.ts_us":{a},"gpu.dur_us":{d}'
         phase_json = self.phase_json
         names_ = [phase_json[p] for p in phase]  # the event name as JSON
@@ -281,16 +282,16 @@ class _Writer:
             stream = lay.stream[rows].tolist()
             for j, r in enumerate(rows.tolist()):
                 nm = names.get(r) if names else None
-                a = attrs.get(r) if attrs else None
-                if not nm and not a:
+                ra = attrs.get(r) if attrs else None
+                if not nm and not ra:
                     continue
                 p = phase[j]
                 tail = ""
                 if nm and nm != phases[p]:
                     names_[j] = _j(nm)
                     tail = f',"name":{names_[j]}'
-                if a:
-                    frag, act, kin, kname = self._attrs(a)
+                if ra:
+                    frag, act, kin, kname = self._attrs(ra)
                     if act is not None:
                         cats[j] = KINETO_CATEGORIES[act]
                         if stream[j] >= 0:
@@ -302,7 +303,7 @@ class _Writer:
                             names_[j] = kname
                     if frag is None:  # an attribute named like a column arg: the column's value wins
                         d = orjson.loads("{" + pre[j] + sidf[j] + psidf[j] + trf[j] + nums[j] + extra[j] + tail + "}")
-                        for key, v in a.items():
+                        for key, v in ra.items():
                             d.setdefault(key, _jsonable(v))
                         args_full[j] = orjson.dumps(d).decode()
                         continue
@@ -311,7 +312,7 @@ class _Writer:
         out = [f'{{"name":{nm},"cat":"{ct}","ph":"X","ts":{a},"dur":{d},"pid":{pi},"tid":{ti},'
                f'"args":{{{p}{s1}{s2}{t}{nu}{x}{tl_}}}}}'
                for nm, ct, a, d, pi, ti, p, s1, s2, t, nu, x, tl_
-               in zip(names_, cats, ts, dur, pid, tid, pre, sidf, psidf, trf, nums, extra, tails)]
+               in zip(names_, cats, ts, dur, pid, tid, pre, sidf, psidf, trf, nums, extra, tails, strict=True)]
         for j, args in args_full.items():
             out[j] = (f'{{"name":{names_[j]},"cat":"{cats[j]}","ph":"X","ts":{ts[j]},"dur":{dur[j]},'
                       f'"pid":{pid[j]},"tid":{tid[j]},"args":{args}}}')
@@ -339,7 +340,8 @@ def _flows(tl: Timeline, lay: _Layout, t0: int) -> Iterator[tuple[bytes, int]]:
         pp, pt, kp, kt = lay.pid[p].tolist(), lay.tid[p].tolist(), lay.pid[k].tolist(), lay.tid[k].tolist()
         out = [f'{{"name":"parent","cat":"gputrace.flow","ph":"s","id":{fid},"ts":{t1},"pid":{p1},"tid":{q1}}},'
                f'{{"name":"parent","cat":"gputrace.flow","ph":"f","bp":"e","id":{fid},"ts":{t2},"pid":{p2},"tid":{q2}}}'
-               for fid, t1, p1, q1, t2, p2, q2 in zip(range(a + 1, a + 1 + len(k)), ats, pp, pt, fts, kp, kt)]
+               for fid, t1, p1, q1, t2, p2, q2
+               in zip(range(a + 1, a + 1 + len(k)), ats, pp, pt, fts, kp, kt, strict=True)]
         yield ",".join(out).encode(), 2 * len(out)
 
 

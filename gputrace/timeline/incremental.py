@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from gputrace.timeline._feed import gzip_damage, try_whole_file
 from gputrace.timeline._lines import GzipStream, LineSplitter, is_gzip, open_trace_file
@@ -134,7 +134,7 @@ def _pump(r: _Reader, loader: TraceLoader, interval: float, stop_event) -> bool:
 
 
 def iter_load(path, *, interval: float = 0.25, lenient: bool = False,
-              stop_event: threading.Event | None = None) -> Iterator[LoadProgress]:
+              stop_event: threading.Event | None = None) -> Generator[LoadProgress, None, None]:
     """Load ``path`` progressively, yielding a ``LoadProgress`` about every ``interval`` seconds of
     work and a last one with ``done=True`` (unless stopped). Same errors as ``read_trace``."""
     loader = TraceLoader(lenient=lenient)

@@ -78,7 +78,7 @@ def to_jaeger(tl: Timeline) -> dict:
             used.add(next_id)
     synthetic = [_synthetic_trace_id(res) for res in tl.resources] + [_synthetic_trace_id({})]
     row_trace: list[str] = []
-    for t, res in zip(L["trace"], L["resource"]):
+    for t, res in zip(L["trace"], L["resource"], strict=True):
         if 0 <= t < len(tl.trace_ids) and tl.trace_ids[t]:
             row_trace.append(tl.trace_ids[t])
         else:

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -138,6 +139,8 @@ def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, worke
     report = LoadReport(files=order)
     for part in parts:
         r = part.load_report
+        if r is None:  # every reader sets one
+            continue
         report.lines += r.lines
         report.spans += r.spans
         report.lines_skipped += r.lines_skipped
@@ -159,7 +162,7 @@ def read_as(path: PathLike, kind: str, **options) -> Timeline:
     if kind == "chrome":
         from gputrace.timeline.chrome import read_chrome
 
-        return read_chrome(path, **options)
+        return read_chrome(os.fspath(path), **options)
     if kind == "otlp":
         return read_otlp(path, **options)
     raise ValueError(f"unknown trace format {kind!r} (known: {', '.join(KINDS)})")
@@ -287,16 +290,16 @@ def load_steps(
     """
     from gputrace.timeline import cache
 
-    paths = [os.fspath(p) for p in paths]
+    files = [os.fspath(p) for p in paths]
     stop = stop_event or threading.Event()
     if follow:
-        yield from _follow_steps(paths, stop, interval)
+        yield from _follow_steps(files, stop, interval)
         return
-    check_paths(paths)
-    total = sum(os.path.getsize(p) for p in paths)
+    check_paths(files)
+    total = sum(os.path.getsize(p) for p in files)
     finished: list[Timeline] = []
     base = 0
-    for p in paths:
+    for p in files:
         size = os.path.getsize(p)
         if size == 0:
             raise UnreadableTrace(f"{p}: empty file (no trace data)")
@@ -308,7 +311,7 @@ def load_steps(
             tl = cached
             if tl.n > PREVIEW_SPANS:  # indexing 10 M spans takes seconds: draw the earliest ones first
                 yield LoadStep(base + size * PREVIEW_SPANS // tl.n, total, "",
-                               _cumulative(finished, lambda tl=tl: _preview(tl)))
+                               _cumulative(finished, partial(_preview, tl)))
         else:
             kind = sniff(p)
             if kind != "otlp":
@@ -322,11 +325,15 @@ def load_steps(
                 threading.Thread(target=cache.store, args=(p, tl, key), name="gputrace-cache", daemon=True).start()
         finished.append(tl)
         base += size
-        yield LoadStep(base, total, _notes(finished), _cumulative(finished[:-1], lambda tl=tl: tl))
+        yield LoadStep(base, total, _notes(finished), _cumulative(finished[:-1], partial(_itself, tl)))
 
 
 #: A cached trace with more spans than this is shown first by its earliest spans (see ``_preview``).
 PREVIEW_SPANS = 1_000_000
+
+
+def _itself(tl: Timeline) -> Timeline:
+    return tl
 
 
 def _preview(tl: Timeline) -> Timeline:

@@ -16,10 +16,12 @@ A Timeline is immutable once built; loaders build a new one per batch (see ``con
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
+
+from gputrace.timeline.errors import LoadReport
 
 KIND_CODES = {"host": 0, "gpu": 1, "sync": 2, "pin": 3}
 KIND_NAMES = {v: k for k, v in KIND_CODES.items()}
@@ -89,12 +91,12 @@ class Timeline:
     attrs: dict[int, dict] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)  # row -> original span name if it differs from phase
     #: What the reader loaded and skipped (a ``gputrace.timeline.errors.LoadReport``), or None.
-    load_report: object | None = field(default=None, repr=False, compare=False)
+    load_report: LoadReport | None = field(default=None, repr=False, compare=False)
     _end_prefix_max: list[np.ndarray] | None = field(default=None, repr=False)
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def empty(cls) -> "Timeline":
+    def empty(cls) -> Timeline:
         return cls(
             cols={k: np.empty(0, dtype=d) for k, d in COLUMNS.items()},
             phases=[],
@@ -113,7 +115,7 @@ class Timeline:
         attrs: Mapping[int, dict] | None = None,
         names: Mapping[int, str] | None = None,
         consume: bool = False,
-    ) -> "Timeline":
+    ) -> Timeline:
         """Build from columns in any row order; ``parent`` may be -1 everywhere.
 
         ``consume=True``: ``cols`` is a dict the caller gives up; its arrays are taken out of it one
@@ -125,10 +127,11 @@ class Timeline:
         reordered by ``Lane.sort_key``.
         """
         n = len(cols["start"])
+        given = cols if consume and isinstance(cols, MutableMapping) else None  # taken apart below
         full = {}
         for k, dt in COLUMNS.items():
             if k in cols:
-                full[k] = np.asarray(cols.pop(k) if consume else cols[k], dtype=dt)
+                full[k] = np.asarray(given.pop(k) if given is not None else cols[k], dtype=dt)
             else:
                 full[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
         # Order lanes.
@@ -214,7 +217,7 @@ class Timeline:
         c["depth"] = depth
 
     @staticmethod
-    def concat(parts: Sequence["Timeline"]) -> "Timeline":
+    def concat(parts: Sequence[Timeline]) -> Timeline:
         """Merge several Timelines (files, hosts, load batches) into one, re-sorted."""
         parts = [p for p in parts if p is not None]
         if not parts:
@@ -343,7 +346,7 @@ class Timeline:
 
     def parent_chain(self, row: int) -> list[int]:
         """Rows from ``row``'s parent up to its root (nearest first)."""
-        out = []
+        out: list[int] = []
         p = int(self.cols["parent"][row])
         while p >= 0 and len(out) < 256:
             out.append(p)
@@ -371,7 +374,7 @@ class Timeline:
         d["trace_id"] = self.trace_ids[d["trace"]] if 0 <= d["trace"] < len(self.trace_ids) else ""
         return d
 
-    def select(self, mask: np.ndarray) -> "Timeline":
+    def select(self, mask: np.ndarray) -> Timeline:
         """A new Timeline with only the rows where ``mask`` is true (parents re-linked)."""
         idx = np.nonzero(mask)[0]
         cols = {k: v[idx] for k, v in self.cols.items()}

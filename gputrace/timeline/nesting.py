@@ -10,7 +10,8 @@ import numpy as np
 __all__ = ["nest_parents"]
 
 
-def nest_parents(start: np.ndarray, end: np.ndarray, group: np.ndarray, tiebreak: np.ndarray | None = None) -> np.ndarray:
+def nest_parents(start: np.ndarray, end: np.ndarray, group: np.ndarray,
+                 tiebreak: np.ndarray | None = None) -> np.ndarray:
     """Parent row of each row by time containment within its group (-1 for roots).
 
     Rows are visited by (group, start, -end, tiebreak): of two ranges starting at the same instant

@@ -22,8 +22,9 @@ docs/trace-format.md): ``gputrace.activity``, ``gputrace.source = "nsys"``, ``cu
 ``cuda.correlation_id``, ``cuda.api`` and ``cuda.launch.api_start_ns`` (the launching call's start), ...
 
 Lanes and parents: host threads come from ``globalTid`` (pid = bits 24..47, tid = bits 0..23) named
-from ``ThreadNames`` (threads sharing a name get ``(tid)`` appended, except the main thread); NVTX ranges and API calls nest by time containment per thread (of ranges that
-start at the same instant the longer is the parent; an NVTX range wins a tie with an API call). A
+from ``ThreadNames`` (threads sharing a name get ``(tid)`` appended, except the main thread); NVTX ranges
+and API calls nest by time containment per thread (of ranges that start at the same instant the longer
+is the parent; an NVTX range wins a tie with an API call). A
 kernel, copy or memset is linked through its ``correlationId`` (scoped by process) to the API call
 that launched it, and its parent is the innermost NVTX range around that call.
 
@@ -40,6 +41,7 @@ tables, strings) lives in :mod:`gputrace.timeline.nsys_sqlite`; ``NsysFormatErro
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from array import array
 from pathlib import Path
@@ -50,7 +52,6 @@ from gputrace import activity as A
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
-from gputrace.timeline.row_attrs import RowAttrs
 from gputrace.timeline.nsys_sqlite import (
     NsysFormatError,
     NsysReport,
@@ -60,6 +61,7 @@ from gputrace.timeline.nsys_sqlite import (
     required_int,
     session_start,
 )
+from gputrace.timeline.row_attrs import RowAttrs
 
 __all__ = ["NsysFormatError", "read_nsys", "is_nsys_sqlite"]
 
@@ -123,7 +125,7 @@ class _Rows:
         return r
 
 
-def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True,
+def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime: bool = True,
               correlation_ids: bool = False) -> Timeline:
     """Read an nsys SQLite export into a Timeline (see the module docstring for the mapping).
 
@@ -139,12 +141,14 @@ def read_nsys(path: str | Path, *, host: str | None = None, runtime: bool = True
     if not p.exists():
         raise FileNotFoundError(p)
     if p.suffix in (".nsys-rep", ".qdrep"):
-        raise NsysFormatError(f"{p}: this is an Nsight Systems report; export it first: nsys export --type sqlite -o {p.with_suffix('.sqlite')} {p}")
+        raise NsysFormatError(f"{p}: this is an Nsight Systems report; export it first: "
+                              f"nsys export --type sqlite -o {p.with_suffix('.sqlite')} {p}")
     if not is_nsys_sqlite(p):
         raise NsysFormatError(f"{p}: not a SQLite file (expected the output of `nsys export --type sqlite`)")
     rep = open_report(p)
     try:
-        known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"}
+        known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                 "CUPTI_ACTIVITY_KIND_MEMCPY"}
         if not rep.tables & known:
             raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
         try:
@@ -205,15 +209,15 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
         _, rows = rep.select("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "domainId",
                                                 "globalTid", "color", "category", "uint64Value", "int64Value",
                                                 "uint32Value", "int32Value"])
-        rows = list(rows)  # read twice (domains and categories first); NVTX tables are small
+        nvtx_rows = list(rows)  # read twice (domains and categories first); NVTX tables are small
         domains = {0: "default"}
         categories: dict[tuple[int, int], str] = {}
-        for start, end, et, text, tid_, dom, gtid, color, cat, *_ in rows:
+        for _start, _end, et, text, tid_, dom, _gtid, _color, cat, *_ in nvtx_rows:
             if et == types.get("NvtxDomainCreate") and dom is not None:
                 domains[int(dom)] = rep.text(text, tid_)
             elif et == types.get("NvtxCategory") and cat is not None:
                 categories[(int(dom or 0), int(cat))] = rep.text(text, tid_)
-        for start, end, et, text, tid_, dom, gtid, color, cat, *payloads in rows:
+        for start, end, et, text, tid_, dom, gtid, color, cat, *payloads in nvtx_rows:
             if et not in rng or end is None or start is None:
                 continue
             gtid = required_int(path, "NVTX_EVENTS", "globalTid", gtid)
@@ -243,21 +247,23 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
     api_rows: list[int] = []
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in rep.tables:
         R.begin("CUPTI_ACTIVITY_KIND_RUNTIME")
-        _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
+        _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME",
+                             ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
         for start, end, gtid, corr, nid, ret in rows:
             gtid = required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
             nk = api_kinds.get(nid)
             if nk is None:
-                name = re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>")) if nid is not None else "<api>"
-                nk = api_kinds[nid] = (name, "sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host")
+                name = "<api>" if nid is None else re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>"))
+                kind = "sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"
+                nk = api_kinds[nid] = (name, kind)
             name, kind = nk
-            attrs = {"cuda.correlation_id": int(corr)} if (corr is not None and correlation_ids) else None
+            api_attrs = {"cuda.correlation_id": int(corr)} if (corr is not None and correlation_ids) else None
             status = 0
             if ret:
-                attrs = {**(attrs or {}), "cuda.return": int(ret)}
+                api_attrs = {**(api_attrs or {}), "cuda.return": int(ret)}
                 status = 2
             r = R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 1,
-                      status=status, attrs=attrs, thread=gtid)
+                      status=status, attrs=api_attrs, thread=gtid)
             api_rows.append(r)
             if corr is not None:
                 api_by_corr[(gtid & _PID_MASK, int(corr))] = r
@@ -314,9 +320,9 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
             if row[8] is not None:
                 attrs[A.GRID] = [int(x) for x in row[8:11]]
                 attrs[A.BLOCK] = [int(x) for x in row[11:14]]
-            for v, key in ((row[14], A.REGISTERS), (row[15], A.SHARED_STATIC), (row[16], A.SHARED_DYNAMIC)):
+            for v, akey in ((row[14], A.REGISTERS), (row[15], A.SHARED_STATIC), (row[16], A.SHARED_DYNAMIC)):
                 if v is not None:
-                    attrs[key] = int(v)
+                    attrs[akey] = int(v)
             gpu_row(t, start, end, dev, stream, gpid, corr, phase, -1, attrs)
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if t in rep.tables:
@@ -328,15 +334,16 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
             attrs = {A.ACTIVITY: "memcpy", A.MEMCPY_KIND: label,
                      A.MEMCPY_SRC: A.memory_kind(mem_kinds.get(int(sk)) if sk is not None else None),
                      A.MEMCPY_DST: A.memory_kind(mem_kinds.get(int(dk)) if dk is not None else None)}
-            gpu_row(t, start, end, dev, stream, gpid, corr, A.memcpy_name(label), int(nb) if nb is not None else -1, attrs)
+            gpu_row(t, start, end, dev, stream, gpid, corr, A.memcpy_name(label), -1 if nb is None else int(nb), attrs)
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if t in rep.tables:
         R.begin(t)
-        R.begin(t)
-        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes", "memKind"])
+        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes",
+                                 "memKind"])
         for start, end, dev, stream, gpid, corr, nb, mk in rows:
-            attrs = {A.ACTIVITY: "memset", A.MEMSET_KIND: A.memory_kind(mem_kinds.get(int(mk)) if mk is not None else None)}
-            gpu_row(t, start, end, dev, stream, gpid, corr, A.MEMSET_NAME, int(nb) if nb is not None else -1, attrs)
+            mem = A.memory_kind(mem_kinds.get(int(mk)) if mk is not None else None)
+            attrs = {A.ACTIVITY: "memset", A.MEMSET_KIND: mem}
+            gpu_row(t, start, end, dev, stream, gpid, corr, A.MEMSET_NAME, -1 if nb is None else int(nb), attrs)
     t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
     if t in rep.tables:
         sync_types = rep.enum_by_name("ENUM_CUPTI_SYNC_TYPE")
@@ -401,7 +408,8 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
     resources, trace_ids = [], []
     for g in procs:
         pid = (g >> 24) & 0xFFFFFF
-        res = {"service.name": proc_names.get(g, "nsys"), "host.name": host, "process.pid": pid, "nsys.report": path.name}
+        res = {"service.name": proc_names.get(g, "nsys"), "host.name": host, "process.pid": pid,
+               "nsys.report": path.name}
         if epoch is None:
             res["nsys.clock"] = "session"
         resources.append(res)

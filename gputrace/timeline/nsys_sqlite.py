@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 __all__ = ["NsysFormatError", "NsysReport", "is_nsys_sqlite", "open_report", "required_int", "session_start",
            "report_host_name"]
@@ -44,7 +44,7 @@ def is_nsys_sqlite(path: str | Path) -> bool:
         return False
 
 
-def open_report(path: Path) -> "NsysReport":
+def open_report(path: Path) -> NsysReport:
     """Open an export read-only and untrusted (see the module docstring). Raises NsysFormatError."""
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
@@ -101,12 +101,12 @@ class NsysReport:
 
     def _rows(self, cur, table: str) -> Iterator[tuple]:
         try:
-            for row in cur:  # not ``yield from``: closing this generator must not close the cursor late
+            for row in cur:  # noqa: UP028 - not ``yield from``: closing this generator must not close the cursor late
                 yield row
         except sqlite3.Error as exc:
             raise self._error(table, exc) from None
 
-    def _error(self, table: str, exc: sqlite3.Error) -> "NsysFormatError":
+    def _error(self, table: str, exc: sqlite3.Error) -> NsysFormatError:
         msg = str(exc)
         if msg == "interrupted":
             msg = f"query stopped after {self._budget:,} steps (more work than a file of this size needs)"
@@ -129,7 +129,8 @@ class NsysReport:
             return {}
         cols = self.columns(table)
         label = "label" if "label" in cols else "name"
-        return {int(i): str(v) for i, v in self._run(f"SELECT id, {label} FROM {_quote(table)}", table) if i is not None}
+        rows = self._run(f"SELECT id, {label} FROM {_quote(table)}", table)
+        return {int(i): str(v) for i, v in rows if i is not None}
 
     def enum_by_name(self, table: str) -> dict[int, str]:
         """id -> name (e.g. ``CUDA_MEMCPY_KIND_HTOD``), the label where the table has no name column; {} if absent."""

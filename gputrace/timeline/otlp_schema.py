@@ -13,27 +13,27 @@ names (protobuf JSON allows both). Unknown fields (``flags``, ``droppedAttribute
 
 from __future__ import annotations
 
-from typing import List, Optional, Union
+from typing import Any
 
 import msgspec
 
 
 class ArrayValue(msgspec.Struct, gc=False):
-    values: List["AnyValue"] = []
+    values: list[AnyValue] = []
 
 
 class KeyValueList(msgspec.Struct, gc=False):
-    values: List["KeyValue"] = []
+    values: list[KeyValue] = []
 
 
 class AnyValue(msgspec.Struct, frozen=True, gc=False):
-    stringValue: Optional[str] = None
-    intValue: Optional[int] = None
-    doubleValue: Optional[float] = None
-    boolValue: Optional[bool] = None
-    arrayValue: Optional[ArrayValue] = None
-    kvlistValue: Optional[KeyValueList] = None
-    bytesValue: Optional[str] = None
+    stringValue: str | None = None
+    intValue: int | None = None
+    doubleValue: float | None = None
+    boolValue: bool | None = None
+    arrayValue: ArrayValue | None = None
+    kvlistValue: KeyValueList | None = None
+    bytesValue: str | None = None
 
 
 _EMPTY = AnyValue()
@@ -45,7 +45,7 @@ class KeyValue(msgspec.Struct, gc=False):
 
 
 class Status(msgspec.Struct, frozen=True, gc=False):
-    code: Union[int, str] = 0
+    code: int | str = 0
     message: str = ""
 
 
@@ -59,8 +59,8 @@ class Span(msgspec.Struct, gc=False):
     startTimeUnixNano: int
     endTimeUnixNano: int
     parentSpanId: str = ""
-    kind: Union[int, str] = 0
-    attributes: List[KeyValue] = []
+    kind: int | str = 0
+    attributes: list[KeyValue] = []
     status: Status = _NO_STATUS
 
 
@@ -73,17 +73,17 @@ _NO_SCOPE = Scope()
 
 
 class ScopeSpans(msgspec.Struct, gc=False):
-    spans: List[Span] = []
+    spans: list[Span] = []
     scope: Scope = _NO_SCOPE
 
 
 class LibrarySpans(msgspec.Struct, gc=False):  # pre-1.0 OTLP (instrumentationLibrarySpans)
-    spans: List[Span] = []
+    spans: list[Span] = []
     instrumentationLibrary: Scope = _NO_SCOPE
 
 
 class Resource(msgspec.Struct, frozen=True, gc=False):
-    attributes: List[KeyValue] = []
+    attributes: list[KeyValue] = []
 
 
 _NO_RESOURCE = Resource()
@@ -91,12 +91,12 @@ _NO_RESOURCE = Resource()
 
 class ResourceSpans(msgspec.Struct, gc=False):
     resource: Resource = _NO_RESOURCE
-    scopeSpans: List[ScopeSpans] = []
-    instrumentationLibrarySpans: List[LibrarySpans] = []
+    scopeSpans: list[ScopeSpans] = []
+    instrumentationLibrarySpans: list[LibrarySpans] = []
 
 
 class TraceRequest(msgspec.Struct, gc=False):
-    resourceSpans: List[ResourceSpans]  # required: a JSON object without it is not an OTLP request
+    resourceSpans: list[ResourceSpans]  # required: a JSON object without it is not an OTLP request
 
 
 STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
@@ -117,7 +117,7 @@ class ValueTooDeep(ValueError):
     """An attribute value nested deeper than ``MAX_VALUE_DEPTH`` levels."""
 
 
-def py_value(v: AnyValue, _depth: int = 0):
+def py_value(v: AnyValue, _depth: int = 0) -> Any:
     """AnyValue Struct -> Python value (str, int, float, bool, bytes, list, dict or None).
     Raises ``ValueTooDeep`` for arrays/kvlists nested deeper than ``MAX_VALUE_DEPTH``."""
     s = v.stringValue
@@ -134,7 +134,8 @@ def py_value(v: AnyValue, _depth: int = 0):
             raise ValueTooDeep(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
         if v.arrayValue is not None:
             return [py_value(x, _depth + 1) for x in v.arrayValue.values]
-        return {kv.key: py_value(kv.value, _depth + 1) for kv in v.kvlistValue.values}
+        if v.kvlistValue is not None:
+            return {kv.key: py_value(kv.value, _depth + 1) for kv in v.kvlistValue.values}
     if v.bytesValue is not None:
         import base64
 

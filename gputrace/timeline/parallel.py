@@ -22,6 +22,7 @@ import os
 import pickle
 import subprocess
 import sys
+from itertools import pairwise
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def split_ranges(path, parts: int) -> list[tuple[int, int]]:
             if cut > cuts[-1]:
                 cuts.append(cut)
     cuts.append(size)
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(pairwise(cuts))
 
 
 def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
@@ -101,14 +102,14 @@ def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
             error = e
             line_no = _count_lines(path, start, end)  # the parent needs every range's line count
     it = loader.it
-    cols = {}
-    attrs = {}
+    pieces: dict[str, list[np.ndarray]] = {}
+    attrs: dict[int, dict] = {}
     if error is None:
-        for c, a in zip(loader._chunks, loader._chunk_attrs):
+        for c, a in zip(loader._chunks, loader._chunk_attrs, strict=True):
             for k, v in c.items():
-                cols.setdefault(k, []).append(v)
+                pieces.setdefault(k, []).append(v)
             attrs.update(a)
-        cols = {k: np.concatenate(v) for k, v in cols.items()}
+    cols = {k: np.concatenate(v) for k, v in pieces.items()}
     return {
         "nlines": line_no,
         "error": error,
@@ -163,7 +164,14 @@ def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> lis
     return [pickle.loads(o) for o, _ in outs]  # our own workers' output (see module docstring)
 
 
-def read_parallel(path, lenient: bool = False, workers: int | None = None) -> tuple[dict, dict, list, list, list, list, LoadReport]:
+def _shifted(e: TraceFormatError, lines_before: int) -> TraceFormatError:
+    """A worker's error with its range-relative line number turned into the file's line number."""
+    line = None if e.line is None else e.line + lines_before
+    return TraceFormatError(e.path, line, e.field, e.message, e.reason)
+
+
+def read_parallel(path, lenient: bool = False,
+                  workers: int | None = None) -> tuple[dict, dict, list, list, list, list, LoadReport]:
     """Read one plain (uncompressed) file with ``workers`` processes.
 
     Returns ``(cols, attrs, phases, lanes, resources, trace_ids, report)`` ready for
@@ -175,10 +183,10 @@ def read_parallel(path, lenient: bool = False, workers: int | None = None) -> tu
     parts = _run_workers(path, ranges, lenient)
     offsets = np.cumsum([0] + [p["nlines"] for p in parts])
     errors = []
-    for p, off in zip(parts, offsets):
+    for p, off in zip(parts, offsets[:-1], strict=True):
         if p["error"] is not None:
             e = p["error"]
-            errors.append(TraceFormatError(e.path, None if e.line is None else e.line + int(off), e.field, e.message, e.reason))
+            errors.append(_shifted(e, int(off)))
     if errors:
         raise min(errors, key=lambda e: e.line or 0)
     report = LoadReport(files=[path])
@@ -192,7 +200,7 @@ def read_parallel(path, lenient: bool = False, workers: int | None = None) -> tu
     base = 0
     import orjson
 
-    for p, off in zip(parts, offsets):
+    for p, off in zip(parts, offsets[:-1], strict=True):
         r = p["report"]
         report.lines += r.lines
         report.spans += r.spans
@@ -200,20 +208,20 @@ def read_parallel(path, lenient: bool = False, workers: int | None = None) -> tu
         report.spans_skipped += r.spans_skipped
         report.reasons.update(r.reasons)
         for e in r.problems:
-            report.problems.append(TraceFormatError(e.path, None if e.line is None else e.line + int(off), e.field, e.message, e.reason))
+            report.problems.append(_shifted(e, int(off)))
         if not p["cols"]:
             continue
         pm = np.array([phase_ix.setdefault(x, len(phase_ix)) for x in p["phases"]] or [0], dtype=np.int32)
         lm = np.array([lane_ix.setdefault(x, len(lane_ix)) for x in p["lanes"]] or [0], dtype=np.int32)
         tm = np.array([trace_ix.setdefault(x, len(trace_ix)) for x in p["trace_ids"]] or [0], dtype=np.int32)
-        rm = []
+        res_codes = []
         for rd in p["resources"]:
             key = orjson.dumps(rd, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr).decode()
             if key not in res_ix:
                 res_ix[key] = len(resources)
                 resources.append(rd)
-            rm.append(res_ix[key])
-        rm = np.array(rm or [0], dtype=np.int32)
+            res_codes.append(res_ix[key])
+        rm = np.array(res_codes or [0], dtype=np.int32)
         c = p["cols"]
         for k in COLUMNS:
             if k not in c:

@@ -39,4 +39,5 @@ from gputrace.timeline._loader import BATCH_SPANS, FAST_GIVE_UP_LINES, FAST_GROU
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.load import read_otlp as read_trace
 
-__all__ = ["read_trace", "TraceLoader", "TraceFormatError", "LoadReport", "open_trace_file", "load_file_into", "iter_lines"]
+__all__ = ["read_trace", "TraceLoader", "TraceFormatError", "LoadReport", "open_trace_file", "load_file_into",
+           "iter_lines"]

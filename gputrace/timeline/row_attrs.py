@@ -10,8 +10,7 @@ Immutable; safe to share between threads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Iterator
+from collections.abc import Iterator, Mapping
 
 
 class RowAttrs(Mapping):
@@ -23,7 +22,7 @@ class RowAttrs(Mapping):
         self.shared, self.keys_, self.values_ = shared, keys, values
 
     def __getitem__(self, key):
-        for k, v in zip(self.keys_, self.values_):
+        for k, v in zip(self.keys_, self.values_, strict=True):
             if k == key:
                 return v
         return self.shared[key]

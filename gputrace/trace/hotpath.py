@@ -14,12 +14,17 @@ Threading contract
   Buffers are plain lists bounded by ``_ROOM`` entries: past that the phase is counted in
   ``_ThreadState.dropped`` and not stored. Only the recorder's exporter thread removes entries
   (``del buf[:n]``, atomic under the GIL, so concurrent appends are never lost).
+* Once every sink has taken a finished plain phase, the exporter may put it in the shared pool
+  (``recycle``), from which ``phase()`` on any thread takes it again; only phases that nothing else
+  references are recycled, so a phase object the program can still reach is never reused.
 
 Why hand-written: this path runs per phase on the caller's thread with a budget of ~0.5 us; the OTel SDK
-costs ~9 us per span. Here a phase costs: one object, one thread-local read, two ``perf_counter_ns`` reads,
-two attribute-linked stack updates and one list append (+ NVTX push/pop when a tool is attached, + two CUDA
-event records when a stream is given). Span ids, trace ids, attributes and epoch times are all derived
-later on the exporter thread (``gputrace.trace.records``).
+costs ~9 us per span. Here a phase costs: one object (taken from the pool of recycled phases when the
+exporter has returned some, see ``recycle``), one thread-local read, two ``perf_counter_ns`` reads, two
+attribute-linked stack updates and one list append (+ NVTX push/pop when a tool is attached, + the CUPTI
+external id push/pop while CUDA activity is collected, + two CUDA event records when a stream is given).
+Span ids, trace ids, attributes and epoch times are all derived later on the exporter thread
+(``gputrace.trace.records``). Where the nanoseconds go: docs/tracer.md, "Performance".
 
 ``GPUTRACE_DISABLE=1`` (read at import) binds ``phase``/``start_phase`` to functions returning one shared no-op
 object; the decorator form then returns the function unchanged.
@@ -30,6 +35,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import sys
 import threading
 from time import perf_counter_ns as _pc
 
@@ -358,6 +364,67 @@ def _cuda_start(p: Phase) -> None:
 
 _new = object.__new__
 
+# Recycled plain phases (``Phase`` exactly, no stream). The exporter returns a finished phase here once
+# every sink has taken it and nothing else references it (``recycle``); ``phase()`` takes one before
+# allocating. Why: a buffered phase is a fresh GC-tracked object that survives the young collections
+# until the exporter takes it, and those collections walking it cost the caller ~150-250 ns per phase
+# on the CI box; a recycled object sits in the oldest generation and allocates nothing. ``list.pop`` and
+# ``list.extend`` are atomic under the GIL, so callers on any thread and the exporter share one list.
+_pool: list = []
+_pool_pop = _pool.pop
+POOL_MAX = 1 << 16  # at ~160 bytes a phase (object + emptied dict), at most ~10 MB kept for reuse
+_refcount = sys.getrefcount
+
+
+def recycle(phases: list) -> int:
+    """Exporter thread, after every sink has taken ``phases``: put the plain phases that nothing else
+    references (not the user, not a child's ``up``, not a token or handle) in the pool; returns how many.
+
+    A phase is reused only when its reference count shows that this call's list, loop variable and the
+    count's own argument are its only references, so no one can observe the reuse. Children come before
+    their parents in a thread's buffer; clearing a recycled child's ``up`` drops its reference to the
+    parent, which may then be recycled in the same pass."""
+    room = POOL_MAX - len(_pool)
+    if room <= 0:
+        return 0
+    out = []
+    keep = out.append
+    rc = _refcount
+    cls = Phase
+    base = _UNREFERENCED
+    for p in phases:
+        if type(p) is cls and rc(p) == base:  # only `phases`, `p` and getrefcount's argument hold it
+            p.__dict__.clear()  # ids, set(), error, handle state: back to the class defaults
+            p.up = None  # (st stays: overwritten at the next enter)
+            keep(p)
+    if len(out) > room:
+        del out[room:]
+    _pool.extend(out)
+    return len(out)
+
+
+def _count_in_loop(objs: list) -> list:
+    # The same loop shape as recycle()'s: what getrefcount reads there for an object only `objs` holds.
+    out = []
+    rc = _refcount
+    for p in objs:
+        out.append(rc(p))
+    return out
+
+
+# The count recycle() sees for a phase nothing else references (3 on CPython 3.10-3.13: the list, the loop
+# variable, the argument), measured rather than assumed, so an interpreter that counts differently (a
+# borrowed argument, say) recycles nothing rather than something still referenced. No pool at all where
+# reference counts do not mean exclusive ownership (the free-threaded build).
+_UNREFERENCED = _count_in_loop([object()])[0]
+if not getattr(sys, "_is_gil_enabled", lambda: True)():
+    POOL_MAX = 0
+
+
+def clear_pool() -> None:
+    """Drop the recycled phases (recorder shutdown: give the memory back)."""
+    del _pool[:]
+
 
 def _phase(name: str, *, device=None, bytes=None, stream=None, **kw) -> Phase:
     """``phase(name, *, device=None, bytes=None, stream=None, lane=None, circuit=None, batch=None,
@@ -368,7 +435,13 @@ def _phase(name: str, *, device=None, bytes=None, stream=None, **kw) -> Phase:
     Measured: 430 -> 267 ns (min) per construction with two keyword arguments.
     """
     if stream is None:
-        p = _new(Phase)
+        if _pool:  # (an empty pool must not cost a caught IndexError per phase: ~300 ns)
+            try:
+                p = _pool_pop()
+            except IndexError:  # another thread took the last one since the test
+                p = _new(Phase)
+        else:
+            p = _new(Phase)
     else:
         p = _new(_StreamPhase)
         p.stream = stream

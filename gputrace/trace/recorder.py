@@ -32,6 +32,8 @@ from gputrace.trace.summary import RunSummary
 log = logging.getLogger("gputrace.trace")
 
 _lock = threading.RLock()
+#: Phases handed to the sinks per call (a multiple of JsonlFileSink's 2048 spans per line).
+_DRAIN_CHUNK = 8192
 _active: "Recorder | None" = None
 _last_summary: RunSummary | None = None
 _atexit_registered = False
@@ -115,8 +117,10 @@ class Recorder:
             s.start(self.resource)
         with _ph._states_lock:
             self._drop_base = sum(st.dropped for st in _ph._states)
-        _ph._RECORDING = self.record
+        # (room first, flag second; stop() and the signal handler the other way round: a phase ending in
+        # between is then appended, never counted as dropped)
         _ph._ROOM = self.buffer_size if self.record else 0
+        _ph._RECORDING = self.record
         if self.gc_full_every is not None and self.record:
             old = gc.get_threshold()
             if old[2] < self.gc_full_every:
@@ -144,8 +148,8 @@ class Recorder:
         """Stop recording, final drain, close sinks; returns the summary (idempotent)."""
         if self._summary is not None:
             return self._summary
-        _ph._ROOM = 0
         _ph._RECORDING = False
+        _ph._ROOM = 0
         if _ph._XC:
             _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
             _ph.cuda_settings(True, None)
@@ -161,6 +165,7 @@ class Recorder:
             self.drain(final=True)
         except Exception:  # as in _run: the sinks must still be closed and the summary returned
             log.exception("gputrace: final drain failed")
+        _ph.clear_pool()
         if self.cupti is not None:  # CUPTI is process-wide: never leave it collecting (stop is idempotent)
             try:
                 self.cupti.stop()
@@ -236,8 +241,19 @@ class Recorder:
         # _ph._cuda stays None until the first phase with a stream: skip the scan for host-only runs.
         if self._pending_cuda or (_ph._cuda is not None and any(p.ev0 is not None for p in phases)):
             phases = self._resolve_cuda(phases, final)
-        if not phases:
-            return 0
+        n = len(phases)
+        # In chunks, each recycled as soon as its sinks are done: the callers then reuse those phase
+        # objects during a long drain instead of allocating (hotpath.recycle). The chunks leave
+        # ``phases`` as they go, so a chunk's list holds the only exporter reference to its phases.
+        while phases:
+            chunk = phases[:_DRAIN_CHUNK]
+            del phases[:_DRAIN_CHUNK]
+            self._export_phases(chunk)
+            _ph.recycle(chunk)  # last: nothing may read these phases again
+            del chunk
+        return n
+
+    def _export_phases(self, phases: list) -> None:
         off = self.epoch_offset_ns
         ids = self.ids
         # Span records only for sinks that take them; a file sink encodes the phases directly
@@ -263,7 +279,6 @@ class Recorder:
                 s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
         if self.join is not None:
             self._register_phases(phases)
-        return n
 
     def _register_phases(self, phases: list) -> None:
         """Tell the activity join the ids of exported phases that pushed an external correlation id."""
@@ -467,8 +482,8 @@ def _after_fork_in_child() -> None:
     # connections) belong to the parent: stop recording in the child rather than corrupt the parent's
     # output. Phases still emit NVTX. Call configure() in the child to record there.
     global _active, _lock, _last_summary
-    _ph._ROOM = 0
     _ph._RECORDING = False
+    _ph._ROOM = 0
     _ph._XC = False  # CUPTI's state belongs to the parent: no external ids pushed in the child
     _active = None
     _last_summary = None

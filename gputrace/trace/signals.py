@@ -82,8 +82,8 @@ def close_open_phases(reason: str) -> int:
     on a lock the interrupted main thread may hold."""
     if not _ph._RECORDING:
         return 0
-    _ph._ROOM = 0
     _ph._RECORDING = False
+    _ph._ROOM = 0
     if not _ph._states_lock.acquire(timeout=0.5):  # the interrupted main thread may hold it
         return 0
     try:

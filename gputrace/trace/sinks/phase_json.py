@@ -248,33 +248,34 @@ def encode_phases(phases: list, ids, off: int) -> list[str]:
     tsalt = ids.trace_salt
     try:
         for p in phases:
-            kw = p.kw
-            if not kw:
-                d = p.__dict__
-                if not d:
-                    # The common case, handled first: a phase without keywords whose __dict__ is empty
-                    # (no ids yet, no stream, set() or error: they all live there), whose parent has
-                    # its ids. One dict read replaces five attribute reads that fall back to the
-                    # class defaults (~70 ns each on the CI box).
-                    parent = p.up
-                    if parent is not None:
-                        ptid = parent.tid
-                        j = n - n0
-                        if ptid is not None and j < ntab:
-                            sid = tsid[j]
-                            if sid:
-                                n += 1
-                                d["sid"] = sid
-                                d["tid"] = ptid
-                                pp = pparts.get(parent)
-                                if pp is None:
-                                    pp = pparts[parent] = _parent_parts(parent, ptid, ids)
-                                key = (p.st, p.name, p.device, p.nbytes)
-                                f = frags.get(key)
-                                if f is None:
-                                    f = _fragment(key)
-                                app(f"{pp[0]}{thx[j]}{pp[1]}{f[0]}{p.t0 + off}{_MID}{p.t1 + off}{f[1]}")
-                                continue
+            d = p.__dict__
+            if d:
+                kw = d.get("kw")
+            else:
+                kw = None
+                # The common case, handled first: a phase whose __dict__ is empty (no keywords, no
+                # ids yet, no stream, set() or error: they all live there), whose parent has its
+                # ids. One dict read replaces six attribute reads that fall back to the class
+                # defaults (~70 ns each on the CI box).
+                parent = p.up
+                if parent is not None:
+                    ptid = parent.tid
+                    j = n - n0
+                    if ptid is not None and j < ntab:
+                        sid = tsid[j]
+                        if sid:
+                            n += 1
+                            d["sid"] = sid
+                            d["tid"] = ptid
+                            pp = pparts.get(parent)
+                            if pp is None:
+                                pp = pparts[parent] = _parent_parts(parent, ptid, ids)
+                            key = (p.st, p.name, p.device, p.nbytes)
+                            f = frags.get(key)
+                            if f is None:
+                                f = _fragment(key)
+                            app(f"{pp[0]}{thx[j]}{pp[1]}{f[0]}{p.t0 + off}{_MID}{p.t1 + off}{f[1]}")
+                            continue
             if kw:
                 parent = kw.get("parent")
                 if parent is None:
