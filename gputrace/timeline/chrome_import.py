@@ -29,6 +29,7 @@ import orjson
 
 from gputrace.phases import phase_kind
 from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
+from gputrace.timeline.chrome_foreign import GPU_CATS as _GPU_CATS, RUNTIME_CATS as _RUNTIME_CATS, ForeignBatch
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
 from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode_ours
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
@@ -36,10 +37,9 @@ from gputrace.timeline.nesting import nest_parents
 
 __all__ = ["ChromeFormatError", "read_chrome", "from_chrome"]
 
-#: Kineto categories of device activity (drawn on GPU stream lanes).
-_GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "gpu_op"}
-#: Kineto categories of host-side CUDA API calls (carry ``args.correlation``).
-_RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
+#: Runs of this many events or more between ``B``/``E`` events of another tool's trace go through
+#: the batch path (``chrome_foreign``); shorter ones, and the ``B``/``E`` events, one by one.
+_MIN_RUN = 64
 
 
 #: The accumulator's column arrays (``_Events.__init__``).
@@ -146,7 +146,7 @@ def from_chrome(doc: Any, host: str = "chrome", source: str = "<chrome>", stats:
     return acc.timeline(stats)
 
 
-class _Events(OursBatch, OursTyped):
+class _Events(OursBatch, OursTyped, ForeignBatch):
     """Accumulates events (in file order, in batches) as columns; ``timeline()`` builds the result."""
 
     @classmethod
@@ -198,8 +198,20 @@ class _Events(OursBatch, OursTyped):
             evs: list = events.as_json()
         else:
             evs = events
-        if self.ours and self._add_ours_batch(evs):
+        if self.ours:
+            if not self._add_ours_batch(evs):
+                self._add_each(evs)
             return
+        start = 0  # another tool's trace: runs between B/E events as batches, the rest one by one
+        for j in [j for j, ev in enumerate(evs) if type(ev) is dict and ev.get("ph") in ("B", "E")] + [len(evs)]:
+            run = evs[start:j]
+            if len(run) < _MIN_RUN or not self._add_foreign_batch(run):
+                self._add_each(run)
+            self._add_each(evs[j:j + 1])
+            start = j + 1
+
+    def _add_each(self, evs: list) -> None:
+        """The per-event path (exact errors: file, event index, field)."""
         src = self.source
         for ev in evs:
             idx = self.idx

@@ -1,0 +1,122 @@
+"""The batch path for other tools' Chrome traces (chrome_foreign) gives the same Timeline as the
+per-event path: Kineto-shaped traces with CPU ops, runtime calls, kernels, B/E pairs across batches,
+metadata, skipped events and awkward values; bad events keep their per-event errors."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import gputrace.timeline.chrome_import as imp
+import gputrace.timeline.chrome_scan as scan
+from gputrace.timeline.chrome import ChromeFormatError, from_chrome, read_chrome
+from gputrace.timeline.chrome_foreign import ForeignBatch
+from tests.unit.test_chrome import KINETO
+
+
+def _same(a, b):
+    assert a.n == b.n and a.phases == b.phases and a.lanes == b.lanes
+    for k in a.cols:
+        assert a.cols[k].dtype == b.cols[k].dtype and np.array_equal(a.cols[k], b.cols[k]), k
+    assert a.attrs == b.attrs and a.names == b.names and a.trace_ids == b.trace_ids and a.resources == b.resources
+
+
+@pytest.fixture
+def batches(monkeypatch):
+    """Records whether each batch took the batch path."""
+    taken: list[bool] = []
+    real = ForeignBatch._add_foreign_batch
+
+    def counting(self, events):
+        ok = real(self, events)
+        taken.append(ok)
+        return ok
+
+    monkeypatch.setattr(ForeignBatch, "_add_foreign_batch", counting)
+    return taken
+
+
+def _per_event(monkeypatch, fn):
+    with monkeypatch.context() as m:
+        m.setattr(ForeignBatch, "_add_foreign_batch", lambda self, events: False)
+        return fn()
+
+
+def _kineto(n: int, seed: int = 1) -> dict:
+    rnd = random.Random(seed)
+    ev: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": 321, "tid": 0, "args": {"name": "python3"}},
+        {"ph": "M", "name": "thread_name", "pid": 321, "tid": 321, "args": {"name": "python3"}},
+        {"ph": "M", "name": "thread_name", "pid": 321, "tid": 322, "args": {"name": "python3"}},  # same name
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+    ]
+    t: float | int = 0
+    for i in range(n):
+        t += rnd.choice([50, 12.5, 7.001])
+        ev.append({"ph": "X", "cat": "cpu_op", "name": rnd.choice(["aten::mul", "ntt", "msm_g1"]), "pid": 321,
+                   "tid": rnd.choice([321, 322]), "ts": t, "dur": rnd.choice([40, 40.5, 0]),
+                   "args": {"External id": i, "batch": rnd.choice([1, True, 2.0, None])}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 321, "tid": 321,
+                   "ts": t + 10, "dur": 5.0, "args": {"correlation": rnd.choice([i, i, True, "x"])}})
+        ev.append({"ph": "X", "cat": rnd.choice(["kernel", "gpu_memcpy", "gpu_user_annotation"]),
+                   "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": t + 20.5, "dur": 2.25,
+                   "args": {"device": rnd.choice([0, 1, True, "0", None]), "stream": rnd.choice([7, 8, None]),
+                            "correlation": i, "grid": [128, 1, 1], "bytes": rnd.choice([4096, -1, 1.5])}})
+        r = rnd.random()
+        if r < 0.05:
+            ev.append({"ph": "B", "name": "sync", "pid": 321, "tid": 321, "ts": t + 41})
+        elif r < 0.1:
+            ev.append({"ph": "E", "pid": 321, "tid": 321, "ts": t + 45, "args": {"end": 1}})
+        elif r < 0.15:
+            ev.append({"ph": "i", "name": "marker", "pid": 321, "tid": 321, "ts": t, "s": "t"})
+        elif r < 0.2:
+            ev.append({"ph": "X", "name": "no cat, no args", "pid": "worker", "tid": None, "ts": int(t)})
+        elif r < 0.3:  # a CPU op carrying a correlation id: not a launch, must not become the kernel's parent
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 321, "tid": 321, "ts": t + 30,
+                       "dur": 1, "args": {"correlation": i}})
+        elif r < 0.32:
+            ev.append({"ph": "X", "cat": "", "name": 5, "pid": 321, "tid": 321, "ts": t, "dur": 1, "args": {}})
+    return {"schemaVersion": 1, "baseTimeNanoseconds": 1700000000000000000, "traceEvents": ev}
+
+
+@pytest.mark.parametrize("reads, min_run", [(997, 1), (1 << 14, 64), (1 << 20, 64), (1 << 20, 1)])
+def test_kineto_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads, min_run):
+    monkeypatch.setattr(scan, "READ_BYTES", reads)
+    monkeypatch.setattr(imp, "_MIN_RUN", min_run)
+    for seed, doc in enumerate([KINETO, _kineto(400), _kineto(300, seed=7)]):
+        p = tmp_path / f"k{seed}.json"
+        p.write_text(json.dumps(doc, indent=1 if seed else None))
+        fast = read_chrome(p)
+        _same(fast, _per_event(monkeypatch, lambda p=p: read_chrome(p)))
+        _same(fast, _per_event(monkeypatch, lambda p=p, d=doc, h=f"k{seed}": from_chrome(d, host=h, source=str(p))))
+    assert any(batches)
+
+
+def test_large_integer_times_stay_exact(tmp_path, monkeypatch, batches):
+    doc = {"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1_700_000_000_000_000 + i,
+                            "dur": 3} for i in range(100)]
+           + [{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 1_700_000_000_000_000.5, "dur": 1.25}]}
+    p = tmp_path / "abs.json"
+    p.write_text(json.dumps(doc))
+    fast = read_chrome(p)
+    _same(fast, _per_event(monkeypatch, lambda: read_chrome(p)))
+    starts = set(fast.cols["start"].tolist())
+    assert {1_700_000_000_000_000_000 + 1000 * i for i in range(100)} <= starts  # exact, not via doubles
+    assert batches and not any(batches)  # beyond 2**53 ns as doubles: the per-event path
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"ts": "1"}, r"traceEvents\[7\] \('X' 'k'\): field 'ts' must be a number, got '1'"),
+    ({"dur": None}, r"traceEvents\[7\] \('X' 'k'\): field 'dur' must be a number, got None"),
+    ({"dur": -1}, r"traceEvents\[7\] \('k'\): negative 'dur'"),
+])
+def test_bad_events_keep_their_errors(tmp_path, bad, match):
+    events = [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(12)]
+    events[7].update(bad)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(ChromeFormatError, match=match):
+        read_chrome(p)
