@@ -120,3 +120,25 @@ def test_bad_events_keep_their_errors(tmp_path, bad, match):
     p.write_text(json.dumps({"traceEvents": events}))
     with pytest.raises(ChromeFormatError, match=match):
         read_chrome(p)
+
+
+def test_collector_state_restored(tmp_path):
+    """read_chrome pauses the cyclic GC while it reads and leaves it as it found it, errors included."""
+    import gc
+
+    good = tmp_path / "k.json"
+    good.write_text(json.dumps(KINETO))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "x"}]}')
+    assert gc.isenabled()
+    try:
+        read_chrome(good)
+        assert gc.isenabled()
+        with pytest.raises(ChromeFormatError):
+            read_chrome(bad)
+        assert gc.isenabled()
+        gc.disable()
+        read_chrome(good)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
