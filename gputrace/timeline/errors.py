@@ -67,6 +67,18 @@ class LoadReport:
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(err)
 
+    def absorb(self, other: LoadReport, *, files: bool = True) -> None:
+        """Add ``other``'s counts, reasons and problems (still at most ``MAX_PROBLEMS``); its file
+        names too unless ``files`` is False (the caller already listed them)."""
+        if files:
+            self.files.extend(other.files)
+        self.lines += other.lines
+        self.spans += other.spans
+        self.lines_skipped += other.lines_skipped
+        self.spans_skipped += other.spans_skipped
+        self.reasons.update(other.reasons)
+        self.problems.extend(other.problems[:max(0, MAX_PROBLEMS - len(self.problems))])
+
     def sorted_problems(self) -> list[TraceFormatError]:
         """Problems in file order, then line order (batch checks report after later lines)."""
         order = {f: i for i, f in enumerate(self.files)}

@@ -138,15 +138,8 @@ def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, worke
     tl = Timeline.concat(parts)
     report = LoadReport(files=order)
     for part in parts:
-        r = part.load_report
-        if r is None:  # every reader sets one
-            continue
-        report.lines += r.lines
-        report.spans += r.spans
-        report.lines_skipped += r.lines_skipped
-        report.spans_skipped += r.spans_skipped
-        report.reasons.update(r.reasons)
-        report.problems.extend(r.problems)
+        if part.load_report is not None:  # every reader sets one
+            report.absorb(part.load_report, files=False)
     tl.load_report = report
     return tl
 
@@ -215,13 +208,7 @@ def concat_reports(parts: list[Timeline]) -> Timeline:
     if reports:
         report = LoadReport()
         for r in reports:
-            report.files.extend(r.files)
-            report.lines += r.lines
-            report.spans += r.spans
-            report.lines_skipped += r.lines_skipped
-            report.spans_skipped += r.spans_skipped
-            report.reasons.update(r.reasons)
-            report.problems.extend(r.problems)
+            report.absorb(r)
         tl.load_report = report
     return tl
 

@@ -163,3 +163,23 @@ def test_short_or_base64_parent_ids(tmp_path):
     with pytest.raises(TraceFormatError) as ei:
         read_trace(p)
     assert str(ei.value) == f"{p}:1: field {SP}[1].parentSpanId: expected 16 hex characters, got 'abc'"
+
+
+def test_load_reports_absorb_counts_and_keep_at_most_max_problems():
+    from gputrace.timeline.errors import MAX_PROBLEMS, LoadReport, TraceFormatError
+
+    def report(name, n):
+        r = LoadReport(files=[name], lines=10, spans=20)
+        for i in range(n):
+            r.add(TraceFormatError(name, i + 1, None, "bad", "bad line"), line_skipped=True)
+        return r
+
+    total = LoadReport()
+    total.absorb(report("a", MAX_PROBLEMS - 1))
+    total.absorb(report("b", 5), files=True)
+    assert total.files == ["a", "b"] and total.lines == 20 and total.spans == 40
+    assert total.lines_skipped == MAX_PROBLEMS + 4 and total.reasons["bad line"] == MAX_PROBLEMS + 4
+    assert len(total.problems) == MAX_PROBLEMS and total.problems[-1].path == "b"
+    quiet = LoadReport(files=["x"])
+    quiet.absorb(report("c", 1), files=False)
+    assert quiet.files == ["x"] and quiet.lines_skipped == 1
