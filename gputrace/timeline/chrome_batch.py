@@ -36,6 +36,11 @@ def hex_int(v: Any) -> int:
     return 0
 
 
+def dict_meta_names(metas: list[dict]) -> list[tuple[Any, Any, Any, str]]:
+    """(name, pid, tid, label) of metadata events decoded as dicts (``ColumnState._finish_batch``)."""
+    return [(ev.get("name"), ev.get("pid"), ev.get("tid"), str((ev.get("args") or {}).get("name", ""))) for ev in metas]
+
+
 class ColumnState:
     """The accumulator state the column paths (this module's and ``chrome_typed``'s) share with
     ``chrome_import._Events``, which sets all of it in its ``__init__`` and defines ``_lane``."""
@@ -70,6 +75,24 @@ class ColumnState:
     phase_ix: dict[str, int]
     trace_ids: list[str]
     trace_ix: dict[str, int]
+
+    def _finish_batch(self, n_events: int, ends: np.ndarray | None, names: list[tuple[Any, Any, Any, str]]) -> None:
+        """Close a batch the column paths took: ``ends`` (its spans' end times, None when it had none)
+        raise ``t_max``; the events neither spans nor metadata count as skipped; ``names`` are the
+        metadata events as (name, pid, tid, label), of which process_name/thread_name name tracks."""
+        n_spans = 0
+        if ends is not None:
+            n_spans = len(ends)
+            t_end = int(ends.max())
+            if t_end > self.t_max:
+                self.t_max = t_end
+        self.skipped += n_events - n_spans - len(names)
+        self.idx += n_events
+        for name, pid, tid, label in names:
+            if name == "process_name":
+                self.proc_names[pid] = label
+            elif name == "thread_name":
+                self.thread_names[(pid, tid)] = label
 
     def _lane(self, key: Any) -> int:
         """Index of a lane key in the accumulator's lane table (added if new)."""
@@ -201,15 +224,5 @@ class OursBatch(ColumnState):
             self.parent_sid.extend(psid)
             self.trace.extend(trace)
             self.resource.extend(res)
-            t_end = int(e.max())
-            if t_end > self.t_max:
-                self.t_max = t_end
-        self.skipped += len(events) - nx - len(metas)
-        self.idx += len(events)
-        for ev in metas:
-            name, a = ev.get("name"), ev.get("args") or {}
-            if name == "process_name":
-                self.proc_names[ev.get("pid")] = str(a.get("name", ""))
-            elif name == "thread_name":
-                self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(a.get("name", ""))
+        self._finish_batch(len(events), e if nx else None, dict_meta_names(metas))
         return True

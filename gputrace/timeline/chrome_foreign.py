@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.chrome_batch import ColumnState
+from gputrace.timeline.chrome_batch import ColumnState, dict_meta_names
 from gputrace.timeline.model import KIND_CODES
 
 __all__ = ["ForeignBatch", "GPU_CATS", "RUNTIME_CATS"]
@@ -134,15 +134,5 @@ class ForeignBatch(ColumnState):
             self.parent_sid.frombytes(bytes(8 * nx))
             self.trace.frombytes(np.full(nx, -1, np.int32).tobytes())
             self.resource.frombytes(np.full(nx, -1, np.int32).tobytes())
-            t_end = int(e.max())
-            if t_end > self.t_max:
-                self.t_max = t_end
-        self.skipped += len(events) - nx - len(metas)
-        self.idx += len(events)
-        for ev in metas:
-            name, a = ev.get("name"), ev.get("args") or {}
-            if name == "process_name":
-                self.proc_names[ev.get("pid")] = str(a.get("name", ""))
-            elif name == "thread_name":
-                self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(a.get("name", ""))
+        self._finish_batch(len(events), e if nx else None, dict_meta_names(metas))
         return True

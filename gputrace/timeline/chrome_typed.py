@@ -159,6 +159,10 @@ def hex_ids(vals: list[str]) -> np.ndarray:
     return out
 
 
+def _meta_label(a: MetaArgs) -> str:
+    return str(a.name) if a.name is not UNSET else ""
+
+
 def _col(objs: list, name: str, dtype: type) -> np.ndarray:
     """One field of every Struct as an array. Raises TypeError (a None) or OverflowError."""
     return np.fromiter(map(attrgetter(name), objs), dtype, len(objs))
@@ -275,17 +279,8 @@ class OursTyped(ColumnState):
             self.parent_sid.frombytes(psid.tobytes())
             self.trace.frombytes(trace.tobytes())
             self.resource.frombytes(res.tobytes())
-            t_end = int(e.max())
-            if t_end > self.t_max:
-                self.t_max = t_end
-        self.skipped += len(events) - nx - len(metas)
-        self.idx += len(events)
-        for ev in metas:
-            name, a = ev.name, ev.args if ev.args is not None else _NO_META_ARGS
-            if name == "process_name":
-                self.proc_names[ev.pid] = str(a.name) if a.name is not UNSET else ""
-            elif name == "thread_name":
-                self.thread_names[(ev.pid, ev.tid)] = str(a.name) if a.name is not UNSET else ""
+        self._finish_batch(len(events), e if nx else None, [
+            (ev.name, ev.pid, ev.tid, _meta_label(ev.args if ev.args is not None else _NO_META_ARGS)) for ev in metas])
         return True
 
     def _typed_lanes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
