@@ -80,7 +80,7 @@ def _child(what: str, path: Path, out: Path | None = None, env: dict | None = No
 
 
 def _write_otlp(path: Path, spans: int) -> None:
-    from gputrace.otlp_json import encode_request
+    from gputrace.otlp.encode import encode_request
     from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic
 
     spec = SyntheticSpec(hosts=2, gpus=4, streams=2, circuits=8, target_spans=spans, seed=1)
