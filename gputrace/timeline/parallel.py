@@ -47,15 +47,32 @@ _READ = 8 << 20
 MIN_PARALLEL_CPUS = 2
 
 
+def _load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # pragma: no cover - not available
+        return 0.0
+
+
 def default_workers() -> int:
-    """Processes for a parallel read, the caller included: the usable CPUs, at most 8; 1 (read
-    in-process) when fewer than ``MIN_PARALLEL_CPUS`` are usable. ``read_trace(workers=N)`` overrides it.
-    The decision whether a file is read in parallel is ``gputrace.timeline.load.parallel_workers``."""
+    """Processes for a parallel read, the caller included: the CPUs that other work leaves free, at
+    most 8; 1 (read in-process) when fewer than ``MIN_PARALLEL_CPUS`` are usable or free.
+    ``read_trace(workers=N)`` overrides it. The decision whether a file is read in parallel is
+    ``gputrace.timeline.load.parallel_workers``.
+
+    Free CPUs are the usable ones less the 1-minute load average, plus the one this process runs
+    on (it is part of that load): on a 2-core machine the read goes parallel only while at most
+    ~1.5 other tasks are running. A second process on a core that others keep busy gains no CPU
+    and costs ~0.3-0.6 CPU-s (start-up, shipping the columns, merging): measured slower on a
+    busy 2-core machine (benchmarks/RESULTS.md, "OTLP JSONL read")."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         n = os.cpu_count() or 1
-    return 1 if n < MIN_PARALLEL_CPUS else min(8, n)
+    if n < MIN_PARALLEL_CPUS:
+        return 1
+    free = round(n - _load_average() + 1)
+    return max(1, min(8, n, free))
 
 
 def split_ranges(path, parts: int) -> list[tuple[int, int]]:

@@ -86,8 +86,17 @@ def test_the_caller_reads_the_first_range_itself(tmp_path, small_threshold, monk
     assert np.array_equal(a.cols["span_id"], b.cols["span_id"]) and a.lanes == b.lanes
 
 
-def test_parallel_reads_from_two_cpus(monkeypatch, tmp_path):
+def test_parallel_reads_from_two_free_cpus(monkeypatch):
+    load = {"now": 0.4}
+    monkeypatch.setattr(par, "_load_average", lambda: load["now"])
     monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0, 1})
     assert par.default_workers() == 2
+    load["now"] = 3.0  # both cores busy with other work: a second process would gain nothing
+    assert par.default_workers() == 1
+    monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: set(range(16)))
+    assert par.default_workers() == 8
+    load["now"] = 12.2
+    assert par.default_workers() == 5
     monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0})
+    load["now"] = 0.0
     assert par.default_workers() == 1
