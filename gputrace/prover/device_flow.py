@@ -9,9 +9,10 @@ step is a phase of the trace):
   counters) is queued right after, then an event. Later chunks are launched as their plans arrive, while the
   lane proves the circuits before them.
 * The lane waits for that event on the device (no host wait) and proves the circuit alone: ``ntt`` ->
-  ``msm_h`` -> ``batch_add`` (the ones' indices and eight counters read back: a few KB) -> ``msm_l``,
-  ``msm_a``, ``msm_b_g1`` (the device tail; D4 plans from the counters) -> ``b_g2`` (device z) -> the root read
-  back (32 bytes). ``assemble`` runs on a helper thread, so the lane goes on to the next circuit.
+  ``msm_h`` -> ``d2h`` of eight counters (the ones' indices stay on the device) -> ``msm_a``, ``msm_b_g1``,
+  ``msm_l`` (the device tail; D4 plans from the counters) -> ``batch_add`` (device indices) -> ``b_g2`` (device
+  z) -> the root read back (32 bytes): the order the keys arrive in (``LOAD_ORDER``). ``assemble`` runs on a
+  helper thread, so the lane goes on to the next circuit.
 * The assignment never comes back to the host, unless ``b_g2`` runs there (then its one ``d2h``, and
   ``publish`` hands the host z to the ``b_g2`` pool).
 * Waiting for a plan or for a proving-key query that ``LoadingBases`` is still loading is a ``sync`` span
@@ -36,7 +37,8 @@ from .field import limbs_to_ints
 from .tail_split import plans_from_stats
 from .witness import Witness
 
-#: The order the first circuit needs the proving-key queries in (``msm_h`` first, ``b_g2`` last).
+#: The order the first circuit needs the proving-key queries in (``msm_h``, ``msm_a``, ``msm_b_g1``, ``msm_l``,
+#: ``b_g2``): each upload runs while the MSM before it does.
 LOAD_ORDER = ("h", "a", "b_g1", "l", "b_g2")
 
 
@@ -162,20 +164,22 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
                 row = backend.rows(h, 0, 1)
                 mh = backend.msm_g1(bases.get("h", stats, dl, ccw),
                                     DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
-            with stats.phase("batch_add", dl, **ckw):
+            with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters; the ones' indices
                 ts = backend.finish_tail(split, lane)
-                nv = ts.tail.shape[0]
-                ba = backend.batch_add_indices(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
-                bb = backend.batch_add_indices(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
-                bl = backend.batch_add_indices(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
+            nv = ts.tail.shape[0]
             plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
-            with stats.phase("msm_l", dl, **ckw):
-                ml = backend.msm_g1(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l,
-                                    lane=lane)
+            # In the order the keys arrive (LOAD_ORDER): on the first circuit each MSM overlaps the next upload.
             with stats.phase("msm_a", dl, **ckw):
                 ma = backend.msm_g1(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
             with stats.phase("msm_b_g1", dl, **ckw):
                 mb = backend.msm_g1(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+            with stats.phase("msm_l", dl, **ckw):
+                ml = backend.msm_g1(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l,
+                                    lane=lane)
+            with stats.phase("batch_add", dl, **ckw):
+                ba = backend.batch_add_indices(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+                bb = backend.batch_add_indices(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+                bl = backend.batch_add_indices(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
             if b_g2_host is None:
                 with stats.phase("b_g2", dl, **ckw):
                     g2 = backend.msm_g2(bases.get("b_g2", stats, dl, ccw), z, lane=lane)
