@@ -138,7 +138,7 @@ class ProveOptions:
     backend_object: object | None = None
     synthesis: str = "auto"
     b_g2: str = "auto"
-    keygen: str = "host"
+    keygen: str = "auto"
     device_flow: str = "batch"
 
 
