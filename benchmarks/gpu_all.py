@@ -157,31 +157,137 @@ def rand_fr(n: int, m: int = 1):
     return cupy.asarray(host)
 
 
+NTT_IMPLS = ("radix2", "pass_m64", "pass", "pass_o4")  # cuda_ntt.FrNtt implementations, timed side by side
+
+
+def ntt_cupti(runs: dict, repeats: int) -> dict:
+    """CUPTI kernel time of each callable in ``runs`` (``CuptiCollector`` directly, no recorder): for each
+    name, the median over ``repeats`` calls of every kernel's summed device time per call (``kernels_ms``),
+    of their total (``total_ms``), of first-start to last-end (``span_ms``) and of each launch in order
+    (``per_launch_ms``). Each call is followed by a synchronize and a forced flush, so a call's records are
+    exactly its kernels."""
+    import cupy
+
+    from gputrace.trace.cupti_collect import CuptiCollector, CuptiUnavailable
+
+    col = CuptiCollector()
+    try:
+        col.start()
+    except CuptiUnavailable as exc:
+        return {"error": str(exc)}
+    out: dict = {}
+    try:
+        for name, fn in runs.items():
+            reps = []
+            for _ in range(repeats):
+                cupy.cuda.get_current_stream().synchronize()
+                col.collect(force=True)  # drop what came before
+                fn()
+                cupy.cuda.get_current_stream().synchronize()
+                ks = [r for r in col.collect(force=True) if r.get("kind") in ("CONCURRENT_KERNEL", "KERNEL")]
+                per: dict = {}
+                for r in ks:
+                    per[r["name"]] = per.get(r["name"], 0) + (r["end"] - r["start"])
+                span = (max(r["end"] for r in ks) - min(r["start"] for r in ks)) if ks else 0
+                seq = [(r["name"], r["end"] - r["start"]) for r in sorted(ks, key=lambda r: r["start"])]
+                reps.append((per, span, len(ks), seq))
+            names = sorted({k for r in reps for k in r[0]})
+            nl = min(len(r[3]) for r in reps)
+            out[name] = {
+                "kernels_ms": {k: statistics.median(r[0].get(k, 0) for r in reps) / 1e6 for k in names},
+                "total_ms": statistics.median(sum(r[0].values()) for r in reps) / 1e6,
+                "span_ms": statistics.median(r[1] for r in reps) / 1e6,
+                "launches": reps[0][2] if reps else 0,
+                # each launch in start order (kernel, median ms): the per-pass breakdown
+                "per_launch_ms": [(reps[0][3][i][0], statistics.median(r[3][i][1] for r in reps) / 1e6)
+                                  for i in range(nl)],
+            }
+    finally:
+        col.stop()
+    return out
+
+
 def ntt_bench(sizes: list[int], repeats: int) -> None:
+    """Forward Fr NTT per size and implementation (CUDA events, median), the prover's shapes at the largest
+    size (coset forward, inverse coset) and at 2^20 (a, b, c as one batch of 3), CUPTI kernel time per kernel
+    of each, and a check that every implementation gives the radix-2 result bit for bit."""
     import cupy
 
     from gputrace.prover.backends.cuda_ntt import FrNtt
+    from gputrace.prover.ntt import cuda_pass_plan
 
-    eng = FrNtt(0)
-    res = {}
+    engs = {impl: FrNtt(0, impl=impl) for impl in NTT_IMPLS}
+    res: dict = {"events": {}, "cupti": {}, "equal_to_radix2": {}}
+    runs: dict = {}
+    big = max(sizes)
     for logn in sizes:
         n = 1 << logn
         a = rand_fr(n)
-        eng.to_mont(a, None)
-        ms = events_ms(lambda: eng.transform(a, inverse=False, coset=False, stream=None), repeats, warmup=2)
-        br = events_ms(lambda: eng._k["fr_bitrev_inplace"]((n // 256,), (256,), (a[0], np.uint64(n), np.int32(logn))),
-                       repeats)
-        med = statistics.median(ms)
-        bound = INT_BOUND_NTT_2_24_MS * (n * logn) / ((1 << 24) * 24)
-        passes = 1 + 1 + math.ceil(max(0, logn - 10) / 2)  # bitrev + shared-memory block + radix-4 stages
-        gbps = passes * 2 * n * 32 / (med * 1e-3) / 1e9
-        res[logn] = dict(median_ms=med, all_ms=ms, bitrev_ms=statistics.median(br), bound_ms=bound,
-                         fraction_of_bound=bound / med, global_passes=passes, effective_GBps=gbps)
-        tgt = "<= 30 ms" if logn == 24 else ""
-        row(f"NTT 2^{logn}", f"{med:.2f} ms ({bound / med:.0%} of int bound, {gbps:.0f} GB/s)", tgt)
+        engs["pass"].to_mont(a, None)
+        ref = None
+        for impl, eng in engs.items():
+            x = a.copy()
+            eng.transform(x, inverse=False, coset=False, stream=None)
+            if impl == "radix2":
+                ref = x
+            else:
+                res["equal_to_radix2"][f"{impl} 2^{logn}"] = bool(cupy.array_equal(x, ref))
+            del x
+            ms = events_ms(lambda e=eng, y=a: e.transform(y, inverse=False, coset=False, stream=None), repeats,
+                           warmup=2)
+            med = statistics.median(ms)
+            bound = INT_BOUND_NTT_2_24_MS * (n * logn) / ((1 << 24) * 24)
+            passes = (1 + 1 + math.ceil(max(0, logn - 10) / 2)) if impl == "radix2" else len(cuda_pass_plan(logn))
+            gbps = passes * 2 * n * 32 / (med * 1e-3) / 1e9
+            res["events"][f"{impl} fwd 2^{logn}"] = dict(median_ms=med, all_ms=ms, bound_ms=bound,
+                                                         fraction_of_bound=bound / med, global_passes=passes,
+                                                         effective_GBps=gbps)
+            if logn == big:
+                runs[f"{impl} fwd 2^{logn}"] = (lambda e=eng, y=a: e.transform(y, inverse=False, coset=False,
+                                                                             stream=None))
+        if logn == big:
+            for impl, eng in engs.items():
+                for inv, cos, what in ((False, True, "coset"), (True, True, "inv coset")):
+                    def fn(e=eng, i=inv, c=cos, y=a):
+                        e.transform(y, inverse=i, coset=c, stream=None)
+                    ms = events_ms(fn, repeats, warmup=2)
+                    res["events"][f"{impl} {what} 2^{logn}"] = dict(median_ms=statistics.median(ms), all_ms=ms)
+                    runs[f"{impl} {what} 2^{logn}"] = fn
         del a
-        cupy.get_default_memory_pool().free_all_blocks()
+    # the prover's shape: a, b, c of 2^20 as one (3, n, 4) batch, inverse then coset forward
+    b3 = rand_fr(1 << 20, 3)
+    engs["pass"].to_mont(b3, None)
+    for impl, eng in engs.items():
+        def prover_ntts(e=eng, y=b3):
+            e.transform(y, inverse=True, coset=False, stream=None)
+            e.transform(y, inverse=False, coset=True, stream=None)
+        ms = events_ms(prover_ntts, repeats, warmup=2)
+        res["events"][f"{impl} intt+coset 3x2^20"] = dict(median_ms=statistics.median(ms), all_ms=ms)
+        runs[f"{impl} intt+coset 3x2^20"] = prover_ntts
+    res["cupti"] = ntt_cupti(runs, 3)
+    del b3
+    cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["ntt"] = res
+    for key, ev in res["events"].items():
+        cu = res["cupti"].get(key, {}) if isinstance(res["cupti"], dict) else {}
+        extra = ""
+        if "fraction_of_bound" in ev:
+            extra = f", {ev['fraction_of_bound']:.0%} of int bound, {ev['effective_GBps']:.0f} GB/s"
+        kern = f"; CUPTI {cu['total_ms']:.2f} ms" if "total_ms" in cu else ""
+        tgt = "<= 6 ms" if key == f"pass fwd 2^{big}" and big == 24 else ""
+        row(f"NTT {key}", f"{ev['median_ms']:.2f} ms event{kern}{extra}", tgt)
+    for key, cu in (res["cupti"].items() if isinstance(res["cupti"], dict) else []):
+        if isinstance(cu, dict) and "kernels_ms" in cu:
+            print(f"  CUPTI {key}: " + ", ".join(f"{k} {v:.3f}" for k, v in cu["kernels_ms"].items())
+                  + f" (total {cu['total_ms']:.3f} ms, span {cu['span_ms']:.3f} ms, {cu['launches']} launches)")
+            if len(cu["per_launch_ms"]) <= 12:
+                print("    launches: " + ", ".join(f"{k} {v:.3f}" for k, v in cu["per_launch_ms"]))
+    if "error" in res["cupti"]:
+        row("NTT CUPTI", f"not collected: {res['cupti']['error']}"[:60])
+    bad = [k for k, ok in res["equal_to_radix2"].items() if not ok]
+    row("NTT implementations agree", "yes" if not bad else f"NO: {', '.join(bad)}")
+    if bad:
+        raise RuntimeError(f"NTT implementations differ from radix2: {bad}")
 
 
 # -- 4. MSM -----------------------------------------------------------------------------------
