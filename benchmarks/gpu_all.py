@@ -308,13 +308,14 @@ def distinct_points(count: int):
     return pts
 
 
-#: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords). "c64" is the engine as it was before
-#: issue 13's MSM work (64-bit C Fq arithmetic, unsigned digits, S-long chunks); the module is msm.cu built with
-#: -DGPUTRACE_MSM_FQ_C64, registered here for the benchmark only.
+#: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords), each at the default window of its
+#: digit kind. "c64" is the engine as it was before issue 13's MSM work (64-bit C Fq arithmetic, unsigned
+#: digits, S-long chunks, argsort); its module is msm.cu built with -DGPUTRACE_MSM_FQ_C64, registered here for
+#: the benchmark only. "ptx-signed-counting" is the default engine.
 MSM_VARIANTS = {
-    "c64": ("msm_c64", dict(signed=False, even_chunks=False)),
-    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False)),
-    "ptx-signed": ("msm", dict(signed=True, even_chunks=True)),
+    "c64": ("msm_c64", dict(signed=False, even_chunks=False, sort="argsort")),
+    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False, sort="argsort")),
+    "ptx-signed-argsort": ("msm", dict(signed=True, even_chunks=True, sort="argsort")),
     "ptx-signed-counting": ("msm", dict(signed=True, even_chunks=True, sort="counting")),
 }
 MSM_AB = False      # --msm-ab: the engines above side by side at the largest MSM size
@@ -371,7 +372,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
     from py_arkworks_bls12381 import G1Point
 
     from gputrace.prover.backends import cuda_kernels as ck
-    from gputrace.prover.backends.cuda_msm import G1Msm, default_window, xyzz_to_g1
+    from gputrace.prover.backends.cuda_msm import G1Msm, engine_window, xyzz_to_g1
     from gputrace.prover.encoding import g1_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
@@ -402,7 +403,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
         out, times = timed(run, repeats if logn < 24 else max(2, repeats // 2))
         med = statistics.median(times)
         bound = INT_BOUND_MSM_2_24_MS * n / (1 << 24)
-        entry = dict(median_ms=med, all_ms=times, window=default_window(n), bound_ms=bound,
+        entry = dict(median_ms=med, all_ms=times, window=engine_window(n, eng.signed), bound_ms=bound,
                      fraction_of_bound=bound / med, signed=eng.signed)
         if logn <= 16:
             host_sc = sc.get()
@@ -411,7 +412,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
             entry["arkworks_cpu_ms"] = (time.perf_counter() - t0) * 1e3
             entry["matches_arkworks"] = bool(xyzz_to_g1(out) == want)
         sweep = {}
-        dw = default_window(n)
+        dw = engine_window(n, eng.signed)
         cands = {dw - 2, dw - 1, dw + 1, dw + 2}
         if logn == max(sizes) and MSM_WINDOWS:
             cands |= {int(w) for w in MSM_WINDOWS.split(",")}
@@ -474,7 +475,7 @@ def g2_bench(sizes: list[int], repeats: int) -> None:
     import cupy
     from py_arkworks_bls12381 import G2Point, Scalar
 
-    from gputrace.prover.backends.cuda_msm import G2Msm, default_window, xyzz_to_g2
+    from gputrace.prover.backends.cuda_msm import G2Msm, engine_window, xyzz_to_g2
     from gputrace.prover.encoding import g2_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
@@ -501,8 +502,8 @@ def g2_bench(sizes: list[int], repeats: int) -> None:
             times.append((time.perf_counter() - t0) * 1e3)
         prof: dict = {}
         eng.msm(bases, sc, None, None, profile=prof)
-        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=default_window(n), steps_ms=prof)
-        row(f"MSM G2 2^{logn} (c={default_window(n)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
+        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=engine_window(n, eng.signed), steps_ms=prof)
+        row(f"MSM G2 2^{logn} (c={engine_window(n, eng.signed)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
         del bases, sc
         cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["msm_g2"] = res
