@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     d = Path(tempfile.mkdtemp(prefix="gputrace_bench_10m_", dir=a.dir))
     env = dict(os.environ, GPUTRACE_CACHE_DIR=str(d / "cache"))
     try:
-        from gputrace.otlp_json import encode_request
+        from gputrace.otlp.encode import encode_request
         from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic
 
         big, small = d / "big.jsonl", d / "small.jsonl"

@@ -1,7 +1,7 @@
 """Issue 18's read-side targets in one run: OTLP read, cache re-open, Chrome export/import, Nsight rows.
 
     python benchmarks/bench_formats.py [--spans 1000000] [--kernels 500000] [--repeats 3] [--dir /tmp]
-                                       [--only chrome_import]
+                                       [--only chrome_import|otlp] [--baseline SRC]
 
 Every measurement runs in a fresh subprocess (so its peak memory, VmHWM, is its own) and is given as a
 rate and as a ratio to the reference measured in the same run: ``read_trace`` of the same synthetic
@@ -17,6 +17,10 @@ rate and as a ratio to the reference measured in the same run: ``read_trace`` of
   launching calls under NVTX ranges); ``nsys via JSONL``: ``read_trace`` of the same rows after
   ``import nsys`` (``write_otlp_jsonl``), with the share of lines read on the fast path;
 * ``--only chrome_import``: only the reference and the Chrome rows (export, then import of that export);
+* ``--only otlp``: the OTLP JSONL read (no cache) in one process, with 2 processes, and as the entrance decides
+  (``read_any``: parallel or not), against a yardstick that this code does not change: ``orjson.loads`` of
+  every line (dicts, no columns). CPU seconds include the worker processes'. ``--baseline SRC`` adds
+  ``read_trace`` in one process from another source tree (e.g. ``git archive main``), in the same rounds;
 * ``HTA``: when Holistic Trace Analysis is importable, its kernel breakdown of a Chrome export of the
   Nsight rows (kernel names found, or why not).
 """
@@ -36,7 +40,7 @@ import time
 from pathlib import Path
 
 _CHILD = r"""
-import json, os, sys, time
+import json, os, resource, sys, time
 def hwm():
     for ln in open("/proc/self/status"):
         if ln.startswith("VmHWM:"):
@@ -52,9 +56,22 @@ if what == "export":
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM from here: the export's own peak
     pre = hwm()
-t, c = time.perf_counter(), time.process_time()
+def kids():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+t, c, k = time.perf_counter(), time.process_time(), kids()
 if what == "otlp":
     n = read_trace(path, workers=1).n
+elif what == "otlp2":
+    n = read_trace(path, workers=2).n
+elif what == "otlp_auto":
+    n = read_any(path).n
+elif what == "orjson":
+    import orjson
+    n = 0
+    with open(path, "rb") as f:
+        for ln in f:
+            n += sum(len(ss["spans"]) for rs in orjson.loads(ln)["resourceSpans"] for ss in rs["scopeSpans"])
 elif what == "otlp_loader":
     from gputrace.timeline.reader import TraceLoader, load_file_into
     ld = TraceLoader()
@@ -69,7 +86,8 @@ elif what == "import":
     n = read_chrome(path).n
 elif what == "nsys":
     n = read_nsys(path).n
-print(json.dumps({"n": n, "s": time.perf_counter() - t, "cpu": time.process_time() - c, "peak": hwm(), "pre": pre}))
+print(json.dumps({"n": n, "s": time.perf_counter() - t, "cpu": time.process_time() - c + kids() - k, "peak": hwm(),
+                  "pre": pre}))
 """
 
 
@@ -80,7 +98,7 @@ def _child(what: str, path: Path, out: Path | None = None, env: dict | None = No
 
 
 def _write_otlp(path: Path, spans: int) -> None:
-    from gputrace.otlp_json import encode_request
+    from gputrace.otlp.encode import encode_request
     from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic
 
     spec = SyntheticSpec(hosts=2, gpus=4, streams=2, circuits=8, target_spans=spans, seed=1)
@@ -111,7 +129,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", type=int, default=500_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default="/tmp")
-    ap.add_argument("--only", choices=["chrome_import"], help="only the reference and the Chrome rows")
+    ap.add_argument("--only", choices=["chrome_import", "otlp"],
+                    help="chrome_import: only the reference and the Chrome rows; otlp: only the OTLP read rows")
+    ap.add_argument("--baseline", help="with --only otlp: a gputrace source tree whose read_trace is timed too")
     a = ap.parse_args(argv)
     d = Path(tempfile.mkdtemp(prefix="gputrace_bench_formats_", dir=a.dir))
     env = dict(os.environ, GPUTRACE_CACHE_DIR=str(d / "cache"), GPUTRACE_CACHE_MIN_BYTES="0")
@@ -121,8 +141,11 @@ def main(argv=None) -> int:
         _write_otlp(otlp, a.spans)
         gen = time.perf_counter() - t
         chrome = d / "synthetic.chrome.json"
-        rows: dict[str, list[dict]] = {k: [] for k in ("otlp", "cache", "export", "import", "nsys", "nsys_jsonl")}
+        rows: dict[str, list[dict]] = {k: [] for k in ("otlp", "cache", "export", "import", "nsys", "nsys_jsonl",
+                                                      "orjson", "otlp2", "otlp_auto", "baseline")}
         full = a.only is None
+        if a.only == "otlp":
+            return _otlp_only(a, otlp, gen, rows, env)
         if full:
             _child("cache", otlp, env=env)  # fills the cache entry
             sys.path.insert(0, str(Path(__file__).parent))
@@ -181,6 +204,42 @@ def main(argv=None) -> int:
         print(f"  HTA: {_hta(ntl, d)}")
     finally:
         shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+def _otlp_only(a, otlp: Path, gen: float, rows: dict, env: dict) -> int:
+    """``--only otlp``: the OTLP read rows against the orjson yardstick, interleaved in each round."""
+    env = dict(env, GPUTRACE_CACHE="0")
+    base_env = None
+    if a.baseline:
+        base_env = dict(env, PYTHONPATH=str(Path(a.baseline).resolve()))
+    loads = [os.getloadavg()[0]]
+    for _ in range(a.repeats):
+        rows["orjson"].append(_child("orjson", otlp, env=env))
+        rows["otlp"].append(_child("otlp", otlp, env=env))
+        rows["otlp2"].append(_child("otlp2", otlp, env=env))
+        rows["otlp_auto"].append(_child("otlp_auto", otlp, env=env))
+        if base_env is not None:
+            rows["baseline"].append(_child("otlp", otlp, env=base_env))
+        loads.append(os.getloadavg()[0])
+    med = statistics.median
+    ref = med(r["n"] / r["s"] for r in rows["orjson"])
+    print(f"# bench_formats --only otlp: {a.spans} spans (OTLP file {otlp.stat().st_size / 1e6:.0f} MB, generated in "
+          f"{gen:.0f} s); medians of {a.repeats}; python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average (1 min) {min(loads):.1f}-{max(loads):.1f} during the run (the machine is shared)")
+    print(f"{'measure':<46} {'wall s':>7} {'M/s wall':>9} {'CPU s':>6} {'M/s CPU':>8} {'vs ref':>7} {'peak MiB':>9}")
+    labels = [("orjson", "reference: orjson.loads of every line (dicts)"),
+              ("otlp", "read_trace, 1 process"),
+              ("otlp2", "read_trace, 2 processes (workers=2)"),
+              ("otlp_auto", f"read_any (entrance decides; {os.cpu_count()} CPUs)")]
+    if base_env is not None:
+        labels.append(("baseline", "baseline tree: read_trace, 1 process"))
+    for key, label in labels:
+        rs = rows[key]
+        rate = med(r["n"] / r["s"] for r in rs)
+        print(f"{label:<46} {med(r['s'] for r in rs):>7.2f} {rate / 1e6:>9.3f} {med(r['cpu'] for r in rs):>6.2f} "
+              f"{med(r['n'] / r['cpu'] for r in rs) / 1e6:>8.3f} {rate / ref:>6.2f}x {med(r['peak'] for r in rs):>9.0f}")
+    print("  target: OTLP JSONL read >= 0.5 M spans/s wall (issue 18)")
     return 0
 
 

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from gputrace.otlp_json import encode_request, encode_request_reference
+from gputrace.otlp.encode import encode_request, encode_request_reference
 from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic
 
 # VmHWM (not ru_maxrss, which survives execve and would report the parent's peak).
@@ -84,8 +84,8 @@ def bench_write(groups, path: str, encoder, per_line: int = 512) -> float:
 def bench_decode(path: str) -> tuple[float, float, float, int]:
     import orjson
 
-    from gputrace.timeline._fast import lean_decoder
-    from gputrace.timeline.otlp_schema import request_decoder
+    from gputrace.otlp.schema import lean_decoder
+    from gputrace.otlp.schema import request_decoder
 
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")

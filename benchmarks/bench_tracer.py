@@ -170,7 +170,7 @@ def child_write(n: int, repeats: int) -> dict:
     import orjson
 
     import gputrace
-    from gputrace.otlp_json import encode_span
+    from gputrace.otlp.encode import encode_span
     from gputrace.trace import MemorySink, records
     from gputrace.trace.sinks.jsonl import JsonlFileSink
 

@@ -32,6 +32,10 @@ def register(sub) -> argparse.ArgumentParser:
                    help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
                         "the circuits in the batch, each circuit is split over N // circuits of them")
     add_placement_options(p)
+    p.add_argument("--keygen", choices=("auto", "host", "device"), default="auto",
+                   help="where missing keys are generated: host (Python, CPU processes), device (CUDA: fixed-base "
+                        "multiples and the QAP on the GPU) or auto (the device when one is visible; default); "
+                        "the same key bytes either way")
     p.add_argument("--cuda-activity", action="store_true",
                    help="also record every kernel, copy, memset and sync wait with CUPTI (CUDA backend; needs "
                         "cupti-python), as child spans of the phases (same as GPUTRACE_CUDA_ACTIVITY=1)")
@@ -75,6 +79,7 @@ def options_from_args(args):
         key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=1 if args.seed is None else args.seed,
         key_seed=args.seed, verify=not args.no_verify,
         synthesis_workers=args.synthesis_workers, synthesis=args.synthesis, b_g2=args.b_g2,
+        keygen=getattr(args, "keygen", "auto"),
     )
 
 

@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 import orjson
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline.model import KIND_NAMES, Timeline
 
 __all__ = ["timeline_requests", "write_otlp_jsonl"]

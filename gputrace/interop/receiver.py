@@ -53,7 +53,7 @@ import orjson
 
 from gputrace.interop.receiver_http import Http, Http6, make_handler
 from gputrace.interop.receiver_validate import clean_request
-from gputrace.otlp_json import hex_id
+from gputrace.otlp.ids import hex_id
 
 __all__ = ["OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
 

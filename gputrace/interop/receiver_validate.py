@@ -4,7 +4,7 @@
 OTLP/JSON body, or ``MessageToDict`` of a protobuf one with hex ids) and returns the JSON line to
 store (without the spans that fail), the number kept and rejected, and the first problem, for the
 OTLP partial-success answer. A request the strict reader accepts whole is stored as it is; otherwise,
-per span, it applies the reader's own schema (``otlp_schema.Span``:
+per span, it applies the reader's own schema (``gputrace.otlp.schema.Span``:
 integer times, string names, list attributes...) and the reader's column rules (times in int64,
 end not before start, status code 0-2, attribute values nested at most ``MAX_VALUE_DEPTH``); a
 resource with bad attributes costs its spans. The cleaned line is then read once more by the strict
@@ -22,7 +22,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from gputrace.timeline.otlp_schema import STATUS_NAMES, KeyValue, Span, py_value
+from gputrace.otlp.decode import py_value
+from gputrace.otlp.ids import STATUS_NAMES
+from gputrace.otlp.schema import KeyValue, Span
 
 __all__ = ["clean_request", "RequestRejected"]
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from typing import Sequence
+from typing import Any, Iterator, Sequence
+
+import numpy as np
 
 from py_arkworks_bls12381 import G1Point, G2Point
 
@@ -103,3 +105,57 @@ def decode_g1(buf: bytes) -> list[G1Point]:
 def decode_g2(buf: bytes) -> list[G2Point]:
     dec = G2Point.from_xy_bytes_unchecked_le
     return [dec(buf[i : i + 192]) for i in range(0, len(buf), 192)]
+
+
+class PointRows(Sequence):
+    """A key query kept as its xy-LE rows (``bytes`` or a ``uint8`` ``(n, 96|192)`` array), decoded into
+    arkworks points on the first use that needs points (then kept). ``len`` never decodes, so a CUDA prover,
+    which uploads the rows (``ProvingKey.affine_limbs``), never pays for the ~0.7 µs-per-point decode
+    (70 s for the queries of a 2^24 key).
+
+    Raises ``error`` (default ValueError) naming ``where`` when a row does not decode (a corrupt key file
+    shows at first use, not at load). Not thread-safe on first use (two threads may both decode)."""
+
+    def __init__(self, rows: Any, group: str, where: str = "points", error: type[Exception] = ValueError) -> None:
+        if group not in _XY:
+            raise ValueError(f"group must be 'g1' or 'g2', got {group!r}")
+        self.group = group
+        self.rows = rows
+        nbytes = len(rows) if isinstance(rows, (bytes, bytearray)) else np.asarray(rows).nbytes
+        self._n = nbytes // _XY[group]
+        self._where = where
+        self._error = error
+        self._points: list | None = None
+
+    def points(self) -> list:
+        """Every point, decoded once."""
+        if self._points is None:
+            buf = np.asarray(self.rows, dtype=np.uint8).tobytes() if not isinstance(self.rows, bytes) else self.rows
+            try:
+                self._points = decode_g1(buf) if self.group == "g1" else decode_g2(buf)
+            except Exception as exc:  # arkworks' decode error (not on the curve, bad length)
+                raise self._error(f"{self._where}: corrupt point data ({exc})") from None
+        return self._points
+
+    @property
+    def decoded(self) -> bool:
+        return self._points is not None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # an int gives a point, a slice a list (what arkworks' multiexp takes)
+        return self.points()[i]
+
+    def __iter__(self) -> Iterator:
+        return iter(self.points())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (PointRows, list, tuple)):
+            return len(self) == len(other) and self.points() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PointRows({self.group}, {self._n} points{', decoded' if self.decoded else ''})"

@@ -25,7 +25,8 @@ import gputrace
 from . import fingerprint_record, keys
 from .circuit import CIRCUIT_ID, CircuitShape, make_instance
 from .r1cs import ConstraintSystem
-from .setup import ProvingKey, generate
+from .setup import ProvingKey, generate, generate_device
+from .setup_block import block_template
 from .witness import build_cs
 
 #: The template instance whose R1CS is fingerprinted (the structure does not depend on the witness).
@@ -68,43 +69,91 @@ def key_directory(key_dir: Path, shape: CircuitShape, fingerprint: str, seed: in
     return d if seed is None else d.with_name(f"{d.name}-testseed{seed}")
 
 
-def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, workers: int | None = None) -> KeySet:
+KEYGEN = ("auto", "host", "device")
+
+
+def resolve_keygen(keygen: str) -> str:
+    """``"host"`` or ``"device"`` for a ``keygen`` choice: ``auto`` is the device when CuPy sees a CUDA device.
+
+    Raises ValueError for an unknown choice, ``BackendUnavailable`` for ``device`` without CuPy or a device."""
+    if keygen not in KEYGEN:
+        raise ValueError(f"--keygen: expected one of {', '.join(KEYGEN)}, got {keygen!r}")
+    if keygen == "host":
+        return "host"
+    try:
+        from .backends import cuda_fixed_base  # lazy: imports CuPy
+
+        ok, why = cuda_fixed_base.device_available(), "no CUDA device"
+    except ImportError as exc:
+        ok, why = False, f"CuPy unavailable ({exc})"
+    if ok:
+        return "device"
+    if keygen == "device":
+        from .backends.base import BackendUnavailable
+
+        raise BackendUnavailable(f"--keygen device: {why}")
+    return "host"
+
+
+def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, workers: int | None = None,
+             keygen: str = "host") -> KeySet:
     """Load the shape's keys from ``key_dir`` or generate and save them: from fresh randomness by
     default, or from ``seed`` (a reproducible TEST key: anyone who knows the seed can forge proofs).
+
+    ``keygen`` says where missing keys are made (``resolve_keygen``): ``host`` (the template R1CS in
+    Python, fixed-base multiples on ``workers`` processes) or ``device`` (the circuit's block and a CUDA
+    device, ``setup.generate_device``); both give the same bytes. The ``setup_fingerprint`` phase records
+    the choice as ``keygen``.
 
     Raises ``keys.KeyMismatchError`` when the cached key belongs to another circuit, ``keys.KeyError_``
     when it is unreadable. Writes a fingerprint record under ``key_dir`` after a template synthesis
     (best effort: an unwritable directory only costs the synthesis next time).
     """
     t0 = time.perf_counter()
-    cs = None
-    with gputrace.phase("setup_fingerprint", kind="host") as p:
+    where = resolve_keygen(keygen)
+    template = None  # the template R1CS (host) or the circuit's block and its QapGpu (device)
+    with gputrace.phase("setup_fingerprint", kind="host", keygen=where) as p:
         rkey = fingerprint_record.record_key(CIRCUIT_ID, shape.challenges, shape.depth, TEMPLATE_SEED, TEMPLATE_OPTS)
         recorded = fingerprint_record.read(key_dir, rkey) if rkey is not None else None
         fp = recorded
         if recorded is None or not _have_keys(key_directory(key_dir, shape, recorded, seed), seed):
-            cs = template_cs(shape)  # no record, or keys to generate (which needs the R1CS anyway)
-            fp = cs.fingerprint()
+            template, fp = _template(shape, where)  # no record, or keys to generate (which needs the R1CS anyway)
             if recorded is not None and recorded != fp:
                 fingerprint_record.log.warning(
                     "fingerprint record for %s was stale (%s, built %s): a circuit dependency is missing "
                     "from fingerprint_record.SOURCE_MODULES", shape.label(), recorded[:16], fp[:16])
             if rkey is not None and recorded != fp:
                 fingerprint_record.write(key_dir, rkey, fp)
-        p.set("fingerprint.record", "miss" if cs is not None else "hit")
+        p.set("fingerprint.record", "miss" if template is not None else "hit")
     directory = key_directory(key_dir, shape, fp, seed)
     pk_path = directory / "pk.npz"
     if _have_keys(directory, seed):
         with gputrace.phase("key_load", kind="host"):
             pk = keys.load_pk(pk_path, expect_fingerprint=fp)
         return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp, seed)
-    if cs is None:  # the keys went away between the check above and here
-        cs = template_cs(shape)
-        fp = cs.fingerprint()
+    if template is None:  # the keys went away between the check above and here
+        template, fp = _template(shape, where)
         directory = key_directory(key_dir, shape, fp, seed)
-    pk, vk = generate(cs, seed, workers)
-    meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed, "constraints": cs.num_constraints,
+    if where == "device":
+        block, qap = template
+        pk, vk = generate_device(block, fp, seed, qap=qap)
+    else:
+        pk, vk = generate(template, seed, workers)
+    meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed, "constraints": shape.constraints,
             "warning": keys.seeded_key_warning(seed) if seed is not None else "single-party setup from fresh randomness"}
     with gputrace.phase("key_save", kind="host"):
         keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
     return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp, seed)
+
+
+def _template(shape: CircuitShape, where: str) -> tuple[object, str]:
+    """(template, fingerprint): the whole template R1CS on the host; on the device the circuit's block
+    (``setup_block``) and its ``QapGpu``, the fingerprint computed from them on the GPU."""
+    if where == "device":
+        from .backends import cuda_fixed_base  # lazy: imports CuPy
+
+        block = block_template(shape)
+        qap = cuda_fixed_base.QapGpu(block, 0)
+        return (block, qap), cuda_fixed_base.fingerprint(qap)
+    cs = template_cs(shape)
+    return cs, cs.fingerprint()

@@ -150,11 +150,10 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
         f2 = fixed_base.decode_g2(arrays["fixed_g2"].tobytes())
         return ProvingKey(
             alpha_g1=f1[0], beta_g1=f1[1], delta_g1=f1[2], beta_g2=f2[0], delta_g2=f2[1],
-            a=fixed_base.decode_g1(arrays["a"].tobytes()),
-            b_g1=fixed_base.decode_g1(arrays["b_g1"].tobytes()),
-            b_g2=fixed_base.decode_g2(arrays["b_g2"].tobytes()),
-            l=fixed_base.decode_g1(arrays["l"].tobytes()),
-            h=fixed_base.decode_g1(arrays["h"].tobytes()),
+            # The queries decode on first use (a CUDA prover uploads the rows and never does; a corrupt row
+            # then raises KeyError_ naming the file at that use).
+            **{k: fixed_base.PointRows(np.ascontiguousarray(arrays[k]), "g2" if k == "b_g2" else "g1",
+                                       f"{path}: {k}", KeyError_) for k in ("a", "b_g1", "b_g2", "l", "h")},
             domain_size=int(meta["domain_size"]), num_inputs=int(meta["num_inputs"]),
             num_vars=int(meta["num_vars"]), fingerprint=fp,
             # The rows as read (no copy unless stored column-major: raw is read as a buffer, in row order).

@@ -157,7 +157,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     try:
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
-            keyset = get_keys(shape, key_dir, o.key_seed)
+            keyset = get_keys(shape, key_dir, o.key_seed, keygen=o.keygen)
         pk = keyset.pk
         vk, _ = load_vk(keyset.vk_path)
         setup_s = time.perf_counter() - t0

@@ -31,7 +31,7 @@ import io
 from typing import Iterable
 
 from gputrace import activity as A
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 
 __all__ = ["activity_spans", "activity_timeline"]
 
@@ -51,7 +51,7 @@ def _common(rec: dict, source: str, apis: dict) -> dict:
 
 
 def activity_spans(records: Iterable[dict], *, source: str = "cupti", first_id: int = 1 << 48) -> list[dict]:
-    """Span dicts (``gputrace.otlp_json`` shape, no ``trace_id``) for the records, in record order.
+    """Span dicts (``gputrace.otlp.ids.SpanDict`` shape, no ``trace_id``) for the records, in record order.
 
     Span ids count up from ``first_id``; ``parent_span_id`` is the record's ``phase``.
     """

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import random
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.testing.activity_records import activity_spans
 
 T0_NS = 1_767_225_600_000_000_000

@@ -1,4 +1,4 @@
-"""Synthetic prover-like traces, written as OTLP JSON Lines through ``gputrace.otlp_json``.
+"""Synthetic prover-like traces, written as OTLP JSON Lines through ``gputrace.otlp.encode``.
 
 The shape follows a batched multi-GPU Groth16 prover (see ARCHITECTURE.md): per host process,
 each batch is one ``prove`` root on ``thread:main``; ``synthesis`` of every circuit runs on host
@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 
 __all__ = ["SyntheticSpec", "SyntheticStats", "iter_synthetic", "write_synthetic", "synthetic_timeline"]
 

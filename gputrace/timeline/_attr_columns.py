@@ -9,9 +9,9 @@ from operator import attrgetter
 
 import numpy as np
 
+from gputrace.otlp.schema import AnyValue
 from gputrace.timeline._interner import Interner
 from gputrace.timeline.model import KIND_CODES
-from gputrace.timeline.otlp_schema import AnyValue
 
 # Column attributes: key -> (column, type). Types: "int" (intValue), "str" (stringValue).
 COLUMN_ATTRS: dict[str, tuple[str, str]] = {
@@ -24,9 +24,9 @@ COLUMN_ATTRS: dict[str, tuple[str, str]] = {
     "gputrace.lane": ("lane", "str"),
     "gputrace.kind": ("kind", "str"),
 }
-_KEYS = list(COLUMN_ATTRS)
-_KEY_CODE = {k: i for i, k in enumerate(_KEYS)}
-_NKNOWN = len(_KEYS)
+COLUMN_KEYS = list(COLUMN_ATTRS)
+_KEY_CODE = {k: i for i, k in enumerate(COLUMN_KEYS)}
+N_COLUMN_KEYS = len(COLUMN_KEYS)
 _INT_BOUNDS = {
     "device": (-(1 << 15), (1 << 15) - 1),
     "circuit": (-(1 << 31), (1 << 31) - 1),
@@ -36,39 +36,37 @@ _INT_BOUNDS = {
     "gpu_end": (-(1 << 63), (1 << 63) - 1),
 }
 
-_g_key = attrgetter("key")
-_g_value = attrgetter("value")
 _g_int = attrgetter("intValue")
-_g_str = attrgetter("stringValue")
 
 
-class _KeyCodes(dict):
-    """Attribute key -> column code (``_NKNOWN`` for non-column keys); misses fill in lazily so
+class KeyCodes(dict):
+    """Attribute key -> column code (``N_COLUMN_KEYS`` for non-column keys); misses fill in lazily so
     the hot ``map(__getitem__)`` stays in C. Bounded: cleared past 100k distinct keys."""
 
-    instance: _KeyCodes
+    instance: KeyCodes
 
     def __missing__(self, key: str) -> int:
         if len(self) > 100_000:
             self.clear()
-        c = self[key] = _KEY_CODE.get(key, _NKNOWN)
+        c = self[key] = _KEY_CODE.get(key, N_COLUMN_KEYS)
         return c
 
 
-_KeyCodes.instance = _KeyCodes()
+KeyCodes.instance = KeyCodes()
 
-def _set_lanes(lane_code: np.ndarray, r: np.ndarray, strs: list, it: Interner) -> None:
+def set_lanes(lane_code: np.ndarray, r: np.ndarray, strs: list, it: Interner) -> None:
     for s in set(strs).difference(it.lane_name_ix):
         it.lane_name_code(s)
     lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
 
 
-def _set_kinds(kind: np.ndarray, r: np.ndarray, strs: list) -> None:
+def set_kinds(kind: np.ndarray, r: np.ndarray, strs: list) -> None:
     kc = {s: KIND_CODES.get(s, 0) for s in set(strs)}
     kind[r] = np.fromiter(map(kc.__getitem__, strs), np.int8, len(strs))
 
 
-def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray, attrs: dict, it: Interner) -> None:
+def apply_fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray, attrs: dict,
+                     it: Interner) -> None:
     """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
     for fa, gidx, brows in fast:
         if fa.extra:  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays)
@@ -89,11 +87,11 @@ def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray,
         aidx = np.repeat(st - base, cnt) + np.arange(tot, dtype=np.int64)
         arow = np.repeat(brows, cnt)
         code = fa.code[aidx]
-        present = np.bincount(code, minlength=_NKNOWN + 1)
+        present = np.bincount(code, minlength=N_COLUMN_KEYS + 1)
         for c in np.flatnonzero(present).tolist():
             sel = np.flatnonzero(code == c)
             ai, r = aidx[sel], arow[sel]
-            if c == _NKNOWN:
+            if c == N_COLUMN_KEYS:
                 for row, k, s, ivv in zip(r.tolist(), fa.key[ai].tolist(), fa.sval[ai].tolist(), fa.ival[ai].tolist(),
                                          strict=True):
                     d = attrs.get(row)
@@ -101,18 +99,18 @@ def _fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.ndarray,
                         d = attrs[row] = {}
                     d[k] = s if s is not None else ivv
                 continue
-            colname = COLUMN_ATTRS[_KEYS[c]][0]
+            colname = COLUMN_ATTRS[COLUMN_KEYS[c]][0]
             if colname == "lane" or colname == "kind":
                 strs = fa.sval[ai].tolist()
                 if colname == "lane":
-                    _set_lanes(lane_code, r, strs, it)
+                    set_lanes(lane_code, r, strs, it)
                 else:
-                    _set_kinds(kind, r, strs)
+                    set_kinds(kind, r, strs)
             else:
                 cols[colname][r] = fa.ival[ai]
 
 
-def _describe(v: AnyValue) -> str:
+def describe_value(v: AnyValue) -> str:
     for f in AnyValue.__struct_fields__:
         x = getattr(v, f)
         if x is not None:
@@ -120,7 +118,7 @@ def _describe(v: AnyValue) -> str:
     return "an empty value"
 
 
-def _int_values(sel: np.ndarray, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str,
+def int_values(sel: np.ndarray, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, colname: str,
                 mark) -> np.ndarray:
     lo, hi = _INT_BOUNDS[colname]
     dt = np.int16 if colname == "device" else np.int32 if colname in ("circuit", "batch") else np.int64
@@ -141,8 +139,8 @@ def _int_values(sel: np.ndarray, idx: np.ndarray, rows: np.ndarray, first: np.nd
         if v is None or not lo <= v <= hi:
             p = int(idx[j])
             r = int(rows[p])
-            why = f"expected intValue, got {_describe(av)}" if v is None else f"{v} is out of range"
-            mark(r, f"attributes[{p - int(first[r])}].value", f"{why} ({_KEYS[_KEY_CODE[_col_key(colname)]]})")
+            why = f"expected intValue, got {describe_value(av)}" if v is None else f"{v} is out of range"
+            mark(r, f"attributes[{p - int(first[r])}].value", f"{why} ({COLUMN_KEYS[_KEY_CODE[_col_key(colname)]]})")
         else:
             out[j] = v
     return out.astype(dt)

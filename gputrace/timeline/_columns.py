@@ -21,25 +21,27 @@ from operator import attrgetter
 
 import numpy as np
 
-from gputrace.timeline._attr_columns import (  # noqa: F401 - COLUMN_ATTRS re-exported
-    _KEYS,
-    _NKNOWN,
+from gputrace.otlp.decode import py_value
+from gputrace.otlp.ids import STATUS_NAMES
+from gputrace.otlp.schema import NO_STATUS
+from gputrace.timeline._attr_columns import (
     COLUMN_ATTRS,
-    _describe,
-    _fast_attrs,
-    _g_key,
-    _g_str,
-    _g_value,
-    _int_values,
-    _KeyCodes,
-    _set_kinds,
-    _set_lanes,
+    COLUMN_KEYS,
+    N_COLUMN_KEYS,
+    KeyCodes,
+    apply_fast_attrs,
+    describe_value,
+    int_values,
+    set_kinds,
+    set_lanes,
 )
-from gputrace.timeline._header_columns import _id_column, _int64_column, _trace_codes, parse_id  # noqa: F401 - re-export
+from gputrace.timeline._header_columns import id_column, int64_column, trace_codes
 from gputrace.timeline._interner import Interner
 from gputrace.timeline.model import Lane
-from gputrace.timeline.otlp_schema import _NO_STATUS, STATUS_NAMES, py_value
 
+_g_key = attrgetter("key")
+_g_value = attrgetter("value")
+_g_str = attrgetter("stringValue")
 _g_start = attrgetter("startTimeUnixNano")
 _g_end = attrgetter("endTimeUnixNano")
 _g_name = attrgetter("name")
@@ -56,8 +58,8 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
     """Convert one batch. ``res``: resource index per span (int32).
 
     ``fast``: rows whose attributes were parsed by ``_fast.parse_attributes`` (their spans are
-    ``_fast.LeanSpan``s), as ``(FastAttrs, span indices in it, batch rows)`` triples; all other
-    rows are ``otlp_schema.Span``s with decoded attributes.
+    ``gputrace.otlp.schema.LeanSpan``s), as ``(FastAttrs, span indices in it, batch rows)`` triples; all other
+    rows are ``gputrace.otlp.schema.Span``s with decoded attributes.
 
     Returns ``(cols, attrs, bad)``: column arrays for the good spans, ``attrs`` keyed by row in
     the returned columns, and ``bad`` = list of ``(batch_index, field_suffix, message)`` for
@@ -73,21 +75,21 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
             okmask[i] = False
 
     # ---- times
-    start = _int64_column(spans, _g_start, "startTimeUnixNano", mark)
-    end = _int64_column(spans, _g_end, "endTimeUnixNano", mark)
+    start = int64_column(spans, _g_start, "startTimeUnixNano", mark)
+    end = int64_column(spans, _g_end, "endTimeUnixNano", mark)
     for i in np.flatnonzero((end < start) & okmask).tolist():
         mark(i, "endTimeUnixNano", f"end {int(end[i])} is before startTimeUnixNano {int(start[i])}")
 
     # ---- names, ids
     phase = it.phase_codes(list(map(_g_name, spans)))
-    trace = _trace_codes(list(map(_g_tid, spans)), it, mark)
-    span_id = _id_column(list(map(_g_sid, spans)), "spanId", mark, allow_empty=False)
-    parent_span_id = _id_column(list(map(_g_pid, spans)), "parentSpanId", mark, allow_empty=True)
+    trace = trace_codes(list(map(_g_tid, spans)), it, mark)
+    span_id = id_column(list(map(_g_sid, spans)), "spanId", mark, allow_empty=False)
+    parent_span_id = id_column(list(map(_g_pid, spans)), "parentSpanId", mark, allow_empty=True)
 
     # ---- status
     statuses = list(map(_g_status, spans))
     attrs: dict[int, dict] = {}
-    if statuses.count(_NO_STATUS) == n:  # no span has a status (identity first: C speed)
+    if statuses.count(NO_STATUS) == n:  # no span has a status (identity first: C speed)
         status = np.zeros(n, dtype=np.int8)
         statuses = []
     try:
@@ -130,7 +132,7 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
             gen[brows] = False
         gen_rows = np.flatnonzero(gen)
         attr_lists = [spans[i].attributes for i in gen_rows.tolist()]
-        _fast_attrs(fast, cols, kind, lane_code, attrs, it)
+        apply_fast_attrs(fast, cols, kind, lane_code, attrs, it)
     else:
         gen_rows = np.arange(n, dtype=np.int64)
         attr_lists = list(map(_g_attrs, spans))
@@ -139,21 +141,21 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
     if flat:
         # fromiter(dtype=object) skips the per-element sequence checks of ``arr[:] = list``.
         vals = np.fromiter(map(_g_value, flat), dtype=object, count=len(flat))
-        codes = np.fromiter(map(_KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
+        codes = np.fromiter(map(KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
         rows = np.repeat(gen_rows, lens)
         first = np.zeros(n, dtype=np.int64)
         starts = np.zeros(len(lens), dtype=np.int64)
         np.cumsum(lens[:-1], out=starts[1:])
         first[gen_rows] = starts
-        present = np.bincount(codes, minlength=_NKNOWN + 1)
-        for c in np.flatnonzero(present[:_NKNOWN]).tolist():
-            key = _KEYS[c]
+        present = np.bincount(codes, minlength=N_COLUMN_KEYS + 1)
+        for c in np.flatnonzero(present[:N_COLUMN_KEYS]).tolist():
+            key = COLUMN_KEYS[c]
             colname, typ = COLUMN_ATTRS[key]
             idx = np.flatnonzero(codes == c)
             sel = vals[idx]  # object-array gather: C speed
             r = rows[idx]
             if typ == "int":
-                v = _int_values(sel, idx, rows, first, colname, mark)
+                v = int_values(sel, idx, rows, first, colname, mark)
                 cols[colname][r] = v
             else:
                 strs = list(map(_g_str, sel))
@@ -170,13 +172,13 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                             else:
                                 strs[j] = ""
                                 mark(int(rows[p]), f"attributes[{p - int(first[rows[p]])}].value",
-                                     f"expected stringValue for {key}, got {_describe(sel[j])}")
+                                     f"expected stringValue for {key}, got {describe_value(sel[j])}")
                 if colname == "lane":
-                    _set_lanes(lane_code, r, strs, it)
+                    set_lanes(lane_code, r, strs, it)
                 else:
-                    _set_kinds(kind, r, strs)
-        if present[_NKNOWN]:
-            idx = np.flatnonzero(codes == _NKNOWN)
+                    set_kinds(kind, r, strs)
+        if present[N_COLUMN_KEYS]:
+            idx = np.flatnonzero(codes == N_COLUMN_KEYS)
             for p, r in zip(idx.tolist(), rows[idx].tolist(), strict=True):
                 d = attrs.get(r)
                 if d is None:

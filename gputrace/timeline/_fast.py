@@ -1,5 +1,5 @@
-"""Fast path of the reader: spans decoded with their ``attributes`` left as raw JSON, and the
-attribute arrays of a whole group of spans parsed at once with numpy.
+"""Fast path of the reader: spans decoded with their ``attributes`` left as raw JSON (the lean
+schema of ``gputrace.otlp.schema``), and the attribute arrays of a whole group of spans parsed at once with numpy.
 
 Why hand-written: decoding every attribute into ``KeyValue``/``AnyValue`` Structs is half of
 msgspec's time on our traces (about 5 attributes per span), and walking those Structs again to
@@ -13,7 +13,7 @@ for byte, with numpy over the concatenated arrays: quote positions, the literal 
 them, digits) and parses the accepted ones into flat arrays. A span whose attributes deviate in
 any way (whitespace, escapes, other value types, unquoted integers, an out-of-range column
 value, a column key given twice, invalid UTF-8, ...) is *declined*; the reader then decodes its
-whole line with the general decoder (``otlp_schema.request_decoder``), so errors, messages and
+whole line with the general decoder (``gputrace.otlp.schema.request_decoder``), so errors, messages and
 results are those of the general path. An accepted span yields exactly the values the general
 path would produce for it (tests/unit/test_reader_fast.py checks the two paths give identical
 Timelines).
@@ -26,56 +26,8 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from gputrace.timeline.otlp_schema import _NO_SCOPE, _NO_STATUS, KeyValue, Resource, Scope, Status, py_value
-
-_EMPTY_RAW = msgspec.Raw(b"[]")
-_EMPTY_RESOURCE_RAW = msgspec.Raw(b"{}")  # decodes to ``Resource()``, the general default
-
-
-class LeanSpan(msgspec.Struct, gc=False):
-    """``otlp_schema.Span`` with ``attributes`` kept as raw JSON (same names, same defaults)."""
-
-    traceId: str
-    spanId: str
-    name: str
-    startTimeUnixNano: int
-    endTimeUnixNano: int
-    parentSpanId: str = ""
-    # Stricter than the general schema (``Union[int, str]``; about 10 % of the decode): a line
-    # with an enum-name kind fails the lean decode and is read by the general decoder.
-    kind: int = 0
-    attributes: msgspec.Raw = _EMPTY_RAW
-    status: Status = _NO_STATUS
-
-
-class LeanScopeSpans(msgspec.Struct, gc=False):
-    spans: list[LeanSpan] = []
-    scope: Scope = _NO_SCOPE
-
-
-class LeanLibrarySpans(msgspec.Struct, gc=False):
-    spans: list[LeanSpan] = []
-    instrumentationLibrary: Scope = _NO_SCOPE
-
-
-class LeanResourceSpans(msgspec.Struct, gc=False):
-    # Kept raw: the loader decodes each distinct resource once (``resource_decoder``).
-    resource: msgspec.Raw = _EMPTY_RESOURCE_RAW
-    scopeSpans: list[LeanScopeSpans] = []
-    instrumentationLibrarySpans: list[LeanLibrarySpans] = []
-
-
-class LeanRequest(msgspec.Struct, gc=False):
-    resourceSpans: list[LeanResourceSpans]
-
-
-#: Decodes one line into a ``LeanRequest``. Not the general schema: attributes and resources are
-#: not validated here (``parse_attributes`` and ``resource_decoder`` do that), and an enum-name
-#: ``kind`` is refused. The loader reads any line this decoder refuses with ``request_decoder``,
-#: so only speed depends on the difference. Thread-safe.
-lean_decoder = msgspec.json.Decoder(LeanRequest, strict=False)
-#: Decodes a raw ``resource`` object exactly as ``request_decoder`` decodes it inside a request.
-resource_decoder = msgspec.json.Decoder(Resource, strict=False)
+from gputrace.otlp.decode import py_value
+from gputrace.otlp.schema import key_value_decoder
 
 # Column keys, in the order of ``_columns.COLUMN_ATTRS`` (codes 0..7); 8 = any other key.
 KNOWN_KEYS = (
@@ -152,8 +104,6 @@ class FastAttrs:
 
 
 _ARRAY = b'"arrayValue"'
-_elements = msgspec.json.Decoder(list[msgspec.Raw])
-_kv = msgspec.json.Decoder(KeyValue, strict=False)
 _KNOWN_SET = frozenset(KNOWN_KEYS)
 _NONE = np.array(None, dtype=object)  # compares element-wise with an object array (numpy's stubs refuse a bare None)
 
@@ -191,7 +141,7 @@ def _lift_arrays(raws: list) -> dict[int, list]:
                 hit = cache[eb]
             else:
                 try:
-                    kv = _kv.decode(eb)
+                    kv = key_value_decoder.decode(eb)
                     lift = kv.value.arrayValue is not None and kv.key not in _KNOWN_SET
                     hit = (kv.key, py_value(kv.value)) if lift else None
                 except (msgspec.DecodeError, msgspec.ValidationError, ValueError):

@@ -9,11 +9,11 @@ A damaged gzip stream: every complete line before the damage is fed, then the da
 
 from __future__ import annotations
 
+from gputrace.otlp.schema import request_decoder
 from gputrace.timeline._depth import too_deep
 from gputrace.timeline._lines import PathLike, iter_lines, open_trace_file
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import TraceFormatError
-from gputrace.timeline.otlp_schema import request_decoder
 
 __all__ = ["load_file_into", "try_whole_file", "gzip_damage"]
 

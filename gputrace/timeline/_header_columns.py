@@ -7,31 +7,15 @@ for each bad span). Not thread-safe (uses the load's ``Interner``).
 
 from __future__ import annotations
 
-import base64
 from itertools import repeat
 
 import numpy as np
 
+from gputrace.otlp.ids import parse_id
 from gputrace.timeline._interner import Interner
 
 
-def parse_id(s: str, nbytes: int) -> int:
-    """Hex (the spec) or base64 (old protobuf-JSON writers) id -> int. Raises ValueError."""
-    if len(s) == 2 * nbytes:
-        try:
-            return int(s, 16)
-        except ValueError:
-            pass
-    elif s and len(s) in (4 * ((nbytes + 2) // 3), (8 * nbytes + 5) // 6):
-        try:
-            raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
-        except ValueError:
-            raw = b""
-        if len(raw) == nbytes:
-            return int.from_bytes(raw, "big")
-    raise ValueError(f"expected {2 * nbytes} hex characters, got {s!r}")
-
-def _int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
+def int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
     try:
         return np.fromiter(map(getter, spans), np.int64, len(spans))
     except (OverflowError, TypeError, ValueError):
@@ -44,7 +28,7 @@ def _int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
                 mark(i, fld, f"{v} is outside the int64 nanosecond range")
         return out
 
-def _trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
+def trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
     new = set(tids).difference(it.trace_ix)
     badset = set()
     for t in new:
@@ -69,7 +53,7 @@ def _trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
     return np.fromiter(map(it.trace_ix.__getitem__, tids), np.int32, len(tids))
 
 
-def _id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
+def id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
     n = len(ids)
     orig = ids
     ok_lengths = sum(map(len, ids)) == 16 * (n - ids.count("")) if allow_empty else True

@@ -12,23 +12,25 @@ import msgspec
 import numpy as np
 import orjson
 
-from gputrace.timeline._columns import Interner, spans_to_columns
-from gputrace.timeline._decode_errors import describe_msgspec_error
-from gputrace.timeline._depth import too_deep
-from gputrace.timeline._fast import lean_decoder, parse_attributes, resource_decoder
-from gputrace.timeline._lines import PathLike
-from gputrace.timeline.errors import LoadReport, TraceFormatError
-from gputrace.timeline.model import COLUMNS, Timeline
-from gputrace.timeline.otlp_schema import (
+from gputrace.otlp.decode import py_value
+from gputrace.otlp.schema import (
     KeyValue,
     Resource,
     ResourceSpans,
     ScopeSpans,
     Span,
     TraceRequest,
-    py_value,
+    lean_decoder,
     request_decoder,
+    resource_decoder,
 )
+from gputrace.timeline._columns import Interner, spans_to_columns
+from gputrace.timeline._decode_errors import describe_msgspec_error
+from gputrace.timeline._depth import too_deep
+from gputrace.timeline._fast import parse_attributes
+from gputrace.timeline._lines import PathLike
+from gputrace.timeline.errors import LoadReport, TraceFormatError
+from gputrace.timeline.model import COLUMNS, Timeline
 
 #: Spans decoded before they are turned into columns (bounds the memory of decoded objects).
 BATCH_SPANS = 32768

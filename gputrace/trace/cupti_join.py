@@ -2,7 +2,7 @@
 
 ``ActivityJoin`` runs on the recorder's exporter thread only (not thread-safe). It is fed plain records
 (``gputrace.trace.cupti_spans`` documents them) in any order and batch sizes, and returns span records
-(``gputrace.otlp_json.SpanDict`` dicts) ready for the sinks.
+(``gputrace.otlp.ids.SpanDict`` dicts) ready for the sinks.
 
 Parents, exact rather than by time overlap:
 

@@ -1,4 +1,4 @@
-"""Finished ``Phase`` objects -> span records (``gputrace.otlp_json.SpanDict`` dicts). Exporter thread only.
+"""Finished ``Phase`` objects -> span records (``gputrace.otlp.ids.SpanDict`` dicts). Exporter thread only.
 
 Ids
 ---
@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 
 from gputrace.phases import phase_kind
-from gputrace.otlp_json import STATUS_ERROR
+from gputrace.otlp.ids import STATUS_ERROR
 from gputrace.trace.hotpath import Phase
 
 _MASK64 = (1 << 64) - 1
@@ -79,7 +79,7 @@ def _parent_of(p):
 
 
 def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
-    """One finished ``Phase`` -> span dict (keys as ``gputrace.otlp_json.SpanDict``).
+    """One finished ``Phase`` -> span dict (keys as ``gputrace.otlp.ids.SpanDict``).
 
     Attributes: ``gputrace.device/bytes/circuit/batch`` when given, ``gputrace.lane`` (``stream:N`` for a
     stream, ``lane=`` if given, else ``thread:NAME``), ``gputrace.kind``, ``gputrace.gpu.start_ns`` /

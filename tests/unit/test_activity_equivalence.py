@@ -228,7 +228,7 @@ def plain_records(records=RECORDS) -> list[dict]:
 
 
 def collector_timeline(records=RECORDS):
-    from gputrace.otlp_json import encode_request
+    from gputrace.otlp.encode import encode_request
     from gputrace.timeline.reader import TraceLoader
     from gputrace.trace.cupti_join import ActivityJoin
     from gputrace.trace.records import IdSource

@@ -8,7 +8,7 @@ import io
 import json
 from pathlib import Path
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.testing.activity_records import activity_timeline
 from gputrace.timeline.reader import TraceLoader
 from gputrace.trace.cupti_join import ActivityJoin

@@ -13,7 +13,7 @@ import pytest
 
 from gputrace.analysis.gpu_activity import device_busy, launch_gaps
 from gputrace.analysis.gpu_transfers import copy_table, kernel_table, sync_waits
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline.reader import TraceLoader
 from gputrace.trace.cupti_join import ActivityJoin
 from gputrace.trace.records import IdSource

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, iter_load, read_trace
 from gputrace.timeline._lines import GzipStream, LineSplitter, iter_lines
 from gputrace.timeline.chrome import write_chrome

@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from gputrace.otlp_json import (
+from gputrace.otlp import (
     AnyValueError,
     attr_value,
     decode_attributes,

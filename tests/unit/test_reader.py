@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import KIND_CODES, Lane, read_trace
 from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic, write_synthetic
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import LoadReport, TraceFormatError, read_trace
 
 SPANS = [dict(trace_id=b"\x01" * 16, span_id=i + 1, name="ntt", start_ns=100 + i, end_ns=200 + i,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, read_trace
 from gputrace.timeline._fast import parse_attributes
 from gputrace.timeline.reader import TraceLoader, load_file_into

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, iter_load, read_trace
-from gputrace.timeline.otlp_schema import MAX_VALUE_DEPTH
+from gputrace.otlp.decode import MAX_VALUE_DEPTH
 
 
 def _span(i: int, attrs=None) -> dict:

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, follow, iter_load, read_trace
 from gputrace.testing.synthetic import write_synthetic
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gputrace.timeline.parallel as par
-from gputrace.otlp_json import encode_request
+from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, read_trace
 from gputrace.testing.synthetic import write_synthetic
 

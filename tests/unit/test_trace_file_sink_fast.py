@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gputrace
-from gputrace.otlp_json import encode_request, span_json
+from gputrace.otlp.encode import encode_request, span_json
 from gputrace.trace import MemorySink, clock, configure, hotpath, phase, records, shutdown, start_phase
 from gputrace.trace.sinks.jsonl import JsonlFileSink
 from gputrace.trace.sinks.phase_json import encode_phases

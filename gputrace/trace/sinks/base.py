@@ -1,6 +1,6 @@
 """The sink interface. Every method runs on the recorder's exporter thread, never on a caller's thread.
 
-A sink receives finished span records (``gputrace.otlp_json.SpanDict`` dicts: int ids, epoch-ns times,
+A sink receives finished span records (``gputrace.otlp.ids.SpanDict`` dicts: int ids, epoch-ns times,
 an ``attributes`` dict) in batches. ``export`` must return quickly: a sink whose destination may be slow
 (network) queues the batch for its own worker thread, bounded, and counts what it drops. Sinks never raise
 into the recorder; failures are counted in ``stats``.

@@ -3,7 +3,7 @@
 The OTel file-exporter format (hex ids, camelCase, integer enums, 64-bit integers as strings). The
 recorder hands this sink finished phases (``export_phases``), which ``phase_json.encode_phases`` turns
 straight into span text; ``export`` takes span records and encodes them with
-``gputrace.otlp_json.encode_request``. Both write the same bytes for the same spans (tested). A
+``gputrace.otlp.encode.encode_request``. Both write the same bytes for the same spans (tested). A
 ``JsonlFileSink`` subclass that overrides ``export`` gets span records. A batch becomes one line per
 ``max_spans_per_line`` spans so readers never meet a giant line. Runs on the exporter thread only.
 
@@ -32,7 +32,7 @@ import os
 import weakref
 from typing import Any, Mapping
 
-from gputrace.otlp_json import REQUEST_TAIL, encode_request, request_head
+from gputrace.otlp.encode import REQUEST_TAIL, encode_request, request_head
 from gputrace.trace.sinks.base import Sink
 from gputrace.trace.sinks.phase_json import encode_phases
 

@@ -10,7 +10,7 @@ from gputrace.trace.sinks.base import Sink
 class MemorySink(Sink):
     """Collects finished span records in memory, unbounded (use for tests and short runs).
 
-    ``spans`` is a snapshot list of span dicts (``gputrace.otlp_json.SpanDict`` keys: ``trace_id``,
+    ``spans`` is a snapshot list of span dicts (``gputrace.otlp.ids.SpanDict`` keys: ``trace_id``,
     ``span_id``, ``parent_span_id``, ``name``, ``start_ns``, ``end_ns``, ``attributes``, and
     ``status_code``/``status_message`` on error). Safe to read from any thread while the run goes on.
     """

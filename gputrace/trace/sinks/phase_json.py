@@ -1,7 +1,7 @@
 """Finished ``Phase`` objects -> OTLP JSON span text, without span dicts. Exporter thread only.
 
 The file sink's fast path. Contract: for every phase, ``encode_phases`` yields exactly
-``otlp_json.span_json(records.to_span(p, ids, off))`` and assigns the same ids in the same order as
+``otlp.encode.span_json(records.to_span(p, ids, off))`` and assigns the same ids in the same order as
 ``to_span`` would (tests compare the bytes over many phase shapes), so a run written through this path
 equals one written from span records.
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import orjson
 
-from gputrace.otlp_json import STATUS_ERROR, _attrs_json, _jstr
+from gputrace.otlp.encode import attributes_json, json_string
+from gputrace.otlp.ids import STATUS_ERROR
 from gputrace.phases import phase_kind
 from gputrace.trace.hotpath import Phase
 from gputrace.trace.records import _GOLDEN, _KNOWN, _MASK64, _SPECIAL, _ids_of, _kind_cache
@@ -40,25 +41,25 @@ _kvs: dict = {}  # (key, value) -> KeyValue text, for str and small int values
 
 
 def _kv(k: str, v) -> str:
-    """``{"key":k,"value":AnyValue}`` text, exactly as ``otlp_json`` encodes the attribute."""
+    """``{"key":k,"value":AnyValue}`` text, exactly as ``otlp.encode`` encodes the attribute."""
     t = type(v)
     if t is str or (t is int and -_SMALL < v < _SMALL):
         key = (k, v)  # (type checked first: True == 1 and 1.0 == 1 hash alike)
         b = _kvs.get(key)
         if b is None:
-            # (the int text as otlp_json._attrs_json writes it; the test suite compares them)
-            b = f'{{"key":{_jstr(k)},"value":{{"intValue":"{v}"}}}}' if t is int else _attrs_json({k: v})
+            # (the int text as otlp.encode.attributes_json writes it; the test suite compares them)
+            b = f'{{"key":{json_string(k)},"value":{{"intValue":"{v}"}}}}' if t is int else attributes_json({k: v})
             if len(_kvs) >= _CACHE_MAX:
                 _kvs.clear()
             _kvs[key] = b
         return b
-    return _attrs_json({k: v})
+    return attributes_json({k: v})
 
 
 def _head(name: str) -> str:
     h = _heads.get(name)
     if h is None:
-        h = f',"name":{_jstr(name)},"kind":1,"startTimeUnixNano":"'  # TypeError for a non-str name
+        h = f',"name":{json_string(name)},"kind":1,"startTimeUnixNano":"'  # TypeError for a non-str name
         if len(_heads) >= _CACHE_MAX:
             _heads.clear()
         _heads[name] = h
@@ -357,7 +358,7 @@ def encode_phases(phases: list, ids, off: int) -> list[str]:
                     a[k] = _kv(k, v)
             status = ""
             err = p.err
-            if err is not None:  # as records._set_error + otlp_json's status encoding
+            if err is not None:  # as records._set_error + otlp.encode's status encoding
                 et = getattr(err, "__qualname__", None) or str(err)
                 a["exception.type"] = _kv("exception.type", et)
                 msg = f"{et}: {p.errmsg}" if p.errmsg else et

@@ -1,15 +1,20 @@
-"""OTLP JSON ``AnyValue`` / ``KeyValue`` decoding: the inverse of :func:`gputrace.otlp_json.attr_value`.
+"""OTLP JSON ``AnyValue`` / ``KeyValue`` -> Python values: the inverse of :func:`gputrace.otlp.encode.attr_value`.
 
-Re-exported from :mod:`gputrace.otlp_json`. Errors are :class:`AnyValueError` naming the offending
-sub-field. Pure and thread-safe.
+Two inputs: plain JSON objects (``decode_value``, ``decode_attributes``: strict, errors are
+:class:`AnyValueError` naming the offending sub-field) and the typed Structs of
+:mod:`gputrace.otlp.schema` (``py_value``: already validated by msgspec, only the nesting depth is
+checked). Pure and thread-safe.
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["AnyValueError", "decode_value", "decode_attributes"]
+if TYPE_CHECKING:  # the dict decoders need no msgspec; py_value only reads the Structs' fields
+    from gputrace.otlp.schema import AnyValue
+
+__all__ = ["AnyValueError", "decode_value", "decode_attributes", "py_value", "MAX_VALUE_DEPTH", "ValueTooDeep"]
 
 
 class AnyValueError(ValueError):
@@ -110,3 +115,39 @@ def decode_attributes(kvs: Any, field: str = "attributes") -> dict:
 def _short(x: Any, n: int = 40) -> str:
     r = repr(x)
     return r if len(r) <= n else r[: n - 3] + "..."
+
+
+#: Deepest nesting of array/kvlist attribute values read (OTLP writers nest a few levels; a
+#: hostile line nesting thousands would otherwise exhaust the stack).
+MAX_VALUE_DEPTH = 64
+
+
+class ValueTooDeep(ValueError):
+    """An attribute value nested deeper than ``MAX_VALUE_DEPTH`` levels."""
+
+
+def py_value(v: AnyValue, _depth: int = 0) -> Any:
+    """AnyValue Struct -> Python value (str, int, float, bool, bytes, list, dict or None).
+    Raises ``ValueTooDeep`` for arrays/kvlists nested deeper than ``MAX_VALUE_DEPTH``."""
+    s = v.stringValue
+    if s is not None:
+        return s
+    if v.intValue is not None:
+        return v.intValue
+    if v.doubleValue is not None:
+        return v.doubleValue
+    if v.boolValue is not None:
+        return v.boolValue
+    if v.arrayValue is not None or v.kvlistValue is not None:
+        if _depth >= MAX_VALUE_DEPTH:
+            raise ValueTooDeep(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
+        if v.arrayValue is not None:
+            return [py_value(x, _depth + 1) for x in v.arrayValue.values]
+        if v.kvlistValue is not None:
+            return {kv.key: py_value(kv.value, _depth + 1) for kv in v.kvlistValue.values}
+    if v.bytesValue is not None:
+        try:
+            return base64.b64decode(v.bytesValue)
+        except ValueError:
+            return v.bytesValue
+    return None

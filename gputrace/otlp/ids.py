@@ -1,11 +1,12 @@
-"""OTLP span constants, the span-dict shape and trace/span id normalisation (hex ids).
+"""OTLP span constants, the span-dict shape, and trace/span ids both ways (``hex_id`` writes, ``parse_id`` reads).
 
-Shared by the encoder (:mod:`gputrace.otlp_json`, which re-exports these names) and the OTLP/HTTP
-receiver. Pure and thread-safe.
+Shared by the encoder (:mod:`gputrace.otlp.encode`), the reader's column builders and the OTLP receiver.
+Pure and thread-safe.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -20,12 +21,16 @@ __all__ = [
     "STATUS_UNSET",
     "STATUS_OK",
     "STATUS_ERROR",
+    "STATUS_NAMES",
     "hex_id",
+    "parse_id",
 ]
 
 SPAN_KIND_UNSPECIFIED, SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, SPAN_KIND_CLIENT = 0, 1, 2, 3
 SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 4, 5
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+#: Protobuf-JSON enum names of ``Status.code`` (readers accept them as well as the integers).
+STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _HEX_DIGITS = frozenset("0123456789abcdef")
 
 
@@ -76,3 +81,20 @@ def hex_id(v: bytes | bytearray | memoryview | str | int | None, nbytes: int) ->
             raise ValueError(f"id must be {nbytes * 2} hex characters, got {v!r}")
         return s
     raise ValueError(f"id must be bytes, hex str or int, got {type(v).__name__}")
+
+
+def parse_id(s: str, nbytes: int) -> int:
+    """Hex (the spec) or base64 (old protobuf-JSON writers) id of ``nbytes`` bytes -> int. Raises ValueError."""
+    if len(s) == 2 * nbytes:
+        try:
+            return int(s, 16)
+        except ValueError:
+            pass
+    elif s and len(s) in (4 * ((nbytes + 2) // 3), (8 * nbytes + 5) // 6):
+        try:
+            raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) == nbytes:
+            return int.from_bytes(raw, "big")
+    raise ValueError(f"expected {2 * nbytes} hex characters, got {s!r}")
