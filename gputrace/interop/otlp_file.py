@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 import orjson
 
-from gputrace.otlp.encode import encode_request
+from gputrace.otlp.encode import attributes_json, encode_request
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
@@ -50,6 +50,7 @@ def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gpu
     hp: dict[tuple[str, int], int] = {}
     lane_hp = np.array([hp.setdefault((ln.host, ln.pid), len(hp)) for ln in tl.lanes] or [0], dtype=np.int64)
     hps = list(hp)
+    shared_text: dict[tuple[int, tuple], str | None] = {}  # see _shared_text
     key = c["resource"].astype(np.int64) * max(len(hps), 1) + lane_hp[c["lane"]] if n else np.empty(0, np.int64)
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(inv.reshape(-1), kind="stable")  # rows by group (group ids follow key order), then row
@@ -65,14 +66,32 @@ def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gpu
             res["process.pid"] = pid
         fallback_trace = _trace_for(res)
         for k in range(0, len(rows), max_spans):
-            yield encode_request(res, _spans(tl, rows[k:k + max_spans], span_ids, fallback_trace), scope_name=scope_name)
+            spans = _spans(tl, rows[k:k + max_spans], span_ids, fallback_trace, shared_text)
+            yield encode_request(res, spans, scope_name=scope_name)
+
+
+_COLUMN_KEYS = frozenset({"gputrace.lane", "gputrace.device", "gputrace.kind", "gputrace.circuit", "gputrace.batch",
+                          "gputrace.bytes", "gputrace.gpu.start_ns", "gputrace.gpu.end_ns"})
+
+
+def _shared_text(ra: RowAttrs, cache: dict) -> str | None:
+    """The encoded attributes of a ``RowAttrs``'s shared dict (once per dict and overlay keys, for one write),
+    or None where they could clash with the column attributes or the overlay (then the row is merged
+    key by key). The bytes are the same either way: an attribute array's text is the join of its items'."""
+    key = (id(ra.shared), ra.keys_)
+    if key not in cache:
+        over = set(ra.keys_)
+        clash = len(over) != len(ra.keys_) or over & _COLUMN_KEYS or ra.shared.keys() & (_COLUMN_KEYS | over)
+        cache[key] = None if clash else attributes_json(ra.shared)
+    return cache[key]
 
 
 _COLUMNS = ("lane", "kind", "circuit", "batch", "nbytes", "gpu_start", "gpu_end", "trace", "parent",
             "parent_span_id", "start", "end", "status", "phase")
 
 
-def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace: str) -> Iterator[dict]:
+def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace: str,
+           shared_text: dict) -> Iterator[dict]:
     """The span dicts of ``rows`` (one chunk: the columns are taken as Python lists once per chunk)."""
     c = tl.cols
     col = {k: c[k][rows].tolist() for k in _COLUMNS}
@@ -101,26 +120,34 @@ def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace:
             a["gputrace.gpu.start_ns"] = g0
             a["gputrace.gpu.end_ns"] = g1
         ra = attrs.get(r)
-        if ra:
-            if type(ra) is RowAttrs:  # its overlay, then its shared dict (Mapping.items() is 4x slower)
-                for k, v in zip(ra.keys_, ra.values_, strict=True):
-                    a.setdefault(k, v)
-                ra = ra.shared
+        text = None
+        if type(ra) is RowAttrs:  # its overlay, then its shared dict (Mapping.items() is 4x slower)
+            for k, v in zip(ra.keys_, ra.values_, strict=True):
+                a.setdefault(k, v)
+            shared = _shared_text(ra, shared_text)
+            if shared is not None:
+                text = attributes_json(a) + "," + shared if shared else attributes_json(a)
+            ra = ra.shared
+        if ra and text is None:
             for k, v in ra.items():
                 a.setdefault(k, v)
         t = col["trace"][i]
         p = par[i]
         parent = psid[i] if p >= 0 else col["parent_span_id"][i]
-        yield {
+        d = {
             "trace_id": tids[t] if 0 <= t < ntids and tids[t] else fallback_trace,
             "span_id": sid[i],
             "parent_span_id": parent or None,
             "name": names.get(r) or phases[col["phase"][i]],
             "start_ns": col["start"][i],
             "end_ns": col["end"][i],
-            "attributes": a,
             "status_code": max(0, col["status"][i]),  # -1 (a default-filled column) is unset
         }
+        if text is None:
+            d["attributes"] = a
+        else:
+            d["attributes_json"] = text
+        yield d
 
 
 def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 512) -> int:
