@@ -90,7 +90,9 @@ print(json.dumps({"n": k + nv, "kernels": k, "nvtx": nv, "s": s, "cpu": cpu, "pe
 """
 
 
-def _run(argv: list[str], env: dict, cwd: Path | None = None) -> dict:
+def _run(argv: list[str], env: dict, cwd: Path) -> dict:
+    """One measurement in a fresh process. ``cwd`` is never the checkout: ``python -c`` puts the working
+    directory first on ``sys.path``, which would shadow ``--pythonpath``/``--before``."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, cwd=cwd)
@@ -147,12 +149,12 @@ def main(argv=None) -> int:
                     rows[key].append(_run([a.nsys_ai_python, "-c", _NSYS_AI, str(sq)], dict(os.environ), ai_cwd))
                 elif k in ("read_nsys", "view_sqlite"):
                     shutil.rmtree(d / "cache", ignore_errors=True)
-                    rows[key].append(_run(ours + [k, str(sq), ""], e))
+                    rows[key].append(_run(ours + [k, str(sq), ""], e, d))
                 elif k in ("import", "import_nort"):
                     out = d / (f"rep{'_nort' if k == 'import_nort' else ''}{'_' + tag if tag else ''}.jsonl")
-                    rows[key].append(_run(ours + [k, str(sq), str(out)], e))
+                    rows[key].append(_run(ours + [k, str(sq), str(out)], e, d))
                 else:
-                    rows[key].append(_run(ours + [k, str(d / f"rep{'_' + tag if tag else ''}.jsonl"), ""], e))
+                    rows[key].append(_run(ours + [k, str(d / f"rep{'_' + tag if tag else ''}.jsonl"), ""], e, d))
         for tag in ("", ":before") if a.before else ("",):
             rows["import_read" + tag] = [
                 {**i, "n": r["n"], **{f: i[f] + r[f] for f in ("s", "cpu", "proc_s", "proc_cpu")},
