@@ -91,9 +91,10 @@ print(json.dumps({"n": n, "s": time.perf_counter() - t, "cpu": time.process_time
 """
 
 
-def _child(what: str, path: Path, out: Path | None = None, env: dict | None = None) -> dict:
+def _child(what: str, path: Path, out: Path | None = None, env: dict | None = None, cwd: str | None = None) -> dict:
+    # ``python -c`` puts the working directory first on sys.path: a baseline tree must be the cwd too.
     r = subprocess.run([sys.executable, "-c", _CHILD, what, str(path), str(out or "")], check=True,
-                       capture_output=True, text=True, env=env)
+                       capture_output=True, text=True, env=env, cwd=cwd)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -220,7 +221,7 @@ def _otlp_only(a, otlp: Path, gen: float, rows: dict, env: dict) -> int:
         rows["otlp2"].append(_child("otlp2", otlp, env=env))
         rows["otlp_auto"].append(_child("otlp_auto", otlp, env=env))
         if base_env is not None:
-            rows["baseline"].append(_child("otlp", otlp, env=base_env))
+            rows["baseline"].append(_child("otlp", otlp, env=base_env, cwd=base_env["PYTHONPATH"]))
         loads.append(os.getloadavg()[0])
     med = statistics.median
     ref = med(r["n"] / r["s"] for r in rows["orjson"])
@@ -239,6 +240,10 @@ def _otlp_only(a, otlp: Path, gen: float, rows: dict, env: dict) -> int:
         rate = med(r["n"] / r["s"] for r in rs)
         print(f"{label:<46} {med(r['s'] for r in rs):>7.2f} {rate / 1e6:>9.3f} {med(r['cpu'] for r in rs):>6.2f} "
               f"{med(r['n'] / r['cpu'] for r in rs) / 1e6:>8.3f} {rate / ref:>6.2f}x {med(r['peak'] for r in rs):>9.0f}")
+    if base_env is not None:
+        probe = subprocess.run([sys.executable, "-c", "import gputrace.timeline as t; print(t.__file__)"], env=base_env,
+                               cwd=base_env["PYTHONPATH"], capture_output=True, text=True, check=True).stdout.strip()
+        print(f"  baseline code: {probe}")
     print("  target: OTLP JSONL read >= 0.5 M spans/s wall (issue 18)")
     return 0
 

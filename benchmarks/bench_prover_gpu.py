@@ -2,6 +2,7 @@
 """Issue 13/17 measures for the GPU prover, every proof verified (device machine only).
 
     python3 benchmarks/bench_prover_gpu.py --logn 20 --keys /tmp/gk [--batch 8] [--repeats 3] [--gpus 2]
+        [--flows batch,stream] [--keygen auto]
 
 Runs, in one process, keys cached in ``--keys`` (generated on first use):
 1. ``before``: one proof with the host paths (``synthesis="host"``, ``b_g2="host"``: R1CS synthesis in
@@ -9,6 +10,10 @@ Runs, in one process, keys cached in ``--keys`` (generated on first use):
 2. ``after``: one proof with the device paths (``auto``), ``--repeats`` times, median wall;
 3. ``batch``: ``--batch`` circuits on one GPU (proofs/s), then the same count split over ``--gpus`` GPUs
    (``--batch / gpus`` each): throughput and the scaling;
+   2 and 3 run once per device flow in ``--flows`` (``ProveOptions.device_flow``: ``batch`` = the earlier flow,
+   ``stream`` = witnesses on a second stream, tails on the device, keys loaded inside ``prove``), the single
+   proofs' repeats interleaved across the flows; ``after``/``batch_*`` hold the last flow, ``by_flow`` every one,
+   with the trace's start-up (``prove`` root to the first ``msm_h`` on the device) and ``synthesis`` brackets;
 4. ``cupti``: one device-path proof with CUDA activity (CUPTI), and per top-level GPU phase the share of its
    wall time in which a kernel ran (``analysis.gpu_activity.launch_gaps``).
 Writes ``$OUT/bench_prover_gpu.json`` and traces ``$OUT/prover-2_N-*.jsonl``; prints a table last.
@@ -45,16 +50,18 @@ def prove(logn: int, keys: Path, tmp: Path, *, batch: int = 1, devices: int = 1,
     shutil.rmtree(out, ignore_errors=True)
     phases: dict[str, float] = {}
     per_device: dict[str, dict[str, float]] = {}
-    for (name, label), sec in r.phase_seconds.items():
+    for (name, label), sec in r.phase_seconds.items():  # host-clock brackets (perf_counter), summed
         phases[name] = phases.get(name, 0.0) + sec
         per_device.setdefault(label, {})[name] = sec
     if not all(r.verified) or len(r.verified) != batch * devices:
         raise RuntimeError(f"2^{logn} batch {batch} x {devices}: verified {r.verified}")
     out = dict(wall_s=r.wall_s, setup_s=r.setup_s, proofs=len(r.verified), verified=all(r.verified),
-               config={k: r.config[k] for k in ("synthesis", "b_g2")}, phases=phases, per_device=per_device)
+               config={k: r.config.get(k) for k in ("synthesis", "b_g2", "device_flow")}, phases=phases,
+               per_device=per_device)
     if trace is not None and not os.environ.get("GPUTRACE_CUDA_ACTIVITY"):
         out["gpu_idle_after_start"] = idle_after_start(trace)
-        out["prove_span_s"] = prove_span_s(trace)  # the prove root: wall_s without the one-time load_bases
+        out["prove_span_s"] = prove_span_s(trace)  # the prove root (the batch flow loads the keys before it)
+        out["start_up"] = start_up(trace)
     return out
 
 
@@ -66,6 +73,32 @@ def prove_span_s(trace: Path) -> float:
     tl = read_trace(trace)
     m = np.array([tl.name_of(i) == "prove" for i in range(tl.n)])
     return float((tl.cols["end"][m] - tl.cols["start"][m]).max()) / 1e9
+
+
+def start_up(trace: Path) -> dict:
+    """From the trace, per device: ms from the ``prove`` root's start to the device start of its first ``msm_h``
+    (plans, witness, NTT and key upload before the first MSM), and the ``synthesis`` phases' host-clock and
+    CUDA-event brackets summed (ms). Host wall of the root is the reference clock of the first figure."""
+    import numpy as np
+
+    from gputrace.timeline.reader import read_trace
+
+    tl = read_trace(trace)
+    c = tl.cols
+    names = np.array([tl.name_of(i) for i in range(tl.n)])
+    p0 = int(c["start"][names == "prove"].min())
+    out = {}
+    for dev in sorted({int(d) for d in c["device"] if d >= 0}):
+        on = c["device"] == dev
+        mh = on & (names == "msm_h") & (c["gpu_start"] > 0)
+        sy = on & (names == "synthesis")
+        sy_gpu = sy & (c["gpu_start"] > 0)
+        out[dev] = dict(
+            first_msm_h_ms=(int(c["gpu_start"][mh].min()) - p0) / 1e6 if mh.any() else None,
+            synthesis_host_ms=float((c["end"][sy] - c["start"][sy]).sum()) / 1e6,
+            synthesis_gpu_ms=float((c["gpu_end"][sy_gpu] - c["gpu_start"][sy_gpu]).sum()) / 1e6,
+            synthesis_chunks=int(sy.sum()))
+    return out
 
 
 def idle_after_start(trace: Path) -> dict:
@@ -122,69 +155,97 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--skip", default="", help="comma list: before,after,batch,multi,cupti")
+    ap.add_argument("--flows", default="batch,stream", help="device flows to compare (ProveOptions.device_flow)")
+    ap.add_argument("--keygen", default="host", help="where missing keys are made: host, device or auto")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
+    flows = [f for f in a.flows.split(",") if f]
     keys = Path(a.keys)
     tmp = Path(tempfile.mkdtemp(prefix="gputrace-bpg-"))
-    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv)}
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
+                 "by_flow": {f: {} for f in flows}}
     table: list[tuple[str, str]] = []
     n = a.logn
+    kg = dict(keygen=a.keygen)
 
     def save() -> None:
         (OUT / "bench_prover_gpu.json").write_text(json.dumps(res, indent=1, default=str))
 
+    def tag(flow: str) -> str:
+        return "" if len(flows) == 1 else f" [{flow}]"
+
     try:
         t = time.perf_counter()
-        prove(min(n, 14), keys, tmp)  # warm-up: modules, CuPy pools (and small keys)
+        for flow in flows:  # warm-up of each flow: modules, CuPy's reduction kernels, pools (and small keys)
+            prove(min(n, 14), keys, tmp, device_flow=flow, **kg)
         res["warmup_s"] = time.perf_counter() - t
         if "before" not in skip:
-            res["before"] = prove(n, keys, tmp, synthesis="host", b_g2="host", trace=OUT / f"prover-2_{n}-before.jsonl")
+            res["before"] = prove(n, keys, tmp, synthesis="host", b_g2="host", trace=OUT / f"prover-2_{n}-before.jsonl",
+                                  **kg)
             table.append((f"2^{n} proof, host paths (before)", f"{res['before']['wall_s']:.2f} s"))
             save()
         if "after" not in skip:
-            runs = [prove(n, keys, tmp, trace=OUT / f"prover-2_{n}-after.jsonl" if i == 0 else None)
-                    for i in range(a.repeats)]
-            res["after"] = dict(runs=runs, median_wall_s=statistics.median(r["wall_s"] for r in runs))
-            table.append((f"2^{n} proof, device paths (after)", f"median {res['after']['median_wall_s']:.3f} s of "
-                          + ", ".join(f"{r['wall_s']:.3f}" for r in runs)))
+            runs: dict[str, list] = {f: [] for f in flows}
+            for i in range(a.repeats):  # interleaved: drift of the machine hits every flow alike
+                for flow in flows:
+                    tr = OUT / f"prover-2_{n}-after-{flow}.jsonl" if i == 0 else None
+                    runs[flow].append(prove(n, keys, tmp, trace=tr, device_flow=flow, **kg))
+            for flow in flows:
+                rs = runs[flow]
+                res["by_flow"][flow]["after"] = res["after"] = dict(
+                    runs=rs, median_wall_s=statistics.median(r["wall_s"] for r in rs))
+                walls = ", ".join(f"{r['wall_s']:.3f}" for r in rs)
+                table.append((f"2^{n} proof, device paths{tag(flow)}",
+                               f"median {res['after']['median_wall_s']:.3f} s of {walls}"))
             save()
         if "batch" not in skip:
-            one = prove(n, keys, tmp, batch=a.batch, trace=OUT / f"prover-2_{n}-batch{a.batch}-1gpu.jsonl")
-            one["proofs_per_s"] = one["proofs"] / one["wall_s"]
-            res["batch_1gpu"] = one
-            table.append((f"batch {a.batch} x 2^{n}, 1 GPU", f"{one['wall_s']:.2f} s, {one['proofs_per_s']:.2f} proofs/s"
-                          f" (prove span {one['prove_span_s']:.2f} s)"))
-            save()
-            if "multi" not in skip and a.gpus > 1 and a.batch % a.gpus == 0:
-                many = prove(n, keys, tmp, batch=a.batch // a.gpus, devices=a.gpus,
-                             trace=OUT / f"prover-2_{n}-batch{a.batch}-{a.gpus}gpu.jsonl")
-                many["proofs_per_s"] = many["proofs"] / many["wall_s"]
-                many["scaling"] = many["proofs_per_s"] / one["proofs_per_s"]
-                many["scaling_prove_span"] = one["prove_span_s"] / many["prove_span_s"]
-                res[f"batch_{a.gpus}gpu"] = many
-                table.append((f"batch {a.batch} x 2^{n}, {a.gpus} GPUs", f"{many['wall_s']:.2f} s, "
-                              f"{many['proofs_per_s']:.2f} proofs/s, {many['scaling']:.2f}x of 1 GPU (prove span "
-                              f"{many['prove_span_s']:.2f} s, {many['scaling_prove_span']:.2f}x)"))
-                idle = many.get("gpu_idle_after_start", {})
-                table.append((f"  GPU idle after first start ({a.gpus} GPUs)",
-                              ", ".join(f"GPU {d}: {100 * v['idle_share']:.1f} %" for d, v in idle.items())))
-                one_dev = one["per_device"].get("cuda:0", {})
-                scal = {}
-                for ph, sec in one_dev.items():
-                    worst = max(v.get(ph, 0.0) for k, v in many["per_device"].items() if k.startswith("cuda:"))
-                    if worst > 0:
-                        scal[ph] = sec / worst
-                many["phase_scaling"] = scal
-                table.append(("  1 -> 2 GPU scaling per phase", ", ".join(f"{k} {v:.2f}x" for k, v in sorted(scal.items()))))
-                for label, ph in sorted(many["per_device"].items()):
-                    if label.startswith("cuda:"):
-                        table.append((f"  {label} phases (s)", ", ".join(f"{k} {v:.3f}" for k, v in sorted(ph.items()))))
+            for flow in flows:
+                one = prove(n, keys, tmp, batch=a.batch, device_flow=flow,
+                            trace=OUT / f"prover-2_{n}-batch{a.batch}-1gpu-{flow}.jsonl", **kg)
+                one["proofs_per_s"] = one["proofs"] / one["wall_s"]
+                res["by_flow"][flow]["batch_1gpu"] = res["batch_1gpu"] = one
+                su = one.get("start_up", {}).get(0, {})
+                idle = one.get("gpu_idle_after_start", {}).get(0, {})
+                table.append((f"batch {a.batch} x 2^{n}, 1 GPU{tag(flow)}", f"{one['wall_s']:.2f} s, "
+                              f"{one['proofs_per_s']:.2f} proofs/s (prove span {one['prove_span_s']:.2f} s)"))
+                table.append(("  start-up, synthesis, GPU idle",
+                              f"first msm_h at {su.get('first_msm_h_ms') or 0:.0f} ms; "
+                              f"synthesis host {su.get('synthesis_host_ms', 0):.1f} / device "
+                              f"{su.get('synthesis_gpu_ms', 0):.1f} ms in {su.get('synthesis_chunks', 0)} chunk(s); "
+                              f"idle {100 * idle.get('idle_share', 0):.1f} %"))
                 save()
+                if "multi" not in skip and a.gpus > 1 and a.batch % a.gpus == 0:
+                    many = prove(n, keys, tmp, batch=a.batch // a.gpus, devices=a.gpus, device_flow=flow,
+                                 trace=OUT / f"prover-2_{n}-batch{a.batch}-{a.gpus}gpu-{flow}.jsonl", **kg)
+                    many["proofs_per_s"] = many["proofs"] / many["wall_s"]
+                    many["scaling"] = many["proofs_per_s"] / one["proofs_per_s"]
+                    many["scaling_prove_span"] = one["prove_span_s"] / many["prove_span_s"]
+                    res["by_flow"][flow][f"batch_{a.gpus}gpu"] = res[f"batch_{a.gpus}gpu"] = many
+                    table.append((f"batch {a.batch} x 2^{n}, {a.gpus} GPUs{tag(flow)}", f"{many['wall_s']:.2f} s, "
+                                  f"{many['proofs_per_s']:.2f} proofs/s, {many['scaling']:.2f}x of 1 GPU (prove span "
+                                  f"{many['prove_span_s']:.2f} s, {many['scaling_prove_span']:.2f}x)"))
+                    idle = many.get("gpu_idle_after_start", {})
+                    table.append((f"  GPU idle after first start ({a.gpus} GPUs)",
+                                  ", ".join(f"GPU {d}: {100 * v['idle_share']:.1f} %" for d, v in idle.items())))
+                    one_dev = one["per_device"].get("cuda:0", {})
+                    scal = {}
+                    for ph, sec in one_dev.items():
+                        worst = max(v.get(ph, 0.0) for k, v in many["per_device"].items() if k.startswith("cuda:"))
+                        if worst > 0:
+                            scal[ph] = sec / worst
+                    many["phase_scaling"] = scal
+                    table.append(("  1 -> N GPU scaling per phase",
+                                  ", ".join(f"{k} {v:.2f}x" for k, v in sorted(scal.items()))))
+                    for label, ph in sorted(many["per_device"].items()):
+                        if label.startswith("cuda:"):
+                            table.append((f"  {label} phases (s)",
+                                          ", ".join(f"{k} {v:.3f}" for k, v in sorted(ph.items()))))
+                    save()
         if "cupti" not in skip:
             os.environ["GPUTRACE_CUDA_ACTIVITY"] = "1"
             try:
                 tr = OUT / f"prover-2_{n}-cupti.jsonl"
-                res["cupti_proof"] = prove(n, keys, tmp, trace=tr)
+                res["cupti_proof"] = prove(n, keys, tmp, trace=tr, device_flow=flows[-1], **kg)
             finally:
                 os.environ.pop("GPUTRACE_CUDA_ACTIVITY", None)
             ks = res["cupti"] = kernel_share(tr)
@@ -199,11 +260,13 @@ def main() -> int:
     print("\n== bench_prover_gpu ==")
     for item, value in table:
         print(f"{item:<40} {value}")
-    for k in ("before", "batch_1gpu"):
-        if k in res:
-            print(f"{k} phases: " + ", ".join(f"{p} {s:.3f}" for p, s in sorted(res[k]["phases"].items())))
-    if "after" in res:
-        print("after phases: " + ", ".join(f"{p} {s:.3f}" for p, s in sorted(res["after"]["runs"][0]["phases"].items())))
+    if "before" in res:
+        print("before phases: " + ", ".join(f"{p} {s:.3f}" for p, s in sorted(res["before"]["phases"].items())))
+    for flow, got in res["by_flow"].items():
+        for key, ph in (("batch_1gpu", got.get("batch_1gpu", {}).get("phases")),
+                        ("after", got["after"]["runs"][0]["phases"] if "after" in got else None)):
+            if ph:
+                print(f"{key} [{flow}] phases: " + ", ".join(f"{p} {s:.3f}" for p, s in sorted(ph.items())))
     return 0
 
 

@@ -96,7 +96,7 @@ def resolve_keygen(keygen: str) -> str:
 
 
 def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, workers: int | None = None,
-             keygen: str = "host") -> KeySet:
+             keygen: str = "auto") -> KeySet:
     """Load the shape's keys from ``key_dir`` or generate and save them: from fresh randomness by
     default, or from ``seed`` (a reproducible TEST key: anyone who knows the seed can forge proofs).
 

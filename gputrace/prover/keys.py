@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gputrace.atomic_write import write_atomic
+from gputrace.atomic_write import atomic_output, write_atomic
 
 from . import fixed_base
 from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
@@ -110,17 +110,16 @@ def save_keys(directory: Path, pk: ProvingKey, vk: VerifyingKey, circuit: str, m
     fixed2 = b"".join(p.to_xy_bytes_le() for p in (pk.beta_g2, pk.delta_g2))
     full_meta = dict(meta, format=KEY_FORMAT, fingerprint=pk.fingerprint, domain_size=pk.domain_size,
                      num_inputs=pk.num_inputs, num_vars=pk.num_vars, circuit=circuit)
-    import io
-
-    bio = io.BytesIO()
-    np.savez(
-        bio,
-        a=_rows(raw["a"], 96), b_g1=_rows(raw["b_g1"], 96), b_g2=_rows(raw["b_g2"], 192),
-        l=_rows(raw["l"], 96), h=_rows(raw["h"], 96),
-        fixed_g1=_rows(fixed1, 96), fixed_g2=_rows(fixed2, 192),
-        meta=np.frombuffer(json.dumps(full_meta).encode(), dtype=np.uint8),
-    )
-    _atomic_write(directory / "pk.npz", bio.getvalue())
+    directory.mkdir(parents=True, exist_ok=True)
+    # Streamed into the temporary file (a 2^24 key is 9.7 GB: no second copy in memory).
+    with atomic_output(directory / "pk.npz", "wb") as f:
+        np.savez(
+            f,
+            a=_rows(raw["a"], 96), b_g1=_rows(raw["b_g1"], 96), b_g2=_rows(raw["b_g2"], 192),
+            l=_rows(raw["l"], 96), h=_rows(raw["h"], 96),
+            fixed_g1=_rows(fixed1, 96), fixed_g2=_rows(fixed2, 192),
+            meta=np.frombuffer(json.dumps(full_meta).encode(), dtype=np.uint8),
+        )
     seed = meta.get("seed")
     vk_doc = vk_to_json(vk, circuit, pk.fingerprint, test_seed=seed if isinstance(seed, int) else None)
     _atomic_write(directory / "vk.json", json.dumps(vk_doc, indent=1).encode())

@@ -44,7 +44,16 @@ def plan_msm(limbs: np.ndarray) -> MsmPlan:
     count = int(nz.sum())
     if count == 0:
         return MsmPlan(window=4, narrow_bits=0)
-    mean_pop = float(popcounts(arr).sum()) / count
+    return plan_from_counts(count, int(popcounts(arr).sum()), int(((high == 0) & nz).sum()))
+
+
+def plan_from_counts(count: int, popcount_sum: int, narrow: int) -> MsmPlan:
+    """``plan_msm``'s rule from its three reductions: the non-zero scalars' ``count``, the total of set bits
+    (``popcount_sum``) and how many non-zero scalars fit in 64 bits (``narrow``). A device computes these
+    three counters where the scalars are (``tail_split.split_tail``) and the host makes the plan from them."""
+    if count == 0:
+        return MsmPlan(window=4, narrow_bits=0)
+    mean_pop = popcount_sum / count
     window = max(4, min(16, default_window(count) + (1 if mean_pop < 64 else 0)))
-    narrow_share = float(((high == 0) & nz).sum()) / count  # 1 .. 64 significant bits
+    narrow_share = narrow / count  # 1 .. 64 significant bits
     return MsmPlan(window=window, narrow_bits=65 if narrow_share >= 0.05 else 0)

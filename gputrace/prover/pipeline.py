@@ -18,6 +18,13 @@ Structure of one run (phase names from ARCHITECTURE.md; all under one ``prove`` 
   parts on a shared pool of one thread per CPU (``HostMsm``; span attribute ``parts``), since one
   arkworks multiexp uses one core.
 
+With synthesis on the device (``ProveOptions.synthesis``), the witness of each circuit is made on its device
+from a plan (``witness_plan.make_plan``): the plans are made in a fork pool of processes started before the keys
+load, and each device's worker runs ``device_flow.stream_work`` (``device_flow="stream"``: witnesses on a second
+stream, each circuit proven alone, its tail split on the device, the keys loaded by one thread per device inside
+``prove`` in the order the first circuit needs them) or ``_device_work`` over the whole batch
+(``device_flow="batch"``, the earlier flow, kept for A/B).
+
 Parent contexts are handed to every thread, so nesting in the trace is exact. Threads: the caller's
 thread runs setup, synthesis scheduling, verification and file writing.
 """
@@ -55,6 +62,7 @@ from .encoding import g2_to_affine_limbs
 from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
 from .witness_plan import make_plan
+from .device_flow import LOAD_ORDER, LoadingBases, stream_work
 
 
 class _Stats:
@@ -102,7 +110,7 @@ def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str, obj: Prover
                o.backend_object.device_count(), constraints=shape.constraints,
                challenges=shape.challenges, depth=shape.depth,
                synthesis=_resolved(o.synthesis, backend, None if obj is None else obj.supports_device_witness),
-               b_g2=_resolved(o.b_g2, backend, None if obj is None else obj.supports_g2))
+               b_g2=_resolved(o.b_g2, backend, None if obj is None else obj.supports_g2), device_flow=o.device_flow)
     return cfg
 
 
@@ -145,8 +153,10 @@ def run_prove(options: ProveOptions) -> ProveResult:
     key_dir = Path(o.key_dir) if o.key_dir else out_dir / "keys"
     cfg = config_attrs(o, shape, backend.name, backend)
     try:
-        _where(o, "synthesis", backend.supports_device_witness, backend)  # ValueError for a bad choice
+        dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)  # ValueError for a bad choice
         _where(o, "b_g2", backend.supports_g2, backend)
+        if o.device_flow not in ("stream", "batch"):
+            raise ValueError(f"device_flow must be 'stream' or 'batch', got {o.device_flow!r}")
         out_dir.mkdir(parents=True, exist_ok=True)
         if o.configure_tracer:
             gputrace.configure(trace_file=str(o.trace) if o.trace else None, otlp=o.otlp, config=cfg)
@@ -154,7 +164,11 @@ def run_prove(options: ProveOptions) -> ProveResult:
         backend.close()
         raise
     stats = _Stats()
+    plan_pool = None
     try:
+        plans = None
+        if dev_synth and o.device_flow == "stream":  # plans need only the shape and seed: made while the keys load
+            plan_pool, plans = _start_plans(shape, o.seed, o.batch, backend.device_count())
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
             keyset = get_keys(shape, key_dir, o.key_seed, keygen=o.keygen)
@@ -163,7 +177,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         setup_s = time.perf_counter() - t0
         total = o.batch * backend.device_count()
         t_start = time.perf_counter()
-        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total)
+        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans)
         wall = time.perf_counter() - t_start
         paths, verified = [], []
         write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
@@ -175,6 +189,8 @@ def run_prove(options: ProveOptions) -> ProveResult:
                 with stats.phase("verify", "host", circuit=i, kind="host"):
                     verified.append(verify(vk, proofs[i], publics[i]))
     finally:
+        if plan_pool is not None:
+            plan_pool.shutdown(wait=True, cancel_futures=True)
         backend.close()
         if o.configure_tracer:
             gputrace.shutdown()
@@ -185,14 +201,31 @@ def run_prove(options: ProveOptions) -> ProveResult:
     )
 
 
+def _start_plans(shape: CircuitShape, seed: int, batch: int, ndev: int) -> tuple[ProcessPoolExecutor, list[Future]]:
+    """Witness plans of all ``batch * ndev`` circuits on a fork pool of processes (plans are pure Python: in
+    threads they would hold the GIL the device workers launch with), submitted in the order the devices take
+    their circuits (every device's first circuit first). Returns the pool (the caller shuts it down) and one
+    future per circuit. ``fork`` for the reason given in ``_synthesis_processes``."""
+    total = batch * ndev
+    pool = ProcessPoolExecutor(max_workers=max(1, min(total, cpu_threads())), mp_context=get_context("fork"))
+    futures: list = [None] * total
+    for j in range(batch):
+        for d in range(ndev):
+            futures[d * batch + j] = pool.submit(make_plan, shape, seed, d * batch + j)
+    return pool, futures
+
+
 def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey,
-                 stats: _Stats, total: int) -> tuple[list[Proof], list[list[int]]]:
+                 stats: _Stats, total: int, stream_plans: list[Future] | None = None
+                 ) -> tuple[list[Proof], list[list[int]]]:
+    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``)."""
     ndev = backend.device_count()
     cpus = cpu_threads()
     dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
     dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
+    stream_flow = dev_synth and stream_plans is not None
     plan_pool = plans = None
-    if dev_synth:  # witness plans (pure Python) made on one thread while the bases load, in the order the devices
+    if dev_synth and not stream_flow:  # the batch flow: witness plans (pure Python) made on one thread while the bases load, in the order the devices
         # take their circuits (device d: d*B .. d*B+B-1; interleaved so every device's first circuits come first)
         total = o.batch * ndev
         plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
@@ -215,7 +248,19 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                     "b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pk.b_g2), d)
         return out
 
-    if ndev == 1:
+    def load_query(d: int, name: str):  # the stream flow: one query, on device d's loading thread
+        pts = getattr(pk, name)
+        with stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
+                         lane=f"thread:load_bases-{d}", kind="host", parent=ctx, query=name, points=len(pts)):
+            if name == "b_g2":
+                g2_limbs = pk.affine_limbs("b_g2")
+                return backend.load_bases_g2("b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pts), d)
+            return backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name))
+
+    loaders: list[LoadingBases] = []
+    if stream_flow:
+        bases = None  # loaded inside the prove root, while the first circuits start
+    elif ndev == 1:
         bases = [load(0)]
     else:  # one thread per device: the uploads (and the devices' copy engines) run side by side
         with ThreadPoolExecutor(max_workers=ndev, thread_name_prefix="load_bases") as ex:
@@ -235,6 +280,11 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
 
     with gputrace.phase("prove", batch=0, circuits=total, devices=ndev, kind="host"):
         ctx = gputrace.current_context()
+        if stream_flow:
+            for d in range(ndev):
+                ld = LoadingBases([q for q in LOAD_ORDER if dev_g2 or q != "b_g2"])
+                ld.start(lambda name, d=d: load_query(d, name), f"load_bases-{d}")
+                loaders.append(ld)
         workers = max(1, o.synthesis_workers or cpus)
         nsynth = min(total, workers)
         # Challenge ranges per circuit: at most K, so no process is started that no part can use.
@@ -277,17 +327,19 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                 try:
                     lane = backend.lanes(d)[0]
                     mine = list(range(d * o.batch, (d + 1) * o.batch))
-                    if dev_synth:
-                        src = [plans[i].result() for i in mine]
-                    else:
-                        src = [witnesses[i].result() for i in mine]
 
                     def publish(w: Witness) -> None:
                         witnesses[w.circuit].set_result(w)
                         progress("synthesis")
 
-                    for i, pr in zip(mine, _device_work(o, backend, lane, bases[d], pk, src, publish, b_g2 or None,
-                                                        stats, ctx)):
+                    if stream_flow:
+                        done_proofs = stream_work(o, backend, lane, loaders[d], pk, [stream_plans[i] for i in mine],
+                                                  publish, b_g2 or None, stats, ctx, _assemble)
+                    else:
+                        src = [plans[i].result() for i in mine] if dev_synth else [witnesses[i].result() for i in mine]
+                        done_proofs = _device_work(o, backend, lane, bases[d], pk, src, publish, b_g2 or None, stats,
+                                                   ctx)
+                    for i, pr in zip(mine, done_proofs):
                         results[i] = pr
                         progress("proof")
                 except BaseException as exc:  # surfaced on the caller's thread below
@@ -304,6 +356,8 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
             if errors:
                 raise errors[0]
         finally:
+            for ld in loaders:  # no upload may still run when the backend closes
+                ld.join()
             if synth_pool is not None:
                 synth_pool.shutdown(wait=True, cancel_futures=True)
             if procs is not None:

@@ -170,6 +170,8 @@ def generate_device(block: BlockTemplate, fingerprint: str, seed: int | None = N
         ic_rows = fb.mul_rows("g1", sc["ic"])
         g1x_rows = fb.mul_rows("g1", [alpha, beta, delta])
         g2x_rows = fb.mul_rows("g2", [beta, gamma, delta])
+        del fb, sc, q
+        cfb.release_memory(device)  # the prover that follows allocates its own (2^25: 60 GiB)
     with gputrace.phase("setup_decode", kind="host"):
         ic = fixed_base.decode_g1(ic_rows.tobytes())
         g1x, g2x = fixed_base.decode_g1(g1x_rows.tobytes()), fixed_base.decode_g2(g2x_rows.tobytes())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -148,8 +149,8 @@ def fingerprint_vector(count: int) -> np.ndarray:
     out = np.empty((count, 4), dtype=np.uint64)
     got = 0
     while got < count:
-        cand = max(1024, int((count - got) * 2.3))
-        w = bg.random_raw(8 * cand).reshape(cand, 8).astype(np.uint64)
+        cand = min(1 << 20, max(1024, int((count - got) * 2.3)))  # bounded chunks: no multi-GB temporaries
+        w = bg.random_raw(8 * cand).reshape(cand, 8)  # uint64 holding 32-bit outputs
         w[:, 7] >>= np.uint64(1)
         limbs = w[:, 0::2] | (w[:, 1::2] << np.uint64(32))
         below = np.zeros(cand, dtype=bool)
@@ -166,8 +167,9 @@ def fingerprint_vector(count: int) -> np.ndarray:
     return out
 
 
-def fingerprint_digest(num_inputs: int, num_vars: int, num_constraints: int, abc_bytes: list[bytes]) -> str:
-    """``ConstraintSystem.fingerprint``'s digest from A·r, B·r, C·r as 32-byte little-endian rows."""
+def fingerprint_digest(num_inputs: int, num_vars: int, num_constraints: int, abc_bytes: Iterable) -> str:
+    """``ConstraintSystem.fingerprint``'s digest from A·r, B·r, C·r as 32-byte little-endian rows, given as
+    consecutive buffers (bytes or contiguous arrays; any split of the same byte sequence gives the same digest)."""
     h = hashlib.blake2b(digest_size=20)
     h.update(f"r1cs:{num_inputs}:{num_vars}:{num_constraints}".encode())
     for b in abc_bytes:

@@ -63,6 +63,7 @@ class TraceLoader:
         self._declined = 0  # lines declined in a row by the lean decoder or the fast parser
         self._res_cache: dict[bytes, tuple[bytes, dict]] = {}  # raw resource text -> (key, attrs)
         self.fast_lines = 0  # lines added through the fast path (for tests and benchmarks)
+        self._arrays_seen = False  # the last group parsed had array-valued attributes (parse_attributes)
         self._pending_fast: list[tuple] = []  # per pending segment: (FastAttrs or None, first span index in it)
         self.report = LoadReport()
         self.it = Interner()
@@ -145,7 +146,8 @@ class TraceLoader:
         fa = None
         if raws:
             try:
-                fa = parse_attributes(raws)
+                fa = parse_attributes(raws, self._arrays_seen)
+                self._arrays_seen = bool(fa.extra)
             except Exception:  # noqa: BLE001 - never expected; the general path then reads these lines
                 fa = None
         k = 0

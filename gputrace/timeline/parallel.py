@@ -1,11 +1,13 @@
-"""Parallel reading of large plain OTLP JSONL files: byte ranges decoded in worker processes.
+"""Parallel reading of large plain OTLP JSONL files: byte ranges decoded in several processes.
 
 JSON decoding holds the GIL (msgspec and orjson alike), so threads do not help; a single
-process reads about 0.15-0.3 M spans/s on our machines, under the 0.5 M spans/s target. A
-large uncompressed file is therefore split into byte ranges at line boundaries; each range is
-read by a ``TraceLoader`` in a worker process (``python -m gputrace.timeline.parallel``), and
-the parent remaps the workers' phase, lane,
-resource and trace tables into one set and builds one Timeline.
+process reads about 0.25-0.3 M spans/s on our machines, under the 0.5 M spans/s target. A
+large uncompressed file is therefore split into byte ranges at line boundaries; the calling
+process reads the first range itself with a ``TraceLoader`` while one worker process per other
+range (``python -m gputrace.timeline.parallel``) reads the rest, and the parent remaps the
+workers' phase, lane, resource and trace tables into one set and builds one Timeline. With
+``workers=2`` that is one extra process: on a 2-core machine the parent's core is not left idle
+and only one interpreter starts (~0.3 CPU-s).
 
 What crosses the process boundary is what our own workers built: numpy columns, lists of
 strings and dicts of plain attribute values, pickled by the worker onto its stdout pipe and
@@ -22,6 +24,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from itertools import pairwise
 
 import numpy as np
@@ -33,25 +36,43 @@ from gputrace.timeline.model import COLUMNS, Lane, Timeline
 
 __all__ = ["read_parallel", "split_ranges", "default_workers"]
 
-#: Files smaller than this are read in-process (worker start-up costs ~0.3 s).
-MIN_PARALLEL_BYTES = 48 << 20
+#: Files smaller than this are read in-process (a worker's start-up costs ~0.3 CPU-s).
+MIN_PARALLEL_BYTES = 64 << 20
 _READ = 8 << 20
 
 
-#: Below this many usable CPUs the default is to read in-process: on a 2-core machine that is
-#: also busy with the caller (a TUI, a test run) two workers measured slower than one process.
-MIN_PARALLEL_CPUS = 4
+#: Below this many usable CPUs the default is to read in-process. Two suffice since the parent
+#: reads a range itself (before, with the parent idle behind two workers, 2 CPUs measured slower
+#: than one process: benchmarks/RESULTS.md, "OTLP JSONL read").
+MIN_PARALLEL_CPUS = 2
+
+
+def _load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # pragma: no cover - not available
+        return 0.0
 
 
 def default_workers() -> int:
-    """Worker processes for a parallel read: the usable CPUs, at most 8; 1 (read in-process)
-    when fewer than ``MIN_PARALLEL_CPUS`` are usable. ``read_trace(workers=N)`` overrides it.
-    The decision whether a file is read in parallel is ``gputrace.timeline.load.parallel_workers``."""
+    """Processes for a parallel read, the caller included: the CPUs that other work leaves free, at
+    most 8; 1 (read in-process) when fewer than ``MIN_PARALLEL_CPUS`` are usable or free.
+    ``read_trace(workers=N)`` overrides it. The decision whether a file is read in parallel is
+    ``gputrace.timeline.load.parallel_workers``.
+
+    Free CPUs are the usable ones less the 1-minute load average, plus the one this process runs
+    on (it is part of that load): on a 2-core machine the read goes parallel only while at most
+    ~1.5 other tasks are running. A second process on a core that others keep busy gains no CPU
+    and costs ~0.3-0.6 CPU-s (start-up, shipping the columns, merging): measured slower on a
+    busy 2-core machine (benchmarks/RESULTS.md, "OTLP JSONL read")."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         n = os.cpu_count() or 1
-    return 1 if n < MIN_PARALLEL_CPUS else min(8, n)
+    if n < MIN_PARALLEL_CPUS:
+        return 1
+    free = round(n - _load_average() + 1)
+    return max(1, min(8, n, free))
 
 
 def split_ranges(path, parts: int) -> list[tuple[int, int]]:
@@ -140,28 +161,53 @@ def _count_lines(path: str, start: int, end: int) -> int:
 
 
 def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> list[dict]:
-    """Run one ``python -m gputrace.timeline.parallel`` per range and collect their results.
+    """Read ``ranges[0]`` in this process while one ``python -m gputrace.timeline.parallel`` per
+    other range reads that one; return every range's result, in order.
 
     Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods
     re-import the caller's ``__main__`` (re-running an unguarded script's top level in every
     worker), and fork is unsafe in a process with threads (the TUI). A worker writes one pickle
-    of plain values (numpy arrays, str, int, dict, list) to its stdout; if any worker fails the
-    file is read in-process instead (``RuntimeError`` is never surfaced for a worker problem).
+    of plain values (numpy arrays, str, int, dict, list) to its stdout, which a thread of ours
+    drains as it comes (a worker never waits on a full pipe while we read our own range). A
+    range whose worker fails is read here instead (``RuntimeError`` is never surfaced for a
+    worker problem). An exception of our own read (a bug, KeyboardInterrupt) kills the workers.
     """
     import gputrace
 
     env = dict(os.environ)
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gputrace.__file__)))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "gputrace.timeline.parallel", path, str(a), str(b), str(int(lenient))],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        for a, b in ranges
-    ]
-    outs = [p.communicate() for p in procs]
-    if any(p.returncode != 0 for p in procs):
-        return [_read_range(path, ranges[0][0], ranges[-1][1], lenient)]
-    return [pickle.loads(o) for o, _ in outs]  # our own workers' output (see module docstring)
+    procs: list[subprocess.Popen | None] = []
+    for a, b in ranges[1:]:
+        try:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "gputrace.timeline.parallel", path, str(a), str(b), str(int(lenient))],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+        except OSError:  # cannot start a process: that range is read here
+            procs.append(None)
+    outs: list[bytes | None] = [None] * len(procs)
+
+    def drain(i: int, p: subprocess.Popen) -> None:
+        out, _ = p.communicate()
+        outs[i] = out if p.returncode == 0 else None
+
+    threads = [threading.Thread(target=drain, args=(i, p), daemon=True) for i, p in enumerate(procs) if p is not None]
+    for t in threads:
+        t.start()
+    try:
+        first = _read_range(path, ranges[0][0], ranges[0][1], lenient)
+    except BaseException:
+        for p in procs:
+            if p is not None:
+                p.kill()
+        raise
+    for t in threads:
+        t.join()
+    parts = [first]
+    for (a, b), out in zip(ranges[1:], outs, strict=True):
+        # our own workers' output (see module docstring); a failed worker's range is read here
+        parts.append(pickle.loads(out) if out is not None else _read_range(path, a, b, lenient))
+    return parts
 
 
 def _shifted(e: TraceFormatError, lines_before: int) -> TraceFormatError:

@@ -158,12 +158,13 @@ class DeviceWorkBackend(LimbBackend):
     supports_g2 = True
     g2_loaded: list = []
 
-    def device_witness(self, plans, domain_size, device, lane=None):
+    def device_witness(self, plans, domain_size, device, lane=None, per_circuit=False):
         from gputrace.prover.backends.base import DeviceArray
         from gputrace.prover.witness_plan import plan_witness
 
         ws = [plan_witness(p, domain_size) for p in plans]
-        abc = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * len(ws), domain_size, 4))
+        abc = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=0 if per_circuit else 1)
+                                   .reshape(3 * len(ws), domain_size, 4))
         return DeviceArray(abc, device, abc.shape), [DeviceArray(w.z_limbs.copy(), device, w.z_limbs.shape) for w in ws]
 
     def load_bases_g2(self, name, affine_limbs, device):
@@ -214,7 +215,8 @@ def test_pipeline_device_synthesis_and_g2_paths(tmp_path_factory, synthesis, b_g
     dev_lanes = {f"thread:cpu-worker-{d}" for d in (0, 1)}
     assert (lanes["synthesis"] <= dev_lanes) == (synthesis == "device"), lanes["synthesis"]
     assert (lanes["b_g2"] <= dev_lanes) == (b_g2 == "device"), lanes["b_g2"]
-    assert ("sync" in lanes) == (b_g2 == "host")
+    waits = {sp["attributes"].get("waits_for") for sp in sink.spans if sp["name"] == "sync"}
+    assert ("b_g2" in waits) == (b_g2 == "host"), waits
     assert sorted(be.g2_loaded) == ([("b_g2", 0), ("b_g2", 1)] if b_g2 == "device" else [])
 
 

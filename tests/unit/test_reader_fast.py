@@ -376,3 +376,25 @@ def test_array_attributes_match_the_general_path(tmp_path, arr):
     q = tmp_path / "c.jsonl"
     q.write_bytes(json.dumps(col, separators=(",", ":")).encode() + b"\n")
     _both([q], lenient=True)
+
+
+def _fa_state(fa):
+    return (fa.ok.tolist(), fa.indptr.tolist(), fa.code.tolist(), fa.ival.tolist(), fa.is_str.tolist(),
+            fa.sval.tolist(), fa.key.tolist(), fa.extra)
+
+
+def test_parse_attributes_gives_the_same_result_whether_arrays_are_looked_for_first_or_not():
+    arr = b'{"key":"cuda.grid","value":{"arrayValue":{"values":[{"intValue":"4"},{"intValue":"1"}]}}}'
+    raws = [b'[{"key":"gputrace.device","value":{"intValue":"3"}}]',
+            b'[' + arr + b',{"key":"gputrace.lane","value":{"stringValue":"stream:2"}}]',
+            b'[{"key":"a","value":{"intValue":1}}]',  # declined: a bare integer
+            b'[{"key":"arrayValue","value":{"intValue":"5"}}]',  # the text, but no array value
+            b'[' + arr + b',' + arr.replace(b"4", b"5") + b']',  # one key twice: declined
+            b'[]']
+    json.loads(b"[" + b",".join(raws) + b"]")
+    first, later = parse_attributes(raws, arrays_likely=True), parse_attributes(raws)
+    assert _fa_state(first) == _fa_state(later)
+    assert later.ok.tolist() == [True, True, False, True, False, True]
+    assert later.extra == {1: [("cuda.grid", [4, 1])]}
+    plain = raws[:1] + raws[2:4] + raws[5:]  # no array at all: one parse either way, same result
+    assert _fa_state(parse_attributes(plain, arrays_likely=True)) == _fa_state(parse_attributes(plain))

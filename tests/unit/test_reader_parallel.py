@@ -66,3 +66,37 @@ def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, monk
     tl = read_trace(p, workers=3)
     monkeypatch.undo()
     assert tl.n == read_trace(p, workers=1).n > 0
+
+
+def test_the_caller_reads_the_first_range_itself(tmp_path, small_threshold, monkeypatch):
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    started = []
+    real_popen = par.subprocess.Popen
+
+    def popen(args, **kw):
+        started.append((int(args[-3]), int(args[-2])))
+        return real_popen(args, **kw)
+
+    monkeypatch.setattr(par.subprocess, "Popen", popen)
+    a, b = read_trace(p, workers=1), read_trace(p, workers=2)
+    ranges = par.split_ranges(p, 2)
+    assert len(ranges) == 2 and started == ranges[1:]  # one worker process, for the second range
+    assert a.n == b.n and np.array_equal(a.cols["start"], b.cols["start"])
+    assert np.array_equal(a.cols["span_id"], b.cols["span_id"]) and a.lanes == b.lanes
+
+
+def test_parallel_reads_from_two_free_cpus(monkeypatch):
+    load = {"now": 0.4}
+    monkeypatch.setattr(par, "_load_average", lambda: load["now"])
+    monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0, 1})
+    assert par.default_workers() == 2
+    load["now"] = 3.0  # both cores busy with other work: a second process would gain nothing
+    assert par.default_workers() == 1
+    monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: set(range(16)))
+    assert par.default_workers() == 8
+    load["now"] = 12.2
+    assert par.default_workers() == 5
+    monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0})
+    load["now"] = 0.0
+    assert par.default_workers() == 1

@@ -7,7 +7,7 @@ import pytest
 
 from gputrace.prover.circuit import validate_shape
 from gputrace.prover.witness import synthesize_witness
-from gputrace.prover.witness_plan import make_plan, plan_witness
+from gputrace.prover.witness_plan import make_plan, make_plan_loop, plan_witness
 
 
 @pytest.mark.parametrize("k,d,seed,circuit", [(1, 2, 1, 0), (3, 4, 7, 1), (8, 3, 2, 5), (5, 6, 3, 2)])
@@ -37,3 +37,15 @@ def test_plan_too_big_for_the_domain():
     with pytest.raises(ValueError, match="exceed the domain"):
         plan_witness(plan, 64)
 
+
+
+@pytest.mark.parametrize("k,d,seed,circuit", [(1, 5, 2, 0), (8, 3, 2, 0), (50, 6, 1, 1), (267, 16, 3, 5), (5, 62, 1, 1),
+                                              (30, 5, 9, 3)])
+def test_vectorised_plan_equals_the_loop(k, d, seed, circuit):
+    """The numpy plan (owners by np.unique, one draw per distinct stand-in node) equals the per-challenge loop,
+    including deep trees (indices near 2^62) and trees where most paths merge (30 of 32 leaves challenged)."""
+    shape = validate_shape(k, d)
+    got, want = make_plan(shape, seed, circuit), make_plan_loop(shape, seed, circuit)
+    for name in ("indices", "leaves", "sib_src", "sib_const"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name

@@ -63,6 +63,7 @@ __all__ = [
     "PinnedHost",
     "BasesHandle",
     "ProverBackend",
+    "TailSplit",
 ]
 
 
@@ -172,6 +173,29 @@ class BasesHandle:
         self.data = data
 
 
+class TailSplit:
+    """One assignment split for the tail MSMs where it lives (``ProverBackend.split_tail`` / ``finish_tail``).
+
+    ``tail``: ``DeviceArray`` ``(vars, 4)``, the assignment with its scalars equal to 1 set to zero (what ``msm_a``,
+    ``msm_b_g1`` and, from ``num_inputs`` on, ``msm_l`` take); after ``finish_tail``: ``ones`` / ``ones_l``,
+    ``DeviceArray`` ``(k,)`` int64 indices of the ones in z and in z[num_inputs:] (for ``batch_add_indices``),
+    and ``stats``, a host ``uint64`` array in ``tail_split.STATS`` order (D4's counters). ``pending``: backend-owned.
+    """
+
+    __slots__ = ("tail", "num_inputs", "ones", "ones_l", "stats", "pending")
+
+    def __init__(self, tail: DeviceArray, num_inputs: int, pending: Any = None) -> None:
+        self.tail = tail
+        self.num_inputs = num_inputs
+        self.ones: DeviceArray | None = None
+        self.ones_l: DeviceArray | None = None
+        self.stats: np.ndarray | None = None
+        self.pending = pending
+
+
+_ONE_LIMBS = np.array([1, 0, 0, 0], dtype=np.uint64)
+
+
 class ProverBackend(abc.ABC):
     """What a prover backend provides. See the module docstring for data layout and threads."""
 
@@ -278,12 +302,14 @@ class ProverBackend(abc.ABC):
     supports_g2: bool = False
 
     def device_witness(self, plans: Sequence[Any], domain_size: int, device: int,
-                       lane: LaneInfo | None = None) -> tuple[DeviceArray, list[DeviceArray]]:
+                       lane: LaneInfo | None = None, per_circuit: bool = False) -> tuple[DeviceArray, list[DeviceArray]]:
         """Generate the witnesses of ``plans`` (``witness_plan.WitnessPlan``, B of them) on ``device``.
 
         Returns the a/b/c block ``(3B, domain_size, 4)`` laid out ``[a_0..a_B-1, b_0.., c_0..]`` (what
-        ``h2d`` of the host vectors would give) and one assignment ``z`` ``(vars, 4)`` per plan, both in
+        ``h2d`` of the host vectors would give), or with ``per_circuit`` ``[a_0, b_0, c_0, a_1, ..]`` (rows
+        3j..3j+3 are circuit j's), and one assignment ``z`` ``(vars, 4)`` per plan, both in
         this backend's device representation (``d2h`` gives canonical limbs; ``msm_g1`` takes them).
+        Work may be queued on ``lane`` and still running when this returns (see ``record_event``).
         Raises NotImplementedError where ``supports_device_witness`` is False.
         """
         raise NotImplementedError(f"{self.name} backend: no device witness generation")
@@ -296,3 +322,52 @@ class ProverBackend(abc.ABC):
     def msm_g2(self, bases: BasesHandle, scalars: np.ndarray | DeviceArray, *, lane: LaneInfo | None = None) -> Any:
         """Σ scalars[i]·bases[i] over G2 (a host ``G2Point``), like ``msm_g1``."""
         raise NotImplementedError(f"{self.name} backend: no device G2 MSM")
+
+    # -- optional: the stream flow (pipeline ``device_flow="stream"``) -------------------------------
+    # Defaults fit a backend whose work is done when a call returns and whose ``DeviceArray.data`` is numpy
+    # limbs in canonical form (the test doubles); the CUDA backend overrides every one.
+    def witness_lane(self, device: int) -> LaneInfo:
+        """The lane that generates witnesses on ``device`` while ``lanes(device)[0]`` proves (a second stream on
+        a GPU). Default: ``lanes(device)[0]``."""
+        return self.lanes(device)[0]
+
+    def record_event(self, lane: LaneInfo) -> Any:
+        """A marker after the work queued on ``lane`` so far (a CUDA event), for ``wait_event``. Default: None."""
+        return None
+
+    def wait_event(self, lane: LaneInfo, event: Any) -> None:
+        """Make work queued on ``lane`` from now on wait for ``event`` (``record_event`` of another lane of the
+        same device), without blocking the host. Default: nothing to wait for."""
+
+    def split_tail(self, z: DeviceArray, num_inputs: int, lane: LaneInfo | None = None) -> TailSplit:
+        """Queue the split of assignment ``z`` (``device_witness``'s) for the tail MSMs on ``lane``: the zeroed
+        tail, the ones and D4's counters (``tail_split.split_tail``), without synchronising. Complete it with
+        ``finish_tail``."""
+        from ..tail_split import split_tail
+
+        arr = np.asarray(z.data, dtype=np.uint64).reshape(-1, 4)
+        mask, tail, stats = split_tail(np, arr, _ONE_LIMBS, lambda t: t, num_inputs)
+        return TailSplit(DeviceArray(tail, z.device, tail.shape), num_inputs, pending=(mask, stats))
+
+    def finish_tail(self, split: TailSplit, lane: LaneInfo | None = None) -> TailSplit:
+        """Fill ``split.ones``, ``ones_l`` and ``stats`` (the host reads back the counters; the indices stay on
+        the device). Synchronises ``lane``. Returns ``split``."""
+        from ..tail_split import ones_indices
+
+        mask, stats = split.pending
+        idx, idx_l = ones_indices(np, mask, stats, split.num_inputs)
+        split.ones = DeviceArray(idx, split.tail.device, idx.shape)
+        split.ones_l = DeviceArray(idx_l, split.tail.device, idx_l.shape)
+        split.stats, split.pending = np.asarray(stats, dtype=np.uint64), None
+        return split
+
+    def batch_add_indices(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
+                          lane: LaneInfo | None = None) -> Any:
+        """Σ bases[i] for the int64 ``indices`` (``finish_tail``'s ones, on the device) of a scalar vector of
+        length ``bound``. BackendError when ``bound`` exceeds ``bases.count``. Default: ``batch_add_g1`` of the
+        mask made on the host."""
+        if bound > bases.count:
+            raise BackendError(f"{self.name} batch_add({bases.name}): {bound} scalars for {bases.count} bases")
+        sel = np.zeros(bound, dtype=bool)
+        sel[np.asarray(indices.data, dtype=np.int64)] = True
+        return self.batch_add_g1(bases, sel, lane=lane)

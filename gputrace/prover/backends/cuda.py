@@ -16,6 +16,11 @@ What each call does (docs/gpu.md repeats this):
   each ends with a ``d2h`` phase (the 192-byte result) and a ``sync`` phase (the host waiting for the
   stream), so host-blocked time is visible in the trace. Host scalars are moved in an ``h2d`` phase.
 * ``MsmPlan.window`` (D4) sets the Pippenger window; ``narrow_bits`` is the CPU's knob and unused here.
+* Three streams per GPU: the lane's (proving), the witness lane's (``witness_lane``: witnesses and their tail
+  splits, generated while the lane proves the circuit before; ``record_event``/``wait_event`` order the two) and
+  a load stream for ``load_bases`` (synchronous calls, so the pipeline may load from another thread while the
+  lane proves). Arrays made on the witness lane and read on the lane are kept referenced by the pipeline until
+  the lane has synchronised past their last use (the pool rule below).
 
 Errors: ``BackendUnavailable`` without CuPy or a GPU (or fewer GPUs than asked); ``BackendError``
 naming the failing CUDA call otherwise, with byte counts for out-of-memory.
@@ -43,11 +48,12 @@ except ImportError as exc:  # pragma: no cover - exercised on machines without C
 import gputrace
 
 from ..encoding import g1_to_affine_limbs
+from ..tail_split import ones_indices, split_tail
 from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost,
-                   ProverBackend, check_gpu_count)
+                   ProverBackend, TailSplit, check_gpu_count)
 from .cuda_kernels import check, empty
 from .cuda_msm import G1Msm, G2Msm, xyzz_to_g1, xyzz_to_g2
-from .cuda_ntt import FrNtt
+from .cuda_ntt import FrNtt, mont_limbs
 from .cuda_witness import MerkleWitness
 
 
@@ -55,18 +61,22 @@ _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable (driver_types.h)
 
 
 class _Device:
-    """Per-GPU state: stream, engines. Created on the constructing thread; used by the device's worker."""
+    """Per-GPU state: streams, engines. Created on the constructing thread; used by the device's worker (the
+    load stream by whichever thread loads bases)."""
 
     def __init__(self, index: int) -> None:
         self.index = index
         with cupy.cuda.Device(index):
             self.stream = cupy.cuda.Stream(non_blocking=True)
+            self.wstream = cupy.cuda.Stream(non_blocking=True)  # witnesses and tail splits (stream flow)
+            self.lstream = cupy.cuda.Stream(non_blocking=True)  # proving-key uploads
             self.ntt = FrNtt(index)
             self.msm = G1Msm(index)
             self.msm2 = G2Msm(index)
             self.witness = MerkleWitness(index, self.ntt)
             cupy.cuda.Device(index).synchronize()
         self.lane = LaneInfo(device=index, lane="stream:0", stream=self.stream, index=index)
+        self.wlane = LaneInfo(device=index, lane="stream:1", stream=self.wstream, index=index)
 
 
 class CudaBackend(ProverBackend):
@@ -121,10 +131,11 @@ class CudaBackend(ProverBackend):
         self._pinned.clear()
         for d in self._devs:
             with cupy.cuda.Device(d.index):
-                try:
-                    d.stream.synchronize()
-                except Exception:
-                    pass
+                for st in (d.stream, d.wstream, d.lstream):
+                    try:
+                        st.synchronize()
+                    except Exception:
+                        pass
                 cupy.get_default_memory_pool().free_all_blocks()  # the pool of this device
 
     # -- host memory and transfers ------------------------------------------------------------
@@ -204,9 +215,9 @@ class CudaBackend(ProverBackend):
             limbs = g1_to_affine_limbs(list(points))
         else:
             limbs = np.zeros((0, 2, 6), dtype=np.uint64)
-        with cupy.cuda.Device(device):
-            data = d.msm.load_bases(limbs, d.stream)
-            check(f"load_bases({name})", d.stream.synchronize)
+        with cupy.cuda.Device(device):  # on the load stream: another thread may be proving on d.stream
+            data = d.msm.load_bases(limbs, d.lstream)
+            check(f"load_bases({name})", d.lstream.synchronize)
         return BasesHandle(name, device, len(limbs), data)
 
     def _finish(self, d: _Device, res, s, what: str, g2: bool = False):
@@ -230,19 +241,82 @@ class CudaBackend(ProverBackend):
         if affine_limbs.ndim != 4 or affine_limbs.shape[1:] != (2, 2, 6):
             raise BackendError(f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
         with cupy.cuda.Device(device):
-            data = d.msm2.load_bases(affine_limbs, d.stream)
-            check(f"load_bases_g2({name})", d.stream.synchronize)
+            data = d.msm2.load_bases(affine_limbs, d.lstream)
+            check(f"load_bases_g2({name})", d.lstream.synchronize)
         return BasesHandle(name, device, len(affine_limbs), data)
 
-    def device_witness(self, plans, domain_size: int, device: int, lane: LaneInfo | None = None):
+    def device_witness(self, plans, domain_size: int, device: int, lane: LaneInfo | None = None,
+                       per_circuit: bool = False):
         d = self._dev(device)
         s = self._stream(device, lane)
         nb = len(plans)
-        with cupy.cuda.Device(device), s:  # allocated and zero-filled on the stream that fills and reads it
+        with cupy.cuda.Device(device), s:  # allocated and zero-filled on the stream that fills it
             abc = check(f"device_witness: a/b/c ({3 * nb} x {domain_size} x 32 bytes)", cupy.zeros,
                         (3 * nb, domain_size, 4), dtype=np.uint64)
-            z = d.witness.generate(list(plans), abc, s)
+            z = d.witness.generate(list(plans), abc, s, per_circuit=per_circuit)
         return DeviceArray(abc, device, abc.shape), [DeviceArray(z[j], device, z[j].shape) for j in range(nb)]
+
+    # -- the stream flow: witness lane, events, tails on the device -------------------------------
+    def witness_lane(self, device: int) -> LaneInfo:
+        return self._dev(device).wlane
+
+    def record_event(self, lane: LaneInfo):
+        s = self._stream(lane.index, lane)
+        with cupy.cuda.Device(lane.index):
+            ev = cupy.cuda.Event(disable_timing=True)
+            check("cudaEventRecord(witness ready)", ev.record, s)
+        return ev
+
+    def wait_event(self, lane: LaneInfo, event) -> None:
+        if event is None:
+            return
+        s = self._stream(lane.index, lane)
+        with cupy.cuda.Device(lane.index):
+            check("cudaStreamWaitEvent(witness ready)", s.wait_event, event)
+
+    def split_tail(self, z: DeviceArray, num_inputs: int, lane: LaneInfo | None = None) -> TailSplit:
+        d = self._dev(z.device)
+        s = self._stream(z.device, lane)
+
+        def canonical(t):  # a canonical copy, for D4's counters
+            c = t.copy()
+            d.ntt.from_mont(c, s)
+            return c
+
+        with cupy.cuda.Device(z.device), s:  # every array on the stream that computes it
+            one = cupy.asarray(mont_limbs([1])[0])
+            mask, tail, stats = split_tail(cupy, z.data.reshape(-1, 4), one, canonical, num_inputs)
+        return TailSplit(DeviceArray(tail, z.device, tail.shape), num_inputs, pending=(mask, stats))
+
+    def finish_tail(self, split: TailSplit, lane: LaneInfo | None = None) -> TailSplit:
+        dev = split.tail.device
+        s = self._stream(dev, lane)
+        mask, stats = split.pending
+        with cupy.cuda.Device(dev), s:
+            host = np.empty(stats.shape, dtype=np.uint64)
+            check("cudaMemcpyAsync(D2H tail counters)", stats.get, stream=s, out=host)
+            check("cudaStreamSynchronize(tail counters)", s.synchronize)
+            try:
+                idx, idx_l = ones_indices(cupy, mask, host, split.num_inputs)
+            except ValueError as exc:
+                raise BackendError(f"cuda finish_tail: {exc}") from exc
+        split.ones = DeviceArray(idx, dev, idx.shape)
+        split.ones_l = DeviceArray(idx_l, dev, idx_l.shape)
+        split.stats, split.pending = host, None
+        return split
+
+    def batch_add_indices(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
+                          lane: LaneInfo | None = None) -> Any:
+        d = self._dev(bases.device)
+        s = self._stream(bases.device, lane)
+        if bound > bases.count:
+            raise BackendError(f"cuda batch_add({bases.name}): {bound} scalars for {bases.count} bases")
+        if indices.device != bases.device:
+            raise BackendError(f"cuda batch_add({bases.name}): indices on device {indices.device}, "
+                               f"bases on {bases.device}")
+        with cupy.cuda.Device(bases.device), s:
+            res = d.msm.sum_selected(bases.data, indices.data, s)
+            return self._finish(d, res, s, f"batch_add_g1({bases.name})")
 
     def _msm(self, bases: BasesHandle, scalars, plan, lane, *, g2: bool) -> Any:
         d = self._dev(bases.device)

@@ -201,11 +201,24 @@ def fingerprint(q: QapGpu) -> str:
     from ..setup_block import fingerprint_digest, fingerprint_vector
 
     b = q.block
-    with cupy.cuda.Device(q.device):
-        z = q.to_mont(fingerprint_vector(b.num_vars))
-        parts = [ck.check("fingerprint d2h", cupy.asnumpy, q.canonical(q.row_values(m, z))).tobytes() for m in range(3)]
-        del z
-    return fingerprint_digest(b.num_inputs, b.num_vars, b.num_constraints, parts)
+
+    def parts():  # row values come back in 128 MiB pieces, hashed as they arrive (no copy of all 3 x 32 x m bytes)
+        with cupy.cuda.Device(q.device):
+            z = q.to_mont(fingerprint_vector(b.num_vars))
+            for m in range(3):
+                rows = q.canonical(q.row_values(m, z))
+                for i in range(0, rows.shape[0], 1 << 22):
+                    yield ck.check("fingerprint d2h", cupy.asnumpy, rows[i:i + (1 << 22)])
+                del rows
+            del z
+
+    return fingerprint_digest(b.num_inputs, b.num_vars, b.num_constraints, parts())
+
+
+def release_memory(device: int = 0) -> None:
+    """Give CuPy's cached blocks on ``device`` back to the driver (after key generation, before proving)."""
+    with cupy.cuda.Device(device):
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def key_scalars(q: QapGpu, tau: int, alpha: int, beta: int, gamma: int, delta: int) -> dict:
@@ -213,7 +226,7 @@ def key_scalars(q: QapGpu, tau: int, alpha: int, beta: int, gamma: int, delta: i
     ``u``, ``v`` (all variables), ``l`` (private variables) and ``h`` (n − 1 powers) as device arrays of
     canonical limbs, ``ic`` (inputs) as Python ints."""
     b = q.block
-    n, m, ni, K = b.domain_size(), b.num_constraints, b.num_inputs, b.challenges
+    n, m, ni = b.domain_size(), b.num_constraints, b.num_inputs
     with cupy.cuda.Device(q.device):
         lag = q.lagrange(tau, n)
         lag_inputs = q.ints(lag[m:m + ni])  # the input rows input_i * 0 = 0 (u only)

@@ -4,11 +4,12 @@
 48-word XYZZ results, ``xyzz_to_g2``):
 * ``load_bases(limbs)``: affine ``(n, 2, 6)`` canonical limbs (``encoding.g1_to_affine_limbs``) -> device
   ``(n, 12)`` Montgomery.
-* ``msm(bases, scalars, window, stream)``: Pippenger with ``window``-bit unsigned digits. Keys
-  ``(window << c) | digit`` are sorted (CuPy argsort), each bucket's run is cut into chunks of at most
-  ``chunk`` entries that are summed in parallel, and partial sums are reduced again until each bucket is
-  one point, so no thread's work grows with a skewed bucket. Buckets are combined per window
-  (``sum j*B_j``) in segments of ``bucket_span`` buckets, segments and windows summed the same way, then a one-thread Horner.
+* ``msm(bases, scalars, window, stream)``: Pippenger with ``window``-bit signed digits (``signed=False``:
+  unsigned). Keys ``(window << c) | |digit|`` are sorted (CuPy argsort), each bucket's run is cut into
+  equal chunks of at most ``S`` entries (``chunk_size``) that are summed in parallel (a negative digit adds
+  the negated base), and partial sums are reduced again until each bucket is one point, so no thread's work
+  grows with a skewed bucket. Buckets are combined per window (``sum j*B_j``) in segments of
+  ``bucket_span`` buckets, segments and windows summed the same way, then a one-thread Horner.
 * ``sum_selected(bases, idx, stream)``: batch addition (sum of the points at ``idx``) with the same
   chunked reduction.
 Both return the XYZZ result as a host ``uint64[24]`` (Montgomery); ``xyzz_to_g1`` makes a ``G1Point``.
@@ -18,12 +19,14 @@ Thread: one instance per device, used from that device's worker thread. Raises `
 
 from __future__ import annotations
 
+import math
 
 import cupy
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from ..encoding import Q
+from ..field import R
 from ..msm_plan import default_window
 from .base import BackendError
 from .cuda_kernels import check, empty, i32, kernel, launch, u64
@@ -40,9 +43,29 @@ def bucket_span(c: int, nw: int) -> int:
 # and 346 ms for c=14; at 2^20, c=15 36.6 ms against 39.9 ms for c=16. Defined in msm_plan (D4 uses it too).
 
 
-def chunk_size(entries: int) -> int:
-    """Entries per chunk: enough chunks (about 2^20) to fill the GPU, at least 32 per thread."""
-    return int(max(32, min(512, entries >> 20)))
+def chunk_size(entries: int, buckets: int | None = None) -> int:
+    """Entries per chunk: enough chunks (about 2^20) to fill the GPU, at least 32 per thread.
+
+    With ``buckets`` (the buckets the digits can reach), the size is fitted to the mean bucket: a bucket of
+    m entries is cut into ceil(m / S) equal chunks (``G1Msm._chunks``), so S is set 20 % above an even share
+    of the mean bucket, so that the usual spread of bucket sizes (about sqrt(m)) does not add a nearly empty
+    chunk to half of the buckets (the c = 16 case of the H200 window sweep: 350 ms against 289 at c = 15).
+    """
+    target = int(max(32, min(512, entries >> 20)))
+    if not buckets:
+        return target
+    mean = entries / buckets
+    k = max(1, round(mean / target))
+    return int(max(8, math.ceil(1.2 * mean / k)))
+
+
+def signed_windows(c: int) -> int:
+    """Windows of ``c``-bit signed digits for scalars < r: ceil(255 / c), plus one when the top window's digit
+    (its bits plus the carry from below) could reach 2^c (then it would not fit the window's buckets)."""
+    nw = (255 + c - 1) // c
+    if ((R - 1) >> (c * (nw - 1))) + 1 >= (1 << c):
+        nw += 1
+    return nw
 
 
 def _ints(limbs: np.ndarray) -> int:
@@ -85,9 +108,20 @@ class G1Msm:
     #: kernel-name prefix, u64 words per affine base and per XYZZ point
     PREFIX, AFFINE, XW = "", 12, 24
 
-    def __init__(self, device: int, module: str = "msm") -> None:
+    def __init__(self, device: int, module: str = "msm", *, signed: bool = True, even_chunks: bool = True,
+                 sort: str = "argsort") -> None:
+        """``signed``: signed digits (half the buckets per window); ``even_chunks``: equal chunks per bucket
+        and ``chunk_size`` fitted to the mean bucket. Both off = the engine before issue 13's MSM work (A/B).
+        ``sort``: "argsort" (CuPy radix argsort of the keys, then searchsorted for the bucket offsets) or
+        "counting" (bucket counts by atomics, a scan, a scatter)."""
+        if sort not in ("argsort", "counting"):
+            raise BackendError(f"cuda msm: sort must be 'argsort' or 'counting', got {sort!r}")
         self.device = device
-        self._k = {fn: kernel(module, device, fn) for fn in ("fq_to_mont", "msm_digits")}
+        self.signed = signed
+        self.even_chunks = even_chunks
+        self.sort = sort
+        self._k = {fn: kernel(module, device, fn) for fn in ("fq_to_mont", "msm_digits", "msm_digits_signed",
+                                                             "msm_bucket_count", "msm_bucket_scatter")}
         for fn in ("sum_affine_chunks", "sum_xyzz_chunks", "bucket_reduce", "msm_horner"):
             self._k[fn] = kernel(module, device, self.PREFIX + fn)
         self._none = cupy.zeros(1, dtype=np.int64)
@@ -104,17 +138,23 @@ class G1Msm:
         return d
 
     # -- chunked reductions ---------------------------------------------------------------------
-    @staticmethod
-    def _chunks(starts: cupy.ndarray, ends: cupy.ndarray, S: int):
-        """Cut runs [starts, ends) into chunks of <= S: (chunk starts, chunk ends, chunks per run, cumsum)."""
-        per = (ends - starts + (S - 1)) // S
+    def _chunks(self, starts: cupy.ndarray, ends: cupy.ndarray, S: int):
+        """Cut runs [starts, ends) into ceil(len / S) chunks, equal (lengths differ by at most one) or, without
+        ``even_chunks``, S-long but the last: (chunk starts, chunk ends, chunks per run, cumsum, owner run)."""
+        length = ends - starts
+        per = (length + (S - 1)) // S
         cum = cupy.cumsum(per)
         total = int(cum[-1]) if cum.size else 0
         t = cupy.arange(total, dtype=np.int64)
         owner = cupy.searchsorted(cum, t, side="right")
-        first = cum[owner] - per[owner]
-        cs = starts[owner] + (t - first) * S
-        ce = cupy.minimum(cs + S, ends[owner])
+        j = t - (cum[owner] - per[owner])
+        if self.even_chunks:
+            L, k = length[owner], per[owner]
+            cs = starts[owner] + j * L // k
+            ce = starts[owner] + (j + 1) * L // k
+        else:
+            cs = starts[owner] + j * S
+            ce = cupy.minimum(cs + S, ends[owner])
         return cs, ce, per, cum, owner
 
     def _reduce_runs(self, pts: cupy.ndarray, per: cupy.ndarray, cum: cupy.ndarray, S: int, stream) -> cupy.ndarray:
@@ -134,12 +174,14 @@ class G1Msm:
             launch(k, "sum_xyzz_chunks", cs.size, (pts, cs, ce, self._none, i32(0), nxt, u64(cs.size)), stream)
             pts = nxt
 
-    def _sum_gathered(self, bases, perm, nbases: int, starts, ends, S: int, stream) -> cupy.ndarray:
-        """Per run [starts, ends) of ``perm``: sum of bases[perm[k] % nbases]; (nruns, 24)."""
+    def _sum_gathered(self, bases, perm, nbases: int, starts, ends, S: int, stream, neg=None) -> cupy.ndarray:
+        """Per run [starts, ends) of ``perm``: sum of (-1 if neg[perm[k]] else 1) * bases[perm[k] % nbases]
+        (``neg``: uint8 per key, or None); (nruns, 24)."""
         cs, ce, per, cum, _ = self._chunks(starts, ends, S)
         part = empty((max(cs.size, 1), self.XW), np.uint64, "msm bucket partial sums", self.device)
         launch(self._k["sum_affine_chunks"], "sum_affine_chunks", cs.size,
-               (bases, perm, u64(nbases), cs, ce, self._none, i32(0), part, u64(cs.size)), stream)
+               (bases, perm, u64(nbases), cs, ce, self._none, i32(0), part, u64(cs.size),
+                neg if neg is not None else self._none, i32(neg is not None)), stream)
         return self._reduce_runs(part, per, cum, S, stream)
 
     # -- public ---------------------------------------------------------------------------------
@@ -157,7 +199,7 @@ class G1Msm:
         c = int(window) if window else default_window(n)
         if not 1 <= c <= 20:
             raise BackendError(f"cuda msm: window must be in 1..20 bits, got {c}")
-        nw = (255 + c - 1) // c
+        nw = signed_windows(c) if self.signed else (255 + c - 1) // c
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
         marks: list = []
 
@@ -170,18 +212,40 @@ class G1Msm:
         with stream:
             mark("start")
             keys = empty((nw * n,), np.uint32, f"msm keys ({nw} windows x {n})", self.device)
-            launch(self._k["msm_digits"], "msm_digits", n, (scalars, u64(n), i32(c), i32(nw), keys), stream)
+            neg = None
+            if self.signed:
+                neg = empty((nw * n,), np.uint8, f"msm digit signs ({nw} windows x {n})", self.device)
+                launch(self._k["msm_digits_signed"], "msm_digits_signed", n,
+                       (scalars, u64(n), i32(c), i32(nw), keys, neg), stream)
+            else:
+                launch(self._k["msm_digits"], "msm_digits", n, (scalars, u64(n), i32(c), i32(nw), keys), stream)
             mark("digits")
-            perm = check("cupy.argsort(msm keys)", cupy.argsort, keys)
-            mark("sort")
-            skeys = keys[perm]
             nb = nw << c
-            off = cupy.searchsorted(skeys, cupy.arange(nb + 1, dtype=np.uint32))
-            del keys, skeys
+            if self.sort == "counting":
+                m = nw * n
+                counts = cupy.zeros(nb, dtype=np.uint32)
+                launch(self._k["msm_bucket_count"], "msm_bucket_count", m, (keys, u64(m), counts), stream)
+                off = cupy.zeros(nb + 1, dtype=np.int64)
+                cupy.cumsum(counts, dtype=np.int64, out=off[1:])
+                del counts
+                mark("sort")
+                cursor = off[:-1].copy()
+                perm = empty((m,), np.int64, f"msm bucket order ({m} keys)", self.device)
+                launch(self._k["msm_bucket_scatter"], "msm_bucket_scatter", m, (keys, u64(m), cursor, perm), stream)
+                del keys, cursor
+            else:
+                perm = check("cupy.argsort(msm keys)", cupy.argsort, keys)
+                mark("sort")
+                skeys = keys[perm]
+                off = cupy.searchsorted(skeys, cupy.arange(nb + 1, dtype=np.uint32))
+                del keys, skeys
             mark("bucket_offsets")
-            S = chunk_size(nw * n)
-            buckets = self._sum_gathered(bases, perm, n, off[:-1], off[1:], S, stream)
-            del perm
+            if self.even_chunks:
+                S = chunk_size(nw * n, nw << (c - 1) if self.signed else nw << c)
+            else:
+                S = chunk_size(nw * n)
+            buckets = self._sum_gathered(bases, perm, n, off[:-1], off[1:], S, stream, neg)
+            del perm, neg
             mark("accumulate")
             G = (1 << c) // bucket_span(c, nw)
             seg = empty((nw * G, self.XW), np.uint64, "msm window segments", self.device)
@@ -198,6 +262,7 @@ class G1Msm:
             for (_, e0), (name, e1) in zip(marks, marks[1:]):
                 profile[name] = cupy.cuda.get_elapsed_time(e0, e1)
             profile["window"] = c
+            profile["windows"] = nw
         return out
 
     def sum_selected(self, bases: cupy.ndarray, idx: cupy.ndarray, stream) -> cupy.ndarray:

@@ -1,7 +1,8 @@
 """Witness generation on one GPU (kernels/witness.cu) from ``witness_plan.WitnessPlan``.
 
 ``MerkleWitness(device).generate(plans, abc, stream)`` fills a batch's a/b/c block ``abc`` (CuPy ``(3B, n, 4)``,
-``[a_0 .. a_B-1, b_0 .., c_0 ..]``, zero-filled by the caller) with A·z, B·z, C·z and returns the assignments
+``[a_0 .. a_B-1, b_0 .., c_0 ..]``, or with ``per_circuit=True`` ``[a_0, b_0, c_0, a_1, ..]``, zero-filled by the
+caller) with A·z, B·z, C·z and returns the assignments
 ``z`` as a new CuPy ``(B, vars, 4)`` array, everything in Montgomery form, queued on ``stream`` (no host sync).
 Inputs are the plans' few kilobytes each (indices, leaves, stand-in siblings); ``plan_witness`` is the CPU
 reference.
@@ -45,9 +46,10 @@ class MerkleWitness:
             self._consts[key] = d
         return d
 
-    def generate(self, plans: list[WitnessPlan], abc: cupy.ndarray, stream) -> cupy.ndarray:
+    def generate(self, plans: list[WitnessPlan], abc: cupy.ndarray, stream, per_circuit: bool = False) -> cupy.ndarray:
         """Queue the witnesses of ``plans`` (one shape) on ``stream``: rows into ``abc`` (3B, n, 4), laid out
-        [a_0 .. a_B-1, b_0 .., c_0 ..] and zero-filled by the caller; returns device ``z`` (B, vars, 4).
+        [a_0 .. a_B-1, b_0 .., c_0 ..] (or [a_0, b_0, c_0, a_1, ..] with ``per_circuit``) and zero-filled by the
+        caller; returns device ``z`` (B, vars, 4).
         One launch per tree level covers every circuit of the batch (one thread per circuit and challenge)."""
         nb = len(plans)
         shape = plans[0].shape
@@ -68,6 +70,7 @@ class MerkleWitness:
                                 mont_limbs([int(i) for i in idx.ravel()])])
         src_host = np.ascontiguousarray(np.stack([p.sib_src for p in plans]), dtype=np.int32)  # (B, D, K)
         nl, ns = nb * k_n, nb * depth * k_n
+        sj, sv = (3, 1) if per_circuit else (1, nb)  # rows of circuit j: a = j*sj, b = a + sv, c = a + 2*sv
         with stream:
             consts = self._constants(stream)
             dev_small = empty(small.shape, np.uint64, "witness leaves and siblings", self.device)
@@ -85,8 +88,9 @@ class MerkleWitness:
             for level in range(depth):
                 launch(self._level, "merkle_level", nb * k_n,
                        (consts, i32(level), i32(depth), u64(k_n), u64(nb), didx, src, sib_const, cur, abc, u64(n),
-                        z, u64(nvars), u64(ni)), stream, block=BLOCK)
+                        z, u64(nvars), u64(ni), u64(sj), u64(sv)), stream, block=BLOCK)
             launch(self._finish, "merkle_finish", nb * ni,
-                   (i32(depth), u64(k_n), u64(nb), idx_mont, cur, abc, u64(n), z, u64(nvars), u64(m)),
+                   (i32(depth), u64(k_n), u64(nb), idx_mont, cur, abc, u64(n), z, u64(nvars), u64(m), u64(sj),
+                    u64(sv)),
                    stream, block=BLOCK)
         return z

@@ -247,7 +247,33 @@ template <class P>
 __device__ __forceinline__ Fp<P> fp_mul(const Fp<P>& a, const Fp<P>& b) {
     return a.mul_impl(b);
 }
-#ifndef GPUTRACE_FQ_MUL_INLINE
+#if defined(GPUTRACE_FQ_MUL_PTX)
+// 32-bit limbs with PTX carry chains (fq_mul32.cuh; also Fq addition and subtraction), the multiplication a real
+// call like the default below, with its operands in registers. msm.cu opts in.
+#include "fq_mul32.cuh"
+// The call takes its operands by value (registers), not by reference (stack stores and loads around each call).
+__device__ __noinline__ Fp<FqParams> fq_mul_ptx(Fp<FqParams> a, Fp<FqParams> b) {
+    Fp<FqParams> r;
+    fq32_mont_mul64(r.v, a.v, b.v);
+    return r;
+}
+template <>
+__device__ __forceinline__ Fp<FqParams> fp_mul<FqParams>(const Fp<FqParams>& a, const Fp<FqParams>& b) {
+    return fq_mul_ptx(a, b);
+}
+template <>
+__device__ __forceinline__ Fp<FqParams> Fp<FqParams>::operator+(const Fp<FqParams>& b) const {
+    Fp<FqParams> r;
+    fq32_add64(r.v, v, b.v);
+    return r;
+}
+template <>
+__device__ __forceinline__ Fp<FqParams> Fp<FqParams>::operator-(const Fp<FqParams>& b) const {
+    Fp<FqParams> r;
+    fq32_sub64(r.v, v, b.v);
+    return r;
+}
+#elif !defined(GPUTRACE_FQ_MUL_INLINE)
 template <>
 __device__ __noinline__ Fp<FqParams> fp_mul<FqParams>(const Fp<FqParams>& a, const Fp<FqParams>& b) {
     return a.mul_impl(b);

@@ -4,13 +4,22 @@
 // Fr elements in standard form, 4 u64 each; XYZZ points are 24 u64 each.
 // Steps (driven from cuda_msm.py):
 //   1. msm_digits: key[w*n+i] = (w << c) | digit_w(s_i), or 0xffffffff for a zero digit.
-//   2. sort keys (CuPy argsort) -> perm; bucket b owns the run of equal keys.
+//   2. sort keys (CuPy argsort, or the counting sort msm_bucket_count/scatter) -> perm; bucket b owns the run of
+//      equal keys.
 //   3. runs are cut into chunks of at most S entries; sum_affine_chunks sums each chunk;
 //      sum_xyzz_chunks repeats on the partial sums until every bucket is one point
 //      (bounded work per thread even when one bucket holds most points).
 //   4. bucket_reduce: window w's sum_d d*B_d, in G segments per window, then the segments summed;
 //   5. msm_horner: sum_w 2^(c*w) W_w on one thread.
 // G2 (b_g2): the same steps over Fq2 (kernels g2_*; affine bases 24 u64, XYZZ points 48 u64).
+// Signed digits (msm_digits_signed): digits in [-2^(c-1), 2^(c-1)] (the top window unsigned), the sign kept
+// in a byte array beside the keys; accumulation adds -P (y negated) for a negative digit. Buckets keep the
+// layout w * 2^c + |digit|, so bucket_reduce is the same for both digit kinds.
+// Fq arithmetic: 32-bit limbs with PTX carry chains (fq_mul32.cuh) unless GPUTRACE_MSM_FQ_C64 (the 64-bit C
+// CIOS of field.cuh, kept for A/B runs) or GPUTRACE_FQ_MUL_INLINE (the inlined-C A/B build) is defined.
+#if !defined(GPUTRACE_MSM_FQ_C64) && !defined(GPUTRACE_FQ_MUL_INLINE)
+#define GPUTRACE_FQ_MUL_PTX
+#endif
 #include "ec.cuh"
 
 extern "C" __global__ void fq_to_mont(u64* a, u64 n) {
@@ -42,23 +51,79 @@ extern "C" __global__ void msm_digits(const u64* __restrict__ scalars, u64 n, in
     }
 }
 
+// Signed digits: window w's digit is its c bits plus the carry of window w-1; above 2^(c-1) it becomes
+// digit - 2^c (negative, carry 1), except in the top window, which stays unsigned. The caller picks nw so that
+// the top window's digit stays below 2^c for every scalar < r (cuda_msm.signed_windows).
+// keys as msm_digits with |digit|; neg[w*n+i] = 1 for a negative digit.
+extern "C" __global__ void msm_digits_signed(const u64* __restrict__ scalars, u64 n, int c, int nw, u32* keys,
+                                             unsigned char* neg) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 s[4];
+#pragma unroll
+    for (int l = 0; l < 4; l++) s[l] = scalars[4 * i + l];
+    const u32 mask = (1u << c) - 1u, full = 1u << c, half = 1u << (c - 1);
+    u32 carry = 0;
+    for (int w = 0; w < nw; w++) {
+        int bit = w * c;
+        int limb = bit >> 6, off = bit & 63;
+        u64 v = limb < 4 ? (s[limb] >> off) : 0;
+        if (off + c > 64 && limb + 1 < 4) v |= s[limb + 1] << (64 - off);
+        u32 raw = ((u32)v & mask) + carry;
+        u32 d;
+        unsigned char ng = 0;
+        if (w + 1 < nw && raw > half) {
+            d = full - raw;  // 0 when raw == 2^c
+            ng = d != 0;
+            carry = 1;
+        } else {
+            d = raw;
+            carry = 0;
+        }
+        keys[(u64)w * n + i] = d == 0 ? 0xffffffffu : (((u32)w << c) | d);
+        neg[(u64)w * n + i] = ng;
+    }
+}
+
+// Counting sort of the keys by bucket (the alternative to CuPy's argsort + searchsorted): counts[key] += 1 for
+// every non-zero digit, then (after an exclusive scan of counts into cursor) each key takes the next slot of its
+// bucket: perm[cursor[key]++] = its index. Order inside a bucket is arbitrary (the bucket sum does not depend on it).
+extern "C" __global__ void msm_bucket_count(const u32* __restrict__ keys, u64 m, u32* counts) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    u32 k = keys[t];
+    if (k != 0xffffffffu) atomicAdd(counts + k, 1u);
+}
+
+extern "C" __global__ void msm_bucket_scatter(const u32* __restrict__ keys, u64 m, unsigned long long* cursor,
+                                              long long* perm) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    u32 k = keys[t];
+    if (k != 0xffffffffu) perm[atomicAdd(cursor + k, 1ull)] = (long long)t;
+}
+
 // The point kernels are templates over the XYZZ type (xyzz_t: G1, xyzz2_t: G2); the extern "C" wrappers
 // are named g1 (no prefix, as before) and g2_*.
 
-// out[dst ? dst[t] : t] = sum of bases[perm[k] % nbases] for k in [cstart[t], cend[t]).
+// out[dst ? dst[t] : t] = sum of (neg[perm[k]] ? -1 : 1) * bases[perm[k] % nbases] for k in [cstart[t], cend[t])
+// (neg read only when use_neg).
 template <class X>
 __device__ __forceinline__ void sum_affine_chunks_impl(const u64* __restrict__ bases, const long long* __restrict__ perm,
                                                        u64 nbases, const long long* __restrict__ cstart,
                                                        const long long* __restrict__ cend,
                                                        const long long* __restrict__ dst, int use_dst, u64* out,
-                                                       u64 nchunks) {
+                                                       u64 nchunks, const unsigned char* __restrict__ neg,
+                                                       int use_neg) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nchunks) return;
     long long b = cstart[t], e = cend[t];
     X acc = X::inf();
     for (long long k = b; k < e; k++) {
-        u64 idx = (u64)perm[k] % nbases;
-        acc = acc.add_affine(X::affine_t::load(bases + 2 * X::L * idx));
+        u64 key = (u64)perm[k];
+        typename X::affine_t a = X::affine_t::load(bases + 2 * X::L * (key % nbases));
+        if (use_neg && neg[key]) a.y = X::fq_t::zero() - a.y;  // -P; infinity (0, 0) stays (0, 0)
+        acc = acc.add_affine(a);
     }
     u64 o = use_dst ? (u64)dst[t] : t;
     acc.store(out + X::WORDS * o);
@@ -115,8 +180,9 @@ __device__ __forceinline__ void msm_horner_impl(const u64* __restrict__ win, int
     extern "C" __global__ void PREFIX##sum_affine_chunks(                                                      \
         const u64* __restrict__ bases, const long long* __restrict__ perm, u64 nbases,                         \
         const long long* __restrict__ cstart, const long long* __restrict__ cend,                              \
-        const long long* __restrict__ dst, int use_dst, u64* out, u64 nchunks) {                               \
-        sum_affine_chunks_impl<X>(bases, perm, nbases, cstart, cend, dst, use_dst, out, nchunks);             \
+        const long long* __restrict__ dst, int use_dst, u64* out, u64 nchunks,                                 \
+        const unsigned char* __restrict__ neg, int use_neg) {                                                  \
+        sum_affine_chunks_impl<X>(bases, perm, nbases, cstart, cend, dst, use_dst, out, nchunks, neg, use_neg); \
     }                                                                                                          \
     extern "C" __global__ void PREFIX##sum_xyzz_chunks(                                                        \
         const u64* __restrict__ in, const long long* __restrict__ cstart, const long long* __restrict__ cend, \

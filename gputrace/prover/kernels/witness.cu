@@ -6,7 +6,9 @@
 // (computed by the previous launch). consts: the 195 round constants, then the 3x3 MDS matrix row-major.
 // Per circuit j: idx (B, K), sib_src (B, depth, K), sib_const (B, depth, K, 4), cur (B, depth + 1, K, 4) nodes
 // (level 0 = the leaves, filled by the host; level l+1 written by launch l), z (B, nvars, 4) with the ni inputs
-// first; abc (3B, n, 4) laid out [a_0 .. a_B-1, b_0 .., c_0 ..] (the pipeline's block).
+// first; abc (3B, n, 4): circuit j's a, b and c rows are rows j*sj, j*sj + sv and j*sj + 2*sv (sj = 1, sv = B:
+// [a_0 .. a_B-1, b_0 .., c_0 ..], the batch flow's block; sj = 3, sv = 1: [a_0, b_0, c_0, a_1, ..], one
+// contiguous (3, n, 4) block per circuit, the stream flow's).
 #include "field.cuh"
 
 #define PW 3
@@ -28,7 +30,7 @@ __device__ __forceinline__ void put_row(u64* a, u64* b, u64* c, u64 r, const fr_
 extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int level, int depth, u64 K, u64 B,
                                         const u64* __restrict__ idx_all, const int* __restrict__ sib_src_all,
                                         const u64* __restrict__ sib_const_all, u64* cur_all, u64* abc, u64 n,
-                                        u64* z_all, u64 nvars, u64 ni) {
+                                        u64* z_all, u64 nvars, u64 ni, u64 sj, u64 sv) {
     u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= B * K) return;
     const u64 jc = g / K, k = g % K;
@@ -36,9 +38,9 @@ extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int leve
     const int* sib_src = sib_src_all + jc * (u64)depth * K;
     const u64* sib_const = sib_const_all + 4 * jc * (u64)depth * K;
     u64* cur = cur_all + 4 * jc * (u64)(depth + 1) * K;
-    u64* a = abc + 4 * n * jc;
-    u64* b = abc + 4 * n * (B + jc);
-    u64* c = abc + 4 * n * (2 * B + jc);
+    u64* a = abc + 4 * n * (jc * sj);
+    u64* b = abc + 4 * n * (jc * sj + sv);
+    u64* c = abc + 4 * n * (jc * sj + 2 * sv);
     u64* z_aux = z_all + 4 * (jc * nvars + ni);
     const u64 rows_ch = (u64)depth * PER_ROWS + 2, vars_ch = 1 + (u64)depth * PER_VARS;
     u64 r = k * rows_ch + (u64)level * PER_ROWS;
@@ -93,16 +95,16 @@ extern "C" __global__ void merkle_level(const u64* __restrict__ consts, int leve
 // idx_mont (B, K, 4): the indices as Fr (Montgomery). root = challenge 0's top node.
 extern "C" __global__ void merkle_finish(int depth, u64 K, u64 B, const u64* __restrict__ idx_mont_all,
                                          const u64* __restrict__ cur_all, u64* abc, u64 n, u64* z_all, u64 nvars,
-                                         u64 m) {
+                                         u64 m, u64 sj, u64 sv) {
     const u64 ni = K + 2;
     u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= B * ni) return;
     const u64 jc = g / ni, t = g % ni;
     const u64* idx_mont = idx_mont_all + 4 * jc * K;
     const u64* cur = cur_all + 4 * jc * (u64)(depth + 1) * K;
-    u64* a = abc + 4 * n * jc;
-    u64* b = abc + 4 * n * (B + jc);
-    u64* c = abc + 4 * n * (2 * B + jc);
+    u64* a = abc + 4 * n * (jc * sj);
+    u64* b = abc + 4 * n * (jc * sj + sv);
+    u64* c = abc + 4 * n * (jc * sj + 2 * sv);
     u64* z = z_all + 4 * jc * nvars;
     const u64 rows_ch = (u64)depth * PER_ROWS + 2, vars_ch = 1 + (u64)depth * PER_VARS;
     const u64* top = cur + 4 * ((u64)depth * K);

@@ -1,0 +1,197 @@
+"""The stream flow of a device worker (``ProveOptions.device_flow="stream"``, the default with device synthesis).
+
+What each device's worker thread does with its circuits (issue 13's host share taken off the workers; every
+step is a phase of the trace):
+
+* Witnesses are made on the backend's witness lane (``witness_lane``: a second CUDA stream), for every plan that
+  is ready, in one ``synthesis`` chunk (one launch per tree level for all of them), each circuit into its own
+  ``(3, n, 4)`` block; the split of each assignment for the tail MSMs (``split_tail``: ones zeroed, D4's
+  counters) is queued right after, then an event. Later chunks are launched as their plans arrive, while the
+  lane proves the circuits before them.
+* The lane waits for that event on the device (no host wait) and proves the circuit alone: ``ntt`` ->
+  ``msm_h`` -> ``d2h`` of eight counters (the ones' indices stay on the device) -> ``msm_a``, ``msm_b_g1``,
+  ``msm_l`` (the device tail; D4 plans from the counters) -> ``batch_add`` (device indices) -> ``b_g2`` (device
+  z) -> the root read back (32 bytes): the order the keys arrive in (``LOAD_ORDER``). ``assemble`` runs on a
+  helper thread, so the lane goes on to the next circuit.
+* The assignment never comes back to the host, unless ``b_g2`` runs there (then its one ``d2h``, and
+  ``publish`` hands the host z to the ``b_g2`` pool).
+* Waiting for a plan or for a proving-key query that ``LoadingBases`` is still loading is a ``sync`` span
+  (``waits_for="witness_plan"`` / ``"load_bases"``).
+
+Device arrays made on the witness lane and read on the lane stay referenced until the lane has synchronised
+past their last use (the MSMs return host points), so the stream-ordered memory pool cannot hand their blocks
+to other work early (backends/cuda.py, "Streams").
+
+Threads: ``stream_work`` runs on one device's worker thread; ``LoadingBases.start`` starts one loading thread.
+Raises whatever the backend raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from .backends.base import DeviceArray, LaneInfo, ProverBackend
+from .field import limbs_to_ints
+from .tail_split import plans_from_stats
+from .witness import Witness
+
+#: The order the first circuit needs the proving-key queries in (``msm_h``, ``msm_a``, ``msm_b_g1``, ``msm_l``,
+#: ``b_g2``): each upload runs while the MSM before it does.
+LOAD_ORDER = ("h", "a", "b_g1", "l", "b_g2")
+
+
+class LoadingBases:
+    """The proving-key queries of one device, loaded one after another on a thread of their own (``start``), in
+    ``LOAD_ORDER``; ``get(name)`` returns a query's handle, waiting for it if needed (a ``sync`` span)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._futures: dict[str, Future] = {name: Future() for name in names}
+        self._thread: threading.Thread | None = None
+
+    def start(self, load_one: Callable[[str], Any], name: str) -> None:
+        """Load every query with ``load_one(name)`` on a new thread called ``name``; an error is kept for
+        ``get`` (every query not loaded yet then raises it)."""
+
+        def run() -> None:
+            for key, fut in self._futures.items():
+                try:
+                    fut.set_result(load_one(key))
+                except BaseException as exc:  # surfaced by get() on the worker's thread
+                    for rest in self._futures.values():
+                        if not rest.done():
+                            rest.set_exception(exc)
+                    return
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def get(self, name: str, stats, label: str, hkw: dict) -> Any:
+        fut = self._futures[name]
+        if not fut.done():
+            with stats.phase("sync", label, **dict(hkw, kind="sync", waits_for="load_bases", query=name)):
+                return fut.result()
+        return fut.result()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, pk, plans: Sequence[Future],
+                publish: Callable[[Witness], None], b_g2_host: list[Future] | None, stats, ctx,
+                assemble: Callable[..., Any]) -> list:
+    """Prove one device's circuits from their plan futures (in order); returns one proof per circuit.
+
+    ``b_g2_host``: the host pool's G2 futures by circuit, or None for the device G2 MSM. ``assemble(pk, a, b1,
+    l, h, b2)`` makes the proof (run on a helper thread). ``stats.phase(name, label, **attrs)`` opens a phase.
+    """
+    dl = f"{backend.name}:{lane.index}"
+    wl = backend.witness_lane(lane.index)
+    kw = dict(device=lane.device, lane=lane.lane, stream=lane.stream, batch=0)
+    if lane.stream is None:
+        kw["kind"] = "host"
+    top = dict(kw, parent=ctx)
+    hkw = {k: v for k, v in top.items() if k != "stream"}
+    wtop = dict(device=wl.device, lane=wl.lane, stream=wl.stream, batch=0, parent=ctx)
+    if wl.stream is None:
+        wtop["kind"] = "host"
+    n, nb = pk.domain_size, len(plans)
+    d4 = "d4" in o.opts
+    made: dict[int, tuple] = {}
+    nxt = [0]
+
+    def make(upto: int) -> None:
+        """Queue the witnesses of plans nxt.. on the witness lane: all up to ``upto`` (waiting for their plans),
+        then every further one already made."""
+        js: list[int] = []
+        j = nxt[0]
+        while j < nb and (j <= upto or plans[j].done()):
+            js.append(j)
+            j += 1
+        if not js:
+            return
+        got = []
+        for j in js:
+            if not plans[j].done():
+                with stats.phase("sync", dl, **dict(hkw, kind="sync", waits_for="witness_plan")):
+                    plans[j].result()
+            got.append(plans[j].result())
+        attrs = dict(wtop, circuits=len(got), where="device", constraints=got[0].num_constraints)
+        if len(got) == 1:
+            attrs["circuit"] = got[0].circuit
+        with stats.phase("synthesis", dl, **attrs):
+            abc, zs = backend.device_witness(got, n, lane.index, wl, per_circuit=True)
+            splits = [backend.split_tail(z, p.num_inputs, wl) for z, p in zip(zs, got)]
+            ready = backend.record_event(wl)
+        for i, j in enumerate(js):
+            made[j] = (backend.rows(abc, 3 * i, 3 * i + 3), zs[i], splits[i], ready, got[i])
+        nxt[0] = js[-1] + 1
+
+    helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"assemble-{lane.index}")
+    proofs: list[Future] = []
+
+    def assembled(circuit: int, parts: tuple) -> Any:
+        with stats.phase("assemble", dl, **dict(hkw, circuit=circuit, lane=f"thread:assemble-{lane.index}")):
+            return assemble(pk, *parts)
+
+    try:
+        for j in range(nb):
+            make(j if j not in made else -1)  # -1: only launch plans that are already made
+            block, z, split, ready, plan = made.pop(j)
+            backend.wait_event(lane, ready)
+            ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit
+            ckw = dict(top, circuit=c)
+            ccw = dict(hkw, circuit=c)
+            public_tail = [int(x) for x in plan.indices]
+            if b_g2_host is not None:  # the host's G2 MSM needs the assignment: its one copy back
+                with stats.phase("d2h", dl, **dict(ckw, bytes=z.nbytes, what="assignment")):
+                    zh = backend.d2h(z, lane)
+                publish(Witness(c, [limbs_to_ints(zh[1:2])[0]] + public_tail, zh, None, ni, m))
+            with stats.phase("ntt", dl, **ckw):
+                with stats.phase("intt_abc", dl, **kw):
+                    block = backend.ntt(block, inverse=True, coset=False, lane=lane)
+                with stats.phase("coset_ntt", dl, **kw):
+                    block = backend.ntt(block, inverse=False, coset=True, lane=lane)
+                with stats.phase("h_eval", dl, **kw):
+                    h = backend.h_eval(backend.rows(block, 0, 1), backend.rows(block, 1, 2),
+                                       backend.rows(block, 2, 3), lane=lane)
+                with stats.phase("intt_h", dl, **kw):
+                    h = backend.ntt(h, inverse=True, coset=True, lane=lane)
+            with stats.phase("msm_h", dl, **ckw):
+                # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
+                row = backend.rows(h, 0, 1)
+                mh = backend.msm_g1(bases.get("h", stats, dl, ccw),
+                                    DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
+            with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters; the ones' indices
+                ts = backend.finish_tail(split, lane)
+            nv = ts.tail.shape[0]
+            plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
+            # In the order the keys arrive (LOAD_ORDER): on the first circuit each MSM overlaps the next upload.
+            with stats.phase("msm_a", dl, **ckw):
+                ma = backend.msm_g1(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+            with stats.phase("msm_b_g1", dl, **ckw):
+                mb = backend.msm_g1(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+            with stats.phase("msm_l", dl, **ckw):
+                ml = backend.msm_g1(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l,
+                                    lane=lane)
+            with stats.phase("batch_add", dl, **ckw):
+                ba = backend.batch_add_indices(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+                bb = backend.batch_add_indices(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+                bl = backend.batch_add_indices(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
+            if b_g2_host is None:
+                with stats.phase("b_g2", dl, **ckw):
+                    g2 = backend.msm_g2(bases.get("b_g2", stats, dl, ccw), z, lane=lane)
+                root = limbs_to_ints(backend.d2h(backend.rows(z, 1, 2), lane))[0]
+                publish(Witness(c, [root] + public_tail, None, None, ni, m))
+            else:
+                with stats.phase("sync", dl, **dict(ccw, kind="sync", waits_for="b_g2")):
+                    g2 = b_g2_host[c].result()
+            proofs.append(helper.submit(assembled, c, (ma + ba, mb + bb, ml + bl, mh, g2)))
+            # The lane has synchronised past every use of this circuit's arrays (each MSM returns a host point):
+            # only now may their blocks go back to the pool.
+            del block, z, split, ts, h, row
+        return [f.result() for f in proofs]
+    finally:
+        helper.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,186 @@
+"""The stream flow of the device workers (``device_flow.py``) without a GPU: a test double with the CUDA backend's
+layout and a separate witness lane proves through it; the trace shows where each piece ran; plans that arrive
+late are generated in later chunks; a failed key upload fails the run. The same flow on the H200:
+``tests/gpu/test_pipeline_batch.py``."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_prover_backend import DeviceWorkBackend
+
+import gputrace
+from gputrace.prover import pipeline
+from gputrace.prover.backends.base import LaneInfo
+from gputrace.prover.options import ProveOptions
+from gputrace.prover.pipeline import run_prove
+from gputrace.prover.witness_plan import make_plan
+
+
+class StreamDouble(DeviceWorkBackend):
+    """``DeviceWorkBackend`` with a witness lane of its own and a log of the calls that order the two lanes."""
+
+    name = "streamdouble"
+
+    def __init__(self, devices: int) -> None:
+        super().__init__(devices)
+        self.log: list[tuple] = []
+        self.host_masks = 0
+
+    def witness_lane(self, device):
+        return LaneInfo(device=-1, lane=f"thread:witness-{device}", stream=None, index=device)
+
+    def device_witness(self, plans, domain_size, device, lane=None, per_circuit=False):
+        self.log.append(("witness", device, lane.lane, tuple(p.circuit for p in plans), per_circuit))
+        return super().device_witness(plans, domain_size, device, lane, per_circuit)
+
+    def split_tail(self, z, num_inputs, lane=None):
+        self.log.append(("split", z.device, lane.lane))
+        return super().split_tail(z, num_inputs, lane)
+
+    def record_event(self, lane):
+        self.log.append(("record", lane.index, lane.lane))
+        return ("event", lane.index, len(self.log))
+
+    def wait_event(self, lane, event):
+        self.log.append(("wait", lane.index, lane.lane, event))
+
+    def batch_add_g1(self, bases, select, *, lane=None):
+        if not getattr(self._local, "in_indices", False):
+            self.host_masks += 1
+        return super().batch_add_g1(bases, select, lane=lane)
+
+    _local = threading.local()
+
+    def batch_add_indices(self, bases, indices, *, bound, lane=None):
+        self.log.append(("indices", bases.name, bound, int(indices.shape[0])))
+        self._local.in_indices = True  # the base class adds them through batch_add_g1 of a mask
+        try:
+            return super().batch_add_indices(bases, indices, bound=bound, lane=lane)
+        finally:
+            self._local.in_indices = False
+
+
+def _run(tmp_path_factory, be, flow="stream", b_g2="device", batch=2, opts=frozenset({"d4", "a4"})):
+    sink = gputrace.MemorySink()
+    gputrace.configure(sinks=[sink], collect_gpu_info=False)
+    try:
+        res = run_prove(ProveOptions(challenges=2, depth=3, batch=batch, backend_object=be, opts=opts,
+                                     synthesis="device", b_g2=b_g2, device_flow=flow,
+                                     out_dir=Path(tmp_path_factory.mktemp("flow")),
+                                     key_dir=tmp_path_factory.getbasetemp() / "flow-keys", configure_tracer=False))
+    finally:
+        gputrace.shutdown()
+    return res, sink.spans
+
+
+@pytest.mark.parametrize("b_g2", ["device", "host"])
+def test_stream_flow_proves_and_the_trace_says_where(tmp_path_factory, b_g2):
+    be = StreamDouble(2)
+    res, spans = _run(tmp_path_factory, be, b_g2=b_g2)
+    assert res.verified == [True] * 4 and res.config["device_flow"] == "stream"
+    by = {}
+    for sp in spans:
+        by.setdefault(sp["name"], []).append(sp)
+    # witnesses on the witness lane, per-circuit blocks; their tails split there too
+    assert {sp["attributes"]["gputrace.lane"] for sp in by["synthesis"]} <= {"thread:witness-0", "thread:witness-1"}
+    wit = [e for e in be.log if e[0] == "witness"]
+    assert all(e[4] for e in wit) and sorted(c for e in wit for c in e[3]) == [0, 1, 2, 3]
+    assert all(e[2].startswith("thread:witness-") for e in be.log if e[0] == "split")
+    # each device's lane waits for an event of its witness lane before proving each circuit
+    for d in (0, 1):
+        waits = [e for e in be.log if e[0] == "wait" and e[1] == d]
+        assert len(waits) == 2 and all(e[2] == f"thread:cpu-worker-{d}" and e[3][1] == d for e in waits)
+    assert be.host_masks == 0  # the ones come as device indices (batch_add_indices), not host masks
+    assert sorted({e[1] for e in be.log if e[0] == "indices"}) == ["a", "b_g1", "l"]
+    # the keys load inside prove, one span per query on a loading thread per device
+    prove_id = by["prove"][0]["span_id"]
+    loads = by["load_bases"]
+    assert all(sp["parent_span_id"] == prove_id for sp in loads)
+    assert sorted((sp["attributes"]["query"], sp["attributes"]["gputrace.lane"]) for sp in loads) == sorted(
+        (q, f"thread:load_bases-{d}") for d in (0, 1) for q in ("h", "a", "b_g1", "l") + (("b_g2",) if b_g2 == "device" else ()))
+    assert {sp["attributes"]["gputrace.lane"] for sp in by["assemble"]} == {"thread:assemble-0", "thread:assemble-1"}
+    copies = [sp for sp in by.get("d2h", []) if sp["attributes"].get("what") == "assignment"]
+    assert len(copies) == (4 if b_g2 == "host" else 0)  # z comes back only for the host's G2 MSM
+    waits_for = {sp["attributes"].get("waits_for") for sp in by.get("sync", [])}
+    assert ("b_g2" in waits_for) == (b_g2 == "host")
+
+
+def test_batch_flow_still_selectable(tmp_path_factory):
+    be = StreamDouble(1)
+    res, spans = _run(tmp_path_factory, be, flow="batch")
+    assert res.verified == [True] * 2 and res.config["device_flow"] == "batch"
+    assert [e[4] for e in be.log if e[0] == "witness"] == [False]  # one batch block, [a.., b.., c..]
+    assert not any(e[0] == "split" for e in be.log) and be.host_masks == 3 * 2  # host masks, as before
+    assert all(sp["parent_span_id"] is None or sp["name"] != "load_bases" for sp in spans)
+
+
+_GATE: list = [None]  # a file path; set before run_prove, so the forked plan processes see it
+
+
+def _late_plan(shape, seed, circuit):  # module level: pickled by reference into the plan processes
+    if circuit > 0:  # made only after circuit 0's b_g2 has run
+        while not os.path.exists(_GATE[0]):
+            time.sleep(0.05)
+        time.sleep(0.2)
+    return make_plan(shape, seed, circuit)
+
+
+def test_late_plans_go_in_later_chunks(tmp_path_factory, tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "make_plan", _late_plan)
+    _GATE[0] = str(tmp_path / "gate")
+
+    class Gated(StreamDouble):
+        def msm_g2(self, bases, scalars, *, lane=None):
+            out = super().msm_g2(bases, scalars, lane=lane)
+            Path(_GATE[0]).touch()
+            return out
+
+    be = Gated(1)
+    res, spans = _run(tmp_path_factory, be, batch=3)
+    assert res.verified == [True] * 3
+    chunks = [e[3] for e in be.log if e[0] == "witness"]
+    assert chunks[0] == (0,) and sorted(c for ch in chunks for c in ch) == [0, 1, 2], chunks
+    assert any(sp["name"] == "sync" and sp["attributes"].get("waits_for") == "witness_plan" for sp in spans)
+
+
+def test_a_failed_key_upload_fails_the_run(tmp_path_factory):
+    class Failing(StreamDouble):
+        def load_bases(self, name, points, device, affine_limbs=None):
+            if name == "b_g1":
+                raise RuntimeError("upload of b_g1 failed")
+            return super().load_bases(name, points, device, affine_limbs)
+
+    with pytest.raises(RuntimeError, match="upload of b_g1 failed"):
+        _run(tmp_path_factory, Failing(1))
+
+
+def test_bad_flow_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="device_flow must be"):
+        run_prove(ProveOptions(challenges=1, depth=2, backend_object=StreamDouble(1), synthesis="device",
+                               device_flow="fast", out_dir=tmp_path, configure_tracer=False))
+
+
+def test_stream_flow_d4_plans_match_the_host_rule(tmp_path_factory, monkeypatch):
+    """With D4 the tail MSMs get the plans the host rule gives for the zeroed tails (here checked per call)."""
+    from gputrace.prover.msm_plan import plan_msm
+
+    seen = []
+    be = StreamDouble(1)
+    real = be.msm_g1
+
+    def msm_g1(bases, scalars, *, plan=None, lane=None):
+        data = np.asarray(scalars.data if hasattr(scalars, "data") else scalars).reshape(-1, 4)
+        if bases.name in ("l", "a", "b_g1"):
+            seen.append((bases.name, plan, plan_msm(data)))
+        return real(bases, scalars, plan=plan, lane=lane)
+
+    monkeypatch.setattr(be, "msm_g1", msm_g1)
+    res, _ = _run(tmp_path_factory, be, batch=1)
+    assert res.verified == [True] and len(seen) == 3
+    assert all(plan == want for _, plan, want in seen), seen
