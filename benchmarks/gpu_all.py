@@ -18,7 +18,9 @@ Sections, in order (each one's failure is reported and the rest still run):
    across G GPUs, every proof verified, per-phase seconds per device and the 1 -> G scaling;
 8. prover (``--prover N``): ``bench_prover_gpu.py`` (before/after 2^N proof, batch throughput on 1 and G
    GPUs, CUPTI kernel-busy share);
-9. cupti: ``benchmarks/bench_cupti.py`` when present.
+9. keygen (``--keygen-kernel N``, ``--largest 22,24``): ``bench_keygen_gpu.py`` (fixed-base kernels, device key
+   generation and the largest proofs on one GPU, keys in /tmp/gk-largest);
+10. cupti: ``benchmarks/bench_cupti.py`` when present.
 Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace-2_N.jsonl``,
 ``$OUT/multi-2_N-Kgpu.jsonl``; prints a short table last.
 """
@@ -306,13 +308,14 @@ def distinct_points(count: int):
     return pts
 
 
-#: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords). "c64" is the engine as it was before
-#: issue 13's MSM work (64-bit C Fq arithmetic, unsigned digits, S-long chunks); the module is msm.cu built with
-#: -DGPUTRACE_MSM_FQ_C64, registered here for the benchmark only.
+#: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords), each at the default window of its
+#: digit kind. "c64" is the engine as it was before issue 13's MSM work (64-bit C Fq arithmetic, unsigned
+#: digits, S-long chunks, argsort); its module is msm.cu built with -DGPUTRACE_MSM_FQ_C64, registered here for
+#: the benchmark only. "ptx-signed-counting" is the default engine.
 MSM_VARIANTS = {
-    "c64": ("msm_c64", dict(signed=False, even_chunks=False)),
-    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False)),
-    "ptx-signed": ("msm", dict(signed=True, even_chunks=True)),
+    "c64": ("msm_c64", dict(signed=False, even_chunks=False, sort="argsort")),
+    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False, sort="argsort")),
+    "ptx-signed-argsort": ("msm", dict(signed=True, even_chunks=True, sort="argsort")),
     "ptx-signed-counting": ("msm", dict(signed=True, even_chunks=True, sort="counting")),
 }
 MSM_AB = False      # --msm-ab: the engines above side by side at the largest MSM size
@@ -369,7 +372,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
     from py_arkworks_bls12381 import G1Point
 
     from gputrace.prover.backends import cuda_kernels as ck
-    from gputrace.prover.backends.cuda_msm import G1Msm, default_window, xyzz_to_g1
+    from gputrace.prover.backends.cuda_msm import G1Msm, engine_window, xyzz_to_g1
     from gputrace.prover.encoding import g1_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
@@ -400,7 +403,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
         out, times = timed(run, repeats if logn < 24 else max(2, repeats // 2))
         med = statistics.median(times)
         bound = INT_BOUND_MSM_2_24_MS * n / (1 << 24)
-        entry = dict(median_ms=med, all_ms=times, window=default_window(n), bound_ms=bound,
+        entry = dict(median_ms=med, all_ms=times, window=engine_window(n, eng.signed), bound_ms=bound,
                      fraction_of_bound=bound / med, signed=eng.signed)
         if logn <= 16:
             host_sc = sc.get()
@@ -409,7 +412,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
             entry["arkworks_cpu_ms"] = (time.perf_counter() - t0) * 1e3
             entry["matches_arkworks"] = bool(xyzz_to_g1(out) == want)
         sweep = {}
-        dw = default_window(n)
+        dw = engine_window(n, eng.signed)
         cands = {dw - 2, dw - 1, dw + 1, dw + 2}
         if logn == max(sizes) and MSM_WINDOWS:
             cands |= {int(w) for w in MSM_WINDOWS.split(",")}
@@ -472,7 +475,7 @@ def g2_bench(sizes: list[int], repeats: int) -> None:
     import cupy
     from py_arkworks_bls12381 import G2Point, Scalar
 
-    from gputrace.prover.backends.cuda_msm import G2Msm, default_window, xyzz_to_g2
+    from gputrace.prover.backends.cuda_msm import G2Msm, engine_window, xyzz_to_g2
     from gputrace.prover.encoding import g2_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
@@ -499,8 +502,8 @@ def g2_bench(sizes: list[int], repeats: int) -> None:
             times.append((time.perf_counter() - t0) * 1e3)
         prof: dict = {}
         eng.msm(bases, sc, None, None, profile=prof)
-        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=default_window(n), steps_ms=prof)
-        row(f"MSM G2 2^{logn} (c={default_window(n)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
+        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=engine_window(n, eng.signed), steps_ms=prof)
+        row(f"MSM G2 2^{logn} (c={engine_window(n, eng.signed)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
         del bases, sc
         cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["msm_g2"] = res
@@ -682,6 +685,32 @@ def cupti_bench(logn: int, keys: Path, repeats: int) -> None:
         raise RuntimeError(f"bench_cupti.py exited {rc}")
 
 
+# -- keygen: key generation on the GPU and the largest proofs (issue 13, setup/scale) -----------------------
+def keygen_section(kernel_logn: int, largest: list[int], keys: Path, repeats: int) -> None:
+    """``benchmarks/bench_keygen_gpu.py``: fixed-base kernels at 2^``kernel_logn`` (CUDA events), then device
+    key generation + proofs at each of ``largest`` (setup phases, prove wall, peak device memory, verified)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_keygen_gpu.py"), "--keys", str(keys),
+           "--repeats", str(repeats), "--deadline", str(max(0.0, DEADLINE_S - (time.perf_counter() - START)))]
+    if kernel_logn:
+        cmd += ["--kernel", str(kernel_logn)]
+    if largest:
+        cmd += ["--largest", ",".join(map(str, largest))]
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    js = OUT / "bench_keygen_gpu.json"
+    res = json.loads(js.read_text()) if js.exists() else {}
+    RESULTS["keygen"] = res
+    for group, k in res.get("kernel", {}).items():
+        row(f"fixed base {group} 2^{kernel_logn}", f"{k['kernel_ms']:.1f} ms ({k['ns_per_point']:.1f} ns/point)")
+    for logn, e in res.get("largest", {}).items():
+        if e.get("runs"):
+            first = e["runs"][0]
+            row(f"largest 2^{logn}: keygen / prove", f"{first['setup_s']:.1f} s / {first['wall_s']:.2f} s cold, "
+                f"{e.get('median_cached_wall_s') or float('nan'):.2f} s cached, verified="
+                f"{all(all(x['verified']) for x in e['runs'])}", "2^24 verifies" if logn == "24" else "")
+    if rc:
+        raise RuntimeError(f"bench_keygen_gpu.py exited {rc}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller test sizes and fewer repeats")
@@ -709,6 +738,8 @@ def main() -> int:
     ap.add_argument("--msm-g2", default="16,20", help="log2 sizes of the G2 MSM rows ('' to skip)")
     ap.add_argument("--cupti-logn", type=int, default=18, help="proof size for bench_cupti.py proof")
     ap.add_argument("--cupti-repeats", type=int, default=2)
+    ap.add_argument("--keygen-kernel", type=int, default=0, help="log2 points for the fixed-base kernel timing (0: skip)")
+    ap.add_argument("--largest", default="", help="log2 sizes: device keygen + proof on one GPU ('' to skip; 22,24)")
     a = ap.parse_args()
     global INLINE_VARIANT, DEADLINE_S, MSM_AB, MSM_CUPTI, MSM_WINDOWS
     INLINE_VARIANT = a.inline_variant
@@ -734,6 +765,8 @@ def main() -> int:
         section("proof", proof_bench, ints(a.proof), Path(a.keys), not a.no_cpu_proof, a.warmup)
     if "multi" not in skip and a.multi:
         section("multi", multi_bench, ints(a.multi), Path(a.keys), a.gpus)
+    if "keygen" not in skip and (a.keygen_kernel or a.largest):
+        section("keygen", keygen_section, a.keygen_kernel, ints(a.largest), Path("/tmp/gk-largest"), 2)
     if "cupti" not in skip:
         section("cupti", cupti_bench, a.cupti_logn, Path(a.keys), a.cupti_repeats)
     (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
