@@ -18,7 +18,9 @@ Sections, in order (each one's failure is reported and the rest still run):
    across G GPUs, every proof verified, per-phase seconds per device and the 1 -> G scaling;
 8. prover (``--prover N``): ``bench_prover_gpu.py`` (before/after 2^N proof, batch throughput on 1 and G
    GPUs, CUPTI kernel-busy share);
-9. cupti: ``benchmarks/bench_cupti.py`` when present.
+9. keygen (``--keygen-kernel N``, ``--largest 22,24``): ``bench_keygen_gpu.py`` (fixed-base kernels, device key
+   generation and the largest proofs on one GPU, keys in /tmp/gk-largest);
+10. cupti: ``benchmarks/bench_cupti.py`` when present.
 Writes ``$OUT/gpu_all.json`` (every figure), ``$OUT/pytest.log``, ``$OUT/proof-trace-2_N.jsonl``,
 ``$OUT/multi-2_N-Kgpu.jsonl``; prints a short table last.
 """
@@ -157,31 +159,137 @@ def rand_fr(n: int, m: int = 1):
     return cupy.asarray(host)
 
 
+NTT_IMPLS = ("radix2", "pass_m64", "pass", "pass_o4")  # cuda_ntt.FrNtt implementations, timed side by side
+
+
+def ntt_cupti(runs: dict, repeats: int) -> dict:
+    """CUPTI kernel time of each callable in ``runs`` (``CuptiCollector`` directly, no recorder): for each
+    name, the median over ``repeats`` calls of every kernel's summed device time per call (``kernels_ms``),
+    of their total (``total_ms``), of first-start to last-end (``span_ms``) and of each launch in order
+    (``per_launch_ms``). Each call is followed by a synchronize and a forced flush, so a call's records are
+    exactly its kernels."""
+    import cupy
+
+    from gputrace.trace.cupti_collect import CuptiCollector, CuptiUnavailable
+
+    col = CuptiCollector()
+    try:
+        col.start()
+    except CuptiUnavailable as exc:
+        return {"error": str(exc)}
+    out: dict = {}
+    try:
+        for name, fn in runs.items():
+            reps = []
+            for _ in range(repeats):
+                cupy.cuda.get_current_stream().synchronize()
+                col.collect(force=True)  # drop what came before
+                fn()
+                cupy.cuda.get_current_stream().synchronize()
+                ks = [r for r in col.collect(force=True) if r.get("kind") in ("CONCURRENT_KERNEL", "KERNEL")]
+                per: dict = {}
+                for r in ks:
+                    per[r["name"]] = per.get(r["name"], 0) + (r["end"] - r["start"])
+                span = (max(r["end"] for r in ks) - min(r["start"] for r in ks)) if ks else 0
+                seq = [(r["name"], r["end"] - r["start"]) for r in sorted(ks, key=lambda r: r["start"])]
+                reps.append((per, span, len(ks), seq))
+            names = sorted({k for r in reps for k in r[0]})
+            nl = min(len(r[3]) for r in reps)
+            out[name] = {
+                "kernels_ms": {k: statistics.median(r[0].get(k, 0) for r in reps) / 1e6 for k in names},
+                "total_ms": statistics.median(sum(r[0].values()) for r in reps) / 1e6,
+                "span_ms": statistics.median(r[1] for r in reps) / 1e6,
+                "launches": reps[0][2] if reps else 0,
+                # each launch in start order (kernel, median ms): the per-pass breakdown
+                "per_launch_ms": [(reps[0][3][i][0], statistics.median(r[3][i][1] for r in reps) / 1e6)
+                                  for i in range(nl)],
+            }
+    finally:
+        col.stop()
+    return out
+
+
 def ntt_bench(sizes: list[int], repeats: int) -> None:
+    """Forward Fr NTT per size and implementation (CUDA events, median), the prover's shapes at the largest
+    size (coset forward, inverse coset) and at 2^20 (a, b, c as one batch of 3), CUPTI kernel time per kernel
+    of each, and a check that every implementation gives the radix-2 result bit for bit."""
     import cupy
 
     from gputrace.prover.backends.cuda_ntt import FrNtt
+    from gputrace.prover.ntt import cuda_pass_plan
 
-    eng = FrNtt(0)
-    res = {}
+    engs = {impl: FrNtt(0, impl=impl) for impl in NTT_IMPLS}
+    res: dict = {"events": {}, "cupti": {}, "equal_to_radix2": {}}
+    runs: dict = {}
+    big = max(sizes)
     for logn in sizes:
         n = 1 << logn
         a = rand_fr(n)
-        eng.to_mont(a, None)
-        ms = events_ms(lambda: eng.transform(a, inverse=False, coset=False, stream=None), repeats, warmup=2)
-        br = events_ms(lambda: eng._k["fr_bitrev_inplace"]((n // 256,), (256,), (a[0], np.uint64(n), np.int32(logn))),
-                       repeats)
-        med = statistics.median(ms)
-        bound = INT_BOUND_NTT_2_24_MS * (n * logn) / ((1 << 24) * 24)
-        passes = 1 + 1 + math.ceil(max(0, logn - 10) / 2)  # bitrev + shared-memory block + radix-4 stages
-        gbps = passes * 2 * n * 32 / (med * 1e-3) / 1e9
-        res[logn] = dict(median_ms=med, all_ms=ms, bitrev_ms=statistics.median(br), bound_ms=bound,
-                         fraction_of_bound=bound / med, global_passes=passes, effective_GBps=gbps)
-        tgt = "<= 30 ms" if logn == 24 else ""
-        row(f"NTT 2^{logn}", f"{med:.2f} ms ({bound / med:.0%} of int bound, {gbps:.0f} GB/s)", tgt)
+        engs["pass"].to_mont(a, None)
+        ref = None
+        for impl, eng in engs.items():
+            x = a.copy()
+            eng.transform(x, inverse=False, coset=False, stream=None)
+            if impl == "radix2":
+                ref = x
+            else:
+                res["equal_to_radix2"][f"{impl} 2^{logn}"] = bool(cupy.array_equal(x, ref))
+            del x
+            ms = events_ms(lambda e=eng, y=a: e.transform(y, inverse=False, coset=False, stream=None), repeats,
+                           warmup=2)
+            med = statistics.median(ms)
+            bound = INT_BOUND_NTT_2_24_MS * (n * logn) / ((1 << 24) * 24)
+            passes = (1 + 1 + math.ceil(max(0, logn - 10) / 2)) if impl == "radix2" else len(cuda_pass_plan(logn))
+            gbps = passes * 2 * n * 32 / (med * 1e-3) / 1e9
+            res["events"][f"{impl} fwd 2^{logn}"] = dict(median_ms=med, all_ms=ms, bound_ms=bound,
+                                                         fraction_of_bound=bound / med, global_passes=passes,
+                                                         effective_GBps=gbps)
+            if logn == big:
+                runs[f"{impl} fwd 2^{logn}"] = (lambda e=eng, y=a: e.transform(y, inverse=False, coset=False,
+                                                                             stream=None))
+        if logn == big:
+            for impl, eng in engs.items():
+                for inv, cos, what in ((False, True, "coset"), (True, True, "inv coset")):
+                    def fn(e=eng, i=inv, c=cos, y=a):
+                        e.transform(y, inverse=i, coset=c, stream=None)
+                    ms = events_ms(fn, repeats, warmup=2)
+                    res["events"][f"{impl} {what} 2^{logn}"] = dict(median_ms=statistics.median(ms), all_ms=ms)
+                    runs[f"{impl} {what} 2^{logn}"] = fn
         del a
-        cupy.get_default_memory_pool().free_all_blocks()
+    # the prover's shape: a, b, c of 2^20 as one (3, n, 4) batch, inverse then coset forward
+    b3 = rand_fr(1 << 20, 3)
+    engs["pass"].to_mont(b3, None)
+    for impl, eng in engs.items():
+        def prover_ntts(e=eng, y=b3):
+            e.transform(y, inverse=True, coset=False, stream=None)
+            e.transform(y, inverse=False, coset=True, stream=None)
+        ms = events_ms(prover_ntts, repeats, warmup=2)
+        res["events"][f"{impl} intt+coset 3x2^20"] = dict(median_ms=statistics.median(ms), all_ms=ms)
+        runs[f"{impl} intt+coset 3x2^20"] = prover_ntts
+    res["cupti"] = ntt_cupti(runs, 3)
+    del b3
+    cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["ntt"] = res
+    for key, ev in res["events"].items():
+        cu = res["cupti"].get(key, {}) if isinstance(res["cupti"], dict) else {}
+        extra = ""
+        if "fraction_of_bound" in ev:
+            extra = f", {ev['fraction_of_bound']:.0%} of int bound, {ev['effective_GBps']:.0f} GB/s"
+        kern = f"; CUPTI {cu['total_ms']:.2f} ms" if "total_ms" in cu else ""
+        tgt = "<= 6 ms" if key == f"pass fwd 2^{big}" and big == 24 else ""
+        row(f"NTT {key}", f"{ev['median_ms']:.2f} ms event{kern}{extra}", tgt)
+    for key, cu in (res["cupti"].items() if isinstance(res["cupti"], dict) else []):
+        if isinstance(cu, dict) and "kernels_ms" in cu:
+            print(f"  CUPTI {key}: " + ", ".join(f"{k} {v:.3f}" for k, v in cu["kernels_ms"].items())
+                  + f" (total {cu['total_ms']:.3f} ms, span {cu['span_ms']:.3f} ms, {cu['launches']} launches)")
+            if len(cu["per_launch_ms"]) <= 12:
+                print("    launches: " + ", ".join(f"{k} {v:.3f}" for k, v in cu["per_launch_ms"]))
+    if "error" in res["cupti"]:
+        row("NTT CUPTI", f"not collected: {res['cupti']['error']}"[:60])
+    bad = [k for k, ok in res["equal_to_radix2"].items() if not ok]
+    row("NTT implementations agree", "yes" if not bad else f"NO: {', '.join(bad)}")
+    if bad:
+        raise RuntimeError(f"NTT implementations differ from radix2: {bad}")
 
 
 # -- 4. MSM -----------------------------------------------------------------------------------
@@ -200,13 +308,14 @@ def distinct_points(count: int):
     return pts
 
 
-#: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords). "c64" is the engine as it was before
-#: issue 13's MSM work (64-bit C Fq arithmetic, unsigned digits, S-long chunks); the module is msm.cu built with
-#: -DGPUTRACE_MSM_FQ_C64, registered here for the benchmark only.
+#: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords), each at the default window of its
+#: digit kind. "c64" is the engine as it was before issue 13's MSM work (64-bit C Fq arithmetic, unsigned
+#: digits, S-long chunks, argsort); its module is msm.cu built with -DGPUTRACE_MSM_FQ_C64, registered here for
+#: the benchmark only. "ptx-signed-counting" is the default engine.
 MSM_VARIANTS = {
-    "c64": ("msm_c64", dict(signed=False, even_chunks=False)),
-    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False)),
-    "ptx-signed": ("msm", dict(signed=True, even_chunks=True)),
+    "c64": ("msm_c64", dict(signed=False, even_chunks=False, sort="argsort")),
+    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False, sort="argsort")),
+    "ptx-signed-argsort": ("msm", dict(signed=True, even_chunks=True, sort="argsort")),
     "ptx-signed-counting": ("msm", dict(signed=True, even_chunks=True, sort="counting")),
 }
 MSM_AB = False      # --msm-ab: the engines above side by side at the largest MSM size
@@ -263,7 +372,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
     from py_arkworks_bls12381 import G1Point
 
     from gputrace.prover.backends import cuda_kernels as ck
-    from gputrace.prover.backends.cuda_msm import G1Msm, default_window, xyzz_to_g1
+    from gputrace.prover.backends.cuda_msm import G1Msm, engine_window, xyzz_to_g1
     from gputrace.prover.encoding import g1_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
@@ -294,7 +403,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
         out, times = timed(run, repeats if logn < 24 else max(2, repeats // 2))
         med = statistics.median(times)
         bound = INT_BOUND_MSM_2_24_MS * n / (1 << 24)
-        entry = dict(median_ms=med, all_ms=times, window=default_window(n), bound_ms=bound,
+        entry = dict(median_ms=med, all_ms=times, window=engine_window(n, eng.signed), bound_ms=bound,
                      fraction_of_bound=bound / med, signed=eng.signed)
         if logn <= 16:
             host_sc = sc.get()
@@ -303,7 +412,7 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
             entry["arkworks_cpu_ms"] = (time.perf_counter() - t0) * 1e3
             entry["matches_arkworks"] = bool(xyzz_to_g1(out) == want)
         sweep = {}
-        dw = default_window(n)
+        dw = engine_window(n, eng.signed)
         cands = {dw - 2, dw - 1, dw + 1, dw + 2}
         if logn == max(sizes) and MSM_WINDOWS:
             cands |= {int(w) for w in MSM_WINDOWS.split(",")}
@@ -366,7 +475,7 @@ def g2_bench(sizes: list[int], repeats: int) -> None:
     import cupy
     from py_arkworks_bls12381 import G2Point, Scalar
 
-    from gputrace.prover.backends.cuda_msm import G2Msm, default_window, xyzz_to_g2
+    from gputrace.prover.backends.cuda_msm import G2Msm, engine_window, xyzz_to_g2
     from gputrace.prover.encoding import g2_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
@@ -393,8 +502,8 @@ def g2_bench(sizes: list[int], repeats: int) -> None:
             times.append((time.perf_counter() - t0) * 1e3)
         prof: dict = {}
         eng.msm(bases, sc, None, None, profile=prof)
-        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=default_window(n), steps_ms=prof)
-        row(f"MSM G2 2^{logn} (c={default_window(n)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
+        res[logn] = dict(median_ms=statistics.median(times), all_ms=times, window=engine_window(n, eng.signed), steps_ms=prof)
+        row(f"MSM G2 2^{logn} (c={engine_window(n, eng.signed)})", f"{statistics.median(times):.1f} ms (= arkworks at 2^12: {ok})")
         del bases, sc
         cupy.get_default_memory_pool().free_all_blocks()
     RESULTS["msm_g2"] = res
@@ -576,6 +685,32 @@ def cupti_bench(logn: int, keys: Path, repeats: int) -> None:
         raise RuntimeError(f"bench_cupti.py exited {rc}")
 
 
+# -- keygen: key generation on the GPU and the largest proofs (issue 13, setup/scale) -----------------------
+def keygen_section(kernel_logn: int, largest: list[int], keys: Path, repeats: int) -> None:
+    """``benchmarks/bench_keygen_gpu.py``: fixed-base kernels at 2^``kernel_logn`` (CUDA events), then device
+    key generation + proofs at each of ``largest`` (setup phases, prove wall, peak device memory, verified)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_keygen_gpu.py"), "--keys", str(keys),
+           "--repeats", str(repeats), "--deadline", str(max(0.0, DEADLINE_S - (time.perf_counter() - START)))]
+    if kernel_logn:
+        cmd += ["--kernel", str(kernel_logn)]
+    if largest:
+        cmd += ["--largest", ",".join(map(str, largest))]
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    js = OUT / "bench_keygen_gpu.json"
+    res = json.loads(js.read_text()) if js.exists() else {}
+    RESULTS["keygen"] = res
+    for group, k in res.get("kernel", {}).items():
+        row(f"fixed base {group} 2^{kernel_logn}", f"{k['kernel_ms']:.1f} ms ({k['ns_per_point']:.1f} ns/point)")
+    for logn, e in res.get("largest", {}).items():
+        if e.get("runs"):
+            first = e["runs"][0]
+            row(f"largest 2^{logn}: keygen / prove", f"{first['setup_s']:.1f} s / {first['wall_s']:.2f} s cold, "
+                f"{e.get('median_cached_wall_s') or float('nan'):.2f} s cached, verified="
+                f"{all(all(x['verified']) for x in e['runs'])}", "2^24 verifies" if logn == "24" else "")
+    if rc:
+        raise RuntimeError(f"bench_keygen_gpu.py exited {rc}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller test sizes and fewer repeats")
@@ -603,6 +738,8 @@ def main() -> int:
     ap.add_argument("--msm-g2", default="16,20", help="log2 sizes of the G2 MSM rows ('' to skip)")
     ap.add_argument("--cupti-logn", type=int, default=18, help="proof size for bench_cupti.py proof")
     ap.add_argument("--cupti-repeats", type=int, default=2)
+    ap.add_argument("--keygen-kernel", type=int, default=0, help="log2 points for the fixed-base kernel timing (0: skip)")
+    ap.add_argument("--largest", default="", help="log2 sizes: device keygen + proof on one GPU ('' to skip; 22,24)")
     a = ap.parse_args()
     global INLINE_VARIANT, DEADLINE_S, MSM_AB, MSM_CUPTI, MSM_WINDOWS
     INLINE_VARIANT = a.inline_variant
@@ -628,6 +765,8 @@ def main() -> int:
         section("proof", proof_bench, ints(a.proof), Path(a.keys), not a.no_cpu_proof, a.warmup)
     if "multi" not in skip and a.multi:
         section("multi", multi_bench, ints(a.multi), Path(a.keys), a.gpus)
+    if "keygen" not in skip and (a.keygen_kernel or a.largest):
+        section("keygen", keygen_section, a.keygen_kernel, ints(a.largest), Path("/tmp/gk-largest"), 2)
     if "cupti" not in skip:
         section("cupti", cupti_bench, a.cupti_logn, Path(a.keys), a.cupti_repeats)
     (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))

@@ -25,8 +25,9 @@ from typing import Iterator
 import numpy as np
 import orjson
 
-from gputrace.otlp.encode import encode_request
+from gputrace.otlp.encode import attributes_json, encode_request
 from gputrace.timeline.model import KIND_NAMES, Timeline
+from gputrace.timeline.row_attrs import RowAttrs
 
 __all__ = ["timeline_requests", "write_otlp_jsonl"]
 
@@ -44,51 +45,109 @@ def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gpu
     if missing.any():  # ids from row numbers, above every id already present
         base = int(span_ids.max()) + 1 if n else 1
         span_ids[missing] = np.arange(base, base + int(missing.sum()), dtype=np.uint64)
-    groups: dict[tuple[int, str, int], list[int]] = {}
-    for r in range(n):
-        lane = tl.lanes[int(c["lane"][r])]
-        groups.setdefault((int(c["resource"][r]), lane.host, lane.pid), []).append(r)
-    for (res_i, host, pid), rows in groups.items():
+    # Rows grouped by (resource, host, pid), groups in order of their first row, rows in order
+    # (numpy: a Python pass over a million rows cost a second).
+    hp: dict[tuple[str, int], int] = {}
+    lane_hp = np.array([hp.setdefault((ln.host, ln.pid), len(hp)) for ln in tl.lanes] or [0], dtype=np.int64)
+    hps = list(hp)
+    shared_text: dict[tuple[int, tuple], str | None] = {}  # see _shared_text
+    key = c["resource"].astype(np.int64) * max(len(hps), 1) + lane_hp[c["lane"]] if n else np.empty(0, np.int64)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(inv.reshape(-1), kind="stable")  # rows by group (group ids follow key order), then row
+    bounds = np.searchsorted(inv.reshape(-1)[order], np.arange(len(first) + 1))
+    for g in np.argsort(first, kind="stable").tolist():
+        rows = order[bounds[g]:bounds[g + 1]]
+        r0 = int(rows[0])
+        res_i = int(c["resource"][r0])
+        host, pid = hps[int(lane_hp[c["lane"][r0]])]
         res = dict(tl.resources[res_i]) if 0 <= res_i < len(tl.resources) else {"service.name": "gputrace"}
         res["host.name"] = host
         if pid >= 0:
             res["process.pid"] = pid
         fallback_trace = _trace_for(res)
         for k in range(0, len(rows), max_spans):
-            yield encode_request(res, (_span(tl, r, span_ids, fallback_trace) for r in rows[k:k + max_spans]),
-                                 scope_name=scope_name)
+            spans = _spans(tl, rows[k:k + max_spans], span_ids, fallback_trace, shared_text)
+            yield encode_request(res, spans, scope_name=scope_name)
 
 
-def _span(tl: Timeline, r: int, span_ids: np.ndarray, fallback_trace: str) -> dict:
+_COLUMN_KEYS = frozenset({"gputrace.lane", "gputrace.device", "gputrace.kind", "gputrace.circuit", "gputrace.batch",
+                          "gputrace.bytes", "gputrace.gpu.start_ns", "gputrace.gpu.end_ns"})
+
+
+def _shared_text(ra: RowAttrs, cache: dict) -> str | None:
+    """The encoded attributes of a ``RowAttrs``'s shared dict (once per dict and overlay keys, for one write),
+    or None where they could clash with the column attributes or the overlay (then the row is merged
+    key by key). The bytes are the same either way: an attribute array's text is the join of its items'."""
+    key = (id(ra.shared), ra.keys_)
+    if key not in cache:
+        over = set(ra.keys_)
+        clash = len(over) != len(ra.keys_) or over & _COLUMN_KEYS or ra.shared.keys() & (_COLUMN_KEYS | over)
+        cache[key] = None if clash else attributes_json(ra.shared)
+    return cache[key]
+
+
+_COLUMNS = ("lane", "kind", "circuit", "batch", "nbytes", "gpu_start", "gpu_end", "trace", "parent",
+            "parent_span_id", "start", "end", "status", "phase")
+
+
+def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace: str,
+           shared_text: dict) -> Iterator[dict]:
+    """The span dicts of ``rows`` (one chunk: the columns are taken as Python lists once per chunk)."""
     c = tl.cols
-    lane = tl.lanes[int(c["lane"][r])]
-    a: dict = {"gputrace.lane": lane.name}
-    if lane.device >= 0:
-        a["gputrace.device"] = lane.device
-    a["gputrace.kind"] = KIND_NAMES.get(int(c["kind"][r]), "host")
-    for col, key in (("circuit", "gputrace.circuit"), ("batch", "gputrace.batch"), ("nbytes", "gputrace.bytes")):
-        v = int(c[col][r])
+    col = {k: c[k][rows].tolist() for k in _COLUMNS}
+    sid = span_ids[rows].tolist()
+    par = col["parent"]
+    psid = span_ids[np.maximum(c["parent"][rows], 0)].tolist()
+    lanes, phases, names, attrs, tids = tl.lanes, tl.phases, tl.names, tl.attrs, tl.trace_ids
+    ntids = len(tids)
+    for i, r in enumerate(rows.tolist()):
+        lane = lanes[col["lane"][i]]
+        a: dict = {"gputrace.lane": lane.name}
+        if lane.device >= 0:
+            a["gputrace.device"] = lane.device
+        a["gputrace.kind"] = KIND_NAMES.get(col["kind"][i], "host")
+        v = col["circuit"][i]
         if v >= 0:
-            a[key] = v
-    g0, g1 = int(c["gpu_start"][r]), int(c["gpu_end"][r])
-    if g0 >= 0 and g1 >= 0:
-        a["gputrace.gpu.start_ns"] = g0
-        a["gputrace.gpu.end_ns"] = g1
-    for k, v in tl.attrs.get(r, {}).items():
-        a.setdefault(k, v)
-    t = int(c["trace"][r])
-    p = int(c["parent"][r])
-    parent = int(span_ids[p]) if p >= 0 else int(c["parent_span_id"][r])
-    return {
-        "trace_id": tl.trace_ids[t] if 0 <= t < len(tl.trace_ids) and tl.trace_ids[t] else fallback_trace,
-        "span_id": int(span_ids[r]),
-        "parent_span_id": parent or None,
-        "name": tl.name_of(r),
-        "start_ns": int(c["start"][r]),
-        "end_ns": int(c["end"][r]),
-        "attributes": a,
-        "status_code": max(0, int(c["status"][r])),  # -1 (a default-filled column) is unset
-    }
+            a["gputrace.circuit"] = v
+        v = col["batch"][i]
+        if v >= 0:
+            a["gputrace.batch"] = v
+        v = col["nbytes"][i]
+        if v >= 0:
+            a["gputrace.bytes"] = v
+        g0, g1 = col["gpu_start"][i], col["gpu_end"][i]
+        if g0 >= 0 and g1 >= 0:
+            a["gputrace.gpu.start_ns"] = g0
+            a["gputrace.gpu.end_ns"] = g1
+        ra = attrs.get(r)
+        text = None
+        if type(ra) is RowAttrs:  # its overlay, then its shared dict (Mapping.items() is 4x slower)
+            for k, v in zip(ra.keys_, ra.values_, strict=True):
+                a.setdefault(k, v)
+            shared = _shared_text(ra, shared_text)
+            if shared is not None:
+                text = attributes_json(a) + "," + shared if shared else attributes_json(a)
+            ra = ra.shared
+        if ra and text is None:
+            for k, v in ra.items():
+                a.setdefault(k, v)
+        t = col["trace"][i]
+        p = par[i]
+        parent = psid[i] if p >= 0 else col["parent_span_id"][i]
+        d = {
+            "trace_id": tids[t] if 0 <= t < ntids and tids[t] else fallback_trace,
+            "span_id": sid[i],
+            "parent_span_id": parent or None,
+            "name": names.get(r) or phases[col["phase"][i]],
+            "start_ns": col["start"][i],
+            "end_ns": col["end"][i],
+            "status_code": max(0, col["status"][i]),  # -1 (a default-filled column) is unset
+        }
+        if text is None:
+            d["attributes"] = a
+        else:
+            d["attributes_json"] = text
+        yield d
 
 
 def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 512) -> int:

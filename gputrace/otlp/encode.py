@@ -131,6 +131,8 @@ def encode_span(s: Mapping[str, Any]) -> dict:
     a = s.get("attributes")
     if a:
         d["attributes"] = [{"key": k, "value": attr_value(v)} for k, v in a.items()]
+    elif s.get("attributes_json"):
+        d["attributes"] = orjson.loads("[" + s["attributes_json"] + "]")
     code = s.get("status_code", STATUS_UNSET)
     msg = s.get("status_message", "")
     if code or msg:
@@ -247,7 +249,11 @@ def _span_json(s: Mapping[str, Any]) -> str:
     if type(end) is not int:
         end = int(end)
     a = s.get("attributes")
-    attrs = f',"attributes":[{attributes_json(a)}]' if a else ""
+    if a:
+        attrs = f',"attributes":[{attributes_json(a)}]'
+    else:  # a writer that encodes repeated attribute sets once gives their text (``attributes_json``)
+        raw = s.get("attributes_json")
+        attrs = f',"attributes":[{raw}]' if raw else ""
     code = s.get("status_code", STATUS_UNSET)
     msg = s.get("status_message", "")
     if code or msg:

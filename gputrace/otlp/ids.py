@@ -47,6 +47,9 @@ class SpanDict(_SpanRequired, total=False):
 
     parent_span_id: bytes | str | int | None
     attributes: Mapping[str, Any]
+    #: The attributes already encoded (what ``attributes_json`` returns for them: comma-joined KeyValue texts),
+    #: used when ``attributes`` is absent or empty; writers that repeat attribute sets encode each set once.
+    attributes_json: str
     kind: int
     status_code: int
     status_message: str

@@ -91,3 +91,29 @@ def ntt(x: np.ndarray, *, inverse: bool = False, coset: bool = False) -> np.ndar
         ninv = inv(n)
         a = a * (_coset_powers(n, True) * ninv % R if coset else ninv) % R
     return a
+
+
+#: The CUDA NTT's pass structure (kernels/ntt.cu, ``ntt_pass``): at most this many radix-2 stages per pass
+#: over global memory, and a block's tile of at most 2^CUDA_TILE_LOG elements in shared memory.
+CUDA_PASS_STAGES = 8
+CUDA_TILE_LOG = 10
+
+
+def cuda_pass_plan(logn: int) -> list[tuple[int, int, int]]:
+    """``(lo, k, logc)`` for each pass of the CUDA NTT of length 2^logn (logn >= 3).
+
+    The pass does stages ``lo .. lo+k-1`` on tiles of ``2^logc`` columns x ``2^k`` rows (block of
+    ``2^(logc+k-3)`` threads, grid of ``2^(logn-k-logc)`` tiles per vector). Stages are split as evenly
+    as possible over ``ceil(logn / 8)`` passes (2^24: 8 + 8 + 8; 2^20: 7 + 7 + 6). Pure function (no CuPy):
+    the backend and the tests share it. Raises ValueError for logn < 3.
+    """
+    if logn < 3:
+        raise ValueError(f"the pass-structured NTT needs n >= 8, got 2^{logn}")
+    passes = -(-logn // CUDA_PASS_STAGES)
+    ks = [logn // passes + (1 if i < logn % passes else 0) for i in range(passes)]
+    out, lo = [], 0
+    for k in ks:
+        avail = logn - k if lo == 0 else lo  # columns: groups of the first pass, else 2^lo
+        out.append((lo, k, min(CUDA_TILE_LOG - k, avail)))
+        lo += k
+    return out

@@ -113,67 +113,89 @@ def _lift_arrays(raws: list) -> dict[int, list]:
     attribute arrays that have them, so the rest still fits the fixed layout; returns span ->
     ``[(key, value)]``. ``raws`` is modified in place.
 
-    Cut by text: an element runs from the ``{"key":"`` before ``"arrayValue"`` (a quote inside a
-    string is escaped, so this text is structural) to the next ``]}}}``; the cut text must decode as
-    one ``KeyValue`` with an array value. A wrong cut (an array nested in a kvlist, arrays of arrays)
-    leaves text the fixed layout refuses or fails to decode, so the span is declined and read by
-    the general decoder, never mis-read. Also declined: an array under a column key, a key twice
-    (a repeat among the span's other attributes is checked after parsing). Each distinct element
-    text is decoded once."""
+    Cut by text (``_lift_one``), on each span's *tail*: its text from the byte before its first array
+    element to its end. The cut never looks before that byte, so equal tails are cut alike, and a tail
+    is cut once (an Nsight kernel's tail, geometry to launching API, repeats for every launch; only
+    the per-launch values before it differ)."""
     out: dict[int, list] = {}
-    cache: dict[bytes, tuple[str, list] | None] = {}  # element text -> (key, value), None: decline the span
+    elements: dict[bytes, tuple[str, list] | None] = {}  # element text -> (key, value); None: decline
+    tails: dict[bytes, tuple[bytes, list] | None] = {}  # tail -> (tail after the cut, lifted); None: decline
     for i, raw in enumerate(raws):
         b = bytes(raw)
-        pos = b.rfind(_ARRAY)
-        if pos < 0:
+        first = b.find(_ARRAY)
+        if first < 0:
             continue
-        lifted: list[tuple[str, list]] = []
-        declined = False
-        while pos >= 0:
-            start = b.rfind(b'{"key":"', 0, pos)
-            end = b.find(b"]}}}", pos)
-            if start < 0 or end < 0:
-                declined = True
-                break
-            end += 4
-            eb = b[start:end]
-            if eb in cache:
-                hit = cache[eb]
-            else:
-                try:
-                    kv = key_value_decoder.decode(eb)
-                    lift = kv.value.arrayValue is not None and kv.key not in _KNOWN_SET
-                    hit = (kv.key, py_value(kv.value)) if lift else None
-                except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
-                    hit = None
-                if len(cache) < 4096:
-                    cache[eb] = hit
-            if hit is None:
-                declined = True
-                break
-            lifted.append((hit[0], hit[1][:]))  # a list of its own, as the general path gives each span
-            if b[start - 1:start] == b",":
-                b = b[:start - 1] + b[end:]
-            elif b[end:end + 1] == b",":
-                b = b[:start] + b[end + 1:]
-            else:
-                b = b[:start] + b[end:]
-            pos = b.rfind(_ARRAY, 0, start)
-        if not declined and lifted and len(lifted) == len({k for k, _ in lifted}):
-            lifted.reverse()
-            raws[i] = b
-            out[i] = lifted
+        start = b.rfind(b'{"key":"', 0, first)
+        if start < 1:
+            continue  # no element start before it: declined (the general decoder reads the span)
+        tail = b[start - 1:]
+        if tail in tails:
+            hit = tails[tail]
+        else:
+            hit = _lift_one(tail, elements)
+            if len(tails) < 4096:
+                tails[tail] = hit
+        if hit is None:
+            continue
+        raws[i] = b[:start - 1] + hit[0]
+        out[i] = [(k, v[:]) for k, v in hit[1]]  # a list of its own, as the general path gives each span
     return out
 
 
+def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list] | None:
+    """Cut every array element out of ``b`` (last first): an element runs from the ``{"key":"`` before
+    ``"arrayValue"`` (a quote inside a string is escaped, so this text is structural) to the next
+    ``]}}}``, with the comma before it (or, first in the array, after it); the cut text must decode as
+    one ``KeyValue`` with an array value. Returns (``b`` without them, ``[(key, value)]`` in order) or
+    None to decline the span: a wrong cut (an array nested in a kvlist, arrays of arrays) leaves text the
+    fixed layout refuses or fails to decode, so the span is read by the general decoder, never mis-read.
+    Also declined: an array under a column key, a key twice (a repeat among the span's other
+    attributes is checked after parsing). Each distinct element text is decoded once (``cache``)."""
+    lifted: list[tuple[str, list]] = []
+    pos = b.rfind(_ARRAY)
+    while pos >= 0:
+        start = b.rfind(b'{"key":"', 0, pos)
+        end = b.find(b"]}}}", pos)
+        if start < 0 or end < 0:
+            return None
+        end += 4
+        eb = b[start:end]
+        if eb in cache:
+            hit = cache[eb]
+        else:
+            try:
+                kv = key_value_decoder.decode(eb)
+                lift = kv.value.arrayValue is not None and kv.key not in _KNOWN_SET
+                hit = (kv.key, py_value(kv.value)) if lift else None
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+                hit = None
+            if len(cache) < 4096:
+                cache[eb] = hit
+        if hit is None:
+            return None
+        lifted.append(hit)
+        if b[start - 1:start] == b",":
+            b = b[:start - 1] + b[end:]
+        elif b[end:end + 1] == b",":
+            b = b[:start] + b[end + 1:]
+        else:
+            b = b[:start] + b[end:]
+        pos = b.rfind(_ARRAY, 0, start)
+    if not lifted or len(lifted) != len({k for k, _ in lifted}):
+        return None
+    lifted.reverse()
+    return b, lifted
+
+
 def _drop_repeated_keys(fa: FastAttrs, extra: dict[int, list]) -> None:
-    """Decline spans whose lifted array key also appears among their parsed attributes."""
-    for i, kv in extra.items():
-        if not fa.ok[i]:
-            continue
-        keys = {k for k in fa.key[fa.indptr[i]:fa.indptr[i + 1]].tolist() if k is not None}
-        if any(k in keys for k, _ in kv):
-            fa.ok[i] = False
+    """Decline spans whose lifted array key also appears among their parsed attributes (one vectorised
+    comparison per distinct lifted key; a repeat is rare)."""
+    for key in {k for kv in extra.values() for k, _ in kv}:
+        hits = np.flatnonzero(np.equal(fa.key, np.array(key, dtype=object)))
+        for i in set((np.searchsorted(fa.indptr, hits, side="right") - 1).tolist()):
+            kv = extra.get(i)
+            if kv is not None and fa.ok[i] and any(k == key for k, _ in kv):
+                fa.ok[i] = False
 
 
 def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:

@@ -8,7 +8,8 @@ Where: ``$GPUTRACE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/gputrace/timelines
 What: a trace of at least ``min_bytes()`` (``$GPUTRACE_CACHE_MIN_BYTES``, default 16 MiB) read by the
 entrance (``gputrace.timeline.load``: ``view``, ``report``, ``compare``, ``export``...) is stored after
 it is read, as one file: a magic line, a msgpack header (the tables: phases, lanes, resources, trace ids,
-attribute dicts, names, load report, and where each column lies) and the raw little-endian columns,
+attribute dicts (shared ones once; a ``RowAttrs`` row as its shared dict plus int64 overlay values in
+columns), names, load report, and where each column lies) and the raw little-endian columns,
 64-byte aligned. A load is one ``readinto`` and zero-copy ``np.frombuffer`` views (a zip of ``.npy``
 files measured 1.5x slower: member CRCs and copies). No pickle: msgpack decodes only plain values, and the
 entry is checked for consistency (sizes, lane offsets, table indices) before it is used.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import msgspec
@@ -35,10 +37,11 @@ import numpy as np
 
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
+from gputrace.timeline.row_attrs import RowAttrs
 
 __all__ = ["cache_dir", "enabled", "min_bytes", "source_key", "load", "store", "clear"]
 
-FORMAT = 1
+FORMAT = 2  # 2: RowAttrs rows stored as (shared dict, overlay keys, int64 overlay values)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -148,10 +151,9 @@ def _timeline(meta: dict, arrays: dict) -> Timeline | None:
         return None
     if n and (int(offsets[-1]) != n or any(int(cols[k].max()) >= max(tables[k], 1) for k in _INDEX)):
         return None
-    dicts = meta["attr_dicts"]
-    attr_rows, attr_ix = arrays["attr_rows"], arrays["attr_ix"]
-    attrs = (dict(zip(attr_rows.tolist(), map(dicts.__getitem__, attr_ix.tolist()), strict=True))
-             if len(attr_rows) else {})
+    attrs = _attrs(meta, arrays)
+    if attrs is None:
+        return None
     names = {int(r): str(v) for r, v in meta["names"]}
     tl = Timeline(cols=cols, phases=list(meta["phases"]), lanes=lanes, lane_offsets=offsets,
                   resources=list(meta["resources"]), trace_ids=list(meta["trace_ids"]), attrs=attrs, names=names)
@@ -164,6 +166,68 @@ def _timeline(meta: dict, arrays: dict) -> Timeline | None:
     return tl
 
 
+def _attrs(meta: dict, arrays: dict) -> dict | None:
+    """Row -> attributes: plain dicts (shared ones stored once) and ``RowAttrs`` rebuilt over their shared
+    dict from the overlay keys and int64 values (a million kernel launches stay a few dicts). None if
+    inconsistent."""
+    dicts = meta["attr_dicts"]
+    rows, ix, okey = arrays["attr_rows"], arrays["attr_ix"], arrays["attr_okeys"]
+    vals = arrays["attr_ovals"]
+    keys = [tuple(str(k) for k in ks) for ks in meta["overlay_keys"]]
+    if len(ix) != len(rows) or len(okey) != len(rows) or (len(ix) and int(ix.max()) >= len(dicts)):
+        return None
+    objs = list(map(dicts.__getitem__, ix.tolist()))
+    over = np.flatnonzero(okey >= 0)
+    if len(over):
+        if int(okey.max()) >= len(keys):
+            return None
+        width = np.array([len(k) for k in keys], dtype=np.int64)[okey[over]]
+        if int(width.sum()) != len(vals):
+            return None
+        start = np.zeros(len(over), np.int64)
+        np.cumsum(width[:-1], out=start[1:])
+        for k in np.unique(okey[over]).tolist():  # a few overlay key sets: one pass each
+            sel = np.flatnonzero(okey[over] == k)
+            w = len(keys[k])
+            values = vals[start[sel][:, None] + np.arange(w)].tolist() if w else [[] for _ in sel]
+            shared = [objs[i] for i in over[sel].tolist()]
+            made = map(RowAttrs, shared, [keys[k]] * len(sel), map(tuple, values))
+            for i, ra in zip(over[sel].tolist(), made, strict=True):
+                objs[i] = ra
+    elif len(vals):
+        return None
+    return dict(zip(rows.tolist(), objs, strict=True))
+
+
+def _attr_tables(tl: Timeline) -> tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], np.ndarray]:
+    """(dicts, dict index per attribute row, overlay-key index per row (-1: a plain dict), overlay key
+    sets, overlay values): shared dicts once, a ``RowAttrs`` with int64 overlay values as its shared dict
+    plus those values (any other ``RowAttrs`` is stored as a plain dict)."""
+    dicts: list[dict] = []
+    seen: dict[int, int] = {}  # id(dict) -> index: shared attribute dicts are stored once
+    key_ix: dict[tuple, int] = {}
+    n = len(tl.attrs)
+    ix = np.empty(n, dtype=np.int32)
+    okey = np.full(n, -1, dtype=np.int32)
+    flat: list = []
+    lo, hi = -(1 << 63), (1 << 63) - 1
+    values: Iterable[Mapping] = tl.attrs.values()  # dicts and RowAttrs
+    for j, a in enumerate(values):
+        if type(a) is RowAttrs and all(type(v) is int and lo <= v <= hi for v in a.values_):
+            k = key_ix.get(a.keys_)
+            if k is None:
+                k = key_ix[a.keys_] = len(key_ix)
+            okey[j] = k
+            flat.extend(a.values_)
+            a = a.shared
+        d = seen.get(id(a))
+        if d is None:
+            d = seen[id(a)] = len(dicts)
+            dicts.append(a if type(a) is dict else dict(a))  # other Mappings are stored as plain dicts
+        ix[j] = d
+    return dicts, ix, okey, [list(k) for k in key_ix], np.array(flat, dtype=np.int64)
+
+
 # ---- store -------------------------------------------------------------------------------
 def store(path, tl: Timeline, key: dict | None) -> bool:
     """Write ``tl`` as the entry of ``path``, whose ``source_key`` taken *before* reading was ``key``.
@@ -174,19 +238,11 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
     tmp = None
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        dicts: list[dict] = []
-        seen: dict[int, int] = {}  # id(dict) -> index: shared attribute dicts are stored once
         rows = np.fromiter(tl.attrs.keys(), dtype=np.int64, count=len(tl.attrs))
-        ix = np.empty(len(rows), dtype=np.int32)
-        for j, a in enumerate(tl.attrs.values()):
-            k = seen.get(id(a))
-            if k is None:
-                k = seen[id(a)] = len(dicts)
-                dicts.append(a if type(a) is dict else dict(a))  # RowAttrs views are stored as plain dicts
-            ix[j] = k
+        dicts, ix, okey, overlay_keys, ovals = _attr_tables(tl)
         arrays = {**{k: np.ascontiguousarray(tl.cols[k], dtype=COLUMNS[k].newbyteorder("<")) for k in COLUMNS},
                   "lane_offsets": np.ascontiguousarray(tl.lane_offsets, dtype="<i8"), "attr_rows": rows.astype("<i8"),
-                  "attr_ix": ix.astype("<i4")}
+                  "attr_ix": ix.astype("<i4"), "attr_okeys": okey.astype("<i4"), "attr_ovals": ovals.astype("<i8")}
         layout, off = [], 0
         for name, arr in arrays.items():
             layout.append([name, arr.dtype.str, len(arr), off])
@@ -195,7 +251,7 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
         meta = {
             "version": _version(), "source": key, "arrays": layout, "body": off,
             "phases": tl.phases, "lanes": [[ln.host, ln.pid, ln.device, ln.name] for ln in tl.lanes],
-            "resources": tl.resources, "trace_ids": tl.trace_ids, "attr_dicts": dicts,
+            "resources": tl.resources, "trace_ids": tl.trace_ids, "attr_dicts": dicts, "overlay_keys": overlay_keys,
             "names": [[r, v] for r, v in tl.names.items()],
             "report": {"ok": rep.ok, "files": rep.files, "lines": rep.lines, "spans": rep.spans,
                        "lines_skipped": rep.lines_skipped, "spans_skipped": rep.spans_skipped,

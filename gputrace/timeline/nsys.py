@@ -34,24 +34,28 @@ session-relative and each resource says so (``nsys.clock = "session"``).
 
 ``read_nsys`` opens the file read-only; errors name the file and table. Not thread-safe per call
 (one sqlite connection), but calls on different threads are independent. File access (tables, enum
-tables, strings) lives in :mod:`gputrace.timeline.nsys_sqlite`; ``NsysFormatError`` and
-``is_nsys_sqlite`` are re-exported here.
+tables, strings, columns) lives in :mod:`gputrace.timeline.nsys_sqlite`; ``NsysFormatError`` and
+``is_nsys_sqlite`` are re-exported here. The big tables are read as columns (Python runs once per
+distinct thread, API name, kernel or copy kind, not per row): API calls here, kernels, copies,
+memsets and syncs in :mod:`gputrace.timeline.nsys_device`, the column tools in
+:mod:`gputrace.timeline.nsys_columns`. NVTX ranges (a few thousand) are read row by row.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import re
-from array import array
 from pathlib import Path
 
 import numpy as np
 
-from gputrace import activity as A
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
+from gputrace.timeline.nsys_columns import PID_MASK, CorrIndex, Rows, groups, ints, nulls, shifted
+from gputrace.timeline.nsys_device import ApiCalls, Device
 from gputrace.timeline.nsys_sqlite import (
     NsysFormatError,
     NsysReport,
@@ -61,7 +65,6 @@ from gputrace.timeline.nsys_sqlite import (
     required_int,
     session_start,
 )
-from gputrace.timeline.row_attrs import RowAttrs
 
 __all__ = ["NsysFormatError", "read_nsys", "is_nsys_sqlite"]
 
@@ -70,59 +73,6 @@ _LEGACY_EVENT_TYPES = {"NvtxCategory": 33, "NvtxPushPopRange": 59, "NvtxStartEnd
 _SYNC_API = re.compile(r"Synchronize|StreamWaitEvent")
 _PIN_API = {"cudaHostRegister", "cudaHostUnregister", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost"}
 _PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys's own reports join them
-_INVALID = {None, 0xFFFFFFFF, -1}  # CUPTI_SYNCHRONIZATION_INVALID_VALUE: stream/event not applicable
-_SOURCE = {A.SOURCE: "nsys"}
-_CORR_KEYS = (A.CORRELATION,)  # per-row attribute keys of device rows (one tuple shared by all rows)
-_LAUNCH_KEYS = (A.CORRELATION, A.LAUNCH_API_START)
-
-
-class _Rows:
-    """Column lists for the rows being built (appended per record, turned into numpy once)."""
-
-    def __init__(self) -> None:
-        # array('q'): 8 bytes a value where a list of ints costs ~36 (reports reach millions of rows).
-        self.start, self.end, self.nbytes = array("q"), array("q"), array("q")
-        self.gpu, self.kind, self.status, self.tie = array("b"), array("b"), array("b"), array("b")
-        self.lane, self.phase, self.device = array("i"), array("i"), array("i")
-        self.proc = array("q")  # globalPid
-        self.thread = array("q")  # globalTid of host rows (nesting is per OS thread), -1 on GPUs
-        # tie: 0 NVTX, 1 API call, 2 device activity
-        self.attrs: dict[int, dict] = {}
-        self.lanes: list[Lane] = []
-        self.lane_ix: dict[Lane, int] = {}
-        self.phases: list[str] = []
-        self.phase_ix: dict[str, int] = {}
-        self.tables: list[tuple[int, str]] = [(0, "?")]  # (first row, table) in the order read
-
-    def begin(self, table: str) -> None:
-        self.tables.append((len(self.start), table))
-
-    def add(self, start, end, lane: Lane, phase: str, kind: str, proc: int, tie: int, *, gpu=False,
-            nbytes=-1, device=-1, status=0, attrs=None, thread=-1) -> int:
-        r = len(self.start)
-        k = self.lane_ix.get(lane)
-        if k is None:
-            k = self.lane_ix[lane] = len(self.lanes)
-            self.lanes.append(lane)
-        p = self.phase_ix.get(phase)
-        if p is None:
-            p = self.phase_ix[phase] = len(self.phases)
-            self.phases.append(phase)
-        self.start.append(start)
-        self.end.append(end)
-        self.gpu.append(gpu)
-        self.lane.append(k)
-        self.phase.append(p)
-        self.kind.append(KIND_CODES[kind])
-        self.status.append(status)
-        self.nbytes.append(nbytes)
-        self.device.append(device)
-        self.proc.append(proc)
-        self.tie.append(tie)
-        self.thread.append(thread)
-        if attrs:
-            self.attrs[r] = attrs
-        return r
 
 
 def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime: bool = True,
@@ -136,6 +86,10 @@ def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime:
     launches with identical static attributes).
     Raises :class:`NsysFormatError` for files that are not SQLite or have no nsys tables, and
     ``FileNotFoundError`` for a missing file.
+
+    The cyclic garbage collector is paused while reading (process-wide; re-enabled afterwards if it
+    was on): the read makes a million small objects and no cycles, and the collector's passes over
+    them cost about a quarter of the read.
     """
     p = Path(path)
     if not p.exists():
@@ -151,6 +105,8 @@ def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime:
                  "CUPTI_ACTIVITY_KIND_MEMCPY"}
         if not rep.tables & known:
             raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
+        was_enabled = gc.isenabled()
+        gc.disable()
         try:
             return _read(rep, host, runtime, correlation_ids)
         except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
@@ -159,6 +115,9 @@ def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime:
             # A value of the wrong type (SQLite columns take any type) or out of range.
             what = "a value is outside the 64-bit range" if isinstance(exc, OverflowError) else f"bad value ({exc})"
             raise NsysFormatError(f"{p}: table {rep.table}: {what}") from None
+        finally:
+            if was_enabled:
+                gc.enable()
     finally:
         rep.conn.close()
 
@@ -168,7 +127,7 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
     epoch = session_start(rep)
     off = epoch or 0
     host = host or report_host_name(rep) or path.name.split(".")[0]
-    R = _Rows()
+    R = Rows()
     # ---- processes and threads ------------------------------------------------------------
     proc_names: dict[int, str] = {}
     if "PROCESSES" in rep.tables:
@@ -200,12 +159,11 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
         # as the recorder's own trace places it.
         return lane if device < 0 else Lane(lane.host, lane.pid, device, lane.name)
 
-    # ---- NVTX ranges ---------------------------------------------------------------------
+    # ---- NVTX ranges (row by row: a report has few) ----------------------------------------
     if "NVTX_EVENTS" in rep.tables:
         types = rep.enum_names("ENUM_NSYS_EVENT_TYPE") or _LEGACY_EVENT_TYPES
         rng = {types.get("NvtxPushPopRange"): "push/pop", types.get("NvtxStartEndRange"): "start/end"}
         rng.pop(None, None)
-        R.begin("NVTX_EVENTS")
         _, rows = rep.select("NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "domainId",
                                                 "globalTid", "color", "category", "uint64Value", "int64Value",
                                                 "uint32Value", "int32Value"])
@@ -217,6 +175,9 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
                 domains[int(dom)] = rep.text(text, tid_)
             elif et == types.get("NvtxCategory") and cat is not None:
                 categories[(int(dom or 0), int(cat))] = rep.text(text, tid_)
+        cols: dict[str, list] = {k: [] for k in ("start", "end", "lane", "phase", "kind", "proc", "nbytes", "device",
+                                                 "thread")}
+        base = R.n
         for start, end, et, text, tid_, dom, gtid, color, cat, *payloads in nvtx_rows:
             if et not in rng or end is None or start is None:
                 continue
@@ -236,174 +197,107 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
             # The payload lands in the column of its NVTX type (the nvtx package sends ints as int64).
             payload = next((int(v) for v in payloads if v is not None), None)
             ours = dname == "gputrace" or name in PHASES
-            kind = phase_kind(name) if ours else "host"
-            R.add(int(start) + off, int(end) + off, thread_lane(gtid, device), name, kind, gtid & _PID_MASK, 0,
-                  nbytes=payload if (payload is not None and dname == "gputrace") else -1, device=device, attrs=attrs,
-                  thread=gtid)
-    # ---- CUDA API calls ------------------------------------------------------------------
-    api_by_corr: dict[tuple[int, int], int] = {}
-    api_names: dict[int, str] = {}
-    api_kinds: dict = {}  # nameId -> (name, kind)
-    api_rows: list[int] = []
+            R.attrs[base + len(cols["start"])] = attrs
+            for k, v in (("start", int(start) + off), ("end", int(end) + off),
+                         ("lane", R.lane(thread_lane(gtid, device))), ("phase", R.phase(name)),
+                         ("kind", KIND_CODES[phase_kind(name) if ours else "host"]), ("proc", gtid & _PID_MASK),
+                         ("nbytes", payload if (payload is not None and dname == "gputrace") else -1),
+                         ("device", device), ("thread", gtid)):
+                cols[k].append(v)
+        R.block("NVTX_EVENTS", tie=0, **cols)
+    # ---- CUDA API calls (columns) ---------------------------------------------------------
+    api = ApiCalls(base=R.n)
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in rep.tables:
-        R.begin("CUPTI_ACTIVITY_KIND_RUNTIME")
-        _, rows = rep.select("CUPTI_ACTIVITY_KIND_RUNTIME",
-                             ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
-        for start, end, gtid, corr, nid, ret in rows:
-            gtid = required_int(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", gtid)
-            nk = api_kinds.get(nid)
-            if nk is None:
-                name = "<api>" if nid is None else re.sub(r"_v\d+$", "", rep.strings.get(int(nid), f"<api {nid}>"))
-                kind = "sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"
-                nk = api_kinds[nid] = (name, kind)
-            name, kind = nk
-            api_attrs = {"cuda.correlation_id": int(corr)} if (corr is not None and correlation_ids) else None
-            status = 0
-            if ret:
-                api_attrs = {**(api_attrs or {}), "cuda.return": int(ret)}
-                status = 2
-            r = R.add(int(start) + off, int(end) + off, thread_lane(gtid), name, kind, gtid & _PID_MASK, 1,
-                      status=status, attrs=api_attrs, thread=gtid)
-            api_rows.append(r)
-            if corr is not None:
-                api_by_corr[(gtid & _PID_MASK, int(corr))] = r
-                api_names[r] = name
+        api = _api_calls(rep, R, thread_lane, off, correlation_ids)
     # ---- device activity -----------------------------------------------------------------
-    launched: list[tuple[int, int]] = []  # (device row, api row)
+    dev = Device(rep, R, api, host, off, R.phases)
+    dev.kernels()
     # Enum names (CUDA_MEMCPY_KIND_HTOD, ..._MEMORY_KIND_PINNED) normalised by gputrace.activity.
     copy_kinds = rep.enum_by_name("ENUM_CUDA_MEMCPY_OPER")
     mem_kinds = rep.enum_by_name("ENUM_CUDA_MEM_KIND")
-
-    shared: dict[tuple, dict] = {}
-    gpu_lanes: dict[tuple, Lane] = {}
-
-    def gpu_row(table, start, end, dev, stream, gpid, corr, phase, nbytes, attrs):
-        dev = required_int(path, table, "deviceId", dev)
-        gpid = int(gpid or 0)
-        stream = int(stream or 0)
-        lane = gpu_lanes.get((gpid, dev, stream))
-        if lane is None:
-            lane = gpu_lanes[(gpid, dev, stream)] = Lane(host, (gpid >> 24) & 0xFFFFFF, dev, f"stream:{stream}")
-        a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
-        attrs[A.STREAM] = stream
-        attrs.update(_SOURCE)
-        if a is not None:
-            attrs[A.API] = api_names[a]
-        # Identical static attribute sets share one dict (a Timeline is immutable); the per-launch
-        # values ride on a RowAttrs: a million launches of a few kernels cost a few dicts.
-        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
-        attrs = shared.setdefault(key, attrs)
-        if corr is None:
-            row_attrs = attrs
-        elif a is None:
-            row_attrs = RowAttrs(attrs, _CORR_KEYS, (int(corr),))
-        else:
-            row_attrs = RowAttrs(attrs, _LAUNCH_KEYS, (int(corr), int(R.start[a])))
-        r = R.add(int(start) + off, int(end) + off, lane, phase, "gpu", gpid & _PID_MASK, 2, gpu=True,
-                  nbytes=nbytes, device=dev, attrs=row_attrs)
-        if a is not None:
-            launched.append((r, a))
-
-    t = "CUPTI_ACTIVITY_KIND_KERNEL"
-    if t in rep.tables:
-        R.begin(t)
-        cols = ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "shortName", "demangledName",
-                "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
-                "dynamicSharedMemory"]
-        _, rows = rep.select(t, cols)
-        for row in rows:
-            start, end, dev, stream, gpid, corr, short, full = row[:8]
-            full_s = rep.strings.get(int(full), f"<kernel {full}>") if full is not None else None
-            short_s = rep.strings.get(int(short)) if short is not None else None
-            phase = short_s or (full_s.split("(")[0] if full_s else "<kernel>")
-            attrs = {"gputrace.activity": "kernel", A.KERNEL_NAME: full_s or phase}
-            if row[8] is not None:
-                attrs[A.GRID] = [int(x) for x in row[8:11]]
-                attrs[A.BLOCK] = [int(x) for x in row[11:14]]
-            for v, akey in ((row[14], A.REGISTERS), (row[15], A.SHARED_STATIC), (row[16], A.SHARED_DYNAMIC)):
-                if v is not None:
-                    attrs[akey] = int(v)
-            gpu_row(t, start, end, dev, stream, gpid, corr, phase, -1, attrs)
-    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
-    if t in rep.tables:
-        R.begin(t)
-        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes",
-                                 "copyKind", "srcKind", "dstKind"])
-        for start, end, dev, stream, gpid, corr, nb, ck, sk, dk in rows:
-            label = A.copy_kind(copy_kinds.get(int(ck))) if ck is not None else "unknown"
-            attrs = {A.ACTIVITY: "memcpy", A.MEMCPY_KIND: label,
-                     A.MEMCPY_SRC: A.memory_kind(mem_kinds.get(int(sk)) if sk is not None else None),
-                     A.MEMCPY_DST: A.memory_kind(mem_kinds.get(int(dk)) if dk is not None else None)}
-            gpu_row(t, start, end, dev, stream, gpid, corr, A.memcpy_name(label), -1 if nb is None else int(nb), attrs)
-    t = "CUPTI_ACTIVITY_KIND_MEMSET"
-    if t in rep.tables:
-        R.begin(t)
-        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "bytes",
-                                 "memKind"])
-        for start, end, dev, stream, gpid, corr, nb, mk in rows:
-            mem = A.memory_kind(mem_kinds.get(int(mk)) if mk is not None else None)
-            attrs = {A.ACTIVITY: "memset", A.MEMSET_KIND: mem}
-            gpu_row(t, start, end, dev, stream, gpid, corr, A.MEMSET_NAME, -1 if nb is None else int(nb), attrs)
-    t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-    if t in rep.tables:
-        sync_types = rep.enum_by_name("ENUM_CUPTI_SYNC_TYPE")
-        _, rows = rep.select(t, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId", "syncType",
-                                 "eventId"])
-        for start, end, dev, stream, gpid, corr, st, ev in rows:
-            # Host-side: the thread is the one of the synchronising API call (same correlation id).
-            gpid = int(gpid or 0)
-            a = api_by_corr.get((gpid & _PID_MASK, int(corr))) if corr is not None else None
-            kind = A.sync_type(sync_types.get(int(st)) if st is not None else None)
-            attrs = {A.ACTIVITY: "sync", A.SOURCE: "nsys", A.SYNC_TYPE: kind}
-            if stream not in _INVALID:
-                attrs[A.SYNC_STREAM] = int(stream)
-            if ev not in _INVALID:
-                attrs[A.SYNC_EVENT] = int(ev)
-            if corr is not None:
-                attrs[A.CORRELATION] = int(corr)
-            device = int(dev) if dev not in _INVALID else -1
-            if a is not None:
-                attrs[A.API] = api_names[a]
-                gtid = int(R.thread[a])
-                attrs["thread.id"] = gtid & 0xFFFFFF  # the OS thread id, as the CUPTI collector records it
-                lane = thread_lane(gtid, device)
-                gpid = gtid & _PID_MASK
-            else:
-                gtid = -(1 << 40) - len(R.start)  # a group of its own: nothing nests under it
-                lane = Lane(host, (gpid >> 24) & 0xFFFFFF, device, "thread:(unknown)")
-            r = R.add(int(start) + off, int(end) + off, lane, A.sync_name(kind), "sync", gpid & _PID_MASK, 2,
-                      device=device, attrs=attrs, thread=gtid)
-            if a is not None:
-                launched.append((r, a))  # parent: the range around the synchronising call, as for launches
-                R.kind[a] = KIND_CODES["host"]  # the sync span carries the wait; the call is not counted twice
+    dev.memcpys(copy_kinds, mem_kinds)
+    dev.memsets(mem_kinds)
+    dev.syncs(thread_lane)
+    launched = (np.concatenate(dev.launched_dev) if dev.launched_dev else np.empty(0, np.int64),
+                np.concatenate(dev.launched_api) if dev.launched_api else np.empty(0, np.int64))
+    api_rows = np.arange(api.base, api.base + len(api.start), dtype=np.int64)
     return _assemble(R, launched, api_rows, runtime, proc_names, host, epoch, path)
 
 
-def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, path) -> Timeline:
-    n = len(R.start)
-    start = np.asarray(R.start, dtype=np.int64)
-    end = np.asarray(R.end, dtype=np.int64)
+def _api_calls(rep: NsysReport, R: Rows, thread_lane, off: int, correlation_ids: bool) -> ApiCalls:
+    """CUDA API calls as one block: Python once per distinct thread and API name, not per row."""
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    c = rep.arrays(t, ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
+    rep.table = t
+    if nulls(c["globalTid"]).any():
+        raise NsysFormatError(f"{rep.path}: table {t}: column globalTid is NULL")
+    start, end = shifted(ints(c["start"]), off), shifted(ints(c["end"]), off)
+    gtid = ints(c["globalTid"])
+    if len(gtid) and int(gtid.min()) < 0:
+        raise OverflowError("negative globalTid")  # its process part would not fit 64 bits
+    nid_null, nid = nulls(c["nameId"]), ints(c["nameId"], 0)
+    first, g = groups(nid_null, nid)
+    phase_of = np.empty(len(first), np.int32)
+    kind_of = np.empty(len(first), np.int8)
+    for i, r in enumerate(first.tolist()):
+        if nid_null[r]:
+            name = "<api>"
+        else:
+            name = re.sub(r"_v\d+$", "", rep.strings.get(int(nid[r]), f"<api {int(nid[r])}>"))
+        phase_of[i] = R.phase(name)
+        kind_of[i] = KIND_CODES["sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"]
+    tfirst, tg = groups(gtid)
+    lane_of = np.array([R.lane(thread_lane(int(gtid[r]))) for r in tfirst.tolist()], dtype=np.int32)
+    ret_null, ret = nulls(c["returnValue"]), ints(c["returnValue"], 0)
+    failed = ~ret_null & (ret != 0)
+    has_corr = ~nulls(c["correlationId"])
+    corr = ints(c["correlationId"], 0)
+    kind = kind_of[g]
+    base = R.block(t, start=start, end=end, lane=lane_of[tg], phase=phase_of[g], kind=kind, proc=gtid & PID_MASK,
+                   tie=1, status=np.where(failed, 2, 0), thread=gtid)
+    kind = R.blocks[-1]["kind"]  # the block's own column: a sync later marks its call ``host``
+    rows = np.flatnonzero((has_corr if correlation_ids else failed) | failed)
+    for r in rows.tolist():
+        a: dict = {"cuda.correlation_id": int(corr[r])} if (correlation_ids and has_corr[r]) else {}
+        if failed[r]:
+            a["cuda.return"] = int(ret[r])
+        R.attrs[base + r] = a
+    q = np.flatnonzero(has_corr)
+    return ApiCalls(base=base, start=start, gtid=gtid, phase=phase_of[g], kind=kind,
+                    index=CorrIndex(gtid[q] & PID_MASK, corr[q], base + q))
+
+
+def _assemble(R: Rows, launched, api_rows, runtime, proc_names, host, epoch, path) -> Timeline:
+    n = R.n
+    start, end = R.column("start"), R.column("end")
     back = np.flatnonzero(end < start)
     if back.size:  # a trace no reader accepts: refuse it here, naming the table
         r = int(back[0])
         table = next(t for first, t in reversed(R.tables) if first <= r)
         raise NsysFormatError(f"{path}: table {table}: {back.size} row(s) end before they start "
                               f"(first: start {int(start[r]) - (epoch or 0)}, end {int(end[r]) - (epoch or 0)})")
-    lane = np.asarray(R.lane, dtype=np.int32)
-    tie = np.asarray(R.tie, dtype=np.int8)
-    gpu = np.asarray(R.gpu, dtype=bool)
+    tie = R.column("tie")
+    gpu = R.column("gpu")
     # Host side: NVTX ranges and API calls nest per OS thread; device rows are placed by correlation.
-    group = np.where(gpu, -1 - np.arange(n), np.asarray(R.thread, dtype=np.int64))
-    parent = nest_parents(start, end, group, tiebreak=tie) if n else np.empty(0, np.int64)
-    parent[gpu] = -1
-    api_kind = tie == 1
-    for r, a in launched:
-        p = int(parent[a])  # innermost range around the launching call
-        while p >= 0 and api_kind[p]:
-            p = int(parent[p])
-        if p >= 0:
-            parent[r] = p
-    proc = np.asarray(R.proc, dtype=np.int64)
+    parent = np.full(n, -1, np.int64)
+    host_rows = np.flatnonzero(~gpu)
+    if len(host_rows):
+        sub = nest_parents(start[host_rows], end[host_rows], R.column("thread")[host_rows], tiebreak=tie[host_rows])
+        parent[host_rows] = np.where(sub >= 0, host_rows[np.maximum(sub, 0)], -1)
+    dev_rows, api_of = launched
+    if len(dev_rows):
+        # Innermost range around the launching call: walk up past API calls, all launches at once.
+        api_kind = tie == 1
+        p = parent[api_of]
+        while True:
+            up = np.flatnonzero(p >= 0)
+            up = up[api_kind[p[up]]]
+            if not len(up):
+                break
+            p[up] = parent[p[up]]
+        ok = p >= 0
+        parent[dev_rows[ok]] = p[ok]
+    proc = R.column("proc")
     procs = sorted(set(np.unique(proc).tolist()))
     resources, trace_ids = [], []
     for g in procs:
@@ -422,20 +316,25 @@ def _assemble(R: _Rows, launched, api_rows, runtime, proc_names, host, epoch, pa
         "end": end,
         "gpu_start": np.where(gpu, start, -1),
         "gpu_end": np.where(gpu, end, -1),
-        "phase": np.asarray(R.phase, dtype=np.int32),
-        "lane": lane,
-        "device": np.asarray(R.device, dtype=np.int16),
-        "kind": np.asarray(R.kind, dtype=np.int8),
-        "status": np.asarray(R.status, dtype=np.int8),
-        "nbytes": np.asarray(R.nbytes, dtype=np.int64),
+        "phase": R.column("phase"),
+        "lane": R.column("lane"),
+        "device": R.column("device").astype(np.int16),
+        "kind": R.column("kind"),
+        "status": R.column("status"),
+        "nbytes": R.column("nbytes"),
         "resource": proc_col,
         "trace": proc_col,
         "span_id": span_id,
         "parent_span_id": psid,
     }
-    tl = Timeline.from_unsorted(cols, R.phases, R.lanes, resources, trace_ids, R.attrs)
-    if not runtime and api_rows:
-        # Rows were re-sorted by from_unsorted; find the API calls again by their span ids.
-        drop = span_id[np.asarray(api_rows, dtype=np.int64)]
-        tl = tl.select(~np.isin(tl.cols["span_id"], drop))
-    return tl
+    attrs: dict = R.attrs  # dicts and RowAttrs (read-only Mappings), as Timeline.attrs holds them
+    R.blocks.clear()
+    if not runtime and len(api_rows):
+        # API calls leave before the Timeline is built (they were needed for nesting and linking);
+        # the other rows keep their span ids and parent ids, as a select() of the whole Timeline would.
+        keep = np.ones(n, bool)
+        keep[api_rows] = False
+        new_row = np.cumsum(keep) - 1
+        cols = {k: v[keep] for k, v in cols.items()}
+        attrs = {int(new_row[r]): a for r, a in attrs.items() if keep[r]}
+    return Timeline.from_unsorted(cols, R.phases, R.lanes, resources, trace_ids, attrs, consume=True)

@@ -119,3 +119,45 @@ def test_a_big_cached_trace_shows_its_earliest_spans_first(tmp_path, small_cache
     assert pre.n <= 10 and pre.n > 0 and pre.t0 == first.t0
     assert np.sort(pre.cols["start"]).tolist() == np.sort(first.cols["start"])[:pre.n].tolist()
     _same(first, full)
+
+
+def test_nsys_launch_attributes_stay_shared_through_the_cache(tmp_path, small_cache, monkeypatch):
+    import sys
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_nsys import build_report
+
+    from gputrace.timeline.row_attrs import RowAttrs
+
+    p = build_report(tmp_path / "r.sqlite")
+    first = read_any([p])
+    import gputrace.timeline.load as load
+
+    def boom(*a, **k):
+        raise AssertionError("read the report again instead of the cache")
+
+    monkeypatch.setattr(load, "_read_other", boom)
+    second = read_any([p])
+    _same(first, second)
+    launched = [r for r, a in second.attrs.items() if type(a) is RowAttrs]
+    assert launched and [type(first.attrs[r]) for r in launched] == [RowAttrs] * len(launched)
+    assert all(second.attrs[r].keys_ == first.attrs[r].keys_ for r in launched)
+
+
+def test_overlays_that_are_not_64_bit_ints_are_stored_as_dicts(tmp_path, small_cache):
+    from gputrace.timeline.model import Lane, Timeline
+    from gputrace.timeline.row_attrs import RowAttrs
+
+    src = tmp_path / "t.bin"
+    src.write_bytes(b"x")
+    shared = {"a": 1}
+    attrs = {0: RowAttrs(shared, ("k",), ("text",)), 1: RowAttrs(shared, ("k",), (1 << 63,)),
+             2: RowAttrs(shared, ("k", "j"), (5, -6)), 3: shared}
+    cols = {"start": np.arange(4, dtype=np.int64), "end": np.arange(4, dtype=np.int64) + 1,
+            "span_id": np.arange(1, 5, dtype=np.uint64)}
+    tl = Timeline.from_unsorted(cols, ["p"], [Lane("h", 1, -1, "thread:main")], [{}], ["ab" * 16], attrs)
+    assert cache.store(src, tl, cache.source_key(src))
+    back = cache.load(src)
+    assert back is not None and back.attrs == tl.attrs
+    assert [type(back.attrs[r]).__name__ for r in range(4)] == ["dict", "dict", "RowAttrs", "dict"]
+    assert back.attrs[2].shared is back.attrs[3]  # still one shared dict

@@ -5,10 +5,10 @@
 * ``load_bases(limbs)``: affine ``(n, 2, 6)`` canonical limbs (``encoding.g1_to_affine_limbs``) -> device
   ``(n, 12)`` Montgomery.
 * ``msm(bases, scalars, window, stream)``: Pippenger with ``window``-bit signed digits (``signed=False``:
-  unsigned). Keys ``(window << c) | |digit|`` are sorted (CuPy argsort), each bucket's run is cut into
-  equal chunks of at most ``S`` entries (``chunk_size``) that are summed in parallel (a negative digit adds
-  the negated base), and partial sums are reduced again until each bucket is one point, so no thread's work
-  grows with a skewed bucket. Buckets are combined per window (``sum j*B_j``) in segments of
+  unsigned; no window: ``engine_window``). Keys ``(window << c) | |digit|`` are grouped by bucket (a counting
+  sort, or CuPy's argsort), each bucket's run is cut into equal chunks of at most ``S`` entries
+  (``chunk_size``) that are summed in parallel (a negative digit adds the negated base), and partial sums
+  are reduced again until each bucket is one point, so no thread's work grows with a skewed bucket. Buckets are combined per window (``sum j*B_j``) in segments of
   ``bucket_span`` buckets, segments and windows summed the same way, then a one-thread Horner.
 * ``sum_selected(bases, idx, stream)``: batch addition (sum of the points at ``idx``) with the same
   chunked reduction.
@@ -57,6 +57,19 @@ def chunk_size(entries: int, buckets: int | None = None) -> int:
     mean = entries / buckets
     k = max(1, round(mean / target))
     return int(max(8, math.ceil(1.2 * mean / k)))
+
+
+def engine_window(n: int, signed: bool) -> int:
+    """The window of an MSM of ``n`` scalars when the caller gives none (no D4 plan).
+
+    Unsigned digits: ``default_window`` (log2 n - 5 in [4, 15]). Signed digits halve the buckets, so large MSMs
+    take wider windows: from 2^23 on, log2 n - 7 capped at 17 (H200 sweep, RESULTS.md "G1 MSM at 2^24": at 2^24
+    c = 17 143.7 ms, 16 145.8, 15 147.9, 18 155.8; at 2^20 c = 15 stayed best, 17.2 ms against 18.2 for 16).
+    """
+    c = default_window(n)
+    if signed and n >= 1 << 23:
+        c = min(17, max(c, round(math.log2(n)) - 7))
+    return c
 
 
 def signed_windows(c: int) -> int:
@@ -109,11 +122,11 @@ class G1Msm:
     PREFIX, AFFINE, XW = "", 12, 24
 
     def __init__(self, device: int, module: str = "msm", *, signed: bool = True, even_chunks: bool = True,
-                 sort: str = "argsort") -> None:
+                 sort: str = "counting") -> None:
         """``signed``: signed digits (half the buckets per window); ``even_chunks``: equal chunks per bucket
         and ``chunk_size`` fitted to the mean bucket. Both off = the engine before issue 13's MSM work (A/B).
-        ``sort``: "argsort" (CuPy radix argsort of the keys, then searchsorted for the bucket offsets) or
-        "counting" (bucket counts by atomics, a scan, a scatter)."""
+        ``sort``: "counting" (bucket counts by atomics, a scan, a scatter; 13.9 ms at 2^24, c = 15) or
+        "argsort" (CuPy radix argsort of the keys, then a gather and searchsorted for the offsets; 16.5 ms)."""
         if sort not in ("argsort", "counting"):
             raise BackendError(f"cuda msm: sort must be 'argsort' or 'counting', got {sort!r}")
         self.device = device
@@ -196,7 +209,7 @@ class G1Msm:
             raise BackendError(f"cuda msm: {n} scalars for {bases.shape[0]} bases")
         if n == 0:
             return cupy.zeros(self.XW, dtype=np.uint64)
-        c = int(window) if window else default_window(n)
+        c = int(window) if window else engine_window(n, self.signed)
         if not 1 <= c <= 20:
             raise BackendError(f"cuda msm: window must be in 1..20 bits, got {c}")
         nw = signed_windows(c) if self.signed else (255 + c - 1) // c

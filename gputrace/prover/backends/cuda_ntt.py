@@ -1,9 +1,19 @@
-"""Fr NTTs on one GPU: twiddle/coset tables on the device, radix-2/4 stages (kernels/ntt.cu).
+"""Fr NTTs on one GPU: twiddle/coset tables on the device, pass-structured kernels (kernels/ntt.cu).
 
 ``FrNtt(device)`` works on CuPy arrays of shape ``(m, n, 4)`` uint64 in **Montgomery form**
 (``to_mont``/``from_mont`` convert in place). Conventions are ``backends/base.py``'s: natural order in
 and out, coset shift 7, inverse includes 1/n. Tables (w^j, w^-j for j < n/2; 7^i and 7^-i/n) are
-built on the device by ``fr_powers`` from log2(n) host-computed powers and cached per size.
+built on the device by ``fr_powers`` from log2(n) host-computed powers and cached per size; the 128
+powers of the 256th root (and of its inverse) come from the host once.
+
+Implementations (``impl``; the default is ``DEFAULT_IMPL``): ``"pass"`` runs ``ntt_pass``: ceil(log2(n) / 8) passes over
+global memory, 8-stage tiles in shared memory, 32-bit-limb arithmetic (``fr32.cuh``), the bit reversal
+and the coset shift fused into the first pass, 1/n (or 7^-i / n) into the last, all m rows of the
+batch in each launch; it needs a scratch buffer of the array's size for the first pass. ``"pass_o4"`` is
+the same kernel capped at 128 registers (4 blocks per SM), ``"pass_m64"`` the same passes with field.cuh's
+64-bit multiplication, ``"radix2"`` the earlier kernels (in-place
+bit reversal, 10 stages in shared memory, then one radix-4 launch per two stages and row); both are
+kept for A/B measurement (``benchmarks/gpu_all.py``'s ntt section). n < 8 always uses ``"radix2"``.
 
 Thread: one instance per device, used by that device's worker thread; table builds are locked.
 Streams: every temporary is allocated, filled and read on the caller's stream (CuPy's memory pool is
@@ -19,13 +29,19 @@ import cupy
 import numpy as np
 
 from ..field import COSET_SHIFT, R, inv, root_of_unity
+from ..ntt import cuda_pass_plan
 from .base import BackendError
 from .cuda_kernels import empty, i32, kernel, launch, u64
 
 #: Montgomery radix for Fr (4 x 64-bit limbs).
 MONT_R = (1 << 256) % R
 
-BLOCK_LOG = 10  # first 10 stages of each 1024-element chunk in shared memory (32 KiB)
+BLOCK_LOG = 10  # radix2: first 10 stages of each 1024-element chunk in shared memory (32 KiB)
+#: FrNtt implementations -> pass kernel (None: the radix-2 kernels).
+IMPLS = {"pass": "ntt_pass", "pass_o4": "ntt_pass_o4", "pass_m64": "ntt_pass_m64", "radix2": None}
+#: The implementation ``FrNtt(device)`` uses (the backend's). "radix2" until the pass kernels have been checked on
+#: a GPU (tests/gpu/test_ntt_kernels.py).
+DEFAULT_IMPL = "radix2"
 
 
 def mont_limbs(values: list[int]) -> np.ndarray:
@@ -42,13 +58,16 @@ def _stream(stream):
 class FrNtt:
     """NTT engine for one device (see module docstring)."""
 
-    def __init__(self, device: int) -> None:
+    def __init__(self, device: int, impl: str = DEFAULT_IMPL) -> None:
+        if impl not in IMPLS:
+            raise BackendError(f"cuda ntt: unknown implementation {impl!r} (one of {', '.join(IMPLS)})")
         self.device = device
+        self.impl = impl
         self._tables: dict[tuple, cupy.ndarray] = {}
         self._lock = threading.Lock()
         self._k = {fn: kernel("ntt", device, fn) for fn in (
             "fr_to_mont", "fr_from_mont", "fr_powers", "fr_bitrev_inplace", "ntt_block", "ntt_stage",
-            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval")}
+            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o4", "ntt_pass_m64")}
 
     # -- tables ---------------------------------------------------------------------------
     def powers(self, base: int, count: int, scale: int, stream) -> cupy.ndarray:
@@ -86,6 +105,11 @@ class FrNtt:
                 elif kind == "ninv":
                     with _stream(stream):
                         t = cupy.asarray(mont_limbs([inv(n)]))
+                elif kind in ("small", "ismall"):  # w_256^j (w_256^-j), j < 128, for every size
+                    w = root_of_unity(256)
+                    w = inv(w) if kind == "ismall" else w
+                    with _stream(stream):
+                        t = cupy.asarray(mont_limbs([pow(w, j, R) for j in range(128)]))
                 else:  # pragma: no cover - internal
                     raise KeyError(kind)
                 self._tables[key] = t
@@ -108,6 +132,46 @@ class FrNtt:
         m, n = a.shape[0], a.shape[1]
         if n == 0 or n & (n - 1):
             raise BackendError(f"cuda ntt: length must be a power of two, got {n}")
+        if m == 0:
+            return a
+        logn = n.bit_length() - 1
+        if self.impl == "radix2" or logn < 3:
+            return self._transform_radix2(a, inverse=inverse, coset=coset, stream=stream)
+        return self._transform_passes(a, inverse=inverse, coset=coset, stream=stream)
+
+    def _transform_passes(self, a: cupy.ndarray, *, inverse: bool, coset: bool, stream) -> cupy.ndarray:
+        m, n = a.shape[0], a.shape[1]
+        logn = n.bit_length() - 1
+        fn = IMPLS[self.impl]
+        k = self._k[fn]
+        tw = self._table("itw" if inverse else "tw", logn, stream)
+        small = self._table("ismall" if inverse else "small", 0, stream)
+        cos = self._table("coset", logn, stream) if coset and not inverse else None
+        post = self._table("icoset", logn, stream) if coset and inverse else None
+        post1 = self._table("ninv", logn, stream) if inverse and not coset else None
+        plan = cuda_pass_plan(logn)
+        scratch = None
+        if len(plan) > 1:  # the first pass gathers at bit-reversed positions: not in place
+            with _stream(stream):  # stream-ordered pool block (see ``powers``)
+                scratch = empty(a.shape, np.uint64, f"ntt scratch ({m} x {n} elements)", self.device)
+        null = u64(0)  # a null pointer argument
+        for p, (lo, kk, logc) in enumerate(plan):
+            first, last = p == 0, p == len(plan) - 1
+            src = a if first else scratch
+            dst = a if last else scratch
+            args = (src, dst, tw, small, cos if first and cos is not None else null,
+                    post if last and post is not None else null, post1 if last and post1 is not None else null,
+                    i32(logn), i32(lo), i32(kk), i32(logc))
+            grid = (1 << (logn - kk - logc), m)
+            block = (1 << (logc + kk - 3),)
+            try:
+                k(grid, block, args, stream=_stream(stream))
+            except Exception as exc:
+                raise BackendError(f"{fn} (pass {p} of 2^{logn} x {m}): kernel launch failed ({exc})") from exc
+        return a
+
+    def _transform_radix2(self, a: cupy.ndarray, *, inverse: bool, coset: bool, stream) -> cupy.ndarray:
+        m, n = a.shape[0], a.shape[1]
         logn = n.bit_length() - 1
         k = self._k
         tw = self._table("itw" if inverse else "tw", logn, stream)

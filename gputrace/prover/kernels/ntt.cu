@@ -166,3 +166,190 @@ extern "C" __global__ void fr_test_ops(const u64* __restrict__ x, const u64* __r
     (a * b).store(out + 16 * i + 8);
     a.neg().store(out + 16 * i + 12);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Pass-structured NTT (issue 13): log2(n) radix-2 DIT stages in P = ceil(log2(n) / 8) passes over
+// global memory, each pass k <= 8 stages of 2^k-point transforms in shared memory.
+//
+// DIT on bit-reversed input, stage s pairs (i, i + 2^s) with twiddle w_{2^(s+1)}^(i mod 2^s). The
+// stages [lo, lo + k) of a pass touch, for each fixed "column" L = i mod 2^lo and "row block"
+// hi = i >> (lo + k), the 2^k elements i = hi 2^(lo+k) + b 2^lo + L (b < 2^k). Their twiddles split as
+// w_{2^(t+1)}^(b mod 2^t) (t = s - lo) times a factor that depends on L alone, and that factor comes
+// out of the butterflies as one multiplication of slot b by w_{2^(lo+k)}^(L rev_k(b)) before them (the
+// "pre-twiddle"; 1 for the first pass). What is left is a plain 2^k-point DIT whose twiddles are
+// powers of w_256: a 128-entry table (`small`). One block holds C columns x 2^k rows (a tile of
+// C 2^k <= 1024 elements; rows of C consecutive elements in memory, so loads and stores are runs of
+// C x 32 bytes) in shared memory as 8 planes of 32-bit limbs, swizzled so that no sub-pass has bank
+// conflicts. Each thread owns 8 elements at a time and does 3 stages in registers per sub-pass
+// (8 stages: 3 + 3 + 2), so a pass costs 3 trips through shared memory, not 8.
+//
+// First pass: reads the input at bit-reversed positions (the permutation is fused into the load,
+// which is why the first pass writes to a scratch buffer), multiplies by the coset table for a
+// forward coset transform. Last pass: multiplies by `post` (1/n, or 7^-i / n for an inverse coset
+// transform) on the way out and writes to the caller's array. Middle passes work in place (a tile's
+// elements are read and written by its block alone). blockIdx.y selects the vector of a batch.
+// ---------------------------------------------------------------------------------------------------
+#include "fr32.cuh"
+
+#define NTT_TILE 1024  // elements of a block's tile; 8 planes of u32 = 32 KiB of shared memory
+#ifndef NTT_SHARED
+#define NTT_SHARED __shared__  // (a host emulation of the kernels redefines it)
+#endif
+#define NTT_THREADS 128  // NTT_TILE / 8 elements per thread
+
+__device__ __forceinline__ u32 ntt_swz(u32 idx) { return idx ^ (((idx >> 5) & 7u) << 2); }
+__device__ __forceinline__ u32 ntt_rev(u32 x, int bits) { return bits == 0 ? 0u : (__brev(x) >> (32 - bits)); }
+
+__device__ __forceinline__ void sh_put(u32 (*sh)[NTT_TILE], u32 pos, const fr32& x) {
+#pragma unroll
+    for (int l = 0; l < 8; l++) sh[l][pos] = x.l[l];
+}
+__device__ __forceinline__ void sh_get(u32 (*sh)[NTT_TILE], u32 pos, fr32& x) {
+#pragma unroll
+    for (int l = 0; l < 8; l++) x.l[l] = sh[l][pos];
+}
+__device__ __forceinline__ void sh_put(u32 (*sh)[NTT_TILE], u32 pos, const fr_t& x) {
+#pragma unroll
+    for (int l = 0; l < 4; l++) { sh[2 * l][pos] = (u32)x.v[l]; sh[2 * l + 1][pos] = (u32)(x.v[l] >> 32); }
+}
+__device__ __forceinline__ void sh_get(u32 (*sh)[NTT_TILE], u32 pos, fr_t& x) {
+#pragma unroll
+    for (int l = 0; l < 4; l++) x.v[l] = (u64)sh[2 * l][pos] | ((u64)sh[2 * l + 1][pos] << 32);
+}
+__device__ __forceinline__ fr32 ld_elem(const u64* p, fr32*) { return fr32::load(p); }
+__device__ __forceinline__ fr32 ld_table(const u64* p, fr32*) { return fr32::load_ro(p); }
+__device__ __forceinline__ void st_elem(u64* p, const fr32& x) { x.store(p); }
+__device__ __forceinline__ fr32 neg_nz(const fr32& x) { return x.neg_nonzero(); }
+__device__ __forceinline__ fr_t ld_elem(const u64* p, fr_t*) { return fr_t::load(p); }
+__device__ __forceinline__ fr_t ld_table(const u64* p, fr_t*) { return fr_t::load(p); }
+__device__ __forceinline__ void st_elem(u64* p, const fr_t& x) { x.store(p); }
+__device__ __forceinline__ fr_t neg_nz(const fr_t& x) { return x.neg(); }
+
+// Global address (element index) of tile slot (c, b) in pass (lo, k) of a 2^logn transform;
+// `load` selects the first pass's bit-reversed read side.
+__device__ __forceinline__ u32 ntt_addr(u32 tile, u32 c, u32 b, int logn, int lo, int k, int logc, bool load) {
+    if (lo == 0) {
+        u32 r = (tile << logc) + c;  // rev_{logn-k} of the group this column holds
+        return load ? ((ntt_rev(b, k) << (logn - k)) + r) : ((ntt_rev(r, logn - k) << k) + b);
+    }
+    u32 per = 1u << (lo - logc);  // tiles per row block
+    u32 hi = tile >> (lo - logc), l0 = (tile & (per - 1)) << logc;
+    return (hi << (lo + k)) + (b << lo) + l0 + c;
+}
+
+// One pass. src/dst: the batch's first vector (blockIdx.y picks the vector, n elements apart; src may
+// equal dst except in the first pass of several). tw: w^j, j < n/2 (w^-j for an inverse). small:
+// w_256^j, j < 128 (inverse root for an inverse). coset: n-entry table multiplied in on the first
+// pass's load, or null. post: n-entry table multiplied in on the last pass's store, or null; post1: a
+// single factor instead (1/n), or null. Launch: grid (n / (2^logc 2^k), batch), block 2^(logc+k-3).
+template <class F>
+__device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u64* __restrict__ tw,
+                                              const u64* __restrict__ small, const u64* __restrict__ coset,
+                                              const u64* __restrict__ post, const u64* __restrict__ post1,
+                                              int logn, int lo, int k, int logc) {
+    NTT_SHARED u32 sh[8][NTT_TILE];
+    const u32 tid = threadIdx.x, nthr = blockDim.x, tile = blockIdx.x;
+    const u32 C = 1u << logc;
+    const u64 voff = (u64)blockIdx.y << logn;
+    src += 4 * voff;
+    dst += 4 * voff;
+    const bool last = lo + k == logn;
+    // load: element idx = tid + i nthr, column c = idx mod C, row b = idx / C
+    {
+        F e[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            u32 idx = tid + i * nthr, c = idx & (C - 1), b = idx >> logc;
+            e[i] = ld_elem(src + 4 * (u64)ntt_addr(tile, c, b, logn, lo, k, logc, true), (F*)0);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            u32 idx = tid + i * nthr, c = idx & (C - 1), b = idx >> logc;
+            if (lo == 0) {
+                if (coset != 0) e[i] = e[i] * ld_table(coset + 4 * (u64)ntt_addr(tile, c, b, logn, lo, k, logc, true), (F*)0);
+            } else {
+                u32 l = ((tile & ((1u << (lo - logc)) - 1)) << logc) + c;
+                u32 ex = (l * ntt_rev(b, k)) << (logn - lo - k);  // < n
+                u32 half = 1u << (logn - 1);
+                F w = ld_table(tw + 4 * (u64)(ex & (half - 1)), (F*)0);
+                if (ex & half) w = neg_nz(w);
+                e[i] = e[i] * w;
+            }
+            sh_put(sh, ntt_swz(idx), e[i]);
+        }
+    }
+    __syncthreads();
+    // sub-passes: 3 stages each (the last one of a pass may do fewer); thread = (column c, index q);
+    // its 8 elements are the rows b = base | j << u, j < 8, and it does the stages u + m, m in
+    // [3 - nb, 3) (nb = stages of this sub-pass), on the bits of j.
+    const u32 c = tid & (C - 1), q = tid >> logc;
+    for (int t0 = 0; t0 < k; t0 += 3) {
+        const int nb = k - t0 < 3 ? k - t0 : 3;
+        const int u = t0 + nb - 3;
+        const u32 base = (q & ((1u << u) - 1)) | ((q >> u) << (u + 3));
+        F e[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) sh_get(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
+#pragma unroll
+        for (int m = 0; m < 3; m++) {
+            if (m < 3 - nb) continue;
+            const int t = u + m;  // stage within the pass
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (j & (1 << m)) continue;
+                F v = e[j + (1 << m)];
+                // twiddle w_{2^(t+1)}^ex = w_256^(ex << (7 - t)); exponent 0 (twiddle 1) is known at
+                // compile time when u = 0 (a pass's first sub-pass) and the low m bits of j are 0
+                if (!(u == 0 && (j & ((1 << m) - 1)) == 0)) {
+                    u32 ex = (base & ((1u << u) - 1)) | ((u32)(j & ((1 << m) - 1)) << u);
+                    v = v * ld_table(small + 4 * (u64)(ex << (7 - t)), (F*)0);
+                }
+                F a = e[j];
+                e[j] = a + v;
+                e[j + (1 << m)] = a - v;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) sh_put(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
+        __syncthreads();
+    }
+    // store
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        u32 idx = tid + i * nthr, cc = idx & (C - 1), b = idx >> logc;
+        F x;
+        sh_get(sh, ntt_swz(idx), x);
+        u32 a = ntt_addr(tile, cc, b, logn, lo, k, logc, false);
+        if (last) {
+            if (post != 0) x = x * ld_table(post + 4 * (u64)a, (F*)0);
+            else if (post1 != 0) x = x * ld_table(post1, (F*)0);
+        }
+        st_elem(dst + 4 * (u64)a, x);
+    }
+}
+
+#define NTT_PASS_KERNEL(name, F, bounds)                                                                       \
+    extern "C" __global__ void bounds name(const u64* src, u64* dst, const u64* __restrict__ tw,                \
+                                           const u64* __restrict__ small, const u64* __restrict__ coset,          \
+                                           const u64* __restrict__ post, const u64* __restrict__ post1, int logn, \
+                                           int lo, int k, int logc) {                                             \
+        ntt_pass_body<F>(src, dst, tw, small, coset, post, post1, logn, lo, k, logc);                              \
+    }
+// ntt_pass: the compiler's register choice (150 registers: 3 blocks of 128 threads per SM);
+// ntt_pass_o4: capped at 128 registers (4 blocks per SM, no spills); ntt_pass_m64: the same pass with
+// field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives). A/B variants: cuda_ntt.IMPLS.
+NTT_PASS_KERNEL(ntt_pass, fr32, __launch_bounds__(NTT_THREADS))
+NTT_PASS_KERNEL(ntt_pass_o4, fr32, __launch_bounds__(NTT_THREADS, 4))
+NTT_PASS_KERNEL(ntt_pass_m64, fr_t, __launch_bounds__(NTT_THREADS))
+
+// Test hook for fr32: out = (x + y, x - y, x * y, p - x) elementwise (Montgomery), as fr_test_ops.
+extern "C" __global__ void fr32_test_ops(const u64* __restrict__ x, const u64* __restrict__ y, u64* out, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    fr32 a = fr32::load(x + 4 * i), b = fr32::load(y + 4 * i);
+    (a + b).store(out + 16 * i);
+    (a - b).store(out + 16 * i + 4);
+    (a * b).store(out + 16 * i + 8);
+    fr32 z = a - a;  // zero
+    (z - a).store(out + 16 * i + 12);
+}
