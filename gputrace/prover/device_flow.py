@@ -29,8 +29,9 @@ Raises whatever the backend raises.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .backends.base import DeviceArray, LaneInfo, ProverBackend
 from .field import limbs_to_ints
@@ -58,7 +59,7 @@ class LoadingBases:
             for key, fut in self._futures.items():
                 try:
                     fut.set_result(load_one(key))
-                except BaseException as exc:  # surfaced by get() on the worker's thread
+                except BaseException as exc:  # noqa: BLE001 - handed to get() on the worker's thread, re-raised there
                     for rest in self._futures.values():
                         if not rest.done():
                             rest.set_exception(exc)
@@ -123,7 +124,7 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
             attrs["circuit"] = got[0].circuit
         with stats.phase("synthesis", dl, **attrs):
             abc, zs = backend.device_witness(got, n, lane.index, wl, per_circuit=True)
-            splits = [backend.split_tail(z, p.num_inputs, wl) for z, p in zip(zs, got)]
+            splits = [backend.split_tail(z, p.num_inputs, wl) for z, p in zip(zs, got, strict=True)]
             ready = backend.record_event(wl)
         for i, j in enumerate(js):
             made[j] = (backend.rows(abc, 3 * i, 3 * i + 3), zs[i], splits[i], ready, got[i])
