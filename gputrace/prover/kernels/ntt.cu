@@ -367,11 +367,12 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
                                            int lo, int k, int logc) {                                             \
         ntt_pass_body<F>(src, dst, tw, small, coset, post, post1, logn, lo, k, logc);                              \
     }
-// ntt_pass: the compiler's register choice (3 blocks of 128 threads per SM); ntt_pass_o4: capped at 128
-// registers (4 blocks per SM); ntt_pass_m64: field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives: 2026-12-01, 13.6 ms
+// ntt_pass: 128 registers, 4 blocks of 128 threads per SM (before the loads went four at a time it took
+// 150 and ran 3 blocks: 5.25 ms at 2^24 against 4.82 capped at 128, 2026-12-01); ntt_pass_o5: capped at 96
+// registers for 5 blocks per SM (about 200 bytes of spills); ntt_pass_m64: field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives: 2026-12-01, 13.6 ms
 // at 2^24, slower than the radix-2 kernels). A/B variants: cuda_ntt.IMPLS.
 NTT_PASS_KERNEL(ntt_pass, fr32, __launch_bounds__(NTT_THREADS))
-NTT_PASS_KERNEL(ntt_pass_o4, fr32, __launch_bounds__(NTT_THREADS, 4))
+NTT_PASS_KERNEL(ntt_pass_o5, fr32, __launch_bounds__(NTT_THREADS, 5))
 NTT_PASS_KERNEL(ntt_pass_m64, fr_t, __launch_bounds__(NTT_THREADS))
 
 // Test hook for fr32: out = (x + y, x - y, x * y, p - x) elementwise (Montgomery), as fr_test_ops.
