@@ -65,6 +65,12 @@ def prove(logn: int, keys: Path, tmp: Path, *, batch: int = 1, devices: int = 1,
     return out
 
 
+def visible_gpus() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
 def prove_span_s(trace: Path) -> float:
     import numpy as np
 
@@ -214,7 +220,10 @@ def main() -> int:
                               f"{su.get('synthesis_gpu_ms', 0):.1f} ms in {su.get('synthesis_chunks', 0)} chunk(s); "
                               f"idle {100 * idle.get('idle_share', 0):.1f} %"))
                 save()
-                if "multi" not in skip and a.gpus > 1 and a.batch % a.gpus == 0:
+                if "multi" not in skip and a.gpus > 1 and a.batch % a.gpus == 0 and a.gpus > visible_gpus():
+                    table.append((f"batch {a.batch} x 2^{n}, {a.gpus} GPUs{tag(flow)}",
+                                  f"not run: {visible_gpus()} GPU(s) visible"))
+                elif "multi" not in skip and a.gpus > 1 and a.batch % a.gpus == 0:
                     many = prove(n, keys, tmp, batch=a.batch // a.gpus, devices=a.gpus, device_flow=flow,
                                  trace=OUT / f"prover-2_{n}-batch{a.batch}-{a.gpus}gpu-{flow}.jsonl", **kg)
                     many["proofs_per_s"] = many["proofs"] / many["wall_s"]

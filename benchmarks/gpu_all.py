@@ -159,7 +159,7 @@ def rand_fr(n: int, m: int = 1):
     return cupy.asarray(host)
 
 
-NTT_IMPLS = ("radix2", "pass_m64", "pass", "pass_o4")  # cuda_ntt.FrNtt implementations, timed side by side
+NTT_IMPLS = ("radix2", "pass", "pass_o5")  # cuda_ntt.FrNtt implementations, timed side by side
 
 
 def ntt_cupti(runs: dict, repeats: int) -> dict:
@@ -226,15 +226,16 @@ def ntt_bench(sizes: list[int], repeats: int) -> None:
         n = 1 << logn
         a = rand_fr(n)
         engs["pass"].to_mont(a, None)
-        ref = None
+        ref = a.copy()  # every implementation transforms a copy of the same input before any timing
+        engs["radix2"].transform(ref, inverse=False, coset=False, stream=None)
         for impl, eng in engs.items():
-            x = a.copy()
-            eng.transform(x, inverse=False, coset=False, stream=None)
-            if impl == "radix2":
-                ref = x
-            else:
+            if impl != "radix2":
+                x = a.copy()
+                eng.transform(x, inverse=False, coset=False, stream=None)
                 res["equal_to_radix2"][f"{impl} 2^{logn}"] = bool(cupy.array_equal(x, ref))
-            del x
+                del x
+        del ref
+        for impl, eng in engs.items():
             ms = events_ms(lambda e=eng, y=a: e.transform(y, inverse=False, coset=False, stream=None), repeats,
                            warmup=2)
             med = statistics.median(ms)
@@ -311,12 +312,13 @@ def distinct_points(count: int):
 #: MSM engines compared by ``--msm-ab`` (name -> module, G1Msm keywords), each at the default window of its
 #: digit kind. "c64" is the engine as it was before issue 13's MSM work (64-bit C Fq arithmetic, unsigned
 #: digits, S-long chunks, argsort); its module is msm.cu built with -DGPUTRACE_MSM_FQ_C64, registered here for
-#: the benchmark only. "ptx-signed-counting" is the default engine.
+#: the benchmark only. The default engine (``G1Msm(0)``) is "ptx-signed-balanced" from 2^22 scalars and
+#: "ptx-signed-chunks" below.
 MSM_VARIANTS = {
-    "c64": ("msm_c64", dict(signed=False, even_chunks=False, sort="argsort")),
-    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False, sort="argsort")),
-    "ptx-signed-argsort": ("msm", dict(signed=True, even_chunks=True, sort="argsort")),
-    "ptx-signed-counting": ("msm", dict(signed=True, even_chunks=True, sort="counting")),
+    "c64": ("msm_c64", dict(signed=False, even_chunks=False, sort="argsort", balanced=False)),
+    "ptx-unsigned": ("msm", dict(signed=False, even_chunks=False, sort="argsort", balanced=False)),
+    "ptx-signed-chunks": ("msm", dict(signed=True, even_chunks=True, sort="counting", balanced=False)),
+    "ptx-signed-balanced": ("msm", dict(signed=True, sort="counting", balanced=True)),
 }
 MSM_AB = False      # --msm-ab: the engines above side by side at the largest MSM size
 MSM_CUPTI = False   # --msm-cupti: per-kernel CUPTI time of each engine at the largest MSM size
@@ -437,6 +439,14 @@ def msm_bench(sizes: list[int], repeats: int) -> None:
                 entry.setdefault("ab", {})[name] = dict(median_ms=statistics.median(ms), all_ms=ms, same_result=same,
                                                         build_and_first_s=time.perf_counter() - t0 - sum(ms) / 1e3)
                 row(f"  MSM 2^{logn} engine {name}", f"{statistics.median(ms):.1f} ms host wall, same={same}")
+                if kw.get("signed"):  # the signed engines' own window sweep around the default
+                    dwe = engine_window(n, True)
+                    for w in (dwe - 2, dwe - 1, dwe + 1):
+                        o3, ms3 = timed(lambda w=w, e=e: run(w, e), 1)
+                        entry["ab"][name].setdefault("sweep_ms", {})[w] = ms3[0]
+                        same = same and bool(xyzz_to_g1(o3) == xyzz_to_g1(out))
+                    print(f"    engine {name} sweep (ms): "
+                          + ", ".join(f"c={w}: {v:.1f}" for w, v in entry["ab"][name]["sweep_ms"].items()))
                 if not same:
                     entry.setdefault("errors", []).append(f"engine {name} differs")
             if MSM_CUPTI:

@@ -29,13 +29,19 @@ Raises whatever the backend raises.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .backends.base import DeviceArray, LaneInfo, ProverBackend
 from .field import limbs_to_ints
 from .tail_split import plans_from_stats
 from .witness import Witness
+
+#: Witnesses are made at most this many circuits ahead of the one being proven, and within ``AHEAD_BYTES`` of
+#: device memory (a/b/c block, z and tail: ~160 B per domain row), so a batch of 1024 does not make 1024 at once.
+MAX_AHEAD = 8
+AHEAD_BYTES = 2 << 30
 
 #: The order the first circuit needs the proving-key queries in (``msm_h``, ``msm_a``, ``msm_b_g1``, ``msm_l``,
 #: ``b_g2``): each upload runs while the MSM before it does.
@@ -58,7 +64,7 @@ class LoadingBases:
             for key, fut in self._futures.items():
                 try:
                     fut.set_result(load_one(key))
-                except BaseException as exc:  # surfaced by get() on the worker's thread
+                except BaseException as exc:  # noqa: BLE001 - handed to get() on the worker's thread, re-raised there
                     for rest in self._futures.values():
                         if not rest.done():
                             rest.set_exception(exc)
@@ -101,13 +107,14 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
     d4 = "d4" in o.opts
     made: dict[int, tuple] = {}
     nxt = [0]
+    ahead = max(1, min(MAX_AHEAD, AHEAD_BYTES // (160 * n)))
 
-    def make(upto: int) -> None:
-        """Queue the witnesses of plans nxt.. on the witness lane: all up to ``upto`` (waiting for their plans),
-        then every further one already made."""
+    def make(cur: int) -> None:
+        """Queue the witnesses of plans nxt.. on the witness lane: circuit ``cur`` if not made yet (waiting for
+        its plan), then every further one whose plan is made, up to ``ahead`` circuits from ``cur``."""
         js: list[int] = []
         j = nxt[0]
-        while j < nb and (j <= upto or plans[j].done()):
+        while j < nb and j < cur + ahead and (j == cur or plans[j].done()):
             js.append(j)
             j += 1
         if not js:
@@ -123,7 +130,7 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
             attrs["circuit"] = got[0].circuit
         with stats.phase("synthesis", dl, **attrs):
             abc, zs = backend.device_witness(got, n, lane.index, wl, per_circuit=True)
-            splits = [backend.split_tail(z, p.num_inputs, wl) for z, p in zip(zs, got)]
+            splits = [backend.split_tail(z, p.num_inputs, wl) for z, p in zip(zs, got, strict=True)]
             ready = backend.record_event(wl)
         for i, j in enumerate(js):
             made[j] = (backend.rows(abc, 3 * i, 3 * i + 3), zs[i], splits[i], ready, got[i])
@@ -138,7 +145,7 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
 
     try:
         for j in range(nb):
-            make(j if j not in made else -1)  # -1: only launch plans that are already made
+            make(j)  # circuit j if needed, and the ready plans after it
             block, z, split, ready, plan = made.pop(j)
             backend.wait_event(lane, ready)
             ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit

@@ -110,8 +110,8 @@ class ProveOptions:
     ``keygen``: where missing keys are generated (``keycache.get_keys``): ``"host"`` (template R1CS in
     Python, CPU process pool), ``"device"`` (the circuit's block and a CUDA device) or ``"auto"`` (the
     device when CuPy sees one); the keys are the same bytes either way.
-    ``device_flow`` (only with device synthesis): ``"stream"`` (witnesses made on a second stream while the
-    circuit before is proven, each circuit proven alone, its tail split on the device, keys loaded while the
+    ``device_flow`` (only with device synthesis): ``"stream"`` (default: witnesses made on a second stream while
+    the circuit before is proven, each circuit proven alone, its tail split on the device, keys loaded while the
     first circuit starts: ``device_flow.py``) or ``"batch"`` (the earlier flow: a device's whole batch
     synthesized first, the assignments copied back for the host's tail work; kept for A/B).
     """
@@ -139,7 +139,7 @@ class ProveOptions:
     synthesis: str = "auto"
     b_g2: str = "auto"
     keygen: str = "auto"
-    device_flow: str = "batch"
+    device_flow: str = "stream"
 
 
 @dataclass

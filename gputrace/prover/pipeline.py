@@ -207,7 +207,9 @@ def _start_plans(shape: CircuitShape, seed: int, batch: int, ndev: int) -> tuple
     their circuits (every device's first circuit first). Returns the pool (the caller shuts it down) and one
     future per circuit. ``fork`` for the reason given in ``_synthesis_processes``."""
     total = batch * ndev
-    pool = ProcessPoolExecutor(max_workers=max(1, min(total, cpu_threads())), mp_context=get_context("fork"))
+    # At most 8 processes: a plan is ~15-30 ms and a device proves one circuit in ~0.3 s, so 8 keep ahead of any
+    # number of devices after the first circuits, and the forks (before the keys load) stay cheap.
+    pool = ProcessPoolExecutor(max_workers=max(1, min(total, cpu_threads(), 8)), mp_context=get_context("fork"))
     futures: list = [None] * total
     for j in range(batch):
         for d in range(ndev):

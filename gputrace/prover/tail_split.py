@@ -16,7 +16,8 @@ Threads: pure functions of their arguments.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .backends.base import MsmPlan
 

@@ -1,10 +1,12 @@
-"""The MSM engine of issue 13 (signed digits, equal chunks, 32-bit-limb PTX Fq arithmetic) against CPU oracles.
+"""The MSM engine of issue 13 (signed digits, balanced accumulation, counting sort, 32-bit-limb PTX Fq
+arithmetic) against CPU oracles.
 
 GPU tests (marked ``gpu``, skipped without CuPy/CUDA): the signed-digit kernel's digits reconstruct every
 scalar; G1 MSMs of both digit kinds equal arkworks for zero scalars, r-1, repeated and identity bases, sizes
-1 .. 4096 and windows 1 .. 16; both engines agree at 2^16; the G2 engine on the same edge cases. Fresh random
-inputs every run (the seed is in every failure). The carry-chain logic of ``kernels/fq_mul32.cuh`` is also
-checked without a GPU: ``tests/unit/test_fq_mul32_host.py``.
+1 .. 4096 and windows 1 .. 16 (balanced and chunked accumulation, counting sort and argsort); engines agree
+at 2^16; the G2 engine on the same edge cases. Fresh random inputs every run (the seed is in every failure).
+The carry-chain logic of ``kernels/fq_mul32.cuh`` is also checked without a GPU:
+``tests/unit/test_fq_mul32_host.py``.
 """
 
 from __future__ import annotations
@@ -82,12 +84,13 @@ def test_signed_digits_reconstruct_scalars(c):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("signed,sort", [(True, "argsort"), (False, "argsort"), (True, "counting")])
+@pytest.mark.parametrize("signed,sort,balanced", [(True, "counting", True), (False, "argsort", True),
+                                                  (True, "argsort", False), (False, "counting", False)])
 @pytest.mark.parametrize("n,pkind,skind", [
     (1, "distinct", "r-1"), (2, "distinct", "zero"), (33, "repeated", "mixed"), (1000, "identity", "mixed"),
     (1000, "distinct", "r-1"), (4096, "distinct", "full"), (4096, "repeated", "full"), (4096, "identity", "zero"),
 ])
-def test_msm_edge_cases_match_arkworks(n, pkind, skind, signed, sort):
+def test_msm_edge_cases_match_arkworks(n, pkind, skind, signed, sort, balanced):
     cupy = _cupy()
     from py_arkworks_bls12381 import G1Point
 
@@ -97,17 +100,18 @@ def test_msm_edge_cases_match_arkworks(n, pkind, skind, signed, sort):
     rng = random.Random(SEED + n)
     pts, sc = _points(rng, n, pkind), _scalars(rng, n, skind)
     want = G1Point.multiexp_unchecked(pts, limbs_to_scalars(ints_to_limbs(sc)))
-    eng = G1Msm(0, signed=signed, sort=sort)
+    eng = G1Msm(0, signed=signed, sort=sort, balanced=balanced)
     bases = eng.load_bases(g1_to_affine_limbs(pts), None)
     dsc = cupy.asarray(ints_to_limbs(sc))
     for window in (None, 1, 4, 11, 16):
         got = xyzz_to_g1(eng.msm(bases, dsc, window, None).get())
-        assert got == want, f"msm n={n} {pkind}/{skind} signed={signed} {sort} window={window} (seed {SEED})"
+        assert got == want, (f"msm n={n} {pkind}/{skind} signed={signed} {sort} balanced={balanced} window={window}"
+                             f" (seed {SEED})")
 
 
 @pytest.mark.gpu
 def test_msm_engines_agree_at_2_16():
-    """Signed/equal-chunk, unsigned/S-chunk and counting-sort engines give the same point on 2^16 random inputs."""
+    """The default engine, the engine before issue 13 and the chunked one give the same point on 2^16 inputs."""
     cupy = _cupy()
     from gputrace.prover.backends.cuda_msm import G1Msm, xyzz_to_g1
     from gputrace.prover.encoding import g1_to_affine_limbs
@@ -115,7 +119,9 @@ def test_msm_engines_agree_at_2_16():
     rng = random.Random(SEED)
     n = 1 << 16
     pts = _points(rng, 512, "distinct")
-    a, b, c = G1Msm(0), G1Msm(0, signed=False, even_chunks=False), G1Msm(0, sort="counting")
+    a = G1Msm(0, balanced=True)  # signed, counting sort, load-balanced (the default engine from 2^22)
+    b = G1Msm(0, signed=False, even_chunks=False, sort="argsort", balanced=False)  # the engine before issue 13
+    c = G1Msm(0)  # the default engine at this size: chunked
     base = a.load_bases(g1_to_affine_limbs(pts), None)
     bases = cupy.tile(base, (n // 512, 1))
     sc = cupy.asarray(ints_to_limbs([rng.randrange(R) for _ in range(n)]))

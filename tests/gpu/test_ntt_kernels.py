@@ -43,7 +43,7 @@ def rng():
 def engines():
     from gputrace.prover.backends.cuda_ntt import FrNtt
 
-    return {impl: FrNtt(0, impl=impl) for impl in ("pass", "pass_o4", "pass_m64", "radix2")}
+    return {impl: FrNtt(0, impl=impl) for impl in ("pass", "pass_o5", "pass_m64", "radix2")}
 
 
 def _obj(rows):
@@ -110,7 +110,7 @@ def test_pass_ntt_matches_cpu_large(engines, rng, logn):
     _check(engines["pass"], rng, logn, 1, inverse, coset, "pass")
 
 
-@pytest.mark.parametrize("impl", ["pass_o4", "pass_m64"])
+@pytest.mark.parametrize("impl", ["pass_o5", "pass_m64"])
 @pytest.mark.parametrize("logn", [3, 8, 9, 13, 17])
 def test_pass_variants_match_cpu(engines, rng, impl, logn):
     for inverse, coset in VARIANTS if logn < 17 else [(False, True)]:

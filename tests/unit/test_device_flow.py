@@ -36,7 +36,8 @@ class StreamDouble(DeviceWorkBackend):
         return LaneInfo(device=-1, lane=f"thread:witness-{device}", stream=None, index=device)
 
     def device_witness(self, plans, domain_size, device, lane=None, per_circuit=False):
-        self.log.append(("witness", device, lane.lane, tuple(p.circuit for p in plans), per_circuit))
+        started = sum(1 for e in self.log if e[0] == "wait" and e[1] == device)  # circuits begun on this device
+        self.log.append(("witness", device, lane.lane, tuple(p.circuit for p in plans), per_circuit, started))
         return super().device_witness(plans, domain_size, device, lane, per_circuit)
 
     def split_tail(self, z, num_inputs, lane=None):
@@ -184,3 +185,17 @@ def test_stream_flow_d4_plans_match_the_host_rule(tmp_path_factory, monkeypatch)
     res, _ = _run(tmp_path_factory, be, batch=1)
     assert res.verified == [True] and len(seen) == 3
     assert all(plan == want for _, plan, want in seen), seen
+
+
+def test_witnesses_made_at_most_ahead_circuits_ahead(tmp_path_factory, monkeypatch):
+    """A large batch does not generate every witness at once: at most MAX_AHEAD circuits from the one being
+    proven (device memory), each chunk within that window, every circuit once."""
+    from gputrace.prover import device_flow
+
+    monkeypatch.setattr(device_flow, "MAX_AHEAD", 2)
+    be = StreamDouble(1)
+    res, _ = _run(tmp_path_factory, be, batch=5)
+    assert res.verified == [True] * 5
+    chunks = [(e[3], e[5]) for e in be.log if e[0] == "witness"]
+    assert sorted(c for ch, _ in chunks for c in ch) == [0, 1, 2, 3, 4], chunks
+    assert all(max(ch) < started + 2 and len(ch) <= 2 for ch, started in chunks), chunks

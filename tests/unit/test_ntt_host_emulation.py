@@ -39,7 +39,7 @@ _SHIM = r"""
 #define __forceinline__ inline
 #define __global__
 #define __noinline__ __attribute__((noinline))
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __shared__
 #define NTT_SHARED static
 struct ulonglong2 { unsigned long long x, y; };

@@ -102,3 +102,15 @@ def test_loaded_key_keeps_rows_and_decodes_lazily(tmp_path):
         assert isinstance(q, fixed_base.PointRows) and not q.decoded, name
         assert pk.affine_limbs(name) is not None and not q.decoded, name
         assert q == getattr(made.pk, name), name  # decodes: the same points as generated
+
+
+def test_keygen_flag_reaches_the_options():
+    from gputrace.cli import build_parser
+    from gputrace.commands.prove import options_from_args
+
+    parse = build_parser().parse_args
+    assert options_from_args(parse(["prove"])).keygen == "auto"
+    assert options_from_args(parse(["prove", "--keygen", "host"])).keygen == "host"
+    assert options_from_args(parse(["prove", "--keygen", "device"])).keygen == "device"
+    with pytest.raises(SystemExit):
+        parse(["prove", "--keygen", "gpu"])

@@ -19,7 +19,7 @@ What each call does (docs/gpu.md repeats this):
 * Three streams per GPU: the lane's (proving), the witness lane's (``witness_lane``: witnesses and their tail
   splits, generated while the lane proves the circuit before; ``record_event``/``wait_event`` order the two) and
   a load stream for ``load_bases`` (synchronous calls, so the pipeline may load from another thread while the
-  lane proves). Arrays made on the witness lane and read on the lane are kept referenced by the pipeline until
+  lane proves; keys of 1 MB and more are copied into page-locked staging first, ``_staged``). Arrays made on the witness lane and read on the lane are kept referenced by the pipeline until
   the lane has synchronised past their last use (the pool rule below).
 
 Errors: ``BackendUnavailable`` without CuPy or a GPU (or fewer GPUs than asked); ``BackendError``
@@ -58,6 +58,27 @@ from .cuda_witness import MerkleWitness
 
 
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable (driver_types.h)
+#: Key uploads at least this large go through page-locked staging (``_staged``).
+STAGE_MIN_BYTES = 1 << 20
+
+
+def _staged(limbs: np.ndarray) -> np.ndarray:
+    """``limbs`` copied into page-locked host memory from CuPy's pinned-memory pool (kept by the pool, so reused
+    across calls and runs), for an upload the driver does not have to stage itself. A pageable upload of the
+    100-200 MB of one proving-key query held up the CUDA calls of the process's other threads for its whole length
+    (the stream flow's start-up: RESULTS.md, "The host share off the workers"); from page-locked memory the upload
+    is a DMA that returns at once, and the copy here is numpy's (the GIL released). Smaller arrays, or no pinned
+    memory to be had, keep the pageable path. The caller synchronises the upload before dropping the result."""
+    arr = np.ascontiguousarray(limbs, dtype=np.uint64)
+    if arr.nbytes < STAGE_MIN_BYTES:
+        return arr
+    try:
+        mem = cupy.cuda.alloc_pinned_memory(arr.nbytes)
+    except Exception:  # CUDA out of page-locked memory (or refused): the pageable upload, as before
+        return arr
+    out = np.frombuffer(mem, dtype=np.uint64, count=arr.size).reshape(arr.shape)  # holds ``mem``
+    np.copyto(out, arr)
+    return out
 
 
 class _Device:
@@ -216,8 +237,10 @@ class CudaBackend(ProverBackend):
         else:
             limbs = np.zeros((0, 2, 6), dtype=np.uint64)
         with cupy.cuda.Device(device):  # on the load stream: another thread may be proving on d.stream
-            data = d.msm.load_bases(limbs, d.lstream)
+            staged = _staged(limbs)
+            data = d.msm.load_bases(staged, d.lstream)
             check(f"load_bases({name})", d.lstream.synchronize)
+            del staged  # back to the pinned pool only after the upload
         return BasesHandle(name, device, len(limbs), data)
 
     def _finish(self, d: _Device, res, s, what: str, g2: bool = False):
@@ -241,8 +264,10 @@ class CudaBackend(ProverBackend):
         if affine_limbs.ndim != 4 or affine_limbs.shape[1:] != (2, 2, 6):
             raise BackendError(f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
         with cupy.cuda.Device(device):
-            data = d.msm2.load_bases(affine_limbs, d.lstream)
+            staged = _staged(affine_limbs)
+            data = d.msm2.load_bases(staged, d.lstream)
             check(f"load_bases_g2({name})", d.lstream.synchronize)
+            del staged
         return BasesHandle(name, device, len(affine_limbs), data)
 
     def device_witness(self, plans, domain_size: int, device: int, lane: LaneInfo | None = None,

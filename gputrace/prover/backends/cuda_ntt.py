@@ -9,8 +9,8 @@ powers of the 256th root (and of its inverse) come from the host once.
 Implementations (``impl``; the default is ``DEFAULT_IMPL``): ``"pass"`` runs ``ntt_pass``: ceil(log2(n) / 8) passes over
 global memory, 8-stage tiles in shared memory, 32-bit-limb arithmetic (``fr32.cuh``), the bit reversal
 and the coset shift fused into the first pass, 1/n (or 7^-i / n) into the last, all m rows of the
-batch in each launch; it needs a scratch buffer of the array's size for the first pass. ``"pass_o4"`` is
-the same kernel capped at 128 registers (4 blocks per SM), ``"pass_m64"`` the same passes with field.cuh's
+batch in each launch; it needs a scratch buffer of the array's size for the first pass. ``"pass_o5"`` is
+the same kernel capped at 96 registers (5 blocks per SM), ``"pass_m64"`` the same passes with field.cuh's
 64-bit multiplication, ``"radix2"`` the earlier kernels (in-place
 bit reversal, 10 stages in shared memory, then one radix-4 launch per two stages and row); both are
 kept for A/B measurement (``benchmarks/gpu_all.py``'s ntt section). n < 8 always uses ``"radix2"``.
@@ -38,10 +38,9 @@ MONT_R = (1 << 256) % R
 
 BLOCK_LOG = 10  # radix2: first 10 stages of each 1024-element chunk in shared memory (32 KiB)
 #: FrNtt implementations -> pass kernel (None: the radix-2 kernels).
-IMPLS = {"pass": "ntt_pass", "pass_o4": "ntt_pass_o4", "pass_m64": "ntt_pass_m64", "radix2": None}
-#: The implementation ``FrNtt(device)`` uses (the backend's). "radix2" until the pass kernels have been checked on
-#: a GPU (tests/gpu/test_ntt_kernels.py).
-DEFAULT_IMPL = "radix2"
+IMPLS = {"pass": "ntt_pass", "pass_o5": "ntt_pass_o5", "pass_m64": "ntt_pass_m64", "radix2": None}
+#: The implementation ``FrNtt(device)`` uses (the backend's).
+DEFAULT_IMPL = "pass"
 
 
 def mont_limbs(values: list[int]) -> np.ndarray:
@@ -67,7 +66,7 @@ class FrNtt:
         self._lock = threading.Lock()
         self._k = {fn: kernel("ntt", device, fn) for fn in (
             "fr_to_mont", "fr_from_mont", "fr_powers", "fr_bitrev_inplace", "ntt_block", "ntt_stage",
-            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o4", "ntt_pass_m64")}
+            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o5", "ntt_pass_m64")}
 
     # -- tables ---------------------------------------------------------------------------
     def powers(self, base: int, count: int, scale: int, stream) -> cupy.ndarray:

@@ -8,7 +8,9 @@
 //      equal keys.
 //   3. runs are cut into chunks of at most S entries; sum_affine_chunks sums each chunk;
 //      sum_xyzz_chunks repeats on the partial sums until every bucket is one point
-//      (bounded work per thread even when one bucket holds most points).
+//      (bounded work per thread even when one bucket holds most points). Or (sum_affine_balanced) every
+//      thread takes exactly S sorted entries across bucket boundaries, and the pieces of the buckets that
+//      cross threads are summed the same way.
 //   4. bucket_reduce: window w's sum_d d*B_d, in G segments per window, then the segments summed;
 //   5. msm_horner: sum_w 2^(c*w) W_w on one thread.
 // G2 (b_g2): the same steps over Fq2 (kernels g2_*; affine bases 24 u64, XYZZ points 48 u64).
@@ -129,6 +131,63 @@ __device__ __forceinline__ void sum_affine_chunks_impl(const u64* __restrict__ b
     acc.store(out + X::WORDS * o);
 }
 
+// Load-balanced accumulation: thread t sums the sorted entries [t*S, min((t+1)*S, m)) whatever buckets they
+// belong to (bucket b owns [off[b], off[b+1]); off has nb + 1 entries, off[nb] = m). A bucket that lies wholly in
+// the thread's range is written to buckets[b]; the thread's first and last segments, when their bucket goes on in
+// a neighbouring thread, become pieces: slot 2t (first) and 2t+1 (last), piece_b[slot] = their bucket (-1: slot
+// unused). Pieces in slot order have non-decreasing buckets, so the caller sums runs of equal piece_b.
+template <class X>
+__device__ __forceinline__ void sum_affine_balanced_impl(const u64* __restrict__ bases,
+                                                         const long long* __restrict__ perm, u64 nbases,
+                                                         const long long* __restrict__ off, u64 nb, u64 m, u64 S,
+                                                         const unsigned char* __restrict__ neg, int use_neg,
+                                                         u64* buckets, u64* pieces, long long* piece_b) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 a = t * S;
+    if (a >= m) return;
+    u64 e = a + S < m ? a + S : m;
+    // b: the last bucket with off[b] <= a (non-empty, since a < off[nb])
+    u64 lo = 0, hi = nb;  // off[lo] <= a < off[hi]
+    while (hi - lo > 1) {
+        u64 mid = (lo + hi) >> 1;
+        if ((u64)off[mid] <= a) lo = mid; else hi = mid;
+    }
+    u64 b = lo;
+    u64 bs = (u64)off[b], be = (u64)off[b + 1];
+    u64 seg = a;
+    long long slot0 = -1, slot1 = -1;
+    X acc = X::inf();
+    // One flat loop (every thread of a warp runs S iterations of the same call site); a segment ends at the end
+    // of its bucket or of the thread's range, and only the short flush below diverges.
+    for (u64 k = a; k < e; k++) {
+        u64 key = (u64)perm[k];
+        typename X::affine_t p = X::affine_t::load(bases + 2 * X::L * (key % nbases));
+        if (use_neg && neg[key]) p.y = X::fq_t::zero() - p.y;
+        acc = acc.add_affine(p);
+        if (k + 1 == be || k + 1 == e) {
+            if (seg == bs && k + 1 == be) {
+                acc.store(buckets + X::WORDS * b);
+            } else if (seg == a) {
+                acc.store(pieces + X::WORDS * (2 * t));
+                slot0 = (long long)b;
+            } else {
+                acc.store(pieces + X::WORDS * (2 * t + 1));
+                slot1 = (long long)b;
+            }
+            acc = X::inf();
+            seg = k + 1;
+            if (k + 1 < e) {
+                b++;
+                while ((u64)off[b + 1] == k + 1) b++;  // skip empty buckets (terminates: off[nb] = m > k + 1)
+                bs = (u64)off[b];
+                be = (u64)off[b + 1];
+            }
+        }
+    }
+    piece_b[2 * t] = slot0;
+    piece_b[2 * t + 1] = slot1;
+}
+
 // out[dst ? dst[t] : t] = sum of in[k] (XYZZ) for k in [cstart[t], cend[t]).
 template <class X>
 __device__ __forceinline__ void sum_xyzz_chunks_impl(const u64* __restrict__ in, const long long* __restrict__ cstart,
@@ -176,13 +235,19 @@ __device__ __forceinline__ void msm_horner_impl(const u64* __restrict__ win, int
     acc.store(out);
 }
 
-#define MSM_KERNELS(PREFIX, X)                                                                                  \
+#define MSM_KERNELS(PREFIX, X)                                                                                 \
     extern "C" __global__ void PREFIX##sum_affine_chunks(                                                      \
         const u64* __restrict__ bases, const long long* __restrict__ perm, u64 nbases,                         \
         const long long* __restrict__ cstart, const long long* __restrict__ cend,                              \
         const long long* __restrict__ dst, int use_dst, u64* out, u64 nchunks,                                 \
         const unsigned char* __restrict__ neg, int use_neg) {                                                  \
         sum_affine_chunks_impl<X>(bases, perm, nbases, cstart, cend, dst, use_dst, out, nchunks, neg, use_neg); \
+    }                                                                                                          \
+    extern "C" __global__ void PREFIX##sum_affine_balanced(                                                    \
+        const u64* __restrict__ bases, const long long* __restrict__ perm, u64 nbases,                         \
+        const long long* __restrict__ off, u64 nb, u64 m, u64 S, const unsigned char* __restrict__ neg,        \
+        int use_neg, u64* buckets, u64* pieces, long long* piece_b) {                                          \
+        sum_affine_balanced_impl<X>(bases, perm, nbases, off, nb, m, S, neg, use_neg, buckets, pieces, piece_b); \
     }                                                                                                          \
     extern "C" __global__ void PREFIX##sum_xyzz_chunks(                                                        \
         const u64* __restrict__ in, const long long* __restrict__ cstart, const long long* __restrict__ cend, \

@@ -254,8 +254,10 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
     src += 4 * voff;
     dst += 4 * voff;
     const bool last = lo + k == logn;
-    // load: element idx = tid + i nthr, column c = idx mod C, row b = idx / C
-    {
+    // load: element idx = tid + i nthr, column c = idx mod C, row b = idx / C. With a factor to multiply in
+    // (coset table, pre-twiddle), four elements and their four factors are loaded before the first use, so
+    // eight loads are in flight (the pre-twiddles of the last pass are scattered reads from device memory).
+    if (lo == 0 && coset == 0) {
         F e[8];
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -263,19 +265,33 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
             e[i] = ld_elem(src + 4 * (u64)ntt_addr(tile, c, b, logn, lo, k, logc, true), (F*)0);
         }
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            u32 idx = tid + i * nthr, c = idx & (C - 1), b = idx >> logc;
-            if (lo == 0) {
-                if (coset != 0) e[i] = e[i] * ld_table(coset + 4 * (u64)ntt_addr(tile, c, b, logn, lo, k, logc, true), (F*)0);
-            } else {
-                u32 l = ((tile & ((1u << (lo - logc)) - 1)) << logc) + c;
-                u32 ex = (l * ntt_rev(b, k)) << (logn - lo - k);  // < n
-                u32 half = 1u << (logn - 1);
-                F w = ld_table(tw + 4 * (u64)(ex & (half - 1)), (F*)0);
-                if (ex & half) w = neg_nz(w);
-                e[i] = e[i] * w;
+        for (int i = 0; i < 8; i++) sh_put(sh, ntt_swz(tid + i * nthr), e[i]);
+    } else {
+        const u32 half = 1u << (logn - 1);
+#pragma unroll
+        for (int h = 0; h < 8; h += 4) {
+            F e[4], w[4];
+            bool neg[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                u32 idx = tid + (h + i) * nthr, c = idx & (C - 1), b = idx >> logc;
+                u32 a = ntt_addr(tile, c, b, logn, lo, k, logc, true);
+                e[i] = ld_elem(src + 4 * (u64)a, (F*)0);
+                if (lo == 0) {
+                    w[i] = ld_table(coset + 4 * (u64)a, (F*)0);
+                    neg[i] = false;
+                } else {
+                    u32 l = ((tile & ((1u << (lo - logc)) - 1)) << logc) + c;
+                    u32 ex = (l * ntt_rev(b, k)) << (logn - lo - k);  // < n
+                    w[i] = ld_table(tw + 4 * (u64)(ex & (half - 1)), (F*)0);
+                    neg[i] = (ex & half) != 0;
+                }
             }
-            sh_put(sh, ntt_swz(idx), e[i]);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (neg[i]) w[i] = neg_nz(w[i]);
+                sh_put(sh, ntt_swz(tid + (h + i) * nthr), e[i] * w[i]);
+            }
         }
     }
     __syncthreads();
@@ -313,18 +329,34 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
         for (int j = 0; j < 8; j++) sh_put(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
         __syncthreads();
     }
-    // store
+    // store (the last pass multiplies by post or post1 on the way: four factors loaded before the first use)
+    if (last && post != 0) {
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        u32 idx = tid + i * nthr, cc = idx & (C - 1), b = idx >> logc;
-        F x;
-        sh_get(sh, ntt_swz(idx), x);
-        u32 a = ntt_addr(tile, cc, b, logn, lo, k, logc, false);
-        if (last) {
-            if (post != 0) x = x * ld_table(post + 4 * (u64)a, (F*)0);
-            else if (post1 != 0) x = x * ld_table(post1, (F*)0);
+        for (int h = 0; h < 8; h += 4) {
+            F x[4], f[4];
+            u32 a[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                u32 idx = tid + (h + i) * nthr, cc = idx & (C - 1), b = idx >> logc;
+                a[i] = ntt_addr(tile, cc, b, logn, lo, k, logc, false);
+                f[i] = ld_table(post + 4 * (u64)a[i], (F*)0);
+                sh_get(sh, ntt_swz(idx), x[i]);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) st_elem(dst + 4 * (u64)a[i], x[i] * f[i]);
         }
-        st_elem(dst + 4 * (u64)a, x);
+    } else {
+        const bool scale = last && post1 != 0;
+        F s1;
+        if (scale) s1 = ld_table(post1, (F*)0);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            u32 idx = tid + i * nthr, cc = idx & (C - 1), b = idx >> logc;
+            F x;
+            sh_get(sh, ntt_swz(idx), x);
+            if (scale) x = x * s1;
+            st_elem(dst + 4 * (u64)ntt_addr(tile, cc, b, logn, lo, k, logc, false), x);
+        }
     }
 }
 
@@ -335,11 +367,12 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
                                            int lo, int k, int logc) {                                             \
         ntt_pass_body<F>(src, dst, tw, small, coset, post, post1, logn, lo, k, logc);                              \
     }
-// ntt_pass: the compiler's register choice (150 registers: 3 blocks of 128 threads per SM);
-// ntt_pass_o4: capped at 128 registers (4 blocks per SM, no spills); ntt_pass_m64: the same pass with
-// field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives). A/B variants: cuda_ntt.IMPLS.
+// ntt_pass: 128 registers, 4 blocks of 128 threads per SM (before the loads went four at a time it took
+// 150 and ran 3 blocks: 5.25 ms at 2^24 against 4.82 capped at 128, 2026-12-01); ntt_pass_o5: capped at 96
+// registers for 5 blocks per SM (about 200 bytes of spills); ntt_pass_m64: field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives: 2026-12-01, 13.6 ms
+// at 2^24, slower than the radix-2 kernels). A/B variants: cuda_ntt.IMPLS.
 NTT_PASS_KERNEL(ntt_pass, fr32, __launch_bounds__(NTT_THREADS))
-NTT_PASS_KERNEL(ntt_pass_o4, fr32, __launch_bounds__(NTT_THREADS, 4))
+NTT_PASS_KERNEL(ntt_pass_o5, fr32, __launch_bounds__(NTT_THREADS, 5))
 NTT_PASS_KERNEL(ntt_pass_m64, fr_t, __launch_bounds__(NTT_THREADS))
 
 // Test hook for fr32: out = (x + y, x - y, x * y, p - x) elementwise (Montgomery), as fr_test_ops.
