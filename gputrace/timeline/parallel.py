@@ -75,15 +75,23 @@ def default_workers() -> int:
     return max(1, min(8, n, free))
 
 
-def split_ranges(path, parts: int) -> list[tuple[int, int]]:
-    """``parts`` byte ranges covering the file, each starting at the beginning of a line."""
+#: Bytes the calling process reads more than each worker: about what it reads while a worker
+#: process starts (~0.25 CPU-s at ~150 MB/s), so that the parts end together.
+HEAD_START_BYTES = 32 << 20
+
+
+def split_ranges(path, parts: int, head_start: int = 0) -> list[tuple[int, int]]:
+    """``parts`` byte ranges covering the file, each starting at the beginning of a line; the first
+    is ``head_start`` bytes longer than the others (at most twice as long)."""
     size = os.path.getsize(path)
     if parts <= 1 or size == 0:
         return [(0, size)]
+    extra = min(head_start, size // parts)
+    share = (size - extra) / parts
     cuts = [0]
     with open(path, "rb") as f:
         for k in range(1, parts):
-            pos = max(size * k // parts, cuts[-1])
+            pos = max(int(extra + share * k), cuts[-1])
             f.seek(pos)
             f.readline()  # move to the start of the next line
             cut = f.tell()
@@ -225,7 +233,7 @@ def read_parallel(path, lenient: bool = False,
     """
     path = os.fspath(path)
     workers = workers or default_workers()
-    ranges = split_ranges(path, workers)
+    ranges = split_ranges(path, workers, HEAD_START_BYTES)
     parts = _run_workers(path, ranges, lenient)
     offsets = np.cumsum([0] + [p["nlines"] for p in parts])
     errors = []

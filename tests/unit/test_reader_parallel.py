@@ -21,10 +21,13 @@ def test_split_ranges_start_on_lines(tmp_path):
     p.write_bytes(b"".join(b"x" * (i % 7) + b"\n" for i in range(100)))
     data = p.read_bytes()
     for parts in (1, 2, 3, 8, 200):
-        rs = par.split_ranges(p, parts)
-        assert rs[0][0] == 0 and rs[-1][1] == len(data)
-        assert all(a == prev_b for (_, prev_b), (a, _) in zip(rs, rs[1:]))
-        assert all(a == 0 or data[a - 1:a] == b"\n" for a, _ in rs)
+        for head in (0, 40, 10_000):
+            rs = par.split_ranges(p, parts, head)
+            assert rs[0][0] == 0 and rs[-1][1] == len(data)
+            assert all(a == prev_b for (_, prev_b), (a, _) in zip(rs, rs[1:]))
+            assert all(a == 0 or data[a - 1:a] == b"\n" for a, _ in rs)
+    first, second = par.split_ranges(p, 2, 60)
+    assert first[1] - first[0] > second[1] - second[0] + 40  # the caller's range is longer by ~head_start
 
 
 def test_parallel_read_equals_in_process_read(tmp_path, small_threshold):
@@ -80,7 +83,7 @@ def test_the_caller_reads_the_first_range_itself(tmp_path, small_threshold, monk
 
     monkeypatch.setattr(par.subprocess, "Popen", popen)
     a, b = read_trace(p, workers=1), read_trace(p, workers=2)
-    ranges = par.split_ranges(p, 2)
+    ranges = par.split_ranges(p, 2, par.HEAD_START_BYTES)
     assert len(ranges) == 2 and started == ranges[1:]  # one worker process, for the second range
     assert a.n == b.n and np.array_equal(a.cols["start"], b.cols["start"])
     assert np.array_equal(a.cols["span_id"], b.cols["span_id"]) and a.lanes == b.lanes
