@@ -146,9 +146,9 @@ def _reference_keypress(size: tuple[int, int]) -> float:
 
 def child_reader(trace: str) -> dict:
     t = time.perf_counter()
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline.load import read_as, sniff
 
-    tl = read_trace(trace)
+    tl = read_as(trace, sniff(trace))  # read_trace for OTLP JSONL; the Nsight/Chrome reader for those
     return {"read_s": time.perf_counter() - t, "spans": tl.n,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

@@ -7,8 +7,10 @@ Sections, in order (each one's failure is reported and the rest still run):
 1. build: compile the CUDA modules (time), list registers / local bytes per kernel;
 2. tests: ``pytest -m gpu tests/gpu`` (kernels vs CPU oracles, backend vs CPU backend, a GPU proof,
    the recorder's CUDA timing tests), then ``benchmarks/bench_tracer.py --cuda`` if present;
-3. ntt: forward Fr NTT at each size, median of CUDA-event times over repeats, as a fraction of the
-   integer-multiply bound (issue 4: about 3.3 ms at 2^24, scaled by n log n);
+3. ntt: forward Fr NTT at each size for each ``FrNtt`` implementation (``NTT_IMPLS``), median of CUDA-event
+   times over repeats, as a fraction of the integer-multiply bound (issue 4: about 3.3 ms at 2^24, scaled by
+   n log n); coset / inverse coset at the largest size and the prover's a, b, c batch at 2^20; CUPTI kernel time
+   per kernel and per launch of each; every implementation checked bit for bit against ``radix2``;
 4. msm: G1 MSM of random full-width scalars, median wall time with the result on the host, checked
    against arkworks at <= 2^20, window sweep; bound: about 70 ms at 2^24 (scaled by n);
 5. h2d: pageable vs pinned (cudaHostRegister) host-to-device bandwidth, 64 MiB .. 4 GiB, and what
@@ -159,7 +161,7 @@ def rand_fr(n: int, m: int = 1):
     return cupy.asarray(host)
 
 
-NTT_IMPLS = ("radix2", "pass", "pass_o5")  # cuda_ntt.FrNtt implementations, timed side by side
+NTT_IMPLS = ("radix2", "pass", "pass_e4")  # cuda_ntt.FrNtt implementations, timed side by side
 
 
 def ntt_cupti(runs: dict, repeats: int) -> dict:

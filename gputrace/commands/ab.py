@@ -62,7 +62,7 @@ def prover_runner(args, out_dir: Path):
             cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints), "--batch", str(args.batch),
                    "--devices", str(args.devices), "--backend", args.backend, "--opt", ",".join(sorted(switches)) or "none",
                    "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet",
-                   "--synthesis", args.synthesis, "--b-g2", args.b_g2]
+                   "--synthesis", args.synthesis, "--b-g2", args.b_g2, "--device-flow", args.device_flow]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(f"gputrace prove exited {r.returncode}: {r.stderr.strip()[-500:]}")
@@ -76,7 +76,7 @@ def prover_runner(args, out_dir: Path):
     def run_variant(switches: frozenset[str], trace_path: Path) -> None:
         run_prove(ProveOptions(constraints=constraints, batch=args.batch, devices=args.devices, backend=args.backend,
                                opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False,
-                               synthesis=args.synthesis, b_g2=args.b_g2))
+                               synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
     return run_variant
 
 

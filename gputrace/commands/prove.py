@@ -46,7 +46,8 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def add_placement_options(p) -> None:
-    """``--synthesis`` and ``--b-g2``: where the witness and the G2 MSM run (``ProveOptions.synthesis/b_g2``)."""
+    """``--synthesis``, ``--b-g2`` and ``--device-flow``: where the witness and the G2 MSM run, and how a device's
+    circuits are ordered (``ProveOptions.synthesis/b_g2/device_flow``)."""
     where = ("auto", "host", "device")
     p.add_argument("--synthesis", choices=where, default="auto",
                    help="witness generation: host (Python processes; A1, A2 and B1 act there), device (from a "
@@ -54,6 +55,10 @@ def add_placement_options(p) -> None:
     p.add_argument("--b-g2", dest="b_g2", choices=where, default="auto",
                    help="the G2 MSM b_g2: host (CPU pool, overlapping the GPU; A4 acts there), device or auto "
                         "(default)")
+    p.add_argument("--device-flow", dest="device_flow", choices=("stream", "batch"), default="stream",
+                   help="with device synthesis: stream (default; the next circuits' witnesses are made on a second "
+                        "stream while the current one is proven, keys upload inside prove) or batch (a device's "
+                        "whole batch of witnesses first, then the MSMs)")
 
 
 def options_from_args(args):
@@ -79,7 +84,7 @@ def options_from_args(args):
         key_dir=args.key_dir, trace=args.trace, otlp=args.otlp, seed=1 if args.seed is None else args.seed,
         key_seed=args.seed, verify=not args.no_verify,
         synthesis_workers=args.synthesis_workers, synthesis=args.synthesis, b_g2=args.b_g2,
-        keygen=getattr(args, "keygen", "auto"),
+        device_flow=args.device_flow, keygen=getattr(args, "keygen", "auto"),
     )
 
 

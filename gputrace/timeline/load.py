@@ -28,6 +28,7 @@ Module map (the reasons are in docs/architecture.md): ``_lines`` bytes and lines
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -118,7 +119,21 @@ def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, worke
     which case bad lines/spans are skipped and counted in ``timeline.load_report``. Raises
     ``OSError`` (e.g. FileNotFoundError) for files that cannot be opened. ``workers``: see
     ``parallel_workers`` (``1`` reads everything in-process).
+
+    The cyclic garbage collector is paused while reading (process-wide; re-enabled afterwards if it
+    was on), as ``read_chrome`` and ``read_nsys`` do: a read makes millions of objects and no cycles,
+    and the collector's passes over the attribute dicts already read grow with the trace.
     """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_otlp(paths, lenient, workers)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_otlp(paths, lenient: bool, workers: int | None) -> Timeline:
     from gputrace.timeline import parallel
 
     loader = TraceLoader(lenient=lenient)

@@ -78,7 +78,7 @@ class Lane:
         return (self.host, self.device < 0, self.device, self.pid, not self.name.startswith("stream:"), self.name)
 
 
-@dataclass
+@dataclass(repr=False)
 class Timeline:
     """All spans as columns (see the module docstring for the contract)."""
 
@@ -93,6 +93,11 @@ class Timeline:
     #: What the reader loaded and skipped (a ``gputrace.timeline.errors.LoadReport``), or None.
     load_report: LoadReport | None = field(default=None, repr=False, compare=False)
     _end_prefix_max: list[np.ndarray] | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        # A summary: the dataclass repr printed every column and attribute (seconds for a big trace, and
+        # Textual names each worker after the repr of its arguments).
+        return f"Timeline({self.n} spans, {len(self.lanes)} lanes, {len(self.phases)} phases)"
 
     # ---- construction -------------------------------------------------------------------
     @classmethod

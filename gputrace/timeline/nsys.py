@@ -54,7 +54,7 @@ import numpy as np
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
-from gputrace.timeline.nsys_columns import PID_MASK, CorrIndex, Rows, groups, ints, nulls, shifted
+from gputrace.timeline.nsys_columns import PID_MASK, CorrIndex, Rows, groups, int_columns, shifted
 from gputrace.timeline.nsys_device import ApiCalls, Device
 from gputrace.timeline.nsys_sqlite import (
     NsysFormatError,
@@ -227,15 +227,14 @@ def _read(rep: NsysReport, host: str | None, runtime: bool, correlation_ids: boo
 def _api_calls(rep: NsysReport, R: Rows, thread_lane, off: int, correlation_ids: bool) -> ApiCalls:
     """CUDA API calls as one block: Python once per distinct thread and API name, not per row."""
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    c = rep.arrays(t, ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
-    rep.table = t
-    if nulls(c["globalTid"]).any():
+    c = int_columns(rep, t, ["start", "end", "globalTid", "correlationId", "nameId", "returnValue"])
+    if c.null("globalTid").any():
         raise NsysFormatError(f"{rep.path}: table {t}: column globalTid is NULL")
-    start, end = shifted(ints(c["start"]), off), shifted(ints(c["end"]), off)
-    gtid = ints(c["globalTid"])
+    start, end = shifted(c.int("start"), off), shifted(c.int("end"), off)
+    gtid = c.int("globalTid")
     if len(gtid) and int(gtid.min()) < 0:
         raise OverflowError("negative globalTid")  # its process part would not fit 64 bits
-    nid_null, nid = nulls(c["nameId"]), ints(c["nameId"], 0)
+    nid_null, nid = c.null("nameId"), c.int("nameId", 0)
     first, g = groups(nid_null, nid)
     phase_of = np.empty(len(first), np.int32)
     kind_of = np.empty(len(first), np.int8)
@@ -248,10 +247,10 @@ def _api_calls(rep: NsysReport, R: Rows, thread_lane, off: int, correlation_ids:
         kind_of[i] = KIND_CODES["sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"]
     tfirst, tg = groups(gtid)
     lane_of = np.array([R.lane(thread_lane(int(gtid[r]))) for r in tfirst.tolist()], dtype=np.int32)
-    ret_null, ret = nulls(c["returnValue"]), ints(c["returnValue"], 0)
+    ret_null, ret = c.null("returnValue"), c.int("returnValue", 0)
     failed = ~ret_null & (ret != 0)
-    has_corr = ~nulls(c["correlationId"])
-    corr = ints(c["correlationId"], 0)
+    has_corr = ~c.null("correlationId")
+    corr = c.int("correlationId", 0)
     kind = kind_of[g]
     base = R.block(t, start=start, end=end, lane=lane_of[tg], phase=phase_of[g], kind=kind, proc=gtid & PID_MASK,
                    tie=1, status=np.where(failed, 2, 0), thread=gtid)

@@ -46,6 +46,45 @@ def ints(col: np.ndarray, fill: int | None = None) -> np.ndarray:
         raise ValueError(f"not an integer ({exc})") from None
 
 
+class IntColumns:
+    """Integer columns of one table, read block by block (``int_columns``): int64 values (NULL -> 0) and
+    NULL masks, so no more than one block of a table is ever held as Python objects."""
+
+    def __init__(self, values: dict[str, np.ndarray], null: dict[str, np.ndarray]) -> None:
+        self.values, self._null = values, null
+
+    def __len__(self) -> int:
+        return len(next(iter(self.values.values()))) if self.values else 0
+
+    def null(self, name: str) -> np.ndarray:
+        return self._null[name]
+
+    def int(self, name: str, fill: int | None = None) -> np.ndarray:
+        """The column, NULLs given ``fill``; with ``fill=None`` a NULL is a bad value (``TypeError``)."""
+        v, null = self.values[name], self._null[name]
+        if null.any():
+            if fill is None:
+                raise TypeError(f"NULL in column {name}, where a number is required")
+            v = np.where(null, np.int64(fill), v)
+        return v
+
+
+def int_columns(rep, table: str, wanted: list[str]) -> IntColumns:
+    """``wanted`` columns of ``table`` (an ``NsysReport``'s) as an ``IntColumns``, converted one fetched
+    block at a time. Raises ValueError/TypeError for a value that is not an integer, OverflowError past
+    64 bits (as ``ints``)."""
+    vals: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
+    null: dict[str, list[np.ndarray]] = {c: [] for c in wanted}
+    for block in rep.blocks(table, wanted):
+        for i, c in enumerate(wanted):
+            col = block[:, i]
+            n = nulls(col)
+            null[c].append(n)
+            vals[c].append(ints(col, 0) if n.any() else ints(col))
+    return IntColumns({c: np.concatenate(v) if v else np.empty(0, np.int64) for c, v in vals.items()},
+                      {c: np.concatenate(v) if v else np.empty(0, bool) for c, v in null.items()})
+
+
 def shifted(t: np.ndarray, off: int) -> np.ndarray:
     """Times moved to the epoch clock (``+ off``); ``OverflowError`` past 64 bits (never wraps)."""
     if off and len(t) and int(t.max()) > _I64_MAX - off:

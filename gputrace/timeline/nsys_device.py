@@ -18,7 +18,17 @@ import numpy as np
 
 from gputrace import activity as A
 from gputrace.timeline.model import KIND_CODES, Lane
-from gputrace.timeline.nsys_columns import PID_MASK, CorrIndex, Rows, groups, ints, nulls, shifted
+from gputrace.timeline.nsys_columns import (
+    PID_MASK,
+    CorrIndex,
+    IntColumns,
+    Rows,
+    groups,
+    int_columns,
+    ints,
+    nulls,
+    shifted,
+)
 from gputrace.timeline.nsys_sqlite import NsysFormatError, NsysReport
 from gputrace.timeline.row_attrs import RowAttrs
 
@@ -58,18 +68,18 @@ class Device:
         self._gpu_lanes: dict[tuple, int] = {}
 
     # ---- common part of kernels, copies and memsets -------------------------------------------
-    def _common(self, table: str, c: dict[str, np.ndarray]):
+    def _common(self, table: str, c: IntColumns):
         """Times, device, stream, process, correlation id and launching call of a device table."""
         rep = self.rep
         rep.table = table
-        if nulls(c["deviceId"]).any():
+        if c.null("deviceId").any():
             raise NsysFormatError(f"{rep.path}: table {table}: column deviceId is NULL")
-        start, end = shifted(ints(c["start"]), self.off), shifted(ints(c["end"]), self.off)
-        dev = ints(c["deviceId"])
-        stream = ints(c["streamId"], 0)
-        gpid = ints(c["globalPid"], 0)
-        has_corr = ~nulls(c["correlationId"])
-        corr = ints(c["correlationId"], 0)
+        start, end = shifted(c.int("start"), self.off), shifted(c.int("end"), self.off)
+        dev = c.int("deviceId")
+        stream = c.int("streamId", 0)
+        gpid = c.int("globalPid", 0)
+        has_corr = ~c.null("correlationId")
+        corr = c.int("correlationId", 0)
         a = np.full(len(start), -1, np.int64)
         if has_corr.any():
             q = np.flatnonzero(has_corr)
@@ -125,10 +135,11 @@ class Device:
             self.launched_dev.append(base + q)
             self.launched_api.append(a[q])
 
-    def _table(self, table: str, wanted: list[str]) -> dict[str, np.ndarray] | None:
+    def _table(self, table: str, wanted: list[str]) -> IntColumns | None:
         if table not in self.rep.tables:
             return None
-        return self.rep.arrays(table, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId"] + wanted)
+        return int_columns(self.rep, table, ["start", "end", "deviceId", "streamId", "globalPid", "correlationId"]
+                           + wanted)
 
     # ---- the tables -------------------------------------------------------------------------------
     def kernels(self) -> None:
@@ -142,9 +153,9 @@ class Device:
         strings = self.rep.strings
         static = []
         for col in ["shortName", "demangledName"] + geo + opt:
-            static += [nulls(c[col]), ints(c[col], 0)]
-        has_geo = ~nulls(c["gridX"])
-        if (has_geo[:, None] & np.stack([nulls(c[k]) for k in geo[1:]], axis=1)).any():
+            static += [c.null(col), c.int(col, 0)]
+        has_geo = ~c.null("gridX")
+        if (has_geo[:, None] & np.stack([c.null(k) for k in geo[1:]], axis=1)).any():
             raise TypeError("NULL grid or block size")  # int(None), as a row-by-row read would fail
         vals = {col: static[2 * i + 1] for i, col in enumerate(["shortName", "demangledName"] + geo + opt)}
         isnull = {col: static[2 * i] for i, col in enumerate(["shortName", "demangledName"] + geo + opt)}
@@ -172,8 +183,8 @@ class Device:
         if c is None:
             return
         common = self._common(t, c)
-        nb = ints(c["bytes"], -1)
-        kn = {k: (nulls(c[k]), ints(c[k], 0)) for k in ("copyKind", "srcKind", "dstKind")}
+        nb = c.int("bytes", -1)
+        kn = {k: (c.null(k), c.int(k, 0)) for k in ("copyKind", "srcKind", "dstKind")}
 
         def kind(k, r, table):
             return None if kn[k][0][r] else table.get(int(kn[k][1][r]))
@@ -193,8 +204,8 @@ class Device:
         if c is None:
             return
         common = self._common(t, c)
-        nb = ints(c["bytes"], -1)
-        mk_null, mk = nulls(c["memKind"]), ints(c["memKind"], 0)
+        nb = c.int("bytes", -1)
+        mk_null, mk = c.null("memKind"), c.int("memKind", 0)
 
         def make(r):
             mem = A.memory_kind(None if mk_null[r] else mem_kinds.get(int(mk[r])))

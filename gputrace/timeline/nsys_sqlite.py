@@ -127,22 +127,24 @@ class NsysReport:
         exprs = [_quote(c) if c in have else "NULL" for c in wanted]
         return wanted, self._run(f"SELECT {', '.join(exprs)} FROM {_quote(table)} {where}", table)
 
-    def arrays(self, table: str, wanted: list[str]) -> dict[str, np.ndarray]:
-        """The ``wanted`` columns of ``table`` as object arrays (the Python values SQLite gives, None
-        for NULL and for columns the table lacks), fetched in blocks: no Python work per row."""
+    def blocks(self, table: str, wanted: list[str]) -> Iterator[np.ndarray]:
+        """The ``wanted`` columns of ``table`` as object arrays of up to ``_BLOCK_ROWS`` rows, shape (rows,
+        len(wanted)) (the Python values SQLite gives; None for NULL and for columns the table lacks)."""
         have = self.columns(table)
         exprs = [_quote(c) if c in have else "NULL" for c in wanted]
         k = len(wanted)
-        parts = []
         self._ops = 0
         try:
             cur = self.conn.execute(f"SELECT {', '.join(exprs)} FROM {_quote(table)}")
             while block := cur.fetchmany(_BLOCK_ROWS):
-                flat = np.fromiter(chain.from_iterable(block), dtype=object, count=len(block) * k)
-                parts.append(flat.reshape(-1, k))
+                yield np.fromiter(chain.from_iterable(block), dtype=object, count=len(block) * k).reshape(-1, k)
         except sqlite3.Error as exc:
             raise self._error(table, exc) from None
-        data = np.concatenate(parts) if parts else np.empty((0, k), dtype=object)
+
+    def arrays(self, table: str, wanted: list[str]) -> dict[str, np.ndarray]:
+        """The ``wanted`` columns of ``table`` as whole object arrays (for small tables; see ``blocks``)."""
+        parts = list(self.blocks(table, wanted))
+        data = np.concatenate(parts) if parts else np.empty((0, len(wanted)), dtype=object)
         return {c: data[:, i] for i, c in enumerate(wanted)}
 
     def enum(self, table: str) -> dict[int, str]:

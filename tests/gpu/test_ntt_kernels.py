@@ -43,7 +43,7 @@ def rng():
 def engines():
     from gputrace.prover.backends.cuda_ntt import FrNtt
 
-    return {impl: FrNtt(0, impl=impl) for impl in ("pass", "pass_o5", "pass_m64", "radix2")}
+    return {impl: FrNtt(0, impl=impl) for impl in ("pass", "pass_o5", "pass_e4", "pass_m64", "radix2")}
 
 
 def _obj(rows):
@@ -110,7 +110,7 @@ def test_pass_ntt_matches_cpu_large(engines, rng, logn):
     _check(engines["pass"], rng, logn, 1, inverse, coset, "pass")
 
 
-@pytest.mark.parametrize("impl", ["pass_o5", "pass_m64"])
+@pytest.mark.parametrize("impl", ["pass_o5", "pass_e4", "pass_m64"])
 @pytest.mark.parametrize("logn", [3, 8, 9, 13, 17])
 def test_pass_variants_match_cpu(engines, rng, impl, logn):
     for inverse, coset in VARIANTS if logn < 17 else [(False, True)]:
@@ -159,10 +159,11 @@ def _geometric_expected(n, a, b, k, inverse, coset):
 
 
 @pytest.mark.skipif(not BIG, reason="GPUTRACE_GPU_TEST_NTT_BIG=0")
-def test_pass_ntt_2_24(engines, rng):
+@pytest.mark.parametrize("impl", ["pass", "pass_e4"])
+def test_pass_ntt_2_24(engines, rng, impl):
     logn = 24
     n = 1 << logn
-    eng = engines["pass"]
+    eng = engines[impl]
     a, b = rng.randrange(1, R), rng.randrange(2, R)
     idx = np.array(sorted({0, 1, 2, n // 2, n - 1} | {rng.randrange(n) for _ in range(200)}), dtype=np.int64)
     geo = eng.powers(b, n, a, None)[None]  # (1, n, 4) Montgomery: a b^i
@@ -186,7 +187,7 @@ def test_pass_ntt_2_24(engines, rng):
     y = x.copy()
     eng.transform(x, inverse=False, coset=True, stream=None)
     engines["radix2"].transform(y, inverse=False, coset=True, stream=None)
-    assert bool(cupy.array_equal(x, y)), f"2^24 coset NTT: pass and radix2 differ (seed {SEED}, input {host})"
+    assert bool(cupy.array_equal(x, y)), f"2^24 coset NTT: {impl} and radix2 differ (seed {SEED}, input {host})"
     del y
     eng.transform(x, inverse=True, coset=True, stream=None)
     eng.from_mont(x, None)

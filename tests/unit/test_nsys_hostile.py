@@ -86,3 +86,27 @@ def test_work_per_query_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(ns, "_CHECK_EVERY", 1)
     with pytest.raises(NsysFormatError, match="query stopped after"):
         read_nsys(p)
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("gridY", "'wide'", "bad value"),
+    ("correlationId", str(1 << 64), "a value is outside"),
+    ("deviceId", "NULL", "column deviceId is NULL"),
+    ("gridZ", "NULL", "bad value"),  # a grid with a NULL dimension
+])
+def test_bad_kernel_values_name_the_kernel_table(tmp_path, column, value, message):
+    p = build_report(tmp_path / "k.sqlite")
+    values = {"start": "9000", "end": "9500", "deviceId": "0", "contextId": "1", "streamId": "7",
+              "correlationId": "99", "globalPid": "0", "demangledName": "6", "shortName": "7",
+              "registersPerThread": "40", "gridX": "1", "gridY": "1", "gridZ": "1", "blockX": "1", "blockY": "1",
+              "blockZ": "1", "staticSharedMemory": "0", "dynamicSharedMemory": "0", column: value}
+    con = sqlite3.connect(p)  # the test schema says NOT NULL; a hostile file need not
+    con.execute("CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("ALTER TABLE k2 RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+    cols, vals = ", ".join(values), ", ".join(values.values())
+    con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({cols}) VALUES ({vals})")
+    con.commit()
+    con.close()
+    with pytest.raises(NsysFormatError, match=f"k.sqlite: table CUPTI_ACTIVITY_KIND_KERNEL: {message}"):
+        read_nsys(p)

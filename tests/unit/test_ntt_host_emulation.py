@@ -69,7 +69,7 @@ typedef void (*pass_fn)(const u64*, u64*, const u64*, const u64*, const u64*, co
 extern "C" int run_pass(int variant, const u64* src, u64* dst, const u64* tw, const u64* small, const u64* coset,
                         const u64* post, const u64* post1, int logn, int lo, int k, int logc, unsigned gx,
                         unsigned gy, unsigned block) {
-    pass_fn f = variant == 0 ? ntt_pass : ntt_pass_m64;
+    pass_fn f = variant == 0 ? ntt_pass : variant == 1 ? ntt_pass_m64 : ntt_pass_e4;
     blockDim.x = block; gridDim.x = gx; gridDim.y = gy;
     g_bar.count = block;
     for (unsigned y = 0; y < gy; y++)
@@ -139,7 +139,7 @@ def _emulated_transform(lib, rows, inverse, coset, variant):
         lib.run_pass(variant, _ptr(a if first else scratch), _ptr(a if last else scratch), _ptr(tw), _ptr(small),
                      _ptr(cos if first else None), _ptr(post if last else None), _ptr(post1 if last else None),
                      logn, lo, k, logc, ctypes.c_uint(1 << (logn - k - logc)), ctypes.c_uint(m),
-                     ctypes.c_uint(1 << (logc + k - 3)))
+                     ctypes.c_uint(1 << (logc + k - (2 if variant == 2 else 3))))
     return [_ints(a[r]) for r in range(m)]
 
 
@@ -156,7 +156,7 @@ def test_fr32_arithmetic_on_host(emu):
         assert got[4 * i:4 * i + 4] == want, f"fr32 ops wrong for x={x} y={y} (seed {SEED})"
 
 
-@pytest.mark.parametrize("variant", [0, 1], ids=["ntt_pass", "ntt_pass_m64"])
+@pytest.mark.parametrize("variant", [0, 1, 2], ids=["ntt_pass", "ntt_pass_m64", "ntt_pass_e4"])
 @pytest.mark.parametrize("logn,m", [(3, 1), (4, 2), (6, 1), (8, 1), (9, 2), (11, 1), (13, 1)])
 def test_pass_kernels_match_cpu_ntt_on_host(emu, variant, logn, m):
     rng = random.Random(SEED + logn)

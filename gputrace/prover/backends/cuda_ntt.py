@@ -10,7 +10,8 @@ Implementations (``impl``; the default is ``DEFAULT_IMPL``): ``"pass"`` runs ``n
 global memory, 8-stage tiles in shared memory, 32-bit-limb arithmetic (``fr32.cuh``), the bit reversal
 and the coset shift fused into the first pass, 1/n (or 7^-i / n) into the last, all m rows of the
 batch in each launch; it needs a scratch buffer of the array's size for the first pass. ``"pass_o5"`` is
-the same kernel capped at 96 registers (5 blocks per SM), ``"pass_m64"`` the same passes with field.cuh's
+the same kernel capped at 96 registers (5 blocks per SM), ``"pass_e4"`` holds 4 elements per thread (256
+threads, 2 stages per trip through shared memory, 3 blocks per SM), ``"pass_m64"`` the same passes with field.cuh's
 64-bit multiplication, ``"radix2"`` the earlier kernels (in-place
 bit reversal, 10 stages in shared memory, then one radix-4 launch per two stages and row); both are
 kept for A/B measurement (``benchmarks/gpu_all.py``'s ntt section). n < 8 always uses ``"radix2"``.
@@ -37,8 +38,9 @@ from .cuda_kernels import empty, i32, kernel, launch, u64
 MONT_R = (1 << 256) % R
 
 BLOCK_LOG = 10  # radix2: first 10 stages of each 1024-element chunk in shared memory (32 KiB)
-#: FrNtt implementations -> pass kernel (None: the radix-2 kernels).
-IMPLS = {"pass": "ntt_pass", "pass_o5": "ntt_pass_o5", "pass_m64": "ntt_pass_m64", "radix2": None}
+#: FrNtt implementations -> (pass kernel, log2 of the elements each thread holds); None: the radix-2 kernels.
+IMPLS = {"pass": ("ntt_pass", 3), "pass_o5": ("ntt_pass_o5", 3), "pass_e4": ("ntt_pass_e4", 2),
+         "pass_m64": ("ntt_pass_m64", 3), "radix2": None}
 #: The implementation ``FrNtt(device)`` uses (the backend's).
 DEFAULT_IMPL = "pass"
 
@@ -66,7 +68,7 @@ class FrNtt:
         self._lock = threading.Lock()
         self._k = {fn: kernel("ntt", device, fn) for fn in (
             "fr_to_mont", "fr_from_mont", "fr_powers", "fr_bitrev_inplace", "ntt_block", "ntt_stage",
-            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o5", "ntt_pass_m64")}
+            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o5", "ntt_pass_e4", "ntt_pass_m64")}
 
     # -- tables ---------------------------------------------------------------------------
     def powers(self, base: int, count: int, scale: int, stream) -> cupy.ndarray:
@@ -141,7 +143,7 @@ class FrNtt:
     def _transform_passes(self, a: cupy.ndarray, *, inverse: bool, coset: bool, stream) -> cupy.ndarray:
         m, n = a.shape[0], a.shape[1]
         logn = n.bit_length() - 1
-        fn = IMPLS[self.impl]
+        fn, eb = IMPLS[self.impl]
         k = self._k[fn]
         tw = self._table("itw" if inverse else "tw", logn, stream)
         small = self._table("ismall" if inverse else "small", 0, stream)
@@ -162,7 +164,7 @@ class FrNtt:
                     post if last and post is not None else null, post1 if last and post1 is not None else null,
                     i32(logn), i32(lo), i32(kk), i32(logc))
             grid = (1 << (logn - kk - logc), m)
-            block = (1 << (logc + kk - 3),)
+            block = (1 << (logc + kk - eb),)
             try:
                 k(grid, block, args, stream=_stream(stream))
             except Exception as exc:

@@ -195,7 +195,7 @@ extern "C" __global__ void fr_test_ops(const u64* __restrict__ x, const u64* __r
 #ifndef NTT_SHARED
 #define NTT_SHARED __shared__  // (a host emulation of the kernels redefines it)
 #endif
-#define NTT_THREADS 128  // NTT_TILE / 8 elements per thread
+#define NTT_THREADS 128  // NTT_TILE / 8 elements per thread (EB = 3)
 
 __device__ __forceinline__ u32 ntt_swz(u32 idx) { return idx ^ (((idx >> 5) & 7u) << 2); }
 __device__ __forceinline__ u32 ntt_rev(u32 x, int bits) { return bits == 0 ? 0u : (__brev(x) >> (32 - bits)); }
@@ -241,12 +241,15 @@ __device__ __forceinline__ u32 ntt_addr(u32 tile, u32 c, u32 b, int logn, int lo
 // equal dst except in the first pass of several). tw: w^j, j < n/2 (w^-j for an inverse). small:
 // w_256^j, j < 128 (inverse root for an inverse). coset: n-entry table multiplied in on the first
 // pass's load, or null. post: n-entry table multiplied in on the last pass's store, or null; post1: a
-// single factor instead (1/n), or null. Launch: grid (n / (2^logc 2^k), batch), block 2^(logc+k-3).
-template <class F>
+// single factor instead (1/n), or null. EB: each thread holds E = 2^EB elements (8 or 4) and does EB stages
+// per trip through shared memory. Launch: grid (n / (2^logc 2^k), batch), block 2^(logc+k-EB).
+template <class F, int EB>
 __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u64* __restrict__ tw,
                                               const u64* __restrict__ small, const u64* __restrict__ coset,
                                               const u64* __restrict__ post, const u64* __restrict__ post1,
                                               int logn, int lo, int k, int logc) {
+    constexpr int E = 1 << EB;
+    constexpr int G = EB == 3 ? 4 : 2;  // elements whose factors are loaded together (load and store phases)
     NTT_SHARED u32 sh[8][NTT_TILE];
     const u32 tid = threadIdx.x, nthr = blockDim.x, tile = blockIdx.x;
     const u32 C = 1u << logc;
@@ -258,22 +261,22 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
     // (coset table, pre-twiddle), four elements and their four factors are loaded before the first use, so
     // eight loads are in flight (the pre-twiddles of the last pass are scattered reads from device memory).
     if (lo == 0 && coset == 0) {
-        F e[8];
+        F e[E];
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < E; i++) {
             u32 idx = tid + i * nthr, c = idx & (C - 1), b = idx >> logc;
             e[i] = ld_elem(src + 4 * (u64)ntt_addr(tile, c, b, logn, lo, k, logc, true), (F*)0);
         }
 #pragma unroll
-        for (int i = 0; i < 8; i++) sh_put(sh, ntt_swz(tid + i * nthr), e[i]);
+        for (int i = 0; i < E; i++) sh_put(sh, ntt_swz(tid + i * nthr), e[i]);
     } else {
         const u32 half = 1u << (logn - 1);
 #pragma unroll
-        for (int h = 0; h < 8; h += 4) {
-            F e[4], w[4];
-            bool neg[4];
+        for (int h = 0; h < E; h += G) {
+            F e[G], w[G];
+            bool neg[G];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < G; i++) {
                 u32 idx = tid + (h + i) * nthr, c = idx & (C - 1), b = idx >> logc;
                 u32 a = ntt_addr(tile, c, b, logn, lo, k, logc, true);
                 e[i] = ld_elem(src + 4 * (u64)a, (F*)0);
@@ -288,30 +291,30 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
                 }
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < G; i++) {
                 if (neg[i]) w[i] = neg_nz(w[i]);
                 sh_put(sh, ntt_swz(tid + (h + i) * nthr), e[i] * w[i]);
             }
         }
     }
     __syncthreads();
-    // sub-passes: 3 stages each (the last one of a pass may do fewer); thread = (column c, index q);
-    // its 8 elements are the rows b = base | j << u, j < 8, and it does the stages u + m, m in
-    // [3 - nb, 3) (nb = stages of this sub-pass), on the bits of j.
+    // sub-passes: EB stages each (the last one of a pass may do fewer); thread = (column c, index q);
+    // its E elements are the rows b = base | j << u, j < E, and it does the stages u + m, m in
+    // [EB - nb, EB) (nb = stages of this sub-pass), on the bits of j.
     const u32 c = tid & (C - 1), q = tid >> logc;
-    for (int t0 = 0; t0 < k; t0 += 3) {
-        const int nb = k - t0 < 3 ? k - t0 : 3;
-        const int u = t0 + nb - 3;
-        const u32 base = (q & ((1u << u) - 1)) | ((q >> u) << (u + 3));
-        F e[8];
+    for (int t0 = 0; t0 < k; t0 += EB) {
+        const int nb = k - t0 < EB ? k - t0 : EB;
+        const int u = t0 + nb - EB;
+        const u32 base = (q & ((1u << u) - 1)) | ((q >> u) << (u + EB));
+        F e[E];
 #pragma unroll
-        for (int j = 0; j < 8; j++) sh_get(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
+        for (int j = 0; j < E; j++) sh_get(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
 #pragma unroll
-        for (int m = 0; m < 3; m++) {
-            if (m < 3 - nb) continue;
+        for (int m = 0; m < EB; m++) {
+            if (m < EB - nb) continue;
             const int t = u + m;  // stage within the pass
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < E; j++) {
                 if (j & (1 << m)) continue;
                 F v = e[j + (1 << m)];
                 // twiddle w_{2^(t+1)}^ex = w_256^(ex << (7 - t)); exponent 0 (twiddle 1) is known at
@@ -326,31 +329,31 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
             }
         }
 #pragma unroll
-        for (int j = 0; j < 8; j++) sh_put(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
+        for (int j = 0; j < E; j++) sh_put(sh, ntt_swz(((base | ((u32)j << u)) << logc) + c), e[j]);
         __syncthreads();
     }
     // store (the last pass multiplies by post or post1 on the way: four factors loaded before the first use)
     if (last && post != 0) {
 #pragma unroll
-        for (int h = 0; h < 8; h += 4) {
-            F x[4], f[4];
-            u32 a[4];
+        for (int h = 0; h < E; h += G) {
+            F x[G], f[G];
+            u32 a[G];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < G; i++) {
                 u32 idx = tid + (h + i) * nthr, cc = idx & (C - 1), b = idx >> logc;
                 a[i] = ntt_addr(tile, cc, b, logn, lo, k, logc, false);
                 f[i] = ld_table(post + 4 * (u64)a[i], (F*)0);
                 sh_get(sh, ntt_swz(idx), x[i]);
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++) st_elem(dst + 4 * (u64)a[i], x[i] * f[i]);
+            for (int i = 0; i < G; i++) st_elem(dst + 4 * (u64)a[i], x[i] * f[i]);
         }
     } else {
         const bool scale = last && post1 != 0;
         F s1;
         if (scale) s1 = ld_table(post1, (F*)0);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < E; i++) {
             u32 idx = tid + i * nthr, cc = idx & (C - 1), b = idx >> logc;
             F x;
             sh_get(sh, ntt_swz(idx), x);
@@ -360,20 +363,24 @@ __device__ __forceinline__ void ntt_pass_body(const u64* src, u64* dst, const u6
     }
 }
 
-#define NTT_PASS_KERNEL(name, F, bounds)                                                                       \
+#define NTT_PASS_KERNEL(name, F, EB, bounds)                                                                       \
     extern "C" __global__ void bounds name(const u64* src, u64* dst, const u64* __restrict__ tw,                \
                                            const u64* __restrict__ small, const u64* __restrict__ coset,          \
                                            const u64* __restrict__ post, const u64* __restrict__ post1, int logn, \
                                            int lo, int k, int logc) {                                             \
-        ntt_pass_body<F>(src, dst, tw, small, coset, post, post1, logn, lo, k, logc);                              \
+        ntt_pass_body<F, EB>(src, dst, tw, small, coset, post, post1, logn, lo, k, logc);                          \
     }
 // ntt_pass: 128 registers, 4 blocks of 128 threads per SM (before the loads went four at a time it took
 // 150 and ran 3 blocks: 5.25 ms at 2^24 against 4.82 capped at 128, 2026-12-01); ntt_pass_o5: capped at 96
-// registers for 5 blocks per SM (about 200 bytes of spills); ntt_pass_m64: field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives: 2026-12-01, 13.6 ms
-// at 2^24, slower than the radix-2 kernels). A/B variants: cuda_ntt.IMPLS.
-NTT_PASS_KERNEL(ntt_pass, fr32, __launch_bounds__(NTT_THREADS))
-NTT_PASS_KERNEL(ntt_pass_o5, fr32, __launch_bounds__(NTT_THREADS, 5))
-NTT_PASS_KERNEL(ntt_pass_m64, fr_t, __launch_bounds__(NTT_THREADS))
+// registers for 5 blocks per SM (about 200 bytes of spills); ntt_pass_e4: 4 elements per thread (256
+// threads, 2 stages per trip through shared memory), capped for 3 blocks per SM: 24 warps against 16 (the
+// profile of ntt_pass showed issue slots 44 % busy at 4 warps per scheduler: latency, not a pipe);
+// ntt_pass_m64: field.cuh's 64-bit-limb arithmetic (what the pass structure alone gives: 13.6 ms at 2^24,
+// slower than the radix-2 kernels, 2026-12-01). A/B variants: cuda_ntt.IMPLS.
+NTT_PASS_KERNEL(ntt_pass, fr32, 3, __launch_bounds__(NTT_THREADS))
+NTT_PASS_KERNEL(ntt_pass_o5, fr32, 3, __launch_bounds__(NTT_THREADS, 5))
+NTT_PASS_KERNEL(ntt_pass_e4, fr32, 2, __launch_bounds__(2 * NTT_THREADS, 3))
+NTT_PASS_KERNEL(ntt_pass_m64, fr_t, 3, __launch_bounds__(NTT_THREADS))
 
 // Test hook for fr32: out = (x + y, x - y, x * y, p - x) elementwise (Montgomery), as fr_test_ops.
 extern "C" __global__ void fr32_test_ops(const u64* __restrict__ x, const u64* __restrict__ y, u64* out, u64 n) {
