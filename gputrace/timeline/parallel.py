@@ -20,6 +20,7 @@ strict mode the error with the lowest line is raised.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import subprocess
@@ -55,24 +56,23 @@ def _load_average() -> float:
 
 
 def default_workers() -> int:
-    """Processes for a parallel read, the caller included: the CPUs that other work leaves free, at
-    most 8; 1 (read in-process) when fewer than ``MIN_PARALLEL_CPUS`` are usable or free.
+    """Processes for a parallel read, the caller included: about the CPUs that other work leaves
+    free, at most 8; 1 (read in-process) below ``MIN_PARALLEL_CPUS`` usable CPUs or on a busy machine.
     ``read_trace(workers=N)`` overrides it. The decision whether a file is read in parallel is
     ``gputrace.timeline.load.parallel_workers``.
 
-    Free CPUs are the usable ones less the 1-minute load average, plus the one this process runs
-    on (it is part of that load): on a 2-core machine the read goes parallel only while at most
-    ~1.5 other tasks are running. A second process on a core that others keep busy gains no CPU
-    and costs ~0.3-0.6 CPU-s (start-up, shipping the columns, merging): measured slower on a
-    busy 2-core machine (benchmarks/RESULTS.md, "OTLP JSONL read")."""
+    ``floor(CPUs - load) + 2`` readers, by the 1-minute load average: on a 2-core machine, two
+    while the load is under 2. Measured on such a machine with 1 M spans (benchmarks/RESULTS.md,
+    "OTLP JSONL read"): at load 1.2-1.7 two processes took 2.1-2.6 s against 3.2-3.8 s for one;
+    at load 3.5-6 they were slower than one (a second process on a core that others keep busy
+    gains no CPU and costs ~0.3-0.6 CPU-s: start-up, shipping the columns, merging)."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         n = os.cpu_count() or 1
     if n < MIN_PARALLEL_CPUS:
         return 1
-    free = round(n - _load_average() + 1)
-    return max(1, min(8, n, free))
+    return max(1, min(8, n, math.floor(n - _load_average()) + 2))
 
 
 #: Bytes the calling process reads more than each worker: about what it reads while a worker

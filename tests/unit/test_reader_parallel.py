@@ -94,12 +94,18 @@ def test_parallel_reads_from_two_free_cpus(monkeypatch):
     monkeypatch.setattr(par, "_load_average", lambda: load["now"])
     monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0, 1})
     assert par.default_workers() == 2
-    load["now"] = 3.0  # both cores busy with other work: a second process would gain nothing
+    load["now"] = 1.7
+    assert par.default_workers() == 2
+    load["now"] = 2.2  # both cores busy with other work: a second process would gain nothing
+    assert par.default_workers() == 1
+    load["now"] = 3.0
     assert par.default_workers() == 1
     monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: set(range(16)))
     assert par.default_workers() == 8
     load["now"] = 12.2
     assert par.default_workers() == 5
+    load["now"] = 40.0
+    assert par.default_workers() == 1
     monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0})
     load["now"] = 0.0
     assert par.default_workers() == 1
