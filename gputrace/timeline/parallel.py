@@ -309,7 +309,7 @@ def read_parallel(path, lenient: bool = False,
 
 def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -> Timeline:
     cols, attrs, phases, lanes, resources, trace_ids, report = read_parallel(path, lenient, workers)
-    tl = Timeline.from_unsorted(cols, phases, lanes, resources, trace_ids, attrs)
+    tl = Timeline.from_unsorted(cols, phases, lanes, resources, trace_ids, attrs, consume=True)
     tl.load_report = report
     return tl
 
