@@ -11,7 +11,9 @@ Runs, in one process, keys cached in ``--keys`` (generated on first use):
 3. ``batch``: ``--batch`` circuits on one GPU (proofs/s), then the same count split over ``--gpus`` GPUs
    (``--batch / gpus`` each): throughput and the scaling;
    2 and 3 run once per device flow in ``--flows`` (``ProveOptions.device_flow``: ``batch`` = the earlier flow,
-   ``stream`` = witnesses on a second stream, tails on the device, keys loaded inside ``prove``), the single
+   ``stream`` = witnesses on a second stream, tails on the device, keys loaded inside ``prove``, MSM results left on
+   the device until one copy back per circuit; ``stream-sync`` = the same with a host point after every MSM), the
+   warm-up (a 2^14 proof per flow, on one GPU and on ``--gpus``: every device's modules and kernels loaded), the single
    proofs' repeats interleaved across the flows; ``after``/``batch_*`` hold the last flow, ``by_flow`` every one,
    with the trace's start-up (``prove`` root to the first ``msm_h`` on the device) and ``synthesis`` brackets;
 4. ``cupti``: one device-path proof with CUDA activity (CUPTI), and per top-level GPU phase the share of its
@@ -184,6 +186,8 @@ def main() -> int:
         t = time.perf_counter()
         for flow in flows:  # warm-up of each flow: modules, CuPy's reduction kernels, pools (and small keys)
             prove(min(n, 14), keys, tmp, device_flow=flow, **kg)
+            if "multi" not in skip and 1 < a.gpus <= visible_gpus():  # every GPU the 2-GPU run uses, not GPU 0 only
+                prove(min(n, 14), keys, tmp, devices=a.gpus, device_flow=flow, **kg)
         res["warmup_s"] = time.perf_counter() - t
         if "before" not in skip:
             res["before"] = prove(n, keys, tmp, synthesis="host", b_g2="host", trace=OUT / f"prover-2_{n}-before.jsonl",
