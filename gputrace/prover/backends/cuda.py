@@ -15,6 +15,10 @@ What each call does (docs/gpu.md repeats this):
   ``stream=`` so their device times come from CUDA events. ``msm_g1``/``batch_add_g1`` return host points:
   each ends with a ``d2h`` phase (the 192-byte result) and a ``sync`` phase (the host waiting for the
   stream), so host-blocked time is visible in the trace. Host scalars are moved in an ``h2d`` phase.
+  The queued calls (``msm_g1_queued``, ``msm_g2_queued``, ``batch_add_queued``, ``d2h_queued``; the stream flow)
+  read nothing back (``G1Msm.msm(..., sync_free=True)``) and leave their results on the device; ``collect`` copies
+  a circuit's results into page-locked memory behind an event (one ``d2h`` phase) and ``results`` waits for it,
+  possibly on another thread, then releases the arrays the queued work read.
 * ``MsmPlan.window`` (D4) sets the Pippenger window; ``narrow_bits`` is the CPU's knob and unused here.
 * Three streams per GPU: the lane's (proving), the witness lane's (``witness_lane``: witnesses and their tail
   splits, generated while the lane proves the circuit before; ``record_event``/``wait_event`` order the two) and
