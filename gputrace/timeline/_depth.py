@@ -24,13 +24,18 @@ _OPEN[[ord("{"), ord("[")]] = 1
 _OPEN[[ord("}"), ord("]")]] = -1
 
 
+def depth_scan_needed() -> bool:
+    """True when ``too_deep`` scans text (the recursion limit no longer protects the stack)."""
+    return sys.version_info < (3, 12) and sys.getrecursionlimit() > _SAFE_RECURSION_LIMIT
+
+
 def too_deep(text: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """True when ``text`` nests objects/arrays deeper than ``limit`` and the decoder would not stop it.
 
     Returns False without scanning while ``sys.getrecursionlimit()`` is at most ``_SAFE_RECURSION_LIMIT``
     (the decoder then raises ``RecursionError`` itself) or the text has too few brackets to be that deep.
     """
-    if sys.version_info >= (3, 12) or sys.getrecursionlimit() <= _SAFE_RECURSION_LIMIT:
+    if not depth_scan_needed():
         return False
     if text.count(b"{") + text.count(b"[") <= limit:
         return False

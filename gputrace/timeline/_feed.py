@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gputrace.otlp.schema import request_decoder
 from gputrace.timeline._depth import too_deep
-from gputrace.timeline._lines import PathLike, iter_lines, open_trace_file
+from gputrace.timeline._lines import PathLike, iter_line_blocks, open_trace_file
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import TraceFormatError
 
@@ -45,7 +45,13 @@ def load_file_into(loader: TraceLoader, path: PathLike) -> None:
     problems_before = sum(loader.report.reasons.values())
     with f:
         try:
-            for line_no, (line, terminated, _) in enumerate(iter_lines(f), 1):
+            line_no = 0
+            for line, block, terminated in iter_line_blocks(f):
+                if line is None:
+                    assert block is not None
+                    line_no = loader.feed_block(path, line_no, block)
+                    continue
+                line_no += 1
                 if line_no == 1 and line.strip() == b"{" and try_whole_file(loader, path):
                     return  # one pretty-printed request, not JSON Lines
                 loader.feed(path, line_no, line, terminated)

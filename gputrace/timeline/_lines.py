@@ -179,6 +179,31 @@ class LineSplitter:
         return bool(self._parts)
 
 
+def iter_line_blocks(f, chunk: int = _CHUNK) -> Iterator[tuple[bytes | None, memoryview | None, bool]]:
+    """The lines of a binary stream as ``iter_lines`` has them, but with each chunk's run of complete lines
+    after its first as one zero-copy block: ``(line, None, terminated)`` for a single line (always the
+    first line of the stream), ``(None, block, True)`` for a block (newline-terminated lines, as a view
+    of the chunk read). Errors of ``f.read`` propagate after everything before them was yielded."""
+    parts: list[bytes] = []  # the partial line carried over, in pieces (linear however long it is)
+    while True:
+        data = f.read(chunk)
+        if not data:
+            break
+        first = data.find(b"\n")
+        if first < 0:
+            parts.append(data)
+            continue
+        parts.append(data[:first])
+        yield b"".join(parts), None, True
+        last = data.rfind(b"\n")
+        if last > first:
+            yield None, memoryview(data)[first + 1:last + 1], True
+        parts = [data[last + 1:]] if last + 1 < len(data) else []
+    rest = b"".join(parts)
+    if rest:
+        yield rest, None, False
+
+
 def iter_lines(f, chunk: int = _CHUNK) -> Iterator[tuple[bytes, bool, int]]:
     """Yield ``(line, terminated, bytes_consumed)`` from a binary stream, one line at a time.
     ``terminated`` is False only for a last line without a newline. Errors of ``f.read`` (a

@@ -26,7 +26,7 @@ from gputrace.otlp.schema import (
 )
 from gputrace.timeline._columns import Interner, spans_to_columns
 from gputrace.timeline._decode_errors import describe_msgspec_error
-from gputrace.timeline._depth import too_deep
+from gputrace.timeline._depth import depth_scan_needed, too_deep
 from gputrace.timeline._fast import parse_attributes
 from gputrace.timeline._lines import PathLike
 from gputrace.timeline.errors import LoadReport, TraceFormatError
@@ -87,25 +87,66 @@ class TraceLoader:
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 pass  # the general decoder below names the problem
             else:
-                ress = self._lean_resources(req)
-                if ress is not None:
-                    ns = 0
-                    for rs in req.resourceSpans:
-                        for ss in rs.scopeSpans:
-                            ns += len(ss.spans)
-                        for ls in rs.instrumentationLibrarySpans:
-                            ns += len(ls.spans)
-                    self._lean.append((path, line_no, line, terminated, req, ns, ress))
-                    self._lean_spans += ns
-                    held = len(self._pending) + self._lean_spans
-                    if self._lean_spans >= FAST_GROUP_SPANS or held >= self.batch_spans:
-                        self.resolve()
+                if self._queue_lean(path, line_no, line, terminated, req):
                     return
-            self.resolve()
-            self._declined += 1  # refused by the lean decoder: counts as declined (speed only)
-            if self._declined >= FAST_GIVE_UP_LINES:
-                self.fast = False
+            self._decline()  # refused by the lean decoder: counts as declined (speed only)
         self._feed_general(path, line_no, line, terminated)
+
+    def feed_block(self, path: PathLike, line_no: int, block: memoryview) -> int:
+        """Feed the complete lines of ``block`` (each ends with a newline; the first is line
+        ``line_no + 1``) and return the number of the last. Same effect as ``feed`` of each line
+        (the equivalence is tested): the lines are lean-decoded by one ``decode_lines`` call and kept
+        as views of ``block`` (copied only for the general decoder); a block with a blank line, or
+        that the lean decoder refuses, or while the fast path is off, is fed line by line."""
+        text = np.frombuffer(block, np.uint8)
+        nl = np.flatnonzero(text == 10)
+        ends = nl.tolist()
+        starts = [0] + [e + 1 for e in ends[:-1]]
+        reqs = None
+        # decode_lines skips blank lines and takes several values on one line: with every line
+        # starting with "{" (none blank) and one value per line in all, each line is one request.
+        if self.fast and ends and not depth_scan_needed() and bool((text[starts] == 123).all()):
+            try:
+                reqs = lean_decoder.decode_lines(block)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                reqs = None
+        if reqs is None or len(reqs) != len(ends):
+            for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
+                self.feed(path, line_no + 1 + i, bytes(block[s:e]), True)
+            return line_no + len(ends)
+        for i, (req, s, e) in enumerate(zip(reqs, starts, ends, strict=True)):
+            self.report.lines += 1
+            if self.fast:
+                if self._queue_lean(path, line_no + 1 + i, block[s:e], True, req):
+                    continue
+                self._decline()
+            self._feed_general(path, line_no + 1 + i, bytes(block[s:e]).strip(), True)
+        return line_no + len(ends)
+
+    def _queue_lean(self, path: PathLike, line_no: int, line: bytes | memoryview, terminated: bool, req) -> bool:
+        """Queue a lean-decoded line for ``resolve``; False if its resources do not decode (the
+        caller then declines it)."""
+        ress = self._lean_resources(req)
+        if ress is None:
+            return False
+        ns = 0
+        for rs in req.resourceSpans:
+            for ss in rs.scopeSpans:
+                ns += len(ss.spans)
+            for ls in rs.instrumentationLibrarySpans:
+                ns += len(ls.spans)
+        self._lean.append((path, line_no, line, terminated, req, ns, ress))
+        self._lean_spans += ns
+        held = len(self._pending) + self._lean_spans
+        if self._lean_spans >= FAST_GROUP_SPANS or held >= self.batch_spans:
+            self.resolve()
+        return True
+
+    def _decline(self) -> None:
+        self.resolve()
+        self._declined += 1
+        if self._declined >= FAST_GIVE_UP_LINES:
+            self.fast = False
 
     def _lean_resources(self, req) -> list | None:
         """``(key, attrs)`` of each raw resource of a lean request, as ``_resource`` computes them;
@@ -160,6 +201,8 @@ class TraceLoader:
                 self._declined += 1
                 if self._declined >= FAST_GIVE_UP_LINES:
                     self.fast = False
+                if type(line) is not bytes:  # a view of a block (feed_block): as feed would give it
+                    line = bytes(line).strip()
                 self._feed_general(path, line_no, line, terminated)
             k += ns
 

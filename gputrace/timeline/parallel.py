@@ -30,7 +30,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from gputrace.timeline._lines import LineSplitter
+from gputrace.timeline._lines import iter_line_blocks
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
@@ -103,6 +103,20 @@ def split_ranges(path, parts: int, head_start: int = 0) -> list[tuple[int, int]]
     return list(pairwise(cuts))
 
 
+class _Bounded:
+    """Reads of a binary file that stop ``left`` bytes on."""
+
+    def __init__(self, f, left: int) -> None:
+        self.f, self.left = f, left
+
+    def read(self, n: int) -> bytes:
+        if self.left <= 0:
+            return b""
+        data = self.f.read(min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
 def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
     """Worker: load lines in [start, end) of ``path``; line numbers local to the range."""
     loader = TraceLoader(lenient=lenient)
@@ -111,21 +125,14 @@ def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
     error = None
     with open(path, "rb") as f:
         f.seek(start)
-        left = end - start
-        sp = LineSplitter()
         try:
-            while left > 0:
-                data = f.read(min(_READ, left))
-                if not data:
-                    break
-                left -= len(data)
-                for ln in sp.push(data):
+            for line, block, terminated in iter_line_blocks(_Bounded(f, end - start), _READ):
+                if line is None:
+                    assert block is not None
+                    line_no = loader.feed_block(path, line_no, block)
+                else:
                     line_no += 1
-                    loader.feed(path, line_no, ln, True)
-            buf = sp.rest()
-            if buf:
-                line_no += 1
-                loader.feed(path, line_no, buf, False)
+                    loader.feed(path, line_no, line, terminated)
             loader.flush()
         except TraceFormatError as e:
             error = e

@@ -398,3 +398,108 @@ def test_parse_attributes_gives_the_same_result_whether_arrays_are_looked_for_fi
     assert later.extra == {1: [("cuda.grid", [4, 1])]}
     plain = raws[:1] + raws[2:4] + raws[5:]  # no array at all: one parse either way, same result
     assert _fa_state(parse_attributes(plain, arrays_likely=True)) == _fa_state(parse_attributes(plain))
+
+
+def _line_by_line(path, lenient):
+    """The reference: every line of ``path`` fed with ``TraceLoader.feed``, as before blocks."""
+    loader = TraceLoader(lenient=lenient)
+    loader.report.files.append(str(path))
+    data = Path(path).read_bytes()
+    lines = data.split(b"\n")
+    last = lines.pop()
+    try:
+        for i, ln in enumerate(lines, 1):
+            loader.feed(path, i, ln, True)
+        if last:
+            loader.feed(path, len(lines) + 1, last, False)
+        loader.resolve()
+    except TraceFormatError as e:
+        return None, str(e)
+    return loader.timeline(), None
+
+
+def _blocks(path, lenient):
+    loader = TraceLoader(lenient=lenient)
+    try:
+        load_file_into(loader, path)
+    except TraceFormatError as e:
+        return None, str(e)
+    return loader.timeline(), None
+
+
+def _good(i, **kw):
+    return encode_request(RES, [_span(i, {"gputrace.device": i % 3, "gputrace.lane": f"stream:{i % 2}"}, **kw)])
+
+
+_ODD_LINES = {
+    "blank": b"",
+    "spaces": b"  \t ",
+    "crlf": _good(900) + b"\r",
+    "leading space": b"  " + _good(901),
+    "two values on a line": _good(902) + b" " + _good(903),
+    "not JSON": b"garbage",
+    "enum kind": _good(904).replace(b'"kind":1', b'"kind":"SPAN_KIND_INTERNAL"'),
+    "foreign attribute layout": _good(905).replace(b'{"key"', b'{ "key"'),
+    "bad span": _good(906).replace(b'"endTimeUnixNano":"', b'"endTimeUnixNano":"x'),
+}
+
+
+@pytest.mark.parametrize("odd", list(_ODD_LINES))
+@pytest.mark.parametrize("lenient", [False, True])
+def test_blocks_of_lines_read_exactly_as_line_by_line(tmp_path, monkeypatch, odd, lenient):
+    from gputrace.timeline import _lines
+
+    lines = [_good(i) for i in range(1, 40)]
+    lines[17] = _ODD_LINES[odd]
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"\n".join(lines) + b"\n" + _good(40))  # the last line without a newline
+    ref_tl, ref_err = _line_by_line(p, lenient)
+    for chunk in (700, 4096, 1 << 22):  # several blocks per file, then one
+        monkeypatch.setattr(_lines, "_CHUNK", chunk)
+        monkeypatch.setattr(_lines.iter_line_blocks, "__defaults__", (chunk,))
+        tl, err = _blocks(p, lenient)
+        assert err == ref_err, (odd, chunk)
+        if ref_tl is not None:
+            _same(tl, ref_tl)
+
+
+def test_iter_line_blocks_gives_every_line_once(tmp_path):
+    import io
+
+    from gputrace.timeline._lines import iter_line_blocks
+
+    data = b"".join(b"x" * (i % 13) + b"\n" for i in range(300)) + b"tail"
+    for chunk in (1, 5, 16, 64, 1 << 20):
+        got = []
+        for line, block, terminated in iter_line_blocks(io.BytesIO(data), chunk):
+            if line is not None:
+                got.append((line, terminated))
+            else:
+                assert block[-1:] == b"\n"
+                got += [(bytes(x), True) for x in bytes(block).split(b"\n")[:-1]]
+        assert got == [(x, True) for x in data.split(b"\n")[:-1]] + [(b"tail", False)], chunk
+
+
+def test_a_block_of_good_lines_is_decoded_in_one_call(tmp_path, monkeypatch):
+    from gputrace.timeline import _loader
+
+    calls = {"decode_lines": 0, "decode": 0}
+    real = _loader.lean_decoder
+
+    class Counting:
+        def decode(self, b):
+            calls["decode"] += 1
+            return real.decode(b)
+
+        def decode_lines(self, b):
+            calls["decode_lines"] += 1
+            return real.decode_lines(b)
+
+    monkeypatch.setattr(_loader, "lean_decoder", Counting())
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"\n".join(_good(i) for i in range(1, 60)) + b"\n")
+    tl, err = _blocks(p, False)
+    assert err is None and tl.n == 59
+    assert calls == {"decode_lines": 1, "decode": 1}  # the first line alone, then one block
+    ref, _ = _line_by_line(p, False)
+    _same(tl, ref)
