@@ -11,7 +11,9 @@ Runs, in one process, keys cached in ``--keys`` (generated on first use):
 3. ``batch``: ``--batch`` circuits on one GPU (proofs/s), then the same count split over ``--gpus`` GPUs
    (``--batch / gpus`` each): throughput and the scaling;
    2 and 3 run once per device flow in ``--flows`` (``ProveOptions.device_flow``: ``batch`` = the earlier flow,
-   ``stream`` = witnesses on a second stream, tails on the device, keys loaded inside ``prove``), the single
+   ``stream`` = witnesses on a second stream, tails on the device, keys loaded inside ``prove``, MSM results left on
+   the device until one copy back per circuit; ``stream-sync`` = the same with a host point after every MSM), the
+   warm-up (a 2^14 proof per flow, on one GPU and on ``--gpus``: every device's modules and kernels loaded), the single
    proofs' repeats interleaved across the flows; ``after``/``batch_*`` hold the last flow, ``by_flow`` every one,
    with the trace's start-up (``prove`` root to the first ``msm_h`` on the device) and ``synthesis`` brackets;
 4. ``cupti``: one device-path proof with CUDA activity (CUPTI), and per top-level GPU phase the share of its
@@ -150,7 +152,36 @@ def kernel_share(trace: Path) -> dict:
     per = {d["phase"]: dict(bracket_ms=d["bracket_ns"] / 1e6, kernel_ms=d["kernel_ns"] / 1e6,
                             busy_ms=d["busy_ns"] / 1e6, kernels=d["kernels"],
                             share=d["kernel_ns"] / d["bracket_ns"] if d["bracket_ns"] else None) for d in rows}
-    return dict(bracket_ms=br / 1e6, kernel_ms=kn / 1e6, share=kn / br if br else None, phases=per)
+    return dict(bracket_ms=br / 1e6, kernel_ms=kn / 1e6, share=kn / br if br else None, phases=per,
+                device_window=kernel_window_share(tl))
+
+
+def kernel_window_share(tl) -> dict:
+    """Per device: the union of its kernels (CUPTI) over the window from its first kernel's start to its last
+    kernel's end. The phase-bracket share above uses host brackets while CUPTI collects (the recorder skips the
+    per-phase CUDA events then), which in the queued stream flow are the time to queue a phase, not to run it, so
+    it can exceed 100 %; this share holds for every flow."""
+    from gputrace.analysis.activity_index import KERNEL, activity_index
+
+    idx = activity_index(tl)
+    out = {}
+    for dev in sorted({int(d) for d in idx.device if d >= 0}):
+        m = (idx.device == dev) & (idx.what == KERNEL)
+        if not m.any():
+            continue
+        st, en = idx.start[m], idx.end[m]
+        order = st.argsort(kind="stable")
+        busy, cs, ce = 0, None, None
+        for a, b in zip(st[order].tolist(), en[order].tolist()):
+            if ce is None or a > ce:
+                busy += 0 if ce is None else ce - cs
+                cs, ce = a, b
+            else:
+                ce = max(ce, b)
+        busy += ce - cs
+        win = int(en.max()) - int(st.min())
+        out[dev] = dict(kernel_ms=busy / 1e6, window_ms=win / 1e6, share=busy / win if win else None)
+    return out
 
 
 def main() -> int:
@@ -184,6 +215,8 @@ def main() -> int:
         t = time.perf_counter()
         for flow in flows:  # warm-up of each flow: modules, CuPy's reduction kernels, pools (and small keys)
             prove(min(n, 14), keys, tmp, device_flow=flow, **kg)
+            if "multi" not in skip and 1 < a.gpus <= visible_gpus():  # every GPU the 2-GPU run uses, not GPU 0 only
+                prove(min(n, 14), keys, tmp, devices=a.gpus, device_flow=flow, **kg)
         res["warmup_s"] = time.perf_counter() - t
         if "before" not in skip:
             res["before"] = prove(n, keys, tmp, synthesis="host", b_g2="host", trace=OUT / f"prover-2_{n}-before.jsonl",
@@ -260,6 +293,9 @@ def main() -> int:
             ks = res["cupti"] = kernel_share(tr)
             table.append((f"2^{n} kernel-busy share of GPU phases", f"{100 * (ks['share'] or 0):.0f} % "
                           f"({ks['kernel_ms']:.0f} of {ks['bracket_ms']:.0f} ms)"))
+            for dev, w in ks["device_window"].items():
+                table.append((f"  GPU {dev} kernels, first to last kernel", f"{100 * (w['share'] or 0):.1f} % "
+                              f"({w['kernel_ms']:.1f} of {w['window_ms']:.1f} ms)"))
             for ph, d in ks["phases"].items():
                 table.append((f"  {ph}", f"{d['kernel_ms']:.1f} ms kernels / {d['bracket_ms']:.1f} ms"))
             save()

@@ -87,11 +87,16 @@ class LoadingBases:
 
 def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, pk, plans: Sequence[Future],
                 publish: Callable[[Witness], None], b_g2_host: list[Future] | None, stats, ctx,
-                assemble: Callable[..., Any]) -> list:
+                assemble: Callable[..., Any], queued: bool = True) -> list:
     """Prove one device's circuits from their plan futures (in order); returns one proof per circuit.
 
     ``b_g2_host``: the host pool's G2 futures by circuit, or None for the device G2 MSM. ``assemble(pk, a, b1,
     l, h, b2)`` makes the proof (run on a helper thread). ``stats.phase(name, label, **attrs)`` opens a phase.
+    ``queued`` (``device_flow="stream"``): every MSM's result stays on the device and the host never waits inside
+    a circuit; one ``collect`` per circuit copies the results (and the root) back behind an event, and the helper
+    thread waits for it (a ``sync`` span on its lane) before ``assemble``, so the worker goes on to queue the next
+    circuit while the GPU works. False (``"stream-sync"``): each MSM returns its host point (a ``d2h`` and a
+    ``sync`` per call), the flow before.
     """
     dl = f"{backend.name}:{lane.index}"
     wl = backend.witness_lane(lane.index)
@@ -143,6 +148,22 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
         with stats.phase("assemble", dl, **dict(hkw, circuit=circuit, lane=f"thread:assemble-{lane.index}")):
             return assemble(pk, *parts)
 
+    def finished(circuit: int, handle, public_tail: list[int], ni: int, m: int, g2f: Future | None) -> Any:
+        """On the helper thread: wait for circuit's queued results, publish its witness, assemble its proof."""
+        with stats.phase("sync", dl, **dict(hkw, circuit=circuit, kind="sync", waits_for="results",
+                                            lane=f"thread:assemble-{lane.index}")):
+            vals = backend.results(handle)
+        mh, ma, mb, ml, ba, bb, bl = vals[:7]
+        if g2f is None:
+            g2 = vals[7]
+            root = limbs_to_ints(vals[8])[0]
+            publish(Witness(circuit, [root] + public_tail, None, None, ni, m))
+        else:
+            with stats.phase("sync", dl, **dict(hkw, circuit=circuit, kind="sync", waits_for="b_g2",
+                                                lane=f"thread:assemble-{lane.index}")):
+                g2 = g2f.result()
+        return assembled(circuit, (ma + ba, mb + bb, ml + bl, mh, g2))
+
     try:
         for j in range(nb):
             make(j)  # circuit j if needed, and the ready plans after it
@@ -166,6 +187,11 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
                                        backend.rows(block, 2, 3), lane=lane)
                 with stats.phase("intt_h", dl, **kw):
                     h = backend.ntt(h, inverse=True, coset=True, lane=lane)
+            if queued:
+                proofs.append(_queue_circuit(backend, lane, bases, stats, dl, ckw, ccw, helper, finished, plan, block,
+                                             h, z, split, d4, n, b_g2_host))
+                del block, z, split, h  # held by the circuit's collect handle until the lane is past them
+                continue
             with stats.phase("msm_h", dl, **ckw):
                 # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
                 row = backend.rows(h, 0, 1)
@@ -202,3 +228,40 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
         return [f.result() for f in proofs]
     finally:
         helper.shutdown(wait=True, cancel_futures=True)
+
+
+def _queue_circuit(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
+                   helper: ThreadPoolExecutor, finished: Callable[..., Any], plan, block: DeviceArray, h: DeviceArray,
+                   z: DeviceArray, split, d4: bool, n: int, b_g2_host: list[Future] | None) -> Future:
+    """Queue one circuit's MSMs (the queued flow of ``stream_work``) and hand its results to the helper thread.
+    The host waits only for the witness lane's counters (``finish_tail``) and for keys still loading; every GPU
+    phase's host bracket is the time to queue it, its device bracket (CUDA events) the GPU's."""
+    ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit
+    public_tail = [int(x) for x in plan.indices]
+    with stats.phase("msm_h", dl, **ckw):
+        # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
+        row = backend.rows(h, 0, 1)
+        mh = backend.msm_g1_queued(bases.get("h", stats, dl, ccw),
+                                   DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
+    with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters, behind the witness's event
+        ts = backend.finish_tail(split, lane)
+    nv = ts.tail.shape[0]
+    plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
+    with stats.phase("msm_a", dl, **ckw):
+        ma = backend.msm_g1_queued(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+    with stats.phase("msm_b_g1", dl, **ckw):
+        mb = backend.msm_g1_queued(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+    with stats.phase("msm_l", dl, **ckw):
+        ml = backend.msm_g1_queued(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l,
+                                   lane=lane)
+    with stats.phase("batch_add", dl, **ckw):
+        ba = backend.batch_add_queued(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+        bb = backend.batch_add_queued(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+        bl = backend.batch_add_queued(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
+    items = [mh, ma, mb, ml, ba, bb, bl]
+    if b_g2_host is None:
+        with stats.phase("b_g2", dl, **ckw):
+            items.append(backend.msm_g2_queued(bases.get("b_g2", stats, dl, ccw), z, lane=lane))
+        items.append(backend.d2h_queued(backend.rows(z, 1, 2), lane))  # the root, a public input
+    handle = backend.collect(items, lane, keep=(block, h, z, split, ts, row))
+    return helper.submit(finished, c, handle, public_tail, ni, m, None if b_g2_host is None else b_g2_host[c])

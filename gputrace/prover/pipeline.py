@@ -22,7 +22,9 @@ With synthesis on the device (``ProveOptions.synthesis``), the witness of each c
 from a plan (``witness_plan.make_plan``): the plans are made in a fork pool of processes started before the keys
 load, and each device's worker runs ``device_flow.stream_work`` (``device_flow="stream"``: witnesses on a second
 stream, each circuit proven alone, its tail split on the device, the keys loaded by one thread per device inside
-``prove`` in the order the first circuit needs them) or ``_device_work`` over the whole batch
+``prove`` in the order the first circuit needs them; every MSM's result stays on the device until one copy back per
+circuit, so the worker never waits inside a circuit), ``device_flow="stream-sync"`` (the same with a host point
+back after every MSM: the stream flow before, kept for A/B) or ``_device_work`` over the whole batch
 (``device_flow="batch"``, the earlier flow, kept for A/B).
 
 Parent contexts are handed to every thread, so nesting in the trace is exact. Threads: the caller's
@@ -155,8 +157,8 @@ def run_prove(options: ProveOptions) -> ProveResult:
     try:
         dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)  # ValueError for a bad choice
         _where(o, "b_g2", backend.supports_g2, backend)
-        if o.device_flow not in ("stream", "batch"):
-            raise ValueError(f"device_flow must be 'stream' or 'batch', got {o.device_flow!r}")
+        if o.device_flow not in ("stream", "stream-sync", "batch"):
+            raise ValueError(f"device_flow must be 'stream', 'stream-sync' or 'batch', got {o.device_flow!r}")
         out_dir.mkdir(parents=True, exist_ok=True)
         if o.configure_tracer:
             gputrace.configure(trace_file=str(o.trace) if o.trace else None, otlp=o.otlp, config=cfg)
@@ -167,7 +169,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     plan_pool = None
     try:
         plans = None
-        if dev_synth and o.device_flow == "stream":  # plans need only the shape and seed: made while the keys load
+        if dev_synth and o.device_flow in ("stream", "stream-sync"):  # plans need only the shape and seed: made while the keys load
             plan_pool, plans = _start_plans(shape, o.seed, o.batch, backend.device_count())
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
@@ -336,7 +338,8 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
 
                     if stream_flow:
                         done_proofs = stream_work(o, backend, lane, loaders[d], pk, [stream_plans[i] for i in mine],
-                                                  publish, b_g2 or None, stats, ctx, _assemble)
+                                                  publish, b_g2 or None, stats, ctx, _assemble,
+                                                  queued=o.device_flow == "stream")
                     else:
                         src = [plans[i].result() for i in mine] if dev_synth else [witnesses[i].result() for i in mine]
                         done_proofs = _device_work(o, backend, lane, bases[d], pk, src, publish, b_g2 or None, stats,

@@ -75,3 +75,18 @@ def ones_indices(xp: Any, mask: Any, stats_host: Any, num_inputs: int) -> tuple[
     if idx.shape[0] != ones or ones_l > ones:
         raise ValueError(f"ones_indices: {idx.shape[0]} ones found, counters say {ones} / {ones_l}")
     return idx, idx[ones - ones_l:] - int(num_inputs)
+
+
+def ones_indices_counted(xp: Any, mask: Any, ones: int, ones_l: int, num_inputs: int) -> tuple[Any, Any]:
+    """``ones_indices`` when the host already knows the counts (``split_tail``'s counters): the indices scattered
+    to their ranks (a cumulative sum; every other index to a spare slot past the end), so nothing is read back
+    (``nonzero`` must size its result on the host: one synchronisation). The counters come from the same mask,
+    so they agree by construction; ValueError for counts that cannot be (``ones_l`` above ``ones``)."""
+    if not 0 <= ones_l <= ones <= mask.shape[0]:
+        raise ValueError(f"ones_indices: counters say {ones} / {ones_l} ones of {mask.shape[0]}")
+    rank = xp.cumsum(mask, dtype=xp.int64) - 1
+    dst = xp.where(mask, rank, ones)
+    out = xp.zeros(ones + 1, dtype=xp.int64)
+    out[dst] = xp.arange(mask.shape[0], dtype=xp.int64)
+    idx = out[:ones]
+    return idx, idx[ones - ones_l:] - int(num_inputs)

@@ -88,7 +88,8 @@ def test_batch_add_from_device_indices(gpu):
         gpu.batch_add_indices(bases, ts.ones, bound=301, lane=lane)
 
 
-@pytest.mark.parametrize("flow,b_g2", [("stream", "device"), ("stream", "host"), ("batch", "device")])
+@pytest.mark.parametrize("flow,b_g2", [("stream", "device"), ("stream", "host"), ("stream-sync", "device"),
+                                        ("batch", "device")])
 def test_batches_through_the_flows_verify(tmp_path, flow, b_g2):
     from gputrace.prover.pipeline import run_prove
 
@@ -109,13 +110,16 @@ def test_batches_through_the_flows_verify(tmp_path, flow, b_g2):
     msm_lanes = {a["gputrace.lane"] for a in attrs["msm_h"]}
     assert len(synth_lanes) == len(msm_lanes) == 1
     assert (synth_lanes == msm_lanes) == (flow == "batch"), (synth_lanes, msm_lanes)  # stream: the witness stream
+    results = [a for a in attrs.get("d2h", []) if a.get("what") == "results"]  # one copy back per circuit
+    assert len(results) == (3 if flow == "stream" else 0)
     assert all("gputrace.gpu.start_ns" in a for a in attrs["synthesis"])
     back = [a for a in attrs.get("d2h", []) if a.get("what") == "assignment"]
     assert len(back) == (3 if (flow, b_g2) == ("stream", "host") else 0)
 
 
 def test_key_upload_through_pinned_staging(gpu, monkeypatch):
-    """Bases uploaded from page-locked staging (every size, here) give the MSM arkworks gives; G2 too."""
+    """Bases uploaded through page-locked chunks (every size, here; chunks of 4,000 bytes) give the MSM arkworks
+    gives; G2 too."""
     from py_arkworks_bls12381 import G2Point
 
     from gputrace.prover.backends import cuda as cuda_backend
@@ -123,12 +127,16 @@ def test_key_upload_through_pinned_staging(gpu, monkeypatch):
     from gputrace.prover.field import limbs_to_scalars
 
     monkeypatch.setattr(cuda_backend, "STAGE_MIN_BYTES", 0)
+    monkeypatch.setattr(cuda_backend, "STAGE_CHUNK", 4000)  # 19,200 bytes of G1 bases: 5 chunks, the last short
     rng = random.Random(SEED + 1)
     pts = [G1Point() * to_scalar(rng.randrange(1, R)) for _ in range(200)]
     limbs = ints_to_limbs([rng.randrange(R) for _ in range(200)])
     want = G1Point.multiexp_unchecked(pts, limbs_to_scalars(limbs))
-    staged = cuda_backend._staged(np.arange(8, dtype=np.uint64).reshape(2, 4))
-    assert staged.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    host = np.arange(3001, dtype=np.uint64)  # 24,008 bytes: 7 chunks through the two buffers
+    dst = cupy.empty(host.shape, dtype=np.uint64)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    cuda_backend._upload_staged(dst, host, stream)
+    assert np.array_equal(dst.get(), host)
     lane = gpu.lanes(0)[0]
     assert gpu.msm_g1(gpu.load_bases("a", pts, 0), limbs, lane=lane) == want, f"seed {SEED}"
     g2 = [G2Point() * to_scalar(rng.randrange(1, R)) for _ in range(20)]

@@ -30,6 +30,7 @@ class StreamDouble(DeviceWorkBackend):
     def __init__(self, devices: int) -> None:
         super().__init__(devices)
         self.log: list[tuple] = []
+        self.calls: list[str] = []  # "queued" / "sync": how each MSM and batch addition was asked for
         self.host_masks = 0
 
     def witness_lane(self, device):
@@ -58,7 +59,38 @@ class StreamDouble(DeviceWorkBackend):
 
     _local = threading.local()
 
+    def msm_g1(self, bases, scalars, *, plan=None, lane=None):
+        self.calls.append("queued" if getattr(self._local, "queued", False) else "sync")
+        return super().msm_g1(bases, scalars, plan=plan, lane=lane)
+
+    def msm_g2(self, bases, scalars, *, lane=None):
+        self.calls.append("queued" if getattr(self._local, "queued", False) else "sync")
+        return super().msm_g2(bases, scalars, lane=lane)
+
+    def _queued(self, call, *args, **kw):
+        self._local.queued = True
+        try:
+            return call(*args, **kw)
+        finally:
+            self._local.queued = False
+
+    def msm_g1_queued(self, bases, scalars, *, plan=None, lane=None):
+        return self._queued(super().msm_g1_queued, bases, scalars, plan=plan, lane=lane)
+
+    def msm_g2_queued(self, bases, scalars, *, lane=None):
+        return self._queued(super().msm_g2_queued, bases, scalars, lane=lane)
+
+    def batch_add_queued(self, bases, indices, *, bound, lane=None):
+        self._local.queued = True
+        try:
+            self.calls.append("queued")
+            return super().batch_add_queued(bases, indices, bound=bound, lane=lane)
+        finally:
+            self._local.queued = False
+
     def batch_add_indices(self, bases, indices, *, bound, lane=None):
+        if not getattr(self._local, "queued", False):
+            self.calls.append("sync")
         self.log.append(("indices", bases.name, bound, int(indices.shape[0])))
         self._local.in_indices = True  # the base class adds them through batch_add_g1 of a mask
         try:
@@ -80,11 +112,12 @@ def _run(tmp_path_factory, be, flow="stream", b_g2="device", batch=2, opts=froze
     return res, sink.spans
 
 
+@pytest.mark.parametrize("flow", ["stream", "stream-sync"])
 @pytest.mark.parametrize("b_g2", ["device", "host"])
-def test_stream_flow_proves_and_the_trace_says_where(tmp_path_factory, b_g2):
+def test_stream_flow_proves_and_the_trace_says_where(tmp_path_factory, b_g2, flow):
     be = StreamDouble(2)
-    res, spans = _run(tmp_path_factory, be, b_g2=b_g2)
-    assert res.verified == [True] * 4 and res.config["device_flow"] == "stream"
+    res, spans = _run(tmp_path_factory, be, b_g2=b_g2, flow=flow)
+    assert res.verified == [True] * 4 and res.config["device_flow"] == flow
     by = {}
     for sp in spans:
         by.setdefault(sp["name"], []).append(sp)
@@ -110,6 +143,12 @@ def test_stream_flow_proves_and_the_trace_says_where(tmp_path_factory, b_g2):
     assert len(copies) == (4 if b_g2 == "host" else 0)  # z comes back only for the host's G2 MSM
     waits_for = {sp["attributes"].get("waits_for") for sp in by.get("sync", [])}
     assert ("b_g2" in waits_for) == (b_g2 == "host")
+    # the queued flow: the results of each circuit come back once, waited for on the helper thread
+    collected = [sp for sp in by.get("sync", []) if sp["attributes"].get("waits_for") == "results"]
+    assert len(collected) == (4 if flow == "stream" else 0)
+    assert all(sp["attributes"]["gputrace.lane"].startswith("thread:assemble-") for sp in collected)
+    assert sorted(be.calls) == sorted((["queued"] if flow == "stream" else ["sync"]) * 4 * 8
+                                      if b_g2 == "device" else (["queued"] if flow == "stream" else ["sync"]) * 4 * 7)
 
 
 def test_batch_flow_still_selectable(tmp_path_factory):

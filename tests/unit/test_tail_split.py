@@ -10,7 +10,8 @@ import pytest
 
 from gputrace.prover.field import R, ints_to_limbs, popcounts
 from gputrace.prover.msm_plan import plan_from_counts, plan_msm
-from gputrace.prover.tail_split import STATS, ones_indices, plans_from_stats, popcount64, split_tail
+from gputrace.prover.tail_split import (STATS, ones_indices, ones_indices_counted, plans_from_stats, popcount64,
+                                        split_tail)
 
 ONE = np.array([1, 0, 0, 0], dtype=np.uint64)
 
@@ -92,3 +93,15 @@ def test_plan_from_counts_is_plan_msms_rule():
     high = z[:, 1] | z[:, 2] | z[:, 3]
     got = plan_from_counts(int(nz.sum()), int(popcounts(z).sum()), int(((high == 0) & nz).sum()))
     assert got == plan_msm(z)
+
+
+@pytest.mark.parametrize("seed,n,ni,ones", [(1, 500, 3, 0.3), (2, 64, 0, 0.0), (3, 300, 7, 1.0), (4, 1, 0, 1.0)])
+def test_counted_indices_equal_nonzero(seed, n, ni, ones):
+    """The sync-free indices (ranks scattered, counts from the counters) equal ``nonzero``'s."""
+    z = _assignment(random.Random(seed), n, ones, 0.2, 0.1)
+    mask, _, stats = split_tail(np, z, ONE, lambda t: t, ni)
+    want, want_l = ones_indices(np, mask, stats, ni)
+    got, got_l = ones_indices_counted(np, mask, int(stats[6]), int(stats[7]), ni)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist() and got_l.tolist() == want_l.tolist()
+    with pytest.raises(ValueError, match="counters say"):
+        ones_indices_counted(np, mask, int(stats[6]), int(stats[6]) + 1, ni)

@@ -361,6 +361,38 @@ class ProverBackend(abc.ABC):
         split.stats, split.pending = np.asarray(stats, dtype=np.uint64), None
         return split
 
+    # -- optional: results left on the device until the end of a circuit (``device_flow="stream"``) --------
+    # A queued call returns an opaque item whose value ``results(collect([...]))`` gives; on a GPU nothing is read
+    # back (no host wait) until ``results``. Defaults: the synchronous call, its value as the item.
+    def msm_g1_queued(self, bases: BasesHandle, scalars: DeviceArray, *, plan: MsmPlan | None = None,
+                      lane: LaneInfo | None = None) -> Any:
+        """``msm_g1`` queued on ``lane`` (device scalars)."""
+        return self.msm_g1(bases, scalars, plan=plan, lane=lane)
+
+    def msm_g2_queued(self, bases: BasesHandle, scalars: DeviceArray, *, lane: LaneInfo | None = None) -> Any:
+        """``msm_g2`` queued on ``lane``."""
+        return self.msm_g2(bases, scalars, lane=lane)
+
+    def batch_add_queued(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
+                         lane: LaneInfo | None = None) -> Any:
+        """``batch_add_indices`` queued on ``lane``."""
+        return self.batch_add_indices(bases, indices, bound=bound, lane=lane)
+
+    def d2h_queued(self, arr: DeviceArray, lane: LaneInfo | None = None) -> Any:
+        """``d2h`` (canonical limbs) queued on ``lane``."""
+        return self.d2h(arr, lane)
+
+    def collect(self, items: Sequence[Any], lane: LaneInfo | None = None, keep: Any = None) -> Any:
+        """Queue the copy back of ``items`` (queued calls of ``lane``) and return a handle for ``results``. ``keep``:
+        device arrays the queued work reads, held until ``results`` has waited for it (the pool rule of
+        backends/cuda.py). Never waits."""
+        return list(items)
+
+    def results(self, handle: Any) -> list:
+        """The host values of ``collect``'s items, in order (points, or limbs for ``d2h_queued``), waiting for the
+        device; releases ``keep``. May run on another thread than the one that queued the work."""
+        return list(handle)
+
     def batch_add_indices(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
                           lane: LaneInfo | None = None) -> Any:
         """Σ bases[i] for the int64 ``indices`` (``finish_tail``'s ones, on the device) of a scalar vector of

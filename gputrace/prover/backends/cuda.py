@@ -15,11 +15,15 @@ What each call does (docs/gpu.md repeats this):
   ``stream=`` so their device times come from CUDA events. ``msm_g1``/``batch_add_g1`` return host points:
   each ends with a ``d2h`` phase (the 192-byte result) and a ``sync`` phase (the host waiting for the
   stream), so host-blocked time is visible in the trace. Host scalars are moved in an ``h2d`` phase.
+  The queued calls (``msm_g1_queued``, ``msm_g2_queued``, ``batch_add_queued``, ``d2h_queued``; the stream flow)
+  read nothing back (``G1Msm.msm(..., sync_free=True)``) and leave their results on the device; ``collect`` copies
+  a circuit's results into page-locked memory behind an event (one ``d2h`` phase) and ``results`` waits for it,
+  possibly on another thread, then releases the arrays the queued work read.
 * ``MsmPlan.window`` (D4) sets the Pippenger window; ``narrow_bits`` is the CPU's knob and unused here.
 * Three streams per GPU: the lane's (proving), the witness lane's (``witness_lane``: witnesses and their tail
   splits, generated while the lane proves the circuit before; ``record_event``/``wait_event`` order the two) and
   a load stream for ``load_bases`` (synchronous calls, so the pipeline may load from another thread while the
-  lane proves; keys of 1 MB and more are copied into page-locked staging first, ``_staged``). Arrays made on the witness lane and read on the lane are kept referenced by the pipeline until
+  lane proves; keys of 1 MB and more go through two page-locked 16 MB chunks, ``_upload_staged``). Arrays made on the witness lane and read on the lane are kept referenced by the pipeline until
   the lane has synchronised past their last use (the pool rule below).
 
 Errors: ``BackendUnavailable`` without CuPy or a GPU (or fewer GPUs than asked); ``BackendError``
@@ -48,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised on machines without C
 import gputrace
 
 from ..encoding import g1_to_affine_limbs
-from ..tail_split import ones_indices, split_tail
+from ..tail_split import ones_indices_counted, split_tail
 from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost,
                    ProverBackend, TailSplit, check_gpu_count)
 from .cuda_kernels import check, empty
@@ -58,27 +62,77 @@ from .cuda_witness import MerkleWitness
 
 
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable (driver_types.h)
-#: Key uploads at least this large go through page-locked staging (``_staged``).
+#: Key uploads at least this large go through page-locked staging (``_upload_staged``), in chunks of this size.
 STAGE_MIN_BYTES = 1 << 20
+STAGE_CHUNK = 16 << 20
 
 
-def _staged(limbs: np.ndarray) -> np.ndarray:
-    """``limbs`` copied into page-locked host memory from CuPy's pinned-memory pool (kept by the pool, so reused
-    across calls and runs), for an upload the driver does not have to stage itself. A pageable upload of the
-    100-200 MB of one proving-key query held up the CUDA calls of the process's other threads for its whole length
-    (the stream flow's start-up: RESULTS.md, "The host share off the workers"); from page-locked memory the upload
-    is a DMA that returns at once, and the copy here is numpy's (the GIL released). Smaller arrays, or no pinned
-    memory to be had, keep the pageable path. The caller synchronises the upload before dropping the result."""
-    arr = np.ascontiguousarray(limbs, dtype=np.uint64)
-    if arr.nbytes < STAGE_MIN_BYTES:
-        return arr
-    try:
-        mem = cupy.cuda.alloc_pinned_memory(arr.nbytes)
-    except Exception:  # CUDA out of page-locked memory (or refused): the pageable upload, as before
-        return arr
-    out = np.frombuffer(mem, dtype=np.uint64, count=arr.size).reshape(arr.shape)  # holds ``mem``
-    np.copyto(out, arr)
-    return out
+def _upload_staged(dst, arr: np.ndarray, stream) -> None:
+    """Copy contiguous host ``arr`` into device ``dst`` (same byte size) on ``stream`` through two page-locked
+    chunks of ``STAGE_CHUNK`` bytes from CuPy's pinned pool, used in turn: numpy copies a chunk (the GIL released)
+    while the DMA of the other runs; returns when the last copy is done. A pageable upload of the 100-200 MB of one
+    proving-key query held up the CUDA calls of the process's other threads for its whole length (RESULTS.md, "The
+    host share off the workers"); page-locking a whole query instead (the version before) cost a ~200 MB
+    ``cudaHostAlloc`` whenever two devices loaded at once (two GPUs' loaders, the pool holding one), inside the
+    timed run. Two 16 MB chunks per loader come back from the pool every time after the first."""
+    src = arr.reshape(-1).view(np.uint8)
+    nbytes = src.nbytes
+    if nbytes != dst.nbytes:
+        raise BackendError(f"upload: {nbytes} host bytes for a {dst.nbytes}-byte device array")
+    chunk = max(8, int(STAGE_CHUNK))
+    bufs = []
+    for _ in range(2 if nbytes > chunk else 1):
+        mem = cupy.cuda.alloc_pinned_memory(chunk)
+        bufs.append(np.frombuffer(mem, dtype=np.uint8, count=chunk))  # holds ``mem``
+    done: list = [None] * len(bufs)
+    for i, off in enumerate(range(0, nbytes, chunk)):
+        k = i % len(bufs)
+        if done[k] is not None:
+            check("cudaEventSynchronize(staging chunk)", done[k].synchronize)
+        n = min(chunk, nbytes - off)
+        np.copyto(bufs[k][:n], src[off:off + n])
+        check(f"cudaMemcpyAsync(H2D staged chunk, {n} bytes)", cupy.cuda.runtime.memcpyAsync, dst.data.ptr + off,
+              bufs[k].ctypes.data, n, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        ev = cupy.cuda.Event(disable_timing=True)
+        check("cudaEventRecord(staging chunk)", ev.record, stream)
+        done[k] = ev
+    check("cudaStreamSynchronize(staged upload)", stream.synchronize)  # the chunks go back to the pool after this
+
+
+def _uploader(nbytes: int):
+    """``G1Msm.load_bases``'s ``upload`` for a key of ``nbytes``: chunked staging from ``STAGE_MIN_BYTES`` up,
+    else None (the pageable copy)."""
+    return _upload_staged if nbytes >= STAGE_MIN_BYTES else None
+
+
+def _pinned_empty(words: int) -> np.ndarray:
+    """A page-locked uint64 host array (CuPy's pinned pool), the target of an asynchronous copy back."""
+    mem = cupy.cuda.alloc_pinned_memory(max(8, 8 * words))
+    return np.frombuffer(mem, dtype=np.uint64, count=words)  # holds ``mem``
+
+
+def _copy_back(dst: np.ndarray, src, stream, what: str) -> None:
+    """Queue the copy of contiguous device ``src`` into page-locked ``dst`` on ``stream`` (returns at once)."""
+    check(f"cudaMemcpyAsync(D2H {what})", cupy.cuda.runtime.memcpyAsync, dst.ctypes.data, src.data.ptr, src.nbytes,
+          cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+
+
+class _Queued:
+    """A result left on the device by a queued call: ``words`` (device uint64), ``kind`` "g1", "g2" or "limbs"."""
+
+    __slots__ = ("device", "words", "kind", "shape")
+
+    def __init__(self, device: int, words, kind: str, shape: tuple = ()) -> None:
+        self.device, self.words, self.kind, self.shape = device, words, kind, shape
+
+
+class _Collected:
+    """``collect``'s handle: the page-locked copy of every item, the event after it, what it must keep alive."""
+
+    __slots__ = ("host", "event", "layout", "keep")
+
+    def __init__(self, host: np.ndarray, event, layout: list, keep) -> None:
+        self.host, self.event, self.layout, self.keep = host, event, layout, keep
 
 
 class _Device:
@@ -95,6 +149,7 @@ class _Device:
             self.msm = G1Msm(index)
             self.msm2 = G2Msm(index)
             self.witness = MerkleWitness(index, self.ntt)
+            self.consts: dict[int, cupy.ndarray] = {}  # small constants per stream pointer (``_one``)
             cupy.cuda.Device(index).synchronize()
         self.lane = LaneInfo(device=index, lane="stream:0", stream=self.stream, index=index)
         self.wlane = LaneInfo(device=index, lane="stream:1", stream=self.wstream, index=index)
@@ -237,10 +292,9 @@ class CudaBackend(ProverBackend):
         else:
             limbs = np.zeros((0, 2, 6), dtype=np.uint64)
         with cupy.cuda.Device(device):  # on the load stream: another thread may be proving on d.stream
-            staged = _staged(limbs)
-            data = d.msm.load_bases(staged, d.lstream)
+            limbs = np.ascontiguousarray(limbs, dtype=np.uint64)
+            data = d.msm.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes))
             check(f"load_bases({name})", d.lstream.synchronize)
-            del staged  # back to the pinned pool only after the upload
         return BasesHandle(name, device, len(limbs), data)
 
     def _finish(self, d: _Device, res, s, what: str, g2: bool = False):
@@ -264,10 +318,9 @@ class CudaBackend(ProverBackend):
         if affine_limbs.ndim != 4 or affine_limbs.shape[1:] != (2, 2, 6):
             raise BackendError(f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
         with cupy.cuda.Device(device):
-            staged = _staged(affine_limbs)
-            data = d.msm2.load_bases(staged, d.lstream)
+            limbs = np.ascontiguousarray(affine_limbs, dtype=np.uint64)
+            data = d.msm2.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes))
             check(f"load_bases_g2({name})", d.lstream.synchronize)
-            del staged
         return BasesHandle(name, device, len(affine_limbs), data)
 
     def device_witness(self, plans, domain_size: int, device: int, lane: LaneInfo | None = None,
@@ -299,6 +352,16 @@ class CudaBackend(ProverBackend):
         with cupy.cuda.Device(lane.index):
             check("cudaStreamWaitEvent(witness ready)", s.wait_event, event)
 
+    def _one(self, d: _Device, s):
+        """The value 1 (Montgomery) on ``s``'s device, made once per stream (no pageable upload per split)."""
+        key = int(s.ptr)
+        one = d.consts.get(key)
+        if one is None:
+            with s:
+                one = cupy.asarray(mont_limbs([1])[0])
+            d.consts[key] = one
+        return one
+
     def split_tail(self, z: DeviceArray, num_inputs: int, lane: LaneInfo | None = None) -> TailSplit:
         d = self._dev(z.device)
         s = self._stream(z.device, lane)
@@ -309,25 +372,32 @@ class CudaBackend(ProverBackend):
             return c
 
         with cupy.cuda.Device(z.device), s:  # every array on the stream that computes it
-            one = cupy.asarray(mont_limbs([1])[0])
-            mask, tail, stats = split_tail(cupy, z.data.reshape(-1, 4), one, canonical, num_inputs)
-        return TailSplit(DeviceArray(tail, z.device, tail.shape), num_inputs, pending=(mask, stats))
+            mask, tail, stats = split_tail(cupy, z.data.reshape(-1, 4), self._one(d, s), canonical, num_inputs)
+            # The counters come back on this (witness) lane, behind an event: ``finish_tail`` waits for the
+            # witness, not for the proving lane's queue.
+            host = _pinned_empty(stats.size)
+            _copy_back(host, stats, s, "tail counters")
+            ev = cupy.cuda.Event(disable_timing=True)
+            check("cudaEventRecord(tail counters)", ev.record, s)
+        return TailSplit(DeviceArray(tail, z.device, tail.shape), num_inputs, pending=(mask, stats, host, ev))
 
     def finish_tail(self, split: TailSplit, lane: LaneInfo | None = None) -> TailSplit:
+        """Waits only for the counters' event (the witness lane up to this split), then queues the ones' indices
+        on ``lane`` without reading anything else back; ``pending`` keeps the mask (made on the witness lane,
+        read on ``lane``) referenced as long as the split."""
         dev = split.tail.device
         s = self._stream(dev, lane)
-        mask, stats = split.pending
+        mask, stats, host, ev = split.pending
+        check("cudaEventSynchronize(tail counters)", ev.synchronize)
+        counts = np.array(host, dtype=np.uint64)  # the pinned block goes back to the pool
         with cupy.cuda.Device(dev), s:
-            host = np.empty(stats.shape, dtype=np.uint64)
-            check("cudaMemcpyAsync(D2H tail counters)", stats.get, stream=s, out=host)
-            check("cudaStreamSynchronize(tail counters)", s.synchronize)
             try:
-                idx, idx_l = ones_indices(cupy, mask, host, split.num_inputs)
+                idx, idx_l = ones_indices_counted(cupy, mask, int(counts[6]), int(counts[7]), split.num_inputs)
             except ValueError as exc:
                 raise BackendError(f"cuda finish_tail: {exc}") from exc
         split.ones = DeviceArray(idx, dev, idx.shape)
         split.ones_l = DeviceArray(idx_l, dev, idx_l.shape)
-        split.stats, split.pending = host, None
+        split.stats, split.pending = counts, (mask, stats)
         return split
 
     def batch_add_indices(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
@@ -343,7 +413,7 @@ class CudaBackend(ProverBackend):
             res = d.msm.sum_selected(bases.data, indices.data, s)
             return self._finish(d, res, s, f"batch_add_g1({bases.name})")
 
-    def _msm(self, bases: BasesHandle, scalars, plan, lane, *, g2: bool) -> Any:
+    def _msm(self, bases: BasesHandle, scalars, plan, lane, *, g2: bool, queued: bool = False) -> Any:
         d = self._dev(bases.device)
         engine = d.msm2 if g2 else d.msm
         call = "msm_g2" if g2 else "msm_g1"
@@ -363,8 +433,69 @@ class CudaBackend(ProverBackend):
                     check(f"cudaMemcpyAsync(H2D {call}({bases.name}) scalars)", sc.set, host, stream=s)
             if sc.shape[0] > bases.count:
                 raise BackendError(f"cuda {call}({bases.name}): {sc.shape[0]} scalars for {bases.count} bases")
-            res = engine.msm(bases.data, sc, plan.window if plan is not None else None, s)
+            res = engine.msm(bases.data, sc, plan.window if plan is not None else None, s, sync_free=queued)
+            if queued:
+                return _Queued(bases.device, res, "g2" if g2 else "g1")
             return self._finish(d, res, s, f"{call}({bases.name})", g2)
+
+    # -- queued results (the stream flow): nothing read back until ``results`` -------------------------
+    def msm_g1_queued(self, bases: BasesHandle, scalars: DeviceArray, *, plan: MsmPlan | None = None,
+                      lane: LaneInfo | None = None) -> Any:
+        return self._msm(bases, scalars, plan, lane, g2=False, queued=True)
+
+    def msm_g2_queued(self, bases: BasesHandle, scalars: DeviceArray, *, lane: LaneInfo | None = None) -> Any:
+        return self._msm(bases, scalars, None, lane, g2=True, queued=True)
+
+    def batch_add_queued(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
+                         lane: LaneInfo | None = None) -> Any:
+        d = self._dev(bases.device)
+        s = self._stream(bases.device, lane)
+        if bound > bases.count:
+            raise BackendError(f"cuda batch_add({bases.name}): {bound} scalars for {bases.count} bases")
+        if indices.device != bases.device:
+            raise BackendError(f"cuda batch_add({bases.name}): indices on device {indices.device}, "
+                               f"bases on {bases.device}")
+        with cupy.cuda.Device(bases.device), s:
+            res = d.msm.sum_selected(bases.data, indices.data, s, sync_free=True)
+        return _Queued(bases.device, res, "g1")
+
+    def d2h_queued(self, arr: DeviceArray, lane: LaneInfo | None = None) -> Any:
+        d = self._dev(arr.device)
+        s = self._stream(arr.device, lane)
+        with cupy.cuda.Device(arr.device), s:
+            tmp = cupy.ascontiguousarray(arr.data).copy()
+            d.ntt.from_mont(tmp, s)
+        return _Queued(arr.device, tmp, "limbs", tuple(tmp.shape))
+
+    def collect(self, items, lane: LaneInfo | None = None, keep=None) -> Any:
+        items = list(items)
+        if not items:
+            return _Collected(np.zeros(0, dtype=np.uint64), None, [], keep)
+        dev = items[0].device
+        if any(q.device != dev for q in items):
+            raise BackendError("cuda collect: results of several devices in one call")
+        d = self._dev(dev)
+        s = self._stream(dev, lane)
+        with cupy.cuda.Device(dev), s:
+            flat = cupy.concatenate([q.words.reshape(-1) for q in items])
+            host = _pinned_empty(flat.size)
+            with gputrace.phase("d2h", device=d.index, stream=s, bytes=flat.nbytes, what="results"):
+                _copy_back(host, flat, s, f"{len(items)} results")
+            ev = cupy.cuda.Event(disable_timing=True)
+            check("cudaEventRecord(results)", ev.record, s)
+        layout = [(q.kind, int(q.words.size), q.shape) for q in items]
+        return _Collected(host, ev, layout, (keep, flat, items))
+
+    def results(self, handle) -> list:
+        if handle.event is not None:
+            check("cudaEventSynchronize(results)", handle.event.synchronize)
+        out, off = [], 0
+        for kind, size, shape in handle.layout:
+            w = np.array(handle.host[off: off + size])
+            off += size
+            out.append(xyzz_to_g1(w) if kind == "g1" else xyzz_to_g2(w) if kind == "g2" else w.reshape(shape))
+        handle.keep = handle.host = None  # the lane is past every use: the blocks may go back to the pools
+        return out
 
     def batch_add_g1(self, bases: BasesHandle, select: np.ndarray, *, lane: LaneInfo | None = None) -> Any:
         d = self._dev(bases.device)

@@ -14,7 +14,11 @@
   ``bucket_span`` buckets, segments and windows summed the same way, then a one-thread Horner.
 * ``sum_selected(bases, idx, stream)``: batch addition (sum of the points at ``idx``) with the same
   chunked reduction.
-Both return the XYZZ result as a host ``uint64[24]`` (Montgomery); ``xyzz_to_g1`` makes a ``G1Point``.
+Both return the XYZZ result as a device ``uint64[24]`` (Montgomery; ``xyzz_to_g1`` makes a ``G1Point`` of the
+host copy). ``sync_free=True``: every chunk count is an upper bound known on the host (``msm_layout``: padded
+chunk layouts, a fixed number of reduction levels), so nothing is read back and the host never waits inside the
+call (below ``BALANCED_FROM`` scalars; the balanced accumulation still reads its piece count back);
+``sync_free=False`` is the engine before (sizes read back, one host synchronisation per reduction level).
 
 Thread: one instance per device, used from that device's worker thread. Raises ``BackendError``.
 """
@@ -29,6 +33,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from ..encoding import Q
 from ..field import R
+from .. import msm_layout
 from ..msm_plan import default_window
 from .base import BackendError
 from .cuda_kernels import check, empty, i32, kernel, launch, u64
@@ -150,13 +155,18 @@ class G1Msm:
         self._none = cupy.zeros(1, dtype=np.int64)
         cupy.cuda.get_current_stream().synchronize()  # ready before any other stream reads it
 
-    def load_bases(self, limbs: np.ndarray, stream) -> cupy.ndarray:
+    def load_bases(self, limbs: np.ndarray, stream, upload=None) -> cupy.ndarray:
+        """Device Montgomery bases from canonical affine limbs, queued on ``stream``. ``upload(dst, arr, stream)``
+        copies the host array in (default: CuPy's ``set``)."""
         arr = np.ascontiguousarray(limbs, dtype=np.uint64).reshape(-1, self.AFFINE)
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
         nfq = len(arr) * self.AFFINE // 6  # Fq elements
         with stream:
             d = empty(arr.shape, np.uint64, f"bases ({len(arr)} points)", self.device)
-            check("cudaMemcpyAsync(bases H2D)", d.set, arr, stream=stream)
+            if upload is None:
+                check("cudaMemcpyAsync(bases H2D)", d.set, arr, stream=stream)
+            elif arr.size:
+                upload(d, arr, stream)
             launch(self._k["fq_to_mont"], "fq_to_mont", nfq, (d, u64(nfq)), stream)
         return d
 
@@ -207,6 +217,29 @@ class G1Msm:
                 neg if neg is not None else self._none, i32(neg is not None)), stream)
         return self._reduce_runs(part, per, cum, S, stream)
 
+    def _xyzz_sums(self, stream):
+        """``msm_layout``'s ``sum_chunks`` for XYZZ points: one ``sum_xyzz_chunks`` launch on ``stream``."""
+        k = self._k["sum_xyzz_chunks"]
+
+        def run(pts, cs, ce):
+            nxt = empty((max(cs.size, 1), self.XW), np.uint64, "msm partial sums", self.device)
+            launch(k, "sum_xyzz_chunks", cs.size, (pts, cs, ce, self._none, i32(0), nxt, u64(cs.size)), stream)
+            return nxt[: cs.size]
+        return run
+
+    def _sum_gathered_free(self, bases, perm, nbases: int, starts, ends, S: int, stream, neg, entries: int,
+                           max_run: int) -> cupy.ndarray:
+        """``_sum_gathered`` without reading anything back: ``entries`` bounds the runs' total length and
+        ``max_run`` the longest run (host values); (nruns, XW)."""
+        bound = msm_layout.chunk_bound(entries, starts.size, S)
+        cs, ce, per, cum = msm_layout.chunks(cupy, starts, ends, S, bound, self.even_chunks)
+        part = empty((max(bound, 1), self.XW), np.uint64, "msm bucket partial sums", self.device)
+        launch(self._k["sum_affine_chunks"], "sum_affine_chunks", bound,
+               (bases, perm, u64(nbases), cs, ce, self._none, i32(0), part, u64(bound),
+                neg if neg is not None else self._none, i32(neg is not None)), stream)
+        return msm_layout.reduce_runs(cupy, self._xyzz_sums(stream), part[:bound], per, cum, S,
+                                      -(-max_run // S))
+
     def _sum_balanced(self, bases, perm, nbases: int, off, stream, neg=None) -> cupy.ndarray:
         """Bucket sums (nb, XW) of the sorted entries (bucket b owns perm[off[b]:off[b+1]]), S entries per
         thread across bucket boundaries; the pieces of buckets that cross threads are summed per bucket."""
@@ -233,8 +266,9 @@ class G1Msm:
 
     # -- public ---------------------------------------------------------------------------------
     def msm(self, bases: cupy.ndarray, scalars: cupy.ndarray, window: int | None, stream,
-            profile: dict | None = None) -> cupy.ndarray:
+            profile: dict | None = None, sync_free: bool = False) -> cupy.ndarray:
         """Device XYZZ (24,) of sum scalars[i] * bases[i]; ``scalars`` (n, 4) canonical uint64 on device.
+        ``sync_free``: no host synchronisation inside (module docstring).
 
         ``profile``: if a dict, filled with device milliseconds per step (CUDA events; synchronises).
         """
@@ -294,7 +328,10 @@ class G1Msm:
                     S = chunk_size(nw * n, nw << (c - 1) if self.signed else nw << c)
                 else:
                     S = chunk_size(nw * n)
-                buckets = self._sum_gathered(bases, perm, n, off[:-1], off[1:], S, stream, neg)
+                if sync_free:  # a bucket holds at most one key per scalar (one window each)
+                    buckets = self._sum_gathered_free(bases, perm, n, off[:-1], off[1:], S, stream, neg, nw * n, n)
+                else:
+                    buckets = self._sum_gathered(bases, perm, n, off[:-1], off[1:], S, stream, neg)
             del perm, neg
             mark("accumulate")
             G = (1 << c) // bucket_span(c, nw)
@@ -302,7 +339,10 @@ class G1Msm:
             launch(self._k["bucket_reduce"], "bucket_reduce", nw * G, (buckets, i32(c), i32(nw), i32(G), seg), stream)
             mark("bucket_reduce")
             per = cupy.full(nw, G, dtype=np.int64)
-            win = self._reduce_runs(seg, per, cupy.cumsum(per), 32, stream)
+            if sync_free:
+                win = msm_layout.reduce_runs(cupy, self._xyzz_sums(stream), seg, per, cupy.cumsum(per), 32, G)
+            else:
+                win = self._reduce_runs(seg, per, cupy.cumsum(per), 32, stream)
             mark("window_sums")
             out = cupy.empty(self.XW, dtype=np.uint64)
             launch(self._k["msm_horner"], "msm_horner", 1, (win, i32(c), i32(nw), out), stream)
@@ -315,8 +355,9 @@ class G1Msm:
             profile["windows"] = nw
         return out
 
-    def sum_selected(self, bases: cupy.ndarray, idx: cupy.ndarray, stream) -> cupy.ndarray:
-        """Device XYZZ (24,) of the sum of bases[idx] (idx int64 on device)."""
+    def sum_selected(self, bases: cupy.ndarray, idx: cupy.ndarray, stream, sync_free: bool = False) -> cupy.ndarray:
+        """Device XYZZ (24,) of the sum of bases[idx] (idx int64 on device; its length is known on the host, so
+        with ``sync_free`` every size is exact and nothing is read back)."""
         m = idx.size
         if m == 0:
             return cupy.zeros(self.XW, dtype=np.uint64)
@@ -325,7 +366,10 @@ class G1Msm:
             S = int(max(8, min(512, m >> 14)))
             starts = cupy.zeros(1, dtype=np.int64)
             ends = cupy.full(1, m, dtype=np.int64)
-            res = self._sum_gathered(bases, idx, bases.shape[0], starts, ends, S, stream)
+            if sync_free:
+                res = self._sum_gathered_free(bases, idx, bases.shape[0], starts, ends, S, stream, None, m, m)
+            else:
+                res = self._sum_gathered(bases, idx, bases.shape[0], starts, ends, S, stream)
         return res[0]
 
 
