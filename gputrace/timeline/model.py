@@ -146,9 +146,10 @@ class Timeline:
         if n:
             full["lane"] = remap[full["lane"]]
         sorted_lanes = [lanes[i] for i in lane_order]
-        order = np.lexsort((-full["end"], full["start"], full["lane"])) if n else np.empty(0, np.int64)
+        order = row_order(full["lane"], full["start"], full["end"])
         for k in full:
-            full[k] = full[k][order]
+            if k not in ("parent", "depth"):  # recomputed by _link_parents
+                full[k] = full[k][order]
         new_attrs: dict[int, dict] = {}
         new_names: dict[int, str] = {}
         if attrs or names:
@@ -207,18 +208,19 @@ class Timeline:
                             break
                         k += 1
         parent[parent == np.arange(n)] = -1  # a span that names itself as parent is a root
-        _break_parent_cycles(parent, c["start"])
+        depth = _short_depths(parent)
+        if depth is None:  # a chain longer than _SHORT_CHAIN levels, maybe a cycle
+            _break_parent_cycles(parent, c["start"])
+            # Depth: iterate parent pointers (no cycles are left, so this ends after the longest chain).
+            depth = np.zeros(n, dtype=np.int16)
+            cur = parent.copy()
+            while True:
+                m = cur >= 0
+                if not m.any():
+                    break
+                depth[m] = np.minimum(depth[m] + 1, np.iinfo(np.int16).max)
+                cur[m] = parent[cur[m]]
         c["parent"] = parent
-        # Depth: iterate parent pointers (depth is small, <= ~10 levels in practice; no cycles are left,
-        # so this ends after the longest chain).
-        depth = np.zeros(n, dtype=np.int16)
-        cur = parent.copy()
-        while True:
-            m = cur >= 0
-            if not m.any():
-                break
-            depth[m] = np.minimum(depth[m] + 1, np.iinfo(np.int16).max)
-            cur[m] = parent[cur[m]]
         c["depth"] = depth
 
     @staticmethod
@@ -390,6 +392,59 @@ class Timeline:
 
     def iter_lanes(self) -> Iterator[tuple[int, Lane]]:
         return iter(enumerate(self.lanes))
+
+
+def row_order(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The Timeline row order: ``np.lexsort((-end, start, lane))`` (stable: equal keys keep their
+    input order), computed faster where possible.
+
+    Where lane and ``start - min(start)`` fit together in 63 bits (``lane << s | start - min``; a
+    trace's start times span far less than 2^(63 - lane bits) ns), one stable ``argsort`` of that
+    key (about 4x faster than ``lexsort`` on 1 M rows); rows whose (lane, start) is shared with
+    another row are then put in ``-end`` order inside their group by a stable ``lexsort`` of those
+    rows only. Otherwise (or with a negative lane) ``lexsort`` itself."""
+    n = len(start)
+    if n == 0:
+        return np.empty(0, np.int64)
+    lane_bits = max(int(lane.max()).bit_length(), 1)
+    lo = int(start.min())
+    if int(lane.min()) < 0 or lane_bits > 62 or int(start.max()) - lo >= 1 << (63 - lane_bits):
+        return np.lexsort((-end, start, lane))
+    key = lane.astype(np.int64) << (63 - lane_bits)
+    key |= start - lo
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    eq = ks[1:] == ks[:-1]
+    if eq.any():
+        tied = np.zeros(n, dtype=bool)  # positions (in ``order``) inside a group of equal keys
+        tied[:-1] = eq
+        tied[1:] |= eq
+        pos = np.flatnonzero(tied)
+        group = np.cumsum(~eq)[np.maximum(pos - 1, 0)] * (pos > 0)  # group number per tied position
+        rows = order[pos]
+        order[pos] = rows[np.lexsort((-end[rows], group))]
+    return order
+
+
+#: Parent chains at most this long are handled by ``_short_depths`` (no chain that ends can be a cycle).
+_SHORT_CHAIN = 64
+
+
+def _short_depths(parent: np.ndarray) -> np.ndarray | None:
+    """Depth of each row (its number of ancestors) when every parent chain ends within
+    ``_SHORT_CHAIN`` levels, else None (a longer chain or a cycle). Each pass follows one level for
+    the rows whose chain has not ended yet."""
+    depth = np.zeros(len(parent), dtype=np.int16)
+    rows = np.flatnonzero(parent >= 0)
+    anc = parent[rows]
+    for _ in range(_SHORT_CHAIN):
+        if not len(rows):
+            return depth
+        depth[rows] += 1
+        anc = parent[anc]
+        keep = anc >= 0
+        rows, anc = rows[keep], anc[keep]
+    return None if len(rows) else depth
 
 
 def _break_parent_cycles(parent: np.ndarray, start: np.ndarray) -> int:

@@ -61,3 +61,55 @@ def test_span_names_follow_rows_through_concat_and_select():
     assert [both.name_of(r) for r in range(both.n)] == ["intt_abc", "ntt", "ntt_late"]
     sel = both.select(both.start >= 10)
     assert [sel.name_of(r) for r in range(sel.n)] == ["ntt", "ntt_late"]
+
+
+def _lexsort_order(lane, start, end):
+    return np.lexsort((-end, start, lane))
+
+
+def test_row_order_is_lexsort_order_with_ties_and_wide_ranges():
+    # row_order's 64-bit key (lane << s | start - min) must give exactly lexsort's stable order: ties in
+    # (lane, start) broken by -end, full ties by input order; lexsort itself where the key does not fit.
+    from gputrace.timeline.model import row_order
+
+    rng = np.random.default_rng(7)
+    cases = []
+    for n, lanes, span in ((1, 1, 10), (2000, 3, 5), (5000, 40, 1000), (3000, 1, 3), (4000, 200, 1 << 40)):
+        lane = rng.integers(0, lanes, n).astype(np.int32)
+        start = rng.integers(0, span, n) + 1_767_225_600_000_000_000
+        end = start + rng.integers(0, 4, n)
+        cases.append((lane, start, end))
+    wide = rng.integers(-(1 << 62), 1 << 62, 1000)  # start times spanning more than the key holds
+    cases.append((rng.integers(0, 4, 1000).astype(np.int32), wide, wide + rng.integers(0, 3, 1000)))
+    ext = np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max, 0], dtype=np.int64)  # -end wraps as in lexsort
+    cases.append((np.zeros(4, np.int32), np.zeros(4, np.int64), ext))
+    cases.append((np.array([3, -1, 0, 3], np.int32), np.array([5, 5, 5, 5]), np.array([6, 7, 8, 9])))  # negative lane
+    for lane, start, end in cases:
+        got = row_order(lane, start, end)
+        assert np.array_equal(got, _lexsort_order(lane, start, end))
+    assert row_order(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_depths_and_cycles_match_the_plain_parent_walk():
+    # _short_depths (depth passes that double as the cycle check) must give the depths of the plain walk,
+    # and fall back to the cycle breaker for chains of more than 64 levels and for cycles.
+    rng = np.random.default_rng(3)
+    n = 300
+    rows = []
+    for i in range(n):
+        parent = 0 if i == 0 or rng.random() < 0.1 else int(rng.integers(1, i + 1))  # ids 1..i: a forest
+        rows.append((i, i + 10, 0, i + 1, parent, 0))
+    chain = [(1000 + i, 2000, 0, 5000 + i, 5000 + i - 1 if i else 0, 1) for i in range(100)]  # 100 levels
+    cyc = [(3000, 3010, 0, 9001, 9003, 2), (3001, 3011, 0, 9002, 9001, 2), (3002, 3012, 0, 9003, 9002, 2)]
+    for data in (rows, rows + chain, rows + chain + cyc):
+        tl = _tl(data)
+        par = tl.parent
+        want = np.zeros(tl.n, np.int64)
+        for r in range(tl.n):  # plain walk (no cycles are left after from_unsorted)
+            p, d = int(par[r]), 0
+            while p >= 0:
+                d, p = d + 1, int(par[p])
+            want[r] = d
+        assert tl.depth.tolist() == want.tolist()
+    root = {int(tl.span_id[r]): int(tl.parent[r]) for r in range(tl.n) if int(tl.span_id[r]) >= 9001}
+    assert list(root.values()).count(-1) == 1 and root[9001] == -1  # the earliest start of the cycle
