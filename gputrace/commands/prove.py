@@ -55,10 +55,11 @@ def add_placement_options(p) -> None:
     p.add_argument("--b-g2", dest="b_g2", choices=where, default="auto",
                    help="the G2 MSM b_g2: host (CPU pool, overlapping the GPU; A4 acts there), device or auto "
                         "(default)")
-    p.add_argument("--device-flow", dest="device_flow", choices=("stream", "batch"), default="stream",
+    p.add_argument("--device-flow", dest="device_flow", choices=("stream", "stream-sync", "batch"), default="stream",
                    help="with device synthesis: stream (default; the next circuits' witnesses are made on a second "
-                        "stream while the current one is proven, keys upload inside prove) or batch (a device's "
-                        "whole batch of witnesses first, then the MSMs)")
+                        "stream while the current one is proven, keys upload inside prove, results come back once "
+                        "per circuit), stream-sync (the same, each MSM's point read back as it ends) or batch (a "
+                        "device's whole batch of witnesses first, then the MSMs)")
 
 
 def options_from_args(args):

@@ -192,27 +192,8 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
                                              h, z, split, d4, n, b_g2_host))
                 del block, z, split, h  # held by the circuit's collect handle until the lane is past them
                 continue
-            with stats.phase("msm_h", dl, **ckw):
-                # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
-                row = backend.rows(h, 0, 1)
-                mh = backend.msm_g1(bases.get("h", stats, dl, ccw),
-                                    DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
-            with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters; the ones' indices
-                ts = backend.finish_tail(split, lane)
-            nv = ts.tail.shape[0]
-            plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
-            # In the order the keys arrive (LOAD_ORDER): on the first circuit each MSM overlaps the next upload.
-            with stats.phase("msm_a", dl, **ckw):
-                ma = backend.msm_g1(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
-            with stats.phase("msm_b_g1", dl, **ckw):
-                mb = backend.msm_g1(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
-            with stats.phase("msm_l", dl, **ckw):
-                ml = backend.msm_g1(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l,
-                                    lane=lane)
-            with stats.phase("batch_add", dl, **ckw):
-                ba = backend.batch_add_indices(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
-                bb = backend.batch_add_indices(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
-                bl = backend.batch_add_indices(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
+            mh, ts, ma, mb, ml, ba, bb, bl, row = _circuit_msms(backend, lane, bases, stats, dl, ckw, ccw, h, split,
+                                                                d4, n, ni, queued=False)
             if b_g2_host is None:
                 with stats.phase("b_g2", dl, **ckw):
                     g2 = backend.msm_g2(bases.get("b_g2", stats, dl, ccw), z, lane=lane)
@@ -238,26 +219,8 @@ def _queue_circuit(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
     phase's host bracket is the time to queue it, its device bracket (CUDA events) the GPU's."""
     ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit
     public_tail = [int(x) for x in plan.indices]
-    with stats.phase("msm_h", dl, **ckw):
-        # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
-        row = backend.rows(h, 0, 1)
-        mh = backend.msm_g1_queued(bases.get("h", stats, dl, ccw),
-                                   DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
-    with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters, behind the witness's event
-        ts = backend.finish_tail(split, lane)
-    nv = ts.tail.shape[0]
-    plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
-    with stats.phase("msm_a", dl, **ckw):
-        ma = backend.msm_g1_queued(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
-    with stats.phase("msm_b_g1", dl, **ckw):
-        mb = backend.msm_g1_queued(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
-    with stats.phase("msm_l", dl, **ckw):
-        ml = backend.msm_g1_queued(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l,
-                                   lane=lane)
-    with stats.phase("batch_add", dl, **ckw):
-        ba = backend.batch_add_queued(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
-        bb = backend.batch_add_queued(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
-        bl = backend.batch_add_queued(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
+    mh, ts, ma, mb, ml, ba, bb, bl, row = _circuit_msms(backend, lane, bases, stats, dl, ckw, ccw, h, split, d4,
+                                                        n, ni, queued=True)
     items = [mh, ma, mb, ml, ba, bb, bl]
     if b_g2_host is None:
         with stats.phase("b_g2", dl, **ckw):
@@ -265,3 +228,32 @@ def _queue_circuit(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
         items.append(backend.d2h_queued(backend.rows(z, 1, 2), lane))  # the root, a public input
     handle = backend.collect(items, lane, keep=(block, h, z, split, ts, row))
     return helper.submit(finished, c, handle, public_tail, ni, m, None if b_g2_host is None else b_g2_host[c])
+
+
+def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
+                  h: DeviceArray, split, d4: bool, n: int, ni: int, *, queued: bool) -> tuple:
+    """One circuit's G1 MSMs and batch additions in the order the keys arrive (LOAD_ORDER: on the first circuit
+    each MSM overlaps the next upload), with the tail counters read behind the witness lane's event.
+    ``queued``: the backend's ``*_queued`` calls (device handles, nothing read back); else each returns its host
+    point. Returns ``(mh, ts, ma, mb, ml, ba, bb, bl, row)``; ``row`` (h's view) must outlive the MSMs."""
+    msm = backend.msm_g1_queued if queued else backend.msm_g1
+    batch_add = backend.batch_add_queued if queued else backend.batch_add_indices
+    with stats.phase("msm_h", dl, **ckw):
+        # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
+        row = backend.rows(h, 0, 1)
+        mh = msm(bases.get("h", stats, dl, ccw), DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
+    with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters, behind the witness's event
+        ts = backend.finish_tail(split, lane)
+    nv = ts.tail.shape[0]
+    plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
+    with stats.phase("msm_a", dl, **ckw):
+        ma = msm(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+    with stats.phase("msm_b_g1", dl, **ckw):
+        mb = msm(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+    with stats.phase("msm_l", dl, **ckw):
+        ml = msm(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l, lane=lane)
+    with stats.phase("batch_add", dl, **ckw):
+        ba = batch_add(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+        bb = batch_add(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
+        bl = batch_add(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
+    return mh, ts, ma, mb, ml, ba, bb, bl, row

@@ -15,6 +15,7 @@ def test_prove_device_flow_defaults_to_stream_and_takes_batch():
     parse = build_parser().parse_args
     assert options_from_args(parse(["prove"])).device_flow == "stream"
     assert options_from_args(parse(["prove", "--device-flow", "batch"])).device_flow == "batch"
+    assert options_from_args(parse(["prove", "--device-flow", "stream-sync"])).device_flow == "stream-sync"
     with pytest.raises(SystemExit):
         parse(["prove", "--device-flow", "graph"])
 
