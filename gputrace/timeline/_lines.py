@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Union
 
+import numpy as np
+
 from gputrace.timeline.errors import TraceFormatError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -202,6 +204,31 @@ def iter_line_blocks(f, chunk: int = _CHUNK) -> Iterator[tuple[bytes | None, mem
     rest = b"".join(parts)
     if rest:
         yield rest, None, False
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def newline_offsets(view: memoryview) -> list[int]:
+    """Offsets in ``view`` (a 1-D byte view) of every newline, ascending.
+
+    A chunk of a trace holds a few hundred lines in megabytes, so they are found with ``bytes.find``
+    (memchr) over the bytes object under the view, which was 10x cheaper than a numpy comparison
+    of the whole chunk and a scan of its mask; numpy is the fallback for views over other objects."""
+    buf = view.obj
+    text = np.frombuffer(view, np.uint8)
+    if type(buf) is bytes and len(text):
+        base = _address(text) - _address(np.frombuffer(buf, np.uint8))
+        if 0 <= base and base + len(text) <= len(buf):
+            out = []
+            find, stop = buf.find, base + len(text)
+            i = find(b"\n", base, stop)
+            while i >= 0:
+                out.append(i - base)
+                i = find(b"\n", i + 1, stop)
+            return out
+    return np.flatnonzero(text == 10).tolist()
 
 
 def iter_lines(f, chunk: int = _CHUNK) -> Iterator[tuple[bytes, bool, int]]:

@@ -28,7 +28,7 @@ from gputrace.timeline._columns import Interner, spans_to_columns
 from gputrace.timeline._decode_errors import describe_msgspec_error
 from gputrace.timeline._depth import depth_scan_needed, too_deep
 from gputrace.timeline._fast import parse_attributes
-from gputrace.timeline._lines import PathLike
+from gputrace.timeline._lines import PathLike, newline_offsets
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Timeline
 
@@ -99,8 +99,7 @@ class TraceLoader:
         as views of ``block`` (copied only for the general decoder); a block with a blank line, or
         that the lean decoder refuses, or while the fast path is off, is fed line by line."""
         text = np.frombuffer(block, np.uint8)
-        nl = np.flatnonzero(text == 10)
-        ends = nl.tolist()
+        ends = newline_offsets(block)
         starts = [0] + [e + 1 for e in ends[:-1]]
         reqs = None
         # decode_lines skips blank lines and takes several values on one line: with every line

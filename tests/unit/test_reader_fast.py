@@ -480,6 +480,22 @@ def test_iter_line_blocks_gives_every_line_once(tmp_path):
         assert got == [(x, True) for x in data.split(b"\n")[:-1]] + [(b"tail", False)], chunk
 
 
+def test_newline_offsets_of_views_over_bytes_and_other_buffers():
+    # feed_block finds a block's lines with bytes.find over the bytes under the view; the offsets must be
+    # those of the view (not of the bytes object), and other buffers take the numpy path.
+    import numpy as np
+
+    from gputrace.timeline._lines import newline_offsets
+
+    data = b"".join(b"y" * (i % 7) + b"\n" for i in range(200)) + b"z"
+    want = lambda v: np.flatnonzero(np.frombuffer(v, np.uint8) == 10).tolist()  # noqa: E731
+    views = [memoryview(data), memoryview(data)[3:], memoryview(data)[17:391], memoryview(data)[5:5],
+             memoryview(data)[-1:], memoryview(bytearray(data))[9:300], memoryview(b"no newline")]
+    for v in views:
+        assert newline_offsets(v) == want(v)
+    assert newline_offsets(memoryview(data)[3:]) != newline_offsets(memoryview(data))
+
+
 def test_a_block_of_good_lines_is_decoded_in_one_call(tmp_path, monkeypatch):
     from gputrace.timeline import _loader
 
