@@ -4,7 +4,7 @@ JSON decoding holds the GIL (msgspec and orjson alike), so threads do not help; 
 process reads about 0.25-0.3 M spans/s on our machines, under the 0.5 M spans/s target. A
 large uncompressed file is therefore split into byte ranges at line boundaries; the calling
 process reads the first range itself with a ``TraceLoader`` while one worker process per other
-range (``python -m gputrace.timeline.parallel``) reads the rest, and the parent remaps the
+range (a ``python`` running ``_main`` below) reads the rest, and the parent remaps the
 workers' phase, lane, resource and trace tables into one set and builds one Timeline. With
 ``workers=2`` that is one extra process: on a 2-core machine the parent's core is not left idle
 and only one interpreter starts (~0.3 CPU-s).
@@ -138,19 +138,18 @@ def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
             error = e
             line_no = _count_lines(path, start, end)  # the parent needs every range's line count
     it = loader.it
-    pieces: dict[str, list[np.ndarray]] = {}
     attrs: dict[int, dict] = {}
+    chunks: list[dict[str, np.ndarray]] = []
     if error is None:
-        for c, a in zip(loader._chunks, loader._chunk_attrs, strict=True):
-            for k, v in c.items():
-                pieces.setdefault(k, []).append(v)
+        chunks = [c for c in loader._chunks if len(c["start"])]
+        for a in loader._chunk_attrs:  # keyed by row across the loader's chunks
             attrs.update(a)
-    cols = {k: np.concatenate(v) for k, v in pieces.items()}
     return {
         "nlines": line_no,
         "error": error,
         "report": loader.report,
-        "cols": cols,
+        "chunks": chunks,  # column sets, rows in order; Timeline.from_parts joins them
+        "rows": loader._rows if error is None else 0,
         "attrs": attrs,
         "phases": it.phases,
         "trace_ids": it.trace_ids,
@@ -175,9 +174,16 @@ def _count_lines(path: str, start: int, end: int) -> int:
     return n + (last != b"\n")
 
 
+#: A worker's program. ``python -c`` (like ``-m``) puts the working directory first on ``sys.path``; it is
+#: taken off, so that the worker imports the caller's ``gputrace`` (``PYTHONPATH``), never a ``gputrace``
+#: directory that happens to be in the caller's working directory (another checkout).
+_WORKER = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+           "from gputrace.timeline.parallel import _main; sys.exit(_main(sys.argv[1:]))")
+
+
 def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> list[dict]:
-    """Read ``ranges[0]`` in this process while one ``python -m gputrace.timeline.parallel`` per
-    other range reads that one; return every range's result, in order.
+    """Read ``ranges[0]`` in this process while one worker process (``_WORKER``) per other range
+    reads that one; return every range's result, in order.
 
     Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods
     re-import the caller's ``__main__`` (re-running an unguarded script's top level in every
@@ -196,7 +202,7 @@ def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> lis
     for a, b in ranges[1:]:
         try:
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "gputrace.timeline.parallel", path, str(a), str(b), str(int(lenient))],
+                [sys.executable, "-c", _WORKER, path, str(a), str(b), str(int(lenient))],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
         except OSError:  # cannot start a process: that range is read here
             procs.append(None)
@@ -232,11 +238,12 @@ def _shifted(e: TraceFormatError, lines_before: int) -> TraceFormatError:
 
 
 def read_parallel(path, lenient: bool = False,
-                  workers: int | None = None) -> tuple[dict, dict, list, list, list, list, LoadReport]:
+                  workers: int | None = None) -> tuple[list, dict, list, list, list, list, LoadReport]:
     """Read one plain (uncompressed) file with ``workers`` processes.
 
-    Returns ``(cols, attrs, phases, lanes, resources, trace_ids, report)`` ready for
-    ``Timeline.from_unsorted``. Raises ``TraceFormatError`` (file line numbers) unless lenient.
+    Returns ``(parts, attrs, phases, lanes, resources, trace_ids, report)`` ready for
+    ``Timeline.from_parts`` (``parts``: column sets in file order, codes remapped to the merged tables;
+    not concatenated). Raises ``TraceFormatError`` (file line numbers) unless lenient.
     """
     path = os.fspath(path)
     workers = workers or default_workers()
@@ -256,7 +263,7 @@ def read_parallel(path, lenient: bool = False,
     trace_ix: dict[str, int] = {}
     res_ix: dict[str, int] = {}
     resources: list[dict] = []
-    cols: dict[str, list] = {k: [] for k in COLUMNS}
+    out: list[dict[str, np.ndarray]] = []
     attrs: dict[int, dict] = {}
     base = 0
     import orjson
@@ -270,7 +277,7 @@ def read_parallel(path, lenient: bool = False,
         report.reasons.update(r.reasons)
         for e in r.problems:
             report.problems.append(_shifted(e, int(off)))
-        if not p["cols"]:
+        if not p["chunks"]:
             continue
         pm = np.array([phase_ix.setdefault(x, len(phase_ix)) for x in p["phases"]] or [0], dtype=np.int32)
         lm = np.array([lane_ix.setdefault(x, len(lane_ix)) for x in p["lanes"]] or [0], dtype=np.int32)
@@ -283,33 +290,23 @@ def read_parallel(path, lenient: bool = False,
                 resources.append(rd)
             res_codes.append(res_ix[key])
         rm = np.array(res_codes or [0], dtype=np.int32)
-        c = p["cols"]
-        for k in COLUMNS:
-            if k not in c:
-                continue
-            v = c[k]
-            if k == "phase":
-                v = pm[v]
-            elif k == "lane":
-                v = lm[v]
-            elif k == "trace":
-                v = tm[v]
-            elif k == "resource":
-                v = rm[v]
-            cols[k].append(v)
+        for c in p["chunks"]:
+            for k, m in (("phase", pm), ("lane", lm), ("trace", tm), ("resource", rm)):
+                if k in c:
+                    c[k] = m[c[k]]
+            out.append(c)
         for row, d in p["attrs"].items():
             attrs[base + row] = d
-        base += len(c["start"])
+        base += p["rows"]
     report.problems.sort(key=lambda e: e.line or 0)
-    merged = {k: np.concatenate(v) for k, v in cols.items() if v}
-    if not merged:
-        merged = {k: np.empty(0, dtype=d) for k, d in COLUMNS.items()}
-    return merged, attrs, list(phase_ix), list(lane_ix), resources, list(trace_ix), report
+    if not out:
+        out = [{k: np.empty(0, dtype=d) for k, d in COLUMNS.items()}]
+    return out, attrs, list(phase_ix), list(lane_ix), resources, list(trace_ix), report
 
 
 def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -> Timeline:
-    cols, attrs, phases, lanes, resources, trace_ids, report = read_parallel(path, lenient, workers)
-    tl = Timeline.from_unsorted(cols, phases, lanes, resources, trace_ids, attrs, consume=True)
+    parts, attrs, phases, lanes, resources, trace_ids, report = read_parallel(path, lenient, workers)
+    tl = Timeline.from_parts(parts, phases, lanes, resources, trace_ids, attrs, consume=True)
     tl.load_report = report
     return tl
 

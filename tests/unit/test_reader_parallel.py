@@ -71,6 +71,22 @@ def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, monk
     assert tl.n == read_trace(p, workers=1).n > 0
 
 
+def test_workers_run_our_package_not_one_in_the_working_directory(tmp_path, small_threshold, monkeypatch):
+    # A worker used to be ``python -m gputrace.timeline.parallel``, which imports from the working directory
+    # first: run from another checkout, it ran that checkout's code (here: a fake that answers nothing).
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    fake = tmp_path / "other_checkout" / "gputrace" / "timeline"
+    fake.mkdir(parents=True)
+    for d in (fake.parent, fake):
+        (d / "__init__.py").write_text("")
+    (fake / "parallel.py").write_text("def _main(argv):\n    return 0\n")  # exits 0 with no output
+    want = read_trace(p, workers=1)
+    monkeypatch.chdir(fake.parent.parent)
+    got = read_trace(p, workers=2)
+    assert got.n == want.n > 0 and np.array_equal(got.cols["start"], want.cols["start"])
+
+
 def test_the_caller_reads_the_first_range_itself(tmp_path, small_threshold, monkeypatch):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)

@@ -70,7 +70,7 @@ def _lexsort_order(lane, start, end):
 def test_row_order_is_lexsort_order_with_ties_and_wide_ranges():
     # row_order's 64-bit key (lane << s | start - min) must give exactly lexsort's stable order: ties in
     # (lane, start) broken by -end, full ties by input order; lexsort itself where the key does not fit.
-    from gputrace.timeline.model import row_order
+    from gputrace.timeline._rows import row_order
 
     rng = np.random.default_rng(7)
     cases = []
@@ -91,7 +91,7 @@ def test_row_order_is_lexsort_order_with_ties_and_wide_ranges():
 
 
 def test_depths_and_cycles_match_the_plain_parent_walk():
-    # _short_depths (depth passes that double as the cycle check) must give the depths of the plain walk,
+    # short_depths (depth passes that double as the cycle check) must give the depths of the plain walk,
     # and fall back to the cycle breaker for chains of more than 64 levels and for cycles.
     rng = np.random.default_rng(3)
     n = 300
@@ -113,3 +113,36 @@ def test_depths_and_cycles_match_the_plain_parent_walk():
         assert tl.depth.tolist() == want.tolist()
     root = {int(tl.span_id[r]): int(tl.parent[r]) for r in range(tl.n) if int(tl.span_id[r]) >= 9001}
     assert list(root.values()).count(-1) == 1 and root[9001] == -1  # the earliest start of the cycle
+
+
+def test_from_parts_equals_from_unsorted_of_the_joined_columns():
+    # from_parts scatters each part's rows to their sorted places instead of joining the columns first; the
+    # Timeline must be the one from_unsorted builds from the joined columns (attrs keyed across the parts,
+    # a column missing from one part is -1 there, consume=True takes the parts apart).
+    from gputrace.timeline.model import COLUMNS
+
+    rng = np.random.default_rng(5)
+    lanes = [Lane("h", 1, d, f"stream:{s}") for d in (1, 0, -1) for s in (2, 0)]
+    parts = []
+    for m in (0, 37, 1, 200):
+        ids = rng.integers(1, 60, m).astype(np.uint64)
+        parts.append({
+            "start": rng.integers(0, 50, m), "end": rng.integers(50, 60, m),
+            "lane": rng.integers(0, len(lanes), m).astype(np.int32), "phase": rng.integers(0, 3, m).astype(np.int32),
+            "trace": rng.integers(0, 2, m).astype(np.int32), "span_id": ids,
+            "parent_span_id": np.where(rng.random(m) < 0.3, 0, rng.integers(1, 60, m)).astype(np.uint64),
+        })
+    parts[3]["batch"] = rng.integers(0, 9, 200).astype(np.int32)  # only in the last part
+    attrs = {5: {"a": 1}, 37: {"b": 2}, 38: {"c": 3}, 237: {"d": 4}}
+    names = {0: "n0", 100: "n100"}
+    joined = {k: np.concatenate([p[k] if k in p else np.full(len(p["start"]), -1, dtype=COLUMNS[k]) for p in parts])
+              for k in parts[3]}
+    want = Timeline.from_unsorted(joined, ["p0", "p1", "p2"], lanes, [], ["t0", "t1"], attrs, names)
+    got = Timeline.from_parts([dict(p) for p in parts], ["p0", "p1", "p2"], lanes, [], ["t0", "t1"], attrs, names,
+                              consume=True)
+    assert sorted(got.cols) == sorted(want.cols) == sorted(COLUMNS)
+    for k in COLUMNS:
+        assert got.cols[k].dtype == want.cols[k].dtype and np.array_equal(got.cols[k], want.cols[k]), k
+    assert got.attrs == want.attrs and got.names == want.names and got.lanes == want.lanes
+    assert got.lane_offsets.tolist() == want.lane_offsets.tolist()
+    assert (got.cols["batch"] >= 0).sum() == 200  # the first parts' rows have no batch
