@@ -177,16 +177,7 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
                 with stats.phase("d2h", dl, **dict(ckw, bytes=z.nbytes, what="assignment")):
                     zh = backend.d2h(z, lane)
                 publish(Witness(c, [limbs_to_ints(zh[1:2])[0]] + public_tail, zh, None, ni, m))
-            with stats.phase("ntt", dl, **ckw):
-                with stats.phase("intt_abc", dl, **kw):
-                    block = backend.ntt(block, inverse=True, coset=False, lane=lane)
-                with stats.phase("coset_ntt", dl, **kw):
-                    block = backend.ntt(block, inverse=False, coset=True, lane=lane)
-                with stats.phase("h_eval", dl, **kw):
-                    h = backend.h_eval(backend.rows(block, 0, 1), backend.rows(block, 1, 2),
-                                       backend.rows(block, 2, 3), lane=lane)
-                with stats.phase("intt_h", dl, **kw):
-                    h = backend.ntt(h, inverse=True, coset=True, lane=lane)
+            block, h = quotient_h(backend, block, 1, lane, stats, dl, ckw, kw)
             if queued:
                 proofs.append(_queue_circuit(backend, lane, bases, stats, dl, ckw, ccw, helper, finished, plan, block,
                                              h, z, split, d4, n, b_g2_host))
@@ -257,3 +248,22 @@ def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, s
         bb = batch_add(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
         bl = batch_add(bases.get("l", stats, dl, ccw), ts.ones_l, bound=nv - ni, lane=lane)
     return mh, ts, ma, mb, ml, ba, bb, bl, row
+
+
+def quotient_h(backend: ProverBackend, block: DeviceArray, circuits: int, lane: LaneInfo, stats, dl: str, top: dict,
+               kw: dict) -> tuple[DeviceArray, DeviceArray]:
+    """The ``ntt`` phase and its four children for ``circuits`` circuits whose a, b, c rows are stacked in
+    ``block`` (a rows, then b rows, then c rows): ``(block in coset evaluation form, h coefficients)``, queued on
+    ``lane``. Shared by the batch flow (all of a device's circuits at once) and the stream flow (one)."""
+    nb = circuits
+    with stats.phase("ntt", dl, **top):
+        with stats.phase("intt_abc", dl, **kw):
+            block = backend.ntt(block, inverse=True, coset=False, lane=lane)
+        with stats.phase("coset_ntt", dl, **kw):
+            block = backend.ntt(block, inverse=False, coset=True, lane=lane)
+        with stats.phase("h_eval", dl, **kw):
+            h = backend.h_eval(backend.rows(block, 0, nb), backend.rows(block, nb, 2 * nb),
+                               backend.rows(block, 2 * nb, 3 * nb), lane=lane)
+        with stats.phase("intt_h", dl, **kw):
+            h = backend.ntt(h, inverse=True, coset=True, lane=lane)
+    return block, h

@@ -64,7 +64,7 @@ from .encoding import g2_to_affine_limbs
 from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
 from .witness_plan import make_plan
-from .device_flow import LOAD_ORDER, LoadingBases, stream_work
+from .device_flow import LOAD_ORDER, LoadingBases, quotient_h, stream_work
 
 
 class _Stats:
@@ -438,16 +438,7 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
         # releases the GIL in these array operations).
         prep_pool = ThreadPoolExecutor(max_workers=min(2, nb), thread_name_prefix=f"prep-{lane.index}")
         preps = [prep_pool.submit(_tail_work, w, "d4" in o.opts) for w in ws]
-        with stats.phase("ntt", dl, **top):
-            with stats.phase("intt_abc", dl, **kw):
-                dev = backend.ntt(dev, inverse=True, coset=False, lane=lane)
-            with stats.phase("coset_ntt", dl, **kw):
-                dev = backend.ntt(dev, inverse=False, coset=True, lane=lane)
-            with stats.phase("h_eval", dl, **kw):
-                h = backend.h_eval(backend.rows(dev, 0, nb), backend.rows(dev, nb, 2 * nb),
-                                   backend.rows(dev, 2 * nb, 3 * nb), lane=lane)
-            with stats.phase("intt_h", dl, **kw):
-                h = backend.ntt(h, inverse=True, coset=True, lane=lane)
+        dev, h = quotient_h(backend, dev, nb, lane, stats, dl, top, kw)
         d4 = "d4" in o.opts
         for j, w in enumerate(ws):
             ckw = dict(top, circuit=w.circuit)

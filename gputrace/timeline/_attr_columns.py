@@ -55,8 +55,9 @@ class KeyCodes(dict):
 KeyCodes.instance = KeyCodes()
 
 def set_lanes(lane_code: np.ndarray, r: np.ndarray, strs: list, it: Interner) -> None:
-    for s in set(strs).difference(it.lane_name_ix):
-        it.lane_name_code(s)
+    for s in dict.fromkeys(strs):  # first-appearance order, independent of the hash seed
+        if s not in it.lane_name_ix:
+            it.lane_name_code(s)
     lane_code[r] = np.fromiter(map(it.lane_name_ix.__getitem__, strs), np.int64, len(strs))
 
 

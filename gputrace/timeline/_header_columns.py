@@ -29,7 +29,8 @@ def int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
         return out
 
 def trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
-    new = set(tids).difference(it.trace_ix)
+    # First-appearance order (not set order, which follows the hash seed): the same file gives the same table.
+    new = [t for t in dict.fromkeys(tids) if t not in it.trace_ix]
     badset = set()
     for t in new:
         try:

@@ -402,6 +402,10 @@ class CudaBackend(ProverBackend):
 
     def batch_add_indices(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
                           lane: LaneInfo | None = None) -> Any:
+        return self._batch_add(bases, indices, bound, lane, queued=False)
+
+    def _batch_add(self, bases: BasesHandle, indices: DeviceArray, bound: int, lane: LaneInfo | None, *,
+                   queued: bool) -> Any:
         d = self._dev(bases.device)
         s = self._stream(bases.device, lane)
         if bound > bases.count:
@@ -410,7 +414,9 @@ class CudaBackend(ProverBackend):
             raise BackendError(f"cuda batch_add({bases.name}): indices on device {indices.device}, "
                                f"bases on {bases.device}")
         with cupy.cuda.Device(bases.device), s:
-            res = d.msm.sum_selected(bases.data, indices.data, s)
+            res = d.msm.sum_selected(bases.data, indices.data, s, sync_free=queued)
+            if queued:
+                return _Queued(bases.device, res, "g1")
             return self._finish(d, res, s, f"batch_add_g1({bases.name})")
 
     def _msm(self, bases: BasesHandle, scalars, plan, lane, *, g2: bool, queued: bool = False) -> Any:
@@ -448,16 +454,7 @@ class CudaBackend(ProverBackend):
 
     def batch_add_queued(self, bases: BasesHandle, indices: DeviceArray, *, bound: int,
                          lane: LaneInfo | None = None) -> Any:
-        d = self._dev(bases.device)
-        s = self._stream(bases.device, lane)
-        if bound > bases.count:
-            raise BackendError(f"cuda batch_add({bases.name}): {bound} scalars for {bases.count} bases")
-        if indices.device != bases.device:
-            raise BackendError(f"cuda batch_add({bases.name}): indices on device {indices.device}, "
-                               f"bases on {bases.device}")
-        with cupy.cuda.Device(bases.device), s:
-            res = d.msm.sum_selected(bases.data, indices.data, s, sync_free=True)
-        return _Queued(bases.device, res, "g1")
+        return self._batch_add(bases, indices, bound, lane, queued=True)
 
     def d2h_queued(self, arr: DeviceArray, lane: LaneInfo | None = None) -> Any:
         d = self._dev(arr.device)
