@@ -146,52 +146,52 @@ class Timeline:
         names: Mapping[int, str] | None = None,
         consume: bool = False,
     ) -> Timeline:
-        """``from_unsorted`` of the parts' columns one after the other (rows numbered across the parts,
-        as ``attrs`` and ``names`` keys are), without concatenating them: only lane, start and end are
-        joined to find the order, and every other column is scattered part by part to its sorted places
-        (half the time of joining, then gathering). Every part has ``start``; a column missing from a
-        part is -1 (or 0) there. ``consume=True``: the parts are dicts the caller gives up."""
+        """``from_unsorted`` of the parts' columns one after the other (rows numbered across the parts, as
+        ``attrs`` and ``names`` keys are): the parts are joined column by column (with ``consume=True``, the
+        parts are dicts the caller gives up and each piece is freed once copied), so a reader hands its
+        chunks over without joining them first. Every part has ``start``; a column missing from a part is
+        -1 (or 0) there."""
         given = consume and all(isinstance(p, MutableMapping) for p in parts)  # taken apart below
-
+        parts = list(parts) or [{"start": np.empty(0, COLUMNS["start"])}]
         sizes = [len(p["start"]) for p in parts]
+        n = sum(sizes)
 
-        def part_col(i: int, k: str, dt: np.dtype) -> np.ndarray:
+        def take(i: int, k: str, dt: np.dtype) -> np.ndarray:
             p = parts[i]
             if k in p:
                 return np.asarray(p.pop(k) if given else p[k], dtype=dt)  # type: ignore[attr-defined]
             return np.full(sizes[i], -1 if dt.kind == "i" else 0, dtype=dt)
 
-        n = sum(sizes)
+        cols: dict[str, np.ndarray] = {}
+        for k, dt in COLUMNS.items():
+            if k in ("parent", "depth"):  # computed by _link_parents
+                continue
+            if len(parts) == 1:
+                cols[k] = take(0, k, dt)
+            elif any(k in p for p in parts):
+                cols[k] = np.concatenate([take(i, k, dt) for i in range(len(parts))])
+            else:
+                cols[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
+        del parts
         # Order lanes.
         lane_order = sorted(range(len(lanes)), key=lambda i: lanes[i].sort_key)
         remap = np.empty(max(len(lanes), 1), dtype=np.int32)
         remap[lane_order] = np.arange(len(lane_order), dtype=np.int32)
         sorted_lanes = [lanes[i] for i in lane_order]
-        keys = {}
-        for k in ("lane", "start", "end"):
-            dt = COLUMNS[k]
-            cs = [part_col(i, k, dt) for i in range(len(parts))]
-            keys[k] = cs[0] if len(cs) == 1 else np.concatenate(cs) if cs else np.empty(0, dt)
         if n:
-            keys["lane"] = remap[keys["lane"]]
-        order = row_order(keys["lane"], keys["start"], keys["end"])
-        inv = np.empty(n, dtype=np.int64)
-        inv[order] = np.arange(n, dtype=np.int64)
-        full: dict[str, np.ndarray] = {}
-        for k, dt in COLUMNS.items():
-            if k in keys:
-                full[k] = np.take(keys.pop(k), order)
-            elif k in ("parent", "depth"):  # filled by _link_parents
-                full[k] = np.empty(n, dtype=dt)
-            else:
-                out = np.empty(n, dtype=dt)
-                base = 0
-                for i, m in enumerate(sizes):
-                    out[inv[base:base + m]] = part_col(i, k, dt)
-                    base += m
-                full[k] = out
-        new_attrs = {int(inv[r]): a for r, a in attrs.items()} if attrs else {}
-        new_names = {int(inv[r]): v for r, v in names.items()} if names else {}
+            cols["lane"] = remap[cols["lane"]]
+        order = row_order(cols["lane"], cols["start"], cols["end"])
+        # Each unsorted column is freed once sorted; parent and depth: placeholders (columns in COLUMNS order)
+        # that _link_parents replaces.
+        full = {k: np.take(cols.pop(k), order) if k in cols else np.empty(0, dt) for k, dt in COLUMNS.items()}
+        new_attrs: dict[int, dict] = {}
+        new_names: dict[int, str] = {}
+        if attrs or names:
+            inv = np.empty(n, dtype=np.int64)
+            inv[order] = np.arange(n, dtype=np.int64)
+            new_attrs = {int(inv[r]): a for r, a in attrs.items()} if attrs else {}
+            new_names = {int(inv[r]): v for r, v in names.items()} if names else {}
+        del order
         counts = np.bincount(full["lane"], minlength=len(sorted_lanes)) if n else np.zeros(len(sorted_lanes), np.int64)
         offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -209,9 +209,12 @@ class Timeline:
         return tl
 
     def _link_parents(self) -> None:
+        """Compute the ``parent`` and ``depth`` columns (see ``from_unsorted``)."""
         c = self.cols
         n = len(c["start"])
         if n == 0:
+            c["parent"] = np.empty(0, dtype=COLUMNS["parent"])
+            c["depth"] = np.empty(0, dtype=COLUMNS["depth"])
             return
         # Key = (trace, span_id). Span ids are random 64-bit numbers, so search by id alone
         # (one argsort + searchsorted, O(n log n)) and check the trace; only ids that occur more

@@ -116,9 +116,9 @@ def test_depths_and_cycles_match_the_plain_parent_walk():
 
 
 def test_from_parts_equals_from_unsorted_of_the_joined_columns():
-    # from_parts scatters each part's rows to their sorted places instead of joining the columns first; the
-    # Timeline must be the one from_unsorted builds from the joined columns (attrs keyed across the parts,
-    # a column missing from one part is -1 there, consume=True takes the parts apart).
+    # from_parts joins the parts itself (a reader's chunks, the parallel read's ranges); the Timeline must be the
+    # one from_unsorted builds from the joined columns (attrs keyed across the parts, a column missing from one
+    # part is -1 there, consume=True takes the parts apart).
     from gputrace.timeline.model import COLUMNS
 
     rng = np.random.default_rng(5)
@@ -138,11 +138,15 @@ def test_from_parts_equals_from_unsorted_of_the_joined_columns():
     joined = {k: np.concatenate([p[k] if k in p else np.full(len(p["start"]), -1, dtype=COLUMNS[k]) for p in parts])
               for k in parts[3]}
     want = Timeline.from_unsorted(joined, ["p0", "p1", "p2"], lanes, [], ["t0", "t1"], attrs, names)
-    got = Timeline.from_parts([dict(p) for p in parts], ["p0", "p1", "p2"], lanes, [], ["t0", "t1"], attrs, names,
-                              consume=True)
+    given = [dict(p) for p in parts]
+    got = Timeline.from_parts(given, ["p0", "p1", "p2"], lanes, [], ["t0", "t1"], attrs, names, consume=True)
     assert sorted(got.cols) == sorted(want.cols) == sorted(COLUMNS)
     for k in COLUMNS:
         assert got.cols[k].dtype == want.cols[k].dtype and np.array_equal(got.cols[k], want.cols[k]), k
     assert got.attrs == want.attrs and got.names == want.names and got.lanes == want.lanes
     assert got.lane_offsets.tolist() == want.lane_offsets.tolist()
     assert (got.cols["batch"] >= 0).sum() == 200  # the first parts' rows have no batch
+    assert all(not p for p in given)  # consumed
+    assert list(got.cols) == list(COLUMNS)
+    empty = Timeline.from_parts([], [], [])
+    assert empty.n == 0 and sorted(empty.cols) == sorted(COLUMNS)
