@@ -172,7 +172,6 @@ class Timeline:
                 cols[k] = np.concatenate([take(i, k, dt) for i in range(len(parts))])
             else:
                 cols[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
-        del parts
         # Order lanes.
         lane_order = sorted(range(len(lanes)), key=lambda i: lanes[i].sort_key)
         remap = np.empty(max(len(lanes), 1), dtype=np.int32)
