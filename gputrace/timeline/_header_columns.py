@@ -57,7 +57,9 @@ def trace_codes(tids: list[str], it: Interner, mark) -> np.ndarray:
 def id_column(ids: list[str], fld: str, mark, allow_empty: bool) -> np.ndarray:
     n = len(ids)
     orig = ids
-    ok_lengths = sum(map(len, ids)) == 16 * (n - ids.count("")) if allow_empty else True
+    # Every id 16 characters (or empty, where allowed): lengths that only add up (15 + 17) would be cut at
+    # the wrong places by the joined ``fromhex`` below.
+    ok_lengths = set(map(len, ids)) <= ({0, 16} if allow_empty else {16})
     if allow_empty and ok_lengths:
         ids = list(map(str.zfill, ids, repeat(16)))  # "" -> 16 zeros, in C (lengths checked above)
     joined = "".join(ids)

@@ -519,3 +519,15 @@ def test_a_block_of_good_lines_is_decoded_in_one_call(tmp_path, monkeypatch):
     assert calls == {"decode_lines": 1, "decode": 1}  # the first line alone, then one block
     ref, _ = _line_by_line(p, False)
     _same(tl, ref)
+
+
+def test_span_ids_whose_lengths_only_add_up_are_errors():
+    # The joined-hex fast path of id_column used to accept a 15- and a 17-character id side by side (together
+    # 32 characters) and read them as other ids; each must be reported as the per-id path reports it.
+    from gputrace.timeline._header_columns import id_column
+
+    for allow_empty in (False, True):
+        marks = []
+        out = id_column(["000000000000001", "20000000000000003", "0000000000000004"], "spanId",
+                        lambda i, f, m: marks.append(i), allow_empty=allow_empty)
+        assert marks == [0, 1] and int(out[2]) == 4
