@@ -52,6 +52,7 @@ def _le4(b: bytes) -> np.uint32:
 _KNOWN_WIN = np.array([[_le((k.encode() + b'","value":{"')[8 * j:8 * j + 8]) for j in range(3)] for k in KNOWN_KEYS],
                       dtype=np.uint64)
 _KNOWN_LEN = np.array([len(k) for k in KNOWN_KEYS], dtype=np.int64)
+_KNOWN_W0, _KNOWN_W1, _KNOWN_W2 = (np.ascontiguousarray(_KNOWN_WIN[:, j]) for j in range(3))
 _H1, _H2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
 
 
@@ -348,16 +349,13 @@ def _check(buf, a, w4, w32, Q, span, nat, ok, off, end) -> FastAttrs:
     c4 = w4[q9]
     good &= np.where(first, q0 - 2 == off[span], True)
     good &= np.where(last, (c4 == _L_LAST) & (q9 + 4 == end[span]), c4 == _L_NEXT)
-    nf = ~first
-    nf[0] = False
-    good[nf] &= q0[nf] - q9[np.flatnonzero(nf) - 1] == 5
+    good[1:] &= first[1:] | (q0[1:] - q9[:-1] == 5)  # '}},{' between two: 5 bytes from quote to quote
     # Keys.
     ks, ke = q0 + 7, q3
     kl = ke - ks
     h = _hash(k0, k1, k2)
     cand = _HASH_ORDER[np.minimum(np.searchsorted(_HASH_SORTED, h), len(_HASH_SORTED) - 1)]
-    win = _KNOWN_WIN[cand]
-    hit = (k0 == win[:, 0]) & (k1 == win[:, 1]) & (k2 == win[:, 2]) & (kl == _KNOWN_LEN[cand])
+    hit = (k0 == _KNOWN_W0[cand]) & (k1 == _KNOWN_W1[cand]) & (k2 == _KNOWN_W2[cand]) & (kl == _KNOWN_LEN[cand])
     code = np.where(hit, cand, OTHER).astype(np.int8)
     good &= (code == OTHER) | (is_str == _KEY_IS_STR[code])  # column key, wrong value type: general path
     # Integers: -?(0|[1-9][0-9]{0,18}) inside int64 and the column's range.
