@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 
 import gputrace.timeline.chrome_import as imp
@@ -15,13 +14,7 @@ import gputrace.timeline.chrome_scan as scan
 from gputrace.timeline.chrome import ChromeFormatError, from_chrome, read_chrome
 from gputrace.timeline.chrome_foreign import ForeignBatch
 from tests.unit.test_chrome import KINETO
-
-
-def _same(a, b):
-    assert a.n == b.n and a.phases == b.phases and a.lanes == b.lanes
-    for k in a.cols:
-        assert a.cols[k].dtype == b.cols[k].dtype and np.array_equal(a.cols[k], b.cols[k]), k
-    assert a.attrs == b.attrs and a.names == b.names and a.trace_ids == b.trace_ids and a.resources == b.resources
+from tests.unit.timeline_equality import assert_same_timeline
 
 
 @pytest.fixture
@@ -90,8 +83,9 @@ def test_kineto_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads,
         p = tmp_path / f"k{seed}.json"
         p.write_text(json.dumps(doc, indent=1 if seed else None))
         fast = read_chrome(p)
-        _same(fast, _per_event(monkeypatch, lambda p=p: read_chrome(p)))
-        _same(fast, _per_event(monkeypatch, lambda p=p, d=doc, h=f"k{seed}": from_chrome(d, host=h, source=str(p))))
+        assert_same_timeline(fast, _per_event(monkeypatch, lambda p=p: read_chrome(p)))
+        parsed = _per_event(monkeypatch, lambda p=p, d=doc, h=f"k{seed}": from_chrome(d, host=h, source=str(p)))
+        assert_same_timeline(fast, parsed)
     assert any(batches)
 
 
@@ -102,7 +96,7 @@ def test_large_integer_times_stay_exact(tmp_path, monkeypatch, batches):
     p = tmp_path / "abs.json"
     p.write_text(json.dumps(doc))
     fast = read_chrome(p)
-    _same(fast, _per_event(monkeypatch, lambda: read_chrome(p)))
+    assert_same_timeline(fast, _per_event(monkeypatch, lambda: read_chrome(p)))
     starts = set(fast.cols["start"].tolist())
     assert {1_700_000_000_000_000_000 + 1000 * i for i in range(100)} <= starts  # exact, not via doubles
     assert batches and not any(batches)  # beyond 2**53 ns as doubles: the per-event path

@@ -7,20 +7,13 @@ from __future__ import annotations
 import gzip
 import json
 
-import numpy as np
 import pytest
 
 import gputrace.timeline.chrome_scan as scan
 from gputrace.testing.synthetic import synthetic_timeline
 from gputrace.timeline.chrome import from_chrome, read_chrome, write_chrome
 from tests.unit.test_chrome import KINETO
-
-
-def _same(a, b):
-    assert a.n == b.n and a.phases == b.phases and a.lanes == b.lanes
-    for k in a.cols:
-        assert np.array_equal(a.cols[k], b.cols[k]), k
-    assert a.attrs == b.attrs and a.names == b.names and a.trace_ids == b.trace_ids and a.resources == b.resources
+from tests.unit.timeline_equality import assert_same_timeline
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +27,7 @@ def test_our_export_streams_to_the_same_timeline(tmp_path):
     write_chrome(tl, p)
     doc = json.loads(p.read_text())
     assert list(doc)[0] == "otherData"  # lanes and epoch before the events
-    _same(read_chrome(p), from_chrome(doc, host="t", source=str(p)))
+    assert_same_timeline(read_chrome(p), from_chrome(doc, host="t", source=str(p)))
 
 
 def test_old_layout_and_gzip_and_kineto(tmp_path):
@@ -45,13 +38,13 @@ def test_old_layout_and_gzip_and_kineto(tmp_path):
     old = {"traceEvents": doc["traceEvents"], "displayTimeUnit": "ns", "otherData": doc["otherData"]}
     q = tmp_path / "old.json"
     q.write_text(json.dumps(old))
-    _same(read_chrome(q), from_chrome(doc, host="old", source=str(q)))
+    assert_same_timeline(read_chrome(q), from_chrome(doc, host="old", source=str(q)))
     g = tmp_path / "t.json.gz"
     g.write_bytes(gzip.compress(p.read_bytes()))
-    _same(read_chrome(g), from_chrome(doc, host="t", source=str(g)))
+    assert_same_timeline(read_chrome(g), from_chrome(doc, host="t", source=str(g)))
     k = tmp_path / "kineto.json"
     k.write_text(json.dumps(KINETO, indent=2))  # Kineto's "},\n  {" separators
-    _same(read_chrome(k), from_chrome(KINETO, host="kineto", source=str(k)))
+    assert_same_timeline(read_chrome(k), from_chrome(KINETO, host="kineto", source=str(k)))
 
 
 def test_separators_inside_strings_and_nested_objects(tmp_path):

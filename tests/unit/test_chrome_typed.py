@@ -19,15 +19,9 @@ from gputrace.timeline.chrome import ChromeFormatError, from_chrome, read_chrome
 from gputrace.timeline.chrome_batch import hex_int
 from gputrace.timeline.chrome_typed import OursTyped, hex_ids
 from tests.unit.test_chrome import KINETO, sample_timeline
+from tests.unit.timeline_equality import assert_same_timeline
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-
-
-def _same(a, b):
-    assert a.n == b.n and a.phases == b.phases and a.lanes == b.lanes
-    for k in a.cols:
-        assert a.cols[k].dtype == b.cols[k].dtype and np.array_equal(a.cols[k], b.cols[k]), k
-    assert a.attrs == b.attrs and a.names == b.names and a.trace_ids == b.trace_ids and a.resources == b.resources
 
 
 @pytest.fixture
@@ -54,8 +48,8 @@ def _dict_stream(p: Path, monkeypatch):
 
 def _all_ways(p: Path, monkeypatch, host: str):
     typed = read_chrome(p)
-    _same(typed, _dict_stream(p, monkeypatch))
-    _same(typed, from_chrome(orjson.loads(p.read_bytes()), host=host, source=str(p)))
+    assert_same_timeline(typed, _dict_stream(p, monkeypatch))
+    assert_same_timeline(typed, from_chrome(orjson.loads(p.read_bytes()), host=host, source=str(p)))
     return typed
 
 

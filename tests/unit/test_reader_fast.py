@@ -15,6 +15,7 @@ from gputrace.timeline import TraceFormatError, read_trace
 from gputrace.timeline._fast import parse_attributes
 from gputrace.timeline.reader import TraceLoader, load_file_into
 from gputrace.testing.synthetic import write_synthetic
+from tests.unit.timeline_equality import assert_same_timeline
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TID = bytes(range(1, 17))
@@ -28,16 +29,7 @@ def _load(paths, fast: bool, lenient: bool = False, batch_spans: int = 32768):
 
 
 def _same(a, b) -> None:
-    assert a.n == b.n
-    for k in a.cols:
-        assert a.cols[k].dtype == b.cols[k].dtype, k
-        assert np.array_equal(a.cols[k], b.cols[k]), k
-    assert a.phases == b.phases
-    assert a.lanes == b.lanes
-    assert np.array_equal(a.lane_offsets, b.lane_offsets)
-    assert a.resources == b.resources
-    assert a.trace_ids == b.trace_ids
-    assert a.attrs == b.attrs
+    assert_same_timeline(a, b)
     ra, rb = a.load_report, b.load_report
     assert (ra.lines, ra.spans, ra.lines_skipped, ra.spans_skipped) == (rb.lines, rb.spans, rb.lines_skipped, rb.spans_skipped)
     assert ra.reasons == rb.reasons

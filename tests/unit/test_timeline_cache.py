@@ -10,6 +10,7 @@ import pytest
 
 from gputrace.timeline import TraceFormatError, cache
 from gputrace.timeline.load import load_steps, read_any
+from tests.unit.timeline_equality import assert_same_timeline
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
@@ -19,14 +20,6 @@ def small_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUTRACE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("GPUTRACE_CACHE_MIN_BYTES", "0")
     return tmp_path / "cache"
-
-
-def _same(a, b):
-    assert a.n == b.n and a.phases == b.phases and a.lanes == b.lanes
-    for k in a.cols:
-        assert np.array_equal(a.cols[k], b.cols[k]), k
-    assert np.array_equal(a.lane_offsets, b.lane_offsets)
-    assert a.resources == b.resources and a.trace_ids == b.trace_ids and a.attrs == b.attrs and a.names == b.names
 
 
 def _copy(tmp_path, name="sample_2gpu.jsonl"):
@@ -46,7 +39,7 @@ def test_second_read_comes_from_the_cache_and_is_identical(tmp_path, small_cache
 
     monkeypatch.setattr(load, "read_otlp", boom)
     second = read_any([p])
-    _same(first, second)
+    assert_same_timeline(first, second)
     assert second.load_report.spans == first.load_report.spans
 
 
@@ -58,7 +51,7 @@ def test_attributes_and_shared_dicts_survive(tmp_path, small_cache):
     write_chrome(src, p)
     a = read_any([p])
     b = read_any([p])
-    _same(a, b)
+    assert_same_timeline(a, b)
 
 
 def test_a_changed_trace_is_read_again(tmp_path, small_cache):
@@ -104,7 +97,7 @@ def test_viewer_steps_use_the_cache(tmp_path, small_cache):
     first = read_any([p])
     steps = [s for s in load_steps([str(p)]) if s.snapshot is not None]
     assert len(steps) == 1  # straight from the cache: one step with everything
-    _same(first, steps[0].snapshot())
+    assert_same_timeline(first, steps[0].snapshot())
 
 
 def test_a_big_cached_trace_shows_its_earliest_spans_first(tmp_path, small_cache, monkeypatch):
@@ -118,7 +111,7 @@ def test_a_big_cached_trace_shows_its_earliest_spans_first(tmp_path, small_cache
     pre, full = steps[0].snapshot(), steps[1].snapshot()
     assert pre.n <= 10 and pre.n > 0 and pre.t0 == first.t0
     assert np.sort(pre.cols["start"]).tolist() == np.sort(first.cols["start"])[:pre.n].tolist()
-    _same(first, full)
+    assert_same_timeline(first, full)
 
 
 def test_nsys_launch_attributes_stay_shared_through_the_cache(tmp_path, small_cache, monkeypatch):
@@ -138,7 +131,7 @@ def test_nsys_launch_attributes_stay_shared_through_the_cache(tmp_path, small_ca
 
     monkeypatch.setattr(load, "_read_other", boom)
     second = read_any([p])
-    _same(first, second)
+    assert_same_timeline(first, second)
     launched = [r for r, a in second.attrs.items() if type(a) is RowAttrs]
     assert launched and [type(first.attrs[r]) for r in launched] == [RowAttrs] * len(launched)
     assert all(second.attrs[r].keys_ == first.attrs[r].keys_ for r in launched)
