@@ -19,7 +19,6 @@ before (``from_chrome`` of the parsed document), which also names the problem.
 
 from __future__ import annotations
 
-import gc
 import re
 from array import array
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 import orjson
 
 from gputrace.phases import phase_kind
+from gputrace.timeline._gc import collector_paused
 from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
 from gputrace.timeline.chrome_foreign import GPU_CATS as _GPU_CATS, RUNTIME_CATS as _RUNTIME_CATS, ForeignBatch
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
@@ -59,13 +59,8 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
     The cyclic garbage collector is paused while reading (process-wide; re-enabled afterwards if it
     was on): the reader creates millions of objects and no cycles, and the collector's passes over
     the kept attribute dicts cost ~35 % of reading a PyTorch-profiler trace."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _read_chrome(path, host)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _read_chrome(path: str | Path, host: str | None) -> Timeline:

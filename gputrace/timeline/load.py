@@ -38,6 +38,7 @@ from functools import partial
 import numpy as np
 
 from gputrace.timeline._feed import load_file_into
+from gputrace.timeline._gc import collector_paused
 from gputrace.timeline._lines import GzipStream, PathLike, head, is_gzip
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import LoadReport, TraceFormatError
@@ -124,13 +125,8 @@ def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, worke
     was on), as ``read_chrome`` and ``read_nsys`` do: a read makes millions of objects and no cycles,
     and the collector's passes over the attribute dicts already read grow with the trace.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _read_otlp(paths, lenient, workers)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _read_otlp(paths, lenient: bool, workers: int | None) -> Timeline:

@@ -43,7 +43,6 @@ memsets and syncs in :mod:`gputrace.timeline.nsys_device`, the column tools in
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import re
@@ -52,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from gputrace.phases import PHASES, phase_kind
+from gputrace.timeline._gc import collector_paused
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 from gputrace.timeline.nsys_columns import PID_MASK, CorrIndex, Rows, groups, int_columns, shifted
@@ -105,19 +105,15 @@ def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime:
                  "CUPTI_ACTIVITY_KIND_MEMCPY"}
         if not rep.tables & known:
             raise NsysFormatError(f"{p}: no Nsight Systems tables (looked for {', '.join(sorted(known))})")
-        was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            return _read(rep, host, runtime, correlation_ids)
+            with collector_paused():
+                return _read(rep, host, runtime, correlation_ids)
         except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
             if isinstance(exc, NsysFormatError):
                 raise
             # A value of the wrong type (SQLite columns take any type) or out of range.
             what = "a value is outside the 64-bit range" if isinstance(exc, OverflowError) else f"bad value ({exc})"
             raise NsysFormatError(f"{p}: table {rep.table}: {what}") from None
-        finally:
-            if was_enabled:
-                gc.enable()
     finally:
         rep.conn.close()
 
