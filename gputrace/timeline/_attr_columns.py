@@ -70,25 +70,19 @@ def apply_fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.nda
                      it: Interner) -> None:
     """Apply attributes parsed by ``_fast.parse_attributes`` (values already checked there)."""
     for fa, gidx, brows in fast:
-        if fa.extra:  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays)
-            for g, row in zip(gidx.tolist(), brows.tolist(), strict=True):
-                kv = fa.extra.get(g)
-                if kv:
-                    d = attrs.get(row)
-                    if d is None:
-                        d = attrs[row] = {}
-                    d.update(kv)
         st = fa.indptr[gidx]
         cnt = fa.indptr[gidx + 1] - st
         tot = int(cnt.sum())
-        if not tot:
-            continue
         base = np.zeros(len(cnt), dtype=np.int64)
         np.cumsum(cnt[:-1], out=base[1:])
         aidx = np.repeat(st - base, cnt) + np.arange(tot, dtype=np.int64)
         arow = np.repeat(brows, cnt)
         code = fa.code[aidx]
         present = np.bincount(code, minlength=N_COLUMN_KEYS + 1)
+        if fa.extra:  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays): back in place
+            sel = np.flatnonzero(code == N_COLUMN_KEYS)
+            _other_attrs(fa, gidx, brows, aidx[sel], arow[sel], attrs)
+            present[N_COLUMN_KEYS] = 0
         for c in np.flatnonzero(present).tolist():
             sel = np.flatnonzero(code == c)
             ai, r = aidx[sel], arow[sel]
@@ -109,6 +103,33 @@ def apply_fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.nda
                     set_kinds(kind, r, strs)
             else:
                 cols[colname][r] = fa.ival[ai]
+
+
+def _other_attrs(fa, gidx: np.ndarray, brows: np.ndarray, ai: np.ndarray, r: np.ndarray, attrs: dict) -> None:
+    """The non-column attributes of a group whose spans had arrays lifted out: parsed ones (flat indices
+    ``ai``, ascending, batch rows ``r``) with the lifted ones put back where they were written. A lifted
+    array followed by ``m`` parsed attributes of its span (column ones included) goes before the first
+    non-column attribute at or after the span's ``m``-th parsed attribute from its end."""
+    if len(ai) > 1 and not (ai[1:] > ai[:-1]).all():  # (spans come in order; kept correct if not)
+        o = np.argsort(ai, kind="stable")
+        ai, r = ai[o], r[o]
+    vals = fa.sval[ai]
+    num = ~fa.is_str[ai]
+    vals[num] = fa.ival[ai][num].astype(object)
+    keys, rows = fa.key[ai], r
+    ends = fa.indptr[gidx + 1].tolist()
+    lifted = [(row, end, fa.extra[g], fa.after[g]) for g, row, end in zip(gidx.tolist(), brows.tolist(), ends,
+                                                                          strict=True) if g in fa.extra]
+    if lifted:
+        at = np.searchsorted(ai, np.fromiter((end - m for _, end, _, after in lifted for m in after), np.int64))
+        keys = np.insert(keys, at, np.fromiter((k for _, _, kv, _ in lifted for k, _ in kv), object))
+        vals = np.insert(vals, at, np.fromiter((v for _, _, kv, _ in lifted for _, v in kv), object))
+        rows = np.insert(rows, at, np.fromiter((row for row, _, kv, _ in lifted for _ in kv), np.int64))
+    for row, k, v in zip(rows.tolist(), keys.tolist(), vals.tolist(), strict=True):
+        d = attrs.get(row)
+        if d is None:
+            d = attrs[row] = {}
+        d[k] = v
 
 
 def describe_value(v: AnyValue) -> str:

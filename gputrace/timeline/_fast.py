@@ -93,34 +93,40 @@ class FastAttrs:
     ``code`` (0..7 column key, 8 other), ``ival`` (int value, where ``is_str`` is false), and
     ``sval`` (decoded string for string values, else None) and ``key`` (decoded key for other
     keys, else None) as object arrays. ``extra``: span -> ``[(key, value)]`` of array-valued
-    attributes (``_lift_arrays``), which are not in the flat arrays.
+    attributes (``_lift_arrays``), which are not in the flat arrays; ``after``: span -> for each of
+    them, how many of the span's parsed attributes follow it in the text (so the reader puts it back
+    in its place: a span's attributes keep their written order).
     """
 
-    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key", "extra")
+    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key", "extra", "after")
 
     def __init__(self, ok, indptr, code, ival, is_str, sval, key) -> None:
         self.ok, self.indptr, self.code, self.ival = ok, indptr, code, ival
         self.is_str, self.sval, self.key = is_str, sval, key
         self.extra: dict[int, list] = {}
+        self.after: dict[int, tuple] = {}
 
 
 _ARRAY = b'"arrayValue"'
 _KNOWN_SET = frozenset(KNOWN_KEYS)
+_ELEMENT = b'{"key":"'  # starts every KeyValue; never inside a string (quotes there are escaped)
+_KVLIST = b'"kvlistValue"'
 _NONE = np.array(None, dtype=object)  # compares element-wise with an object array (numpy's stubs refuse a bare None)
 
 
-def _lift_arrays(raws: list) -> dict[int, list]:
+def _lift_arrays(raws: list) -> tuple[dict[int, list], dict[int, tuple]]:
     """Take array-valued attributes (Nsight kernels' ``cuda.grid``/``cuda.block``) out of the raw
-    attribute arrays that have them, so the rest still fits the fixed layout; returns span ->
-    ``[(key, value)]``. ``raws`` is modified in place.
+    attribute arrays that have them, so the rest still fits the fixed layout; returns (span ->
+    ``[(key, value)]``, span -> how many attributes follow each of them). ``raws`` is modified in place.
 
     Cut by text (``_lift_one``), on each span's *tail*: its text from the byte before its first array
     element to its end. The cut never looks before that byte, so equal tails are cut alike, and a tail
     is cut once (an Nsight kernel's tail, geometry to launching API, repeats for every launch; only
     the per-launch values before it differ)."""
     out: dict[int, list] = {}
+    after: dict[int, tuple] = {}
     elements: dict[bytes, tuple[str, list] | None] = {}  # element text -> (key, value); None: decline
-    tails: dict[bytes, tuple[bytes, list] | None] = {}  # tail -> (tail after the cut, lifted); None: decline
+    tails: dict[bytes, tuple[bytes, list, tuple] | None] = {}  # tail -> (cut tail, lifted, after); None: decline
     for i, raw in enumerate(raws):
         b = bytes(raw)
         first = b.find(_ARRAY)
@@ -140,19 +146,25 @@ def _lift_arrays(raws: list) -> dict[int, list]:
             continue
         raws[i] = b[:start - 1] + hit[0]
         out[i] = [(k, v[:]) for k, v in hit[1]]  # a list of its own, as the general path gives each span
-    return out
+        after[i] = hit[2]
+    return out, after
 
 
-def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list] | None:
+def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list, tuple] | None:
     """Cut every array element out of ``b`` (last first): an element runs from the ``{"key":"`` before
     ``"arrayValue"`` (a quote inside a string is escaped, so this text is structural) to the next
     ``]}}}``, with the comma before it (or, first in the array, after it); the cut text must decode as
-    one ``KeyValue`` with an array value. Returns (``b`` without them, ``[(key, value)]`` in order) or
-    None to decline the span: a wrong cut (an array nested in a kvlist, arrays of arrays) leaves text the
-    fixed layout refuses or fails to decode, so the span is read by the general decoder, never mis-read.
+    one ``KeyValue`` with an array value. Returns (``b`` without them, ``[(key, value)]`` in order, how
+    many elements of the cut ``b`` follow each of them) or None to decline the span. A kvlist in ``b``
+    is declined (its nested elements would be miscounted); another wrong cut (arrays of arrays) leaves
+    text the fixed layout refuses or fails to decode, so the span is read by the general decoder, never
+    mis-read.
     Also declined: an array under a column key, a key twice (a repeat among the span's other
     attributes is checked after parsing). Each distinct element text is decoded once (``cache``)."""
+    if _KVLIST in b:
+        return None
     lifted: list[tuple[str, list]] = []
+    after: list[int] = []
     pos = b.rfind(_ARRAY)
     while pos >= 0:
         start = b.rfind(b'{"key":"', 0, pos)
@@ -175,6 +187,7 @@ def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list] | None:
         if hit is None:
             return None
         lifted.append(hit)
+        after.append(b.count(_ELEMENT, end))  # later arrays are already cut: these are parsed ones
         if b[start - 1:start] == b",":
             b = b[:start - 1] + b[end:]
         elif b[end:end + 1] == b",":
@@ -185,7 +198,8 @@ def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list] | None:
     if not lifted or len(lifted) != len({k for k, _ in lifted}):
         return None
     lifted.reverse()
-    return b, lifted
+    after.reverse()
+    return b, lifted, tuple(after)
 
 
 def _drop_repeated_keys(fa: FastAttrs, extra: dict[int, list]) -> None:
@@ -259,14 +273,14 @@ def parse_attributes(raws: list, arrays_likely: bool = False) -> FastAttrs:
     parsing twice would cost more. Both give the same result."""
     raws = list(raws)
     if arrays_likely and any(_ARRAY in r for r in map(bytes, raws)):
-        extra = _lift_arrays(raws)
+        extra, after = _lift_arrays(raws)
     else:
         with np.errstate(over="ignore"):
             fa = _parse(raws)
         declined = np.flatnonzero(~fa.ok).tolist()
         if not declined or not any(_ARRAY in bytes(raws[i]) for i in declined):
             return fa
-        extra = _lift_arrays(raws)
+        extra, after = _lift_arrays(raws)
         if not extra:
             return fa
     with np.errstate(over="ignore"):
@@ -275,6 +289,7 @@ def parse_attributes(raws: list, arrays_likely: bool = False) -> FastAttrs:
         return fa
     _drop_repeated_keys(fa, extra)
     fa.extra = {i: kv for i, kv in extra.items() if fa.ok[i]}
+    fa.after = {i: after[i] for i in fa.extra}
     return fa
 
 

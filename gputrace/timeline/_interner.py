@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.model import KIND_CODES, Lane
+from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 
 
 class Interner:
@@ -56,3 +56,20 @@ class Interner:
             c = self.lane_name_ix[name] = len(self.lane_names)
             self.lane_names.append(name)
         return c
+
+
+def sort_phases(tl: Timeline) -> Timeline:
+    """Renumber ``tl``'s phase table in sorted order (in place; returns ``tl``).
+
+    Each batch of a read adds its new names sorted, so the table of a multi-batch read followed the
+    batch boundaries, which differ between whole, progressive and parallel reads; sorted once more at
+    the end, every way of reading a file gives one table (and ``gputrace import`` can predict it)."""
+    ph = tl.phases
+    if all(ph[i] < ph[i + 1] for i in range(len(ph) - 1)):
+        return tl
+    order = sorted(range(len(ph)), key=ph.__getitem__)
+    remap = np.empty(len(ph), dtype=np.int32)
+    remap[order] = np.arange(len(ph), dtype=np.int32)
+    tl.phases = [ph[i] for i in order]
+    tl.cols["phase"] = remap[tl.cols["phase"]]
+    return tl

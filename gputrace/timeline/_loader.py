@@ -28,6 +28,7 @@ from gputrace.timeline._columns import Interner, spans_to_columns
 from gputrace.timeline._decode_errors import describe_msgspec_error
 from gputrace.timeline._depth import depth_scan_needed, too_deep
 from gputrace.timeline._fast import parse_attributes
+from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import PathLike, newline_offsets
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Timeline
@@ -381,8 +382,8 @@ class TraceLoader:
                 merged_attrs.update(a)
             self._chunk_attrs = []
             it = self.it
-            tl = Timeline.from_parts(chunks, it.phases, it.lanes, it.resources, it.trace_ids, merged_attrs,
-                                     consume=True)
+            tl = sort_phases(Timeline.from_parts(chunks, it.phases, it.lanes, it.resources, it.trace_ids,
+                                                 merged_attrs, consume=True))
             tl.load_report = self.report
             self._cached = tl
             return tl
@@ -399,7 +400,7 @@ class TraceLoader:
             cols = {k: np.empty(0, dtype=d) for k, d in COLUMNS.items()}
             attrs = {}
         it = self.it
-        tl = Timeline.from_unsorted(cols, it.phases, it.lanes, it.resources, it.trace_ids, attrs)
+        tl = sort_phases(Timeline.from_unsorted(cols, it.phases, it.lanes, it.resources, it.trace_ids, attrs))
         tl.load_report = self.report
         self._cached = tl
         return tl

@@ -33,6 +33,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import iter_line_blocks
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import LoadReport, TraceFormatError
@@ -367,7 +368,7 @@ def read_parallel(path, lenient: bool = False,
 
 def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -> Timeline:
     parts, attrs, phases, lanes, resources, trace_ids, report = read_parallel(path, lenient, workers)
-    tl = Timeline.from_parts(parts, phases, lanes, resources, trace_ids, attrs, consume=True)
+    tl = sort_phases(Timeline.from_parts(parts, phases, lanes, resources, trace_ids, attrs, consume=True))
     tl.load_report = report
     return tl
 

@@ -523,3 +523,51 @@ def test_span_ids_whose_lengths_only_add_up_are_errors():
         out = id_column(["000000000000001", "20000000000000003", "0000000000000004"], "spanId",
                         lambda i, f, m: marks.append(i), allow_empty=allow_empty)
         assert marks == [0, 1] and int(out[2]) == 4
+
+
+def test_lifted_arrays_keep_their_place_among_the_attributes(tmp_path):
+    """An array attribute is read back where it was written (between, before or after the others, column
+    keys included), as the general path reads it: attribute key order is part of the Timeline."""
+    arr = {"arrayValue": {"values": [{"intValue": "4"}, {"intValue": "1"}]}}
+    layouts = [["a", "ARR", "gputrace.device", "b", "ARR2", "c"], ["ARR", "a"], ["a", "ARR"], ["ARR", "ARR2"],
+               ["gputrace.lane", "ARR", "gputrace.kind"], ["x", "gputrace.batch", "ARR", "gputrace.bytes", "y", "ARR2"]]
+    lines = []
+    for i, layout in enumerate(layouts * 3):
+        kvs = []
+        for k in layout:
+            if k.startswith("ARR"):
+                kvs.append({"key": "cuda.grid" if k == "ARR" else "cuda.block", "value": arr})
+            elif k == "gputrace.lane":
+                kvs.append({"key": k, "value": {"stringValue": "stream:1"}})
+            elif k == "gputrace.kind":
+                kvs.append({"key": k, "value": {"stringValue": "gpu"}})
+            else:
+                kvs.append({"key": k, "value": {"intValue": str(i)}})
+        line = json.loads(encode_request(RES, [_span(i + 1, {})]))
+        line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = kvs
+        lines.append(json.dumps(line, separators=(",", ":")))
+    p = _write(tmp_path / "a.jsonl", lines)
+    fast, loader = _both([p])
+    gen, _ = _load([p], fast=False)
+    assert loader.fast_lines == loader.report.lines
+    assert {r: list(a) for r, a in fast.attrs.items()} == {r: list(a) for r, a in gen.attrs.items()}
+    orders = {tuple(a) for a in fast.attrs.values()}
+    assert ("a", "cuda.grid", "b", "cuda.block", "c") in orders and ("x", "cuda.grid", "y", "cuda.block") in orders
+
+
+def test_the_phase_table_is_the_same_however_the_file_is_cut(tmp_path, monkeypatch):
+    """Phases are numbered in sorted order over the whole read, so batches of any size, progressive and
+    parallel reads give one table (each batch used to add its new names sorted, so the table followed
+    the batch boundaries): a re-read of an imported file can be predicted exactly."""
+    import gputrace.timeline.parallel as par
+
+    names = ["zeta", "alpha", "mid", "alpha", "beta", "zeta", "omega"]
+    lines = [encode_request(RES, [_span(i * 10 + j + 1, {"gputrace.lane": "thread:t"}, name=names[(i + j) % 7])
+                                  for j in range(3)]) for i in range(12)]
+    p = _write(tmp_path / "p.jsonl", lines)
+    tables = {tuple(_load([p], fast=True, batch_spans=b)[0].phases) for b in (1, 2, 5, 7, 32768)}
+    monkeypatch.setattr(par, "MIN_PARALLEL_BYTES", 0)
+    tables.add(tuple(read_trace(p, workers=3).phases))
+    assert tables == {("alpha", "beta", "mid", "omega", "zeta")}
+    whole = read_trace(p, workers=1)
+    assert [whole.phases[k] for k in whole.phase] == [whole.name_of(r) for r in range(whole.n)]
