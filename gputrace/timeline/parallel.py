@@ -32,8 +32,8 @@ import numpy as np
 
 from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import iter_line_blocks
-from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
 from gputrace.timeline._loader import TraceLoader
+from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
 
@@ -275,8 +275,11 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
                     done.update(load_part(fd))
                 except PART_ERRORS:
                     pass  # a worker that died while writing: its pieces are read below
-        return [first] + [done.pop(i, None) or _read_range(path, *board.piece(i), lenient)
-                          for i in range(first["pieces"], board.n)]
+        parts = [first]
+        for i in range(first["pieces"], board.n):
+            got = done.get(i)
+            parts.append(got if got is not None else _read_range(path, *board.piece(i), lenient))
+        return parts
     finally:
         for p, fd in procs:
             if p.poll() is None:
