@@ -49,6 +49,8 @@ class RowLinks:
             self._link()
         except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread by to_sorted
             self._error = e
+        finally:  # the joined id columns are freed once the caller has gathered its sorted copies too
+            self.span_id = self.parent_span_id = self.trace = None  # type: ignore[assignment]
 
     def _link(self) -> None:
         ids, p_id, trace = self.span_id, self.parent_span_id, self.trace

@@ -203,7 +203,7 @@ class Timeline:
         full: dict[str, np.ndarray] = {}
         for k, dt in COLUMNS.items():
             if k in keys or k in ids:
-                full[k] = np.take(keys.pop(k) if k in keys else ids[k], order)
+                full[k] = np.take(keys.pop(k) if k in keys else ids.pop(k), order)
             elif k in ("parent", "depth"):
                 full[k] = np.empty(0, dt)
             elif not any(k in p for p in parts):
@@ -226,7 +226,7 @@ class Timeline:
         offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         parent, depth = links.to_sorted(order, inv)
-        del order, inv, ids
+        del order, inv
         if depth is None:  # a clash of ids, or a chain longer than short_depths follows (maybe a cycle)
             depth = short_depths(parent)
             if depth is None:
