@@ -77,9 +77,10 @@ def default_workers() -> int:
     return max(1, min(8, n, math.floor(n - _load_average()) + 2))
 
 
-#: Bytes per piece (cut at line starts). A process claims a piece only when it has read the one before, so the
-#: processes end within about one piece's read of each other (~0.05 s at ~180 MB/s); smaller pieces cost nothing
-#: measurable (benchmarks/RESULTS.md, step 15: 127 MB as 15 pieces read in 0.65 CPU-s, as one range 0.67-0.77).
+#: Bytes per piece (cut at line starts; a quarter of that in the middle of the file, ``piece_bounds``). A process
+#: claims a piece only when it has read the one before, so the processes end within about one piece's read of
+#: each other (~0.01 s for a middle piece at ~180 MB/s); smaller pieces cost nothing measurable
+#: (benchmarks/RESULTS.md, step 15: 127 MB as 15 or 63 pieces read in 0.62-0.79 CPU-s, as one range 0.64-0.75).
 PIECE_BYTES = 8 << 20
 #: At least this many pieces per process (smaller files).
 MIN_PIECES_PER_PROCESS = 4
@@ -91,12 +92,29 @@ def split_ranges(path, parts: int) -> list[tuple[int, int]]:
     size = os.path.getsize(path)
     if parts <= 1 or size == 0:
         return [(0, size)]
-    share = size / parts
+    return list(pairwise(_line_starts(path, size, [size / parts * k for k in range(1, parts)])))
+
+
+def piece_bounds(path, workers: int) -> list[int]:
+    """The bounds of a parallel read's pieces (``n + 1`` offsets, each piece starting at a line start):
+    ``PIECE_BYTES`` in the outer quarters, a quarter of that in the middle half, where the claims from
+    the front and the back meet (the last pieces read decide how long one process waits for another)."""
+    size = os.path.getsize(path)
+    small = PIECE_BYTES // 4
+    if size < 2 * PIECE_BYTES * MIN_PIECES_PER_PROCESS * workers:
+        return [a for a, _ in split_ranges(path, MIN_PIECES_PER_PROCESS * workers)] + [size]
+    q1, q3 = size // 4, size - size // 4
+    pos = list(range(PIECE_BYTES, q1, PIECE_BYTES)) + list(range(q1, q3, small))
+    pos += list(range(q3, size - PIECE_BYTES // 2, PIECE_BYTES))
+    return _line_starts(path, size, pos)
+
+
+def _line_starts(path, size: int, positions) -> list[int]:
+    """0, the start of the first line after each of ``positions`` (ascending; repeats dropped), and ``size``."""
     cuts = [0]
     with open(path, "rb") as f:
-        for k in range(1, parts):
-            pos = max(int(share * k), cuts[-1])
-            f.seek(pos)
+        for p in positions:
+            f.seek(max(int(p), cuts[-1]))
             f.readline()  # move to the start of the next line
             cut = f.tell()
             if cut >= size:
@@ -104,7 +122,7 @@ def split_ranges(path, parts: int) -> list[tuple[int, int]]:
             if cut > cuts[-1]:
                 cuts.append(cut)
     cuts.append(size)
-    return list(pairwise(cuts))
+    return cuts
 
 
 class _Bounded:
@@ -243,12 +261,11 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
     """
     import gputrace
 
-    size = os.path.getsize(path)
-    ranges = split_ranges(path, max(math.ceil(size / PIECE_BYTES), MIN_PIECES_PER_PROCESS * workers))
+    cuts = piece_bounds(path, workers)
     try:
-        board = ClaimBoard.create([a for a, _ in ranges] + [size])
+        board = ClaimBoard.create(cuts)
     except OSError:  # no shared file: everything is read here
-        return [_read_range(path, 0, size, lenient)]
+        return [_read_range(path, 0, cuts[-1], lenient)]
     env = dict(os.environ)
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gputrace.__file__)))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -59,6 +59,22 @@ def test_split_ranges_start_on_lines(tmp_path):
         assert all(b > a for a, b in rs)
 
 
+def test_piece_bounds_are_line_starts_and_smaller_in_the_middle(tmp_path, monkeypatch):
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"".join(b"y" * (i % 50) + b"\n" for i in range(20_000)))  # ~500 kB
+    data = p.read_bytes()
+    monkeypatch.setattr(par, "PIECE_BYTES", 8192)
+    cuts = par.piece_bounds(p, 2)
+    assert cuts[0] == 0 and cuts[-1] == len(data) and all(b > a for a, b in zip(cuts, cuts[1:], strict=False))
+    assert all(data[c - 1:c] == b"\n" for c in cuts[1:-1])
+    sizes = np.diff(cuts)
+    outer, middle = sizes[: len(sizes) // 8], sizes[len(sizes) * 3 // 8: len(sizes) * 5 // 8]
+    assert np.median(outer) > 3 * np.median(middle) and abs(np.median(middle) - 2048) < 100
+    small = tmp_path / "s.jsonl"
+    small.write_bytes(data[:30_000])  # too small for pieces of PIECE_BYTES: MIN_PIECES_PER_PROCESS per process
+    assert len(par.piece_bounds(small, 3)) - 1 == 3 * par.MIN_PIECES_PER_PROCESS
+
+
 def test_parallel_read_equals_in_process_read(tmp_path, shared_pieces):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=3, batches=3, shuffle_lines=True, spans_per_line=17)
