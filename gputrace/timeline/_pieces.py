@@ -102,16 +102,20 @@ class ClaimBoard:
 
 
 def dump_part(res: object, fd: int) -> None:
-    """Write ``res`` into ``fd`` (``load_part``'s format): header, pickle (protocol 5), then each
-    out-of-band buffer (numpy columns) at a 64-byte boundary."""
+    """Append ``res`` to the part file ``fd`` as one record (``load_part``'s format): header, pickle
+    (protocol 5), then each out-of-band buffer (numpy columns) at a 64-byte boundary of the file. A worker
+    appends a record per piece as soon as it is read, so little is left to write when the claims meet."""
     bufs: list[pickle.PickleBuffer] = []
     meta = pickle.dumps(res, protocol=5, buffer_callback=bufs.append)
     raws = [b.raw() for b in bufs]
     head = _HEAD.pack(len(meta), len(raws)) + struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
+    pos = os.lseek(fd, 0, os.SEEK_CUR)
     with os.fdopen(fd, "wb", closefd=False) as f:
+        f.write(b"\0" * (-pos % _ALIGN))
+        pos += -pos % _ALIGN
         f.write(head)
         f.write(meta)
-        pos = len(head) + len(meta)
+        pos += len(head) + len(meta)
         for r in raws:
             pad = -pos % _ALIGN
             f.write(b"\0" * pad)
@@ -119,23 +123,30 @@ def dump_part(res: object, fd: int) -> None:
             pos += pad + r.nbytes
 
 
-def load_part(fd: int):
-    """A worker's result from its part file (written by our own worker). The numpy columns are views of a
+def load_part(fd: int) -> list:
+    """Every record of a part file (written by our own worker), in order. The numpy columns are views of a
     copy-on-write mapping of the file, alive while they are. Raises one of ``PART_ERRORS`` for a short or
     damaged file."""
     size = os.fstat(fd).st_size
+    if size == 0:
+        return []
     mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     view = memoryview(mm)
-    nmeta, nbuf = _HEAD.unpack_from(view, 0)
-    lens = struct.unpack_from(f"<{nbuf}Q", view, _HEAD.size)
-    pos = _HEAD.size + 8 * nbuf
-    meta = view[pos:pos + nmeta]
-    pos += nmeta
-    bufs = []
-    for n in lens:
+    out = []
+    pos = 0
+    while pos < size:
         pos += -pos % _ALIGN
-        bufs.append(view[pos:pos + n])
-        pos += n
-    if pos > size:
-        raise ValueError("part file shorter than its header says")
-    return pickle.loads(meta, buffers=bufs)
+        nmeta, nbuf = _HEAD.unpack_from(view, pos)
+        lens = struct.unpack_from(f"<{nbuf}Q", view, pos + _HEAD.size)
+        pos += _HEAD.size + 8 * nbuf
+        meta = view[pos:pos + nmeta]
+        pos += nmeta
+        bufs = []
+        for n in lens:
+            pos += -pos % _ALIGN
+            bufs.append(view[pos:pos + n])
+            pos += n
+        if pos > size:
+            raise ValueError("part file shorter than its header says")
+        out.append(pickle.loads(meta, buffers=bufs))
+    return out

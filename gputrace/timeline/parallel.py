@@ -289,7 +289,7 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
         for p, fd in procs:
             if p.wait() == 0:
                 try:
-                    done.update(load_part(fd))
+                    done.update(load_part(fd))  # (piece, result) records
                 except PART_ERRORS:
                     pass  # a worker that died while writing: its pieces are read below
         parts = [first]
@@ -385,18 +385,20 @@ def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -
     return tl
 
 
-def _work(board: ClaimBoard, path: str, lenient: bool) -> dict[int, dict]:
-    """A worker's share: pieces claimed from the back until the claims meet, each read by its own loader."""
-    out: dict[int, dict] = {}
+def _work(board: ClaimBoard, path: str, lenient: bool, part_fd: int) -> int:
+    """A worker's share: pieces claimed from the back until the claims meet, each read by its own loader
+    and appended to the part file as ``(piece, result)``; returns the number of pieces."""
+    n = 0
     while (i := board.claim_back()) is not None:
-        out[i] = _read_range(path, *board.piece(i), lenient)
-    return out
+        dump_part((i, _read_range(path, *board.piece(i), lenient)), part_fd)
+        n += 1
+    return n
 
 
 def _main(argv: list[str]) -> int:
-    """A worker: ``BOARD_FD PART_FD PATH LENIENT``; reads its pieces and writes them into ``PART_FD``."""
+    """A worker: ``BOARD_FD PART_FD PATH LENIENT``; reads its pieces into ``PART_FD``."""
     board_fd, part_fd, path, lenient = int(argv[0]), int(argv[1]), argv[2], argv[3] == "1"
-    dump_part(_work(ClaimBoard.open(board_fd), path, lenient), part_fd)
+    _work(ClaimBoard.open(board_fd), path, lenient, part_fd)
     return 0
 
 

@@ -213,11 +213,15 @@ def test_part_file_round_trip_keeps_columns_as_writable_views():
            "phases": ["prove", "ntt"], "attrs": {5: {"k": "v", "n": 3}}, "nlines": 12, "error": None}
     fd = new_anonymous_file()
     try:
-        dump_part(res, fd)
-        got = load_part(fd)
-        again = load_part(fd)
+        assert load_part(fd) == []
+        dump_part((7, res), fd)
+        dump_part((3, {"chunks": [{"end": np.arange(5, dtype=np.int32)}]}), fd)  # records are appended
+        (i, got), (j, second) = load_part(fd)
+        (_, again), _ = load_part(fd)
     finally:
         os.close(fd)
+    assert (i, j) == (7, 3) and second["chunks"][0]["end"].tolist() == [0, 1, 2, 3, 4]
+    assert second["chunks"][0]["end"].ctypes.data % 64 == 0
     assert got["phases"] == res["phases"] and got["attrs"] == res["attrs"] and got["nlines"] == 12
     for a, b in zip(got["chunks"], res["chunks"], strict=True):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
@@ -227,15 +231,20 @@ def test_part_file_round_trip_keeps_columns_as_writable_views():
     assert np.array_equal(again["chunks"][0]["start"], np.arange(1000))
 
 
-@pytest.mark.parametrize("keep", [0, 10, 200, -100])
-def test_a_truncated_part_file_is_refused(keep):
-    res = {"chunks": [{"start": np.arange(5000, dtype=np.int64)}], "phases": ["x"]}
+@pytest.mark.parametrize("cut", [10, 200, 100, 3])
+def test_a_truncated_part_file_is_refused(cut):
     fd = new_anonymous_file()
     try:
-        dump_part(res, fd)
-        os.ftruncate(fd, keep if keep >= 0 else os.fstat(fd).st_size + keep)
-        with pytest.raises(PART_ERRORS):
-            load_part(fd)
+        dump_part((0, {"chunks": [{"start": np.arange(5000, dtype=np.int64)}], "phases": ["x"]}), fd)
+        whole = os.fstat(fd).st_size
+        dump_part((1, {"chunks": [{"start": np.arange(100, dtype=np.int64)}]}), fd)
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        assert [i for i, _ in load_part(fd)] == [0, 1]
+        for size in (cut, whole + cut, len(data) - cut):  # in the first record, the second, its end
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data[:size], 0)
+            with pytest.raises(PART_ERRORS):
+                load_part(fd)
     finally:
         os.close(fd)
 
