@@ -206,8 +206,8 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
             lane_code[r] = it.lane_name_code(name)
     triples, inv = _distinct_lanes(res.astype(np.int64), cols["device"].astype(np.int64), lane_code)
     lane_map = np.empty(len(triples), dtype=np.int32)
-    for j, (ri, d, lc) in enumerate(triples):
-        ln = Lane(it.res_host[ri], it.res_pid[ri], d, it.lane_names[lc])
+    for j, (ri, dv, lc) in enumerate(triples):
+        ln = Lane(it.res_host[ri], it.res_pid[ri], dv, it.lane_names[lc])
         li = it.lane_ix.get(ln)
         if li is None:
             li = it.lane_ix[ln] = len(it.lanes)
@@ -233,7 +233,8 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
 _DENSE_LANES = 1 << 16
 
 
-def _distinct_lanes(res: np.ndarray, dev: np.ndarray, name: np.ndarray) -> tuple[list[tuple[int, int, int]], np.ndarray]:
+def _distinct_lanes(res: np.ndarray, dev: np.ndarray,
+                    name: np.ndarray) -> tuple[list[tuple[int, int, int]], np.ndarray]:
     """The distinct ``(resource, device, lane name code)`` triples of a batch, ascending, and each row's index
     among them: where their ranges are small, as in any real trace, by a lookup table (~0.1 ms per 32 k-span
     batch; ``np.unique`` of the triples packed into one int64 took ~1.3 ms, and the packing let a device below
