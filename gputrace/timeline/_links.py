@@ -25,30 +25,6 @@ from gputrace.timeline._rows import short_depths
 THREAD_MIN_ROWS = 1 << 16
 
 
-def in_two_threads(fn, items: list, rows: int) -> None:
-    """``fn(item)`` for every item: every other item on a second thread when ``rows`` is big enough to pay for
-    one (numpy work that releases the GIL, on arrays no two items share). Re-raises the first error."""
-    if rows < THREAD_MIN_ROWS or len(items) < 2:
-        for it in items:
-            fn(it)
-        return
-    errors: list[BaseException] = []
-
-    def run(part: list) -> None:
-        try:
-            for it in part:
-                fn(it)
-        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread below
-            errors.append(e)
-
-    t = threading.Thread(target=run, args=(items[1::2],), name="gputrace-columns", daemon=True)
-    t.start()
-    run(items[0::2])
-    t.join()
-    if errors:
-        raise errors[0]
-
-
 class RowLinks:
     """Parent links of unsorted rows: ``start()`` (on a thread for big inputs), then ``to_sorted``."""
 

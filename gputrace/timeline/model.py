@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gputrace.timeline._links import RowLinks, in_two_threads
+from gputrace.timeline._links import RowLinks
 from gputrace.timeline._rows import break_parent_cycles, row_order, short_depths
 from gputrace.timeline.errors import LoadReport
 
@@ -197,15 +197,15 @@ class Timeline:
         order = row_order(keys["lane"], keys["start"], keys["end"])
         inv = np.empty(n, dtype=np.int64)
         inv[order] = np.arange(n, dtype=np.int64)
-        # Columns in COLUMNS order (placeholders first: two threads fill them). The joined ones are gathered by the
-        # order; every other column is scattered from its pieces to their sorted places (never joined: each piece
-        # is freed once placed). parent and depth: placeholders that the links replace.
-        full: dict[str, np.ndarray] = {k: np.empty(0, dt) for k, dt in COLUMNS.items()}
-
-        def place(k: str, order: np.ndarray = order, inv: np.ndarray = inv) -> None:
-            dt = COLUMNS[k]
+        # Columns in COLUMNS order. The joined ones are gathered by the order; every other column is scattered
+        # from its pieces to their sorted places (never joined: each piece is freed once placed). parent and
+        # depth: placeholders that the links replace.
+        full: dict[str, np.ndarray] = {}
+        for k, dt in COLUMNS.items():
             if k in keys or k in ids:
                 full[k] = np.take(keys.pop(k) if k in keys else ids.pop(k), order)
+            elif k in ("parent", "depth"):
+                full[k] = np.empty(0, dt)
             elif not any(k in p for p in parts):
                 full[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
             elif len(parts) == 1:
@@ -217,8 +217,6 @@ class Timeline:
                     out[inv[at:at + m]] = take(i, k, dt)
                     at += m
                 full[k] = out
-
-        in_two_threads(place, [k for k in COLUMNS if k not in ("parent", "depth")], n)
         new_attrs: dict[int, dict] = {}
         new_names: dict[int, str] = {}
         if attrs or names:

@@ -116,15 +116,11 @@ def test_depths_and_cycles_match_the_plain_parent_walk():
     assert list(root.values()).count(-1) == 1 and root[9001] == -1  # the earliest start of the cycle
 
 
-@pytest.mark.parametrize("threaded", [False, True])
-def test_from_parts_equals_from_unsorted_of_the_joined_columns(monkeypatch, threaded):
+def test_from_parts_equals_from_unsorted_of_the_joined_columns():
     # from_parts joins the parts itself (a reader's chunks, the parallel read's ranges); the Timeline must be the
     # one from_unsorted builds from the joined columns (attrs keyed across the parts, a column missing from one
-    # part is -1 there, consume=True takes the parts apart), with its columns placed by one thread or two.
-    from gputrace.timeline import _links
+    # part is -1 there, consume=True takes the parts apart).
     from gputrace.timeline.model import COLUMNS
-
-    monkeypatch.setattr(_links, "THREAD_MIN_ROWS", 0 if threaded else 1 << 40)
 
     rng = np.random.default_rng(5)
     lanes = [Lane("h", 1, d, f"stream:{s}") for d in (1, 0, -1) for s in (2, 0)]
