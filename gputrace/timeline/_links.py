@@ -1,10 +1,9 @@
 """Parent links of a Timeline's rows, found on the rows as read (before ``from_parts`` sorts them).
 
-``Timeline.from_parts`` starts ``RowLinks`` on a second thread as soon as the id columns are joined,
-and sorts and gathers the other columns meanwhile: numpy's sorts, searches and gathers release
-the GIL, so on a machine with a free core the links cost little wall time (1 M spans: ~0.07 s of
-the parent's serial tail in a parallel read). Pure numpy on arrays the caller does not change
-while the thread runs; one ``RowLinks`` per build.
+On the rows as read, a span's parent id is usually near its own (the spans of a request are written
+together), so the binary searches hit the cache: 0.047 s for 1 M spans against 0.070 s on the sorted
+rows (benchmarks/RESULTS.md, step 14). The links are then mapped to the sorted rows (``to_sorted``).
+Pure numpy; one ``RowLinks`` per build.
 
 The rule (the Timeline's contract, ``model``): a row's parent is the row with its
 ``parent_span_id`` as ``span_id`` and the same ``trace``; where several rows qualify (ids clash:
@@ -15,42 +14,26 @@ order is known, so the result never depends on the order the rows were read in.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from gputrace.timeline._rows import short_depths
 
-#: Fewer rows than this are linked on the calling thread (a thread start costs ~0.1 ms).
-THREAD_MIN_ROWS = 1 << 16
-
 
 class RowLinks:
-    """Parent links of unsorted rows: ``start()`` (on a thread for big inputs), then ``to_sorted``."""
+    """Parent links of unsorted rows: ``link()``, then ``to_sorted`` once the sort order is known."""
 
     def __init__(self, span_id: np.ndarray, parent_span_id: np.ndarray, trace: np.ndarray) -> None:
         self.span_id, self.parent_span_id, self.trace = span_id, parent_span_id, trace
         self.parent: np.ndarray | None = None  # unsorted row -> unsorted parent row, -1
         self.clashes: list[tuple[int, np.ndarray]] = []  # (row, candidate rows) where the parent id repeats
         self.depth: np.ndarray | None = None  # unsorted depths, when no clash and every chain is short
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> RowLinks:
-        if len(self.span_id) >= THREAD_MIN_ROWS:
-            self._thread = threading.Thread(target=self._run, name="gputrace-links", daemon=True)
-            self._thread.start()
-        else:
-            self._run()
-        return self
-
-    def _run(self) -> None:
+    def link(self) -> RowLinks:
         try:
             self._link()
-        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread by to_sorted
-            self._error = e
         finally:  # the joined id columns are freed once the caller has gathered its sorted copies too
             self.span_id = self.parent_span_id = self.trace = None  # type: ignore[assignment]
+        return self
 
     def _link(self) -> None:
         ids, p_id, trace = self.span_id, self.parent_span_id, self.trace
@@ -62,8 +45,7 @@ class RowLinks:
             return
         # Span ids are random 64-bit numbers (or counters), so search by id alone (one argsort + searchsorted,
         # O(n log n)) and check the trace; ids that occur more than once are left to to_sorted. Every row is
-        # searched (nearly all have a parent id), and temporaries are dropped early: this runs while the
-        # caller's thread sorts the other columns, so its memory adds to theirs.
+        # searched (nearly all have a parent id), and temporaries are dropped early.
         order = np.argsort(ids, kind="stable")
         s_id = ids[order]
         repeats = bool((s_id[1:] == s_id[:-1]).any())
@@ -93,11 +75,7 @@ class RowLinks:
     def to_sorted(self, order: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(parent, depth)`` of the sorted rows (``order``: sorted row -> unsorted row, ``inv`` its
         inverse); ``depth`` is None when it is left to the caller (a clash, or a chain longer than
-        ``short_depths`` follows). Waits for the thread; re-raises its error."""
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
+        ``short_depths`` follows)."""
         parent_u = self.parent
         assert parent_u is not None
         for row, cands in self.clashes:  # the candidate first in the sorted Timeline

@@ -183,9 +183,9 @@ class Timeline:
                 return np.concatenate([take(i, k, dt) for i in range(len(parts))])
             return np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
 
-        # Parent links on a second thread (_links), from the id columns as read, while the rows are sorted.
+        # Parent links from the id columns as read (_links), mapped to the sorted rows at the end.
         ids = {k: joined(k) for k in ("span_id", "parent_span_id", "trace")}
-        links = RowLinks(ids["span_id"], ids["parent_span_id"], ids["trace"]).start()
+        links = RowLinks(ids["span_id"], ids["parent_span_id"], ids["trace"]).link()
         # Order lanes.
         lane_order = sorted(range(len(lanes)), key=lambda i: lanes[i].sort_key)
         remap = np.empty(max(len(lanes), 1), dtype=np.int32)

@@ -171,14 +171,10 @@ def _reference_parents(tl: Timeline) -> list[int]:
     return parent.tolist()
 
 
-@pytest.mark.parametrize("threaded", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_parent_links_found_before_the_sort_follow_the_sorted_rows(monkeypatch, threaded, seed):
-    # The links are found on the rows as read (on a second thread for big inputs) and mapped to the sorted rows;
-    # where ids clash, the row first in the sorted Timeline wins, whatever order the rows were read in.
-    from gputrace.timeline import _links
-
-    monkeypatch.setattr(_links, "THREAD_MIN_ROWS", 0 if threaded else 1 << 40)
+def test_parent_links_found_before_the_sort_follow_the_sorted_rows(seed):
+    # The links are found on the rows as read and mapped to the sorted rows; where ids clash, the row first in
+    # the sorted Timeline wins, whatever order the rows were read in.
     rng = np.random.default_rng(seed)
     n = 3000
     ids = rng.integers(1, 400, n).astype(np.uint64)  # many clashes, within and across traces
