@@ -10,9 +10,10 @@ workers' phase, lane, resource and trace tables into one set and builds one Time
 and only one interpreter starts (~0.3 CPU-s).
 
 What crosses the process boundary is what our own workers built: numpy columns, lists of
-strings and dicts of plain attribute values, pickled by the worker onto its stdout pipe and
-unpickled by the parent that started it. Trace text is only ever parsed as JSON; no pickle
-comes from a file.
+strings and dicts of plain attribute values, pickled by the worker (protocol 5, the numpy buffers
+out of band) into an anonymous shared-memory file that the parent created and handed down
+(``_part_file``), then mapped and unpickled by that parent; the columns stay views of the mapping (no
+copy). Trace text is only ever parsed as JSON; no pickle comes from a path in the file system.
 
 Errors keep their meaning: line numbers are translated to the file's line numbers, and in
 strict mode the error with the lowest line is raised.
@@ -21,11 +22,13 @@ strict mode the error with the lowest line is raised.
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import pickle
+import struct
 import subprocess
 import sys
-import threading
+import tempfile
 from itertools import pairwise
 
 import numpy as np
@@ -183,6 +186,61 @@ def _count_lines(path: str, start: int, end: int) -> int:
 _WORKER = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
            "from gputrace.timeline.parallel import _main; sys.exit(_main(sys.argv[1:]))")
 
+#: Header of a part file: pickle length, number of out-of-band buffers; then one length per buffer.
+_HEAD = struct.Struct("<QQ")
+_ALIGN = 64
+
+
+def _part_file() -> int:
+    """A new anonymous file for a worker's result (an fd; shared memory where the system has
+    ``memfd_create``, else an unlinked temporary file). Raises OSError."""
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.memfd_create("gputrace-part", os.MFD_CLOEXEC)
+        except OSError:
+            pass
+    with tempfile.TemporaryFile() as f:
+        return os.dup(f.fileno())
+
+
+def _dump_part(res: dict, fd: int) -> None:
+    """Write ``res`` into ``fd`` (``_load_part``'s format): header, pickle (protocol 5), then each
+    out-of-band buffer (numpy columns) at a 64-byte boundary."""
+    bufs: list[pickle.PickleBuffer] = []
+    meta = pickle.dumps(res, protocol=5, buffer_callback=bufs.append)
+    raws = [b.raw() for b in bufs]
+    head = _HEAD.pack(len(meta), len(raws)) + struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
+    with os.fdopen(fd, "wb", closefd=False) as f:
+        f.write(head)
+        f.write(meta)
+        pos = len(head) + len(meta)
+        for r in raws:
+            pad = -pos % _ALIGN
+            f.write(b"\0" * pad)
+            f.write(r)
+            pos += pad + r.nbytes
+
+
+def _load_part(fd: int) -> dict:
+    """A worker's result from its part file (our own worker wrote it: see the module docstring). The
+    numpy columns are views of a copy-on-write mapping of the file, alive while they are."""
+    size = os.fstat(fd).st_size
+    mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    view = memoryview(mm)
+    nmeta, nbuf = _HEAD.unpack_from(view, 0)
+    lens = struct.unpack_from(f"<{nbuf}Q", view, _HEAD.size)
+    pos = _HEAD.size + 8 * nbuf
+    meta = view[pos:pos + nmeta]
+    pos += nmeta
+    bufs = []
+    for n in lens:
+        pos += -pos % _ALIGN
+        bufs.append(view[pos:pos + n])
+        pos += n
+    if pos > size:
+        raise ValueError("part file shorter than its header says")
+    return pickle.loads(meta, buffers=bufs)
+
 
 def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> list[dict]:
     """Read ``ranges[0]`` in this process while one worker process (``_WORKER``) per other range
@@ -190,48 +248,49 @@ def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> lis
 
     Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods
     re-import the caller's ``__main__`` (re-running an unguarded script's top level in every
-    worker), and fork is unsafe in a process with threads (the TUI). A worker writes one pickle
-    of plain values (numpy arrays, str, int, dict, list) to its stdout, which a thread of ours
-    drains as it comes (a worker never waits on a full pipe while we read our own range). A
-    range whose worker fails is read here instead (``RuntimeError`` is never surfaced for a
-    worker problem). An exception of our own read (a bug, KeyboardInterrupt) kills the workers.
+    worker), and fork is unsafe in a process with threads (the TUI). A worker writes its result into
+    a part file (``_part_file``) inherited as a file descriptor, so nothing of ours drains a pipe while
+    we read our own range. A range whose worker fails is read here instead (``RuntimeError`` is never
+    surfaced for a worker problem). An exception of our own read (a bug, KeyboardInterrupt) kills the
+    workers.
     """
     import gputrace
 
     env = dict(os.environ)
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gputrace.__file__)))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    procs: list[subprocess.Popen | None] = []
-    for a, b in ranges[1:]:
-        try:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-c", _WORKER, path, str(a), str(b), str(int(lenient))],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
-        except OSError:  # cannot start a process: that range is read here
-            procs.append(None)
-    outs: list[bytes | None] = [None] * len(procs)
-
-    def drain(i: int, p: subprocess.Popen) -> None:
-        out, _ = p.communicate()
-        outs[i] = out if p.returncode == 0 else None
-
-    threads = [threading.Thread(target=drain, args=(i, p), daemon=True) for i, p in enumerate(procs) if p is not None]
-    for t in threads:
-        t.start()
+    procs: list[tuple[subprocess.Popen, int] | None] = []
     try:
+        for a, b in ranges[1:]:
+            fd = -1
+            try:
+                fd = _part_file()
+                procs.append((subprocess.Popen(
+                    [sys.executable, "-c", _WORKER, str(fd), path, str(a), str(b), str(int(lenient))],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                    pass_fds=(fd,)), fd))
+            except OSError:  # cannot start a process: that range is read here
+                if fd >= 0:
+                    os.close(fd)
+                procs.append(None)
         first = _read_range(path, ranges[0][0], ranges[0][1], lenient)
-    except BaseException:
-        for p in procs:
-            if p is not None:
-                p.kill()
-        raise
-    for t in threads:
-        t.join()
-    parts = [first]
-    for (a, b), out in zip(ranges[1:], outs, strict=True):
-        # our own workers' output (see module docstring); a failed worker's range is read here
-        parts.append(pickle.loads(out) if out is not None else _read_range(path, a, b, lenient))
-    return parts
+        parts = [first]
+        for (a, b), pf in zip(ranges[1:], procs, strict=True):
+            part = None
+            if pf is not None and pf[0].wait() == 0:
+                try:
+                    part = _load_part(pf[1])
+                except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error):
+                    part = None  # a worker that died while writing: its range is read here
+            parts.append(part if part is not None else _read_range(path, a, b, lenient))
+        return parts
+    finally:
+        for pf in procs:
+            if pf is not None:
+                if pf[0].poll() is None:
+                    pf[0].kill()
+                    pf[0].wait()
+                os.close(pf[1])
 
 
 def _shifted(e: TraceFormatError, lines_before: int) -> TraceFormatError:
@@ -315,10 +374,9 @@ def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -
 
 
 def _main(argv: list[str]) -> int:
-    path, start, end, lenient = argv[0], int(argv[1]), int(argv[2]), argv[3] == "1"
-    res = _read_range(path, start, end, lenient)
-    sys.stdout.buffer.write(pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL))
-    sys.stdout.buffer.flush()
+    """A worker: ``FD PATH START END LENIENT``; reads the range and writes the result into ``FD``."""
+    fd, path, start, end, lenient = int(argv[0]), argv[1], int(argv[2]), int(argv[3]), argv[4] == "1"
+    _dump_part(_read_range(path, start, end, lenient), fd)
     return 0
 
 

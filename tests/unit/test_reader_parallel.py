@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+import struct
+
 import numpy as np
 import pytest
 
 import gputrace.timeline.parallel as par
 from gputrace.otlp.encode import encode_request
-from gputrace.timeline import TraceFormatError, read_trace
 from gputrace.testing.synthetic import write_synthetic
+from gputrace.timeline import TraceFormatError, read_trace
 
 
 @pytest.fixture
@@ -125,3 +129,45 @@ def test_parallel_reads_from_two_free_cpus(monkeypatch):
     monkeypatch.setattr(par.os, "sched_getaffinity", lambda _: {0})
     load["now"] = 0.0
     assert par.default_workers() == 1
+
+
+def test_part_file_round_trip_keeps_columns_as_writable_views():
+    res = {"chunks": [{"start": np.arange(1000, dtype=np.int64), "kind": np.ones(7, np.int8)},
+                      {"start": np.arange(3, dtype=np.int64)[::-1]}],  # a non-contiguous column goes in-band
+           "phases": ["prove", "ntt"], "attrs": {5: {"k": "v", "n": 3}}, "nlines": 12, "error": None}
+    fd = par._part_file()
+    try:
+        par._dump_part(res, fd)
+        got = par._load_part(fd)
+        again = par._load_part(fd)
+    finally:
+        os.close(fd)
+    assert got["phases"] == res["phases"] and got["attrs"] == res["attrs"] and got["nlines"] == 12
+    for a, b in zip(got["chunks"], res["chunks"], strict=True):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    col = got["chunks"][0]["start"]
+    assert col.ctypes.data % 64 == 0
+    col[:] = -1  # copy-on-write: the file (and another load of it) keeps the worker's values
+    assert np.array_equal(again["chunks"][0]["start"], np.arange(1000))
+
+
+@pytest.mark.parametrize("keep", [0, 10, 200, -100])
+def test_a_truncated_part_file_is_refused(keep):
+    res = {"chunks": [{"start": np.arange(5000, dtype=np.int64)}], "phases": ["x"]}
+    fd = par._part_file()
+    try:
+        par._dump_part(res, fd)
+        os.ftruncate(fd, keep if keep >= 0 else os.fstat(fd).st_size + keep)
+        with pytest.raises((ValueError, EOFError, pickle.UnpicklingError, struct.error)):
+            par._load_part(fd)
+    finally:
+        os.close(fd)
+
+
+def test_a_worker_that_leaves_a_broken_part_file_is_read_here(tmp_path, small_threshold, monkeypatch):
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    # The worker writes a header that promises more than it wrote, then exits 0.
+    monkeypatch.setattr(par, "_WORKER", "import os, struct, sys; os.write(int(sys.argv[1]), struct.pack('<QQ', 99, 0))")
+    got, want = read_trace(p, workers=2), read_trace(p, workers=1)
+    assert got.n == want.n > 0 and np.array_equal(got.cols["span_id"], want.cols["span_id"])
