@@ -64,30 +64,54 @@ class ForeignM(msgspec.Struct, tag_field="ph", tag="M", gc=False):
     args: Any = None
 
 
+class ForeignB(msgspec.Struct, tag_field="ph", tag="B", gc=False):
+    name: Any = ""
+    cat: Any = ""
+    ts: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: Any = None
+
+
+class ForeignE(msgspec.Struct, tag_field="ph", tag="E", gc=False):
+    ts: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: Any = None
+
+
 #: Events the reader skips (counted), one Struct without fields per ``ph`` (instant, counter, flow,
-#: async, object, sample, mark, context); any other ``ph``, or B/E, sends the batch to the dict paths.
+#: async, object, sample, mark, context); any other ``ph`` sends the batch to the dict paths.
 _SKIPPED = tuple(msgspec.defstruct(f"Skip{ord(ph)}", [], tag_field="ph", tag=ph, gc=False)
                  for ph in ("i", "I", "C", "s", "t", "f", "b", "n", "e", "S", "T", "p", "F",
                             "N", "O", "D", "P", "R", "c", "(", ")", "V", "v"))
-_EVENT: Any = Union.__getitem__((ForeignX, ForeignM) + _SKIPPED)  # the union of a runtime tuple
+_EVENT: Any = Union.__getitem__((ForeignX, ForeignM, ForeignB, ForeignE) + _SKIPPED)  # the union of a runtime tuple
 _FOREIGN = msgspec.json.Decoder(list[_EVENT])
 _g_ts, _g_dur, _g_args = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
 _g_name, _g_cat, _g_pid, _g_tid = attrgetter("name"), attrgetter("cat"), attrgetter("pid"), attrgetter("tid")
 
 
 def decode_foreign(text: bytes | bytearray | memoryview) -> TypedBatch | Any:
-    """``text`` (a JSON array of events) as a TypedBatch of ForeignX/ForeignM/skipped Structs, or as
-    orjson objects when it may hold ``B``/``E`` events (a ``"B"``/``"E"`` string anywhere) or has
-    another shape. Raises ValueError when it is not JSON (the scanner then tries another split)."""
-    raw = bytes(text)  # bytes.find (memchr) is ~10x faster than a regex over the buffer
-    if raw.find(b'"B"') < 0 and raw.find(b'"E"') < 0:
-        try:
-            return TypedBatch(_FOREIGN.decode(text), memoryview(text)[1:-1])
-        except msgspec.ValidationError:
-            pass
-        except msgspec.DecodeError as e:
-            raise ValueError(str(e)) from None
-    return orjson.loads(text)
+    """``text`` (a JSON array of events) as a TypedBatch of ForeignX/ForeignM/ForeignB/ForeignE/skipped
+    Structs, or as orjson objects when it has another shape. Raises ValueError when it is not JSON (the
+    scanner then tries another split)."""
+    try:
+        return TypedBatch(_FOREIGN.decode(text), memoryview(text)[1:-1])
+    except msgspec.ValidationError:
+        return orjson.loads(text)
+    except msgspec.DecodeError as e:
+        raise ValueError(str(e)) from None
+
+
+def _x_times(ts_l: list, dur_l: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and end (ns, relative) of X events as the per-event path computes them, or None where
+    it would raise or the values cannot be taken together exactly."""
+    if not ({type(v) for v in ts_l} | {type(v) for v in dur_l}) <= _NUM:
+        return None
+    ts, dur = _ns(ts_l), _ns(dur_l)
+    if ts is None or dur is None or (dur < 0).any():
+        return None
+    return ts, ts + dur
 
 
 def _ns(vals: list) -> np.ndarray | None:
@@ -97,6 +121,18 @@ def _ns(vals: list) -> np.ndarray | None:
     if len(arr) and float(np.abs(arr).max()) >= _EXACT_INT_US and any(type(v) is int for v in vals):
         return None
     return np.rint(arr * 1000).astype(np.int64)
+
+
+def _meta_names(metas: list) -> list[tuple[Any, Any, Any, str]] | None:
+    """(name, pid, tid, label) of typed metadata events, or None if one's ``args`` is not a dict (the
+    per-event path reads them with ``.get``)."""
+    out = []
+    for ev in metas:
+        a = ev.args or {}
+        if type(a) is not dict:
+            return None
+        out.append((ev.name, ev.pid, ev.tid, str(a.get("name", ""))))
+    return out
 
 
 def _int_or_neg1(v: Any) -> int:
@@ -110,6 +146,7 @@ class ForeignBatch(ColumnState):
     correlation: dict[int, int]
     gpu_rows: list[tuple[int, int]]
     cat_attrs: dict[str, dict]  # category -> the shared attributes of spans without args
+    open_b: dict[tuple, list]  # (pid, tid) -> stack of open B events (start ns, name, cat, args)
 
     def _add_foreign_batch(self, events: list) -> bool:
         """A batch decoded as dicts. See the module docstring. Returns False (nothing changed) when
@@ -124,39 +161,93 @@ class ForeignBatch(ColumnState):
         for ev in metas:  # metadata args are read with .get: they must be dicts
             if type(ev.get("args") or {}) is not dict:
                 return False
-        return self._foreign_columns(
-            len(events), [ev.get("ts") for ev in xs], [ev.get("dur", 0) for ev in xs],
-            [ev.get("args") or {} for ev in xs], [ev.get("name", "") for ev in xs], [ev.get("cat", "") for ev in xs],
-            [ev.get("pid") for ev in xs], [ev.get("tid") for ev in xs], metas and dict_meta_names(metas))
+        times = _x_times([ev.get("ts") for ev in xs], [ev.get("dur", 0) for ev in xs])
+        return times is not None and self._foreign_columns(
+            len(events), *times, [ev.get("args") or {} for ev in xs], [ev.get("name", "") for ev in xs],
+            [ev.get("cat", "") for ev in xs], [ev.get("pid") for ev in xs], [ev.get("tid") for ev in xs],
+            metas and dict_meta_names(metas))
 
     def _add_foreign_typed(self, events: list) -> bool:
-        """A batch decoded by ``decode_foreign`` (no B/E events). Same contract as
-        ``_add_foreign_batch``."""
+        """A batch decoded by ``decode_foreign``. Same contract as ``_add_foreign_batch``."""
+        if any(type(ev) is ForeignB or type(ev) is ForeignE for ev in events):
+            return self._add_foreign_paired(events)
         xs = [ev for ev in events if type(ev) is ForeignX]
-        metas = [ev for ev in events if type(ev) is ForeignM]
-        names: list[tuple[Any, Any, Any, str]] = []
-        for ev in metas:
-            a = ev.args or {}
-            if type(a) is not dict:
-                return False
-            names.append((ev.name, ev.pid, ev.tid, str(a.get("name", ""))))
-        return self._foreign_columns(
-            len(events), list(map(_g_ts, xs)), list(map(_g_dur, xs)), [a or {} for a in map(_g_args, xs)],
-            list(map(_g_name, xs)), list(map(_g_cat, xs)), list(map(_g_pid, xs)), list(map(_g_tid, xs)), names)
+        names = _meta_names([ev for ev in events if type(ev) is ForeignM])
+        times = _x_times(list(map(_g_ts, xs)), list(map(_g_dur, xs)))
+        return names is not None and times is not None and self._foreign_columns(
+            len(events), *times, [a or {} for a in map(_g_args, xs)], list(map(_g_name, xs)),
+            list(map(_g_cat, xs)), list(map(_g_pid, xs)), list(map(_g_tid, xs)), names)
 
-    def _foreign_columns(self, n_events: int, ts_l: list, dur_l: list, args: list, name_l: list, cat_l: list,
-                         pids: list, tids: list, meta_names: list) -> bool:
-        """The X events' fields (as the per-event path reads them: ``args`` already ``or {}``) into
-        columns; False, having changed nothing, when they cannot be taken together exactly."""
-        nx = len(ts_l)
-        e = None
+    def _add_foreign_paired(self, events: list) -> bool:
+        """A typed batch with ``B``/``E`` events: rows in the per-event path's order (an ``X`` event
+        where it stands, a ``B``/``E`` pair where its ``E`` stands; pairs per (pid, tid), across
+        batches), X rows' fields taken together. Works on a copy of the open ``B`` stacks, kept only
+        when the batch is taken."""
+        stacks = {k: list(v) for k, v in self.open_b.items()}
+        xs: list = []
+        x_rows: list[int] = []
+        e_rows: list[tuple] = []  # (row, start, end, name, cat, pid, tid, args)
+        n_b = 0
+        row = 0
+        try:
+            for ev in events:
+                t = type(ev)
+                if t is ForeignX:
+                    xs.append(ev)
+                    x_rows.append(row)
+                    row += 1
+                elif t is ForeignB or t is ForeignE:
+                    a = ev.args or {}
+                    if type(ev.ts) not in _NUM or type(a) is not dict:
+                        return False  # the per-event path raises its error
+                    if t is ForeignB:
+                        stacks.setdefault((ev.pid, ev.tid), []).append(
+                            (round(ev.ts * 1000), str(ev.name), str(ev.cat), a))
+                        n_b += 1
+                    else:
+                        stack = stacks.get((ev.pid, ev.tid))
+                        if stack:  # else an E without its B: skipped
+                            s0, name, cat, b_args = stack.pop()
+                            e_rows.append((row, s0, round(ev.ts * 1000), name, cat, ev.pid, ev.tid,
+                                           {**b_args, **a}))
+                            row += 1
+        except TypeError:  # an unhashable pid/tid
+            return False
+        names = _meta_names([ev for ev in events if type(ev) is ForeignM])
+        times = _x_times(list(map(_g_ts, xs)), list(map(_g_dur, xs)))
+        if names is None or times is None:
+            return False
+        start, end = np.empty(row, np.int64), np.empty(row, np.int64)
+        start[x_rows], end[x_rows] = times
+        fields: list[list] = [[None] * row for _ in range(5)]  # args, name, cat, pid, tid
+        for f, vals in zip(fields, ([a or {} for a in map(_g_args, xs)], list(map(_g_name, xs)),
+                                    list(map(_g_cat, xs)), list(map(_g_pid, xs)), list(map(_g_tid, xs))),
+                           strict=True):
+            for r, v in zip(x_rows, vals, strict=True):
+                f[r] = v
+        if e_rows:
+            try:
+                start[[r[0] for r in e_rows]] = [r[1] for r in e_rows]
+                end[[r[0] for r in e_rows]] = [r[2] for r in e_rows]
+            except OverflowError:  # beyond int64: the per-event path raises its error
+                return False
+            for r, _s, _e, name, cat, pid, tid, a in e_rows:
+                fields[0][r], fields[1][r], fields[2][r], fields[3][r], fields[4][r] = a, name, cat, pid, tid
+        args_r, name_r, cat_r, pid_r, tid_r = fields
+        if not self._foreign_columns(len(events) - n_b, start, end, args_r, name_r, cat_r, pid_r, tid_r, names):
+            return False
+        self.open_b = stacks
+        self.idx += n_b  # B events are neither spans nor skipped until their E comes
+        return True
+
+    def _foreign_columns(self, n_events: int, s: np.ndarray, e: np.ndarray, args: list, name_l: list,
+                         cat_l: list, pids: list, tids: list, meta_names: list) -> bool:
+        """Rows (start/end in ns relative to the base, and the fields as the per-event path reads them:
+        ``args`` already ``or {}``) into columns; False, having changed nothing, when they cannot be
+        taken together exactly. ``n_events``: the events they came from that are now counted."""
+        nx = len(s)
         if nx:
-            if not ({type(v) for v in ts_l} | {type(v) for v in dur_l}) <= _NUM:
-                return False
             if not all(type(a) is dict for a in args):
-                return False
-            ts, dur = _ns(ts_l), _ns(dur_l)
-            if ts is None or dur is None or (dur < 0).any():
                 return False
             names = list(map(str, name_l))
             cats = list(map(str, cat_l))
@@ -205,7 +296,6 @@ class ForeignBatch(ColumnState):
                     if shared is None:
                         shared = cat_attrs[c] = {"chrome.cat": c}
                     attrs[j] = shared
-            s, e = ts, ts + dur
             self.start.frombytes(s.tobytes())
             self.end.frombytes(e.tobytes())
             self.gstart.frombytes(np.where(has_g, s, 0).tobytes())
@@ -222,5 +312,5 @@ class ForeignBatch(ColumnState):
             self.parent_sid.frombytes(bytes(8 * nx))
             self.trace.frombytes(np.full(nx, -1, np.int32).tobytes())
             self.resource.frombytes(np.full(nx, -1, np.int32).tobytes())
-        self._finish_batch(n_events, e, meta_names or [])
+        self._finish_batch(n_events, e if nx else None, meta_names or [])
         return True
