@@ -30,7 +30,7 @@ from gputrace.otlp.encode import REQUEST_TAIL, attributes_json, encode_request, 
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
-__all__ = ["COLUMN_KEYS", "Group", "groups", "reference_requests", "span_ids", "timeline_requests",
+__all__ = ["COLUMN_KEYS", "Group", "groups", "line_count", "reference_requests", "span_ids", "timeline_requests",
            "write_otlp_jsonl"]
 
 
@@ -88,23 +88,51 @@ Plan = tuple[list[Group], np.ndarray]  # (groups(tl), span_ids(tl))
 
 
 def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gputrace.interop", *,
-                      plan: Plan | None = None) -> Iterator[bytes]:
+                      plan: Plan | None = None, lines: range | None = None) -> Iterator[bytes]:
     """Yield one encoded OTLP JSON request line (no newline) per resource chunk. ``plan``: the
-    ``groups``/``span_ids`` of ``tl`` if the caller has them already."""
+    ``groups``/``span_ids`` of ``tl`` if the caller has them already; ``lines``: only these lines of the
+    file (numbered from 0; see ``line_count``), for writers that split the work."""
     from gputrace.interop.otlp_block import span_texts
 
     gs, ids = plan if plan is not None else (groups(tl), span_ids(tl))
     shared_text: dict[tuple[int, tuple], str | None] = {}  # see _shared_text
     templates: dict = {}  # see otlp_block.span_texts
     block = max(1, BLOCK_ROWS // max_spans) * max_spans  # rows encoded together (whole lines)
+    first = 0  # number of the group's first line
     for g in gs:
+        g_first, first = first, first + -(-len(g.rows) // max_spans)
+        lo, hi = 0, len(g.rows)
+        if lines is not None:  # the group's rows within the lines asked for
+            a, b = max(lines.start, g_first), min(lines.stop, first)
+            if a >= b:
+                continue
+            lo, hi = (a - g_first) * max_spans, min((b - g_first) * max_spans, len(g.rows))
         head = request_head(g.resource, scope_name)
-        for b in range(0, len(g.rows), block):
-            rows = g.rows[b:b + block]
+        for b0 in range(lo, hi, block):
+            rows = g.rows[b0:min(b0 + block, hi)]
             texts = span_texts(tl, rows, ids, g.fallback_trace, shared_text, templates,
                                lambda sub, g=g: _spans(tl, sub, ids, g.fallback_trace, shared_text))
             for k in range(0, len(texts), max_spans):
                 yield (head + ",".join(texts[k:k + max_spans]) + REQUEST_TAIL).encode()
+
+
+def _middle_line(tl: Timeline, gs: list[Group], max_spans: int) -> int:
+    """The line that splits the encoding work in two halves: a row with attributes costs ~2.75 times one
+    without (measured: 4.4 against 1.6 us for Nsight kernels and API calls)."""
+    has = np.zeros(tl.n, dtype=bool)
+    if tl.attrs:
+        has[np.fromiter(tl.attrs.keys(), dtype=np.int64, count=len(tl.attrs))] = True
+    cost = []
+    for g in gs:
+        w = 1.0 + 1.75 * has[g.rows]
+        cost.append(np.add.reduceat(w, np.arange(0, len(w), max_spans)) if len(w) else w)
+    acc = np.cumsum(np.concatenate(cost)) if cost else np.zeros(0)
+    return int(np.searchsorted(acc, acc[-1] / 2)) + 1 if len(acc) else 0
+
+
+def line_count(gs: list[Group], max_spans: int) -> int:
+    """How many lines ``timeline_requests`` writes for these groups."""
+    return sum(-(-len(g.rows) // max_spans) for g in gs)
 
 
 def reference_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gputrace.interop") -> Iterator[bytes]:
@@ -202,18 +230,26 @@ def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace:
         yield d
 
 
-def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 512, *, plan: Plan | None = None) -> int:
+def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 512, *, plan: Plan | None = None,
+                     workers: int | None = None) -> int:
     """Write the Timeline to ``path`` as OTLP JSON Lines; returns the number of lines written.
 
     Written through ``gputrace.atomic_write`` (a private temporary file renamed over ``path``), so a
     reader never sees half a file, a failure leaves nothing behind and no symlink is followed.
+    ``workers``: 2 encodes the second half of a big Timeline in a forked process
+    (``otlp_split``); None decides by the CPUs free now; 1 writes in this process. The bytes are the same.
     """
     from gputrace.atomic_write import atomic_output
+    from gputrace.interop.otlp_split import split_workers, write_split
 
-    lines = 0
+    plan = plan if plan is not None else (groups(tl), span_ids(tl))
+    total = line_count(plan[0], max_spans)
     with atomic_output(path, "wb") as f:
-        for line in timeline_requests(tl, max_spans=max_spans, plan=plan):
-            f.write(line)
-            f.write(b"\n")
-            lines += 1
-    return lines
+        if (split_workers(tl.n) if workers is None else workers) > 1 and total > 1:
+            write_split(f, Path(path), lambda r: timeline_requests(tl, max_spans, plan=plan, lines=r), total,
+                        _middle_line(tl, plan[0], max_spans))
+        else:
+            for line in timeline_requests(tl, max_spans=max_spans, plan=plan):
+                f.write(line)
+                f.write(b"\n")
+    return total

@@ -109,3 +109,37 @@ def test_a_bad_trace_id_fails_as_the_reference_does():
         list(reference_requests(tl))
     with pytest.raises(ValueError):
         list(timeline_requests(tl))
+
+
+def test_a_split_write_gives_the_same_bytes(tmp_path, monkeypatch):
+    """Two processes (the second half of the lines encoded by a forked child, then appended) or one: the
+    same file; a child that fails leaves its half to the parent, still the same file."""
+    import os
+
+    import gputrace.interop.otlp_split as split
+    from gputrace.interop.otlp_file import write_otlp_jsonl
+
+    tl = synthetic_timeline(SyntheticSpec(hosts=2, gpus=3, target_spans=3000, seed=4))
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    n1 = write_otlp_jsonl(tl, one, max_spans=64, workers=1)
+    for max_spans in (64, 1000, 5000):
+        write_otlp_jsonl(tl, one, max_spans=max_spans, workers=1)
+        assert write_otlp_jsonl(tl, two, max_spans=max_spans, workers=2) == len(one.read_bytes().splitlines())
+        assert two.read_bytes() == one.read_bytes()
+    assert n1 > 2
+    parent = os.getpid()
+    real = otlp_file.timeline_requests
+
+    def child_fails(*a, **k):
+        if os.getpid() != parent:
+            (tmp_path / "child_failed").touch()
+            raise RuntimeError("child down")
+        return real(*a, **k)
+
+    write_otlp_jsonl(tl, one, max_spans=1000, workers=1)
+    monkeypatch.setattr(otlp_file, "timeline_requests", child_fails)
+    write_otlp_jsonl(tl, two, max_spans=1000, workers=2)
+    assert two.read_bytes() == one.read_bytes()
+    assert (tmp_path / "child_failed").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no part or temporary file left
+    assert split.split_workers(10) == 1  # small: never split
