@@ -44,37 +44,27 @@ _EXACT_INT_US = 9_007_199_254_740
 _NUM_KEYS = ("circuit", "batch", "bytes")
 
 
-class ForeignX(msgspec.Struct, tag_field="ph", tag="X", gc=False):
-    """An ``X`` event's fields as the per-event path reads them (``ev.get(key, default)``: absent ->
-    the default, JSON null -> None); other keys are ignored, as there."""
+class ForeignE(msgspec.Struct, tag_field="ph", tag="E", gc=False):
+    """An event's fields as the per-event path reads them (``ev.get(key, default)``: absent -> the
+    default, JSON null -> None); other keys are ignored, as there. ``E``: the fields every kind has."""
 
-    name: Any = ""
-    cat: Any = ""
     ts: Any = None
-    dur: Any = 0
     pid: Any = None
     tid: Any = None
     args: Any = None
+
+
+class ForeignB(ForeignE, tag="B"):
+    name: Any = ""
+    cat: Any = ""
+
+
+class ForeignX(ForeignB, tag="X"):
+    dur: Any = 0
 
 
 class ForeignM(msgspec.Struct, tag_field="ph", tag="M", gc=False):
     name: Any = None
-    pid: Any = None
-    tid: Any = None
-    args: Any = None
-
-
-class ForeignB(msgspec.Struct, tag_field="ph", tag="B", gc=False):
-    name: Any = ""
-    cat: Any = ""
-    ts: Any = None
-    pid: Any = None
-    tid: Any = None
-    args: Any = None
-
-
-class ForeignE(msgspec.Struct, tag_field="ph", tag="E", gc=False):
-    ts: Any = None
     pid: Any = None
     tid: Any = None
     args: Any = None
