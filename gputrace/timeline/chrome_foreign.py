@@ -17,7 +17,7 @@ per category (attribute dicts are read-only once in a Timeline). Not thread-safe
 
 from __future__ import annotations
 
-from itertools import count
+from itertools import count, repeat
 from operator import attrgetter
 from typing import Any, Union
 
@@ -159,10 +159,11 @@ class ForeignBatch(ColumnState):
 
     def _add_foreign_typed(self, events: list) -> bool:
         """A batch decoded by ``decode_foreign``. Same contract as ``_add_foreign_batch``."""
-        if any(type(ev) is ForeignB or type(ev) is ForeignE for ev in events):
+        kinds = set(map(type, events))
+        if ForeignB in kinds or ForeignE in kinds:
             return self._add_foreign_paired(events)
-        xs = [ev for ev in events if type(ev) is ForeignX]
-        names = _meta_names([ev for ev in events if type(ev) is ForeignM])
+        xs = events if kinds == {ForeignX} else [ev for ev in events if type(ev) is ForeignX]
+        names = _meta_names([ev for ev in events if type(ev) is ForeignM] if ForeignM in kinds else [])
         times = _x_times(list(map(_g_ts, xs)), list(map(_g_dur, xs)))
         return names is not None and times is not None and self._foreign_columns(
             len(events), *times, [a or {} for a in map(_g_args, xs)], list(map(_g_name, xs)),
@@ -241,12 +242,14 @@ class ForeignBatch(ColumnState):
                 return False
             names = list(map(str, name_l))
             cats = list(map(str, cat_l))
-            devs = [a.get("device") for a in args]
-            streams = [a.get("stream") for a in args]
-            on_gpu = [c in GPU_CATS and isinstance(d, int) and s is not None
-                      for c, d, s in zip(cats, devs, streams, strict=True)]
-            keys = [("gpu", d, s) if g else ("thr", p, t)
-                    for g, d, s, p, t in zip(on_gpu, devs, streams, pids, tids, strict=True)]
+            keys = list(zip(repeat("thr"), pids, tids))  # a thread's lane, unless on a GPU stream (below)
+            on_gpu = [False] * nx
+            for j in [j for j, c in enumerate(cats) if c in GPU_CATS]:
+                a = args[j]
+                d, st = a.get("device"), a.get("stream")
+                if isinstance(d, int) and st is not None:
+                    on_gpu[j] = True
+                    keys[j] = ("gpu", d, st)
             try:
                 distinct_keys = dict.fromkeys(keys)
             except TypeError:  # an unhashable pid/tid/stream: the per-event path reports it
