@@ -244,12 +244,14 @@ class ForeignBatch(ColumnState):
             cats = list(map(str, cat_l))
             keys = list(zip(repeat("thr"), pids, tids))  # a thread's lane, unless on a GPU stream (below)
             on_gpu = [False] * nx
+            gpu_js = []
             for j in [j for j, c in enumerate(cats) if c in GPU_CATS]:
                 a = args[j]
                 d, st = a.get("device"), a.get("stream")
                 if isinstance(d, int) and st is not None:
                     on_gpu[j] = True
                     keys[j] = ("gpu", d, st)
+                    gpu_js.append(j)
             try:
                 distinct_keys = dict.fromkeys(keys)
             except TypeError:  # an unhashable pid/tid/stream: the per-event path reports it
@@ -270,13 +272,15 @@ class ForeignBatch(ColumnState):
             kinds = np.where(has_g, np.int8(KIND_CODES["gpu"]), kind_of_phase[phase_col])
             i0 = len(self.start)
             present = set().union(*args)  # the keys of this batch's args
-            if "correlation" in present:
-                for j, g, c, corr in zip(count(i0), on_gpu, cats, [a.get("correlation") for a in args], strict=False):
+            if "correlation" in present:  # launches (runtime calls) and what they launched (GPU rows), in row order
+                for j in gpu_js:
+                    corr = args[j].get("correlation")
                     if isinstance(corr, int):
-                        if g:
-                            self.gpu_rows.append((j, corr))
-                        elif c in RUNTIME_CATS:
-                            self.correlation[corr] = j
+                        self.gpu_rows.append((i0 + j, corr))
+                for j in [j for j, c in enumerate(cats) if c in RUNTIME_CATS]:
+                    corr = args[j].get("correlation")
+                    if isinstance(corr, int):
+                        self.correlation[corr] = i0 + j
             nums = [[_int_or_neg1(a.get(key)) for a in args] if key in present else [-1] * nx for key in _NUM_KEYS]
             attrs, cat_attrs = self.attrs, self.cat_attrs
             for j, a, c in zip(count(i0), args, cats, strict=False):
