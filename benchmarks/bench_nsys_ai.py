@@ -25,7 +25,11 @@ Rows:
 * ``import nsys``: ``gputrace import nsys rep.sqlite -o rep.jsonl`` (the CLI's ``main``), and
   ``import nsys --no-runtime``;
 * ``read_trace JSONL``: ``read_trace`` of that output, in one process (``view`` of it without the cache);
-* ``import + read``: the sum per round, the documented path as the user meets it.
+* ``import + read``: the sum per round;
+* ``view rep.jsonl after import``: ``read_any`` of the import's output with the cache entry the import
+  stored (what the first ``view`` of an import loads), and ``import + view``: the sum per round, the
+  documented import path as the user meets it. With ``--before``, the same rows of the other checkout
+  (whose import stores no entry: its first ``view`` reads the JSON and stores one).
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ elif what in ("import", "import_nort"):
     n = int(so.getvalue().split()[1])  # "wrote N spans ..."
 elif what == "read_jsonl":
     n = read_trace(path, workers=1).n
+elif what == "view_jsonl":
+    n = read_any(path).n
 print(json.dumps({"n": n, "s": time.perf_counter() - t, "cpu": time.process_time() - c, "peak": hwm()}))
 """
 
@@ -130,9 +136,9 @@ def main(argv=None) -> int:
     try:
         sq = d / "rep.sqlite"
         nrows = _nsys_file(sq, a.kernels)
-        keys = ["read_nsys", "view_sqlite", "import", "import_nort", "read_jsonl"]
+        keys = ["read_nsys", "view_sqlite", "import", "import_nort", "read_jsonl", "view_jsonl"]
         if a.before:
-            keys += ["read_nsys:before", "import:before", "read_jsonl:before"]
+            keys += ["read_nsys:before", "import:before", "read_jsonl:before", "view_jsonl:before"]
         before_env = dict(env, PYTHONPATH=str(Path(a.before).resolve())) if a.before else env
         if a.nsys_ai_python and a.only is None:
             keys.insert(0, "nsys_ai")
@@ -156,10 +162,11 @@ def main(argv=None) -> int:
                 else:
                     rows[key].append(_run(ours + [k, str(d / f"rep{'_' + tag if tag else ''}.jsonl"), ""], e, d))
         for tag in ("", ":before") if a.before else ("",):
-            rows["import_read" + tag] = [
-                {**i, "n": r["n"], **{f: i[f] + r[f] for f in ("s", "cpu", "proc_s", "proc_cpu")},
-                 "peak": max(i["peak"], r["peak"])}
-                for i, r in zip(rows["import" + tag], rows["read_jsonl" + tag], strict=True)]
+            for second, name in (("read_jsonl", "import_read"), ("view_jsonl", "import_view")):
+                rows[name + tag] = [
+                    {**i, "n": r["n"], **{f: i[f] + r[f] for f in ("s", "cpu", "proc_s", "proc_cpu")},
+                     "peak": max(i["peak"], r["peak"])}
+                    for i, r in zip(rows["import" + tag], rows[second + tag], strict=True)]
         med = statistics.median
         loads = [r["load"] for rs in rows.values() for r in rs]
         print(f"# bench_nsys_ai {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {nrows} rows "
@@ -172,10 +179,12 @@ def main(argv=None) -> int:
         labels = {"nsys_ai": "nsys-ai cold (timeline load)", "read_nsys": "read_nsys (direct)",
                   "view_sqlite": "view rep.sqlite first open (read_any)", "import": "import nsys -> JSONL",
                   "import_nort": "import nsys --no-runtime", "read_jsonl": "read_trace of the JSONL",
-                  "import_read": "import + read_trace (together)"}
-        print(f"| {'measure':<46} | {'loaded':>9} | {'load s':>7} | {'CPU s':>6} | {'process s':>9} | "
+                  "import_read": "import + read_trace (together)",
+                  "view_jsonl": "view rep.jsonl after import (read_any)",
+                  "import_view": "import + view rep.jsonl (together)"}
+        print(f"| {'measure':<48} | {'loaded':>9} | {'load s':>7} | {'CPU s':>6} | {'process s':>9} | "
               f"{'proc CPU s':>10} | {'peak MiB':>8} | {'nsys-ai / this':>15} |")
-        print("|" + "|".join("-" * (w + 2) for w in (46, 9, 7, 6, 9, 10, 8, 15)) + "|")
+        print("|" + "|".join("-" * (w + 2) for w in (48, 9, 7, 6, 9, 10, 8, 15)) + "|")
         for key in [k + t for t in ("", ":before") for k in labels]:
             if key not in rows:
                 continue
@@ -184,7 +193,7 @@ def main(argv=None) -> int:
             rs = rows[key]
             s, ps = med(r["s"] for r in rs), med(r["proc_s"] for r in rs)
             ratio = f"{ref / s:.2f}x ({ref_p / ps:.2f}x)" if ref else "-"
-            print(f"| {label:<46} | {rs[0]['n']:>9} | {s:>7.2f} | {med(r['cpu'] for r in rs):>6.2f} | {ps:>9.2f} | "
+            print(f"| {label:<48} | {rs[0]['n']:>9} | {s:>7.2f} | {med(r['cpu'] for r in rs):>6.2f} | {ps:>9.2f} | "
                   f"{med(r['proc_cpu'] for r in rs):>10.2f} | {med(r['peak'] for r in rs):>8.0f} | {ratio:>15} |")
         if "nsys_ai" in rows:
             r0 = rows["nsys_ai"][0]

@@ -1,8 +1,11 @@
 """``gputrace import nsys|chrome FILE -o OUT.jsonl``: bring other tools' traces into gputrace.
 
 Argument wiring only: the entrance's `gputrace.timeline.load.read_as` (nsys / chrome readers)
-read, `gputrace.interop.otlp_file.write_otlp_jsonl` writes. The output opens in ``gputrace view``
-and every other gputrace command (which also open .sqlite and Chrome files directly).
+read, `gputrace.interop.otlp_file.write_otlp_jsonl` writes, and
+`gputrace.interop.otlp_readback.store_cache_entry` stores what a read of the output gives as its
+columnar-cache entry (big outputs; ``GPUTRACE_CACHE=0`` turns it off), so the first ``gputrace view``
+of the output is a cache re-open. The output opens in ``gputrace view`` and every other gputrace
+command (which also open .sqlite and Chrome files directly).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputrace.interop.otlp_file import write_otlp_jsonl
+    from gputrace.interop.otlp_file import groups, span_ids, write_otlp_jsonl
+    from gputrace.interop.otlp_readback import store_cache_entry
 
     src = Path(args.input)
     if not src.is_file():
@@ -53,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
             tl = read_as(src, "nsys", host=args.host, runtime=not args.no_runtime, correlation_ids=args.correlation_ids)
         else:
             tl = read_as(src, "chrome", host=args.host)
-        lines = write_otlp_jsonl(tl, out)
+        plan = (groups(tl), span_ids(tl))
+        lines = write_otlp_jsonl(tl, out, plan=plan)
+        store_cache_entry(tl, out, lines, *plan)  # the first `view` of OUT re-opens it (never raises)
     except OSError as exc:  # str() of some OSErrors is the path alone: say what went wrong
         print(visible(f"gputrace import: {exc.filename or src}: {exc.strerror or exc}"), file=sys.stderr)
         return 1

@@ -30,7 +30,12 @@ import orjson
 from gputrace.phases import phase_kind
 from gputrace.timeline._gc import collector_paused
 from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
-from gputrace.timeline.chrome_foreign import GPU_CATS as _GPU_CATS, RUNTIME_CATS as _RUNTIME_CATS, ForeignBatch
+from gputrace.timeline.chrome_foreign import (
+    GPU_CATS as _GPU_CATS,
+    RUNTIME_CATS as _RUNTIME_CATS,
+    ForeignBatch,
+    decode_foreign,
+)
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
 from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode_ours
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
@@ -91,9 +96,10 @@ def _read_chrome(path: str | Path, host: str | None) -> Timeline:
 
 
 def _decoder_for(head: dict) -> Decode:
-    """How the scanner decodes event batches: typed for a gputrace export (see ``_Events.add``)."""
+    """How the scanner decodes event batches: typed, as a gputrace export's or another tool's
+    events (see ``_Events.add``)."""
     other = head.get("otherData")
-    return decode_ours if isinstance(other, dict) and other.get("generator") == GENERATOR else orjson.loads
+    return decode_ours if isinstance(other, dict) and other.get("generator") == GENERATOR else decode_foreign
 
 
 def _late_header(tail: dict) -> bool:
@@ -197,13 +203,14 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         self.trace_ix: dict[str, int] = {}
         self.correlation: dict[int, int] = {}
         self.gpu_rows: list[tuple[int, int]] = []
+        self.cat_attrs: dict[str, dict] = {}
 
     # ---- events ----------------------------------------------------------------------
     def add(self, events: list | TypedBatch) -> None:
         """Events in file order: a list of decoded JSON values, or a TypedBatch (re-decoded as a
         list when the typed path declines it). Raises ChromeFormatError."""
         if isinstance(events, TypedBatch):
-            if self.ours and self._add_ours_typed(events.events):
+            if self._add_ours_typed(events.events) if self.ours else self._add_foreign_typed(events.events):
                 return
             evs: list = events.as_json()
         else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -90,6 +91,14 @@ class Lane:
     def sort_key(self) -> tuple:
         # Hosts, then GPUs before CPU lanes, then streams before threads, then name.
         return (self.host, self.device < 0, self.device, self.pid, not self.name.startswith("stream:"), self.name)
+
+
+def _renumbered(d: Mapping[int, Any] | None, inv: np.ndarray) -> dict:
+    """``{inv[row]: value}`` of ``d``, in ``d``'s order (one vectorised take, not an index per row)."""
+    if not d:
+        return {}
+    rows = np.fromiter(d.keys(), np.int64, len(d))
+    return dict(zip(inv[rows].tolist(), d.values(), strict=True))
 
 
 @dataclass(repr=False)
@@ -217,11 +226,7 @@ class Timeline:
                     out[inv[at:at + m]] = take(i, k, dt)
                     at += m
                 full[k] = out
-        new_attrs: dict[int, dict] = {}
-        new_names: dict[int, str] = {}
-        if attrs or names:
-            new_attrs = {int(inv[r]): a for r, a in attrs.items()} if attrs else {}
-            new_names = {int(inv[r]): v for r, v in names.items()} if names else {}
+        new_attrs, new_names = _renumbered(attrs, inv), _renumbered(names, inv)
         counts = np.bincount(full["lane"], minlength=len(sorted_lanes)) if n else np.zeros(len(sorted_lanes), np.int64)
         offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])

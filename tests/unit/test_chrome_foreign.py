@@ -16,29 +16,41 @@ from gputrace.timeline.chrome_foreign import ForeignBatch
 from tests.unit.test_chrome import KINETO
 from tests.unit.timeline_equality import assert_same_timeline
 
+_BATCH_PATHS = ("_add_foreign_batch", "_add_foreign_typed")
+
+
+#: (path, events) of each batch a batch path took, filled by the ``batches`` fixture.
+accepted: list[tuple[str, int]] = []
+
 
 @pytest.fixture
 def batches(monkeypatch):
-    """Records whether each batch took the batch path."""
+    """Records whether each batch took a batch path (dicts or typed Structs); which one and the
+    batch's size in ``accepted``."""
     taken: list[bool] = []
-    real = ForeignBatch._add_foreign_batch
+    accepted.clear()
+    for name in _BATCH_PATHS:
+        real = getattr(ForeignBatch, name)
 
-    def counting(self, events):
-        ok = real(self, events)
-        taken.append(ok)
-        return ok
+        def counting(self, events, real=real, name=name):
+            ok = real(self, events)
+            taken.append(ok)
+            if ok:
+                accepted.append((name, len(events)))
+            return ok
 
-    monkeypatch.setattr(ForeignBatch, "_add_foreign_batch", counting)
+        monkeypatch.setattr(ForeignBatch, name, counting)
     return taken
 
 
 def _per_event(monkeypatch, fn):
     with monkeypatch.context() as m:
-        m.setattr(ForeignBatch, "_add_foreign_batch", lambda self, events: False)
+        for name in _BATCH_PATHS:
+            m.setattr(ForeignBatch, name, lambda self, events: False)
         return fn()
 
 
-def _kineto(n: int, seed: int = 1) -> dict:
+def _kineto(n: int, seed: int = 1, paired: bool = True) -> dict:
     rnd = random.Random(seed)
     ev: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": 321, "tid": 0, "args": {"name": "python3"}},
@@ -59,7 +71,10 @@ def _kineto(n: int, seed: int = 1) -> dict:
                    "args": {"device": rnd.choice([0, 1, True, "0", None]), "stream": rnd.choice([7, 8, None]),
                             "correlation": i, "grid": [128, 1, 1], "bytes": rnd.choice([4096, -1, 1.5])}})
         r = rnd.random()
-        if r < 0.05:
+        if not paired and r < 0.1:  # no B/E events: every batch may take the typed path
+            ev.append({"ph": rnd.choice(["C", "s", "f"]), "name": "counter", "pid": 321, "tid": 321, "ts": t,
+                       "args": {"v": 1}})
+        elif r < 0.05:
             ev.append({"ph": "B", "name": "sync", "pid": 321, "tid": 321, "ts": t + 41})
         elif r < 0.1:
             ev.append({"ph": "E", "pid": 321, "tid": 321, "ts": t + 45, "args": {"end": 1}})
@@ -99,13 +114,17 @@ def test_large_integer_times_stay_exact(tmp_path, monkeypatch, batches):
     assert_same_timeline(fast, _per_event(monkeypatch, lambda: read_chrome(p)))
     starts = set(fast.cols["start"].tolist())
     assert {1_700_000_000_000_000_000 + 1000 * i for i in range(100)} <= starts  # exact, not via doubles
-    assert batches and not any(batches)  # beyond 2**53 ns as doubles: the per-event path
+    # Beyond 2**53 ns as doubles: the 100 integer times took the per-event path (the scanner may hand
+    # the last event over alone; a float time alone is exact in a batch path).
+    assert batches and not any(n >= 100 for _, n in accepted)
 
 
 @pytest.mark.parametrize("bad, match", [
     ({"ts": "1"}, r"traceEvents\[7\] \('X' 'k'\): field 'ts' must be a number, got '1'"),
     ({"dur": None}, r"traceEvents\[7\] \('X' 'k'\): field 'dur' must be a number, got None"),
     ({"dur": -1}, r"traceEvents\[7\] \('k'\): negative 'dur'"),
+    ({"ph": "B", "ts": "1"}, r"traceEvents\[7\] \('B' 'k'\): field 'ts' must be a number, got '1'"),
+    ({"ph": "E", "ts": None}, r"traceEvents\[7\] \('E' 'k'\): field 'ts' must be a number, got None"),
 ])
 def test_bad_events_keep_their_errors(tmp_path, bad, match):
     events = [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(12)]
@@ -136,3 +155,105 @@ def test_collector_state_restored(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("reads", [997, 1 << 14, 1 << 20])
+def test_typed_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads):
+    """Batches without B/E events are decoded into Structs (``decode_foreign``) and give the same
+    Timeline, attribute key order included, as the per-event path and as the parsed document."""
+    monkeypatch.setattr(scan, "READ_BYTES", reads)
+    for seed in (3, 11):
+        doc = _kineto(500, seed=seed, paired=False)
+        doc["traceEvents"].append({"ph": "X", "name": "no args", "cat": "cpu_op", "pid": 321, "tid": 321,
+                                   "ts": 1, "dur": 1, "args": None})
+        p = tmp_path / f"t{seed}.json"
+        p.write_text(json.dumps(doc, indent=1))
+        fast = read_chrome(p)
+        slow = _per_event(monkeypatch, lambda p=p: read_chrome(p))
+        assert_same_timeline(fast, slow)
+        assert_same_timeline(fast, from_chrome(doc, host=f"t{seed}", source=str(p)))
+        for r in range(fast.n):
+            assert list(fast.attrs.get(r, {})) == list(slow.attrs.get(r, {}))
+    assert any(path == "_add_foreign_typed" for path, _ in accepted)
+
+
+def test_decode_foreign_falls_back_for_unknown_phases():
+    from gputrace.timeline.chrome_foreign import ForeignX, decode_foreign
+    from gputrace.timeline.chrome_typed import TypedBatch
+
+    plain = decode_foreign(b'[{"ph":"X","name":"a","ts":1,"args":{"k":[1,2]}},{"ph":"C","name":"c"}]')
+    assert isinstance(plain, TypedBatch) and type(plain.events[0]) is ForeignX
+    assert plain.events[0].args == {"k": [1, 2]} and plain.events[0].dur == 0
+    paired = decode_foreign(b'[{"ph":"B","name":"a","ts":1},{"ph":"E","ts":2,"args":{"x":1}}]')
+    assert isinstance(paired, TypedBatch) and [type(ev).__name__ for ev in paired.events] == ["ForeignB", "ForeignE"]
+    assert decode_foreign(b'[{"ph":"Z","name":"a"}]') == [{"ph": "Z", "name": "a"}]  # unknown ph: dicts
+    assert decode_foreign(b'[{"name":"no ph"}]') == [{"name": "no ph"}]
+    with pytest.raises(ValueError):
+        decode_foreign(b'[{"ph":"X","name":"a",')
+
+
+def _paired_doc(n: int, seed: int) -> dict:
+    """B/E-dense: nested pairs, pairs left open across batches and at the end, E without B, E args
+    merged over B args, GPU-category pairs, and X events between them."""
+    rnd = random.Random(seed)
+    ev: list[dict] = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}]
+    t = 0.0
+    for i in range(n):
+        t += rnd.choice([3, 1.5, 0.25])
+        tid = rnd.choice([2, 3])
+        r = rnd.random()
+        if r < 0.3:
+            ev.append({"ph": "B", "name": rnd.choice(["sync", "step", "ntt"]), "cat": rnd.choice(["", "user"]),
+                       "pid": 1, "tid": tid, "ts": t, "args": rnd.choice([None, {}, {"b": i}])})
+        elif r < 0.6:
+            ev.append({"ph": "E", "pid": 1, "tid": tid, "ts": t + rnd.choice([0, 2, -1]),
+                       "args": rnd.choice([None, {"e": i}, {"b": -i}])})
+        elif r < 0.65:
+            ev.append({"ph": "B", "name": "copy", "cat": "gpu_memcpy", "pid": 0, "tid": 7, "ts": t,
+                       "args": {"device": 0, "stream": 7, "correlation": i}})
+        elif r < 0.7:
+            ev.append({"ph": "E", "pid": 0, "tid": 7, "ts": t + 1})
+        else:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": tid, "ts": t, "dur": 1.5,
+                       "args": {"External id": i}})
+    return {"traceEvents": ev}
+
+
+@pytest.mark.parametrize("reads", [997, 1 << 14, 1 << 20])
+def test_paired_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads):
+    """Typed batches with B/E events: rows in the per-event path's order, stacks carried across batches."""
+    monkeypatch.setattr(scan, "READ_BYTES", reads)
+    paired: list[bool] = []
+    real = ForeignBatch._add_foreign_paired
+    monkeypatch.setattr(ForeignBatch, "_add_foreign_paired",
+                        lambda self, events: paired.append(real(self, events)) or paired[-1])
+    for seed in (5, 6):
+        doc = _paired_doc(3000, seed)
+        p = tmp_path / f"be{seed}.json"
+        p.write_text(json.dumps(doc, indent=1 if seed % 2 else None))
+        stats: dict = {}
+        fast = read_chrome(p)
+        slow = _per_event(monkeypatch, lambda p=p: read_chrome(p))
+        assert_same_timeline(fast, slow)
+        for r in range(fast.n):
+            assert list(fast.attrs.get(r, {})) == list(slow.attrs.get(r, {}))
+        parsed = _per_event(monkeypatch, lambda d=doc, p=p: from_chrome(d, host=f"be{seed}", source=str(p),
+                                                                         stats=stats))
+        assert_same_timeline(fast, parsed)
+        assert stats["skipped"] > 0 and any("unterminated" in a for a in fast.attrs.values())
+    assert any(paired)  # the typed path took batches with B/E events
+
+
+def test_event_index_counts_pairs_of_earlier_batches(tmp_path, monkeypatch):
+    """Errors name the right event after typed batches with B/E events were taken."""
+    monkeypatch.setattr(scan, "READ_BYTES", 997)
+    events: list[dict] = []
+    for i in range(200):
+        events += [{"ph": "B", "name": "s", "pid": 1, "tid": 1, "ts": 3 * i},
+                   {"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 3 * i, "dur": 1},
+                   {"ph": "E", "pid": 1, "tid": 1, "ts": 3 * i + 2}]
+    events.append({"ph": "X", "name": "bad", "pid": 1, "tid": 1, "ts": "x", "dur": 1})
+    p = tmp_path / "late.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(ChromeFormatError, match=r"traceEvents\[600\] \('X' 'bad'\)"):
+        read_chrome(p)

@@ -44,7 +44,7 @@ def test_a_failed_export_leaves_nothing_and_keeps_the_old_file(tmp_path, monkeyp
     out = tmp_path / "out.jsonl"
     out.write_bytes(b"old\n")
 
-    def broken(tl, max_spans):
+    def broken(tl, max_spans, **_options):
         yield b"{}"
         raise OSError(28, "No space left on device")
 
