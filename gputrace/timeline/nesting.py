@@ -33,24 +33,29 @@ def nest_parents(start: np.ndarray, end: np.ndarray, group: np.ndarray,
     start, end, group = np.asarray(start), np.asarray(end), np.asarray(group)
     keys += [-end, start, group]
     order = np.lexsort(keys)
-    visit = order[~_alone(start[order], end[order], group[order])].tolist()
-    s_l, e_l, g_l = start.tolist(), end.tolist(), group.tolist()
+    visit = order[~_alone(start[order], end[order], group[order])]
+    # The walk runs over positions in ``visit`` (lists of the visited rows only, read in order).
+    s_l, e_l, g_l = start[visit].tolist(), end[visit].tolist(), group[visit].tolist()
+    par = [-1] * len(visit)
     stack: list[int] = []
     prev = None
-    for i in visit:
-        g = g_l[i]
+    for k, g in enumerate(g_l):
         if g != prev:
             stack.clear()
             prev = g
-        s, e = s_l[i], e_l[i]
+        s, e = s_l[k], e_l[k]
         while stack and e_l[stack[-1]] <= s and not (s_l[stack[-1]] == s and e_l[stack[-1]] >= e):
             stack.pop()
         j = len(stack) - 1
         while j >= 0 and e_l[stack[j]] < e:
             j -= 1
         if j >= 0:
-            parent[i] = stack[j]
-        stack.append(i)
+            par[k] = stack[j]
+        stack.append(k)
+    if len(visit):
+        pos = np.asarray(par, dtype=np.int64)
+        has = pos >= 0
+        parent[visit[has]] = visit[pos[has]]
     return parent
 
 
