@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 
 import msgspec
@@ -179,7 +179,10 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
     keys = [tuple(str(k) for k in ks) for ks in meta["overlay_keys"]]
     if len(ix) != len(rows) or len(okey) != len(rows) or (len(ix) and int(ix.max()) >= len(dicts)):
         return None
-    objs = list(map(dicts.__getitem__, ix.tolist()))
+    table = np.empty(len(dicts), dtype=object)
+    for j, d in enumerate(dicts):  # (one by one: a list of dicts could be read as nested sequences)
+        table[j] = d
+    objs = table[ix]  # object-array gathers and assignments: no Python loop per row
     over = np.flatnonzero(okey >= 0)
     if len(over):
         if int(okey.max()) >= len(keys):
@@ -192,13 +195,13 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
         for k in np.unique(okey[over]).tolist():  # a few overlay key sets: one pass each
             sel = np.flatnonzero(okey[over] == k)
             w = len(keys[k])
-            values = vals[start[sel][:, None] + np.arange(w)].tolist() if w else [[] for _ in sel]
-            shared = [objs[i] for i in over[sel].tolist()]
-            made = map(RowAttrs, shared, [keys[k]] * len(sel), map(tuple, values))
-            for i, ra in zip(over[sel].tolist(), made, strict=True):
-                objs[i] = ra
+            at = start[sel]
+            values = zip(*(vals[at + j].tolist() for j in range(w)), strict=True) if w else repeat((), len(sel))
+            made = map(RowAttrs, objs[over[sel]].tolist(), repeat(keys[k]), values)
+            objs[over[sel]] = np.fromiter(made, dtype=object, count=len(sel))
     elif len(vals):
         return None
+    objs = objs.tolist()
     return dict(zip(rows.tolist(), objs, strict=True))
 
 
