@@ -15,6 +15,7 @@ Pure; runs on the caller's thread.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import chain
 
 import numpy as np
@@ -24,10 +25,8 @@ from gputrace.otlp.ids import hex_id
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
-__all__ = ["span_texts"]
+__all__ = ["line_texts"]
 
-_SPAN = ('{"traceId":"%s","spanId":"%s"%s,"name":%s,"kind":1,"startTimeUnixNano":"%d","endTimeUnixNano":"%d",'
-         '"attributes":[%s%s%s]%s}')
 _INT_ATTR = '{"key":%s,"value":{"intValue":"%%d"}}'
 
 
@@ -41,18 +40,16 @@ _GPU = "," + _int_attr("gputrace.gpu.start_ns") + "," + _int_attr("gputrace.gpu.
 _MISS = object()
 
 
-def _template(ra: RowAttrs, shared_text: dict) -> str | None:
-    """The text a row of ``ra``'s (shared dict, overlay keys) adds after the column attributes, as a
-    %-template of its overlay values; None where the per-row path must write it (clashing keys)."""
+def _template(ra: RowAttrs, shared_text: dict) -> tuple[str, str] | None:
+    """What a row of ``ra``'s (shared dict, overlay keys) adds after the column attributes: a %-template of
+    its overlay values and the shared dict's text (each with its leading comma, or empty); None where the
+    per-row path must write it (clashing keys)."""
     from gputrace.interop.otlp_file import _shared_text
 
     shared = _shared_text(ra, shared_text)
     if shared is None:
         return None
-    parts = [_int_attr(k) for k in ra.keys_]
-    if shared:
-        parts.append(shared.replace("%", "%%"))
-    return "".join("," + p for p in parts)
+    return "".join("," + _int_attr(k) for k in ra.keys_), "," + shared if shared else ""
 
 
 def _hex16(values: np.ndarray) -> list[str]:
@@ -61,26 +58,33 @@ def _hex16(values: np.ndarray) -> list[str]:
     return [h[i:i + 16] for i in range(0, len(h), 16)]
 
 
-def span_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str, shared_text: dict,
-               templates: dict, slow) -> list[str]:
-    """The span texts of ``rows`` (one group's rows, in order), as ``span_json`` of ``slow(rows)``'s span
-    dicts would give them. ``slow``: the per-row path (rows -> span dicts), for the rows not covered
-    here; ``shared_text``: the writer's cache of shared-dict texts (``otlp_file._shared_text``);
-    ``templates``: this writer's cache of row-attribute templates (empty at first).
-    Raises what ``span_json`` raises (a malformed trace id)."""
+def _where(n: int, idx, texts) -> list:
+    """A list of ``n`` strings: ``texts`` at ``idx``, "" elsewhere (object-array assignment: no Python loop)."""
+    out = np.full(n, "", dtype=object)
+    if len(idx):
+        out[idx] = texts if isinstance(texts, str) else np.fromiter(texts, dtype=object, count=len(idx))
+    return out.tolist()
+
+
+def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str, shared_text: dict,
+            templates: dict, slow) -> tuple[list[list[str] | None], dict[int, str]]:
+    """The variable text of each span of ``rows``, field by field (see ``_PIECES``; None: empty on every
+    row), and the whole text of the spans written by the per-row path (row position -> text)."""
     c = tl.cols
     n = len(rows)
+    fields: list[list[str] | None] = [None] * len(_FIELD_AT)
     if n == 0:
-        return []
+        return fields, {}
 
     # Ids.
-    sid = _hex16(ids[rows])
+    fields[_SID] = _hex16(ids[rows])
     par = c["parent"][rows]
     pval = np.where(par >= 0, ids[np.maximum(par, 0)], c["parent_span_id"][rows].astype(np.uint64))
-    phex = _hex16(pval)
-    parent = [f',"parentSpanId":"{h}"' for h in phex]
-    for i in np.flatnonzero(pval == 0).tolist():
-        parent[i] = ""
+    has = np.flatnonzero(pval != 0)
+    if len(has):
+        fields[_PPRE] = _where(n, has, ',"parentSpanId":"')
+        fields[_PHEX] = _where(n, has, _hex16(pval[has]))
+        fields[_PEND] = _where(n, has, '"')
 
     # Trace ids: the row's, else the group's; encoded once per distinct one.
     t = c["trace"][rows].astype(np.int64)
@@ -90,7 +94,7 @@ def span_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: 
     t = np.where(inside & valid[np.where(inside, t, ntids)], t, ntids)
     texts = list(tl.trace_ids) + [fallback_trace]
     ttxt = {k: hex_id(texts[k], 16) for k in np.unique(t).tolist()}
-    tid = list(map(ttxt.__getitem__, t.tolist()))
+    fields[_TID] = list(map(ttxt.__getitem__, t.tolist()))
 
     # Names.
     ph = c["phase"][rows]
@@ -101,6 +105,9 @@ def span_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: 
             v = tl.names.get(r)
             if v:
                 name[i] = json_string(v)
+    fields[_NAME] = name
+    fields[_START] = list(map(str, c["start"][rows].tolist()))
+    fields[_END] = list(map(str, c["end"][rows].tolist()))
 
     # Column attributes: lane (+ device) and kind once per pair, the optional ones where set.
     lane, kind = c["lane"][rows].astype(np.int64), c["kind"][rows].astype(np.int64)
@@ -114,28 +121,25 @@ def span_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: 
             a["gputrace.device"] = ln.device
         a["gputrace.kind"] = KIND_NAMES.get(k if k < 128 else k - 256, "host")
         lk[p] = attributes_json(a)
-    col = list(map(lk.__getitem__, pair.tolist()))
-    opt = [""] * n
-    for name_, tmpl in (("circuit", _CIRCUIT), ("batch", _BATCH), ("nbytes", _BYTES)):
+    fields[_COL] = list(map(lk.__getitem__, pair.tolist()))
+    for at, name_, tmpl in ((_CIRC, "circuit", _CIRCUIT), (_BATCHF, "batch", _BATCH), (_BYTESF, "nbytes", _BYTES)):
         v = c[name_][rows]
-        idx = np.flatnonzero(v >= 0).tolist()
-        for i, x in zip(idx, v[idx].tolist(), strict=True):
-            opt[i] += tmpl % x
+        idx = np.flatnonzero(v >= 0)
+        if len(idx):
+            fields[at] = _where(n, idx, map(tmpl.__mod__, v[idx].tolist()))
     g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
-    idx = np.flatnonzero((g0 >= 0) & (g1 >= 0)).tolist()
-    if idx:
-        gpu = list(map(_GPU.__mod__, zip(g0[idx].tolist(), g1[idx].tolist(), strict=True)))
-        for i, x in zip(idx, gpu, strict=True):
-            opt[i] = opt[i] + x if opt[i] else x
+    idx = np.flatnonzero((g0 >= 0) & (g1 >= 0))
+    if len(idx):
+        fields[_GPUF] = _where(n, idx, map(_GPU.__mod__, zip(g0[idx].tolist(), g1[idx].tolist(), strict=True)))
 
-    # Row attributes: a RowAttrs without clashes is a %-template per (shared dict, overlay keys), filled
-    # with its overlay values (ints only: %d would also take a bool or a float).
-    extra = [""] * n
+    # Row attributes: a RowAttrs without clashes is its overlay values through a %-template per overlay key
+    # set (ints only: %d would also take a bool or a float) and its shared dict's text (one object).
     slow_rows: list[int] = []
     if tl.attrs:
         fi: list[int] = []
         ft: list[str] = []
         fv: list[tuple] = []
+        fs: list[str] = []
         for i, ra in enumerate(map(tl.attrs.get, rows.tolist())):
             if ra is None:
                 continue
@@ -148,23 +152,65 @@ def span_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: 
                     slow_rows.append(i)
                 else:
                     fi.append(i)
-                    ft.append(tm)
+                    ft.append(tm[0])
                     fv.append(ra.values_)
+                    fs.append(tm[1])
             elif ra:
                 slow_rows.append(i)
         if fi and not set(map(type, chain.from_iterable(fv))) <= {int}:
             keep = [j for j, vals in enumerate(fv) if all(type(v) is int for v in vals)]
             slow_rows.extend(fi[j] for j in set(range(len(fi))).difference(keep))
-            fi, ft, fv = [fi[j] for j in keep], [ft[j] for j in keep], [fv[j] for j in keep]
-        for i, text in zip(fi, map(str.__mod__, ft, fv), strict=True):
-            extra[i] = text
+            fi, ft, fv, fs = [fi[j] for j in keep], [ft[j] for j in keep], [fv[j] for j in keep], [fs[j] for j in keep]
+        if fi:
+            fields[_OVER] = _where(n, fi, map(str.__mod__, ft, fv))
+            fields[_SHARED] = _where(n, fi, fs)
 
-    st = np.maximum(c["status"][rows], 0).tolist()
-    status = [f',"status":{{"code":{s}}}' if s else "" for s in st]
-    out = list(map(_SPAN.__mod__, zip(tid, sid, parent, name, c["start"][rows].tolist(), c["end"][rows].tolist(),
-                                      col, opt, extra, status, strict=True)))
+    st = np.maximum(c["status"][rows], 0)
+    idx = np.flatnonzero(st)
+    if len(idx):
+        fields[_STATUS] = _where(n, idx, (f',"status":{{"code":{x}}}' for x in st[idx].tolist()))
+    slow_text = {}
     if slow_rows:
         slow_rows.sort()
-        for i, s in zip(slow_rows, slow(rows[slow_rows]), strict=True):
-            out[i] = span_json(s)
-    return out
+        slow_text = dict(zip(slow_rows, map(span_json, slow(rows[slow_rows])), strict=True))
+    return fields, slow_text
+
+
+# A span's text is these pieces, the fields (None) filled by ``_fields``, then joined; spans are separated by
+# the commas at piece 0.
+_PIECES = ["", '{"traceId":"', None, '","spanId":"', None, '"', None, None, None, ',"name":', None,
+           ',"kind":1,"startTimeUnixNano":"', None, '","endTimeUnixNano":"', None, '","attributes":[', None, None,
+           None, None, None, None, None, "]", None, "}"]
+_FIELD_AT = [i for i, p in enumerate(_PIECES) if p is None]
+(_TID, _SID, _PPRE, _PHEX, _PEND, _NAME, _START, _END, _COL, _CIRC, _BATCHF, _BYTESF, _GPUF, _OVER, _SHARED,
+ _STATUS) = range(len(_FIELD_AT))
+_CONST_AT = [(i, p) for i, p in enumerate(_PIECES) if p is not None and i > 0]
+_W = len(_PIECES)
+
+
+def line_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str, shared_text: dict,
+               templates: dict, slow, head: str, tail: str, max_spans: int) -> list[str]:
+    """The lines (no newline) holding ``rows`` (one group's rows, in order), ``max_spans`` spans a line,
+    each ``head`` + its spans' texts joined by commas + ``tail``: the text ``span_json`` of ``slow(rows)``'s
+    span dicts would give. ``slow``: the per-row path (rows -> span dicts), for the rows not covered
+    here; ``shared_text``: the writer's cache of shared-dict texts (``otlp_file._shared_text``);
+    ``templates``: this writer's cache of row-attribute templates (empty at first). Raises what
+    ``span_json`` raises (a malformed trace id)."""
+    fields, slow_text = _fields(tl, rows, ids, fallback_trace, shared_text, templates, slow)
+    lines = []
+    n = len(rows)
+    slow_at = sorted(slow_text)
+    for k in range(0, n, max_spans):
+        m = min(max_spans, n - k)
+        parts: list = [""] * (_W * m)  # one span's pieces after another, joined once
+        parts[_W::_W] = [","] * (m - 1)
+        for i, p in _CONST_AT:
+            parts[i::_W] = [p] * m
+        for i, f in zip(_FIELD_AT, fields, strict=True):
+            if f is not None:
+                parts[i::_W] = f[k:k + m]
+        for i in slow_at[bisect_left(slow_at, k):bisect_left(slow_at, k + m)]:
+            j = (i - k) * _W
+            parts[j + 1:j + _W] = [slow_text[i]] + [""] * (_W - 2)
+        lines.append(head + "".join(parts) + tail)
+    return lines

@@ -92,11 +92,11 @@ def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gpu
     """Yield one encoded OTLP JSON request line (no newline) per resource chunk. ``plan``: the
     ``groups``/``span_ids`` of ``tl`` if the caller has them already; ``lines``: only these lines of the
     file (numbered from 0; see ``line_count``), for writers that split the work."""
-    from gputrace.interop.otlp_block import span_texts
+    from gputrace.interop.otlp_block import line_texts
 
     gs, ids = plan if plan is not None else (groups(tl), span_ids(tl))
     shared_text: dict[tuple[int, tuple], str | None] = {}  # see _shared_text
-    templates: dict = {}  # see otlp_block.span_texts
+    templates: dict = {}  # see otlp_block.line_texts
     block = max(1, BLOCK_ROWS // max_spans) * max_spans  # rows encoded together (whole lines)
     first = 0  # number of the group's first line
     for g in gs:
@@ -110,10 +110,11 @@ def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gpu
         head = request_head(g.resource, scope_name)
         for b0 in range(lo, hi, block):
             rows = g.rows[b0:min(b0 + block, hi)]
-            texts = span_texts(tl, rows, ids, g.fallback_trace, shared_text, templates,
-                               lambda sub, g=g: _spans(tl, sub, ids, g.fallback_trace, shared_text))
-            for k in range(0, len(texts), max_spans):
-                yield (head + ",".join(texts[k:k + max_spans]) + REQUEST_TAIL).encode()
+            lines_ = line_texts(tl, rows, ids, g.fallback_trace, shared_text, templates,
+                                lambda sub, g=g: _spans(tl, sub, ids, g.fallback_trace, shared_text),
+                                head, REQUEST_TAIL, max_spans)
+            for text in lines_:
+                yield text.encode()
 
 
 def _middle_line(tl: Timeline, gs: list[Group], max_spans: int) -> int:

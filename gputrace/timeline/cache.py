@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from itertools import chain, repeat
 from pathlib import Path
 
 import msgspec
@@ -179,7 +179,10 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
     keys = [tuple(str(k) for k in ks) for ks in meta["overlay_keys"]]
     if len(ix) != len(rows) or len(okey) != len(rows) or (len(ix) and int(ix.max()) >= len(dicts)):
         return None
-    objs = list(map(dicts.__getitem__, ix.tolist()))
+    table = np.empty(len(dicts), dtype=object)
+    for j, d in enumerate(dicts):  # (one by one: a list of dicts could be read as nested sequences)
+        table[j] = d
+    objs = table[ix]  # object-array gathers and assignments: no Python loop per row
     over = np.flatnonzero(okey >= 0)
     if len(over):
         if int(okey.max()) >= len(keys):
@@ -192,13 +195,13 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
         for k in np.unique(okey[over]).tolist():  # a few overlay key sets: one pass each
             sel = np.flatnonzero(okey[over] == k)
             w = len(keys[k])
-            values = vals[start[sel][:, None] + np.arange(w)].tolist() if w else [[] for _ in sel]
-            shared = [objs[i] for i in over[sel].tolist()]
-            made = map(RowAttrs, shared, [keys[k]] * len(sel), map(tuple, values))
-            for i, ra in zip(over[sel].tolist(), made, strict=True):
-                objs[i] = ra
+            at = start[sel]
+            values = zip(*(vals[at + j].tolist() for j in range(w)), strict=True) if w else repeat((), len(sel))
+            made = map(RowAttrs, objs[over[sel]].tolist(), repeat(keys[k]), values)
+            objs[over[sel]] = np.fromiter(made, dtype=object, count=len(sel))
     elif len(vals):
         return None
+    objs = objs.tolist()
     return dict(zip(rows.tolist(), objs, strict=True))
 
 
@@ -206,15 +209,51 @@ def _attr_tables(tl: Timeline) -> tuple[list[dict], np.ndarray, np.ndarray, list
     """(dicts, dict index per attribute row, overlay-key index per row (-1: a plain dict), overlay key
     sets, overlay values): shared dicts once, a ``RowAttrs`` with int64 overlay values as its shared dict
     plus those values (any other ``RowAttrs`` is stored as a plain dict)."""
+    values = list(tl.attrs.values())  # dicts and RowAttrs
+    return _attr_tables_int64(values) or _attr_tables_rowwise(values)
+
+
+def _attr_tables_int64(values: list) -> tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], np.ndarray] | None:
+    """``_attr_tables`` where every ``RowAttrs`` overlay holds int64 values (one check over all of them:
+    a million kernel launches), else None."""
     dicts: list[dict] = []
     seen: dict[int, int] = {}  # id(dict) -> index: shared attribute dicts are stored once
     key_ix: dict[tuple, int] = {}
-    n = len(tl.attrs)
+    ix: list[int] = []
+    okey: list[int] = []
+    overlays: list[tuple] = []
+    for a in values:
+        if type(a) is RowAttrs:
+            k = key_ix.get(a.keys_)
+            if k is None:
+                k = key_ix[a.keys_] = len(key_ix)
+            okey.append(k)
+            overlays.append(a.values_)
+            a = a.shared
+        else:
+            okey.append(-1)
+        d = seen.get(id(a))
+        if d is None:
+            d = seen[id(a)] = len(dicts)
+            dicts.append(a if type(a) is dict else dict(a))  # other Mappings are stored as plain dicts
+        ix.append(d)
+    flat = list(chain.from_iterable(overlays))
+    if flat and not (set(map(type, flat)) == {int} and -(1 << 63) <= min(flat) and max(flat) < (1 << 63)):
+        return None
+    return (dicts, np.array(ix, dtype=np.int32), np.array(okey, dtype=np.int32), [list(k) for k in key_ix],
+            np.array(flat, dtype=np.int64))
+
+
+def _attr_tables_rowwise(values: list) -> tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], np.ndarray]:
+    """``_attr_tables`` deciding row by row (some overlay holds other values)."""
+    dicts: list[dict] = []
+    seen: dict[int, int] = {}
+    key_ix: dict[tuple, int] = {}
+    n = len(values)
     ix = np.empty(n, dtype=np.int32)
     okey = np.full(n, -1, dtype=np.int32)
     flat: list = []
     lo, hi = -(1 << 63), (1 << 63) - 1
-    values: Iterable[Mapping] = tl.attrs.values()  # dicts and RowAttrs
     for j, a in enumerate(values):
         if type(a) is RowAttrs and all(type(v) is int and lo <= v <= hi for v in a.values_):
             k = key_ix.get(a.keys_)
