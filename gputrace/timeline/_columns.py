@@ -204,19 +204,16 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                 tn = d.get("thread.name") or d.get("thread.id")
             name = f"thread:{tn}" if tn not in (None, "") else f"span:{it.res_service[int(res[r])]}"
             lane_code[r] = it.lane_name_code(name)
-    dev = cols["device"].astype(np.int64)
-    key = (res.astype(np.int64) << 44) | ((dev + 1) << 28) | lane_code
-    ukeys, inv = np.unique(key, return_inverse=True)
-    lane_map = np.empty(len(ukeys), dtype=np.int32)
-    for j, k in enumerate(ukeys.tolist()):
-        ri, d, lc = k >> 44, ((k >> 28) & 0xFFFF) - 1, k & 0xFFFFFFF
-        ln = Lane(it.res_host[ri], it.res_pid[ri], d, it.lane_names[lc])
+    triples, inv = _distinct_lanes(res.astype(np.int64), cols["device"].astype(np.int64), lane_code)
+    lane_map = np.empty(len(triples), dtype=np.int32)
+    for j, (ri, dv, lc) in enumerate(triples):
+        ln = Lane(it.res_host[ri], it.res_pid[ri], dv, it.lane_names[lc])
         li = it.lane_ix.get(ln)
         if li is None:
             li = it.lane_ix[ln] = len(it.lanes)
             it.lanes.append(ln)
         lane_map[j] = li
-    lane = lane_map[inv.reshape(-1)]
+    lane = lane_map[inv]
 
     out = dict(cols)
     out.update(
@@ -231,3 +228,32 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
         attrs = {int(newrow[r]): d for r, d in attrs.items() if okmask[r]}
     return out, attrs, sorted((i, f, m) for i, (f, m) in bad.items())
 
+
+#: Largest table of (resource, device, lane name) combinations indexed directly by ``_distinct_lanes``.
+_DENSE_LANES = 1 << 16
+
+
+def _distinct_lanes(res: np.ndarray, dev: np.ndarray,
+                    name: np.ndarray) -> tuple[list[tuple[int, int, int]], np.ndarray]:
+    """The distinct ``(resource, device, lane name code)`` triples of a batch, ascending, and each row's index
+    among them: where their ranges are small, as in any real trace, by a lookup table (~0.1 ms per 32 k-span
+    batch; ``np.unique`` of the triples packed into one int64 took ~1.3 ms, and the packing let a device below
+    -1 spill into the resource bits), else ``np.unique`` of the rows."""
+    if not len(res):
+        return [], np.zeros(0, np.int64)
+    lo = [int(res.min()), int(dev.min()), int(name.min())]
+    span = [int(res.max()) - lo[0] + 1, int(dev.max()) - lo[1] + 1, int(name.max()) - lo[2] + 1]
+    if span[0] * span[1] * span[2] <= _DENSE_LANES:
+        key = ((res - lo[0]) * span[1] + (dev - lo[1])) * span[2] + (name - lo[2])
+        present = np.zeros(span[0] * span[1] * span[2], dtype=bool)
+        present[key] = True
+        ukeys = np.flatnonzero(present)
+        lut = np.empty(len(present), dtype=np.int64)
+        lut[ukeys] = np.arange(len(ukeys), dtype=np.int64)
+        inv = lut[key]
+        triples = [(k // (span[1] * span[2]) + lo[0], k // span[2] % span[1] + lo[1], k % span[2] + lo[2])
+                   for k in ukeys.tolist()]
+        return triples, inv
+    # Wide ranges (a hostile file): rows of the three, compared as rows.
+    utrip, inv = np.unique(np.stack([res, dev, name], axis=1), axis=0, return_inverse=True)
+    return [(int(r), int(d), int(c)) for r, d, c in utrip.tolist()], inv.reshape(-1)

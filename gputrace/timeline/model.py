@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gputrace.timeline._links import RowLinks
 from gputrace.timeline._rows import break_parent_cycles, row_order, short_depths
 from gputrace.timeline.errors import LoadReport
 
@@ -50,6 +51,18 @@ COLUMNS: dict[str, np.dtype] = {
     "span_id": np.dtype(np.uint64),
     "parent_span_id": np.dtype(np.uint64),
 }
+
+
+def _walked_depths(parent: np.ndarray) -> np.ndarray:
+    """Depths by following parent pointers level by level (no cycles may be left: ends after the longest chain)."""
+    depth = np.zeros(len(parent), dtype=np.int16)
+    cur = parent.copy()
+    while True:
+        m = cur >= 0
+        if not m.any():
+            return depth
+        depth[m] = np.minimum(depth[m] + 1, np.iinfo(np.int16).max)
+        cur[m] = parent[cur[m]]
 
 
 @dataclass(frozen=True)
@@ -171,38 +184,61 @@ class Timeline:
                 return np.asarray(p.pop(k) if given else p[k], dtype=dt)  # type: ignore[attr-defined]
             return np.full(sizes[i], -1 if dt.kind == "i" else 0, dtype=dt)
 
-        cols: dict[str, np.ndarray] = {}
-        for k, dt in COLUMNS.items():
-            if k in ("parent", "depth"):  # computed by _link_parents
-                continue
+        def joined(k: str) -> np.ndarray:
+            dt = COLUMNS[k]
             if len(parts) == 1:
-                cols[k] = take(0, k, dt)
-            elif any(k in p for p in parts):
-                cols[k] = np.concatenate([take(i, k, dt) for i in range(len(parts))])
-            else:
-                cols[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
+                return take(0, k, dt)
+            if any(k in p for p in parts):
+                return np.concatenate([take(i, k, dt) for i in range(len(parts))])
+            return np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
+
+        # Parent links from the id columns as read (_links), mapped to the sorted rows at the end.
+        ids = {k: joined(k) for k in ("span_id", "parent_span_id", "trace")}
+        links = RowLinks(ids["span_id"], ids["parent_span_id"], ids["trace"]).link()
         # Order lanes.
         lane_order = sorted(range(len(lanes)), key=lambda i: lanes[i].sort_key)
         remap = np.empty(max(len(lanes), 1), dtype=np.int32)
         remap[lane_order] = np.arange(len(lane_order), dtype=np.int32)
         sorted_lanes = [lanes[i] for i in lane_order]
+        keys = {k: joined(k) for k in ("lane", "start", "end")}
         if n:
-            cols["lane"] = remap[cols["lane"]]
-        order = row_order(cols["lane"], cols["start"], cols["end"])
-        # Each unsorted column is freed once sorted; parent and depth: placeholders (columns in COLUMNS order)
-        # that _link_parents replaces.
-        full = {k: np.take(cols.pop(k), order) if k in cols else np.empty(0, dt) for k, dt in COLUMNS.items()}
-        new_attrs: dict[int, dict] = {}
-        new_names: dict[int, str] = {}
-        if attrs or names:
-            inv = np.empty(n, dtype=np.int64)
-            inv[order] = np.arange(n, dtype=np.int64)
-            new_attrs, new_names = _renumbered(attrs, inv), _renumbered(names, inv)
-        del order
+            keys["lane"] = remap[keys["lane"]]
+        order = row_order(keys["lane"], keys["start"], keys["end"])
+        inv = np.empty(n, dtype=np.int64)
+        inv[order] = np.arange(n, dtype=np.int64)
+        # Columns in COLUMNS order. The joined ones are gathered by the order; every other column is scattered
+        # from its pieces to their sorted places (never joined: each piece is freed once placed). parent and
+        # depth: placeholders that the links replace.
+        full: dict[str, np.ndarray] = {}
+        for k, dt in COLUMNS.items():
+            if k in keys or k in ids:
+                full[k] = np.take(keys.pop(k) if k in keys else ids.pop(k), order)
+            elif k in ("parent", "depth"):
+                full[k] = np.empty(0, dt)
+            elif not any(k in p for p in parts):
+                full[k] = np.full(n, -1 if dt.kind == "i" else 0, dtype=dt)
+            elif len(parts) == 1:
+                full[k] = np.take(take(0, k, dt), order)
+            else:
+                out = np.empty(n, dtype=dt)
+                at = 0
+                for i, m in enumerate(sizes):
+                    out[inv[at:at + m]] = take(i, k, dt)
+                    at += m
+                full[k] = out
+        new_attrs, new_names = _renumbered(attrs, inv), _renumbered(names, inv)
         counts = np.bincount(full["lane"], minlength=len(sorted_lanes)) if n else np.zeros(len(sorted_lanes), np.int64)
         offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        tl = cls(
+        parent, depth = links.to_sorted(order, inv)
+        del order, inv
+        if depth is None:  # a clash of ids, or a chain longer than short_depths follows (maybe a cycle)
+            depth = short_depths(parent)
+            if depth is None:
+                break_parent_cycles(parent, full["start"])
+                depth = _walked_depths(parent)
+        full["parent"], full["depth"] = parent, depth
+        return cls(
             cols=full,
             phases=list(phases),
             lanes=sorted_lanes,
@@ -212,61 +248,6 @@ class Timeline:
             attrs=new_attrs,
             names=new_names,
         )
-        tl._link_parents()
-        return tl
-
-    def _link_parents(self) -> None:
-        """Compute the ``parent`` and ``depth`` columns (see ``from_unsorted``)."""
-        c = self.cols
-        n = len(c["start"])
-        if n == 0:
-            c["parent"] = np.empty(0, dtype=COLUMNS["parent"])
-            c["depth"] = np.empty(0, dtype=COLUMNS["depth"])
-            return
-        # Key = (trace, span_id). Span ids are random 64-bit numbers, so search by id alone
-        # (one argsort + searchsorted, O(n log n)) and check the trace; only ids that occur more
-        # than once (rare: clashes across traces) are resolved by scanning their short run.
-        trace = c["trace"]
-        ids = c["span_id"]
-        order = np.argsort(ids, kind="stable")
-        s_id = ids[order]
-        p_id = c["parent_span_id"]
-        has = np.flatnonzero(p_id != 0)
-        parent = np.full(n, -1, dtype=np.int64)
-        if len(has):
-            q_id = p_id[has]
-            pos = np.minimum(np.searchsorted(s_id, q_id, side="left"), n - 1)
-            cand = order[pos]
-            ok = (s_id[pos] == q_id) & (trace[cand] == trace[has])
-            parent[has[ok]] = cand[ok]
-            dup = np.zeros(n, dtype=bool)
-            dup[1:] = s_id[1:] == s_id[:-1]
-            if dup.any():
-                # Queries whose id run has more than one row: pick the row of the same trace.
-                run_dup = dup[np.minimum(pos + 1, n - 1)] & (pos + 1 < n)
-                for j in np.flatnonzero(run_dup & (s_id[pos] == q_id)).tolist():
-                    k, t = int(pos[j]), trace[has[j]]
-                    parent[has[j]] = -1
-                    while k < n and s_id[k] == q_id[j]:
-                        if trace[order[k]] == t:
-                            parent[has[j]] = order[k]
-                            break
-                        k += 1
-        parent[parent == np.arange(n)] = -1  # a span that names itself as parent is a root
-        depth = short_depths(parent)
-        if depth is None:  # a chain longer than short_depths follows, maybe a cycle
-            break_parent_cycles(parent, c["start"])
-            # Depth: iterate parent pointers (no cycles are left, so this ends after the longest chain).
-            depth = np.zeros(n, dtype=np.int16)
-            cur = parent.copy()
-            while True:
-                m = cur >= 0
-                if not m.any():
-                    break
-                depth[m] = np.minimum(depth[m] + 1, np.iinfo(np.int16).max)
-                cur[m] = parent[cur[m]]
-        c["parent"] = parent
-        c["depth"] = depth
 
     @staticmethod
     def concat(parts: Sequence[Timeline]) -> Timeline:

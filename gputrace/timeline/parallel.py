@@ -1,19 +1,20 @@
-"""Parallel reading of large plain OTLP JSONL files: byte ranges decoded in several processes.
+"""Parallel reading of large plain OTLP JSONL files: pieces of the file decoded in several processes.
 
 JSON decoding holds the GIL (msgspec and orjson alike), so threads do not help; a single
-process reads about 0.25-0.3 M spans/s on our machines, under the 0.5 M spans/s target. A
-large uncompressed file is therefore split into byte ranges at line boundaries; the calling
-process reads the first range itself with a ``TraceLoader`` while one worker process per other
-range (a ``python`` running ``_main`` below) reads the rest, and the parent remaps the
-workers' phase, lane, resource and trace tables into one set and builds one Timeline. With
-``workers=2`` that is one extra process: on a 2-core machine the parent's core is not left idle
-and only one interpreter starts (~0.3 CPU-s).
+process reads about 0.3 M spans/s on our machines, under the 0.5 M spans/s target. A large
+uncompressed file is therefore cut at line starts into pieces of ``PIECE_BYTES``; the calling
+process claims pieces from the front and reads them as one stream with a ``TraceLoader``, while each
+worker process (a ``python`` running ``_main`` below) claims pieces from the back and reads each with a
+loader of its own, until the claims meet (``_pieces.ClaimBoard``). So the processes end within about one
+piece of each other however the machine's other work slows one of them, and a worker that starts late
+gets fewer pieces. The parent then remaps the pieces' phase, lane, resource and trace tables into one
+set, in file order, and builds one Timeline. With ``workers=2`` that is one extra process: on a 2-core
+machine the parent's core is not left idle and only one interpreter starts (~0.2 CPU-s).
 
-What crosses the process boundary is what our own workers built: numpy columns, lists of
-strings and dicts of plain attribute values, pickled by the worker (protocol 5, the numpy buffers
-out of band) into an anonymous shared-memory file that the parent created and handed down
-(``_part_file``), then mapped and unpickled by that parent; the columns stay views of the mapping (no
-copy). Trace text is only ever parsed as JSON; no pickle comes from a path in the file system.
+What crosses the process boundary is what our own workers built: numpy columns, lists of strings and
+dicts of plain attribute values, in a part file (``_pieces.dump_part``: an anonymous shared-memory file
+that the parent created and handed down, mapped by the parent; the columns stay views of the mapping).
+Trace text is only ever parsed as JSON; no pickle comes from a path in the file system.
 
 Errors keep their meaning: line numbers are translated to the file's line numbers, and in
 strict mode the error with the lowest line is raised.
@@ -22,13 +23,9 @@ strict mode the error with the lowest line is raised.
 from __future__ import annotations
 
 import math
-import mmap
 import os
-import pickle
-import struct
 import subprocess
 import sys
-import tempfile
 from itertools import pairwise
 
 import numpy as np
@@ -36,6 +33,7 @@ import numpy as np
 from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import iter_line_blocks
 from gputrace.timeline._loader import TraceLoader
+from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
 
@@ -79,26 +77,44 @@ def default_workers() -> int:
     return max(1, min(8, n, math.floor(n - _load_average()) + 2))
 
 
-#: Bytes the calling process reads more than each worker: about what it reads while a worker
-#: process starts (~0.25 CPU-s at ~150 MB/s) and pickles its columns, so that the parts end together.
-#: Measured at 1 M spans on 2 cores (benchmarks/RESULTS.md, step 10): with 32 MiB the caller waited a
-#: median 0.12 s for the worker, with 44 MiB 0.06 s.
-HEAD_START_BYTES = 48 << 20
+#: Bytes per piece (cut at line starts; a quarter of that in the middle of the file, ``piece_bounds``). A process
+#: claims a piece only when it has read the one before, so the processes end within about one piece's read of
+#: each other (~0.01 s for a middle piece at ~180 MB/s); smaller pieces cost nothing measurable
+#: (benchmarks/RESULTS.md, step 15: 127 MB as 15 or 63 pieces read in 0.62-0.79 CPU-s, as one range 0.64-0.75).
+PIECE_BYTES = 8 << 20
+#: At least this many pieces per process (smaller files).
+MIN_PIECES_PER_PROCESS = 4
 
 
-def split_ranges(path, parts: int, head_start: int = 0) -> list[tuple[int, int]]:
-    """``parts`` byte ranges covering the file, each starting at the beginning of a line; the first
-    is ``head_start`` bytes longer than the others (at most twice as long)."""
+def split_ranges(path, parts: int) -> list[tuple[int, int]]:
+    """Up to ``parts`` byte ranges of about equal size covering the file, each starting at the beginning
+    of a line (fewer where lines are longer than a range)."""
     size = os.path.getsize(path)
     if parts <= 1 or size == 0:
         return [(0, size)]
-    extra = min(head_start, size // parts)
-    share = (size - extra) / parts
+    return list(pairwise(_line_starts(path, size, [size / parts * k for k in range(1, parts)])))
+
+
+def piece_bounds(path, workers: int) -> list[int]:
+    """The bounds of a parallel read's pieces (``n + 1`` offsets, each piece starting at a line start):
+    ``PIECE_BYTES`` in the outer quarters, a quarter of that in the middle half, where the claims from
+    the front and the back meet (the last pieces read decide how long one process waits for another)."""
+    size = os.path.getsize(path)
+    small = PIECE_BYTES // 4
+    if size < 2 * PIECE_BYTES * MIN_PIECES_PER_PROCESS * workers:
+        return [a for a, _ in split_ranges(path, MIN_PIECES_PER_PROCESS * workers)] + [size]
+    q1, q3 = size // 4, size - size // 4
+    pos = list(range(PIECE_BYTES, q1, PIECE_BYTES)) + list(range(q1, q3, small))
+    pos += list(range(q3, size - PIECE_BYTES // 2, PIECE_BYTES))
+    return _line_starts(path, size, pos)
+
+
+def _line_starts(path, size: int, positions) -> list[int]:
+    """0, the start of the first line after each of ``positions`` (ascending; repeats dropped), and ``size``."""
     cuts = [0]
     with open(path, "rb") as f:
-        for k in range(1, parts):
-            pos = max(int(extra + share * k), cuts[-1])
-            f.seek(pos)
+        for p in positions:
+            f.seek(max(int(p), cuts[-1]))
             f.readline()  # move to the start of the next line
             cut = f.tell()
             if cut >= size:
@@ -106,7 +122,7 @@ def split_ranges(path, parts: int, head_start: int = 0) -> list[tuple[int, int]]
             if cut > cuts[-1]:
                 cuts.append(cut)
     cuts.append(size)
-    return list(pairwise(cuts))
+    return cuts
 
 
 class _Bounded:
@@ -123,26 +139,71 @@ class _Bounded:
         return data
 
 
+class _FrontStream:
+    """The caller's reads: the pieces it claims from the front of the board, as one stream (they follow
+    each other in the file). A piece is claimed when the one before has been read; ``stop()`` claims no more."""
+
+    def __init__(self, f, board: ClaimBoard) -> None:
+        self.f, self.board = f, board
+        self.left = 0
+        self.end = 0  # end of the claimed pieces
+        self.pieces = 0  # pieces claimed
+        self.stopped = False
+
+    def read(self, n: int) -> bytes:
+        if self.left <= 0:
+            i = None if self.stopped else self.board.claim_front()
+            if i is None:
+                self.stopped = True
+                return b""
+            a, b = self.board.piece(i)
+            assert i == self.pieces and a == self.end, "the caller's pieces follow each other"
+            self.left, self.end, self.pieces = b - a, b, i + 1
+        data = self.f.read(min(n, self.left))
+        self.left -= len(data)
+        return data
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
 def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
-    """Worker: load lines in [start, end) of ``path``; line numbers local to the range."""
+    """Load lines in [start, end) of ``path``; line numbers local to the range."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        return _read_stream(path, _Bounded(f, end - start), start, lambda: end, lenient)
+
+
+def _read_front(path: str, board: ClaimBoard, lenient: bool) -> dict:
+    """The caller's share: the pieces it claims from the front, read in order by one loader."""
+    with open(path, "rb") as f:
+        stream = _FrontStream(f, board)
+        res = _read_stream(path, stream, 0, lambda: stream.end, lenient, stream.stop)
+    res["pieces"] = stream.pieces
+    return res
+
+
+def _read_stream(path: str, stream, start: int, end, lenient: bool, stop=None) -> dict:
+    """Load the lines of ``stream`` (the file from ``start`` to ``end()``); on a strict error, ``stop()``
+    is called and the lines up to ``end()`` are counted (the parent needs every part's line count)."""
     loader = TraceLoader(lenient=lenient)
     loader.report.files.append(path)
     line_no = 0
     error = None
-    with open(path, "rb") as f:
-        f.seek(start)
-        try:
-            for line, block, terminated in iter_line_blocks(_Bounded(f, end - start), _READ):
-                if line is None:
-                    assert block is not None
-                    line_no = loader.feed_block(path, line_no, block)
-                else:
-                    line_no += 1
-                    loader.feed(path, line_no, line, terminated)
-            loader.flush()
-        except TraceFormatError as e:
-            error = e
-            line_no = _count_lines(path, start, end)  # the parent needs every range's line count
+    try:
+        for line, block, terminated in iter_line_blocks(stream, _READ):
+            if line is None:
+                assert block is not None
+                line_no = loader.feed_block(path, line_no, block)
+            else:
+                line_no += 1
+                loader.feed(path, line_no, line, terminated)
+        loader.flush()
+    except TraceFormatError as e:
+        error = e
+        if stop is not None:
+            stop()
+        line_no = _count_lines(path, start, end())
     it = loader.it
     attrs: dict[int, dict] = {}
     chunks: list[dict[str, np.ndarray]] = []
@@ -186,111 +247,63 @@ def _count_lines(path: str, start: int, end: int) -> int:
 _WORKER = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
            "from gputrace.timeline.parallel import _main; sys.exit(_main(sys.argv[1:]))")
 
-#: Header of a part file: pickle length, number of out-of-band buffers; then one length per buffer.
-_HEAD = struct.Struct("<QQ")
-_ALIGN = 64
+def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
+    """Read the file with this process and ``workers - 1`` worker processes (``_WORKER``) sharing one
+    ``ClaimBoard``; return every part's result in file order (this process's pieces as one part, then
+    each worker piece).
 
-
-def _part_file() -> int:
-    """A new anonymous file for a worker's result (an fd; shared memory where the system has
-    ``memfd_create``, else an unlinked temporary file). Raises OSError."""
-    if hasattr(os, "memfd_create"):
-        try:
-            return os.memfd_create("gputrace-part", os.MFD_CLOEXEC)
-        except OSError:
-            pass
-    with tempfile.TemporaryFile() as f:
-        return os.dup(f.fileno())
-
-
-def _dump_part(res: dict, fd: int) -> None:
-    """Write ``res`` into ``fd`` (``_load_part``'s format): header, pickle (protocol 5), then each
-    out-of-band buffer (numpy columns) at a 64-byte boundary."""
-    bufs: list[pickle.PickleBuffer] = []
-    meta = pickle.dumps(res, protocol=5, buffer_callback=bufs.append)
-    raws = [b.raw() for b in bufs]
-    head = _HEAD.pack(len(meta), len(raws)) + struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
-    with os.fdopen(fd, "wb", closefd=False) as f:
-        f.write(head)
-        f.write(meta)
-        pos = len(head) + len(meta)
-        for r in raws:
-            pad = -pos % _ALIGN
-            f.write(b"\0" * pad)
-            f.write(r)
-            pos += pad + r.nbytes
-
-
-def _load_part(fd: int) -> dict:
-    """A worker's result from its part file (our own worker wrote it: see the module docstring). The
-    numpy columns are views of a copy-on-write mapping of the file, alive while they are."""
-    size = os.fstat(fd).st_size
-    mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    view = memoryview(mm)
-    nmeta, nbuf = _HEAD.unpack_from(view, 0)
-    lens = struct.unpack_from(f"<{nbuf}Q", view, _HEAD.size)
-    pos = _HEAD.size + 8 * nbuf
-    meta = view[pos:pos + nmeta]
-    pos += nmeta
-    bufs = []
-    for n in lens:
-        pos += -pos % _ALIGN
-        bufs.append(view[pos:pos + n])
-        pos += n
-    if pos > size:
-        raise ValueError("part file shorter than its header says")
-    return pickle.loads(meta, buffers=bufs)
-
-
-def _run_workers(path: str, ranges: list[tuple[int, int]], lenient: bool) -> list[dict]:
-    """Read ``ranges[0]`` in this process while one worker process (``_WORKER``) per other range
-    reads that one; return every range's result, in order.
-
-    Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods
-    re-import the caller's ``__main__`` (re-running an unguarded script's top level in every
-    worker), and fork is unsafe in a process with threads (the TUI). A worker writes its result into
-    a part file (``_part_file``) inherited as a file descriptor, so nothing of ours drains a pipe while
-    we read our own range. A range whose worker fails is read here instead (``RuntimeError`` is never
-    surfaced for a worker problem). An exception of our own read (a bug, KeyboardInterrupt) kills the
-    workers.
+    Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods re-import
+    the caller's ``__main__`` (re-running an unguarded script's top level in every worker), and fork is
+    unsafe in a process with threads (the TUI). A worker writes its pieces into a part file inherited as
+    a file descriptor. Pieces that a worker claimed but did not deliver (it failed, or could not start)
+    are read here (``RuntimeError`` is never surfaced for a worker problem). An exception of our own
+    read (a bug, KeyboardInterrupt) kills the workers.
     """
     import gputrace
 
+    cuts = piece_bounds(path, workers)
+    try:
+        board = ClaimBoard.create(cuts)
+    except OSError:  # no shared file: everything is read here
+        return [_read_range(path, 0, cuts[-1], lenient)]
     env = dict(os.environ)
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gputrace.__file__)))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    procs: list[tuple[subprocess.Popen, int] | None] = []
+    procs: list[tuple[subprocess.Popen, int]] = []
     try:
-        for a, b in ranges[1:]:
+        for _ in range(workers - 1):
             fd = -1
             try:
-                fd = _part_file()
+                fd = new_anonymous_file()
                 procs.append((subprocess.Popen(
-                    [sys.executable, "-c", _WORKER, str(fd), path, str(a), str(b), str(int(lenient))],
+                    [sys.executable, "-c", _WORKER, str(board.fd), str(fd), path, str(int(lenient))],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                    pass_fds=(fd,)), fd))
-            except OSError:  # cannot start a process: that range is read here
+                    pass_fds=(board.fd, fd)), fd))
+            except OSError:  # cannot start a process: its pieces are claimed by the others
                 if fd >= 0:
                     os.close(fd)
-                procs.append(None)
-        first = _read_range(path, ranges[0][0], ranges[0][1], lenient)
-        parts = [first]
-        for (a, b), pf in zip(ranges[1:], procs, strict=True):
-            part = None
-            if pf is not None and pf[0].wait() == 0:
+        first = _read_front(path, board, lenient)
+        if first["error"] is not None:  # strict: the caller's pieces come first, so its error is the lowest
+            return [first]
+        done: dict[int, dict] = {}
+        for p, fd in procs:
+            if p.wait() == 0:
                 try:
-                    part = _load_part(pf[1])
-                except (OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error):
-                    part = None  # a worker that died while writing: its range is read here
-            parts.append(part if part is not None else _read_range(path, a, b, lenient))
+                    done.update(load_part(fd))  # (piece, result) records
+                except PART_ERRORS:
+                    pass  # a worker that died while writing: its pieces are read below
+        parts = [first]
+        for i in range(first["pieces"], board.n):
+            got = done.get(i)
+            parts.append(got if got is not None else _read_range(path, *board.piece(i), lenient))
         return parts
     finally:
-        for pf in procs:
-            if pf is not None:
-                if pf[0].poll() is None:
-                    pf[0].kill()
-                    pf[0].wait()
-                os.close(pf[1])
+        for p, fd in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(fd)
+        os.close(board.fd)
 
 
 def _shifted(e: TraceFormatError, lines_before: int) -> TraceFormatError:
@@ -309,8 +322,7 @@ def read_parallel(path, lenient: bool = False,
     """
     path = os.fspath(path)
     workers = workers or default_workers()
-    ranges = split_ranges(path, workers, HEAD_START_BYTES)
-    parts = _run_workers(path, ranges, lenient)
+    parts = _run_workers(path, workers, lenient)
     offsets = np.cumsum([0] + [p["nlines"] for p in parts])
     errors = []
     for p, off in zip(parts, offsets[:-1], strict=True):
@@ -373,10 +385,20 @@ def timeline_parallel(path, lenient: bool = False, workers: int | None = None) -
     return tl
 
 
+def _work(board: ClaimBoard, path: str, lenient: bool, part_fd: int) -> int:
+    """A worker's share: pieces claimed from the back until the claims meet, each read by its own loader
+    and appended to the part file as ``(piece, result)``; returns the number of pieces."""
+    n = 0
+    while (i := board.claim_back()) is not None:
+        dump_part((i, _read_range(path, *board.piece(i), lenient)), part_fd)
+        n += 1
+    return n
+
+
 def _main(argv: list[str]) -> int:
-    """A worker: ``FD PATH START END LENIENT``; reads the range and writes the result into ``FD``."""
-    fd, path, start, end, lenient = int(argv[0]), argv[1], int(argv[2]), int(argv[3]), argv[4] == "1"
-    _dump_part(_read_range(path, start, end, lenient), fd)
+    """A worker: ``BOARD_FD PART_FD PATH LENIENT``; reads its pieces into ``PART_FD``."""
+    board_fd, part_fd, path, lenient = int(argv[0]), int(argv[1]), argv[2], argv[3] == "1"
+    _work(ClaimBoard.open(board_fd), path, lenient, part_fd)
     return 0
 
 

@@ -186,6 +186,33 @@ def test_same_span_id_in_two_traces_links_within_its_trace(tmp_path):
             assert d["parent"] == -1 and d["depth"] == 0  # names itself as parent
 
 
+def test_a_negative_device_keeps_its_own_host(tmp_path):
+    # The lane key once packed device + 1 into 16 bits of one int64: a device below -1 spilled into the resource
+    # bits and the span was given another resource's host (Python's negative indexing).
+    from gputrace.timeline import _columns
+
+    t = b"\x01" * 16
+    lines = [encode_request({"host.name": h}, [dict(trace_id=t, span_id=i + 1, name="ntt", start_ns=i, end_ns=i + 1,
+                                                    attributes={"gputrace.device": dev, "gputrace.lane": "stream:0"})])
+             for i, (h, dev) in enumerate([("a", 0), ("b", -5), ("c", 3)])]
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    for dense in (_columns._DENSE_LANES, 0):  # the lookup table and the packed keys
+        _columns._DENSE_LANES = dense
+        try:
+            for fast in (True, False):
+                from gputrace.timeline.reader import TraceLoader, load_file_into
+
+                ld = TraceLoader(fast=fast)
+                load_file_into(ld, p)
+                tl = ld.timeline()
+                got = sorted((tl.lanes[int(tl.lane[r])].host, tl.lanes[int(tl.lane[r])].device, int(tl.device[r]))
+                             for r in range(tl.n))
+                assert got == [("a", 0, 0), ("b", -5, -5), ("c", 3, 3)]
+        finally:
+            _columns._DENSE_LANES = 1 << 16
+
+
 def test_blank_lines_and_crlf_are_ignored(tmp_path):
     line = encode_request({}, [dict(trace_id=b"\x01" * 16, span_id=1, name="x", start_ns=1, end_ns=2)])
     p = tmp_path / "t.jsonl"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import pickle
-import struct
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import gputrace.timeline.parallel as par
 from gputrace.otlp.encode import encode_request
 from gputrace.testing.synthetic import write_synthetic
 from gputrace.timeline import TraceFormatError, read_trace
+from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
 
 
 @pytest.fixture
@@ -20,24 +20,66 @@ def small_threshold(monkeypatch):
     monkeypatch.setattr(par, "MIN_PARALLEL_BYTES", 0)
 
 
+@pytest.fixture
+def shared_pieces(monkeypatch, small_threshold):
+    """The caller claims its next piece only once the workers hold as many, up to two (or after 10 s), so that
+    workers read pieces of these small files (a worker starts in ~0.2 s, by when the caller alone would be done).
+    Returns the number of worker pieces of each read."""
+    real_claim, real_run = ClaimBoard.claim_front, par._run_workers
+    counts: list[int] = []
+
+    def claim_front(self):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            front, back = self.taken()
+            if front >= back or self.n - back >= min(front, 2):
+                break
+            time.sleep(0.002)
+        return real_claim(self)
+
+    def run_workers(*a, **kw):
+        parts = real_run(*a, **kw)
+        counts.append(len(parts) - 1)
+        return parts
+
+    monkeypatch.setattr(ClaimBoard, "claim_front", claim_front)
+    monkeypatch.setattr(par, "_run_workers", run_workers)
+    return counts
+
+
 def test_split_ranges_start_on_lines(tmp_path):
     p = tmp_path / "t.jsonl"
     p.write_bytes(b"".join(b"x" * (i % 7) + b"\n" for i in range(100)))
     data = p.read_bytes()
     for parts in (1, 2, 3, 8, 200):
-        for head in (0, 40, 10_000):
-            rs = par.split_ranges(p, parts, head)
-            assert rs[0][0] == 0 and rs[-1][1] == len(data)
-            assert all(a == prev_b for (_, prev_b), (a, _) in zip(rs, rs[1:]))
-            assert all(a == 0 or data[a - 1:a] == b"\n" for a, _ in rs)
-    first, second = par.split_ranges(p, 2, 60)
-    assert first[1] - first[0] > second[1] - second[0] + 40  # the caller's range is longer by ~head_start
+        rs = par.split_ranges(p, parts)
+        assert rs[0][0] == 0 and rs[-1][1] == len(data) and len(rs) <= parts
+        assert all(a == prev_b for (_, prev_b), (a, _) in zip(rs, rs[1:], strict=False))
+        assert all(a == 0 or data[a - 1:a] == b"\n" for a, _ in rs)
+        assert all(b > a for a, b in rs)
 
 
-def test_parallel_read_equals_in_process_read(tmp_path, small_threshold):
+def test_piece_bounds_are_line_starts_and_smaller_in_the_middle(tmp_path, monkeypatch):
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"".join(b"y" * (i % 50) + b"\n" for i in range(20_000)))  # ~500 kB
+    data = p.read_bytes()
+    monkeypatch.setattr(par, "PIECE_BYTES", 8192)
+    cuts = par.piece_bounds(p, 2)
+    assert cuts[0] == 0 and cuts[-1] == len(data) and all(b > a for a, b in zip(cuts, cuts[1:], strict=False))
+    assert all(data[c - 1:c] == b"\n" for c in cuts[1:-1])
+    sizes = np.diff(cuts)
+    outer, middle = sizes[: len(sizes) // 8], sizes[len(sizes) * 3 // 8: len(sizes) * 5 // 8]
+    assert np.median(outer) > 3 * np.median(middle) and abs(np.median(middle) - 2048) < 100
+    small = tmp_path / "s.jsonl"
+    small.write_bytes(data[:30_000])  # too small for pieces of PIECE_BYTES: MIN_PIECES_PER_PROCESS per process
+    assert len(par.piece_bounds(small, 3)) - 1 == 3 * par.MIN_PIECES_PER_PROCESS
+
+
+def test_parallel_read_equals_in_process_read(tmp_path, shared_pieces):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=3, batches=3, shuffle_lines=True, spans_per_line=17)
     a, b = read_trace(p, workers=1), read_trace(p, workers=3)
+    assert shared_pieces[-1] >= 2  # the workers read pieces
     assert a.n == b.n and a.lanes == b.lanes and set(a.trace_ids) == set(b.trace_ids)
     assert [a.trace_ids[i] for i in a.trace] == [b.trace_ids[i] for i in b.trace]
     for col in ("start", "end", "lane", "depth", "device", "gpu_start", "span_id", "kind", "batch"):
@@ -52,7 +94,7 @@ def _line(i: int) -> bytes:
                                                     start_ns=i, end_ns=i + 1)]) + b"\n"
 
 
-def test_parallel_errors_carry_file_line_numbers(tmp_path, small_threshold):
+def test_parallel_errors_carry_file_line_numbers(tmp_path, shared_pieces):
     lines = [_line(i) for i in range(40)]
     lines[30] = b"garbage\n"
     lines[35] = b"{oops\n"
@@ -64,6 +106,7 @@ def test_parallel_errors_carry_file_line_numbers(tmp_path, small_threshold):
     tl = read_trace(p, lenient=True, workers=4)
     assert tl.n == 38 and tl.load_report.lines_skipped == 2
     assert [e.line for e in tl.load_report.problems] == [31, 36]
+    assert shared_pieces[-1] >= 1
 
 
 def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, monkeypatch):
@@ -91,22 +134,55 @@ def test_workers_run_our_package_not_one_in_the_working_directory(tmp_path, smal
     assert got.n == want.n > 0 and np.array_equal(got.cols["start"], want.cols["start"])
 
 
-def test_the_caller_reads_the_first_range_itself(tmp_path, small_threshold, monkeypatch):
+def test_the_caller_claims_from_the_front_and_a_worker_from_the_back(tmp_path, shared_pieces, monkeypatch):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
-    started = []
-    real_popen = par.subprocess.Popen
+    started, fronts = [], []
+    real_popen, real_front = par.subprocess.Popen, par._read_front
 
     def popen(args, **kw):
-        started.append((int(args[-3]), int(args[-2])))
+        started.append(args)
         return real_popen(args, **kw)
 
+    def read_front(path, board, lenient):
+        res = real_front(path, board, lenient)
+        fronts.append((res["pieces"], board.n, board.taken()))
+        return res
+
     monkeypatch.setattr(par.subprocess, "Popen", popen)
+    monkeypatch.setattr(par, "_read_front", read_front)
     a, b = read_trace(p, workers=1), read_trace(p, workers=2)
-    ranges = par.split_ranges(p, 2, par.HEAD_START_BYTES)
-    assert len(ranges) == 2 and started == ranges[1:]  # one worker process, for the second range
+    assert len(started) == 1  # one worker process; the caller reads too
+    (mine, n, (front, back)), = fronts
+    assert n == 2 * par.MIN_PIECES_PER_PROCESS and front == back == mine  # the claims met
+    assert 1 <= mine < n and shared_pieces == [n - mine]  # the rest was the worker's
     assert a.n == b.n and np.array_equal(a.cols["start"], b.cols["start"])
     assert np.array_equal(a.cols["span_id"], b.cols["span_id"]) and a.lanes == b.lanes
+
+
+def test_pieces_a_worker_claimed_but_did_not_deliver_are_read_here(tmp_path, shared_pieces, monkeypatch):
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    # The worker claims two pieces from the back, then dies.
+    monkeypatch.setattr(par, "_WORKER", "import sys; from gputrace.timeline._pieces import ClaimBoard; "
+                                        "b = ClaimBoard.open(int(sys.argv[1])); b.claim_back(); b.claim_back(); "
+                                        "sys.exit(3)")
+    got, want = read_trace(p, workers=2), read_trace(p, workers=1)
+    assert shared_pieces[0] == 2  # read here, as two parts after the caller's
+    assert got.n == want.n > 0 and np.array_equal(got.cols["span_id"], want.cols["span_id"])
+    assert got.load_report.lines == want.load_report.lines
+
+
+def test_board_claims_meet_once_every_piece_is_taken():
+    board = ClaimBoard.create([0, 10, 20, 30, 45])
+    try:
+        other = ClaimBoard.open(board.fd)  # as a worker sees it
+        assert other.cuts == board.cuts and other.n == 4
+        assert board.claim_front() == 0 and other.claim_back() == 3 and other.claim_back() == 2
+        assert board.claim_front() == 1 and board.claim_front() is None and other.claim_back() is None
+        assert board.taken() == (2, 2) and board.piece(3) == (30, 45)
+    finally:
+        os.close(board.fd)
 
 
 def test_parallel_reads_from_two_free_cpus(monkeypatch):
@@ -135,13 +211,17 @@ def test_part_file_round_trip_keeps_columns_as_writable_views():
     res = {"chunks": [{"start": np.arange(1000, dtype=np.int64), "kind": np.ones(7, np.int8)},
                       {"start": np.arange(3, dtype=np.int64)[::-1]}],  # a non-contiguous column goes in-band
            "phases": ["prove", "ntt"], "attrs": {5: {"k": "v", "n": 3}}, "nlines": 12, "error": None}
-    fd = par._part_file()
+    fd = new_anonymous_file()
     try:
-        par._dump_part(res, fd)
-        got = par._load_part(fd)
-        again = par._load_part(fd)
+        assert load_part(fd) == []
+        dump_part((7, res), fd)
+        dump_part((3, {"chunks": [{"end": np.arange(5, dtype=np.int32)}]}), fd)  # records are appended
+        (i, got), (j, second) = load_part(fd)
+        (_, again), _ = load_part(fd)
     finally:
         os.close(fd)
+    assert (i, j) == (7, 3) and second["chunks"][0]["end"].tolist() == [0, 1, 2, 3, 4]
+    assert second["chunks"][0]["end"].ctypes.data % 64 == 0
     assert got["phases"] == res["phases"] and got["attrs"] == res["attrs"] and got["nlines"] == 12
     for a, b in zip(got["chunks"], res["chunks"], strict=True):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
@@ -151,23 +231,31 @@ def test_part_file_round_trip_keeps_columns_as_writable_views():
     assert np.array_equal(again["chunks"][0]["start"], np.arange(1000))
 
 
-@pytest.mark.parametrize("keep", [0, 10, 200, -100])
-def test_a_truncated_part_file_is_refused(keep):
-    res = {"chunks": [{"start": np.arange(5000, dtype=np.int64)}], "phases": ["x"]}
-    fd = par._part_file()
+@pytest.mark.parametrize("cut", [10, 200, 100, 3])
+def test_a_truncated_part_file_is_refused(cut):
+    fd = new_anonymous_file()
     try:
-        par._dump_part(res, fd)
-        os.ftruncate(fd, keep if keep >= 0 else os.fstat(fd).st_size + keep)
-        with pytest.raises((ValueError, EOFError, pickle.UnpicklingError, struct.error)):
-            par._load_part(fd)
+        dump_part((0, {"chunks": [{"start": np.arange(5000, dtype=np.int64)}], "phases": ["x"]}), fd)
+        whole = os.fstat(fd).st_size
+        dump_part((1, {"chunks": [{"start": np.arange(100, dtype=np.int64)}]}), fd)
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        assert [i for i, _ in load_part(fd)] == [0, 1]
+        for size in (cut, whole + cut, len(data) - cut):  # in the first record, the second, its end
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data[:size], 0)
+            with pytest.raises(PART_ERRORS):
+                load_part(fd)
     finally:
         os.close(fd)
 
 
-def test_a_worker_that_leaves_a_broken_part_file_is_read_here(tmp_path, small_threshold, monkeypatch):
+def test_a_worker_that_leaves_a_broken_part_file_is_read_here(tmp_path, shared_pieces, monkeypatch):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2, spans_per_line=9)
-    # The worker writes a header that promises more than it wrote, then exits 0.
-    monkeypatch.setattr(par, "_WORKER", "import os, struct, sys; os.write(int(sys.argv[1]), struct.pack('<QQ', 99, 0))")
+    # The worker claims two pieces, writes a header that promises more than it wrote, then exits 0.
+    monkeypatch.setattr(par, "_WORKER", "import os, struct, sys; from gputrace.timeline._pieces import ClaimBoard; "
+                                        "b = ClaimBoard.open(int(sys.argv[1])); b.claim_back(); b.claim_back(); "
+                                        "os.write(int(sys.argv[2]), struct.pack('<QQ', 99, 0))")
     got, want = read_trace(p, workers=2), read_trace(p, workers=1)
+    assert shared_pieces[0] == 2
     assert got.n == want.n > 0 and np.array_equal(got.cols["span_id"], want.cols["span_id"])

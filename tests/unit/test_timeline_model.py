@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gputrace.timeline import Lane, Timeline
 
@@ -150,3 +151,48 @@ def test_from_parts_equals_from_unsorted_of_the_joined_columns():
     assert list(got.cols) == list(COLUMNS)
     empty = Timeline.from_parts([], [], [])
     assert empty.n == 0 and sorted(empty.cols) == sorted(COLUMNS)
+
+
+def _reference_parents(tl: Timeline) -> list[int]:
+    # The contract, walked by hand on the sorted rows: the first sorted row with the parent id and the same trace;
+    # a row whose first such row is itself is a root; then cycles broken (break_parent_cycles, tested above).
+    from gputrace.timeline._rows import break_parent_cycles
+
+    first: dict[tuple[int, int], int] = {}
+    for r in range(tl.n):
+        first.setdefault((int(tl.trace[r]), int(tl.span_id[r])), r)
+    out = []
+    for r in range(tl.n):
+        pid = int(tl.parent_span_id[r])
+        p = first.get((int(tl.trace[r]), pid), -1) if pid else -1
+        out.append(-1 if p == r else p)
+    parent = np.array(out, dtype=np.int64)
+    break_parent_cycles(parent, tl.start)
+    return parent.tolist()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_parent_links_found_before_the_sort_follow_the_sorted_rows(seed):
+    # The links are found on the rows as read and mapped to the sorted rows; where ids clash, the row first in
+    # the sorted Timeline wins, whatever order the rows were read in.
+    rng = np.random.default_rng(seed)
+    n = 3000
+    ids = rng.integers(1, 400, n).astype(np.uint64)  # many clashes, within and across traces
+    cols = {
+        "start": rng.integers(0, 200, n), "end": rng.integers(200, 260, n),
+        "lane": rng.integers(0, 3, n).astype(np.int32), "phase": np.zeros(n, np.int32),
+        "trace": rng.integers(0, 3, n).astype(np.int32), "span_id": ids,
+        "parent_span_id": np.where(rng.random(n) < 0.2, 0, np.where(rng.random(n) < 0.05, ids,
+                                                                    rng.integers(1, 450, n))).astype(np.uint64),
+    }
+    lanes = [Lane("h", 1, 0, f"stream:{s}") for s in (2, 0, 1)]
+    tl = Timeline.from_unsorted(dict(cols), ["p"], lanes, [], ["t0", "t1", "t2"])
+    assert tl.parent.tolist() == _reference_parents(tl)
+    for r in range(tl.n):  # depths of the plain walk (cycles broken)
+        p, d = int(tl.parent[r]), 0
+        while p >= 0:
+            d, p = d + 1, int(tl.parent[p])
+        assert tl.depth[r] == d
+    rev = {k: v[::-1].copy() for k, v in cols.items()}  # the same rows read in another order
+    again = Timeline.from_unsorted(rev, ["p"], lanes, [], ["t0", "t1", "t2"])
+    assert again.parent.tolist() == _reference_parents(again)
