@@ -79,7 +79,7 @@ def apply_fast_attrs(fast: list, cols: dict, kind: np.ndarray, lane_code: np.nda
         arow = np.repeat(brows, cnt)
         code = fa.code[aidx]
         present = np.bincount(code, minlength=N_COLUMN_KEYS + 1)
-        if fa.extra:  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays): back in place
+        if len(fa.ex_span):  # array-valued attributes lifted out of the raw arrays (_fast._lift_arrays): back in place
             sel = np.flatnonzero(code == N_COLUMN_KEYS)
             _other_attrs(fa, gidx, brows, aidx[sel], arow[sel], attrs)
             present[N_COLUMN_KEYS] = 0
@@ -117,19 +117,26 @@ def _other_attrs(fa, gidx: np.ndarray, brows: np.ndarray, ai: np.ndarray, r: np.
     num = ~fa.is_str[ai]
     vals[num] = fa.ival[ai][num].astype(object)
     keys, rows = fa.key[ai], r
-    ends = fa.indptr[gidx + 1].tolist()
-    lifted = [(row, end, fa.extra[g], fa.after[g]) for g, row, end in zip(gidx.tolist(), brows.tolist(), ends,
-                                                                          strict=True) if g in fa.extra]
-    if lifted:
-        at = np.searchsorted(ai, np.fromiter((end - m for _, end, _, after in lifted for m in after), np.int64))
-        keys = np.insert(keys, at, np.fromiter((k for _, _, kv, _ in lifted for k, _ in kv), object))
-        vals = np.insert(vals, at, np.fromiter((v for _, _, kv, _ in lifted for _, v in kv), object))
-        rows = np.insert(rows, at, np.fromiter((row for row, _, kv, _ in lifted for _ in kv), np.int64))
-    for row, k, v in zip(rows.tolist(), keys.tolist(), vals.tolist(), strict=True):
+    row_of = np.full(len(fa.ok), -1, dtype=np.int64)
+    row_of[gidx] = brows
+    sel = np.flatnonzero(row_of[fa.ex_span] >= 0)  # lifted ones of this group's spans
+    if len(sel):
+        sp = fa.ex_span[sel]
+        at = np.searchsorted(ai, fa.indptr[sp + 1] - fa.ex_after[sel])
+        ek = np.fromiter(fa.ex_key, dtype=object, count=len(fa.ex_key))[sel]
+        ev = np.fromiter(fa.ex_val, dtype=object, count=len(fa.ex_val))[sel]
+        keys, vals, rows = np.insert(keys, at, ek), np.insert(vals, at, ev), np.insert(rows, at, row_of[sp])
+    # Each row's attributes are consecutive: one dict(zip()) per row, not a Python step per attribute.
+    if not len(rows):
+        return
+    cut = (np.flatnonzero(rows[1:] != rows[:-1]) + 1).tolist()
+    keys_l, vals_l = keys.tolist(), vals.tolist()
+    for row, a, b in zip(rows[[0] + cut].tolist(), [0] + cut, cut + [len(keys_l)], strict=True):
         d = attrs.get(row)
         if d is None:
-            d = attrs[row] = {}
-        d[k] = v
+            attrs[row] = dict(zip(keys_l[a:b], vals_l[a:b], strict=True))
+        else:
+            d.update(zip(keys_l[a:b], vals_l[a:b], strict=True))
 
 
 def describe_value(v: AnyValue) -> str:

@@ -92,19 +92,29 @@ class FastAttrs:
     order: ``indptr`` (per span, CSR offsets into the flat arrays; declined spans have none),
     ``code`` (0..7 column key, 8 other), ``ival`` (int value, where ``is_str`` is false), and
     ``sval`` (decoded string for string values, else None) and ``key`` (decoded key for other
-    keys, else None) as object arrays. ``extra``: span -> ``[(key, value)]`` of array-valued
-    attributes (``_lift_arrays``), which are not in the flat arrays; ``after``: span -> for each of
-    them, how many of the span's parsed attributes follow it in the text (so the reader puts it back
-    in its place: a span's attributes keep their written order).
+    keys, else None) as object arrays. Array-valued attributes (``_lift_arrays``), which are not in the
+    flat arrays, are in ``ex_span`` (their span), ``ex_key``, ``ex_val`` and ``ex_after`` (how many of the
+    span's parsed attributes follow each in the text, so that the reader puts it back in its place: a
+    span's attributes keep their written order), in span order; ``extra`` gives them as span ->
+    ``[(key, value)]``.
     """
 
-    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key", "extra", "after")
+    __slots__ = ("ok", "indptr", "code", "ival", "is_str", "sval", "key", "ex_span", "ex_key", "ex_val", "ex_after")
 
     def __init__(self, ok, indptr, code, ival, is_str, sval, key) -> None:
         self.ok, self.indptr, self.code, self.ival = ok, indptr, code, ival
         self.is_str, self.sval, self.key = is_str, sval, key
-        self.extra: dict[int, list] = {}
-        self.after: dict[int, tuple] = {}
+        self.ex_span = np.empty(0, np.int64)
+        self.ex_key: list[str] = []
+        self.ex_val: list = []
+        self.ex_after = np.empty(0, np.int64)
+
+    @property
+    def extra(self) -> dict[int, list]:
+        out: dict[int, list] = {}
+        for i, k, v in zip(self.ex_span.tolist(), self.ex_key, self.ex_val, strict=True):
+            out.setdefault(i, []).append((k, v))
+        return out
 
 
 _ARRAY = b'"arrayValue"'
@@ -114,19 +124,21 @@ _KVLIST = b'"kvlistValue"'
 _NONE = np.array(None, dtype=object)  # compares element-wise with an object array (numpy's stubs refuse a bare None)
 
 
-def _lift_arrays(raws: list) -> tuple[dict[int, list], dict[int, tuple]]:
+def _lift_arrays(raws: list) -> tuple[list[int], list[str], list, list[int]]:
     """Take array-valued attributes (Nsight kernels' ``cuda.grid``/``cuda.block``) out of the raw
-    attribute arrays that have them, so the rest still fits the fixed layout; returns (span ->
-    ``[(key, value)]``, span -> how many attributes follow each of them). ``raws`` is modified in place.
+    attribute arrays that have them, so the rest still fits the fixed layout; returns them flat, in span
+    order: (span, key, value, how many attributes follow it). ``raws`` is modified in place.
 
     Cut by text (``_lift_one``), on each span's *tail*: its text from the byte before its first array
     element to its end. The cut never looks before that byte, so equal tails are cut alike, and a tail
     is cut once (an Nsight kernel's tail, geometry to launching API, repeats for every launch; only
     the per-launch values before it differ)."""
-    out: dict[int, list] = {}
-    after: dict[int, tuple] = {}
+    spans: list[int] = []
+    keys: list[str] = []
+    vals: list = []
+    after: list[int] = []
     elements: dict[bytes, tuple[str, list] | None] = {}  # element text -> (key, value); None: decline
-    tails: dict[bytes, tuple[bytes, list, tuple] | None] = {}  # tail -> (cut tail, lifted, after); None: decline
+    tails: dict[bytes, tuple | None] = {}  # tail -> (cut tail, keys, values, after); None: decline
     for i, raw in enumerate(raws):
         b = bytes(raw)
         first = b.find(_ARRAY)
@@ -139,15 +151,18 @@ def _lift_arrays(raws: list) -> tuple[dict[int, list], dict[int, tuple]]:
         if tail in tails:
             hit = tails[tail]
         else:
-            hit = _lift_one(tail, elements)
+            cut = _lift_one(tail, elements)
+            hit = None if cut is None else (cut[0], [k for k, _ in cut[1]], [v for _, v in cut[1]], list(cut[2]))
             if len(tails) < 4096:
                 tails[tail] = hit
         if hit is None:
             continue
         raws[i] = b[:start - 1] + hit[0]
-        out[i] = [(k, v[:]) for k, v in hit[1]]  # a list of its own, as the general path gives each span
-        after[i] = hit[2]
-    return out, after
+        spans.extend([i] * len(hit[1]))
+        keys.extend(hit[1])
+        vals.extend([v[:] for v in hit[2]])  # lists of their own, as the general path gives each span
+        after.extend(hit[3])
+    return spans, keys, vals, after
 
 
 def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list, tuple] | None:
@@ -202,15 +217,16 @@ def _lift_one(b: bytes, cache: dict) -> tuple[bytes, list, tuple] | None:
     return b, lifted, tuple(after)
 
 
-def _drop_repeated_keys(fa: FastAttrs, extra: dict[int, list]) -> None:
+def _drop_repeated_keys(fa: FastAttrs, spans: list[int], keys: list[str]) -> None:
     """Decline spans whose lifted array key also appears among their parsed attributes (one vectorised
     comparison per distinct lifted key; a repeat is rare)."""
-    for key in {k for kv in extra.values() for k, _ in kv}:
+    for key in set(keys):
         hits = np.flatnonzero(np.equal(fa.key, np.array(key, dtype=object)))
-        for i in set((np.searchsorted(fa.indptr, hits, side="right") - 1).tolist()):
-            kv = extra.get(i)
-            if kv is not None and fa.ok[i] and any(k == key for k, _ in kv):
-                fa.ok[i] = False
+        if not len(hits):
+            continue
+        parsed = set((np.searchsorted(fa.indptr, hits, side="right") - 1).tolist())
+        for i in {s for s, k in zip(spans, keys, strict=True) if k == key} & parsed:
+            fa.ok[i] = False
 
 
 def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:
@@ -273,23 +289,30 @@ def parse_attributes(raws: list, arrays_likely: bool = False) -> FastAttrs:
     parsing twice would cost more. Both give the same result."""
     raws = list(raws)
     if arrays_likely and any(_ARRAY in r for r in map(bytes, raws)):
-        extra, after = _lift_arrays(raws)
+        lifted = _lift_arrays(raws)
     else:
         with np.errstate(over="ignore"):
             fa = _parse(raws)
         declined = np.flatnonzero(~fa.ok).tolist()
         if not declined or not any(_ARRAY in bytes(raws[i]) for i in declined):
             return fa
-        extra, after = _lift_arrays(raws)
-        if not extra:
+        lifted = _lift_arrays(raws)
+        if not lifted[0]:
             return fa
     with np.errstate(over="ignore"):
         fa = _parse(raws)
-    if not extra:
+    spans, keys, vals, after = lifted
+    if not spans:
         return fa
-    _drop_repeated_keys(fa, extra)
-    fa.extra = {i: kv for i, kv in extra.items() if fa.ok[i]}
-    fa.after = {i: after[i] for i in fa.extra}
+    _drop_repeated_keys(fa, spans, keys)
+    span = np.array(spans, dtype=np.int64)
+    keep = np.flatnonzero(fa.ok[span])
+    fa.ex_span, fa.ex_after = span[keep], np.array(after, dtype=np.int64)[keep]
+    if len(keep) == len(spans):
+        fa.ex_key, fa.ex_val = keys, vals
+    else:
+        kl = keep.tolist()
+        fa.ex_key, fa.ex_val = [keys[j] for j in kl], [vals[j] for j in kl]
     return fa
 
 
