@@ -4,12 +4,13 @@ JSON decoding holds the GIL (msgspec and orjson alike), so threads do not help; 
 process reads about 0.3 M spans/s on our machines, under the 0.5 M spans/s target. A large
 uncompressed file is therefore cut at line starts into pieces of ``PIECE_BYTES``; the calling
 process claims pieces from the front and reads them as one stream with a ``TraceLoader``, while each
-worker process (a ``python`` running ``_main`` below) claims pieces from the back and reads each with a
-loader of its own, until the claims meet (``_pieces.ClaimBoard``). So the processes end within about one
-piece of each other however the machine's other work slows one of them, and a worker that starts late
-gets fewer pieces. The parent then remaps the pieces' phase, lane, resource and trace tables into one
-set, in file order, and builds one Timeline. With ``workers=2`` that is one extra process: on a 2-core
-machine the parent's core is not left idle and only one interpreter starts (~0.2 CPU-s).
+worker process (``_workers``: a fork of the caller where that is safe, else a ``python`` running
+``_main`` below) claims pieces from the back and reads each with a loader of its own, until the claims
+meet (``_pieces.ClaimBoard``). So the processes end within about one piece of each other however the
+machine's other work slows one of them, and a worker that starts late gets fewer pieces. The parent
+then remaps the pieces' phase, lane, resource and trace tables into one set, in file order, and builds
+one Timeline. With ``workers=2`` that is one extra process: on a 2-core
+machine the parent's core is not left idle and at most one interpreter starts (~0.16 CPU-s; a fork: ~0).
 
 What crosses the process boundary is what our own workers built: numpy columns, lists of strings and
 dicts of plain attribute values, in a part file (``_pieces.dump_part``: an anonymous shared-memory file
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import sys
+from functools import partial
 from itertools import pairwise
 
 import numpy as np
@@ -34,6 +35,7 @@ from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import iter_line_blocks
 from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
+from gputrace.timeline._workers import Worker, start_worker
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
 
@@ -241,44 +243,28 @@ def _count_lines(path: str, start: int, end: int) -> int:
     return n + (last != b"\n")
 
 
-#: A worker's program. ``python -c`` (like ``-m``) puts the working directory first on ``sys.path``; it is
-#: taken off, so that the worker imports the caller's ``gputrace`` (``PYTHONPATH``), never a ``gputrace``
-#: directory that happens to be in the caller's working directory (another checkout).
-_WORKER = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-           "from gputrace.timeline.parallel import _main; sys.exit(_main(sys.argv[1:]))")
-
 def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
-    """Read the file with this process and ``workers - 1`` worker processes (``_WORKER``) sharing one
-    ``ClaimBoard``; return every part's result in file order (this process's pieces as one part, then
-    each worker piece).
+    """Read the file with this process and ``workers - 1`` worker processes (``_workers.start_worker``: forks
+    where that is safe) sharing one ``ClaimBoard``; return every part's result in file order (this process's
+    pieces as one part, then each worker piece).
 
-    Plain subprocesses rather than ``multiprocessing``: its spawn/forkserver start methods re-import
-    the caller's ``__main__`` (re-running an unguarded script's top level in every worker), and fork is
-    unsafe in a process with threads (the TUI). A worker writes its pieces into a part file inherited as
-    a file descriptor. Pieces that a worker claimed but did not deliver (it failed, or could not start)
-    are read here (``RuntimeError`` is never surfaced for a worker problem). An exception of our own
-    read (a bug, KeyboardInterrupt) kills the workers.
+    A worker writes its pieces into a part file inherited as a file descriptor. Pieces that a worker claimed
+    but did not deliver (it failed, or could not start) are read here (``RuntimeError`` is never surfaced
+    for a worker problem). An exception of our own read (a bug, KeyboardInterrupt) kills the workers.
     """
-    import gputrace
-
     cuts = piece_bounds(path, workers)
     try:
         board = ClaimBoard.create(cuts)
     except OSError:  # no shared file: everything is read here
         return [_read_range(path, 0, cuts[-1], lenient)]
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gputrace.__file__)))
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    procs: list[tuple[subprocess.Popen, int]] = []
+    procs: list[tuple[Worker, int]] = []
     try:
         for _ in range(workers - 1):
             fd = -1
             try:
                 fd = new_anonymous_file()
-                procs.append((subprocess.Popen(
-                    [sys.executable, "-c", _WORKER, str(board.fd), str(fd), path, str(int(lenient))],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                    pass_fds=(board.fd, fd)), fd))
+                procs.append((start_worker(partial(_work, board, path, lenient, fd),
+                                           [str(board.fd), str(fd), path, str(int(lenient))], (board.fd, fd)), fd))
             except OSError:  # cannot start a process: its pieces are claimed by the others
                 if fd >= 0:
                     os.close(fd)
@@ -286,8 +272,8 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
         if first["error"] is not None:  # strict: the caller's pieces come first, so its error is the lowest
             return [first]
         done: dict[int, dict] = {}
-        for p, fd in procs:
-            if p.wait() == 0:
+        for w, fd in procs:
+            if w.wait() == 0:
                 try:
                     done.update(load_part(fd))  # (piece, result) records
                 except PART_ERRORS:
@@ -298,10 +284,8 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
             parts.append(got if got is not None else _read_range(path, *board.piece(i), lenient))
         return parts
     finally:
-        for p, fd in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        for w, fd in procs:
+            w.kill()
             os.close(fd)
         os.close(board.fd)
 

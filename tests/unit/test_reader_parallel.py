@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import numpy as np
 import pytest
 
+import gputrace.timeline._workers as wk
 import gputrace.timeline.parallel as par
 from gputrace.otlp.encode import encode_request
 from gputrace.testing.synthetic import write_synthetic
@@ -18,6 +20,25 @@ from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_p
 @pytest.fixture
 def small_threshold(monkeypatch):
     monkeypatch.setattr(par, "MIN_PARALLEL_BYTES", 0)
+
+
+@pytest.fixture(params=["fork", "interpreter"])
+def start(request, monkeypatch):
+    """How workers start: forks of the caller, or fresh interpreters (``_workers``). The fork is taken only
+    while the caller has no other Python thread; the test runner may have some, so that check is passed
+    here (``test_a_caller_with_threads_starts_interpreters`` covers it). Returns the mode and the workers."""
+    started: list = []
+    real = wk.start_worker
+
+    def start_worker(*a, **kw):
+        w = real(*a, **kw)
+        started.append("interpreter" if w.popen is not None else "fork")
+        return w
+
+    monkeypatch.setattr(wk, "FORK", request.param == "fork")
+    monkeypatch.setattr(wk.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(par, "start_worker", start_worker)
+    return request.param, started
 
 
 @pytest.fixture
@@ -75,11 +96,11 @@ def test_piece_bounds_are_line_starts_and_smaller_in_the_middle(tmp_path, monkey
     assert len(par.piece_bounds(small, 3)) - 1 == 3 * par.MIN_PIECES_PER_PROCESS
 
 
-def test_parallel_read_equals_in_process_read(tmp_path, shared_pieces):
+def test_parallel_read_equals_in_process_read(tmp_path, shared_pieces, start):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=3, batches=3, shuffle_lines=True, spans_per_line=17)
     a, b = read_trace(p, workers=1), read_trace(p, workers=3)
-    assert shared_pieces[-1] >= 2  # the workers read pieces
+    assert shared_pieces[-1] >= 2 and start[1] == [start[0]] * 2  # the workers, started as asked, read pieces
     assert a.n == b.n and a.lanes == b.lanes and set(a.trace_ids) == set(b.trace_ids)
     assert [a.trace_ids[i] for i in a.trace] == [b.trace_ids[i] for i in b.trace]
     for col in ("start", "end", "lane", "depth", "device", "gpu_start", "span_id", "kind", "batch"):
@@ -94,7 +115,7 @@ def _line(i: int) -> bytes:
                                                     start_ns=i, end_ns=i + 1)]) + b"\n"
 
 
-def test_parallel_errors_carry_file_line_numbers(tmp_path, shared_pieces):
+def test_parallel_errors_carry_file_line_numbers(tmp_path, shared_pieces, start):
     lines = [_line(i) for i in range(40)]
     lines[30] = b"garbage\n"
     lines[35] = b"{oops\n"
@@ -109,18 +130,24 @@ def test_parallel_errors_carry_file_line_numbers(tmp_path, shared_pieces):
     assert shared_pieces[-1] >= 1
 
 
-def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, monkeypatch):
+def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, start, monkeypatch):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2)
-    monkeypatch.setattr(par.sys, "executable", "/bin/false")  # every worker exits 1
+    want = read_trace(p, workers=1)
+
+    def fail(*a):
+        raise RuntimeError("worker bug")
+
+    monkeypatch.setattr(wk.sys, "executable", "/bin/false")  # every interpreter exits 1
+    monkeypatch.setattr(par, "_work", fail)  # every fork exits 1
     tl = read_trace(p, workers=3)
-    monkeypatch.undo()
-    assert tl.n == read_trace(p, workers=1).n > 0
+    assert tl.n == want.n > 0 and len(start[1]) == 2
 
 
 def test_workers_run_our_package_not_one_in_the_working_directory(tmp_path, small_threshold, monkeypatch):
     # A worker used to be ``python -m gputrace.timeline.parallel``, which imports from the working directory
     # first: run from another checkout, it ran that checkout's code (here: a fake that answers nothing).
+    monkeypatch.setattr(wk, "FORK", False)
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2, spans_per_line=9)
     fake = tmp_path / "other_checkout" / "gputrace" / "timeline"
@@ -134,25 +161,20 @@ def test_workers_run_our_package_not_one_in_the_working_directory(tmp_path, smal
     assert got.n == want.n > 0 and np.array_equal(got.cols["start"], want.cols["start"])
 
 
-def test_the_caller_claims_from_the_front_and_a_worker_from_the_back(tmp_path, shared_pieces, monkeypatch):
+def test_the_caller_claims_from_the_front_and_a_worker_from_the_back(tmp_path, shared_pieces, start, monkeypatch):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
-    started, fronts = [], []
-    real_popen, real_front = par.subprocess.Popen, par._read_front
-
-    def popen(args, **kw):
-        started.append(args)
-        return real_popen(args, **kw)
+    fronts = []
+    real_front = par._read_front
 
     def read_front(path, board, lenient):
         res = real_front(path, board, lenient)
         fronts.append((res["pieces"], board.n, board.taken()))
         return res
 
-    monkeypatch.setattr(par.subprocess, "Popen", popen)
     monkeypatch.setattr(par, "_read_front", read_front)
     a, b = read_trace(p, workers=1), read_trace(p, workers=2)
-    assert len(started) == 1  # one worker process; the caller reads too
+    assert start[1] == [start[0]]  # one worker process; the caller reads too
     (mine, n, (front, back)), = fronts
     assert n == 2 * par.MIN_PIECES_PER_PROCESS and front == back == mine  # the claims met
     assert 1 <= mine < n and shared_pieces == [n - mine]  # the rest was the worker's
@@ -160,17 +182,60 @@ def test_the_caller_claims_from_the_front_and_a_worker_from_the_back(tmp_path, s
     assert np.array_equal(a.cols["span_id"], b.cols["span_id"]) and a.lanes == b.lanes
 
 
-def test_pieces_a_worker_claimed_but_did_not_deliver_are_read_here(tmp_path, shared_pieces, monkeypatch):
+def _claim_two_then(part_bytes: bytes | None):
+    """A worker's ``_work`` (for a fork) that claims two pieces from the back, then writes ``part_bytes`` and
+    returns (exit 0), or raises (exit 1) when it is None; and the same as a program for an interpreter."""
+    def work(board, path, lenient, fd):
+        board.claim_back()
+        board.claim_back()
+        if part_bytes is None:
+            raise RuntimeError("died")
+        os.write(fd, part_bytes)
+
+    program = ("import os, sys; from gputrace.timeline._pieces import ClaimBoard; "
+               "b = ClaimBoard.open(int(sys.argv[1])); b.claim_back(); b.claim_back(); "
+               + ("sys.exit(3)" if part_bytes is None else f"os.write(int(sys.argv[2]), {part_bytes!r})"))
+    return work, program
+
+
+@pytest.mark.parametrize("part_bytes", [None, struct.pack("<QQ", 99, 0)], ids=["dies", "broken part file"])
+def test_pieces_a_worker_claimed_but_did_not_deliver_are_read_here(tmp_path, shared_pieces, start, monkeypatch,
+                                                                   part_bytes):
     p = tmp_path / "run.jsonl"
     write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
-    # The worker claims two pieces from the back, then dies.
-    monkeypatch.setattr(par, "_WORKER", "import sys; from gputrace.timeline._pieces import ClaimBoard; "
-                                        "b = ClaimBoard.open(int(sys.argv[1])); b.claim_back(); b.claim_back(); "
-                                        "sys.exit(3)")
+    work, program = _claim_two_then(part_bytes)
+    monkeypatch.setattr(par, "_work", work)
+    monkeypatch.setattr(wk, "WORKER", program)
     got, want = read_trace(p, workers=2), read_trace(p, workers=1)
-    assert shared_pieces[0] == 2  # read here, as two parts after the caller's
+    assert shared_pieces[0] == 2 and start[1] == [start[0]]  # read here, as two parts after the caller's
     assert got.n == want.n > 0 and np.array_equal(got.cols["span_id"], want.cols["span_id"])
     assert got.load_report.lines == want.load_report.lines
+
+
+def test_a_caller_with_threads_starts_interpreters(tmp_path, small_threshold, monkeypatch):
+    # A fork copies the caller with only the forking thread: a lock another thread held stays held in the child.
+    import threading
+
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    kinds = []
+    real = wk.start_worker
+
+    def start_worker(*a):
+        w = real(*a)
+        kinds.append(w.popen is not None)
+        return w
+
+    monkeypatch.setattr(par, "start_worker", start_worker)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        read_trace(p, workers=2)
+    finally:
+        stop.set()
+        t.join()
+    assert kinds == [True]  # one worker, an interpreter
 
 
 def test_board_claims_meet_once_every_piece_is_taken():
@@ -247,15 +312,3 @@ def test_a_truncated_part_file_is_refused(cut):
                 load_part(fd)
     finally:
         os.close(fd)
-
-
-def test_a_worker_that_leaves_a_broken_part_file_is_read_here(tmp_path, shared_pieces, monkeypatch):
-    p = tmp_path / "run.jsonl"
-    write_synthetic(p, hosts=1, gpus=2, circuits=2, batches=2, spans_per_line=9)
-    # The worker claims two pieces, writes a header that promises more than it wrote, then exits 0.
-    monkeypatch.setattr(par, "_WORKER", "import os, struct, sys; from gputrace.timeline._pieces import ClaimBoard; "
-                                        "b = ClaimBoard.open(int(sys.argv[1])); b.claim_back(); b.claim_back(); "
-                                        "os.write(int(sys.argv[2]), struct.pack('<QQ', 99, 0))")
-    got, want = read_trace(p, workers=2), read_trace(p, workers=1)
-    assert shared_pieces[0] == 2
-    assert got.n == want.n > 0 and np.array_equal(got.cols["span_id"], want.cols["span_id"])
