@@ -35,7 +35,7 @@ from gputrace.timeline.errors import LoadReport
 from gputrace.timeline.model import KIND_NAMES, Lane, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
-__all__ = ["readback_timeline", "store_cache_entry"]
+__all__ = ["cache_entry", "readback_timeline", "store_cache_entry"]
 
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -82,19 +82,34 @@ def _plain(d: Mapping, forbidden: frozenset = COLUMN_KEYS) -> dict:
     return d if same else out  # type: ignore[return-value]
 
 
-def store_cache_entry(tl: Timeline, path: str | os.PathLike, lines: int, groups: list[Group], ids: np.ndarray) -> bool:
-    """Store the read-back of the file just written from ``tl`` as its columnar-cache entry, keyed to the
-    file as it is now; returns whether an entry was written. Only where the cache would keep the file
-    (``cache.wanted``: enabled, at least ``cache.min_bytes()``). Never raises: a cache entry can only make
-    the first read faster, and the file is already written (an error here must not fail the import)."""
+def cache_entry(tl: Timeline, path: str | os.PathLike, lines: int, groups: list[Group],
+                ids: np.ndarray) -> tuple[Timeline, dict] | None:
+    """(the read-back of the file just written from ``tl``, the file's cache key as it is now) where the
+    cache would keep the file (``cache.wanted``: enabled, at least ``cache.min_bytes()``) and the read-back
+    can be predicted; else None. The read-back shares ``tl``'s attribute objects, not its columns, so the
+    caller can drop ``tl`` before ``store_cache_entry``. Never raises (see ``store_cache_entry``)."""
     from gputrace.timeline import cache
 
     try:
         if not cache.wanted(path):
-            return False
+            return None
         key = cache.source_key(path)
         back = readback_timeline(tl, path, lines, groups, ids)
-        return back is not None and cache.store(path, back, key)
+        return None if back is None or key is None else (back, key)
+    except Exception:  # noqa: BLE001 - see store_cache_entry
+        return None
+
+
+def store_cache_entry(path: str | os.PathLike, entry: tuple[Timeline, dict] | None) -> bool:
+    """Store ``cache_entry``'s result as the columnar-cache entry of ``path`` (only if the file is still what
+    it was); returns whether an entry was written. Never raises: a cache entry can only make the first read
+    faster, and the file is already written (an error here must not fail the import)."""
+    from gputrace.timeline import cache
+
+    if entry is None:
+        return False
+    try:
+        return cache.store(path, entry[0], entry[1])
     except Exception:  # noqa: BLE001 - see the docstring
         return False
 
@@ -241,14 +256,14 @@ def _attrs(tl: Timeline, rows: np.ndarray) -> dict[int, Mapping]:
         return {}
     where = np.empty(tl.n, dtype=np.int64)
     where[rows] = np.arange(len(rows), dtype=np.int64)
-    pos = where.tolist()
+    pos = where[np.fromiter(src.keys(), dtype=np.int64, count=len(src))].tolist()  # file row of each, in order
     shared: dict[int, dict] = {}  # id(shared dict) -> its read-back dict
     keysets: set[tuple] = set()
     plain: dict[int, Mapping] = {}  # id(dict) -> read-back (dicts shared between rows are checked once)
     out: dict[int, Mapping] = {}
     overlays: list[tuple] = []
     a: Mapping
-    for r, a in src.items():
+    for r, a in zip(pos, src.values(), strict=True):
         if type(a) is RowAttrs:
             sh = a.shared
             s = shared.get(id(sh))
@@ -263,14 +278,14 @@ def _attrs(tl: Timeline, rows: np.ndarray) -> dict[int, Mapping]:
                 continue
             if s is not sh:
                 a = RowAttrs(s, ks, a.values_)
-            out[pos[r]] = a
+            out[r] = a
             overlays.append(a.values_)
         else:
             d = plain.get(id(a))
             if d is None:
                 d = plain[id(a)] = _plain(a)
             if d:
-                out[pos[r]] = d
+                out[r] = d
     # Overlay values: one check over all of them (a million launches: ints); anything else row by row.
     vals = list(chain.from_iterable(overlays))
     if vals and not (set(map(type, vals)) == {int} and _I64[0] <= min(vals) and max(vals) <= _I64[1]):
