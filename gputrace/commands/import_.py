@@ -60,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
             tl = read_as(src, "chrome", host=args.host)
         plan = (groups(tl), span_ids(tl))
         lines = write_otlp_jsonl(tl, out, plan=plan)
-        entry = cache_entry(tl, out, lines, *plan)  # what a read of OUT gives (never raises)
         n, lanes, gpus = tl.n, len(tl.lanes), len({ln.device for ln in tl.lanes if ln.device >= 0})
-        del tl, plan  # the entry has columns of its own: these are freed before it is written
+        entry = cache_entry(tl, out, lines, *plan, consume=True)  # what a read of OUT gives (never raises)
+        del tl, plan  # (its columns went into the entry's as they were built)
         store_cache_entry(out, entry)  # the first `view` of OUT re-opens it (never raises)
     except OSError as exc:  # str() of some OSErrors is the path alone: say what went wrong
         print(visible(f"gputrace import: {exc.filename or src}: {exc.strerror or exc}"), file=sys.stderr)
