@@ -2,7 +2,7 @@
 
 Argument wiring only: the entrance's `gputrace.timeline.load.read_as` (nsys / chrome readers)
 read, `gputrace.interop.otlp_file.write_otlp_jsonl` writes, and
-`gputrace.interop.otlp_readback.store_cache_entry` stores what a read of the output gives as its
+`gputrace.interop.otlp_readback.cache_entry`/`store_cache_entry` store what a read of the output gives as its
 columnar-cache entry (big outputs; ``GPUTRACE_CACHE=0`` turns it off), so the first ``gputrace view``
 of the output is a cache re-open. The output opens in ``gputrace view`` and every other gputrace
 command (which also open .sqlite and Chrome files directly).
@@ -29,7 +29,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("input", metavar="FILE", help="REPORT.sqlite (nsys) or TRACE.json[.gz] (chrome)")
     p.add_argument("-o", "--output", metavar="OUT.jsonl", help="output (default: FILE with .jsonl)")
     p.add_argument("--host", help="host name for the lanes (default: from the report, else the file name)")
-    p.add_argument("--no-runtime", action="store_true", help="nsys: leave CUDA API calls out (still used to link kernels)")
+    p.add_argument("--no-runtime", action="store_true",
+                   help="nsys: leave CUDA API calls out (still used to link kernels)")
     p.add_argument("--correlation-ids", action="store_true",
                    help="nsys: keep each API call's and kernel's cuda.correlation_id attribute (more memory)")
     p.set_defaults(func=run)
@@ -38,7 +39,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from gputrace.interop.otlp_file import groups, span_ids, write_otlp_jsonl
-    from gputrace.interop.otlp_readback import store_cache_entry
+    from gputrace.interop.otlp_readback import cache_entry, store_cache_entry
 
     src = Path(args.input)
     if not src.is_file():
@@ -59,14 +60,15 @@ def run(args: argparse.Namespace) -> int:
             tl = read_as(src, "chrome", host=args.host)
         plan = (groups(tl), span_ids(tl))
         lines = write_otlp_jsonl(tl, out, plan=plan)
-        store_cache_entry(tl, out, lines, *plan)  # the first `view` of OUT re-opens it (never raises)
+        n, lanes, gpus = tl.n, len(tl.lanes), len({ln.device for ln in tl.lanes if ln.device >= 0})
+        entry = cache_entry(tl, out, lines, *plan, consume=True)  # what a read of OUT gives (never raises)
+        del tl, plan  # (its columns went into the entry's as they were built)
+        store_cache_entry(out, entry)  # the first `view` of OUT re-opens it (never raises)
     except OSError as exc:  # str() of some OSErrors is the path alone: say what went wrong
         print(visible(f"gputrace import: {exc.filename or src}: {exc.strerror or exc}"), file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"gputrace import: {visible(exc)}", file=sys.stderr)
         return 1
-    lanes = len(tl.lanes)
-    gpus = len({ln.device for ln in tl.lanes if ln.device >= 0})
-    print(f"wrote {tl.n} spans ({lanes} lanes, {gpus} GPUs) in {lines} lines to {out}")
+    print(f"wrote {n} spans ({lanes} lanes, {gpus} GPUs) in {lines} lines to {out}")
     return 0

@@ -32,10 +32,10 @@ import orjson
 from gputrace.interop.otlp_file import COLUMN_KEYS, Group
 from gputrace.otlp.ids import hex_id, parse_id
 from gputrace.timeline.errors import LoadReport
-from gputrace.timeline.model import KIND_NAMES, Lane, Timeline
+from gputrace.timeline.model import COLUMNS, KIND_NAMES, Lane, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
-__all__ = ["readback_timeline", "store_cache_entry"]
+__all__ = ["cache_entry", "readback_timeline", "store_cache_entry"]
 
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -82,42 +82,67 @@ def _plain(d: Mapping, forbidden: frozenset = COLUMN_KEYS) -> dict:
     return d if same else out  # type: ignore[return-value]
 
 
-def store_cache_entry(tl: Timeline, path: str | os.PathLike, lines: int, groups: list[Group], ids: np.ndarray) -> bool:
-    """Store the read-back of the file just written from ``tl`` as its columnar-cache entry, keyed to the
-    file as it is now; returns whether an entry was written. Only where the cache would keep the file
-    (``cache.wanted``: enabled, at least ``cache.min_bytes()``). Never raises: a cache entry can only make
-    the first read faster, and the file is already written (an error here must not fail the import)."""
+def cache_entry(tl: Timeline, path: str | os.PathLike, lines: int, groups: list[Group],
+                ids: np.ndarray, consume: bool = False) -> tuple[Timeline, dict] | None:
+    """(the read-back of the file just written from ``tl``, the file's cache key as it is now) where the
+    cache would keep the file (``cache.wanted``: enabled, at least ``cache.min_bytes()``) and the read-back
+    can be predicted; else None. The read-back shares ``tl``'s attribute objects, not its columns, so the
+    caller can drop ``tl`` before ``store_cache_entry``; ``consume``: see ``readback_timeline`` (``tl``'s
+    columns may then be gone, whatever the result). Never raises (see ``store_cache_entry``)."""
     from gputrace.timeline import cache
 
     try:
         if not cache.wanted(path):
-            return False
+            return None
         key = cache.source_key(path)
-        back = readback_timeline(tl, path, lines, groups, ids)
-        return back is not None and cache.store(path, back, key)
+        back = readback_timeline(tl, path, lines, groups, ids, consume)
+        return None if back is None or key is None else (back, key)
+    except Exception:  # noqa: BLE001 - see store_cache_entry
+        return None
+
+
+def store_cache_entry(path: str | os.PathLike, entry: tuple[Timeline, dict] | None) -> bool:
+    """Store ``cache_entry``'s result as the columnar-cache entry of ``path`` (only if the file is still what
+    it was); returns whether an entry was written. Never raises: a cache entry can only make the first read
+    faster, and the file is already written (an error here must not fail the import)."""
+    from gputrace.timeline import cache
+
+    if entry is None:
+        return False
+    try:
+        return cache.store(path, entry[0], entry[1])
     except Exception:  # noqa: BLE001 - see the docstring
         return False
 
 
 def readback_timeline(tl: Timeline, path: str | os.PathLike, lines: int, groups: list[Group],
-                      ids: np.ndarray) -> Timeline | None:
+                      ids: np.ndarray, consume: bool = False) -> Timeline | None:
     """The Timeline ``read_any(path)`` gives for the file ``write_otlp_jsonl`` wrote from ``tl`` in
     ``lines`` lines (``groups``/``ids``: the writer's ``groups(tl)``/``span_ids(tl)``), or None where that
-    cannot be predicted exactly (see the module doc)."""
+    cannot be predicted exactly (see the module doc). ``consume=True``: ``tl``'s columns are taken out of it
+    as they are used (its caller is done with them), so both Timelines' columns are never held at once."""
     try:
-        return _readback(tl, path, lines, groups, ids)
+        return _readback(tl, path, lines, groups, ids, consume)
     except _Refuse:
         return None
 
 
-def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarray) -> Timeline:
-    c = tl.cols
+def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarray, consume: bool) -> Timeline:
+    cols = tl.cols
     n = tl.n
+
+    def col(k: str) -> np.ndarray:
+        return cols.pop(k) if consume else cols[k]
+
+    if consume:  # the columns the read-back does not use (span ids are in ``ids``)
+        for k in ("depth", "device", "resource", "span_id"):
+            cols.pop(k, None)
+
     rows = np.concatenate([g.rows for g in groups]) if groups else np.empty(0, np.int64)
     if len(rows) != n:
         raise _Refuse
     out: dict[str, np.ndarray] = {}
-    start, end = c["start"][rows], c["end"][rows]
+    start, end = col("start")[rows], col("end")[rows]
     if n and (int(start.min()) < 0 or bool((end < start).any())):
         raise _Refuse  # the reader refuses such spans
     out["start"], out["end"] = start, end
@@ -139,7 +164,7 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
     out["resource"] = np.repeat(np.array(group_res or [0], np.int32)[:len(sizes)], sizes).astype(np.int32)
 
     # Lanes: (resource host, resource pid, gputrace.device, gputrace.lane).
-    lane = c["lane"][rows]
+    lane = col("lane")[rows]
     dev_of_lane = np.array([ln.device for ln in tl.lanes] or [0], dtype=np.int64)
     if len(tl.lanes) and (dev_of_lane.max() > 32767):
         raise _Refuse
@@ -166,7 +191,7 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
 
     # Phases: span names (``names`` where a row has one, else its phase's), sorted.
     extra = list(dict.fromkeys(nm for nm in tl.names.values() if nm))
-    code = c["phase"].astype(np.int64)
+    code = col("phase").astype(np.int64)
     if extra:
         at = {nm: len(tl.phases) + j for j, nm in enumerate(extra)}
         for r, nm in tl.names.items():
@@ -185,26 +210,26 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
     out["phase"] = remap[code] if n else np.empty(0, np.int32)
 
     # Column attributes as the writer writes them (absent: -1).
-    kind = c["kind"][rows]
+    kind = col("kind")[rows]
     out["kind"] = np.where(np.isin(kind, list(KIND_NAMES)), kind, 0).astype(np.int8)
-    for col in ("circuit", "batch", "nbytes"):
-        x = c[col][rows]
-        out[col] = np.where(x >= 0, x, -1).astype(c[col].dtype)
-    g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
+    for name in ("circuit", "batch", "nbytes"):
+        x = col(name)[rows]
+        out[name] = np.where(x >= 0, x, -1).astype(COLUMNS[name])
+    g0, g1 = col("gpu_start")[rows], col("gpu_end")[rows]
     both = (g0 >= 0) & (g1 >= 0)
     out["gpu_start"], out["gpu_end"] = np.where(both, g0, -1), np.where(both, g1, -1)
-    status = np.maximum(c["status"][rows], 0)
+    status = np.maximum(col("status")[rows], 0)
     if n and int(status.max()) > 2:
         raise _Refuse
     out["status"] = status.astype(np.int8)
 
     # Ids: span ids as written; parent ids from the parent row's span id, else the column.
     out["span_id"] = ids[rows]
-    par = c["parent"][rows]
-    out["parent_span_id"] = np.where(par >= 0, ids[np.maximum(par, 0)], c["parent_span_id"][rows]).astype(np.uint64)
+    par = col("parent")[rows]
+    out["parent_span_id"] = np.where(par >= 0, ids[np.maximum(par, 0)], col("parent_span_id")[rows]).astype(np.uint64)
 
     # Trace ids: the row's (normalised as the reader does), else the group's; first-appearance order.
-    tcol = c["trace"][rows].astype(np.int64)
+    tcol = col("trace")[rows].astype(np.int64)
     ntids = len(tl.trace_ids)
     valid = np.array([bool(t) for t in tl.trace_ids] + [False], dtype=bool)
     own = (tcol >= 0) & (tcol < ntids)
@@ -227,28 +252,28 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
             trace_ids.append(h)
     out["trace"] = umap[winv.reshape(-1)] if n else np.empty(0, np.int32)
 
-    attrs = _attrs(tl, rows)
+    attrs = _attrs(tl, rows, n)
     back = Timeline.from_unsorted(out, phases, lanes, resources, trace_ids, attrs, consume=True)  # type: ignore[arg-type]
     back.load_report = LoadReport(files=[str(path)], lines=lines, spans=n)
     return back
 
 
-def _attrs(tl: Timeline, rows: np.ndarray) -> dict[int, Mapping]:
+def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:
     """File row -> attributes as read back: a ``RowAttrs`` stays one (its shared dict converted once, if
     needed); a dict is kept where it already is what the reader builds. Rows with none are left out."""
     src = tl.attrs
     if not src:
         return {}
-    where = np.empty(tl.n, dtype=np.int64)
+    where = np.empty(n, dtype=np.int64)
     where[rows] = np.arange(len(rows), dtype=np.int64)
-    pos = where.tolist()
+    pos = where[np.fromiter(src.keys(), dtype=np.int64, count=len(src))].tolist()  # file row of each, in order
     shared: dict[int, dict] = {}  # id(shared dict) -> its read-back dict
     keysets: set[tuple] = set()
     plain: dict[int, Mapping] = {}  # id(dict) -> read-back (dicts shared between rows are checked once)
     out: dict[int, Mapping] = {}
     overlays: list[tuple] = []
     a: Mapping
-    for r, a in src.items():
+    for r, a in zip(pos, src.values(), strict=True):
         if type(a) is RowAttrs:
             sh = a.shared
             s = shared.get(id(sh))
@@ -263,14 +288,14 @@ def _attrs(tl: Timeline, rows: np.ndarray) -> dict[int, Mapping]:
                 continue
             if s is not sh:
                 a = RowAttrs(s, ks, a.values_)
-            out[pos[r]] = a
+            out[r] = a
             overlays.append(a.values_)
         else:
             d = plain.get(id(a))
             if d is None:
                 d = plain[id(a)] = _plain(a)
             if d:
-                out[pos[r]] = d
+                out[r] = d
     # Overlay values: one check over all of them (a million launches: ints); anything else row by row.
     vals = list(chain.from_iterable(overlays))
     if vals and not (set(map(type, vals)) == {int} and _I64[0] <= min(vals) and max(vals) <= _I64[1]):

@@ -200,3 +200,17 @@ def test_a_cache_failure_never_fails_the_import(tmp_path, monkeypatch):
     assert _run_import(src, out) == 0
     monkeypatch.setenv("GPUTRACE_CACHE", "0")
     assert read_any(out).n == read_nsys(src).n
+
+
+def test_consuming_the_import_gives_the_same_entry(tmp_path, uncached):
+    """``consume=True`` (the import's: its columns are taken as they are used) predicts the same Timeline."""
+    src = random_report(tmp_path / "r.sqlite", seed=6, n=900)
+    out = tmp_path / "c.jsonl"
+    keep = _predict(read_nsys(src), out)
+    tl = read_nsys(src)
+    plan = (groups(tl), span_ids(tl))
+    lines = write_otlp_jsonl(tl, out, plan=plan)
+    eaten = readback_timeline(tl, out, lines, *plan, consume=True)
+    assert not tl.cols  # every column was taken
+    assert_exact(eaten, keep)
+    assert_exact(eaten, read_any(out))
