@@ -8,8 +8,8 @@ Where: ``$GPUTRACE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/gputrace/timelines
 What: a trace of at least ``min_bytes()`` (``$GPUTRACE_CACHE_MIN_BYTES``, default 16 MiB) read by the
 entrance (``gputrace.timeline.load``: ``view``, ``report``, ``compare``, ``export``...) is stored after
 it is read, as one file: a magic line, a msgpack header (the tables: phases, lanes, resources, trace ids,
-attribute dicts (shared ones once; a ``RowAttrs`` row as its shared dict plus int64 overlay values in
-columns), names, load report, and where each column lies) and the raw little-endian columns,
+attribute dicts (shared ones once; a ``RowAttrs`` or ``TemplateAttrs`` row as its shared dict plus int64
+overlay values in columns), names, load report, and where each column lies) and the raw little-endian columns,
 64-byte aligned. A load is one ``readinto`` and zero-copy ``np.frombuffer`` views (a zip of ``.npy``
 files measured 1.5x slower: member CRCs and copies). No pickle: msgpack decodes only plain values, and the
 entry is checked for consistency (sizes, lane offsets, table indices) before it is used.
@@ -40,11 +40,11 @@ import numpy as np
 
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
-from gputrace.timeline.row_attrs import RowAttrs
+from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
 __all__ = ["cache_dir", "enabled", "min_bytes", "source_key", "load", "store", "clear"]
 
-FORMAT = 2  # 2: RowAttrs rows stored as (shared dict, overlay keys, int64 overlay values)
+FORMAT = 3  # 2: RowAttrs rows stored as (shared dict, overlay keys, int64 overlay values); 3: TemplateAttrs too
 
 
 def _env_int(name: str, default: int) -> int:
@@ -177,7 +177,10 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
     rows, ix, okey = arrays["attr_rows"], arrays["attr_ix"], arrays["attr_okeys"]
     vals = arrays["attr_ovals"]
     keys = [tuple(str(k) for k in ks) for ks in meta["overlay_keys"]]
+    kinds = [_OVERLAID.get(str(c)) for c in meta["overlay_kinds"]]
     if len(ix) != len(rows) or len(okey) != len(rows) or (len(ix) and int(ix.max()) >= len(dicts)):
+        return None
+    if len(kinds) != len(keys) or None in kinds:
         return None
     table = np.empty(len(dicts), dtype=object)
     for j, d in enumerate(dicts):  # (one by one: a list of dicts could be read as nested sequences)
@@ -196,8 +199,12 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
             sel = np.flatnonzero(okey[over] == k)
             w = len(keys[k])
             at = start[sel]
+            shared = objs[over[sel]].tolist()
+            cls = kinds[k]
+            if cls is TemplateAttrs and not all(set(keys[k]) <= dicts[j].keys() for j in np.unique(ix[over[sel]])):
+                return None  # a template holds every key of its rows
             values = zip(*(vals[at + j].tolist() for j in range(w)), strict=True) if w else repeat((), len(sel))
-            made = map(RowAttrs, objs[over[sel]].tolist(), repeat(keys[k]), values)
+            made = map(cls, shared, repeat(keys[k]), values)
             objs[over[sel]] = np.fromiter(made, dtype=object, count=len(sel))
     elif len(vals):
         return None
@@ -205,15 +212,22 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
     return dict(zip(rows.tolist(), objs, strict=True))
 
 
-def _attr_tables(tl: Timeline) -> tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], np.ndarray]:
+_AttrTables = tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], list[str], np.ndarray]
+#: The overlaid Mappings a cache entry rebuilds, by the name it stores for their key sets.
+_OVERLAID: dict[str, type[RowAttrs]] = {"row": RowAttrs, "template": TemplateAttrs}
+_KIND_OF = {v: k for k, v in _OVERLAID.items()}
+
+
+def _attr_tables(tl: Timeline) -> _AttrTables:
     """(dicts, dict index per attribute row, overlay-key index per row (-1: a plain dict), overlay key
-    sets, overlay values): shared dicts once, a ``RowAttrs`` with int64 overlay values as its shared dict
-    plus those values (any other ``RowAttrs`` is stored as a plain dict)."""
+    sets, their kinds (``_OVERLAID``), overlay values): shared dicts once, a ``RowAttrs`` or
+    ``TemplateAttrs`` with int64 overlay values as its shared dict plus those values (any other is stored
+    as a plain dict)."""
     values = list(tl.attrs.values())  # dicts and RowAttrs
     return _attr_tables_int64(values) or _attr_tables_rowwise(values)
 
 
-def _attr_tables_int64(values: list) -> tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], np.ndarray] | None:
+def _attr_tables_int64(values: list) -> _AttrTables | None:
     """``_attr_tables`` where every ``RowAttrs`` overlay holds int64 values (one check over all of them:
     a million kernel launches), else None."""
     dicts: list[dict] = []
@@ -223,10 +237,11 @@ def _attr_tables_int64(values: list) -> tuple[list[dict], np.ndarray, np.ndarray
     okey: list[int] = []
     overlays: list[tuple] = []
     for a in values:
-        if type(a) is RowAttrs:
-            k = key_ix.get(a.keys_)
+        if type(a) in _KIND_OF:
+            ks = (type(a), a.keys_)
+            k = key_ix.get(ks)
             if k is None:
-                k = key_ix[a.keys_] = len(key_ix)
+                k = key_ix[ks] = len(key_ix)
             okey.append(k)
             overlays.append(a.values_)
             a = a.shared
@@ -240,11 +255,11 @@ def _attr_tables_int64(values: list) -> tuple[list[dict], np.ndarray, np.ndarray
     flat = list(chain.from_iterable(overlays))
     if flat and not (set(map(type, flat)) == {int} and -(1 << 63) <= min(flat) and max(flat) < (1 << 63)):
         return None
-    return (dicts, np.array(ix, dtype=np.int32), np.array(okey, dtype=np.int32), [list(k) for k in key_ix],
-            np.array(flat, dtype=np.int64))
+    return (dicts, np.array(ix, dtype=np.int32), np.array(okey, dtype=np.int32), [list(k) for _, k in key_ix],
+            [_KIND_OF[c] for c, _ in key_ix], np.array(flat, dtype=np.int64))
 
 
-def _attr_tables_rowwise(values: list) -> tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], np.ndarray]:
+def _attr_tables_rowwise(values: list) -> _AttrTables:
     """``_attr_tables`` deciding row by row (some overlay holds other values)."""
     dicts: list[dict] = []
     seen: dict[int, int] = {}
@@ -255,10 +270,11 @@ def _attr_tables_rowwise(values: list) -> tuple[list[dict], np.ndarray, np.ndarr
     flat: list = []
     lo, hi = -(1 << 63), (1 << 63) - 1
     for j, a in enumerate(values):
-        if type(a) is RowAttrs and all(type(v) is int and lo <= v <= hi for v in a.values_):
-            k = key_ix.get(a.keys_)
+        if type(a) in _KIND_OF and all(type(v) is int and lo <= v <= hi for v in a.values_):
+            ks = (type(a), a.keys_)
+            k = key_ix.get(ks)
             if k is None:
-                k = key_ix[a.keys_] = len(key_ix)
+                k = key_ix[ks] = len(key_ix)
             okey[j] = k
             flat.extend(a.values_)
             a = a.shared
@@ -267,7 +283,8 @@ def _attr_tables_rowwise(values: list) -> tuple[list[dict], np.ndarray, np.ndarr
             d = seen[id(a)] = len(dicts)
             dicts.append(a if type(a) is dict else dict(a))  # other Mappings are stored as plain dicts
         ix[j] = d
-    return dicts, ix, okey, [list(k) for k in key_ix], np.array(flat, dtype=np.int64)
+    kinds = [_KIND_OF[c] for c, _ in key_ix]
+    return dicts, ix, okey, [list(k) for _, k in key_ix], kinds, np.array(flat, dtype=np.int64)
 
 
 # ---- store -------------------------------------------------------------------------------
@@ -281,7 +298,7 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         rows = np.fromiter(tl.attrs.keys(), dtype=np.int64, count=len(tl.attrs))
-        dicts, ix, okey, overlay_keys, ovals = _attr_tables(tl)
+        dicts, ix, okey, overlay_keys, overlay_kinds, ovals = _attr_tables(tl)
         arrays = {**{k: np.ascontiguousarray(tl.cols[k], dtype=COLUMNS[k].newbyteorder("<")) for k in COLUMNS},
                   "lane_offsets": np.ascontiguousarray(tl.lane_offsets, dtype="<i8"), "attr_rows": rows.astype("<i8"),
                   "attr_ix": ix.astype("<i4"), "attr_okeys": okey.astype("<i4"), "attr_ovals": ovals.astype("<i8")}
@@ -294,6 +311,7 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
             "version": _version(), "source": key, "arrays": layout, "body": off,
             "phases": tl.phases, "lanes": [[ln.host, ln.pid, ln.device, ln.name] for ln in tl.lanes],
             "resources": tl.resources, "trace_ids": tl.trace_ids, "attr_dicts": dicts, "overlay_keys": overlay_keys,
+            "overlay_kinds": overlay_kinds,
             "names": [[r, v] for r, v in tl.names.items()],
             "report": {"ok": rep.ok, "files": rep.files, "lines": rep.lines, "spans": rep.spans,
                        "lines_skipped": rep.lines_skipped, "spans_skipped": rep.spans_skipped,

@@ -19,6 +19,7 @@ per category (attribute dicts are read-only once in a Timeline). Not thread-safe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import count, repeat
 from operator import attrgetter
 from typing import Any, Union
@@ -28,6 +29,7 @@ import numpy as np
 import orjson
 
 from gputrace.phases import phase_kind
+from gputrace.timeline.args_share import ArgsSharer
 from gputrace.timeline.chrome_batch import ColumnState, dict_meta_names
 from gputrace.timeline.chrome_typed import TypedBatch
 from gputrace.timeline.model import KIND_CODES
@@ -42,6 +44,9 @@ _PAIRED = {"B", "E"}
 _NUM = {int, float}
 #: |ts| in microseconds below which an integer times 1000 is exact as a double (2**53 / 1000).
 _EXACT_INT_US = 9_007_199_254_740
+#: ``args`` dicts of at least this many keys (``chrome.cat`` included) are shared through ``ArgsSharer``
+#: (a Kineto kernel has 14, a copy 8); smaller ones cost less than sharing them (~2 us a row).
+SHARE_MIN_KEYS = 8
 #: The span attributes that are also columns (``-1`` when absent or not an int).
 _NUM_KEYS = ("circuit", "batch", "bytes")
 
@@ -133,11 +138,12 @@ def _int_or_neg1(v: Any) -> int:
 
 class ForeignBatch(ColumnState):
     # More of the accumulator's state (set in ``chrome_import._Events.__init__``).
-    attrs: dict[int, dict]
+    attrs: dict[int, Mapping]
     lane_ix: dict[Any, int]
     correlation: dict[int, int]
     gpu_rows: list[tuple[int, int]]
     cat_attrs: dict[str, dict]  # category -> the shared attributes of spans without args
+    args_sharers: dict[str, ArgsSharer]  # category -> its sharer of args
     open_b: dict[tuple, list]  # (pid, tid) -> stack of open B events (start ns, name, cat, args)
 
     def _add_foreign_batch(self, events: list) -> bool:
@@ -284,7 +290,7 @@ class ForeignBatch(ColumnState):
                     if isinstance(corr, int):
                         self.correlation[corr] = i0 + j
             nums = [[_int_or_neg1(a.get(key)) for a in args] if key in present else [-1] * nx for key in _NUM_KEYS]
-            attrs, cat_attrs = self.attrs, self.cat_attrs
+            attrs, cat_attrs, sharers = self.attrs, self.cat_attrs, self.args_sharers
             for j, a, c in zip(count(i0), args, cats, strict=False):
                 if a:
                     if c:
@@ -295,6 +301,15 @@ class ForeignBatch(ColumnState):
                     if shared is None:
                         shared = cat_attrs[c] = {"chrome.cat": c}
                     attrs[j] = shared
+            by_cat: dict[str, list[int]] = {}  # big args dicts: their static part shared, per category
+            for j in [j for j, a in enumerate(args) if len(a) >= SHARE_MIN_KEYS]:
+                by_cat.setdefault(cats[j], []).append(j)
+            for c, js in by_cat.items():
+                sharer = sharers.get(c)
+                if sharer is None:
+                    sharer = sharers[c] = ArgsSharer()
+                if sharer.enabled:
+                    attrs.update(zip([i0 + j for j in js], sharer.views([args[j] for j in js]), strict=True))
             self.start.frombytes(s.tobytes())
             self.end.frombytes(e.tobytes())
             self.gstart.frombytes(np.where(has_g, s, 0).tobytes())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import orjson
 
 from gputrace.phases import phase_kind
 from gputrace.timeline._gc import collector_paused
+from gputrace.timeline.args_share import ArgsSharer
 from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
 from gputrace.timeline.chrome_foreign import (
     GPU_CATS as _GPU_CATS,
@@ -193,7 +195,7 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         self.phase, self.lane = array("i"), array("i")  # lane: index into lane_keys
         self.span_id, self.parent_sid = array("Q"), array("Q")
         self.trace, self.resource = array("i"), array("i")
-        self.attrs: dict[int, dict] = {}
+        self.attrs: dict[int, Mapping] = {}  # dicts, and TemplateAttrs of shared args
         self.names: dict[int, str] = {}
         self.phases: list[str] = []
         self.phase_ix: dict[str, int] = {}
@@ -204,6 +206,7 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         self.correlation: dict[int, int] = {}
         self.gpu_rows: list[tuple[int, int]] = []
         self.cat_attrs: dict[str, dict] = {}
+        self.args_sharers: dict[str, ArgsSharer] = {}
 
     # ---- events ----------------------------------------------------------------------
     def add(self, events: list | TypedBatch) -> None:
@@ -412,6 +415,10 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         cols["parent_span_id"] = parent_sid
         for k in _COLUMN_ARRAYS:  # the columns now hold (views of) them; each is freed once sorted
             setattr(self, k, array(getattr(self, k).typecode))
+        # Only ``cols`` may hold the unsorted columns now (this frame lives until from_unsorted returns).
+        del start, end, g0, g1, has_g, lane_col, span_id, parent_sid
+        if not self.ours and n:
+            del par, has
         return Timeline.from_unsorted(cols, self.phases, lanes, self.resources, self.trace_ids, self.attrs, self.names,
                                       consume=True)
 

@@ -93,12 +93,19 @@ class Lane:
         return (self.host, self.device < 0, self.device, self.pid, not self.name.startswith("stream:"), self.name)
 
 
-def _renumbered(d: Mapping[int, Any] | None, inv: np.ndarray) -> dict:
-    """``{inv[row]: value}`` of ``d``, in ``d``'s order (one vectorised take, not an index per row)."""
+def _renumbered(d: Mapping[int, Any] | None, inv: np.ndarray, consume: bool = False) -> dict:
+    """``{inv[row]: value}`` of ``d``, in ``d``'s order (one vectorised take, not an index per row).
+    ``consume=True``: a dict ``d`` is emptied before the new one is built (the two never coexist, which
+    matters at the peak of a big read: ~70 MiB per million rows)."""
     if not d:
         return {}
     rows = np.fromiter(d.keys(), np.int64, len(d))
-    return dict(zip(inv[rows].tolist(), d.values(), strict=True))
+    if consume and type(d) is dict:
+        values = list(d.values())
+        d.clear()
+    else:
+        values = d.values()  # type: ignore[assignment]
+    return dict(zip(inv[rows].tolist(), values, strict=True))
 
 
 @dataclass(repr=False)
@@ -140,7 +147,7 @@ class Timeline:
         lanes: Sequence[Lane],
         resources: Sequence[dict] = (),
         trace_ids: Sequence[str] = (),
-        attrs: Mapping[int, dict] | None = None,
+        attrs: Mapping[int, Mapping] | None = None,
         names: Mapping[int, str] | None = None,
         consume: bool = False,
     ) -> Timeline:
@@ -164,13 +171,14 @@ class Timeline:
         lanes: Sequence[Lane],
         resources: Sequence[dict] = (),
         trace_ids: Sequence[str] = (),
-        attrs: Mapping[int, dict] | None = None,
+        attrs: Mapping[int, Mapping] | None = None,
         names: Mapping[int, str] | None = None,
         consume: bool = False,
     ) -> Timeline:
         """``from_unsorted`` of the parts' columns one after the other (rows numbered across the parts, as
         ``attrs`` and ``names`` keys are): the parts are joined column by column (with ``consume=True``, the
-        parts are dicts the caller gives up and each piece is freed once copied), so a reader hands its
+        parts are dicts the caller gives up and each piece is freed once copied, and so are ``attrs`` and
+        ``names``, emptied once renumbered), so a reader hands its
         chunks over without joining them first. Every part has ``start``; a column missing from a part is
         -1 (or 0) there."""
         given = consume and all(isinstance(p, MutableMapping) for p in parts)  # taken apart below
@@ -226,7 +234,7 @@ class Timeline:
                     out[inv[at:at + m]] = take(i, k, dt)
                     at += m
                 full[k] = out
-        new_attrs, new_names = _renumbered(attrs, inv), _renumbered(names, inv)
+        new_attrs, new_names = _renumbered(attrs, inv, given), _renumbered(names, inv, given)
         counts = np.bincount(full["lane"], minlength=len(sorted_lanes)) if n else np.zeros(len(sorted_lanes), np.int64)
         offsets = np.zeros(len(sorted_lanes) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])

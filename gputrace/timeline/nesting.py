@@ -33,10 +33,30 @@ def nest_parents(start: np.ndarray, end: np.ndarray, group: np.ndarray,
     start, end, group = np.asarray(start), np.asarray(end), np.asarray(group)
     keys += [-end, start, group]
     order = np.lexsort(keys)
-    visit = order[~_alone(start[order], end[order], group[order])]
-    # The walk runs over positions in ``visit`` (lists of the visited rows only, read in order).
-    s_l, e_l, g_l = start[visit].tolist(), end[visit].tolist(), group[visit].tolist()
-    par = [-1] * len(visit)
+    alone, first = _clusters(start[order], end[order], group[order])
+    keep = ~alone
+    visit = order[keep]
+    del order
+    # The walk runs over positions in ``visit`` (lists of the visited rows only, read in order), in
+    # pieces of about _PIECE rows cut where a cluster starts (the stack is empty there), so the lists
+    # of Python ints exist for one piece at a time.
+    starts = np.flatnonzero(first[keep])
+    at = np.searchsorted(starts, np.arange(_PIECE, len(visit), _PIECE))
+    cuts = np.unique(starts[at[at < len(starts)]])
+    bounds = [0, *cuts[cuts > 0].tolist(), len(visit)]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = visit[lo:hi]
+        _walk(rows, start[rows].tolist(), end[rows].tolist(), group[rows].tolist(), parent)
+    return parent
+
+
+#: Rows of one piece of the walk (its lists cost ~100 bytes a row).
+_PIECE = 1 << 16
+
+
+def _walk(rows: np.ndarray, s_l: list, e_l: list, g_l: list, parent: np.ndarray) -> None:
+    """The stack walk over rows in visiting order, starting with an empty stack; writes ``parent``."""
+    par = [-1] * len(rows)
     stack: list[int] = []
     prev = None
     for k, g in enumerate(g_l):
@@ -52,18 +72,17 @@ def nest_parents(start: np.ndarray, end: np.ndarray, group: np.ndarray,
         if j >= 0:
             par[k] = stack[j]
         stack.append(k)
-    if len(visit):
+    if len(rows):
         pos = np.asarray(par, dtype=np.int64)
         has = pos >= 0
-        parent[visit[has]] = visit[pos[has]]
-    return parent
+        parent[rows[has]] = rows[pos[has]]
 
 
-def _alone(s: np.ndarray, e: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """For rows in visiting order: whether a row is a root whose visit changes nothing for the rows
-    after it: it starts a cluster (its group's first row, or it starts after every earlier row of the
-    group has ended and not at the same instant as the row before it, so the loop's stack is empty
-    when it comes) and the next row starts another one."""
+def _clusters(s: np.ndarray, e: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows in visiting order: (alone, first). ``first``: the row starts a cluster (its group's
+    first row, or it starts after every earlier row of the group has ended and not at the same instant
+    as the row before it, so the walk's stack is empty when it comes). ``alone``: it starts a cluster
+    and the next row starts another one (a root whose visit changes nothing for the rows after it)."""
     n = len(s)
     first = np.ones(n, dtype=bool)
     if n > 1:
@@ -74,4 +93,4 @@ def _alone(s: np.ndarray, e: np.ndarray, g: np.ndarray) -> np.ndarray:
         first[1:] = (g[1:] != g[:-1]) | ((s[1:] >= ran[:-1]) & (s[1:] != s[:-1]))
     last = np.ones(n, dtype=bool)
     last[:-1] = first[1:]
-    return first & last
+    return first & last, first

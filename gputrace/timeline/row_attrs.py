@@ -41,3 +41,23 @@ class RowAttrs(Mapping):
 
     def __repr__(self) -> str:
         return f"RowAttrs({dict(self)!r})"
+
+
+class TemplateAttrs(RowAttrs):
+    """A ``RowAttrs`` whose ``shared`` dict is a template holding every key in the row's order (the
+    overlay's keys with placeholder values): iteration follows the template, so the key order of the
+    dict it stands for is kept. ``keys`` must all be keys of ``shared``."""
+
+    __slots__ = ()
+
+    def __contains__(self, key) -> bool:
+        return key in self.shared
+
+    def __iter__(self) -> Iterator:
+        return iter(self.shared)
+
+    def __len__(self) -> int:
+        return len(self.shared)
+
+    def __repr__(self) -> str:
+        return f"TemplateAttrs({dict(self)!r})"

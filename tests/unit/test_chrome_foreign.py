@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 
+import msgspec
 import pytest
 
 import gputrace.timeline.chrome_import as imp
@@ -43,6 +44,10 @@ def batches(monkeypatch):
     return taken
 
 
+def _exact(attrs) -> bytes:
+    return msgspec.json.encode(dict(attrs))
+
+
 def _per_event(monkeypatch, fn):
     with monkeypatch.context() as m:
         for name in _BATCH_PATHS:
@@ -69,7 +74,12 @@ def _kineto(n: int, seed: int = 1, paired: bool = True) -> dict:
         ev.append({"ph": "X", "cat": rnd.choice(["kernel", "gpu_memcpy", "gpu_user_annotation"]),
                    "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": t + 20.5, "dur": 2.25,
                    "args": {"device": rnd.choice([0, 1, True, "0", None]), "stream": rnd.choice([7, 8, None]),
-                            "correlation": i, "grid": [128, 1, 1], "bytes": rnd.choice([4096, -1, 1.5])}})
+                            "correlation": i, "grid": [128, 1, 1], "bytes": rnd.choice([4096, -1, 1.5]),
+                            # Kineto's static kernel args, with values equal under == but of other types
+                            # (shared only between rows whose args are exactly the same: ArgsSharer)
+                            "External id": i, "registers per thread": rnd.choice([24, 24.0, True]),
+                            "blocks per SM": rnd.choice([0.0, -0.0, 0.5]), "warps per SM": 2.0,
+                            "block": rnd.choice([[128, 1, 1], [128.0, 1, 1], [128, 1, 1]])}})
         r = rnd.random()
         if not paired and r < 0.1:  # no B/E events: every batch may take the typed path
             ev.append({"ph": rnd.choice(["C", "s", "f"]), "name": "counter", "pid": 321, "tid": 321, "ts": t,
@@ -98,7 +108,10 @@ def test_kineto_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads,
         p = tmp_path / f"k{seed}.json"
         p.write_text(json.dumps(doc, indent=1 if seed else None))
         fast = read_chrome(p)
-        assert_same_timeline(fast, _per_event(monkeypatch, lambda p=p: read_chrome(p)))
+        slow = _per_event(monkeypatch, lambda p=p: read_chrome(p))
+        assert_same_timeline(fast, slow)
+        assert [_exact(fast.attrs.get(r, {})) for r in range(fast.n)] == [
+            _exact(slow.attrs.get(r, {})) for r in range(slow.n)]
         parsed = _per_event(monkeypatch, lambda p=p, d=doc, h=f"k{seed}": from_chrome(d, host=h, source=str(p)))
         assert_same_timeline(fast, parsed)
     assert any(batches)
@@ -172,8 +185,8 @@ def test_typed_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads):
         slow = _per_event(monkeypatch, lambda p=p: read_chrome(p))
         assert_same_timeline(fast, slow)
         assert_same_timeline(fast, from_chrome(doc, host=f"t{seed}", source=str(p)))
-        for r in range(fast.n):
-            assert list(fast.attrs.get(r, {})) == list(slow.attrs.get(r, {}))
+        for r in range(fast.n):  # key order and value types too (== takes 1, 1.0 and True as equal)
+            assert _exact(fast.attrs.get(r, {})) == _exact(slow.attrs.get(r, {}))
     assert any(path == "_add_foreign_typed" for path, _ in accepted)
 
 
@@ -235,8 +248,8 @@ def test_paired_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads)
         fast = read_chrome(p)
         slow = _per_event(monkeypatch, lambda p=p: read_chrome(p))
         assert_same_timeline(fast, slow)
-        for r in range(fast.n):
-            assert list(fast.attrs.get(r, {})) == list(slow.attrs.get(r, {}))
+        for r in range(fast.n):  # key order and value types too (== takes 1, 1.0 and True as equal)
+            assert _exact(fast.attrs.get(r, {})) == _exact(slow.attrs.get(r, {}))
         parsed = _per_event(monkeypatch, lambda d=doc, p=p: from_chrome(d, host=f"be{seed}", source=str(p),
                                                                          stats=stats))
         assert_same_timeline(fast, parsed)

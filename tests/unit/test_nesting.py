@@ -51,3 +51,21 @@ def test_zero_length_range_at_a_cluster_edge_keeps_its_parent():
     # cluster: the second zero-length range nests in the first, as the stack walk has it.
     start, end, group = np.array([0, 5, 5]), np.array([5, 5, 5]), np.zeros(3, np.int64)
     assert nest_parents(start, end, group).tolist() == _visit_every_row(start, end, group).tolist() == [-1, -1, 1]
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7])
+def test_walk_in_pieces_gives_the_same_parents(monkeypatch, piece):
+    """The walk is cut into pieces where a cluster starts: tiny pieces (many cuts, clusters longer
+    than a piece) give the parents of the walk over every row."""
+    import gputrace.timeline.nesting as nesting
+
+    monkeypatch.setattr(nesting, "_PIECE", piece)
+    rng = np.random.default_rng(100 + piece)
+    for trial in range(300):
+        n = int(rng.integers(0, 60))
+        scale = int(rng.choice([3, 10, 100]))
+        start = rng.integers(0, scale * 4, n)
+        end = start + rng.integers(-1 if trial % 5 == 0 else 0, scale // 2 + 1, n)
+        group = rng.integers(0, int(rng.choice([1, 2, 4])), n)
+        tie = rng.integers(0, 3, n) if trial % 2 else None
+        assert (nesting.nest_parents(start, end, group, tie) == _visit_every_row(start, end, group, tie)).all()

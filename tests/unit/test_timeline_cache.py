@@ -154,3 +154,39 @@ def test_overlays_that_are_not_64_bit_ints_are_stored_as_dicts(tmp_path, small_c
     assert back is not None and back.attrs == tl.attrs
     assert [type(back.attrs[r]).__name__ for r in range(4)] == ["dict", "dict", "RowAttrs", "dict"]
     assert back.attrs[2].shared is back.attrs[3]  # still one shared dict
+
+
+def test_kineto_kernel_templates_stay_shared_and_exact_through_the_cache(tmp_path, small_cache, monkeypatch):
+    import json
+
+    import msgspec
+
+    from gputrace.timeline.row_attrs import TemplateAttrs
+
+    def kernel(i, regs):
+        return {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 2,
+                "args": {"External id": i, "device": 0, "stream": 7, "correlation": i + 100, "grid": [64, 1, 1],
+                         "block": [128, 1, 1], "registers per thread": regs, "warps per SM": 2.0}}
+
+    doc = {"schemaVersion": 1, "traceEvents": [kernel(i, [24, 24.0][i % 2]) for i in range(200)]}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    first = read_any([p])
+    assert {type(a) for a in first.attrs.values()} == {TemplateAttrs}
+    import gputrace.timeline.load as load
+
+    with monkeypatch.context() as m:
+        m.setattr(load, "_read_other", lambda *a, **k: pytest.fail("read the trace again instead of the cache"))
+        second = read_any([p])
+    assert_same_timeline(first, second)
+    for r in range(first.n):
+        a, b = first.attrs[r], second.attrs[r]
+        assert type(b) is TemplateAttrs and list(a) == list(b)
+        assert msgspec.json.encode(dict(a)) == msgspec.json.encode(dict(b))  # 24 and 24.0 kept apart
+    assert len({id(a.shared) for a in second.attrs.values()}) == 2
+    # An entry whose template lacks a key of its rows is refused (a miss), never a wrong Mapping.
+    [entry] = small_cache.glob("*.gtc")
+    raw = entry.read_bytes()
+    assert raw.count(b"correlation") >= 1
+    entry.write_bytes(raw.replace(b"correlation", b"correlatioX", 1))
+    assert cache.load(p) is None
