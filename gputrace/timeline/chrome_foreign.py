@@ -246,7 +246,7 @@ class ForeignBatch(ColumnState):
         taken together exactly. ``n_events``: the events they came from that are now counted."""
         nx = len(s)
         if nx:
-            if not all(type(a) is dict for a in args):
+            if set(map(type, args)) != {dict}:
                 return False
             names = list(map(str, name_l))
             cats = list(map(str, cat_l))
@@ -302,7 +302,7 @@ class ForeignBatch(ColumnState):
                         shared = cat_attrs[c] = {"chrome.cat": c}
                     attrs[j] = shared
             by_cat: dict[str, list[int]] = {}  # big args dicts: their static part shared, per category
-            for j in [j for j, a in enumerate(args) if len(a) >= SHARE_MIN_KEYS]:
+            for j in np.flatnonzero(np.fromiter(map(len, args), np.int64, nx) >= SHARE_MIN_KEYS).tolist():
                 by_cat.setdefault(cats[j], []).append(j)
             for c, js in by_cat.items():
                 sharer = sharers.get(c)
