@@ -33,7 +33,7 @@ from gputrace.interop.otlp_file import COLUMN_KEYS, Group
 from gputrace.otlp.ids import hex_id, parse_id
 from gputrace.timeline.errors import LoadReport
 from gputrace.timeline.model import COLUMNS, KIND_NAMES, Lane, Timeline
-from gputrace.timeline.row_attrs import RowAttrs
+from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
 __all__ = ["cache_entry", "readback_timeline", "store_cache_entry"]
 
@@ -80,6 +80,15 @@ def _plain(d: Mapping, forbidden: frozenset = COLUMN_KEYS) -> dict:
         same = same and w is v
         out[k] = w
     return d if same else out  # type: ignore[return-value]
+
+
+def _plain_template(t: dict, over: tuple) -> dict:
+    """``_plain`` of a ``TemplateAttrs`` template: its placeholders (the keys in ``over``, every row's own)
+    are not values and are kept as they are."""
+    body = _plain({k: v for k, v in t.items() if k not in over})
+    if all(body[k] is v for k, v in t.items() if k not in over):
+        return t
+    return {k: t[k] if k in over else body[k] for k in t}
 
 
 def cache_entry(tl: Timeline, path: str | os.PathLike, lines: int, groups: list[Group],
@@ -259,8 +268,9 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
 
 
 def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:
-    """File row -> attributes as read back: a ``RowAttrs`` stays one (its shared dict converted once, if
-    needed); a dict is kept where it already is what the reader builds. Rows with none are left out."""
+    """File row -> attributes as read back: a ``RowAttrs`` or ``TemplateAttrs`` stays one (its shared dict
+    converted once, if needed); a dict is kept where it already is what the reader builds. Rows with none
+    are left out."""
     src = tl.attrs
     if not src:
         return {}
@@ -274,11 +284,11 @@ def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:
     overlays: list[tuple] = []
     a: Mapping
     for r, a in zip(pos, src.values(), strict=True):
-        if type(a) is RowAttrs:
+        if type(a) is RowAttrs or type(a) is TemplateAttrs:
             sh = a.shared
             s = shared.get(id(sh))
             if s is None:
-                s = shared[id(sh)] = _plain(sh)
+                s = shared[id(sh)] = _plain(sh) if type(a) is RowAttrs else _plain_template(sh, a.keys_)
             ks = a.keys_
             if ks not in keysets:
                 if len(set(ks)) != len(ks) or any(type(k) is not str or k in COLUMN_KEYS for k in ks):
@@ -287,7 +297,7 @@ def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:
             if not ks and not s:
                 continue
             if s is not sh:
-                a = RowAttrs(s, ks, a.values_)
+                a = type(a)(s, ks, a.values_)
             out[r] = a
             overlays.append(a.values_)
         else:
@@ -300,8 +310,8 @@ def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:
     vals = list(chain.from_iterable(overlays))
     if vals and not (set(map(type, vals)) == {int} and _I64[0] <= min(vals) and max(vals) <= _I64[1]):
         for r, a in out.items():
-            if type(a) is RowAttrs:
+            if type(a) is RowAttrs or type(a) is TemplateAttrs:
                 v = tuple(_value(x) for x in a.values_)
                 if v != a.values_ or any(type(x) is not type(y) for x, y in zip(v, a.values_, strict=True)):
-                    out[r] = RowAttrs(a.shared, a.keys_, v)
+                    out[r] = type(a)(a.shared, a.keys_, v)
     return out

@@ -86,6 +86,24 @@ def test_chrome_imports_read_back_as_predicted(tmp_path, uncached, monkeypatch):
     _check(read_chrome(str(q)), tmp_path, monkeypatch, "s.jsonl")
 
 
+def test_shared_kineto_args_read_back_as_predicted(tmp_path, uncached, monkeypatch):
+    """Kernels whose args are shared as TemplateAttrs (values equal under == but of other types kept
+    apart) read back as predicted, and the prediction keeps them shared."""
+    from gputrace.timeline.chrome import read_chrome
+    from gputrace.timeline.row_attrs import TemplateAttrs
+
+    ev = [{"ph": "X", "cat": "kernel", "name": f"k{i % 3}", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 2,
+           "args": {"External id": i, "device": 0, "stream": 7, "correlation": i + 100, "grid": [64, 1, i % 2],
+                    "block": [128, 1, 1], "registers per thread": [24, 24.0, True][i % 3], "warps per SM": 2.0,
+                    "est. achieved occupancy %": [3, 3.5][i % 2]}} for i in range(300)]
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    tl = read_chrome(str(p))
+    assert {type(a) for a in tl.attrs.values()} == {TemplateAttrs}
+    pred = _check(tl, tmp_path, monkeypatch, "k.jsonl")
+    assert {type(a) for a in pred.attrs.values()} == {TemplateAttrs}
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_synthetic_and_selected_timelines_read_back_as_predicted(tmp_path, uncached, monkeypatch, seed):
     tl = synthetic_timeline(SyntheticSpec(hosts=2, gpus=3, target_spans=3000, seed=seed))
