@@ -1,5 +1,5 @@
-"""``ArgsSharer``: device-activity ``args`` of other tools' Chrome traces kept as a ``TemplateAttrs`` over
-one shared dict per distinct static part.
+"""``ArgsSharer``: big ``args`` dicts of other tools' Chrome traces kept as a ``TemplateAttrs`` over one
+shared dict per distinct static part (``chrome_foreign`` passes dicts of ``SHARE_MIN_KEYS`` keys or more).
 
 A PyTorch-profiler (Kineto) kernel event carries 13 ``args``, of which only the ids (``External id``,
 ``correlation``) change from launch to launch of one kernel; the rest (device, stream, grid, block,

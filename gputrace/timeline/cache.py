@@ -201,8 +201,9 @@ def _attrs(meta: dict, arrays: dict) -> dict | None:
             at = start[sel]
             shared = objs[over[sel]].tolist()
             cls = kinds[k]
-            if cls is TemplateAttrs and not all(set(keys[k]) <= dicts[j].keys() for j in np.unique(ix[over[sel]])):
-                return None  # a template holds every key of its rows
+            if cls is TemplateAttrs and not all(type(dicts[j]) is dict and set(keys[k]) <= dicts[j].keys()
+                                                for j in np.unique(ix[over[sel]]).tolist()):
+                return None  # a template is a dict holding every key of its rows
             values = zip(*(vals[at + j].tolist() for j in range(w)), strict=True) if w else repeat((), len(sel))
             made = map(cls, shared, repeat(keys[k]), values)
             objs[over[sel]] = np.fromiter(made, dtype=object, count=len(sel))

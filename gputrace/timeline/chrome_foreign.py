@@ -14,7 +14,9 @@ errors (file, event index, field). ``tests/unit/test_chrome_foreign.py`` compare
 
 Attribute dicts: a span's ``args`` dict is kept as its attributes with ``chrome.cat`` set in it (the
 decoded dict is owned by the reader); spans with no ``args`` share one ``{"chrome.cat": cat}`` dict
-per category (attribute dicts are read-only once in a Timeline). Not thread-safe.
+per category; big ``args`` (``SHARE_MIN_KEYS``: a Kineto kernel's) become ``TemplateAttrs`` over one
+template per distinct static part (``args_share``). Attributes are read-only once in a Timeline. Not
+thread-safe.
 """
 
 from __future__ import annotations
