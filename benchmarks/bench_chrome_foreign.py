@@ -7,7 +7,8 @@ exports; this measures traces as the PyTorch profiler writes them: indented JSON
 with ``External id``, a ``cudaLaunchKernel`` with ``correlation``, a kernel with Kineto's 13 ``args``
 (device, stream, grid, block, occupancy...), and either a ``user_annotation`` ``X`` event ("X only")
 or a ``B``/``E`` pair ("with B/E"). Every read runs in a fresh process; rows are interleaved round by
-round; medians. Reference in the same rounds: ``read_chrome`` of gputrace's own export of a synthetic
+round; medians. Also ``gputrace view``'s first screen of the X-only file (``load_steps`` with the cache
+off, up to the TUI's index of the first snapshot) and its whole load. Reference in the same rounds: ``read_chrome`` of gputrace's own export of a synthetic
 trace with as many spans. ``--before TREE``: a gputrace source tree (e.g. ``git archive`` of main)
 whose ``read_chrome`` reads the Kineto files too. Prints the load average with the table.
 """
@@ -35,6 +36,28 @@ n = read_chrome(path).n
 s, cpu = time.perf_counter() - t, time.process_time() - c
 peak = next(int(ln.split()[1]) / 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
 print(json.dumps({"n": n, "s": s, "cpu": cpu, "peak": peak}))
+"""
+
+# What ``gputrace view`` does before its first draw (as benchmarks/bench_10m.py): the entrance's
+# ``load_steps`` up to the first step with spans, its snapshot and the TUI's index of it; then the rest.
+_FIRST = r"""
+import json, sys, time
+t = time.perf_counter()
+from gputrace.timeline.load import load_steps
+from gputrace.tui.index import TimelineIndex
+first, last = None, None
+for step in load_steps([sys.argv[1]]):
+    if step.snapshot is None:
+        continue
+    if first is None:
+        tl = step.snapshot()
+        if tl.n:
+            TimelineIndex.build(tl, origin=tl.t0)
+            first = time.perf_counter() - t
+    last = step
+n = last.snapshot().n
+peak = next(int(ln.split()[1]) / 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+print(json.dumps({"first_s": first, "all_s": time.perf_counter() - t, "n": n, "peak": peak}))
 """
 
 _KERNELS = ("vectorized_elementwise_kernel", "ampere_sgemm_128x64_nn", "reduce_kernel")
@@ -101,12 +124,13 @@ def _own_export(path: Path, spans: int) -> None:
                                                   seed=1)), path)
 
 
-def _child(path: Path, tree: str | None) -> dict:
-    env = dict(os.environ)
+def _child(path: Path, tree: str | None, script: str = _CHILD) -> dict:
+    env = dict(os.environ, GPUTRACE_CACHE="0")
     if tree:
         env["PYTHONPATH"] = tree
     # ``python -c`` puts the working directory first on sys.path: a tree must be the cwd too.
-    r = subprocess.run([sys.executable, "-c", _CHILD, "read", str(path)], check=True, capture_output=True,
+    args = ["read"] if script is _CHILD else []
+    r = subprocess.run([sys.executable, "-c", script, *args, str(path)], check=True, capture_output=True,
                        text=True, env=env, cwd=tree or None)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -134,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         if a.before:
             plan += [("before: Kineto, X only", files["x"], a.before),
                      ("before: Kineto, with B/E", files["be"], a.before)]
+        views = [("view of Kineto, X only", None)] + ([("before: view of Kineto, X only", a.before)] if a.before else [])
         for _ in range(a.repeats):
             for label, path, tree in plan:
                 rows.setdefault(label, []).append(_child(path, tree))
+            for label, tree in views:
+                rows.setdefault(label, []).append(_child(files["x"], tree, _FIRST))
             loads.append(os.getloadavg()[0])
     ref = statistics.median(r["s"] for r in rows[plan[0][0]])
     print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} CPUs, "
@@ -156,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<36} {n:>9,} {events} {s:>7.2f} {cpu:>6.2f} {rate} {n / s / 1e6:>7.3f} "
               f"{ref / s:>7.2f}x {statistics.median(r['peak'] for r in rs):>9.0f}")
     print("target (issue 18): >= 0.3 M events/s, <= 614 MiB at 1 M events")
+    print(f"\n{'gputrace view (load_steps; cache off)':<36} {'first screen s':>15} {'all read s':>11} {'peak MiB':>9}")
+    for label, _tree in views:
+        rs = rows[label]
+        print(f"{label:<36} {statistics.median(r['first_s'] for r in rs):>15.2f} "
+              f"{statistics.median(r['all_s'] for r in rs):>11.2f} {statistics.median(r['peak'] for r in rs):>9.0f}")
     return 0
 
 

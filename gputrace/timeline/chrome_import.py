@@ -43,7 +43,7 @@ from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 
-__all__ = ["ChromeFormatError", "read_chrome", "from_chrome"]
+__all__ = ["ChromeFormatError", "read_chrome", "read_chrome_head", "from_chrome"]
 
 #: Runs of this many events or more between ``B``/``E`` events of another tool's trace go through
 #: the batch path (``chrome_foreign``); shorter ones, and the ``B``/``E`` events, one by one.
@@ -95,6 +95,34 @@ def _read_chrome(path: str | Path, host: str | None) -> Timeline:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
     return _read_whole(p, host)
+
+
+def read_chrome_head(path: str | Path, max_events: int, host: str | None = None) -> Timeline | None:
+    """The Timeline of the first whole batches of a Chrome trace holding at least ``max_events`` events
+    (a ``B`` whose ``E`` lies beyond them closes at the last time seen), for a first screen while the
+    whole file is read; None when the file has fewer events or its head cannot be read this way (the
+    whole read then reports why). Raises only OSError (an unreadable path). Pauses the collector."""
+    from gputrace.timeline._lines import open_trace_file
+    from gputrace.timeline.chrome_scan import scan_chrome
+
+    p = Path(path)
+    host = host or p.name.split(".")[0]
+    with collector_paused():
+        try:
+            with open_trace_file(p) as f:
+                acc = None
+                for what, value in scan_chrome(f, _decoder_for):
+                    if what == "head":
+                        acc = _Events.for_header(value, host, str(p))
+                    elif what == "events" and acc is not None:
+                        acc.add(value)
+                        if acc.idx >= max_events:
+                            return acc.timeline()
+                    else:  # the end (a small file), or a header the events came before
+                        return None
+        except (EOFError, ValueError):  # ScanError, ChromeFormatError, TraceFormatError, msgspec's errors
+            return None
+    return None
 
 
 def _decoder_for(head: dict) -> Decode:

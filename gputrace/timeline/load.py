@@ -279,8 +279,9 @@ def load_steps(
     (the first screen appears before the whole file is read).
 
     OTLP files are read in slices (``incremental.iter_load``); a big plain file (see
-    ``parallel_workers``) shows its first slice, then is read whole by worker processes. Chrome
-    JSON and Nsight SQLite files are read whole. ``follow``: one file, tailed while a writer
+    ``parallel_workers``) shows its first slice, then is read whole by worker processes. A big Chrome
+    JSON file shows its first events (``read_chrome_head``), then is read whole; Nsight SQLite files
+    are read whole. ``follow``: one file, tailed while a writer
     appends (``incremental.follow``) until ``stop_event`` is set. A big trace with a valid entry in
     the columnar cache (``gputrace.timeline.cache``) is shown from it at once; one read here is
     stored there by a background thread. Raises ``UnreadableTrace`` for
@@ -314,6 +315,8 @@ def load_steps(
             kind = sniff(p)
             if kind != "otlp":
                 yield LoadStep(base, total, f"reading {os.path.basename(p)} ({kind})…")
+                if kind == "chrome" and size >= CHROME_HEAD_BYTES:
+                    yield from _chrome_head_step(p, base, total, finished)
                 tl = _read_other(p, kind)
             else:
                 tl = yield from _otlp_steps(p, base, total, finished, stop, interval, parallel)
@@ -328,6 +331,19 @@ def load_steps(
 
 #: A cached trace with more spans than this is shown first by its earliest spans (see ``_preview``).
 PREVIEW_SPANS = 1_000_000
+#: A Chrome trace of this size or more is shown first by its first ``CHROME_HEAD_EVENTS`` events (read
+#: apart, ~0.3 s) while the whole file is read (a 1 M-event PyTorch trace takes ~5 s).
+CHROME_HEAD_BYTES = 32 << 20
+CHROME_HEAD_EVENTS = 50_000
+
+
+def _chrome_head_step(p: str, base: int, total: int, finished: list[Timeline]) -> Iterator[LoadStep]:
+    from gputrace.timeline.chrome_import import read_chrome_head
+
+    head_tl = read_chrome_head(p, CHROME_HEAD_EVENTS)
+    if head_tl is not None and head_tl.n:
+        yield LoadStep(base, total, f"reading {os.path.basename(p)} (chrome): its first {head_tl.n:,} spans shown…",
+                       _cumulative(finished, partial(_itself, head_tl)))
 
 
 def _itself(tl: Timeline) -> Timeline:
