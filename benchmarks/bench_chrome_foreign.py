@@ -27,6 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# What ``gputrace view`` does before its first draw, then the rest of the load (argv: path, "all").
+from bench_10m import _FIRST
+
 _CHILD = r"""
 import json, sys, time
 what, path = sys.argv[1], sys.argv[2]
@@ -36,28 +39,6 @@ n = read_chrome(path).n
 s, cpu = time.perf_counter() - t, time.process_time() - c
 peak = next(int(ln.split()[1]) / 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
 print(json.dumps({"n": n, "s": s, "cpu": cpu, "peak": peak}))
-"""
-
-# What ``gputrace view`` does before its first draw (as benchmarks/bench_10m.py): the entrance's
-# ``load_steps`` up to the first step with spans, its snapshot and the TUI's index of it; then the rest.
-_FIRST = r"""
-import json, sys, time
-t = time.perf_counter()
-from gputrace.timeline.load import load_steps
-from gputrace.tui.index import TimelineIndex
-first, last = None, None
-for step in load_steps([sys.argv[1]]):
-    if step.snapshot is None:
-        continue
-    if first is None:
-        tl = step.snapshot()
-        if tl.n:
-            TimelineIndex.build(tl, origin=tl.t0)
-            first = time.perf_counter() - t
-    last = step
-n = last.snapshot().n
-peak = next(int(ln.split()[1]) / 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
-print(json.dumps({"first_s": first, "all_s": time.perf_counter() - t, "n": n, "peak": peak}))
 """
 
 _KERNELS = ("vectorized_elementwise_kernel", "ampere_sgemm_128x64_nn", "reduce_kernel")
@@ -129,8 +110,8 @@ def _child(path: Path, tree: str | None, script: str = _CHILD) -> dict:
     if tree:
         env["PYTHONPATH"] = tree
     # ``python -c`` puts the working directory first on sys.path: a tree must be the cwd too.
-    args = ["read"] if script is _CHILD else []
-    r = subprocess.run([sys.executable, "-c", script, *args, str(path)], check=True, capture_output=True,
+    args = ["read", str(path)] if script is _CHILD else [str(path), "all"]
+    r = subprocess.run([sys.executable, "-c", script, *args], check=True, capture_output=True,
                        text=True, env=env, cwd=tree or None)
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -71,26 +71,15 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
 
 
 def _read_chrome(path: str | Path, host: str | None) -> Timeline:
-    from gputrace.timeline._lines import open_trace_file
-    from gputrace.timeline.chrome_scan import ScanError, scan_chrome
+    from gputrace.timeline.chrome_scan import ScanError
     from gputrace.timeline.errors import TraceFormatError
 
     p = Path(path)
     host = host or p.name.split(".")[0]
     try:
-        with open_trace_file(p) as f:
-            acc = None
-            for what, value in scan_chrome(f, _decoder_for):
-                if what == "head":
-                    acc = _Events.for_header(value, host, str(p))
-                elif what == "events":
-                    if acc is None:  # the scanner yields the head first
-                        raise ScanError("events before the header")
-                    acc.add(value)
-                elif _late_header(value):
-                    acc = None  # the keys that decide the mapping came after the events: read whole
-            if acc is not None:
-                return acc.timeline()
+        acc, _ = _streamed(p, host)
+        if acc is not None:
+            return acc.timeline()
     except (ScanError, EOFError, OSError, TraceFormatError) as e:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
@@ -102,27 +91,37 @@ def read_chrome_head(path: str | Path, max_events: int, host: str | None = None)
     (a ``B`` whose ``E`` lies beyond them closes at the last time seen), for a first screen while the
     whole file is read; None when the file has fewer events or its head cannot be read this way (the
     whole read then reports why). Raises only OSError (an unreadable path). Pauses the collector."""
-    from gputrace.timeline._lines import open_trace_file
-    from gputrace.timeline.chrome_scan import scan_chrome
-
     p = Path(path)
-    host = host or p.name.split(".")[0]
     with collector_paused():
         try:
-            with open_trace_file(p) as f:
-                acc = None
-                for what, value in scan_chrome(f, _decoder_for):
-                    if what == "head":
-                        acc = _Events.for_header(value, host, str(p))
-                    elif what == "events" and acc is not None:
-                        acc.add(value)
-                        if acc.idx >= max_events:
-                            return acc.timeline()
-                    else:  # the end (a small file), or a header the events came before
-                        return None
+            acc, whole = _streamed(p, host or p.name.split(".")[0], max_events)
         except (EOFError, ValueError):  # ScanError, ChromeFormatError, TraceFormatError, msgspec's errors
             return None
-    return None
+        return None if acc is None or whole else acc.timeline()
+
+
+def _streamed(p: Path, host: str, max_events: int | None = None) -> tuple[_Events | None, bool]:
+    """(the accumulator of the file's events as the scanner streams them, whether it holds all of them):
+    all of them, or the first whole batches holding ``max_events``. None when the keys that decide the
+    mapping came after the events (the caller reads the file whole). Raises ScanError, EOFError,
+    OSError, ChromeFormatError, TraceFormatError."""
+    from gputrace.timeline._lines import open_trace_file
+    from gputrace.timeline.chrome_scan import ScanError, scan_chrome
+
+    with open_trace_file(p) as f:
+        acc = None
+        for what, value in scan_chrome(f, _decoder_for):
+            if what == "head":
+                acc = _Events.for_header(value, host, str(p))
+            elif what == "events":
+                if acc is None:  # the scanner yields the head first
+                    raise ScanError("events before the header")
+                acc.add(value)
+                if max_events is not None and acc.idx >= max_events:
+                    return acc, False
+            elif _late_header(value):
+                acc = None
+    return acc, True
 
 
 def _decoder_for(head: dict) -> Decode:
