@@ -36,7 +36,7 @@ from gputrace.timeline.chrome_batch import ColumnState, dict_meta_names
 from gputrace.timeline.chrome_typed import TypedBatch
 from gputrace.timeline.model import KIND_CODES
 
-__all__ = ["ForeignBatch", "GPU_CATS", "RUNTIME_CATS", "decode_foreign"]
+__all__ = ["ForeignBatch", "GPU_CATS", "RUNTIME_CATS", "decode_foreign", "is_device"]
 
 #: Kineto categories of device activity (drawn on GPU stream lanes).
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "gpu_op"}
@@ -132,6 +132,12 @@ def _meta_names(metas: list) -> list[tuple[Any, Any, Any, str]] | None:
             return None
         out.append((ev.name, ev.pid, ev.tid, str(a.get("name", ""))))
     return out
+
+
+def is_device(d: Any) -> bool:
+    """Whether an ``args.device`` names a GPU: an int (not a bool) the ``device`` column (int16) holds, not
+    negative (-1 is a host lane). Any other value leaves the event on its thread's lane, ``args`` kept."""
+    return type(d) is int and 0 <= d < 1 << 15
 
 
 def _int_or_neg1(v: Any) -> int:
@@ -258,7 +264,7 @@ class ForeignBatch(ColumnState):
             for j in [j for j, c in enumerate(cats) if c in GPU_CATS]:
                 a = args[j]
                 d, st = a.get("device"), a.get("stream")
-                if isinstance(d, int) and st is not None:
+                if is_device(d) and st is not None:
                     on_gpu[j] = True
                     keys[j] = ("gpu", d, st)
                     gpu_js.append(j)

@@ -37,6 +37,7 @@ from gputrace.timeline.chrome_foreign import (
     RUNTIME_CATS as _RUNTIME_CATS,
     ForeignBatch,
     decode_foreign,
+    is_device,
 )
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
 from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode_ours
@@ -334,7 +335,7 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             name_ = a.pop("name", name)
         else:
             dev, stream = a.get("device"), a.get("stream")
-            if cat in _GPU_CATS and isinstance(dev, int) and stream is not None:
+            if cat in _GPU_CATS and is_device(dev) and stream is not None:
                 lk = self._lane(("gpu", dev, stream))
                 kind = "gpu"
                 g0, g1, has_g = s, e, True

@@ -270,3 +270,24 @@ def test_event_index_counts_pairs_of_earlier_batches(tmp_path, monkeypatch):
     p.write_text(json.dumps({"traceEvents": events}))
     with pytest.raises(ChromeFormatError, match=r"traceEvents\[600\] \('X' 'bad'\)"):
         read_chrome(p)
+
+
+@pytest.mark.parametrize("device", [True, False, -1, -3, 1 << 15, 70000, "0", 1.0, None])
+def test_a_device_that_is_not_a_gpu_index_leaves_the_kernel_on_its_thread(tmp_path, monkeypatch, device):
+    """Only an int in 0..32767 (the device column's range; -1 is a host lane) puts a kernel on a GPU
+    lane; anything else keeps it on its thread's lane with its args, and every export reads back."""
+    from gputrace.interop.otlp_file import write_otlp_jsonl
+    from gputrace.timeline.load import read_any
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": i, "dur": 1,
+           "args": {"device": device if i % 2 else 0, "stream": 7, "correlation": i}} for i in range(200)]
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    fast = read_chrome(p)
+    assert_same_timeline(fast, _per_event(monkeypatch, lambda: read_chrome(p)))
+    assert {ln.device for ln in fast.lanes} == {-1, 0}
+    on_thread = [r for r in range(fast.n) if fast.lanes[fast.cols["lane"][r]].device == -1]
+    assert len(on_thread) == 100 and all(fast.attrs[r]["device"] == device for r in on_thread)
+    out = tmp_path / "k.jsonl"
+    write_otlp_jsonl(fast, out)
+    assert read_any([out]).n == fast.n
