@@ -3,8 +3,9 @@
 The per-row path (``otlp_file._spans`` building a span dict, ``encode.span_json`` its text) costs about
 7 us a row; an import of a million Nsight rows spent most of its time there. Here what repeats is
 encoded once per block (a lane's and kind's attribute text, a phase's name, a trace id, a kernel's
-shared attributes, an overlay's key layout) and each row gets one %-format of its own values: ids (hex
-of the whole block's ids at once), times, the column attributes it has, its overlay values. Rows this
+shared attributes, an overlay's key layout, a ``TemplateAttrs`` template with its ids' places) and each
+row gets one %-format of its own values: ids (hex of the whole block's ids at once), times, the column
+attributes it has, its overlay values. Rows this
 does not cover exactly (attributes in a plain dict, overlays with values other than ints, keys that
 clash with the column attributes) are written by the per-row path. The bytes are the same either way
 (tests/unit/test_otlp_block.py compares the two on varied Timelines).
@@ -23,7 +24,7 @@ import numpy as np
 from gputrace.otlp.encode import attributes_json, json_string, span_json
 from gputrace.otlp.ids import hex_id
 from gputrace.timeline.model import KIND_NAMES, Timeline
-from gputrace.timeline.row_attrs import RowAttrs
+from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
 __all__ = ["line_texts"]
 
@@ -50,6 +51,22 @@ def _template(ra: RowAttrs, shared_text: dict) -> tuple[str, str] | None:
     if shared is None:
         return None
     return "".join("," + _int_attr(k) for k in ra.keys_), "," + shared if shared else ""
+
+
+def _template_format(ta: TemplateAttrs) -> tuple[str, tuple[int, ...] | None] | None:
+    """What a row of ``ta``'s (template, overlay keys) adds after the column attributes: one %-format of
+    the template's items in its order, the overlay's int values in their places, and the order in which
+    to take the overlay values (None: as they are); None where the per-row path must write it (a
+    template key clashing with the column attributes)."""
+    from gputrace.interop.otlp_file import COLUMN_KEYS
+
+    t, over = ta.shared, ta.keys_
+    if t.keys() & COLUMN_KEYS or len(set(over)) != len(over) or not set(over) <= t.keys():
+        return None
+    pieces = [_int_attr(k) if k in over else attributes_json({k: v}).replace("%", "%%") for k, v in t.items()]
+    keys = list(t)
+    order = tuple(sorted(range(len(over)), key=lambda j: keys.index(over[j])))
+    return "".join("," + p for p in pieces), None if order == tuple(range(len(over))) else order
 
 
 def _hex16(values: np.ndarray) -> list[str]:
@@ -155,6 +172,18 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
                     ft.append(tm[0])
                     fv.append(ra.values_)
                     fs.append(tm[1])
+            elif type(ra) is TemplateAttrs:
+                key = (id(ra.shared), ra.keys_, TemplateAttrs)
+                tm = templates.get(key, _MISS)
+                if tm is _MISS:
+                    tm = templates[key] = _template_format(ra)
+                if tm is None:
+                    slow_rows.append(i)
+                else:
+                    fi.append(i)
+                    ft.append(tm[0])
+                    fv.append(ra.values_ if tm[1] is None else tuple(map(ra.values_.__getitem__, tm[1])))
+                    fs.append("")
             elif ra:
                 slow_rows.append(i)
         if fi and not set(map(type, chain.from_iterable(fv))) <= {int}:

@@ -14,7 +14,7 @@ from gputrace.interop.otlp_file import reference_requests, timeline_requests
 from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
 from gputrace.timeline.model import Lane, Timeline
 from gputrace.timeline.nsys import read_nsys
-from gputrace.timeline.row_attrs import RowAttrs
+from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 from tests.unit.nsys_random_report import random_report
 from tests.unit.test_nsys import build_report
 
@@ -73,6 +73,9 @@ def test_every_attribute_shape(monkeypatch):
     pct = {"k%d": 5, "v": "100%"}
     clash_col = {"gputrace.batch": 9, "z": 1}  # a column key: where the column is unset, this value is written
     clash_over = {"corr": 1, "q": 2}
+    template = {"id": None, "s": "x%sy", "corr": None, "f": 0.25, "g": [4, 1, 1], "b": False}
+    pct_template = {"v%": "50%", "k%d": None}
+    clash_template = {"z": 1, "gputrace.batch": None}
     kinds = [
         lambda i: RowAttrs(shared, ("corr", "api%"), (i, 1 << 62)),
         lambda i: RowAttrs(shared, (), ()),
@@ -84,6 +87,13 @@ def test_every_attribute_shape(monkeypatch):
         lambda i: RowAttrs(clash_col, ("corr",), (i,)),
         lambda i: RowAttrs(clash_over, ("corr",), (i,)),
         lambda i: RowAttrs(shared, ("corr", "corr"), (i, i + 1)),
+        # TemplateAttrs (shared Kineto args): the template's order, the row's ids in their places
+        lambda i: TemplateAttrs(template, ("id", "corr"), (i, -i)),
+        lambda i: TemplateAttrs(template, ("corr", "id"), (i, 1 << 62)),  # overlay keys not in template order
+        lambda i: TemplateAttrs(template, ("id", "corr"), (True, i)),  # a bool: per-row path
+        lambda i: TemplateAttrs(template, ("id", "corr"), (i, "x%s")),
+        lambda i: TemplateAttrs(pct_template, ("k%d",), (i,)),
+        lambda i: TemplateAttrs(clash_template, ("gputrace.batch",), (i,)),  # a column key: per-row path
         lambda i: {"plain": i, "gputrace.circuit": 4},
         lambda i: {},
         lambda i: shared,
