@@ -6,8 +6,8 @@ encoded once per block (a lane's and kind's attribute text, a phase's name, a tr
 shared attributes, an overlay's key layout, a ``TemplateAttrs`` template with its ids' places) and each
 row gets one %-format of its own values: ids (hex of the whole block's ids at once), times, the column
 attributes it has, its overlay values. Rows this
-does not cover exactly (attributes in a plain dict, overlays with values other than ints, keys that
-clash with the column attributes) are written by the per-row path. The bytes are the same either way
+does not cover exactly (plain dicts with values other than ints and strings, overlays with values
+other than ints, keys that clash with the column attributes) are written by the per-row path. The bytes are the same either way
 (tests/unit/test_otlp_block.py compares the two on varied Timelines).
 
 Hand-written because it is the import's hot path and no library encodes OTLP JSON from columns.
@@ -67,6 +67,30 @@ def _template_format(ta: TemplateAttrs) -> tuple[str, tuple[int, ...] | None] | 
     keys = list(t)
     order = tuple(sorted(range(len(over)), key=lambda j: keys.index(over[j])))
     return "".join("," + p for p in pieces), None if order == tuple(range(len(over))) else order
+
+
+#: Distinct string values of one plain-dict layout baked into formats at most (then its rows go per row).
+_MAX_BAKED = 4096
+
+
+def _dict_layout(keys: tuple, types: tuple) -> tuple[tuple[int, ...], tuple[int, ...], dict] | None:
+    """A plain attribute dict's layout (its keys in order, its values' types): (positions of its int
+    values, positions of its str values, an empty cache of formats by str values); None where the
+    per-row path must write it (a value of another type: a bool, float, list...; a non-str key; a key
+    of the column attributes)."""
+    from gputrace.interop.otlp_file import COLUMN_KEYS
+
+    if not set(types) <= {int, str} or not all(type(k) is str for k in keys) or not COLUMN_KEYS.isdisjoint(keys):
+        return None
+    return (tuple(j for j, t in enumerate(types) if t is int), tuple(j for j, t in enumerate(types) if t is str), {})
+
+
+def _dict_format(keys: tuple, types: tuple, strs: tuple) -> str:
+    """The %-format of a plain dict of this layout whose str values are ``strs``: the items as
+    ``attributes_json`` writes them, each after a comma, the ints left as %d."""
+    it = iter(strs)
+    return "".join("," + (_int_attr(k) if t is int else attributes_json({k: next(it)}).replace("%", "%%"))
+                   for k, t in zip(keys, types, strict=True))
 
 
 def _hex16(values: np.ndarray) -> list[str]:
@@ -150,7 +174,9 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
         fields[_GPUF] = _where(n, idx, map(_GPU.__mod__, zip(g0[idx].tolist(), g1[idx].tolist(), strict=True)))
 
     # Row attributes: a RowAttrs without clashes is its overlay values through a %-template per overlay key
-    # set (ints only: %d would also take a bool or a float) and its shared dict's text (one object).
+    # set (ints only: %d would also take a bool or a float) and its shared dict's text (one object); a
+    # TemplateAttrs one %-format of its template; a plain dict of ints and strings one %-format per layout
+    # and string values.
     slow_rows: list[int] = []
     if tl.attrs:
         fi: list[int] = []
@@ -183,6 +209,26 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
                     fi.append(i)
                     ft.append(tm[0])
                     fv.append(ra.values_ if tm[1] is None else tuple(map(ra.values_.__getitem__, tm[1])))
+                    fs.append("")
+            elif type(ra) is dict and ra:
+                vals = tuple(ra.values())
+                sig = (tuple(ra), tuple(map(type, vals)))
+                dm = templates.get(sig, _MISS)
+                if dm is _MISS:
+                    dm = templates[sig] = _dict_layout(sig[0], sig[1])
+                fmt = None
+                if dm is not None:
+                    int_at, str_at, baked = dm
+                    strs = tuple(map(vals.__getitem__, str_at))
+                    fmt = baked.get(strs)
+                    if fmt is None and len(baked) < _MAX_BAKED:
+                        fmt = baked[strs] = _dict_format(sig[0], sig[1], strs)
+                if fmt is None:
+                    slow_rows.append(i)
+                else:
+                    fi.append(i)
+                    ft.append(fmt)
+                    fv.append(tuple(map(vals.__getitem__, int_at)))
                     fs.append("")
             elif ra:
                 slow_rows.append(i)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import gputrace.interop.otlp_block as otlp_block
 import gputrace.interop.otlp_file as otlp_file
 from gputrace.interop.otlp_file import reference_requests, timeline_requests
 from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
@@ -95,6 +96,11 @@ def test_every_attribute_shape(monkeypatch):
         lambda i: TemplateAttrs(pct_template, ("k%d",), (i,)),
         lambda i: TemplateAttrs(clash_template, ("gputrace.batch",), (i,)),  # a column key: per-row path
         lambda i: {"plain": i, "gputrace.circuit": 4},
+        # plain dicts of ints and strings: one %-format per layout and string values
+        lambda i: {"External id": i, "cbid": 211, "correlation": i + 1 << 41, "chrome.cat": "cuda_runtime"},
+        lambda i: {"s": 'x%s"y\u00e9\n', "n": -(1 << 70) - i, "k%d": "%d"},
+        lambda i: {"u": f"unique {i} %", "i": i},
+        lambda i: {"b": i, "flag": True},  # a bool: per-row path
         lambda i: {},
         lambda i: shared,
         lambda i: None,
@@ -109,6 +115,8 @@ def test_every_attribute_shape(monkeypatch):
         _same_bytes(tl)
         monkeypatch.setattr(otlp_file, "BLOCK_ROWS", 3)
         _same_bytes(tl, max_spans=2)
+        monkeypatch.setattr(otlp_block, "_MAX_BAKED", 1)  # string values past the bound: per-row path
+        _same_bytes(tl)
         monkeypatch.undo()
 
 
