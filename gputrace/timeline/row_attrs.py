@@ -6,6 +6,9 @@ about 650 bytes; this read-only Mapping costs one small object (``__slots__``) p
 dict, so readers such as the nsys importer keep ``Timeline.attrs`` small. It behaves as a Mapping
 everywhere attributes are read (``get``, ``items``, ``in``, ``dict(a)``, equality with a dict).
 Immutable; safe to share between threads.
+
+``TemplateAttrs``: the same over a template holding every key in the row's order (the Chrome reader's
+shared ``args``, ``gputrace.timeline.args_share``), so iteration keeps the order of the dict it replaces.
 """
 
 from __future__ import annotations
