@@ -188,7 +188,7 @@ class TraceLoader:
         if raws:
             try:
                 fa = parse_attributes(raws, self._arrays_seen)
-                self._arrays_seen = bool(fa.extra)
+                self._arrays_seen = len(fa.ex_span) > 0
             except Exception:  # noqa: BLE001 - never expected; the general path then reads these lines
                 fa = None
         k = 0
