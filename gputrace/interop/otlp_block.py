@@ -63,10 +63,16 @@ def _template_format(ta: TemplateAttrs) -> tuple[str, tuple[int, ...] | None] | 
     t, over = ta.shared, ta.keys_
     if t.keys() & COLUMN_KEYS or len(set(over)) != len(over) or not set(over) <= t.keys():
         return None
-    pieces = [_int_attr(k) if k in over else attributes_json({k: v}).replace("%", "%%") for k, v in t.items()]
     keys = list(t)
     order = tuple(sorted(range(len(over)), key=lambda j: keys.index(over[j])))
-    return "".join("," + p for p in pieces), None if order == tuple(range(len(over))) else order
+    return _items_format(t.items(), set(over)), None if order == tuple(range(len(over))) else order
+
+
+def _items_format(items, int_keys) -> str:
+    """A %-format of attribute ``items`` as ``attributes_json`` writes them, each after a comma: the value
+    of a key in ``int_keys`` left as %d (the row's int), the others written out ('%' escaped)."""
+    return "".join("," + (_int_attr(k) if k in int_keys else attributes_json({k: v}).replace("%", "%%"))
+                   for k, v in items)
 
 
 #: Distinct string values of one plain-dict layout baked into formats at most (then its rows go per row).
@@ -86,11 +92,10 @@ def _dict_layout(keys: tuple, types: tuple) -> tuple[tuple[int, ...], tuple[int,
 
 
 def _dict_format(keys: tuple, types: tuple, strs: tuple) -> str:
-    """The %-format of a plain dict of this layout whose str values are ``strs``: the items as
-    ``attributes_json`` writes them, each after a comma, the ints left as %d."""
+    """The %-format (``_items_format``) of a plain dict of this layout whose str values are ``strs``."""
     it = iter(strs)
-    return "".join("," + (_int_attr(k) if t is int else attributes_json({k: next(it)}).replace("%", "%%"))
-                   for k, t in zip(keys, types, strict=True))
+    items = [(k, None if t is int else next(it)) for k, t in zip(keys, types, strict=True)]
+    return _items_format(items, {k for k, t in zip(keys, types, strict=True) if t is int})
 
 
 def _hex16(values: np.ndarray) -> list[str]:
