@@ -116,6 +116,8 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
             templates: dict, slow) -> tuple[list[list[str] | None], dict[int, str]]:
     """The variable text of each span of ``rows``, field by field (see ``_PIECES``; None: empty on every
     row), and the whole text of the spans written by the per-row path (row position -> text)."""
+    from gputrace.interop.otlp_file import trace_codes
+
     c = tl.cols
     n = len(rows)
     fields: list[list[str] | None] = [None] * len(_FIELD_AT)
@@ -133,11 +135,7 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
         fields[_PEND] = _where(n, has, '"')
 
     # Trace ids: the row's, else the group's; encoded once per distinct one.
-    t = c["trace"][rows].astype(np.int64)
-    ntids = len(tl.trace_ids)
-    valid = np.array([bool(x) for x in tl.trace_ids] + [False], dtype=bool)
-    inside = (t >= 0) & (t < ntids)
-    t = np.where(inside & valid[np.where(inside, t, ntids)], t, ntids)
+    t = trace_codes(tl, c["trace"][rows])
     texts = list(tl.trace_ids) + [fallback_trace]
     ttxt = {k: hex_id(texts[k], 16) for k in np.unique(t).tolist()}
     fields[_TID] = list(map(ttxt.__getitem__, t.tolist()))

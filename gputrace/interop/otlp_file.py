@@ -31,7 +31,7 @@ from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
 __all__ = ["COLUMN_KEYS", "Group", "groups", "line_count", "reference_requests", "span_ids", "timeline_requests",
-           "write_otlp_jsonl"]
+           "trace_codes", "write_otlp_jsonl"]
 
 
 def _trace_for(resource: dict) -> str:
@@ -82,6 +82,16 @@ def groups(tl: Timeline) -> list[Group]:
             res["process.pid"] = pid
         out.append(Group(rows, res, _trace_for(res)))
     return out
+
+
+def trace_codes(tl: Timeline, trace: np.ndarray) -> np.ndarray:
+    """Which trace id rows with these ``trace`` column values are written with: their own (an index into
+    ``tl.trace_ids``) where it is a non-empty one, else ``len(tl.trace_ids)`` (their group's fallback)."""
+    t = trace.astype(np.int64)
+    ntids = len(tl.trace_ids)
+    valid = np.array([bool(x) for x in tl.trace_ids] + [False], dtype=bool)
+    inside = (t >= 0) & (t < ntids)
+    return np.where(inside & valid[np.where(inside, t, ntids)], t, ntids)
 
 
 Plan = tuple[list[Group], np.ndarray]  # (groups(tl), span_ids(tl))

@@ -26,10 +26,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from itertools import chain
+
 import numpy as np
 import orjson
 
-from gputrace.interop.otlp_file import COLUMN_KEYS, Group
+from gputrace.interop.otlp_file import COLUMN_KEYS, Group, trace_codes
 from gputrace.otlp.ids import hex_id, parse_id
 from gputrace.timeline.errors import LoadReport
 from gputrace.timeline.model import COLUMNS, KIND_NAMES, Lane, Timeline
@@ -238,12 +239,9 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
     out["parent_span_id"] = np.where(par >= 0, ids[np.maximum(par, 0)], col("parent_span_id")[rows]).astype(np.uint64)
 
     # Trace ids: the row's (normalised as the reader does), else the group's; first-appearance order.
-    tcol = col("trace")[rows].astype(np.int64)
+    tcode = trace_codes(tl, col("trace")[rows])
     ntids = len(tl.trace_ids)
-    valid = np.array([bool(t) for t in tl.trace_ids] + [False], dtype=bool)
-    own = (tcol >= 0) & (tcol < ntids)
-    own &= valid[np.where(own, tcol, ntids)]
-    written = np.where(own, tcol, ntids + np.repeat(np.arange(len(groups)), sizes))  # codes: row ids, then groups
+    written = np.where(tcode < ntids, tcode, ntids + np.repeat(np.arange(len(groups)), sizes))  # row ids, then groups
     texts = list(tl.trace_ids) + [g.fallback_trace for g in groups]
     uniq, first, winv = np.unique(written, return_index=True, return_inverse=True)
     trace_ids: list[str] = []
