@@ -176,11 +176,10 @@ class Timeline:
         consume: bool = False,
     ) -> Timeline:
         """``from_unsorted`` of the parts' columns one after the other (rows numbered across the parts, as
-        ``attrs`` and ``names`` keys are): the parts are joined column by column (with ``consume=True``, the
-        parts are dicts the caller gives up and each piece is freed once copied, and so are ``attrs`` and
-        ``names``, emptied once renumbered), so a reader hands its
-        chunks over without joining them first. Every part has ``start``; a column missing from a part is
-        -1 (or 0) there."""
+        ``attrs`` and ``names`` keys are): the parts are joined column by column, so a reader hands its
+        chunks over without joining them first. ``consume=True``: the parts are dicts the caller gives up
+        (each piece is freed once copied), and so are ``attrs`` and ``names`` (emptied once renumbered).
+        Every part has ``start``; a column missing from a part is -1 (or 0) there."""
         given = consume and all(isinstance(p, MutableMapping) for p in parts)  # taken apart below
         parts = list(parts) or [{"start": np.empty(0, COLUMNS["start"])}]
         sizes = [len(p["start"]) for p in parts]
