@@ -195,15 +195,6 @@ def quantiles_sorted(vals: np.ndarray, offsets: np.ndarray, q: float) -> np.ndar
     return a + (b - a) * frac
 
 
-def device_name(device: int | None) -> str:
-    """The one name of a device column everywhere (report, compare, TUI, prove): ``"GPU N"`` for a
-    GPU index, ``"CPU"`` for host-only work (device -1: the CPU lanes, whose threads are lanes
-    ``thread:NAME`` under it), ``"all"`` for a row over every device. As ``Lane.device_label``."""
-    if device is None:
-        return "all"
-    return "CPU" if device < 0 else f"GPU {device}"
-
-
 def fmt_ns(ns: float) -> str:
     """Human duration: '812 ns', '4.20 µs', '12.5 ms', '2.10 s', '3 m 05 s'."""
     ns = float(ns)

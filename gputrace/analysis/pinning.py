@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gputrace.analysis._common import PIN_KIND, fmt_ns
+from gputrace.analysis.lanes import device_name
 from gputrace.timeline.model import Timeline
 
 GIB = float(1 << 30)
@@ -64,7 +65,7 @@ class PinningReport:
         return asdict(self)
 
     def describe(self) -> str:
-        who = "all devices" if self.device is None else ("host" if self.device < 0 else f"GPU {self.device}")
+        who = "all devices" if self.device is None else device_name(self.device)
         parts = [f"{who}: pin+unpin {fmt_ns(self.overhead_ns)}"]
         if self.pin_bytes > 0:
             parts.append(f"for {self.pin_bytes / GIB:.3g} GiB ({fmt_ns(self.pin_ns_per_gib)}/GiB to pin)")

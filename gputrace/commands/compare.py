@@ -125,7 +125,8 @@ def median_change(r) -> float:
 
 def table_cells(r) -> tuple[str, ...]:
     """A row's cells before its verdict, in table order (``COLUMNS`` with the shift and interval)."""
-    from gputrace.analysis._common import device_name, fmt_ns
+    from gputrace.analysis._common import fmt_ns
+    from gputrace.analysis.lanes import device_name
 
     ci = "-" if not math.isfinite(r.rel_low) else f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]"
     shift = _pct(r.rel)
@@ -144,7 +145,8 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
     from rich.panel import Panel
     from rich.table import Table
 
-    from gputrace.analysis._common import device_name, fmt_ns
+    from gputrace.analysis._common import fmt_ns
+    from gputrace.analysis.lanes import device_name
 
     env = res.environment
     if env.warnings:
@@ -231,7 +233,8 @@ def gate(res, threshold: float | None, min_time_s: float, console, allow_undecid
     the exit code (0, REGRESSION_EXIT, or UNDECIDED_EXIT unless ``allow_undecided``)."""
     if threshold is None:
         return 0
-    from gputrace.analysis._common import device_name, fmt_ns
+    from gputrace.analysis._common import fmt_ns
+    from gputrace.analysis.lanes import device_name
 
     state, bad, need = gate_state(res, threshold, min_time_s)
     if state == "undecided":

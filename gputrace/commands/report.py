@@ -62,7 +62,9 @@ def _fmt(ns) -> str:
 
 
 def _dev(d) -> str:
-    return "all" if d is None else ("host" if d < 0 else f"GPU {d}")
+    from gputrace.analysis.lanes import device_name
+
+    return device_name(d)
 
 
 def _row(t, *cells) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 
 def _dev(d) -> str:
-    return "all" if d is None else ("host" if d < 0 else f"GPU {d}")
+    from gputrace.analysis.lanes import device_name
+
+    return device_name(d)
 
 
 def _pct(a, b) -> str:
