@@ -26,7 +26,7 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.critical_path import critical_path_summary
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
-from gputrace.analysis.pinning import PinningReport, pinning_economics
+from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
 from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
@@ -128,6 +128,7 @@ class TimelineAnalysis:
             "listing": self.listing.to_dict(),
             "host_waits": self.waits.total_by(),
             "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
+            "pinning_summary": pinning_summary(self.pinning, self.wall_ns),
             "unattributed": self.unattributed_paths,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,

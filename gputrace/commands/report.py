@@ -81,6 +81,8 @@ def render(data: dict, console) -> None:
     from gputrace.phases import phase_hex
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
+    # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
+    console.print(rich_text(data["pinning_summary"]))
     t = Table(title="Phases", title_justify="left")
     for col, j in (("phase", "left"), ("device", "left"), ("count", "right"), ("total", "right"), ("mean", "right"),
                    ("median", "right"), ("p95", "right"), ("share", "right"), ("device time", "right")):
