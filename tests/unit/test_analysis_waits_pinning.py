@@ -166,7 +166,7 @@ def test_pinning_summary_is_on_the_reports_first_lines_under_the_stalls_cut():
                   {"name": "h2d", "start": 70 * ms, "end": 90 * ms, "device": d, "kind": "gpu", "bytes": 1 << 27},
                   {"name": "unpin", "start": 100 * ms, "end": 100 * ms + 500_000, "device": d}]
     data = analyse(make_timeline(spans))
-    assert not any(s["category"] == "pinning" for s in data["stalls"])  # under the cut
+    assert not any(s["category"] == "pin" for s in data["stalls"])  # under the cut
     assert data["pinning_summary"].startswith("pinning: pin+unpin cost 113 ms (0.07% of the 153 s wall)")
     out = io.StringIO()
     render(data, Console(file=out, width=200))
