@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a file error no command caught: the user's path and what is wrong, no traceback
+        from gputrace.commands._errors import describe_error
+
+        print(f"gputrace {args.command}: {describe_error(exc)}", file=sys.stderr)
+        return 1
     except MemoryError:
         print(f"gputrace {args.command}: out of memory (the input is too large "
               "for this machine's memory)", file=sys.stderr)

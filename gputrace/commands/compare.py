@@ -281,7 +281,9 @@ def run(args) -> int:
                                ignore_env=args.ignore_env, paired=True if args.paired else False,
                                familywise=args.familywise, correction=args.correction)
     except (OSError, ValueError) as e:
-        print(f"gputrace compare: {visible(e)}", file=sys.stderr)
+        from gputrace.commands._errors import describe_error
+
+        print(f"gputrace compare: {describe_error(e)}", file=sys.stderr)
         return 1
     err = console(stderr=True, soft_wrap=True)
     if args.json:
