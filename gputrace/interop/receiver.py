@@ -43,7 +43,9 @@ from __future__ import annotations
 import base64
 import collections
 import dataclasses
+import errno
 import ipaddress
+import os
 import socket
 import threading
 from pathlib import Path
@@ -55,13 +57,48 @@ from gputrace.interop.receiver_http import Http, Http6, make_handler
 from gputrace.interop.receiver_validate import clean_request
 from gputrace.otlp.ids import hex_id
 
-__all__ = ["OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
+__all__ = ["ListenFailed", "OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
 
 _ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
 
 
 class ReceiverAddressError(ValueError):
     """An address that is malformed, or not loopback while ``allow_remote`` is False."""
+
+
+class ListenFailed(OSError):
+    """A port could not be bound; ``str()`` is one plain sentence (``port 4317 (OTLP/gRPC) is already in
+    use by another program``), without errno text or gRPC's log hints."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _bind_problem(host: str, port: int, what: str) -> ListenFailed | None:
+    """Try to bind ``host:port`` as a listener would (SO_REUSEADDR, as gRPC and ``Http`` set it), so a
+    busy port is reported in words before gRPC's C core logs its own line about it. Port 0: None."""
+    if port == 0:
+        return None
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(fam, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        return _listen_failed(exc, port, what)
+    return None
+
+
+def _listen_failed(exc: OSError, port: int, what: str) -> ListenFailed:
+    if exc.errno == errno.EADDRINUSE:
+        why = f"port {port} ({what}) is already in use by another program"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = f"port {port} ({what}) needs privileges (ports below 1024 do): choose a higher port"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        why = f"the address for {what} is not one of this machine's"
+    else:
+        why = f"port {port} ({what}): {(exc.strerror or str(exc)).rstrip('.').lower()}"
+    return ListenFailed(exc.errno or 0, why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +293,11 @@ class OtlpReceiver:
     def _start_grpc(self, host: str, port: int) -> None:
         from concurrent import futures
 
+        problem = _bind_problem(host, port, "OTLP/gRPC")
+        if problem is not None:
+            raise problem
+        # gRPC's C core logs bind failures to stderr itself (over the TUI); the error raised says it once.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         import grpc
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -288,10 +330,10 @@ class OtlpReceiver:
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = server.add_insecure_port(target)
-        except RuntimeError as exc:  # grpcio raises RuntimeError when it cannot bind
-            raise OSError(f"cannot listen for OTLP/gRPC on {target}: {exc}") from None
+        except RuntimeError:  # grpcio raises RuntimeError when it cannot bind (a race with the probe)
+            raise ListenFailed(errno.EADDRINUSE, f"port {port} (OTLP/gRPC) cannot be bound") from None
         if not bound:
-            raise OSError(f"cannot listen for OTLP/gRPC on {target}")
+            raise ListenFailed(errno.EADDRINUSE, f"port {port} (OTLP/gRPC) cannot be bound")
         server.start()
         self._grpc_server = server
         self.grpc_port = bound
@@ -300,8 +342,11 @@ class OtlpReceiver:
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
         cls = Http6 if ":" in host else Http
-        server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
-                     max_workers=self.max_workers, max_pending=self.max_pending)
+        try:
+            server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
+                         max_workers=self.max_workers, max_pending=self.max_pending)
+        except OSError as exc:
+            raise _listen_failed(exc, port, "OTLP/HTTP") from None
         self._http_server = server
         self.http_port = server.server_address[1]
         self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http", daemon=True)
