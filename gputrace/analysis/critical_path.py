@@ -6,7 +6,8 @@ recurses into it, then continues from that child's start. Time no child covers i
 parent's own (self) time on the path. Shortening anything off the path cannot make the
 root end sooner; the per-phase totals say where shortening would help.
 
-Cost: per root, O(children x steps) numpy work along the path only; a children index (CSR by
+Cost: per span on the path, one sort of its children by start and a binary search per step (so a
+root with a million children costs O(n log n), not n steps of O(n) scans); a children index (CSR by
 parent) is built once per Timeline and can be shared across calls. Pure; any thread.
 """
 
@@ -107,20 +108,28 @@ def critical_path(tl: Timeline, root: int | None = None, index: ChildIndex | Non
                 rows.append(v), ss.append(s), es.append(t)
             return
         ks, ke = ix.s[kids], ix.e[kids]
-        alive = (ke > s) & (ke > ks)
+        keep = np.flatnonzero((ke > s) & (ke > ks))
+        o = keep[np.argsort(ks[keep], kind="stable")]  # candidates by start (ties: the children's order)
+        KS, KE = ks[o], ke[o]
+        pm = np.maximum.accumulate(KE) if len(KE) else KE  # prefix max of ends: nondecreasing
+        # first index reaching each prefix max: where pm rises, else the previous one
+        rise = np.flatnonzero(np.concatenate(([True], pm[1:] > pm[:-1]))) if len(KE) else keep
         while t > s:
-            cand = np.flatnonzero(alive & (ks < t))
-            if len(cand) == 0:
+            # The candidates are the children starting before t: a prefix of the by-start order (t only falls,
+            # and every chosen child moves t to its own start, so a child is never chosen twice).
+            j = int(np.searchsorted(KS, t, "left"))
+            if j == 0:
                 rows.append(v), ss.append(s), es.append(t)
                 return
-            key = np.minimum(ke[cand], t)
-            best = cand[key == key.max()]
-            c = int(best[np.argmin(ks[best])])
+            if pm[j - 1] >= t:  # some child covers t: the earliest-starting of those (the first with pm >= t)
+                i = int(np.searchsorted(pm, t, "left"))
+            else:  # the child ending latest before t; ties: the earliest start (where the prefix max rose)
+                i = int(rise[np.searchsorted(rise, j - 1, "right") - 1])
+            c = int(o[i])
             k = int(min(ke[c], t))
             if k < t:
                 rows.append(v), ss.append(k), es.append(t)
             walk(int(kids[c]), k, depth + 1)
-            alive[c] = False
             t = max(int(ks[c]), s)
 
     walk(root, int(ix.e[root]), 0)
