@@ -13,6 +13,8 @@ from gputrace.textsafe import rich_text
 
 #: Phase-table rows printed by default (largest total first); a line says how many more there are.
 PHASE_ROWS = 40
+#: Critical-path rows printed (largest first).
+CRITICAL_ROWS = 10
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
@@ -151,9 +153,12 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
         t = Table(title="Critical path of the prove roots", title_justify="left")
         for col in ("phase", "on path", "share"):
             t.add_column(col, justify="left" if col == "phase" else "right")
-        for c in data["critical_path"][:10]:
+        for c in data["critical_path"][:CRITICAL_ROWS]:
             _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
+        if len(data["critical_path"]) > CRITICAL_ROWS:
+            console.print(f"{len(data['critical_path']) - CRITICAL_ROWS:,} more phases on the path not shown "
+                          "(--json for all)", style="dim")
 
     if data.get("gpu_activity"):
         from gputrace.commands.report_gpu import render_gpu

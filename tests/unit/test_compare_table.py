@@ -21,7 +21,7 @@ def _row(**kw):
 
 
 def test_change_column_is_the_ratio_of_the_medians():
-    cells = dict(zip(NAMES, table_cells(_row())))
+    cells = dict(zip(NAMES, table_cells(_row()), strict=True))
     assert cells["baseline"] == "3.65 ms" and cells["variant"] == "7.31 ms"
     assert cells["change"] == "+100.3%"  # not the +9.0 % of the estimator
     assert cells["diff"] == "+3.66 ms"
@@ -31,7 +31,7 @@ def test_change_column_is_the_ratio_of_the_medians():
 
 def test_change_is_undefined_without_a_baseline_median():
     assert median_change(_row(base_median_ns=0.0)) != median_change(_row(base_median_ns=0.0))  # NaN
-    cells = dict(zip(NAMES, table_cells(_row(base_median_ns=0.0, verdict="new", rel=float("nan")))))
+    cells = dict(zip(NAMES, table_cells(_row(base_median_ns=0.0, verdict="new", rel=float("nan"))), strict=True))
     assert cells["change"] == "-" and cells["HL shift"].startswith("+")
 
 

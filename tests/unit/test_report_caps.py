@@ -51,3 +51,33 @@ def test_empty_timeline_has_an_empty_table():
 
     t = phase_table(Timeline.empty())
     assert len(t) == 0 and list(t) == [] and t.to_dicts() == []
+
+
+def test_critical_path_table_says_how_many_phases_it_left_out():
+    data = analyse(_many(30))
+    assert len(data["critical_path"]) == 31
+    out = io.StringIO()
+    render(data, Console(file=out, width=200))
+    assert "21 more phases on the path not shown (--json for all)" in out.getvalue()
+
+
+def test_gpu_tables_say_how_many_rows_the_cut_left_out():
+    from gputrace.commands.report_gpu import render_gpu
+
+    g = {"devices": [], "activity_spans": 5, "launch_gaps": [], "bracket_only": [], "copies": [], "sync_waits": [],
+         "kernels": [{"phase": "msm", "kernel": f"k{i}", "device": 0, "count": 1, "total_ns": 1, "mean_ns": 1,
+                      "max_ns": 1} for i in range(3)], "left_out": {"kernels": 7}}
+    out = io.StringIO()
+    render_gpu(g, Console(file=out, width=200), str)
+    assert "7 more rows not shown (--top N)" in out.getvalue()
+
+
+def test_gpu_summary_counts_the_rows_its_cut_left_out():
+    from gputrace.analysis.gpu_summary import gpu_summary
+    from gputrace.testing.activity_synth import activity_run_timeline
+
+    tl = activity_run_timeline(kernels=400, gpus=2, seed=1)
+    full = gpu_summary(tl, top=10_000)
+    cut = gpu_summary(tl, top=1)
+    assert full["left_out"] == {} and len(full["kernels"]) > 1
+    assert cut["left_out"]["kernels"] == len(full["kernels"]) - 1 and len(cut["kernels"]) == 1
