@@ -22,15 +22,18 @@ HTTP accepts ``application/x-protobuf`` and ``application/json`` bodies, optiona
 ``ExportTraceServiceResponse`` in the request's encoding when everything was stored, 200 with
 ``partial_success`` (``rejected_spans`` and the first problem) when some spans were rejected, 400 when
 nothing could be stored (undecodable body, body shorter than its ``Content-Length``, every span
-invalid), 404/405 for other paths/methods, 411 without a length, 413 above ``max_request_bytes`` (also
+invalid, nesting deeper than a stored line may have), 404/405 for other paths/methods, 411 without a length, 413 above ``max_request_bytes`` (also
 enforced after gunzip), 415 for other content types, 503 with ``Retry-After`` when its connection
 pool is full. gRPC applies the same validation (``INVALID_ARGUMENT`` when nothing can be stored,
 ``partial_success`` otherwise) and size limit (``RESOURCE_EXHAUSTED`` above it).
 
-Limits: listen backlog ``receiver_http.BACKLOG`` (512); HTTP connections are served by a pool of
-``max_workers`` threads (default 32) with up to ``max_pending`` more waiting (then 503); every HTTP
-connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is disconnected, a
-kept-alive one idles at most 2 s, and while connections wait every answer closes its connection; gRPC runs on 4
+Limits: listen backlog ``receiver_http.BACKLOG`` (512); an HTTP connection waits for its request head
+without a worker (``receiver_http.HeaderWait``, at most ``timeout_s``), then is served by a pool of
+``max_workers`` threads (default 32); at most ``max_workers + max_pending`` connections are open (then
+503); a worker's connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is
+disconnected, a kept-alive one idles at most 2 s, and while connections wait every answer closes its
+connection. A request whose sender left (HTTP: closed its side; gRPC: cancelled) before it is stored is
+not stored (``ReceiverStats.abandoned``). gRPC runs on 4
 threads with at most ``max_workers`` concurrent calls (``RESOURCE_EXHAUSTED`` beyond). All of them append
 under one lock.
 :meth:`start` and :meth:`stop` are idempotent and may be called from any thread; :meth:`drain`,
@@ -113,6 +116,7 @@ class ReceiverStats:
     dropped_lines: int = 0  # dropped from the in-memory queue (still in the file)
     rejected: int = 0  # requests refused (bad body, too large, wrong type, nothing valid)
     rejected_spans: int = 0  # spans left out of otherwise stored requests (partial success)
+    abandoned: int = 0  # valid requests not stored because their sender had left before the answer
 
 
 def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
@@ -215,7 +219,8 @@ class OtlpReceiver:
         self._state_lock = threading.Lock()
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0
-        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0)
+        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0,
+                            abandoned=0)
         self._file = None
         self._grpc_server = None
         self._http_server: Http | None = None
@@ -310,6 +315,9 @@ class OtlpReceiver:
                 except ValueError as exc:  # RequestRejected, or an id of the wrong length
                     receiver._reject()
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                if not context.is_active():  # the caller cancelled or its deadline passed: store nothing
+                    receiver._abandon(n)
+                    context.abort(grpc.StatusCode.CANCELLED, "the caller left before the answer")
                 if n:
                     receiver._ingest(line, n)
                 resp = trace_service_pb2.ExportTraceServiceResponse()
@@ -344,7 +352,7 @@ class OtlpReceiver:
         cls = Http6 if ":" in host else Http
         try:
             server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
-                         max_workers=self.max_workers, max_pending=self.max_pending)
+                         max_workers=self.max_workers, max_pending=self.max_pending, head_timeout_s=self.timeout_s)
         except OSError as exc:
             raise _listen_failed(exc, port, "OTLP/HTTP") from None
         self._http_server = server
@@ -377,6 +385,11 @@ class OtlpReceiver:
         """Count one refused request. Any handler thread."""
         with self._lock:
             self._counts["rejected"] += 1
+
+    def _abandon(self, spans: int) -> None:
+        """Count one valid request not stored because its sender left first. Any handler thread."""
+        with self._lock:
+            self._counts["abandoned"] += 1
 
     def _reject_spans(self, n: int) -> None:
         """Count spans left out of a stored request. Any handler thread."""
