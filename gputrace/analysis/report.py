@@ -25,10 +25,18 @@ import numpy as np
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.critical_path import critical_path_summary
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
+from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
-from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
-from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
+from gputrace.analysis.stalls import (
+    Stall,
+    idle_stalls,
+    launch_stalls,
+    pin_stalls,
+    rank,
+    unattributed_stalls,
+    wait_stalls,
+)
 from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits
@@ -87,7 +95,8 @@ class DeviceIdle:
     def to_dict(self) -> dict:
         share = self.idle_share
         return {"device": self.device, "busy_ns": self.busy_ns, "idle_ns": self.idle_ns,
-                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns, "basis": self.basis}
+                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns,
+                "basis": self.basis}
 
 
 @dataclass
@@ -163,7 +172,7 @@ def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
     busy: dict[int, int] = {}
     bases: dict[int, set] = {}
     kb = gaps.kernel_basis.tolist() if len(gaps.kernel_basis) == len(gaps.groups) else [False] * len(gaps.groups)
-    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb):
+    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb, strict=True):
         busy[dev] = busy.get(dev, 0) + int(b)
         bases.setdefault(dev, set()).add("kernels" if k else "brackets")
     idle, count, longest = {}, {}, {}
