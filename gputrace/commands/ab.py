@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
 from gputrace.commands.prove import add_placement_options
-from gputrace.textsafe import console, markup, rich_text, visible
+from gputrace.textsafe import console, markup, rich_text
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -58,15 +58,16 @@ def prover_runner(args, out_dir: Path):
     key_dir = args.key_dir or out_dir / "keys"
     proofs = out_dir / "proofs"
     if args.subprocess:
-        def run_variant(switches: frozenset[str], trace_path: Path) -> None:
-            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints), "--batch", str(args.batch),
-                   "--devices", str(args.devices), "--backend", args.backend, "--opt", ",".join(sorted(switches)) or "none",
-                   "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet",
-                   "--synthesis", args.synthesis, "--b-g2", args.b_g2, "--device-flow", args.device_flow]
+        def run_in_subprocess(switches: frozenset[str], trace_path: Path) -> None:
+            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints),
+                   "--batch", str(args.batch), "--devices", str(args.devices), "--backend", args.backend,
+                   "--opt", ",".join(sorted(switches)) or "none", "--trace", str(trace_path), "--out", str(proofs),
+                   "--key-dir", str(key_dir), "--no-verify", "--quiet", "--synthesis", args.synthesis,
+                   "--b-g2", args.b_g2, "--device-flow", args.device_flow]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(f"gputrace prove exited {r.returncode}: {r.stderr.strip()[-500:]}")
-        return run_variant
+        return run_in_subprocess
 
     from gputrace.prover import run_prove
     from gputrace.prover.options import ProveOptions, parse_size
@@ -75,8 +76,8 @@ def prover_runner(args, out_dir: Path):
 
     def run_variant(switches: frozenset[str], trace_path: Path) -> None:
         run_prove(ProveOptions(constraints=constraints, batch=args.batch, devices=args.devices, backend=args.backend,
-                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False,
-                               synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
+                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path,
+                               verify=False, synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
     return run_variant
 
 
@@ -116,12 +117,13 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         for f in rep.switch_findings:
             a = e2e_row(f.alone) if f.alone else None
             lo = e2e_row(f.loo) if f.loo else None
-            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-", f"{lo.rel:+.1%}" if lo else "-",
-                      lo.verdict if lo else "-", "yes" if f.interaction else "")
+            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-",
+                      f"{lo.rel:+.1%}" if lo else "-", lo.verdict if lo else "-", "yes" if f.interaction else "")
         console.print(t)
     if rep.factorial is not None:
         fr = rep.factorial
-        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)", title_justify="left")
+        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)",
+                  title_justify="left")
         for col in ("term", "effect", f"{fr.confidence:.0%} interval", "time", "p", "significant"):
             t.add_column(col)
         for e in sorted(fr.for_key(fr.e2e_path), key=lambda e: -abs(e.ns)):
@@ -147,13 +149,15 @@ def run(args) -> int:
             design, switches, variants = _plan(args)
             out = args.out or Path("gputrace-ab") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             total = len(variants) * (args.runs + args.warmup)
-            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs -> {markup(out)}")
+            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs "
+                      f"-> {markup(out)}")
 
             def progress(done, total, v, warm):
                 err.print(f"  \\[{done + 1}/{total}] {markup(v.name)}{' (warm-up)' if warm else ''}")
 
-            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
-                                 warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress)
+            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design,
+                                 switches=switches, warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order,
+                                 progress=progress)
         runs = exp.measures()
         rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
                       familywise=args.familywise, correction=args.correction)
