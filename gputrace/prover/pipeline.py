@@ -54,12 +54,12 @@ from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
 from .field import R, to_scalar
 from .host_msm import HostMsm, cpu_threads
-from .keycache import get_keys
+from .keygen.cache import get_keys
 from .msm_plan import plan_msm
 from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
-from .setup import ProvingKey
+from .keygen.setup import ProvingKey
 from .verify import Proof, verify, write_proof
-from .keys import load_vk
+from .keygen.keys import load_vk
 from .encoding import g2_to_affine_limbs
 from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
