@@ -15,7 +15,7 @@ from py_arkworks_bls12381 import G1Point, G2Point, GT
 
 from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
 from .field import R, to_scalars
-from .setup import VerifyingKey
+from .keygen.setup import VerifyingKey
 
 
 class ProofFileError(ValueError):

@@ -35,8 +35,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from . import source_snapshot
-from . import witness  # noqa: F401  (loads every module in SOURCE_MODULES, so module_files() finds them)
+from .. import source_snapshot
+from .. import witness  # noqa: F401  (loads every module in SOURCE_MODULES, so module_files() finds them)
 
 log = logging.getLogger(__name__)
 

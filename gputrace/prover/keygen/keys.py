@@ -21,8 +21,8 @@ import numpy as np
 
 from gputrace.atomic_write import atomic_output, write_atomic
 
-from . import fixed_base
-from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
+from .. import fixed_base
+from ..encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
 from .setup import ProvingKey, VerifyingKey
 
 KEY_FORMAT = 1
