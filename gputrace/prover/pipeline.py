@@ -33,6 +33,7 @@ thread runs setup, synthesis scheduling, verification and file writing.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import threading
@@ -52,19 +53,18 @@ from gputrace.atomic_write import write_atomic
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
-from .field import R, to_scalar
+from .device_flow import LOAD_ORDER, LoadingBases, quotient_h, stream_work
+from .encoding import g2_to_affine_limbs
+from .field import R, limbs_to_ints, to_scalar
 from .host_msm import HostMsm, cpu_threads
 from .keygen.cache import get_keys
+from .keygen.keys import load_vk
+from .keygen.setup import ProvingKey
 from .msm_plan import plan_msm
 from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
-from .keygen.setup import ProvingKey
 from .verify import Proof, verify, write_proof
-from .keygen.keys import load_vk
-from .encoding import g2_to_affine_limbs
-from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
 from .witness_plan import make_plan
-from .device_flow import LOAD_ORDER, LoadingBases, quotient_h, stream_work
 
 
 class _Stats:
@@ -106,7 +106,7 @@ def _resolved(mode: str, backend: str, supported: bool | None) -> str:
 
 
 def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str, obj: ProverBackend | None = None) -> dict:
-    cfg = {name: (name in o.opts) for name in OPT_NAMES}
+    cfg: dict[str, object] = {name: (name in o.opts) for name in OPT_NAMES}
     obj = obj if obj is not None else o.backend_object
     cfg.update(backend=backend, batch=o.batch, devices=o.devices if o.backend_object is None else
                o.backend_object.device_count(), constraints=shape.constraints,
@@ -169,7 +169,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     plan_pool = None
     try:
         plans = None
-        if dev_synth and o.device_flow in ("stream", "stream-sync"):  # plans need only the shape and seed: made while the keys load
+        if dev_synth and o.device_flow in ("stream", "stream-sync"):  # plans need only shape and seed: made now
             plan_pool, plans = _start_plans(shape, o.seed, o.batch, backend.device_count())
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
@@ -330,7 +330,7 @@ class _Batch:
             return
         for d in range(self.ndev):
             ld = LoadingBases([q for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"])
-            ld.start(lambda name, d=d: self._load_query(d, name), f"load_bases-{d}")
+            ld.start(functools.partial(self._load_query, d), f"load_bases-{d}")
             self.loaders.append(ld)
 
     def _start_host_work(self) -> None:
@@ -384,8 +384,8 @@ class _Batch:
         assert self.g2_msm is not None
         lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
         with self.stats.phase("b_g2", "host", circuit=w.circuit, batch=0, device=-1, lane=lane, parent=self.ctx,
-                              kind="host", parts=self.g2_msm.parts_for(len(w.z_limbs))):
-            return self.g2_msm.multiexp(G2Point, self.pk.b_g2, w.z_limbs)
+                              kind="host", parts=self.g2_msm.parts_for(len(_host(w.z_limbs)))):
+            return self.g2_msm.multiexp(G2Point, self.pk.b_g2, _host(w.z_limbs))
 
     def _publish(self, w: Witness) -> None:
         """A device made circuit w's witness: hand it to whoever waits for it (a host b_g2)."""
@@ -413,10 +413,10 @@ class _Batch:
                     src = [self.witnesses[i].result() for i in mine]
                 done_proofs = _device_work(o, backend, lane, self.bases[d], self.pk, src, self._publish, b_g2,
                                            self.stats, self.ctx)
-            for i, pr in zip(mine, done_proofs):
+            for i, pr in zip(mine, done_proofs, strict=True):
                 self.results[i] = pr
                 self._progress("proof")
-        except BaseException as exc:  # surfaced on the caller's thread by _run_workers
+        except BaseException as exc:  # noqa: BLE001 (re-raised on the caller's thread by _run_workers)
             self.errors.append(exc)
             for i in mine:  # release b_g2 threads waiting for a witness
                 if self.dev_synth and not self.witnesses[i].done():
@@ -487,7 +487,7 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
                                                      constraints=src[0].num_constraints)):
                 dev, zdev = backend.device_witness(src, n, lane.index, lane)
                 ws = []
-                for plan, zd in zip(src, zdev):
+                for plan, zd in zip(src, zdev, strict=True):
                     z = backend.d2h(zd, lane)  # canonical limbs: ones, D4 plans, a host b_g2
                     public = [limbs_to_ints(z[1:2])[0]] + [int(x) for x in plan.indices]
                     ws.append(Witness(plan.circuit, public, z, None, plan.num_inputs, plan.num_constraints))
@@ -496,7 +496,7 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
         else:
             ws = src
             # Layout [a_0..a_nb-1, b_0.., c_0..] so a, b and c are contiguous row blocks.
-            host = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * nb, n, 4))
+            host = np.ascontiguousarray(np.stack([_host(w.abc) for w in ws], axis=1).reshape(3 * nb, n, 4))
             if "b1" in o.opts:
                 with stats.phase("pin", dl, **dict(top, bytes=host.nbytes, kind="pin")) as p:
                     pinned = backend.pin(host)
@@ -510,13 +510,12 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
         prep_pool = ThreadPoolExecutor(max_workers=min(2, nb), thread_name_prefix=f"prep-{lane.index}")
         preps = [prep_pool.submit(_tail_work, w, "d4" in o.opts) for w in ws]
         dev, h = quotient_h(backend, dev, nb, lane, stats, dl, top, kw)
-        d4 = "d4" in o.opts
         for j, w in enumerate(ws):
             ckw = dict(top, circuit=w.circuit)
             with stats.phase("msm_h", dl, **ckw):
                 # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
                 mh = backend.msm_g1(bases["h"], _coeffs(backend, h, j, n - 1), lane=lane)
-            z, ni = w.z_limbs, w.num_inputs
+            z, ni = _host(w.z_limbs), w.num_inputs
             ones, tail, plan_l, tplan = preps[j].result()
             with stats.phase("batch_add", dl, **ckw):
                 ba = backend.batch_add_g1(bases["a"], ones, lane=lane)
@@ -551,10 +550,18 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
 _ONE = np.array([1, 0, 0, 0], dtype=np.uint64)
 
 
+def _host(a: np.ndarray | None) -> np.ndarray:
+    """A witness's host array, where the flow guarantees there is one (a host synthesis, or a device witness
+    copied back for host work); a ``None`` here is a bug in the flow."""
+    if a is None:
+        raise RuntimeError("prover flow: a host step was given a witness the device kept")
+    return a
+
+
 def _tail_work(w: Witness, d4: bool):
     """(ones, tail, L plan, A/B_G1 plan) of one circuit: the scalars that are 1 (``batch_add``), the assignment
     with them zeroed (the tail MSMs) and the D4 plans (None without D4; A and B_G1 share their scalars)."""
-    z, ni = w.z_limbs, w.num_inputs
+    z, ni = _host(w.z_limbs), w.num_inputs
     ones = np.all(z == _ONE, axis=1)
     tail = z.copy()
     tail[ones] = 0
