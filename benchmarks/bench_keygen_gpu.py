@@ -74,7 +74,7 @@ class PeakMemory:
 
 def trace_phases(trace: Path, names=SETUP_PHASES) -> dict[str, float]:
     """Seconds per span name (summed) among ``names`` in a trace file."""
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline import read_trace
 
     tl = read_trace(trace)
     out: dict[str, float] = {}

@@ -54,7 +54,7 @@ def write_proof(path: Path, proof: Proof, public_inputs: list[int], circuit: int
 def read_proof(path: Path) -> tuple[Proof, list[int]]:
     """Parse a proof file; ProofFileError names the file and the offending field."""
     path = Path(path)
-    from gputrace.timeline._depth import too_deep
+    from gputrace.json_depth import too_deep
 
     try:
         raw = Path(path).read_bytes()

@@ -111,7 +111,7 @@ def test_nested_json_is_a_clean_error(tmp_path):
 def test_nested_json_is_refused_even_with_a_raised_recursion_limit(tmp_path, monkeypatch):
     # py_ecc (imported by other code in the same process) raises the limit to 100,000; json would then
     # recurse in C past the stack instead of raising RecursionError.
-    import gputrace.timeline._depth as depth
+    import gputrace.json_depth as depth
 
     monkeypatch.setattr(depth.sys, "getrecursionlimit", lambda: 100_000)
     p = tmp_path / "proof.json"

@@ -1,14 +1,15 @@
-"""Span texts of a block of Timeline rows, as ``gputrace.interop.otlp_file`` writes them, column by column.
+"""Span texts of a block of Timeline rows, as ``gputrace.timeline.formats.otlp_jsonl.write`` writes them,
+column by column.
 
-The per-row path (``otlp_file._spans`` building a span dict, ``encode.span_json`` its text) costs about
+The per-row path (``write._spans`` building a span dict, ``encode.span_json`` its text) costs about
 7 us a row; an import of a million Nsight rows spent most of its time there. Here what repeats is
 encoded once per block (a lane's and kind's attribute text, a phase's name, a trace id, a kernel's
 shared attributes, an overlay's key layout, a ``TemplateAttrs`` template with its ids' places) and each
 row gets one %-format of its own values: ids (hex of the whole block's ids at once), times, the column
-attributes it has, its overlay values. Rows this
-does not cover exactly (plain dicts with values other than ints and strings, overlays with values
-other than ints, keys that clash with the column attributes) are written by the per-row path. The bytes are the same either way
-(tests/unit/test_otlp_block.py compares the two on varied Timelines).
+attributes it has, its overlay values. Rows this does not cover exactly (plain dicts with values other than
+ints and strings, overlays with values other than ints, keys that clash with the column attributes) are
+written by the per-row path. The bytes are the same either way (tests/unit/test_otlp_block.py compares the
+two on varied Timelines).
 
 Hand-written because it is the import's hot path and no library encodes OTLP JSON from columns.
 Pure; runs on the caller's thread.
@@ -17,12 +18,14 @@ Pure; runs on the caller's thread.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping
 from itertools import chain
 
 import numpy as np
 
 from gputrace.otlp.encode import attributes_json, json_string, span_json
 from gputrace.otlp.ids import hex_id
+from gputrace.timeline.formats.otlp_jsonl.plan import COLUMN_KEYS, shared_dict_text, trace_codes
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
@@ -45,9 +48,7 @@ def _template(ra: RowAttrs, shared_text: dict) -> tuple[str, str] | None:
     """What a row of ``ra``'s (shared dict, overlay keys) adds after the column attributes: a %-template of
     its overlay values and the shared dict's text (each with its leading comma, or empty); None where the
     per-row path must write it (clashing keys)."""
-    from gputrace.interop.otlp_file import _shared_text
-
-    shared = _shared_text(ra, shared_text)
+    shared = shared_dict_text(ra, shared_text)
     if shared is None:
         return None
     return "".join("," + _int_attr(k) for k in ra.keys_), "," + shared if shared else ""
@@ -58,8 +59,6 @@ def _template_format(ta: TemplateAttrs) -> tuple[str, tuple[int, ...] | None] | 
     the template's items in its order, the overlay's int values in their places, and the order in which
     to take the overlay values (None: as they are); None where the per-row path must write it (a
     template key clashing with the column attributes)."""
-    from gputrace.interop.otlp_file import COLUMN_KEYS
-
     t, over = ta.shared, ta.keys_
     if t.keys() & COLUMN_KEYS or len(set(over)) != len(over) or not set(over) <= t.keys():
         return None
@@ -84,8 +83,6 @@ def _dict_layout(keys: tuple, types: tuple) -> tuple[tuple[int, ...], tuple[int,
     values, positions of its str values, an empty cache of formats by str values); None where the
     per-row path must write it (a value of another type: a bool, float, list...; a non-str key; a key
     of the column attributes)."""
-    from gputrace.interop.otlp_file import COLUMN_KEYS
-
     if not set(types) <= {int, str} or not all(type(k) is str for k in keys) or not COLUMN_KEYS.isdisjoint(keys):
         return None
     return (tuple(j for j, t in enumerate(types) if t is int), tuple(j for j, t in enumerate(types) if t is str), {})
@@ -116,8 +113,6 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
             templates: dict, slow) -> tuple[list[list[str] | None], dict[int, str]]:
     """The variable text of each span of ``rows``, field by field (see ``_PIECES``; None: empty on every
     row), and the whole text of the spans written by the per-row path (row position -> text)."""
-    from gputrace.interop.otlp_file import trace_codes
-
     c = tl.cols
     n = len(rows)
     fields: list[list[str] | None] = [None] * len(_FIELD_AT)
@@ -186,11 +181,12 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
         ft: list[str] = []
         fv: list[tuple] = []
         fs: list[str] = []
-        for i, ra in enumerate(map(tl.attrs.get, rows.tolist())):
+        row_attrs: Mapping[int, Mapping] = tl.attrs  # RowAttrs and TemplateAttrs are Mappings, not dicts
+        for i, ra in enumerate(map(row_attrs.get, rows.tolist())):
             if ra is None:
                 continue
             if type(ra) is RowAttrs:
-                key = (id(ra.shared), ra.keys_)
+                key: tuple = (id(ra.shared), ra.keys_)
                 tm = templates.get(key, _MISS)
                 if tm is _MISS:
                     tm = templates[key] = _template(ra, shared_text)
@@ -271,7 +267,7 @@ def line_texts(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: 
     """The lines (no newline) holding ``rows`` (one group's rows, in order), ``max_spans`` spans a line,
     each ``head`` + its spans' texts joined by commas + ``tail``: the text ``span_json`` of ``slow(rows)``'s
     span dicts would give. ``slow``: the per-row path (rows -> span dicts), for the rows not covered
-    here; ``shared_text``: the writer's cache of shared-dict texts (``otlp_file._shared_text``);
+    here; ``shared_text``: the writer's cache of shared-dict texts (``plan.shared_dict_text``);
     ``templates``: this writer's cache of row-attribute templates (empty at first). Raises what
     ``span_json`` raises (a malformed trace id)."""
     fields, slow_text = _fields(tl, rows, ids, fallback_trace, shared_text, templates, slow)

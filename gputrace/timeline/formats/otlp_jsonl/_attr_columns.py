@@ -10,7 +10,7 @@ from operator import attrgetter
 import numpy as np
 
 from gputrace.otlp.schema import AnyValue
-from gputrace.timeline._interner import Interner
+from gputrace.timeline.formats.otlp_jsonl._interner import Interner
 from gputrace.timeline.model import KIND_CODES
 
 # Column attributes: key -> (column, type). Types: "int" (intValue), "str" (stringValue).

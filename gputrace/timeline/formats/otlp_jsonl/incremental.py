@@ -20,10 +20,10 @@ import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
-from gputrace.timeline._feed import gzip_damage, try_whole_file
 from gputrace.timeline._lines import GzipStream, LineSplitter, is_gzip, open_trace_file
-from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import LoadReport, TraceFormatError
+from gputrace.timeline.formats.otlp_jsonl._feed import gzip_damage, try_whole_file
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 from gputrace.timeline.model import Timeline
 
 __all__ = ["LoadProgress", "iter_load", "follow"]

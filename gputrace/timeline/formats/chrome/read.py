@@ -5,13 +5,13 @@ are mapped by ``args.device``/``args.stream`` and thread names) is described in
 :mod:`gputrace.timeline.chrome`, the public module that re-exports these names. Pure functions; no
 threads. Errors (:class:`ChromeFormatError`) name the file and the event index.
 
-Streaming: ``read_chrome`` feeds event batches from :mod:`gputrace.timeline.chrome_scan` into one
+Streaming: ``read_chrome`` feeds event batches from :mod:`gputrace.timeline.formats.chrome.scan` into one
 ``_Events`` accumulator, which turns each event into column values at once (a few arrays and, per
 span, only the attributes it keeps), so memory follows the Timeline, not the JSON document. Lanes
 of other tools' traces are resolved at the end (thread names may come after the events that use
 them); batches of a gputrace export are decoded into typed Structs and turned into columns with numpy
-(:mod:`gputrace.timeline.chrome_typed`), or, when their events have another shape, take a columnar
-path over dicts (:mod:`gputrace.timeline.chrome_batch`). A gputrace export must carry its
+(:mod:`gputrace.timeline.formats.chrome.typed`), or, when their events have another shape, take a columnar
+path over dicts (:mod:`gputrace.timeline.formats.chrome.batch`). A gputrace export must carry its
 ``otherData`` (lanes, epoch) before ``traceEvents``, as the writer puts it; older exports
 (``otherData`` last), files the scanner cannot split, and malformed files are read whole, as
 before (``from_chrome`` of the parsed document), which also names the problem.
@@ -30,17 +30,17 @@ import orjson
 
 from gputrace.phases import phase_kind
 from gputrace.timeline._gc import collector_paused
-from gputrace.timeline.args_share import ArgsSharer
-from gputrace.timeline.chrome_batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
-from gputrace.timeline.chrome_foreign import (
+from gputrace.timeline.formats.chrome.args_share import ArgsSharer
+from gputrace.timeline.formats.chrome.batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
+from gputrace.timeline.formats.chrome.foreign import (
     GPU_CATS as _GPU_CATS,
     RUNTIME_CATS as _RUNTIME_CATS,
     ForeignBatch,
     decode_foreign,
     is_device,
 )
-from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
-from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode_ours
+from gputrace.timeline.formats.chrome.stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
+from gputrace.timeline.formats.chrome.typed import Decode, OursTyped, TypedBatch, decode_ours
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 
@@ -72,8 +72,8 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
 
 
 def _read_chrome(path: str | Path, host: str | None) -> Timeline:
-    from gputrace.timeline.chrome_scan import ScanError
     from gputrace.timeline.errors import TraceFormatError
+    from gputrace.timeline.formats.chrome.scan import ScanError
 
     p = Path(path)
     host = host or p.name.split(".")[0]
@@ -107,7 +107,7 @@ def _streamed(p: Path, host: str, max_events: int | None = None) -> tuple[_Event
     mapping came after the events (the caller reads the file whole). Raises ScanError, EOFError,
     OSError, ChromeFormatError, TraceFormatError."""
     from gputrace.timeline._lines import open_trace_file
-    from gputrace.timeline.chrome_scan import ScanError, scan_chrome
+    from gputrace.timeline.formats.chrome.scan import ScanError, scan_chrome
 
     with open_trace_file(p) as f:
         acc = None

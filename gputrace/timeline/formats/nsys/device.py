@@ -1,5 +1,5 @@
 """Device activity of an Nsight SQLite export (kernels, copies, memsets, syncs) appended to the rows of
-:mod:`gputrace.timeline.nsys` as column blocks.
+:mod:`gputrace.timeline.formats.nsys.read` as column blocks.
 
 Each kernel, copy and memset table is read as columns; Python runs once per distinct *static*
 attribute set (kernel + launch geometry + stream + launching API, copy kind + memory kinds, ...),
@@ -17,8 +17,7 @@ from itertools import repeat
 import numpy as np
 
 from gputrace import activity as A
-from gputrace.timeline.model import KIND_CODES, Lane
-from gputrace.timeline.nsys_columns import (
+from gputrace.timeline.formats.nsys.columns import (
     PID_MASK,
     CorrIndex,
     IntColumns,
@@ -29,7 +28,8 @@ from gputrace.timeline.nsys_columns import (
     nulls,
     shifted,
 )
-from gputrace.timeline.nsys_sqlite import NsysFormatError, NsysReport
+from gputrace.timeline.formats.nsys.sqlite import NsysFormatError, NsysReport
+from gputrace.timeline.model import KIND_CODES, Lane
 from gputrace.timeline.row_attrs import RowAttrs
 
 _INVALID = {None, 0xFFFFFFFF, -1}  # CUPTI_SYNCHRONIZATION_INVALID_VALUE: stream/event not applicable

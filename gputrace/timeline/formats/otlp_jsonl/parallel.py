@@ -31,12 +31,18 @@ from itertools import pairwise
 
 import numpy as np
 
-from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import iter_line_blocks
-from gputrace.timeline._loader import TraceLoader
-from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
-from gputrace.timeline._workers import Worker, start_worker
 from gputrace.timeline.errors import LoadReport, TraceFormatError
+from gputrace.timeline.formats.otlp_jsonl._interner import sort_phases
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
+from gputrace.timeline.formats.otlp_jsonl._pieces import (
+    PART_ERRORS,
+    ClaimBoard,
+    dump_part,
+    load_part,
+    new_anonymous_file,
+)
+from gputrace.timeline.formats.otlp_jsonl._workers import Worker, start_worker
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
 
 __all__ = ["read_parallel", "split_ranges", "default_workers"]

@@ -9,11 +9,11 @@ A damaged gzip stream: every complete line before the damage is fed, then the da
 
 from __future__ import annotations
 
+from gputrace.json_depth import too_deep
 from gputrace.otlp.schema import request_decoder
-from gputrace.timeline._depth import too_deep
 from gputrace.timeline._lines import PathLike, iter_line_blocks, open_trace_file
-from gputrace.timeline._loader import TraceLoader
 from gputrace.timeline.errors import TraceFormatError
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 
 __all__ = ["load_file_into", "try_whole_file", "gzip_damage"]
 

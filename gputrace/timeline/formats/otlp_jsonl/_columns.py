@@ -24,7 +24,7 @@ import numpy as np
 from gputrace.otlp.decode import py_value
 from gputrace.otlp.ids import STATUS_NAMES
 from gputrace.otlp.schema import NO_STATUS
-from gputrace.timeline._attr_columns import (
+from gputrace.timeline.formats.otlp_jsonl._attr_columns import (
     COLUMN_ATTRS,
     COLUMN_KEYS,
     N_COLUMN_KEYS,
@@ -35,8 +35,8 @@ from gputrace.timeline._attr_columns import (
     set_kinds,
     set_lanes,
 )
-from gputrace.timeline._header_columns import id_column, int64_column, trace_codes
-from gputrace.timeline._interner import Interner
+from gputrace.timeline.formats.otlp_jsonl._header_columns import id_column, int64_column, trace_codes
+from gputrace.timeline.formats.otlp_jsonl._interner import Interner
 from gputrace.timeline.model import Lane
 
 _g_key = attrgetter("key")

@@ -2,7 +2,7 @@
 
 The format rules (processes, threads, overlap sub-threads, flow arrows, Kineto categories) are described
 in :mod:`gputrace.timeline.chrome`, the public module that re-exports these functions; the writer itself is
-:mod:`gputrace.timeline.chrome_stream` (streamed in chunks, bounded memory). Pure functions; no threads.
+:mod:`gputrace.timeline.formats.chrome.stream` (streamed in chunks, bounded memory). Pure functions; no threads.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from gputrace.timeline.chrome_stream import GENERATOR, chrome_chunks
+from gputrace.timeline.formats.chrome.stream import GENERATOR, chrome_chunks
 from gputrace.timeline.model import Timeline
 
 __all__ = ["GENERATOR", "to_chrome", "write_chrome"]

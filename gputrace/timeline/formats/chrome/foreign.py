@@ -31,9 +31,9 @@ import numpy as np
 import orjson
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.args_share import ArgsSharer
-from gputrace.timeline.chrome_batch import ColumnState, dict_meta_names
-from gputrace.timeline.chrome_typed import TypedBatch
+from gputrace.timeline.formats.chrome.args_share import ArgsSharer
+from gputrace.timeline.formats.chrome.batch import ColumnState, dict_meta_names
+from gputrace.timeline.formats.chrome.typed import TypedBatch
 from gputrace.timeline.model import KIND_CODES
 
 __all__ = ["ForeignBatch", "GPU_CATS", "RUNTIME_CATS", "decode_foreign", "is_device"]

@@ -4,7 +4,7 @@
 ``view`` of the import is a cache re-open, not a JSON parse of the whole file. The entry must be what
 an uncached ``read_any`` of the file returns (columns, dtypes, lanes and their order, phases,
 resources, trace ids, attributes with their key order, load report); tests compare the two on many
-Timelines. This module composes the writer's mapping (``gputrace.interop.otlp_file``) with the reader's
+Timelines. This module composes the writer's mapping (``gputrace.timeline.formats.otlp_jsonl.write``) with the reader's
 (``gputrace.timeline.reader``: phase = span name, sorted phase table; lanes from the resource's
 ``host.name``/``process.pid`` and the ``gputrace.device``/``gputrace.lane`` attributes; trace ids in
 first-appearance order; columns from the ``gputrace.*`` attributes; other attributes in written order)
@@ -24,15 +24,15 @@ Pure; runs on the caller's thread.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import chain
 
 import numpy as np
 import orjson
 
-from gputrace.interop.otlp_file import COLUMN_KEYS, Group, trace_codes
 from gputrace.otlp.ids import hex_id, parse_id
 from gputrace.timeline.errors import LoadReport
+from gputrace.timeline.formats.otlp_jsonl.plan import COLUMN_KEYS, Group, trace_codes
 from gputrace.timeline.model import COLUMNS, KIND_NAMES, Lane, Timeline
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
@@ -260,7 +260,7 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
     out["trace"] = umap[winv.reshape(-1)] if n else np.empty(0, np.int32)
 
     attrs = _attrs(tl, rows, n)
-    back = Timeline.from_unsorted(out, phases, lanes, resources, trace_ids, attrs, consume=True)  # type: ignore[arg-type]
+    back = Timeline.from_unsorted(out, phases, lanes, resources, trace_ids, attrs, consume=True)
     back.load_report = LoadReport(files=[str(path)], lines=lines, spans=n)
     return back
 
@@ -280,8 +280,8 @@ def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:
     plain: dict[int, Mapping] = {}  # id(dict) -> read-back (dicts shared between rows are checked once)
     out: dict[int, Mapping] = {}
     overlays: list[tuple] = []
-    a: Mapping
-    for r, a in zip(pos, src.values(), strict=True):
+    values: Iterable[Mapping] = src.values()  # RowAttrs and TemplateAttrs are Mappings, not dicts
+    for r, a in zip(pos, values, strict=True):
         if type(a) is RowAttrs or type(a) is TemplateAttrs:
             sh = a.shared
             s = shared.get(id(sh))

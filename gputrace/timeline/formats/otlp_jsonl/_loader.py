@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from gputrace.json_depth import depth_scan_needed, too_deep
 from gputrace.otlp.decode import py_value
 from gputrace.otlp.schema import (
     KeyValue,
@@ -24,13 +25,12 @@ from gputrace.otlp.schema import (
     request_decoder,
     resource_decoder,
 )
-from gputrace.timeline._columns import Interner, spans_to_columns
-from gputrace.timeline._decode_errors import describe_msgspec_error
-from gputrace.timeline._depth import depth_scan_needed, too_deep
-from gputrace.timeline._fast import parse_attributes
-from gputrace.timeline._interner import sort_phases
 from gputrace.timeline._lines import PathLike, newline_offsets
 from gputrace.timeline.errors import LoadReport, TraceFormatError
+from gputrace.timeline.formats.otlp_jsonl._columns import Interner, spans_to_columns
+from gputrace.timeline.formats.otlp_jsonl._decode_errors import describe_msgspec_error
+from gputrace.timeline.formats.otlp_jsonl._fast import parse_attributes
+from gputrace.timeline.formats.otlp_jsonl._interner import sort_phases
 from gputrace.timeline.model import COLUMNS, Timeline
 
 #: Spans decoded before they are turned into columns (bounds the memory of decoded objects).

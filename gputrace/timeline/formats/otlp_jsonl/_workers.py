@@ -33,7 +33,7 @@ FORK = hasattr(os, "fork")
 #: it is taken off, so that the worker imports the caller's ``gputrace`` (``PYTHONPATH``), never a ``gputrace``
 #: directory that happens to be in the caller's working directory (another checkout).
 WORKER = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-          "from gputrace.timeline.parallel import _main; sys.exit(_main(sys.argv[1:]))")
+          "from gputrace.timeline.formats.otlp_jsonl.parallel import _main; sys.exit(_main(sys.argv[1:]))")
 
 
 class Worker:

@@ -18,83 +18,18 @@ Pure; runs on the caller's thread.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
-import orjson
 
 from gputrace.otlp.encode import REQUEST_TAIL, attributes_json, encode_request, request_head
+from gputrace.timeline.formats.otlp_jsonl.plan import Group, Plan, groups, shared_dict_text, span_ids
+from gputrace.timeline.formats.otlp_jsonl.write_block import line_texts
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.timeline.row_attrs import RowAttrs
 
-__all__ = ["COLUMN_KEYS", "Group", "groups", "line_count", "reference_requests", "span_ids", "timeline_requests",
-           "trace_codes", "write_otlp_jsonl"]
-
-
-def _trace_for(resource: dict) -> str:
-    return hashlib.blake2b(orjson.dumps(resource, option=orjson.OPT_SORT_KEYS, default=str), digest_size=16).hexdigest()
-
-
-class Group(NamedTuple):
-    """The rows written under one resource (one or more lines), in file order."""
-
-    rows: np.ndarray  # row numbers, ascending
-    resource: dict  # the resource attributes as written
-    fallback_trace: str  # the trace id of rows without one
-
-
-def span_ids(tl: Timeline) -> np.ndarray:
-    """Span ids as written: the row's, or for rows without one an id from the row number, above every
-    id already present."""
-    ids = tl.cols["span_id"].astype(np.uint64).copy()
-    missing = ids == 0
-    if missing.any():
-        base = int(ids.max()) + 1 if tl.n else 1
-        ids[missing] = np.arange(base, base + int(missing.sum()), dtype=np.uint64)
-    return ids
-
-
-def groups(tl: Timeline) -> list[Group]:
-    """Rows grouped by (resource, host, pid), groups in order of their first row, rows in order: the
-    order the file holds them in (``timeline_requests`` writes each group's rows in chunks)."""
-    c = tl.cols
-    n = tl.n
-    # numpy: a Python pass over a million rows cost a second.
-    hp: dict[tuple[str, int], int] = {}
-    lane_hp = np.array([hp.setdefault((ln.host, ln.pid), len(hp)) for ln in tl.lanes] or [0], dtype=np.int64)
-    hps = list(hp)
-    key = c["resource"].astype(np.int64) * max(len(hps), 1) + lane_hp[c["lane"]] if n else np.empty(0, np.int64)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(inv.reshape(-1), kind="stable")  # rows by group (group ids follow key order), then row
-    bounds = np.searchsorted(inv.reshape(-1)[order], np.arange(len(first) + 1))
-    out = []
-    for g in np.argsort(first, kind="stable").tolist():
-        rows = order[bounds[g]:bounds[g + 1]]
-        r0 = int(rows[0])
-        res_i = int(c["resource"][r0])
-        host, pid = hps[int(lane_hp[c["lane"][r0]])]
-        res = dict(tl.resources[res_i]) if 0 <= res_i < len(tl.resources) else {"service.name": "gputrace"}
-        res["host.name"] = host
-        if pid >= 0:
-            res["process.pid"] = pid
-        out.append(Group(rows, res, _trace_for(res)))
-    return out
-
-
-def trace_codes(tl: Timeline, trace: np.ndarray) -> np.ndarray:
-    """Which trace id rows with these ``trace`` column values are written with: their own (an index into
-    ``tl.trace_ids``) where it is a non-empty one, else ``len(tl.trace_ids)`` (their group's fallback)."""
-    t = trace.astype(np.int64)
-    ntids = len(tl.trace_ids)
-    valid = np.array([bool(x) for x in tl.trace_ids] + [False], dtype=bool)
-    inside = (t >= 0) & (t < ntids)
-    return np.where(inside & valid[np.where(inside, t, ntids)], t, ntids)
-
-
-Plan = tuple[list[Group], np.ndarray]  # (groups(tl), span_ids(tl))
+__all__ = ["line_count", "reference_requests", "timeline_requests", "write_otlp_jsonl"]
 
 
 def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gputrace.interop", *,
@@ -102,11 +37,9 @@ def timeline_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gpu
     """Yield one encoded OTLP JSON request line (no newline) per resource chunk. ``plan``: the
     ``groups``/``span_ids`` of ``tl`` if the caller has them already; ``lines``: only these lines of the
     file (numbered from 0; see ``line_count``), for writers that split the work."""
-    from gputrace.interop.otlp_block import line_texts
-
     gs, ids = plan if plan is not None else (groups(tl), span_ids(tl))
-    shared_text: dict[tuple[int, tuple], str | None] = {}  # see _shared_text
-    templates: dict = {}  # see otlp_block.line_texts
+    shared_text: dict[tuple[int, tuple], str | None] = {}  # see plan.shared_dict_text
+    templates: dict = {}  # see write_block.line_texts
     block = max(1, BLOCK_ROWS // max_spans) * max_spans  # rows encoded together (whole lines)
     first = 0  # number of the group's first line
     for g in gs:
@@ -148,7 +81,7 @@ def line_count(gs: list[Group], max_spans: int) -> int:
 
 def reference_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gputrace.interop") -> Iterator[bytes]:
     """``timeline_requests`` row by row through span dicts and ``encode_request`` (slower): the
-    definition the column-wise encoder (``otlp_block``) is tested against."""
+    definition the column-wise encoder (``write_block``) is tested against."""
     ids = span_ids(tl)
     shared_text: dict[tuple[int, tuple], str | None] = {}
     for g in groups(tl):
@@ -159,22 +92,6 @@ def reference_requests(tl: Timeline, max_spans: int = 512, scope_name: str = "gp
 
 #: Rows encoded at a time (their span texts are held until written: ~30 MB at 800 bytes a span).
 BLOCK_ROWS = 32768
-
-
-COLUMN_KEYS = frozenset({"gputrace.lane", "gputrace.device", "gputrace.kind", "gputrace.circuit", "gputrace.batch",
-                          "gputrace.bytes", "gputrace.gpu.start_ns", "gputrace.gpu.end_ns"})
-
-
-def _shared_text(ra: RowAttrs, cache: dict) -> str | None:
-    """The encoded attributes of a ``RowAttrs``'s shared dict (once per dict and overlay keys, for one write),
-    or None where they could clash with the column attributes or the overlay (then the row is merged
-    key by key). The bytes are the same either way: an attribute array's text is the join of its items'."""
-    key = (id(ra.shared), ra.keys_)
-    if key not in cache:
-        over = set(ra.keys_)
-        clash = len(over) != len(ra.keys_) or over & COLUMN_KEYS or ra.shared.keys() & (COLUMN_KEYS | over)
-        cache[key] = None if clash else attributes_json(ra.shared)
-    return cache[key]
 
 
 _COLUMNS = ("lane", "kind", "circuit", "batch", "nbytes", "gpu_start", "gpu_end", "trace", "parent",
@@ -189,7 +106,8 @@ def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace:
     sid = span_ids[rows].tolist()
     par = col["parent"]
     psid = span_ids[np.maximum(c["parent"][rows], 0)].tolist()
-    lanes, phases, names, attrs, tids = tl.lanes, tl.phases, tl.names, tl.attrs, tl.trace_ids
+    lanes, phases, names, tids = tl.lanes, tl.phases, tl.names, tl.trace_ids
+    attrs: Mapping[int, Mapping] = tl.attrs  # RowAttrs are Mappings, not dicts
     ntids = len(tids)
     for i, r in enumerate(rows.tolist()):
         lane = lanes[col["lane"][i]]
@@ -215,7 +133,7 @@ def _spans(tl: Timeline, rows: np.ndarray, span_ids: np.ndarray, fallback_trace:
         if type(ra) is RowAttrs:  # its overlay, then its shared dict (Mapping.items() is 4x slower)
             for k, v in zip(ra.keys_, ra.values_, strict=True):
                 a.setdefault(k, v)
-            shared = _shared_text(ra, shared_text)
+            shared = shared_dict_text(ra, shared_text)
             if shared is not None:
                 text = attributes_json(a) + "," + shared if shared else attributes_json(a)
             ra = ra.shared
@@ -248,10 +166,10 @@ def write_otlp_jsonl(tl: Timeline, path: str | Path, max_spans: int = 512, *, pl
     Written through ``gputrace.atomic_write`` (a private temporary file renamed over ``path``), so a
     reader never sees half a file, a failure leaves nothing behind and no symlink is followed.
     ``workers``: 2 encodes the second half of a big Timeline in a forked process
-    (``otlp_split``); None decides by the CPUs free now; 1 writes in this process. The bytes are the same.
+    (``write_split``); None decides by the CPUs free now; 1 writes in this process. The bytes are the same.
     """
     from gputrace.atomic_write import atomic_output
-    from gputrace.interop.otlp_split import split_workers, write_split
+    from gputrace.timeline.formats.otlp_jsonl.write_split import split_workers, write_split
 
     plan = plan if plan is not None else (groups(tl), span_ids(tl))
     total = line_count(plan[0], max_spans)

@@ -34,11 +34,11 @@ session-relative and each resource says so (``nsys.clock = "session"``).
 
 ``read_nsys`` opens the file read-only; errors name the file and table. Not thread-safe per call
 (one sqlite connection), but calls on different threads are independent. File access (tables, enum
-tables, strings, columns) lives in :mod:`gputrace.timeline.nsys_sqlite`; ``NsysFormatError`` and
+tables, strings, columns) lives in :mod:`gputrace.timeline.formats.nsys.sqlite`; ``NsysFormatError`` and
 ``is_nsys_sqlite`` are re-exported here. The big tables are read as columns (Python runs once per
 distinct thread, API name, kernel or copy kind, not per row): API calls here, kernels, copies,
-memsets and syncs in :mod:`gputrace.timeline.nsys_device`, the column tools in
-:mod:`gputrace.timeline.nsys_columns`. NVTX ranges (a few thousand) are read row by row.
+memsets and syncs in :mod:`gputrace.timeline.formats.nsys.device`, the column tools in
+:mod:`gputrace.timeline.formats.nsys.columns`. NVTX ranges (a few thousand) are read row by row.
 """
 
 from __future__ import annotations
@@ -52,11 +52,9 @@ import numpy as np
 
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline._gc import collector_paused
-from gputrace.timeline.model import KIND_CODES, Lane, Timeline
-from gputrace.timeline.nesting import nest_parents
-from gputrace.timeline.nsys_columns import PID_MASK, CorrIndex, Rows, groups, int_columns, shifted
-from gputrace.timeline.nsys_device import ApiCalls, Device
-from gputrace.timeline.nsys_sqlite import (
+from gputrace.timeline.formats.nsys.columns import PID_MASK, CorrIndex, Rows, groups, int_columns, shifted
+from gputrace.timeline.formats.nsys.device import ApiCalls, Device
+from gputrace.timeline.formats.nsys.sqlite import (
     NsysFormatError,
     NsysReport,
     is_nsys_sqlite,
@@ -65,6 +63,8 @@ from gputrace.timeline.nsys_sqlite import (
     required_int,
     session_start,
 )
+from gputrace.timeline.model import KIND_CODES, Lane, Timeline
+from gputrace.timeline.nesting import nest_parents
 
 __all__ = ["NsysFormatError", "read_nsys", "is_nsys_sqlite"]
 

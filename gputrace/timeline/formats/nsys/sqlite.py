@@ -1,6 +1,6 @@
 """Read access to an Nsight Systems SQLite export: the file check, tables, columns, enum tables, strings.
 
-:mod:`gputrace.timeline.nsys` maps the rows onto a Timeline; this module only knows the file. Errors
+:mod:`gputrace.timeline.formats.nsys.read` maps the rows onto a Timeline; this module only knows the file. Errors
 (:class:`NsysFormatError`) name the file and table. One :class:`NsysReport` wraps one sqlite
 connection: use it on the thread that opened the connection.
 

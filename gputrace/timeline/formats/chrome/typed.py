@@ -31,7 +31,7 @@ import orjson
 from msgspec import UNSET, UnsetType, field
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.chrome_batch import STATUS, ColumnState, hex_int
+from gputrace.timeline.formats.chrome.batch import STATUS, ColumnState, hex_int
 from gputrace.timeline.model import KIND_CODES
 
 __all__ = ["Decode", "TypedBatch", "decode_ours", "OursTyped", "hex_ids"]

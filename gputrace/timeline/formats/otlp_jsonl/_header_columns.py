@@ -12,7 +12,7 @@ from itertools import repeat
 import numpy as np
 
 from gputrace.otlp.ids import parse_id
-from gputrace.timeline._interner import Interner
+from gputrace.timeline.formats.otlp_jsonl._interner import Interner
 
 
 def int64_column(spans: list, getter, fld: str, mark) -> np.ndarray:
