@@ -12,8 +12,6 @@ identity as all zero bytes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from typing import Any, TypeVar
 
 import numpy as np
@@ -21,6 +19,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from .field import R
 from .host_msm import cpu_threads
+from .processes import fork_pool, stop
 
 _TABLES: dict[str, list] = {}
 _XY = {"g1": 96, "g2": 192}
@@ -84,9 +83,10 @@ def _job(args: tuple[str, list[int]]) -> bytes:
 def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None = None) -> list[bytes]:
     """Run several ``mul_gen`` jobs (group, scalars), in parallel over processes when large.
 
-    Returns one bytes per job, in order. The pool uses ``fork``: ``spawn``/``forkserver`` re-import the
-    caller's ``__main__``, which breaks scripts without a main guard; the children only run
-    ``mul_gen`` (arkworks and ints), never the parent's threads or locks.
+    Returns one bytes per job, in order. The pool (``processes.fork_pool``) uses ``fork``: ``spawn``/``forkserver``
+    re-import the caller's ``__main__``, which breaks scripts without a main guard; the children only run
+    ``mul_gen`` (arkworks and ints), never the parent's threads or locks, and leave Ctrl-C to this process, which
+    ends them when it is interrupted (or fails) instead of waiting for their queued chunks.
     """
     workers = workers or cpu_threads()
     total = sum(len(s) for _, s in jobs)
@@ -98,9 +98,14 @@ def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None 
         for start in range(0, len(s), CHUNK):
             tasks.append((ji, g, s[start : start + CHUNK]))
     parts: list[list[bytes]] = [[] for _ in jobs]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+    pool = fork_pool(workers)
+    failed = True
+    try:
         for (ji, _g, _s), res in zip(tasks, pool.map(_job, [(g, s) for _, g, s in tasks]), strict=True):
             parts[ji].append(res)
+        failed = False
+    finally:
+        stop(pool, interrupted=failed)
     return [b"".join(p) for p in parts]
 
 
