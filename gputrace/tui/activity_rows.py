@@ -12,9 +12,7 @@ import numpy as np
 from gputrace import activity as A
 from gputrace.analysis.gpu_activity import MEMCPY, activity_index
 from gputrace.timeline.model import Timeline
-from gputrace.tui.render import PAGEABLE, PINNED
-
-MARK_LAUNCH = 2  # overlay mark kind: a launch gap (the GPU idle inside a phase that enqueued work)
+from gputrace.tui.keys import MARK_LAUNCH, PAGEABLE, PINNED
 
 
 def row_keys(tl: Timeline) -> np.ndarray:

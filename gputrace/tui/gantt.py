@@ -31,10 +31,10 @@ from gputrace.tui.index import IntervalIndex, TimelineIndex
 from gputrace.tui.layout import View, elide_middle, format_duration
 from gputrace.tui.measure import GanttMeasure
 from gputrace.tui.navigation import NAME_W, GanttNavigation
-from gputrace.tui.activity_rows import MARK_LAUNCH
-from gputrace.tui.overlays import MARK_UNATTR, MARK_WAIT, Overlays
+from gputrace.tui.keys import BG, LAUNCH, MARK_LAUNCH, MARK_UNATTR, MARK_WAIT, UNATTR, WAIT
+from gputrace.tui.overlays import Overlays
 from gputrace.tui.palette import Palette
-from gputrace.tui.render import BG, LAUNCH, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
+from gputrace.tui.render import blank_cells, cells_to_runs, row_cells
 from gputrace.tui.rows import DEVICE, GPU, HOST, LANE, RowSpec, build_rows
 
 

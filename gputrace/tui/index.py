@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.timeline.model import Timeline
+from gputrace.tui.activity_rows import row_keys
 from gputrace.tui.layout import pack_levels
 
 
@@ -180,8 +181,6 @@ class TimelineIndex:
         row_level = np.full(n, -1, np.int32)
         level_ids: list[tuple[int, int]] = []
         t_min, t_max = None, None
-        from gputrace.tui.activity_rows import row_keys
-
         keys = row_keys(tl)  # phase ids; pinned/pageable copies get their own keys
         for k in range(len(tl.lanes)):
             sl = tl.lane_slice(k)

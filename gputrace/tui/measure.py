@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from gputrace.tui.layout import View
-from gputrace.tui.render import BG, CURSOR, RANGE, Cells
+from gputrace.tui.keys import BG, CURSOR, RANGE
+from gputrace.tui.render import Cells
 
 
 class GanttMeasure:

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gputrace.timeline.model import Timeline
+from gputrace.tui.activity_rows import launch_gap_marks
 from gputrace.tui.index import IntervalIndex
+from gputrace.tui.keys import IDLE, MARK_UNATTR, MARK_WAIT
 from gputrace.tui.layout import format_duration
-from gputrace.tui.render import IDLE
 
 if TYPE_CHECKING:
     from gputrace.analysis.report import TimelineAnalysis
@@ -57,9 +58,6 @@ class Overlays:
     marks_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
 
 
-MARK_WAIT, MARK_UNATTR = 0, 1
-
-
 def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | None" = None) -> Overlays:
     """Overlays and stall rows from `gputrace.analysis.report.analyse_timeline` (computed here
     when ``analysis`` is None): the composition ``gputrace report`` prints, under its listing
@@ -81,8 +79,6 @@ def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | No
     if len(u):
         marks.append((np.repeat(u.row, np.diff(u.piece_offsets)), u.piece_start, u.piece_end, MARK_UNATTR))
     if analysis.launch is not None and len(analysis.launch):
-        from gputrace.tui.activity_rows import launch_gap_marks
-
         launch_gap_marks(tl, analysis.launch, marks)
     out.items = [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
     if analysis.emulated:

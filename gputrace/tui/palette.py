@@ -13,7 +13,7 @@ from rich.color import Color
 from rich.style import Style
 
 from gputrace.phases import phase_hex
-from gputrace.tui.render import BG, CURSOR, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, RANGE, SEL, UNATTR, WAIT
+from gputrace.tui.keys import BG, CURSOR, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, RANGE, SEL, UNATTR, WAIT
 
 
 def _rgb(hex_: str) -> tuple[int, int, int]:

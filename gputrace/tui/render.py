@@ -13,8 +13,7 @@ loop only over runs of equal style. Glyphs:
 * marks over a bar: ``┄`` a parent's time no child covers (unattributed), ``╍`` host time
   past a span's device time (a host wait).
 
-Colour keys are ints: a phase id (>= 0), ``phase + DIM`` for spans dimmed by a search,
-or one of the negative special keys below; the `Palette` turns keys into rich styles.
+Colour keys are the ints of `gputrace.tui.keys`; the `Palette` turns keys into rich styles.
 """
 
 from __future__ import annotations
@@ -27,12 +26,9 @@ from rich.cells import cell_len
 
 from gputrace.textsafe import visible
 from gputrace.tui.index import IntervalIndex
+from gputrace.tui.keys import BG, DIM, INK, SEL
 from gputrace.tui.layout import View
 
-BG, SEL, IDLE, UNATTR, INK, WAIT = -1, -2, -3, -4, -5, -6
-LAUNCH, PAGEABLE, PINNED = -7, -8, -9  # launch-gap marks; copies from/to pageable or pinned host memory
-RANGE, CURSOR = -10, -11  # measuring: the range's background, the cursor and mark lines
-DIM = 1 << 20
 SHADES = np.array(["░", "▒", "▓"])
 
 

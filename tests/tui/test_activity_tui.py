@@ -7,12 +7,12 @@ import asyncio
 import numpy as np
 
 from gputrace.timeline import read_trace
-from gputrace.tui.activity_rows import MARK_LAUNCH, row_keys
+from gputrace.tui.activity_rows import row_keys
+from gputrace.tui.keys import LAUNCH, MARK_LAUNCH, PAGEABLE, PINNED
 from gputrace.tui.app import GputraceApp
 from gputrace.tui.overlays import compute_overlays
 from gputrace.tui.palette import Palette
 from gputrace.tui.panels import DetailsPanel, StallsPanel
-from gputrace.tui.render import LAUNCH, PAGEABLE, PINNED
 from gputrace.tui.rows import LANE
 
 from test_app import SIZE, ready, text_of, until
