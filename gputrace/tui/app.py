@@ -3,7 +3,7 @@
 Layout: title bar; legend and time axis over the Gantt (left), tabs Details / Summary /
 Stalls / Range (right, or under the timeline on narrow terminals); search/filter input; status
 bar; footer. The panels' wiring is `gputrace.tui.side`, the command palette
-`gputrace.tui.palette_commands`, measuring `gputrace.tui.measure`.
+`gputrace.tui.palette_commands`, measuring the Gantt itself.
 
 Threads: loading runs in a thread worker (`gputrace.tui.loader`) that posts `Loaded`
 messages carrying an already-built `TimelineIndex`; analysis (idle gaps, stalls, phase

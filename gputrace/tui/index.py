@@ -217,3 +217,17 @@ class TimelineIndex:
                     t_max = max(t_max, int(g1[gm].max()) - origin)
             lanes.append(LaneIndex(levels, gpu))
         return cls(tl, int(origin), lanes, t_min or 0, t_max or 0, row_level, level_ids)
+
+
+def same_span(old: TimelineIndex | None, new: TimelineIndex, row: int) -> int:
+    """Row in ``new`` of ``old``'s span at ``row`` (same span id and start), or -1 if it is not there: a
+    selection survives the renumbering of rows when spans arrive."""
+    if old is None:
+        return -1
+    if old.timeline is new.timeline:
+        return row
+    a, b = old.timeline, new.timeline
+    if row >= a.n:
+        return -1
+    hits = np.flatnonzero((b.span_id == a.span_id[row]) & (b.start == a.start[row]))
+    return int(hits[0]) if hits.size else -1

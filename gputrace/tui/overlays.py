@@ -13,8 +13,8 @@ import numpy as np
 
 from gputrace.timeline.model import Timeline
 from gputrace.tui.activity_rows import launch_gap_marks
-from gputrace.tui.index import IntervalIndex
-from gputrace.tui.keys import IDLE, MARK_UNATTR, MARK_WAIT
+from gputrace.tui.index import IntervalIndex, TimelineIndex
+from gputrace.tui.keys import IDLE, LAUNCH, MARK_LAUNCH, MARK_UNATTR, MARK_WAIT, UNATTR, WAIT
 from gputrace.tui.layout import format_duration
 
 if TYPE_CHECKING:
@@ -56,6 +56,34 @@ class Overlays:
     marks_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     marks_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     marks_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+
+
+#: How each mark kind is drawn over a bar: (kind, glyph, colour key).
+MARK_GLYPHS = ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT), (MARK_LAUNCH, "╌", LAUNCH))
+
+
+def marks_by_level(ov: Overlays | None, idx: TimelineIndex | None) -> dict[tuple[int, int], list]:
+    """The overlay marks split by the drawn level of their span: ``(lane, level) -> [(intervals (relative
+    ns), glyph, colour key), ...]``, what `gputrace.tui.gantt_cells.RowState.marks` takes. Marks of rows
+    that ``idx`` does not show (filtered out, or past its end) are left out; recomputed after each
+    re-index."""
+    out: dict[tuple[int, int], list] = {}
+    if ov is None or idx is None or not len(ov.marks_row):
+        return out
+    ok = ov.marks_row < len(idx.row_level)
+    rows = ov.marks_row[ok]
+    lvl = idx.row_level[rows]
+    keep = lvl >= 0
+    lvl, rows = lvl[keep], rows[keep]
+    s, e, kind = ov.marks_start[ok][keep] - idx.origin, ov.marks_end[ok][keep] - idx.origin, ov.marks_kind[ok][keep]
+    for lv_id in np.unique(lvl).tolist():
+        m = lvl == lv_id
+        key = idx.level_ids[lv_id]
+        for k, glyph, colour in MARK_GLYPHS:
+            mk = m & (kind == k)
+            if mk.any():
+                out.setdefault(key, []).append((IntervalIndex.of(s[mk], e[mk], colour, rows[mk]), glyph, colour))
+    return out
 
 
 def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | None" = None) -> Overlays:

@@ -7,6 +7,7 @@ unattributed time) come from the Gantt widget's CSS component classes and are pa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich.color import Color
@@ -50,6 +51,33 @@ class Palette:
     cursor: str = "#9cdcfe"
     _cache: dict = field(default_factory=dict, repr=False)
     _hex: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_styles(cls, phases: Sequence[str], style_of: Callable[[str], Style]) -> Palette:
+        """A palette whose structural colours come from component classes: ``style_of(name)`` is the rich
+        style of ``gantt--<name>`` (the widget's ``get_component_rich_style``); a class without the colour
+        keeps the default."""
+
+        def bg(name: str, default: str) -> str:
+            st = style_of(name)
+            c = st.bgcolor or st.color
+            return c.get_truecolor().hex if c is not None else default
+
+        def fg(name: str, default: str) -> str:
+            c = style_of(name).color
+            return c.get_truecolor().hex if c is not None else default
+
+        return cls(
+            list(phases),
+            background=bg("gantt--row", "#1e1e1e"),
+            selected=bg("gantt--selected", "#ffffff"),
+            idle=bg("gantt--idle", "#a33a3a"),
+            unattributed=fg("gantt--unattributed", "#e0a030"),
+            wait=fg("gantt--wait", "#ffe066"),
+            launch=fg("gantt--launch", "#ff7f50"),
+            pageable=fg("gantt--pageable", "#ff4d6d"),
+            pinned=fg("gantt--pinned", "#2ec4b6"),
+        )
 
     def colour(self, key: int, base: str | None = None) -> str:
         base = base or self.background
