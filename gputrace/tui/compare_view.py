@@ -44,6 +44,7 @@ from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import View
+from gputrace.tui.screenshots import preserve_space
 from gputrace.tui.widgets import ErrorScreen, TextLine
 
 __all__ = ["CompareApp", "sort_rows", "whisker_bar", "bar_scale", "VERDICT_STYLE"]
@@ -186,8 +187,6 @@ class CompareApp(App):
     ]
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        from gputrace.tui.palette_commands import preserve_space
-
         return preserve_space(super().export_screenshot(title=title, simplify=simplify))
 
     def __init__(

@@ -139,7 +139,8 @@ class Legend(Widget):
 class ErrorScreen(Screen):
     """Shown instead of the timeline when a trace cannot be read: one clear message."""
 
-    BINDINGS = [Binding("q,escape", "app.quit", "Quit")]
+    # Help is the app's: the compare view has none, and its check_action hides the key.
+    BINDINGS = [Binding("q,escape", "app.quit", "Quit"), Binding("question_mark", "app.help", "Help")]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
