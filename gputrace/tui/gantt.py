@@ -18,6 +18,7 @@ off-thread by the loader). Messages posted: `SpanSelected`, `RangeChanged`, `Vie
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from rich.cells import set_cell_size
@@ -65,7 +66,7 @@ class Gantt(ScrollView, can_focus=True):
     """
 
     # The help screen and the footer are built from these (description: footer, tooltip: help).
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left,h,a", "pan(-0.1)", "Pan", show=False, tooltip="pan a tenth of the view left"),
         Binding("right,l,d", "pan(0.1)", show=False, tooltip="pan a tenth of the view right"),
         Binding("shift+left,H", "pan(-0.5)", show=False, tooltip="pan half the view left"),
@@ -92,7 +93,7 @@ class Gantt(ScrollView, can_focus=True):
         Binding("b", "mark", "Mark", tooltip="measure: mark A at the time cursor; again: mark B, the range A..B"),
         Binding("x", "measure", "Measure", tooltip="measure the span or idle gap under the cursor (range = it)"),
         Binding("r", "zoom_range", show=False, tooltip="zoom to the measured range"),
-        Binding("space", "toggle", "Fold", show=False, tooltip="fold / unfold the host or device group"),
+        Binding("space", "fold", "Fold", show=False, tooltip="fold / unfold the host or device group"),
         Binding("c", "compact", show=False, tooltip="compact: one row per lane, nested phases stacked"),
     ]
 
@@ -465,7 +466,7 @@ class Gantt(ScrollView, can_focus=True):
         else:
             self.app.bell()
 
-    def action_toggle(self) -> None:
+    def action_fold(self) -> None:
         """Fold or unfold the group of the cursor row (host or device header)."""
         if not self.rows:
             return
@@ -594,7 +595,7 @@ class Gantt(ScrollView, can_focus=True):
         spec = self.rows[ry]
         if x < NAME_W:
             if spec.kind in (HOST, DEVICE):
-                self.action_toggle()
+                self.action_fold()
             self.refresh()
             return
         t = self._time_at_x(x)

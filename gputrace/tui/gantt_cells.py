@@ -104,8 +104,8 @@ class Measuring:
                 m = np.zeros(w, bool)
                 m[a:b] = True
                 cells.bg[m & empty] = RANGE
-            for t in self.range:
-                c = col_of(view, w, t)
+            for edge in self.range:
+                c = col_of(view, w, edge)
                 if c is not None and empty[c]:
                     cells.chars[c], cells.fg[c] = "│", CURSOR
         for t, glyph in ((self.mark_a, "│"), (self.cursor_t, "┊")):

@@ -65,7 +65,7 @@ class IntervalIndex:
         np.cumsum(dur, out=self.cum[1:])
 
     @classmethod
-    def of(cls, start, end, key, row=None, labels=None) -> "IntervalIndex":
+    def of(cls, start, end, key, row=None, labels=None) -> IntervalIndex:
         start = np.asarray(start, dtype=np.int64)
         n = len(start)
         return cls(
@@ -172,7 +172,7 @@ class TimelineIndex:
     level_ids: list[tuple[int, int]]  # (lane, level index in LaneIndex.levels)
 
     @classmethod
-    def build(cls, tl: Timeline, origin: int | None = None, mask: np.ndarray | None = None) -> "TimelineIndex":
+    def build(cls, tl: Timeline, origin: int | None = None, mask: np.ndarray | None = None) -> TimelineIndex:
         c = tl.cols
         if origin is None:
             origin = tl.t0
@@ -205,16 +205,15 @@ class TimelineIndex:
                         level_ids.append((k, len(levels)))
                         levels.append(Level(d, sub, IntervalIndex.of(s[m], e[m], keys[chunk[m]], chunk[m])))
                 lo, hi = int(c["start"][rows].min()) - origin, int(c["end"][rows].max()) - origin
-                t_min = lo if t_min is None else min(t_min, lo)
-                t_max = hi if t_max is None else max(t_max, hi)
             gpu = None
             if len(rows):
                 g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
                 gm = (g0 >= 0) & (g1 >= g0)
                 if gm.any():
                     gpu = IntervalIndex.of(g0[gm] - origin, g1[gm] - origin, keys[rows[gm]], rows[gm])
-                    t_min = min(t_min, int(g0[gm].min()) - origin)
-                    t_max = max(t_max, int(g1[gm].max()) - origin)
+                    lo, hi = min(lo, int(g0[gm].min()) - origin), max(hi, int(g1[gm].max()) - origin)
+                t_min = lo if t_min is None else min(t_min, lo)
+                t_max = hi if t_max is None else max(t_max, hi)
             lanes.append(LaneIndex(levels, gpu))
         return cls(tl, int(origin), lanes, t_min or 0, t_max or 0, row_level, level_ids)
 

@@ -86,7 +86,7 @@ def marks_by_level(ov: Overlays | None, idx: TimelineIndex | None) -> dict[tuple
     return out
 
 
-def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | None" = None) -> Overlays:
+def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | None = None) -> Overlays:
     """Overlays and stall rows from `gputrace.analysis.report.analyse_timeline` (computed here
     when ``analysis`` is None): the composition ``gputrace report`` prints, under its listing
     policy, so the panel lists the same rows as the report for one file.
@@ -124,7 +124,7 @@ def _gaps(g, origin: int, out: Overlays) -> None:
     if len(g) == 0:
         return
     hosts = np.array(g.hosts, dtype=object)[g.host]
-    for (h, d) in sorted({(str(h), int(d)) for h, d in zip(hosts.tolist(), g.device.tolist())}):
+    for (h, d) in sorted({(str(h), int(d)) for h, d in zip(hosts.tolist(), g.device.tolist(), strict=True)}):
         m = (hosts == h) & (g.device == d)
         s, e = g.start[m] - origin, g.end[m] - origin
         labels = [f"idle {format_duration(x, 2)}" for x in (e - s).tolist()]

@@ -26,7 +26,7 @@ def blend(a: str, b: str, t: float) -> str:
     """``a`` moved ``t`` of the way towards ``b`` (both '#rrggbb')."""
     ra, ga, ba = _rgb(a)
     rb, gb, bb = _rgb(b)
-    return "#%02x%02x%02x" % (round(ra + (rb - ra) * t), round(ga + (gb - ga) * t), round(ba + (bb - ba) * t))
+    return f"#{round(ra + (rb - ra) * t):02x}{round(ga + (gb - ga) * t):02x}{round(ba + (bb - ba) * t):02x}"
 
 
 def luminance(hex_: str) -> float:

@@ -28,8 +28,8 @@ class RowSpec:
     ``kind``: ``host``/``device`` (collapsible group headers), ``lane`` (one depth level of
     a lane's spans) or ``gpu`` (the device-time intervals of a lane's spans).
     ``key`` identifies the row across rebuilds (collapse state, keeping the cursor).
-    ``level`` indexes ``LaneIndex.levels`` for ``lane`` rows (-1: all levels stacked, compact mode). ``group`` is (host, device
-    label) for device headers and every row inside them.
+    ``level`` indexes ``LaneIndex.levels`` for ``lane`` rows (-1: all levels stacked, compact mode).
+    ``group`` is (host, device label) for device headers and every row inside them.
     """
 
     kind: str
@@ -74,13 +74,14 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
             for k in lanes:
                 lane = tl.lanes[k]
                 li = index.lanes[k]
+                name = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
                 if compact:
-                    label = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                    label = name
                     rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev)))
                     continue
                 for j, lv in enumerate(li.levels):
                     if j == 0:
-                        label = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                        label = name
                     else:
                         label = f"    └ d{lv.depth}" + (f".{lv.sublevel}" if lv.sublevel else "")
                     rows.append(

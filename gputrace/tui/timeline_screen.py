@@ -54,7 +54,8 @@ class TimelineScreen(Screen[None]):
     # The help screen and the footer are built from these and the Gantt's and panels' bindings.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "app.help", "Help", tooltip="this help"),
-        Binding("slash", "query('search')", "Search", tooltip="search: fade what does not match, select the first match"),
+        Binding("slash", "query('search')", "Search",
+                tooltip="search: fade what does not match, select the first match"),
         Binding("F", "query('filter')", "Filter", tooltip="filter: show only matching spans"),
         Binding("m", "match(1)", show=False, tooltip="next search match"),
         Binding("M", "match(-1)", show=False, tooltip="previous search match"),
@@ -160,8 +161,8 @@ class TimelineScreen(Screen[None]):
         if gantt.range is not None:
             self._show_range()  # new spans (a live file, a filter) may fall in the measured range
         tl = upd.index.timeline
-        present = np.bincount(tl.cols["phase"], minlength=len(tl.phases)) > 0 if tl.n else []
-        self.query_one(Legend).show([p for p, here in zip(tl.phases, present) if here])
+        present = np.bincount(tl.cols["phase"], minlength=len(tl.phases)) > 0 if tl.n else np.zeros(0, bool)
+        self.query_one(Legend).show([p for p, here in zip(tl.phases, present.tolist(), strict=False) if here])
         self.query_one("#title", TextLine).update(title_line(self.trace_title, upd.index))
         self._update_status()
         if self.focus_phase and not self._focused and (upd.final or (self.follow and upd.spans)):

@@ -3,13 +3,16 @@ built from the bindings) and the error screen."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from gputrace.phases import phase_hex
@@ -23,11 +26,11 @@ MOUSE_HELP = [
 ]
 
 
-def binding_rows(app, sections) -> list[tuple[str, str, str]]:
+def binding_rows(app: App[Any], sections: Sequence[tuple[str, Sequence[BindingType]]]) -> list[tuple[str, str, str]]:
     """(section, keys, what) for every binding of ``sections`` ((title, bindings) pairs), built
     from the bindings themselves (their tooltip, else their description), so the help never
     drifts from what the keys do. Bindings of one action with several keys share a line."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for title, bindings in sections:
         seen: dict[str, int] = {}
         for b in bindings:
@@ -104,7 +107,8 @@ class HelpScreen(ModalScreen):
 
 #: (glyph, style, label) of the legend's marks after the phases: always, then with GPU activity spans.
 _MARK_KEYS = (("█", "#8f2d2d", " GPU idle  "), ("┄", "#ffb000", " unattributed  "), ("╍", "#fff275", " host wait"))
-_ACTIVITY_KEYS = (("  ╌", "#ff7f50", " launch gap  "), ("■", "#2ec4b6", " pinned copy  "), ("■", "#ff4d6d", " pageable copy"))
+_ACTIVITY_KEYS = (("  ╌", "#ff7f50", " launch gap  "), ("■", "#2ec4b6", " pinned copy  "),
+                  ("■", "#ff4d6d", " pageable copy"))
 
 
 class Legend(Widget):
