@@ -35,6 +35,13 @@ def row_keys(tl: Timeline) -> np.ndarray:
     return keys
 
 
+def activity_phases(tl: Timeline) -> set[int]:
+    """Phase ids of the GPU activity spans (kernels, copies, memsets, syncs): the legend lists their names
+    after the phases."""
+    rows = activity_index(tl).rows
+    return set(np.unique(tl.cols["phase"][rows]).tolist()) if len(rows) else set()
+
+
 def launch_gap_marks(tl: Timeline, g, marks: list) -> None:
     """Append the holes of every non-root phase in ``g`` (`gpu_activity.LaunchGaps`) to ``marks``; the
     stalls list gets its launch-gap rows from `gputrace.analysis.stalls.launch_stalls`."""

@@ -29,7 +29,7 @@ COMMANDS = (
     ("Summary", "Per-phase statistics (2)", "screen", "panel('summary')"),
     ("Details", "The selected span (1)", "screen", "panel('details')"),
     ("Range", "What ran in the measured range (4)", "screen", "panel('range')"),
-    ("Legend", "Show / hide the phase-colour legend (g)", "screen", "toggle_legend"),
+    ("Legend", "The legend: every line, hidden, two lines (g)", "screen", "toggle_legend"),
     ("Compact", "One row per lane / depth rows (c)", "gantt", "compact"),
     ("Help", "Every key (?)", "screen", "app.help"),
 )

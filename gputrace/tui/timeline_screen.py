@@ -28,19 +28,21 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from gputrace.textsafe import rich_text, visible
+from gputrace.tui.activity_rows import activity_phases
 from gputrace.tui.axis import TimeAxis
 from gputrace.tui.commands import TimelineCommands
 from gputrace.tui.gantt import NAME_W, Gantt
 from gputrace.tui.guard import while_mounted
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import View, format_duration
+from gputrace.tui.legend import Legend
 from gputrace.tui.loader import Update
 from gputrace.tui.overlays import Overlays, StallItem
 from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPanel
 from gputrace.tui.query import QueryError, match_mask
 from gputrace.tui.range_stats import range_summary
 from gputrace.tui.status import status_line, title_line, waiting_line
-from gputrace.tui.widgets import QUERY_HELP, Legend, TextLine
+from gputrace.tui.widgets import QUERY_HELP, TextLine
 
 
 class TimelineScreen(Screen[None]):
@@ -66,7 +68,8 @@ class TimelineScreen(Screen[None]):
         Binding("3", "panel('stalls')", "Stalls", tooltip="Stalls panel, focused: arrows walk it, Enter zooms"),
         Binding("4", "panel('range')", show=False, tooltip="Range panel (what ran in the measured range)"),
         Binding("p", "toggle_side", show=False, tooltip="show / hide the side panel"),
-        Binding("g", "toggle_legend", show=False, tooltip="show / hide the phase-colour legend"),
+        Binding("g", "toggle_legend", show=False,
+                tooltip="legend: every line (when it was cut: … +N more), then hide it, then two lines"),
         Binding("q", "app.quit", "Quit", tooltip="quit"),
     ]
 
@@ -162,7 +165,9 @@ class TimelineScreen(Screen[None]):
             self._show_range()  # new spans (a live file, a filter) may fall in the measured range
         tl = upd.index.timeline
         present = np.bincount(tl.cols["phase"], minlength=len(tl.phases)) > 0 if tl.n else np.zeros(0, bool)
-        self.query_one(Legend).show([p for p, here in zip(tl.phases, present.tolist(), strict=False) if here])
+        act = activity_phases(tl)
+        self.query_one(Legend).show([p for p, here in zip(tl.phases, present.tolist(), strict=False) if here],
+                                    [tl.phases[i] for i in sorted(act)])
         self.query_one("#title", TextLine).update(title_line(self.trace_title, upd.index))
         self._update_status()
         if self.focus_phase and not self._focused and (upd.final or (self.follow and upd.spans)):
@@ -422,4 +427,4 @@ class TimelineScreen(Screen[None]):
             self.query_one(Gantt).focus()
 
     def action_toggle_legend(self) -> None:
-        self.query_one(Legend).toggle_class("hidden")
+        self.query_one(Legend).cycle()

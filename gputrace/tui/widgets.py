@@ -1,5 +1,5 @@
-"""Small widgets of the app: one-line bars, the phase legend, the help screen (its key table
-built from the bindings) and the error screen."""
+"""Small widgets of the app: one-line bars, the help screen (its key table built from the bindings)
+and the error screen. The legend is `gputrace.tui.legend`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from gputrace.phases import phase_hex
-from gputrace.textsafe import rich_text, visible
+from gputrace.textsafe import rich_text
 
 #: Help lines that are not key bindings (the mouse).
 MOUSE_HELP = [
@@ -103,41 +102,6 @@ class HelpScreen(ModalScreen):
                              "· red bars on GPU rows: idle gaps · ┄ parent time no child covers (unattributed) "
                              "· ╍ host wait · ┊ time cursor · │ marks, shaded: the measured range")
         yield VerticalScroll(Static(t), id="help")
-
-
-#: (glyph, style, label) of the legend's marks after the phases: always, then with GPU activity spans.
-_MARK_KEYS = (("█", "#8f2d2d", " GPU idle  "), ("┄", "#ffb000", " unattributed  "), ("╍", "#fff275", " host wait"))
-_ACTIVITY_KEYS = (("  ╌", "#ff7f50", " launch gap  "), ("■", "#2ec4b6", " pinned copy  "),
-                  ("■", "#ff4d6d", " pageable copy"))
-
-
-class Legend(Widget):
-    """The phase-colour key: one ``■ name`` per phase present, then the overlay glyphs; wraps
-    onto a second line when the phases do not fit one. Toggled by the app (``g``)."""
-
-    DEFAULT_CSS = "Legend { height: auto; max-height: 2; }"
-
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.phases: list[str] = []
-
-    def show(self, phases: list[str]) -> None:
-        if phases != self.phases:
-            self.phases = list(phases)
-            self.refresh(layout=True)
-
-    def render(self) -> Text:
-        t = Text(no_wrap=False, overflow="fold")
-        for p in self.phases:
-            t.append("■ ", style=phase_hex(p))
-            t.append(visible(p) + "  ")  # a Text segment (never parsed as markup), controls made visible
-        keys = list(_MARK_KEYS)
-        if any(p.startswith("[CUDA memcpy") for p in self.phases):  # GPU activity (names: gputrace.activity)
-            keys += _ACTIVITY_KEYS
-        for glyph, style, label in keys:
-            t.append(glyph, style=style)
-            t.append(label)
-        return t
 
 
 class ErrorScreen(Screen):

@@ -15,7 +15,8 @@ from gputrace.tui.screenshots import preserve_space
 from gputrace.tui.timeline_screen import TimelineScreen
 from gputrace.tui.gantt import Gantt
 from gputrace.tui.panels import RangePanel, StallsPanel, SummaryPanel
-from gputrace.tui.widgets import HelpScreen, Legend, binding_rows
+from gputrace.tui.legend import Legend
+from gputrace.tui.widgets import HelpScreen, binding_rows
 
 SIZE = (150, 44)
 
@@ -147,6 +148,9 @@ def test_help_screen_and_legend_toggle(sample_2gpu):
             legend = app.query_one(Legend)
             assert "msm_h" in text_of(legend) and "GPU idle" in text_of(legend)
             assert legend.display
+            if legend.hidden_entries:  # cut to two lines: g first shows every line
+                await press(pilot, "g")
+                assert legend.display and legend.expanded and legend.size.height > 2
             await press(pilot, "g")
             assert not legend.display
             await press(pilot, "question_mark")
