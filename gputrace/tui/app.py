@@ -8,6 +8,9 @@ Threads: loading runs in a thread worker (`gputrace.tui.loader`) that posts `Loa
 carrying an already-built `TimelineIndex`; analysis (idle gaps, stalls, phase statistics) runs in a
 second thread worker after the load and posts `Analysed`. A load that fails posts `LoadFailed`.
 The handlers run on the UI thread and only swap references and hand them to the screen.
+
+Keys of the app itself: ``ctrl+c`` quits, as ``q`` and ``ctrl+q`` do, from any screen and from the
+query box (`gputrace.tui.widgets.QUIT_BINDING`); the rest are the screen's and its widgets'.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
@@ -36,7 +40,7 @@ from gputrace.tui.loader import LoadError, Part, Update, batch_updates
 from gputrace.tui.overlays import Overlays, compute_overlays
 from gputrace.tui.screenshots import preserve_space, screenshot_svg
 from gputrace.tui.timeline_screen import TimelineScreen
-from gputrace.tui.widgets import ErrorScreen, HelpScreen
+from gputrace.tui.widgets import QUIT_BINDING, ErrorScreen, HelpScreen
 
 if TYPE_CHECKING:
     from gputrace.analysis.stats import PhaseStat
@@ -67,6 +71,7 @@ class GputraceApp(App[None]):
 
     CSS_PATH = str(Path(__file__).with_name("gputrace.tcss"))  # absolute: subclasses elsewhere find it too
     TITLE = "gputrace"
+    BINDINGS: ClassVar[list[BindingType]] = [QUIT_BINDING]
 
     def __init__(
         self,

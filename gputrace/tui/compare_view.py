@@ -45,7 +45,7 @@ from gputrace.tui.gantt import NAME_W, Gantt
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import View
 from gputrace.tui.screenshots import preserve_space
-from gputrace.tui.widgets import ErrorScreen, TextLine
+from gputrace.tui.widgets import QUIT_BINDING, ErrorScreen, TextLine
 
 __all__ = ["CompareApp", "sort_rows", "whisker_bar", "bar_scale", "VERDICT_STYLE"]
 
@@ -184,6 +184,7 @@ class CompareApp(App):
         Binding("t", "focus_table", "Table"),
         Binding("g", "focus_gantt", "Timeline"),
         Binding("q", "quit", "Quit"),
+        QUIT_BINDING,
     ]
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:

@@ -42,7 +42,7 @@ from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPa
 from gputrace.tui.query import QueryError, match_mask
 from gputrace.tui.range_stats import range_summary
 from gputrace.tui.status import status_line, title_line, waiting_line
-from gputrace.tui.widgets import QUERY_HELP, TextLine
+from gputrace.tui.widgets import QUERY_HELP, QUIT_BINDING, TextLine
 
 
 class TimelineScreen(Screen[None]):
@@ -102,7 +102,7 @@ class TimelineScreen(Screen[None]):
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
         """(title, bindings) of every key the screen answers, for the help screen."""
-        return [("timeline", Gantt.BINDINGS), ("app", cls.BINDINGS),
+        return [("timeline", Gantt.BINDINGS), ("app", [*cls.BINDINGS, QUIT_BINDING]),
                 ("summary (2)", SummaryPanel.BINDINGS), ("stalls (3)", StallsPanel.BINDINGS)]
 
     # ---- layout -----------------------------------------------------------------------

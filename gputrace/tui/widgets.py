@@ -46,6 +46,10 @@ def binding_rows(app: App[Any], sections: Sequence[tuple[str, Sequence[BindingTy
     return out
 
 
+#: ctrl+c quits the viewers as ctrl+q and q do (Textual's own ctrl+c only says to press ctrl+q). A
+#: priority binding of the app, so it quits from the query box and the panels too.
+QUIT_BINDING = Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit")
+
 QUERY_HELP = (
     "words match phase names; key=value[,value] on phase, device (n|cpu), lane, host, kind, "
     "circuit, batch, bytes or any attribute; dur>10ms, bytes>1000000"
