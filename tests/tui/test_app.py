@@ -143,16 +143,16 @@ def test_search_dims_and_walks_matches(sample_2gpu):
             await pilot.press(*"msm_l")
             await pilot.press("enter")
             await pilot.pause()
-            assert len(app.search_rows) == 8
-            assert all(tl.phases[p] == "msm_l" for p in tl.phase[app.search_rows])
+            assert len(app.main.search_rows) == 8
+            assert all(tl.phases[p] == "msm_l" for p in tl.phase[app.main.search_rows])
             assert gantt.dim_rows is not None and gantt.dim_rows.sum() == 120 - 8
             first = gantt.selected
-            assert first in app.search_rows
+            assert first in app.main.search_rows
             await pilot.press("m")
-            assert gantt.selected in app.search_rows and gantt.selected != first
+            assert gantt.selected in app.main.search_rows and gantt.selected != first
             assert "8 matches" in text_of(app.query_one("#status"))
             await pilot.press("escape")
-            assert gantt.dim_rows is None and not app.search_text
+            assert gantt.dim_rows is None and not app.main.search_text
 
     asyncio.run(go())
 
@@ -400,10 +400,10 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
             assert summary.sort_column == "phase"
             await pilot.press("enter")  # first row: assemble on the CPU
             await pilot.pause()
-            assert app.search_text == "phase=assemble device=cpu"
-            assert len(app.search_rows) == 8
-            assert all(tl.phases[p] == "assemble" for p in tl.phase[app.search_rows])
-            assert gantt.selected in app.search_rows and summary.has_focus  # Enter keeps the focus
+            assert app.main.search_text == "phase=assemble device=cpu"
+            assert len(app.main.search_rows) == 8
+            assert all(tl.phases[p] == "assemble" for p in tl.phase[app.main.search_rows])
+            assert gantt.selected in app.main.search_rows and summary.has_focus  # Enter keeps the focus
             assert app.query_one("#side").active == "summary"
 
     asyncio.run(go())
