@@ -10,9 +10,10 @@ Contract
 * On SIGTERM (the handler runs on the main thread, between bytecodes): every phase still open on any
   thread's ``with`` stack is recorded as a span ending now with error status ``Terminated: SIGTERM``;
   ``shutdown`` then drains, writes and closes the sinks (a phase with a CUDA stream keeps host times
-  only). A phase that ends on another thread while the handler runs is not recorded. Afterwards the previous handler runs: a Python
-  handler is called with the same arguments; the default action is restored and the signal raised again,
-  so the process ends exactly as it would have without gputrace (killed by SIGTERM, status -15).
+  only). A phase that ends on another thread while the handler runs is not recorded. Afterwards the
+  previous handler runs: a Python handler is called with the same arguments; the default action is
+  restored and the signal raised again, so the process ends exactly as it would have without gputrace
+  (killed by SIGTERM, status -15).
 * ``start_phase()`` handles still open are not on any stack and are not recorded (nothing tracks them).
 * SIGINT needs nothing here: KeyboardInterrupt unwinds the ``with`` blocks (spans end with error status)
   and the ``atexit`` hook shuts the recorder down. SIGKILL cannot be caught: at most the last flush
@@ -25,7 +26,8 @@ import logging
 import os
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from gputrace.trace import hotpath as _ph
 
@@ -33,7 +35,7 @@ log = logging.getLogger("gputrace.trace")
 
 SIGNALS = (signal.SIGTERM,)
 
-_installed: dict[int, object] = {}  # signal -> the handler it had before ours
+_installed: dict[int, Any] = {}  # signal -> the handler it had before ours
 _shutdown: Callable[[], object] | None = None
 
 
@@ -80,17 +82,12 @@ def close_open_phases(reason: str) -> int:
     children's parent links, stay as they are); recording is off first, so a phase whose thread gets to
     its end later is not appended twice. Called on the main thread from the signal handler; never blocks
     on a lock the interrupted main thread may hold."""
-    if not _ph._RECORDING:
+    if not _ph.stop_recording():
         return 0
-    _ph._RECORDING = False
-    _ph._ROOM = 0
-    if not _ph._states_lock.acquire(timeout=0.5):  # the interrupted main thread may hold it
+    states = _ph.thread_states(timeout=0.5)  # the interrupted main thread may hold the registry lock
+    if states is None:
         return 0
-    try:
-        states = list(_ph._states)
-    finally:
-        _ph._states_lock.release()
-    now = _ph._pc()
+    now = _ph.now_ns()
     n = 0
     for st in states:
         p = st.cur
