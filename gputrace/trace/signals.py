@@ -22,11 +22,12 @@ Contract
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gputrace.trace import hotpath as _ph
@@ -37,6 +38,8 @@ SIGNALS = (signal.SIGTERM,)
 
 _installed: dict[int, Any] = {}  # signal -> the handler it had before ours
 _shutdown: Callable[[], object] | None = None
+_deferring = 0  # > 0 while a shutdown runs on the main thread (see deferred())
+_pending: list[tuple[int, Any, Any]] = []  # signals that arrived meanwhile: (signum, frame, previous handler)
 
 
 class Terminated(Exception):
@@ -101,9 +104,34 @@ def close_open_phases(reason: str) -> int:
     return n
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """While the body runs (a recorder's shutdown), a SIGTERM waits: the handler only notes it, and it is
+    acted on (flush, then the signal's previous action) when the body ends. Without this, a SIGTERM
+    arriving during the final flush at exit would end the process half-way through it. Main thread only
+    matters: handlers run there."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending:
+            signum, frame, prev = _pending.pop(0)
+            del _pending[:]
+            _act(signum, frame, prev)
+
+
 def _on_signal(signum, frame) -> None:
-    name = signal.Signals(signum).name
     prev = _installed.get(signum, signal.SIG_DFL)
+    if _deferring:
+        _pending.append((signum, frame, prev))
+        return
+    _act(signum, frame, prev)
+
+
+def _act(signum, frame, prev) -> None:
+    name = signal.Signals(signum).name
     try:
         close_open_phases(name)
         if _shutdown is not None:
