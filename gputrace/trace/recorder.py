@@ -23,7 +23,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gputrace.trace import clock, hotpath as _ph, records, signals as _signals
@@ -41,6 +41,13 @@ _DRAIN_CHUNK = 8192
 _active: Recorder | None = None
 _last_summary: RunSummary | None = None
 _atexit_registered = False
+
+#: Set while ``gputrace record`` runs this process (``gputrace.trace.launch.process``): ``inherit()`` returns
+#: (sinks, resource) that every recorder configured here also gets (so a program that calls ``configure()``
+#: itself still writes into the launch's trace), and ``on_stop(recorder, summary)`` is called at the end of
+#: every recorder's ``stop()`` (it must not raise; it runs on the stopping thread, maybe a signal handler).
+inherit: Callable[[], tuple[list[Sink], dict]] | None = None
+on_stop: Callable[[Recorder, RunSummary], None] | None = None
 
 
 class Recorder:
@@ -177,6 +184,11 @@ class Recorder:
             cuda_unresolved=self.cuda_unresolved,
             duration_s=time.monotonic() - self._t_start,
         )
+        if on_stop is not None:
+            try:
+                on_stop(self, self._summary)
+            except Exception:  # noqa: BLE001 logged; the summary must still be returned
+                log.exception("gputrace: the recorder's stop hook failed")
         return self._summary
 
     # -- draining ----------------------------------------------------------------------------------
@@ -388,6 +400,10 @@ def configure(
     if otlp_sink is not None:
         all_sinks.append(otlp_sink)
     all_sinks.extend(sinks or ())
+    if inherit is not None:  # under `gputrace record`: the launch's sink and resource come along
+        more_sinks, more_res = inherit()
+        all_sinks.extend(more_sinks)
+        resource = {**(resource or {}), **more_res}
     disabled = _ph.DISABLED or _ph.env_disabled()
     if disabled and not _ph.DISABLED:
         _ph.disable()  # GPUTRACE_DISABLE set after import: honour it from here on
@@ -445,12 +461,13 @@ def shutdown() -> RunSummary:
     sink failures: they are in the summary.
     """
     global _active, _last_summary
-    with _lock:
+    with _signals.deferred(), _lock:  # (a SIGTERM meanwhile is acted on once this flush is complete)
         rec, _active = _active, None
-        _signals.uninstall()
         if rec is None:
+            _signals.uninstall()
             return _last_summary or RunSummary(run_id="", spans_recorded=0, spans_dropped=0)
         _last_summary = rec.stop()
+        _signals.uninstall()
         return _last_summary
 
 
