@@ -162,6 +162,7 @@ def run_group(argv: list[str], env: dict) -> int:
         sig = signal.SIGKILL if signum == signal.SIGINT and counts[signum] >= 3 else signum
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
+            os.killpg(pgid, signal.SIGCONT)  # (a stopped process acts on the signal only once continued)
 
     saved = {}
     for s in FORWARD:

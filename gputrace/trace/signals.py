@@ -144,3 +144,13 @@ def _act(signum, frame, prev) -> None:
         return
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+def _after_fork_in_child() -> None:
+    global _deferring
+    _deferring = 0  # (a fork taken while another thread was shutting down: nothing is deferred here)
+    del _pending[:]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

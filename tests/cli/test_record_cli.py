@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -337,3 +339,58 @@ def test_bootstrap_chains_to_an_existing_sitecustomize(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "chained yes" in r.stdout and "clean True" in r.stdout
     assert [s["name"] for _, s in _spans(tmp_path / "rec.jsonl")] == ["python -c"]
+
+
+TTY_PROG = """
+import time
+import gputrace
+with gputrace.phase("outer"):
+    print("got", input("ready> "), flush=True)
+    try:
+        time.sleep(30)
+    finally:
+        with gputrace.phase("cleanup"):
+            time.sleep(0.3)
+"""
+
+
+def test_in_a_terminal_the_program_reads_stdin_and_gets_ctrl_c(tmp_path):
+    """record in a terminal's foreground hands the terminal to the program's group: input() works (no
+    SIGTTIN stop) and Ctrl-C reaches the program once; record ends with 130 after the cleanup is recorded."""
+    pty = pytest.importorskip("pty")
+    (tmp_path / "t.py").write_text(TTY_PROG)
+    trace = tmp_path / "tty.jsonl"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session leader with the pty as its controlling terminal
+        os.chdir(tmp_path)
+        os.execv(sys.executable, [sys.executable, "-m", "gputrace", "record", "--no-cuda-activity", "--trace",
+                                  str(trace), "--", "python", "t.py"])
+    buf = b""
+    status = None
+    try:
+        deadline = time.monotonic() + 30
+        for want, send in ((b"ready> ", b"hi\n"), (b"got hi", b"\x03")):
+            while want not in buf and time.monotonic() < deadline:
+                if select.select([fd], [], [], 0.5)[0]:
+                    buf += os.read(fd, 1024)
+            assert want in buf, buf
+            os.write(fd, send)
+        while True:
+            try:
+                chunk = os.read(fd, 1024)
+            except OSError:  # EIO: the terminal's last user closed it
+                break
+            if not chunk:
+                break
+            buf += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+        if status is None:  # record is stuck: SIGTERM makes it end the program's group, then itself
+            os.kill(pid, signal.SIGTERM)
+            time.sleep(2)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 130, buf
+    names = {s["name"] for _, s in _spans(trace)}
+    assert {"outer", "cleanup", "python t.py"} <= names, buf

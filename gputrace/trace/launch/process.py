@@ -34,7 +34,7 @@ import os
 import sys
 from typing import Any
 
-from gputrace.trace import clock, hotpath, recorder, records
+from gputrace.trace import clock, hotpath, recorder, records, signals
 from gputrace.trace.launch import ENV_CHECKIN, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 from gputrace.trace.sinks.jsonl import JsonlFileSink
 
@@ -145,7 +145,14 @@ def _checkin() -> None:
 
 
 def _begin(label: str, cuda_activity: bool | None) -> None:
-    """Configure this process's recorder and open its root span (main thread, or a fork's only thread)."""
+    """Configure this process's recorder and open its root span (main thread, or a fork's only thread). A
+    SIGTERM meanwhile (a multiprocessing pool terminated while its worker starts) is acted on once the root
+    span is open, so the process still leaves its root span and a final check-in."""
+    with signals.deferred():
+        _begin_now(label, cuda_activity)
+
+
+def _begin_now(label: str, cuda_activity: bool | None) -> None:
     _state.update(pid=os.getpid(), label=label, root=None, error=None,
                   counts={"label": label, "pid": os.getpid(), "spans": 0, "dropped": 0, "activity_spans": 0,
                           "cuda_activity_asked": False, "cuda_activity_error": None, "sink_errors": [],
