@@ -90,13 +90,13 @@ def gpus_from_cupy() -> list[dict]:
         rt = cupy.cuda.runtime
         n = rt.getDeviceCount()
         driver = rt.driverGetVersion()
-    except Exception:
+    except Exception:  # noqa: BLE001 no usable CUDA runtime: no GPU attributes
         return []
     gpus = []
     for i in range(n):
         try:
             p = rt.getDeviceProperties(i)
-        except Exception:
+        except Exception:  # noqa: BLE001 a device that cannot be queried is left out
             continue
         name = p.get("name", b"")
         g = {
