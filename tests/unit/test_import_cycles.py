@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Iterable, Mapping
+from itertools import pairwise
 
 import pytest
 
@@ -104,7 +105,7 @@ def report(package: str = "gputrace") -> tuple[int, str]:
     for comp in found:
         lines.append(f"- {len(comp)} modules: {', '.join(comp)}")
         loop = shortest_loop(graph, comp)
-        for a, b in zip(loop, loop[1:]):
+        for a, b in pairwise(loop):
             where = ", ".join(f"l.{d['line_number']}" for d in g.get_import_details(importer=a, imported=b))
             lines.append(f"    {a} -> {b} ({where})")
     return len(found), "\n".join(lines)
