@@ -25,7 +25,7 @@ def test_synthetic_mode_names_b1_and_a2(tmp_path):
 
 
 def test_real_prover_mode_runs_and_keeps_every_trace(tmp_path):
-    r = run("--runs", "2", "--constraints", "1024", "--out", str(tmp_path))
+    r = run("--runs", "2", "--constraints", "1024", "--batch", "1", "--devices", "1", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["injected"]
