@@ -340,6 +340,7 @@ def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gp
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
     pytest.importorskip("grpc")
     import urllib.request
@@ -430,6 +431,7 @@ def test_follow_a_file_that_does_not_exist_yet(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_compact_stacking_one_row_per_lane(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])

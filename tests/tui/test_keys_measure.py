@@ -202,6 +202,7 @@ def test_preserve_space_marks_the_root_once():
     assert np.char.count(out, "xml:space") == 1
 
 
+@pytest.mark.slow
 def test_drag_along_the_time_axis_measures_that_range(sample_2gpu):
     from gputrace.tui.gantt import NAME_W
 

@@ -144,6 +144,7 @@ def _check_arrived(rec: _Receiver, run_id: str):
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.slow
 def test_spans_attributes_resource_arrive(protocol, grpc_receiver, http_receiver):
     rec = grpc_receiver if protocol == "grpc" else http_receiver
     r = configure(otlp={"protocol": protocol, "endpoint": rec.endpoint, "timeout_s": 5},
