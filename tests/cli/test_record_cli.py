@@ -36,7 +36,6 @@ def _spans(path):
 
 
 @pytest.mark.parametrize("status", [0, 3])
-@pytest.mark.slow
 def test_record_without_gpu_writes_host_trace_and_says_so(tmp_path, status):
     (tmp_path / "prog.py").write_text(PROG)
     trace = tmp_path / "out" / "rec.jsonl"
@@ -59,7 +58,6 @@ def test_record_without_gpu_writes_host_trace_and_says_so(tmp_path, status):
     assert "work" in rep.stdout
 
 
-@pytest.mark.slow
 def test_record_module_form_and_bad_commands(tmp_path):
     pkg = tmp_path / "mymod"
     pkg.mkdir()
@@ -86,7 +84,6 @@ def test_child_command_and_summary_line():
     assert line.endswith("no CUDA activity was collected (the program launched no CUDA work)")
 
 
-@pytest.mark.slow
 def test_prove_cuda_activity_flag_reaches_the_recorder(tmp_path):
     """`prove --cuda-activity` turns collection on; without CUPTI the proof still runs and the trace says why."""
     try:
