@@ -22,9 +22,10 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 __all__ = ["OutputError", "atomic_output", "describe_errno", "write_atomic"]
 

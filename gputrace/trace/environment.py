@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -43,16 +44,20 @@ def _mem_total_bytes() -> int | None:
     return None
 
 
+_SECTION = re.compile(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", re.M | re.S)
+_NAME = re.compile(r"^name\s*=\s*[\"']([^\"']+)[\"']", re.M)
+
+
 def _is_gputrace_checkout(root: str) -> bool:
     """True when ``root`` holds gputrace's own source: a ``pyproject.toml`` whose ``[project] name``
-    is ``gputrace``."""
-    import tomllib
-
+    is ``gputrace`` (read with a pattern: ``tomllib`` is not in Python 3.10)."""
     try:
-        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-            return tomllib.load(f).get("project", {}).get("name") == "gputrace"
-    except (OSError, ValueError):  # no file, unreadable, or not TOML (tomllib.TOMLDecodeError)
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as f:
+            section = _SECTION.search(f.read(1 << 20))
+    except (OSError, UnicodeDecodeError):
         return False
+    name = _NAME.search(section.group(1)) if section else None
+    return name is not None and name.group(1) == "gputrace"
 
 
 def _git_commit(cwd: str | None = None) -> str | None:
@@ -108,13 +113,13 @@ def gpus_from_cupy() -> list[dict]:
         rt = cupy.cuda.runtime
         n = rt.getDeviceCount()
         driver = rt.driverGetVersion()
-    except Exception:
+    except Exception:  # noqa: BLE001 no usable CUDA runtime: no GPU attributes
         return []
     gpus = []
     for i in range(n):
         try:
             p = rt.getDeviceProperties(i)
-        except Exception:
+        except Exception:  # noqa: BLE001 a device that cannot be queried is left out
             continue
         name = p.get("name", b"")
         g = {

@@ -44,3 +44,16 @@ def test_gputraces_own_checkout_is_recorded(tmp_path):
 
 def test_outside_any_repository(tmp_path):
     assert _git_commit(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("text, ours", [
+    ('[project]\ndependencies = ["a[b]"]\nname = "gputrace"\n', True),
+    ('[project]\nname = "other"\n[tool.x]\nname = "gputrace"\n', False),
+    ('[tool.x]\nname = "gputrace"\n', False),
+    ("not toml at all [", False),
+])
+def test_only_the_project_sections_name_counts(tmp_path, text, ours):
+    from gputrace.trace.environment import _is_gputrace_checkout
+
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert _is_gputrace_checkout(str(tmp_path)) is ours
