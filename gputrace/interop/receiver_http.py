@@ -101,6 +101,7 @@ class HeaderWait:
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)  # a full wake-up pipe means it is woken already: never wait on it
         self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._new: list[tuple[socket.socket, object]] = []
         self._lock = threading.Lock()
