@@ -6,9 +6,10 @@ Builds a Timeline column-wise (``--names`` host spans back to back, each its own
 ``prove`` root; ``--flat``: no root), then times the report's three steps, each the median of
 ``--repeats``: the analysis (``analyse_timeline``), the ``--json`` document (``to_dict``) and the
 rendered tables (``render`` to a 160-column console into a buffer), against a reference taken in the
-same run (``np.sort`` of the durations). Peak RSS is the process's high-water mark after all steps. ``--file`` also writes the trace
-as OTLP JSON lines and runs ``gputrace report FILE`` once in a subprocess (wall time and the child's
-own peak RSS): the whole command as a user runs it, reading included.
+same run (``np.sort`` of the durations). Peak RSS is the process's high-water mark after all steps.
+``--file`` also writes the trace as OTLP JSON lines and runs ``gputrace report FILE`` once in a
+subprocess (wall time and the child's own peak RSS): the whole command as a user runs it, reading
+included.
 """
 
 from __future__ import annotations
