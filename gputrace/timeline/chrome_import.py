@@ -41,6 +41,7 @@ from gputrace.timeline.chrome_foreign import (
 )
 from gputrace.timeline.chrome_stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
 from gputrace.timeline.chrome_typed import Decode, OursTyped, TypedBatch, decode_ours
+from gputrace.timeline.kineto import map_kineto
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 from gputrace.timeline.nesting import nest_parents
 
@@ -202,12 +203,16 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         other = other if isinstance(other, dict) else {}
         ours = other.get("generator") == GENERATOR
         base = int(other.get("t0_epoch_ns", 0)) if ours else int(head.get("baseTimeNanoseconds", 0) or 0)
-        return cls(host, source, ours, other.get("lanes", {}) if ours else {}, base,
-                   [dict(r) for r in other.get("resources", [])] if ours else [])
+        acc = cls(host, source, ours, other.get("lanes", {}) if ours else {}, base,
+                  [dict(r) for r in other.get("resources", [])] if ours else [])
+        if not ours and isinstance(head, dict):  # Kineto's header (distributedInfo, versions): resource attributes
+            acc.head = {k: v for k, v in head.items() if k != "traceEvents"}
+        return acc
 
     def __init__(self, host: str, source: str, ours: bool, lane_map: dict, base: int, resources: list) -> None:
         self.host, self.source, self.ours, self.lane_map, self.base = host, source, ours, lane_map, base
         self.resources = resources
+        self.head: dict = {}
         self.idx = 0  # events seen (for error messages)
         self.skipped = 0
         self.t_max = 0
@@ -447,8 +452,9 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         del start, end, g0, g1, has_g, lane_col, span_id, parent_sid
         if not self.ours and n:
             del par, has
-        return Timeline.from_unsorted(cols, self.phases, lanes, self.resources, self.trace_ids, self.attrs, self.names,
-                                      consume=True)
+        tl = Timeline.from_unsorted(cols, self.phases, lanes, self.resources, self.trace_ids, self.attrs, self.names,
+                                    consume=True)
+        return tl if self.ours else map_kineto(tl, self.head)  # PyTorch-profiler rows -> GPU-activity conventions
 
     def _lanes(self) -> tuple[list[Lane], np.ndarray]:
         """The distinct lanes, and lane key index -> lane index (keys of other tools' traces that
