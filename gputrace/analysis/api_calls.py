@@ -34,6 +34,25 @@ def api_rows(tl: Timeline) -> np.ndarray:
     return m
 
 
+_PROF: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def profiler_rows(tl: Timeline) -> np.ndarray:
+    """Row numbers of profiler bookkeeping (``gputrace.role = "profiler"``: Kineto's ``PyTorch Profiler (0)``
+    span, buffer requests, device-side annotation copies): not host work. Only Kineto traces have them
+    (others: an empty array, without a pass over the attributes); cached while ``tl`` lives."""
+    if not any(res.get(A.SOURCE) == "kineto" for res in tl.resources):
+        return np.zeros(0, np.int64)
+    hit = _PROF.get(id(tl))
+    if hit is not None and hit[0]() is tl:
+        return hit[1]
+    rows = np.asarray([r for r, a in tl.attrs.items() if a.get(A.ROLE) == "profiler"], np.int64)
+    for k in [k for k, (ref, _) in _PROF.items() if ref() is None]:
+        _PROF.pop(k, None)
+    _PROF[id(tl)] = (weakref.ref(tl), rows)
+    return rows
+
+
 def phase_mask(tl: Timeline) -> np.ndarray:
     """Mask of the rows that are phases (see the module docstring); cached while ``tl`` lives."""
     hit = _CACHE.get(id(tl))

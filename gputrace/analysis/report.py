@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.analysis._common import fmt_ns
+from gputrace.analysis.api_calls import api_call_table, phase_ids
+from gputrace.analysis.collectives import collectives
+from gputrace.analysis.findings import findings
 from gputrace.analysis.critical_path import critical_path_summary
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
@@ -111,6 +114,8 @@ class TimelineAnalysis:
     launch: LaunchGaps | None = None  # GPU phases' launch gaps (empty without activity spans)
     emulated: dict = field(default_factory=dict)  # `emulated_costs`: injected/emulated costs the trace records
     gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
+    api_calls: list[dict] = field(default_factory=list)  # `api_calls.api_call_table`: CUDA API calls per name
+    comm: dict = field(default_factory=dict)  # `collectives.collectives`: ranks, matched collectives, stragglers
 
     @property
     def listed(self) -> list[Stall]:
@@ -118,7 +123,8 @@ class TimelineAnalysis:
 
     def to_dict(self) -> dict:
         """The ``report --json`` document (plain JSON-able data)."""
-        return {
+        d = {
+            "findings": [],
             "spans": self.spans,
             "t0": self.t0,
             "wall_ns": self.wall_ns,
@@ -131,8 +137,12 @@ class TimelineAnalysis:
             "unattributed": self.unattributed_paths,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,
+            "api_calls": self.api_calls,
+            "collectives": self.comm,
             "emulated": self.emulated,
         }
+        d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
+        return d
 
     def emulated_note(self) -> str:
         """One line naming the emulated/injected costs the trace records, or ''."""
@@ -211,7 +221,7 @@ def analyse_timeline(
         spans=tl.n,
         t0=tl.t0,
         wall_ns=wall,
-        phases=phase_stats(tl, by_device=by_device),
+        phases=_phases_only(tl, phase_stats(tl, by_device=by_device)),
         gaps=gaps,
         devices=device_idle(gaps),
         waits=waits,
@@ -224,4 +234,13 @@ def analyse_timeline(
         launch=launch,
         emulated=emulated_costs(tl),
         gpu_activity=gpu_summary(tl, top=top, launch=launch) if critical else {},
+        api_calls=api_call_table(tl, top=top),
+        comm=collectives(tl, top=top),
     )
+
+
+def _phases_only(tl: Timeline, stats: list[PhaseStat]) -> list[PhaseStat]:
+    """The statistics of phases only: GPU activity, CUDA API calls, framework operators and profiler rows
+    have tables of their own (``gputrace.analysis.api_calls``)."""
+    keep = {tl.phases[i] for i in phase_ids(tl)}
+    return [s for s in stats if s.phase in keep]

@@ -26,7 +26,9 @@ def render_gpu(g: dict, console, fmt) -> None:
     def table(title, cols):
         t = Table(title=title, title_justify="left")
         for i, c in enumerate(cols):
-            t.add_column(c, justify="left" if i == 0 or c in ("phase", "kernel", "type", "kind", "source", "basis") else "right")
+            name = c in ("phase", "kernel")  # names: one line, cut with an ellipsis
+            t.add_column(c, justify="left" if i == 0 or c in ("phase", "kernel", "type", "kind", "source", "basis") else "right",
+                         **({"no_wrap": True, "overflow": "ellipsis", "max_width": 60} if name else {}))
         return t
 
     if g["devices"]:
@@ -78,6 +80,6 @@ def render_gpu(g: dict, console, fmt) -> None:
     if g["kernels"]:
         t = table("Kernels per phase", ("phase", "kernel", "device", "n", "total", "mean", "max"))
         for k in g["kernels"]:
-            row(t, k["phase"], k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]), fmt(k["mean_ns"]),
+            row(t, k["phase"], k.get("display") or k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]), fmt(k["mean_ns"]),
                 fmt(k["max_ns"]))
         console.print(t)

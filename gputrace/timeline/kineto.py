@@ -22,7 +22,8 @@ rows a CUPTI recording or an Nsight import gives:
   used for nesting and for "what the host ran", but not phases.
 * profiler bookkeeping -> ``gputrace.role = "profiler"``: the ``Trace`` span ``PyTorch Profiler (0)``,
   ``overhead`` rows (``Activity Buffer Request``), ``gpu_user_annotation`` (the device-side copy of an
-  annotation: no device time of its own) and any other category.
+  annotation: no device time of its own). Rows of any other category (or none) are phases, as in any
+  Chrome trace.
 
 The header's ``distributedInfo`` becomes resource attributes (``gputrace.rank``,
 ``gputrace.world_size``, ``distributedInfo.*``), with ``gputrace.source = "kineto"``.
@@ -50,6 +51,8 @@ _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 _API_CATS = {"cuda_runtime", "cuda_driver"}
 _PHASE_CATS = {"user_annotation"}
 _OP_CATS = {"cpu_op", "python_function", "cpu_instant_event"}
+#: The profiler's own rows: its ``Trace`` span, buffer requests, the device-side copy of annotations.
+_PROFILER_CATS = {"Trace", "overhead", "gpu_user_annotation"}
 #: CUDA API calls that block the calling thread until the device catches up -> sync type.
 KINETO_SYNC_APIS = {
     "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream",
@@ -135,7 +138,7 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             role[r] = 0
         elif k in _OP_CATS:
             role[r] = 2
-        else:
+        elif k in _PROFILER_CATS:
             role[r] = 3
     phase_anc: dict[int, int] = {}
 

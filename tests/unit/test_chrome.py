@@ -229,7 +229,6 @@ def test_pytorch_profiler_trace_imports():
     base = KINETO["baseTimeNanoseconds"]
     assert tl.start[k] == base + 30_500 and tl.end[k] == base + 32_750
     assert tl.gpu_start[k] == base + 30_500
-    # The kernel hangs under the op that made the launching call, not under the call itself.
     # A kernel's parent is the innermost phase around its launch (an annotation), not the operator.
     assert tl.name_of(int(tl.parent[k])) == "ntt"
     assert tl.name_of(int(tl.parent[names["aten::mul"]])) == "ntt"  # same start: longer is parent
