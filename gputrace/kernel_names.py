@@ -104,7 +104,9 @@ def display_name(name: str) -> str:
     ``sm80_xmma_gemm_...``) come back as they are."""
     if not isinstance(name, str):
         return str(name)
-    full = demangle(name.strip())
+    # Nsight's demangler writes an anonymous namespace as "<unnamed>", the C++ runtime's as
+    # "(anonymous namespace)": one spelling, so that the names of one kernel agree across sources.
+    full = demangle(name.strip()).replace("<unnamed>", "(anonymous namespace)")
     if not any(c in full for c in "<("):
         return full
     short = _elide(_strip_return_type(full))
