@@ -28,6 +28,8 @@ PINNED_MIN_BYTES = 1 << 20
 LAUNCH_BOUND_BUSY = 0.5
 #: ... and launched at least this many kernels per instance (fewer is a wait, not launch overhead).
 LAUNCH_BOUND_KERNELS = 4
+#: ... with gaps of at most this much per kernel on average (ns): launching and dispatching, not waiting.
+LAUNCH_GAP_MAX = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -84,16 +86,17 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
 
 def _launch_bound(ctx: Context) -> list[Finding]:
     """Launch-bound phases: under a phase with kernel truth that launched at least 4 kernels per instance,
-    the GPU was busy less than half the phase's time, and the host spent the gaps in the phase itself
-    (launching), not in other phases; saving = the launch gaps (fuse kernels, CUDA graphs)."""
+    the GPU was busy less than half the phase's time, the gaps average at most 1 ms per kernel, and the
+    host spent them in the phase itself (launching), not in other phases; saving = the launch gaps (fuse
+    kernels, CUDA graphs)."""
     out = []
     phases = {p["phase"] for p in ctx.data.get("phases", [])}
     for r in ctx.gpu.get("launch_gaps", []):
         width = r["busy_ns"] + r["gap_ns"]
         if width <= 0 or r["gap_ns"] < ctx.min_ns or r["busy_ns"] / width >= LAUNCH_BOUND_BUSY:
             continue
-        if r["kernels"] < LAUNCH_BOUND_KERNELS * max(r["instances"], 1):
-            continue  # a few kernels and a long wait: not launch overhead
+        if r["kernels"] < LAUNCH_BOUND_KERNELS * max(r["instances"], 1) or r["gap_ns"] > LAUNCH_GAP_MAX * r["kernels"]:
+            continue  # few kernels, or gaps far longer than a launch: a wait, not launch overhead
         # Gaps filled by other phases on the host are "GPU idle while the host runs X", not launch-bound.
         other = sum(a["ns"] for a in r.get("host_activity", []) if a["phase"] in phases and a["phase"] != r["phase"])
         if other * 2 >= r["gap_ns"]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.analysis._common import fmt_ns
-from gputrace.analysis.api_calls import api_call_table, phase_ids
+from gputrace.analysis.api_calls import api_call_table, phase_mask
 from gputrace.analysis.collectives import collectives
 from gputrace.analysis.findings import findings
 from gputrace.analysis.critical_path import critical_path_summary
@@ -221,7 +221,7 @@ def analyse_timeline(
         spans=tl.n,
         t0=tl.t0,
         wall_ns=wall,
-        phases=_phases_only(tl, phase_stats(tl, by_device=by_device)),
+        phases=phase_stats(tl, by_device=by_device, rows=phase_mask(tl)),
         gaps=gaps,
         devices=device_idle(gaps),
         waits=waits,
@@ -238,9 +238,3 @@ def analyse_timeline(
         comm=collectives(tl, top=top),
     )
 
-
-def _phases_only(tl: Timeline, stats: list[PhaseStat]) -> list[PhaseStat]:
-    """The statistics of phases only: GPU activity, CUDA API calls, framework operators and profiler rows
-    have tables of their own (``gputrace.analysis.api_calls``)."""
-    keep = {tl.phases[i] for i in phase_ids(tl)}
-    return [s for s in stats if s.phase in keep]

@@ -88,14 +88,16 @@ def _group_stats(gid: np.ndarray, dur: np.ndarray, ngroups: int):
     return counts, total, med, p95, mn, mx
 
 
-def phase_stats(tl: Timeline, by_device: bool = True) -> list[PhaseStat]:
-    """Statistics per phase name, split by device when ``by_device`` (else ``device=None``).
+def phase_stats(tl: Timeline, by_device: bool = True, rows: np.ndarray | None = None) -> list[PhaseStat]:
+    """Statistics per phase name, split by device when ``by_device`` (else ``device=None``); over the
+    rows ``rows`` (a boolean mask of length ``tl.n``) when given, else every row.
 
-    Rows come sorted by ``total_ns`` descending. An empty Timeline gives an empty list.
+    Rows come sorted by ``total_ns`` descending. An empty Timeline (or selection) gives an empty list.
     """
-    if tl.n == 0:
+    sel = np.arange(tl.n) if rows is None else np.flatnonzero(rows)
+    if len(sel) == 0:
         return []
-    c = tl.cols
+    c = {k: c_[sel] for k, c_ in tl.cols.items() if k in ("device", "phase", "start", "end")}
     dev = c["device"].astype(np.int64)
     dev = np.where(dev < 0, -1, dev)
     keys = (c["phase"], dev) if by_device else (c["phase"],)
@@ -103,7 +105,7 @@ def phase_stats(tl: Timeline, by_device: bool = True) -> list[PhaseStat]:
     ng = len(first)
     dur = (c["end"] - c["start"]).astype(np.int64)
     counts, total, med, p95, mn, mx = _group_stats(gid, dur, ng)
-    gd = tl.gpu_duration()
+    gd = tl.gpu_duration()[sel]
     has = gd >= 0
     g_counts, g_total, g_med, g_p95, _, _ = _group_stats(gid[has], gd[has], ng)
     wall = wall_ns(tl)

@@ -96,10 +96,11 @@ def test_first_screen_names_the_findings(which, request):
     tl = request.getfixturevalue(which)
     d = analyse_timeline(tl).to_dict()
     assert list(d)[0] == "findings"
-    top = d["findings"][:3]
-    assert top[0]["rule"] == "gpu-idle-host" and "preprocess" in top[0]["title"]
-    rules = {f["rule"] for f in d["findings"]}
-    assert "launch-bound" in rules  # AdamW's foreach kernels (kineto) / the first steps' launches (nsys)
+    top = d["findings"][:2]
+    # The host's numpy preprocessing leaves the GPU idle each step: the first fix (move it off the critical path).
+    assert all(f["rule"] == "gpu-idle-host" for f in top) and any("preprocess" in f["title"] for f in top)
+    if which == "kineto":  # AdamW's foreach kernels: many small launches (fused=True would fix it)
+        assert any(f["rule"] == "launch-bound" and "AdamW" in f["title"] for f in d["findings"])
 
 
 def test_report_cli_opens_on_findings_with_one_line_names(tmp_path):
