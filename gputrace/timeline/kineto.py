@@ -253,9 +253,8 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             else:
                 p = phase_above(r)
             new_parent[r] = p
-            new_phase[r] = pid(short)
-            if short != name:
-                names[r] = name
+            new_phase[r] = pid(short)  # the span's name (Kineto's own name is in the attributes)
+            names.pop(r, None)
             attrs[r] = shared_attrs(a, (name, api, k), static, per_row)
         elif ro == 1:
             name = tl.name_of(r)
@@ -271,7 +270,7 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
                 new_kind[r] = sync_kind
                 new_dev[r] = only_dev
                 new_phase[r] = pid(A.sync_name(sync))
-                names[r] = name
+                names.pop(r, None)
                 new_parent[r] = phase_above(r)
             else:
                 new_kind[r] = host_kind
