@@ -141,7 +141,7 @@ def run(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gputrace.prover.backends.base import BackendUnavailable
-    from gputrace.prover.keys import KeyError_, KeyMismatchError
+    from gputrace.prover.keygen.keys import KeyError_, KeyMismatchError
     from gputrace.prover.pipeline import run_prove
     from gputrace.prover.r1cs import UnsatisfiedConstraint
 

@@ -170,7 +170,7 @@ def clean_request(d: Any) -> tuple[bytes, int, int, str]:
 
 def _strict_read(line: bytes) -> None:
     """The reader's verdict on the line about to be stored; raises RequestRejected naming the field."""
-    from gputrace.timeline._loader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
     from gputrace.timeline.errors import TraceFormatError
 
     loader = TraceLoader(lenient=False)

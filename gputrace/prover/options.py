@@ -107,7 +107,7 @@ class ProveOptions:
     generated on the device from a plan, ``witness_plan.py``; ValueError if the backend cannot) or ``"auto"``
     (device where the backend supports it). ``b_g2``: ``"host"`` (the G2 MSM on the CPU pool, overlapping the
     device work; A4 acts here), ``"device"`` (a G2 MSM on the device after ``msm_b_g1``) or ``"auto"``.
-    ``keygen``: where missing keys are generated (``keycache.get_keys``): ``"host"`` (template R1CS in
+    ``keygen``: where missing keys are generated (``keygen.cache.get_keys``): ``"host"`` (template R1CS in
     Python, CPU process pool), ``"device"`` (the circuit's block and a CUDA device) or ``"auto"`` (the
     device when CuPy sees one); the keys are the same bytes either way.
     ``device_flow`` (only with device synthesis): ``"stream"`` (default: witnesses made on a second stream while

@@ -54,12 +54,12 @@ from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
 from .field import R, to_scalar
 from .host_msm import HostMsm, cpu_threads
-from .keycache import get_keys
+from .keygen.cache import get_keys
 from .msm_plan import plan_msm
 from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
-from .setup import ProvingKey
+from .keygen.setup import ProvingKey
 from .verify import Proof, verify, write_proof
-from .keys import load_vk
+from .keygen.keys import load_vk
 from .encoding import g2_to_affine_limbs
 from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
@@ -223,154 +223,225 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                  stats: _Stats, total: int, stream_plans: list[Future] | None = None
                  ) -> tuple[list[Proof], list[list[int]]]:
     """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``)."""
-    ndev = backend.device_count()
-    cpus = cpu_threads()
-    dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
-    dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
-    stream_flow = dev_synth and stream_plans is not None
-    plan_pool = plans = None
-    if dev_synth and not stream_flow:  # the batch flow: witness plans (pure Python) made on one thread while the bases load, in the order the devices
-        # take their circuits (device d: d*B .. d*B+B-1; interleaved so every device's first circuits come first)
-        total = o.batch * ndev
-        plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
-        plans = [None] * total
-        for j in range(o.batch):
-            for d in range(ndev):
-                i = d * o.batch + j
-                plans[i] = plan_pool.submit(make_plan, shape, o.seed, i)
-        plan_pool.shutdown(wait=False)
+    return _Batch(o, shape, backend, pk, stats, total, stream_plans).run()
 
-    def load(d: int) -> dict:  # proving-key queries resident on device d, once per run (before the prove root)
+
+class _Batch:
+    """One batch of ``total`` circuits, in named steps: make the batch flow's witness plans, load the keys' bases,
+    then under the ``prove`` root start the host work (synthesis, the host G2 MSMs), run one worker thread per
+    device, and close every pool. ``run`` is called once, on the caller's thread; the other methods say where
+    they run. ``witnesses``/``b_g2``: one future per circuit; ``results``: one proof per circuit."""
+
+    def __init__(self, o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey, stats: _Stats,
+                 total: int, stream_plans: list[Future] | None) -> None:
+        self.o, self.shape, self.backend, self.pk, self.stats, self.total = o, shape, backend, pk, stats, total
+        self.ndev = backend.device_count()
+        self.cpus = cpu_threads()
+        self.dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
+        self.dev_g2 = _where(o, "b_g2", backend.supports_g2, backend)
+        self.stream_plans = stream_plans
+        self.stream_flow = self.dev_synth and stream_plans is not None
+        self.ctx = None  # the prove root's context, once inside it
+        self.plans: list | None = None  # the batch flow's witness plan futures
+        self.bases: list[dict] | None = None  # per device, loaded before the prove root (not in the stream flow)
+        self.loaders: list[LoadingBases] = []
+        self.witnesses: list[Future] = []
+        self.b_g2: list[Future] = []
+        self.results: list = [None] * total
+        self.errors: list[BaseException] = []
+        self.synth_pool: ThreadPoolExecutor | None = None
+        self.procs: ProcessPoolExecutor | None = None
+        self.g2_pool: ThreadPoolExecutor | None = None
+        self.g2_msm: HostMsm | None = None
+        self.ranges: list[tuple[int, int]] = []
+        self._done = 0
+        self._done_lock = threading.Lock()
+
+    def run(self) -> tuple[list[Proof], list[list[int]]]:
+        self.plans = self._start_batch_plans()
+        self.bases = self._load_all()
+        with gputrace.phase("prove", batch=0, circuits=self.total, devices=self.ndev, kind="host"):
+            self.ctx = gputrace.current_context()
+            self._start_loaders()
+            try:
+                self._start_host_work()
+                self._submit_circuits()
+                self._run_workers()
+            finally:
+                self._close()
+        return self.results, [wf.result().public_inputs for wf in self.witnesses]
+
+    # -- before the prove root ----------------------------------------------------------------------------------
+    def _start_batch_plans(self) -> list | None:
+        """The batch flow: witness plans (pure Python) made on one thread while the bases load, in the order the
+        devices take their circuits (device d: d*B .. d*B+B-1; interleaved so every device's first circuits come
+        first). None in the other flows."""
+        if not self.dev_synth or self.stream_flow:
+            return None
+        o = self.o
+        plan_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
+        plans: list = [None] * self.total
+        for j in range(o.batch):
+            for d in range(self.ndev):
+                i = d * o.batch + j
+                plans[i] = plan_pool.submit(make_plan, self.shape, o.seed, i)
+        plan_pool.shutdown(wait=False)
+        return plans
+
+    def _load(self, d: int) -> dict:
+        """Proving-key queries resident on device d, once per run (before the prove root)."""
+        backend, pk = self.backend, self.pk
         lane = backend.lanes(d)[0]
-        with stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
-                         points=len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h) + (len(pk.b_g2) if dev_g2 else 0)):
+        points = len(pk.a) + len(pk.b_g1) + len(pk.l) + len(pk.h) + (len(pk.b_g2) if self.dev_g2 else 0)
+        with self.stats.phase("load_bases", f"{backend.name}:{d}", device=lane.device, lane=lane.lane, kind="host",
+                              points=points):
             out = {name: backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name)) for name, pts in
                    (("a", pk.a), ("b_g1", pk.b_g1), ("l", pk.l), ("h", pk.h))}
-            if dev_g2:
+            if self.dev_g2:
                 g2_limbs = pk.affine_limbs("b_g2")
                 out["b_g2"] = backend.load_bases_g2(
                     "b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pk.b_g2), d)
         return out
 
-    def load_query(d: int, name: str):  # the stream flow: one query, on device d's loading thread
+    def _load_all(self) -> list[dict] | None:
+        if self.stream_flow:
+            return None  # loaded inside the prove root, while the first circuits start
+        if self.ndev == 1:
+            return [self._load(0)]
+        # One thread per device: the uploads (and the devices' copy engines) run side by side.
+        with ThreadPoolExecutor(max_workers=self.ndev, thread_name_prefix="load_bases") as ex:
+            return list(ex.map(self._load, range(self.ndev)))
+
+    # -- inside the prove root ----------------------------------------------------------------------------------
+    def _load_query(self, d: int, name: str):
+        """The stream flow: one query, on device d's loading thread."""
+        backend, pk = self.backend, self.pk
         pts = getattr(pk, name)
-        with stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
-                         lane=f"thread:load_bases-{d}", kind="host", parent=ctx, query=name, points=len(pts)):
+        with self.stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
+                              lane=f"thread:load_bases-{d}", kind="host", parent=self.ctx, query=name,
+                              points=len(pts)):
             if name == "b_g2":
                 g2_limbs = pk.affine_limbs("b_g2")
                 return backend.load_bases_g2("b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pts), d)
             return backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name))
 
-    loaders: list[LoadingBases] = []
-    if stream_flow:
-        bases = None  # loaded inside the prove root, while the first circuits start
-    elif ndev == 1:
-        bases = [load(0)]
-    else:  # one thread per device: the uploads (and the devices' copy engines) run side by side
-        with ThreadPoolExecutor(max_workers=ndev, thread_name_prefix="load_bases") as ex:
-            bases = list(ex.map(load, range(ndev)))
-    g2_workers = max(1, min(total, cpus)) if "a4" in o.opts else 1
-    witnesses: list[Future] = []
-    b_g2: list[Future] = []
-    done = [0]
-    done_lock = threading.Lock()
+    def _start_loaders(self) -> None:
+        if not self.stream_flow:
+            return
+        for d in range(self.ndev):
+            ld = LoadingBases([q for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"])
+            ld.start(lambda name, d=d: self._load_query(d, name), f"load_bases-{d}")
+            self.loaders.append(ld)
 
-    def progress(event: str) -> None:
-        if o.progress is not None:
-            with done_lock:
-                done[0] += 1
-                n = done[0]
-            o.progress(event, n, 2 * total)
-
-    with gputrace.phase("prove", batch=0, circuits=total, devices=ndev, kind="host"):
-        ctx = gputrace.current_context()
-        if stream_flow:
-            for d in range(ndev):
-                ld = LoadingBases([q for q in LOAD_ORDER if dev_g2 or q != "b_g2"])
-                ld.start(lambda name, d=d: load_query(d, name), f"load_bases-{d}")
-                loaders.append(ld)
-        workers = max(1, o.synthesis_workers or cpus)
+    def _start_host_work(self) -> None:
+        """The host pools: synthesis threads (each waiting for its circuit's processes) and the G2 MSMs."""
+        o, total = self.o, self.total
+        workers = max(1, o.synthesis_workers or self.cpus)
         nsynth = min(total, workers)
         # Challenge ranges per circuit: at most K, so no process is started that no part can use.
-        ranges = split_challenges(shape.challenges, max(1, min(workers // total, shape.challenges)))
-        nparts = len(ranges)
-        synth_pool = None if dev_synth else ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
-        procs = _synthesis_processes(nsynth * nparts) if workers > 1 and not dev_synth else None
-        g2_pool = None if dev_g2 else ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
-        g2_msm = None if dev_g2 else HostMsm(cpus, thread_name_prefix="b_g2-part")
+        self.ranges = split_challenges(self.shape.challenges, max(1, min(workers // total, self.shape.challenges)))
+        if not self.dev_synth:
+            self.synth_pool = ThreadPoolExecutor(max_workers=nsynth, thread_name_prefix="synth")
+            if workers > 1:
+                self.procs = _synthesis_processes(nsynth * len(self.ranges))
+        if not self.dev_g2:
+            g2_workers = max(1, min(total, self.cpus)) if "a4" in o.opts else 1
+            self.g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
+            self.g2_msm = HostMsm(self.cpus, thread_name_prefix="b_g2-part")
+
+    def _submit_circuits(self) -> None:
+        for i in range(self.total):
+            # Device synthesis: the device worker sets the future when the circuit's witness is back.
+            wf: Future = Future() if self.synth_pool is None else self.synth_pool.submit(self._synth, i)
+            self.witnesses.append(wf)
+            if self.g2_pool is not None:
+                self.b_g2.append(self.g2_pool.submit(self._g2, wf))
+
+    def _progress(self, event: str) -> None:
+        if self.o.progress is not None:
+            with self._done_lock:
+                self._done += 1
+                n = self._done
+            self.o.progress(event, n, 2 * self.total)
+
+    def _synth(self, i: int) -> Witness:
+        """On a synth thread: circuit i's host synthesis (in the processes, cut into ``ranges``, when there are)."""
+        o, shape, nparts = self.o, self.shape, len(self.ranges)
+        lane = f"thread:synth-{_slot(threading.current_thread().name)}"
+        with self.stats.phase("synthesis", "host", circuit=i, batch=0, device=-1, lane=lane, parent=self.ctx,
+                              constraints=shape.constraints, parts=nparts):
+            if self.procs is None:
+                w = synthesize_witness(shape, o.seed, i, self.pk.domain_size, o.opts)
+            else:  # nparts processes per synth thread, so its parts start at once
+                jobs = [self.procs.submit(synthesize_part, shape, o.seed, i, o.opts, lo, hi) for lo, hi in self.ranges]
+                w = merge_parts(shape, i, self.pk.domain_size, [j.result() for j in jobs])
+        self._progress("synthesis")
+        return w
+
+    def _g2(self, wf: Future) -> G2Point:
+        """On a b_g2 pool thread: the host G2 MSM of a circuit, once its witness is there."""
+        w = wf.result()
+        assert self.g2_msm is not None
+        lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
+        with self.stats.phase("b_g2", "host", circuit=w.circuit, batch=0, device=-1, lane=lane, parent=self.ctx,
+                              kind="host", parts=self.g2_msm.parts_for(len(w.z_limbs))):
+            return self.g2_msm.multiexp(G2Point, self.pk.b_g2, w.z_limbs)
+
+    def _publish(self, w: Witness) -> None:
+        """A device made circuit w's witness: hand it to whoever waits for it (a host b_g2)."""
+        self.witnesses[w.circuit].set_result(w)
+        self._progress("synthesis")
+
+    def _worker(self, d: int) -> None:
+        """Device d's worker thread: its circuits d*B .. d*B+B-1. Errors are kept for the caller's thread."""
+        o, backend = self.o, self.backend
+        mine = list(range(d * o.batch, (d + 1) * o.batch))
         try:
-            def synth(i: int) -> Witness:
-                lane = f"thread:synth-{_slot(threading.current_thread().name)}"
-                with stats.phase("synthesis", "host", circuit=i, batch=0, device=-1, lane=lane, parent=ctx,
-                                 constraints=shape.constraints, parts=nparts):
-                    if procs is None:
-                        w = synthesize_witness(shape, o.seed, i, pk.domain_size, o.opts)
-                    else:  # nparts processes per synth thread, so its parts start at once
-                        jobs = [procs.submit(synthesize_part, shape, o.seed, i, o.opts, lo, hi) for lo, hi in ranges]
-                        w = merge_parts(shape, i, pk.domain_size, [j.result() for j in jobs])
-                progress("synthesis")
-                return w
+            lane = backend.lanes(d)[0]
+            b_g2 = self.b_g2 or None
+            if self.stream_flow:
+                assert self.stream_plans is not None
+                done_proofs = stream_work(o, backend, lane, self.loaders[d], self.pk,
+                                          [self.stream_plans[i] for i in mine], self._publish, b_g2, self.stats,
+                                          self.ctx, _assemble, queued=o.device_flow == "stream")
+            else:
+                assert self.bases is not None
+                if self.dev_synth:
+                    assert self.plans is not None
+                    src = [self.plans[i].result() for i in mine]
+                else:
+                    src = [self.witnesses[i].result() for i in mine]
+                done_proofs = _device_work(o, backend, lane, self.bases[d], self.pk, src, self._publish, b_g2,
+                                           self.stats, self.ctx)
+            for i, pr in zip(mine, done_proofs):
+                self.results[i] = pr
+                self._progress("proof")
+        except BaseException as exc:  # surfaced on the caller's thread by _run_workers
+            self.errors.append(exc)
+            for i in mine:  # release b_g2 threads waiting for a witness
+                if self.dev_synth and not self.witnesses[i].done():
+                    self.witnesses[i].set_exception(exc)
 
-            def g2(wf: Future) -> G2Point:
-                w = wf.result()
-                lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
-                with stats.phase("b_g2", "host", circuit=w.circuit, batch=0, device=-1, lane=lane, parent=ctx,
-                                 kind="host", parts=g2_msm.parts_for(len(w.z_limbs))):
-                    return g2_msm.multiexp(G2Point, pk.b_g2, w.z_limbs)
+    def _run_workers(self) -> None:
+        threads = [threading.Thread(target=self._worker, args=(d,), name=f"cpu-worker-{d}") for d in range(self.ndev)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.errors:
+            raise self.errors[0]
 
-            for i in range(total):
-                # Device synthesis: the device worker sets the future when the circuit's witness is back.
-                wf = Future() if dev_synth else synth_pool.submit(synth, i)
-                witnesses.append(wf)
-                if not dev_g2:
-                    b_g2.append(g2_pool.submit(g2, wf))
-            results: list = [None] * total
-            errors: list[BaseException] = []
-
-            def worker(d: int) -> None:
-                try:
-                    lane = backend.lanes(d)[0]
-                    mine = list(range(d * o.batch, (d + 1) * o.batch))
-
-                    def publish(w: Witness) -> None:
-                        witnesses[w.circuit].set_result(w)
-                        progress("synthesis")
-
-                    if stream_flow:
-                        done_proofs = stream_work(o, backend, lane, loaders[d], pk, [stream_plans[i] for i in mine],
-                                                  publish, b_g2 or None, stats, ctx, _assemble,
-                                                  queued=o.device_flow == "stream")
-                    else:
-                        src = [plans[i].result() for i in mine] if dev_synth else [witnesses[i].result() for i in mine]
-                        done_proofs = _device_work(o, backend, lane, bases[d], pk, src, publish, b_g2 or None, stats,
-                                                   ctx)
-                    for i, pr in zip(mine, done_proofs):
-                        results[i] = pr
-                        progress("proof")
-                except BaseException as exc:  # surfaced on the caller's thread below
-                    errors.append(exc)
-                    for i in range(d * o.batch, (d + 1) * o.batch):  # release b_g2 threads waiting for a witness
-                        if dev_synth and not witnesses[i].done():
-                            witnesses[i].set_exception(exc)
-
-            threads = [threading.Thread(target=worker, args=(d,), name=f"cpu-worker-{d}") for d in range(ndev)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
-        finally:
-            for ld in loaders:  # no upload may still run when the backend closes
-                ld.join()
-            if synth_pool is not None:
-                synth_pool.shutdown(wait=True, cancel_futures=True)
-            if procs is not None:
-                procs.shutdown(wait=True, cancel_futures=True)
-            if g2_pool is not None:
-                g2_pool.shutdown(wait=True, cancel_futures=True)
-                g2_msm.close()
-    return results, [wf.result().public_inputs for wf in witnesses]
+    def _close(self) -> None:
+        for ld in self.loaders:  # no upload may still run when the backend closes
+            ld.join()
+        if self.synth_pool is not None:
+            self.synth_pool.shutdown(wait=True, cancel_futures=True)
+        if self.procs is not None:
+            self.procs.shutdown(wait=True, cancel_futures=True)
+        if self.g2_pool is not None:
+            self.g2_pool.shutdown(wait=True, cancel_futures=True)
+        if self.g2_msm is not None:
+            self.g2_msm.close()
 
 
 def _synthesis_processes(n: int) -> ProcessPoolExecutor:

@@ -15,7 +15,7 @@ from py_arkworks_bls12381 import G1Point, G2Point, GT
 
 from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
 from .field import R, to_scalars
-from .setup import VerifyingKey
+from .keygen.setup import VerifyingKey
 
 
 class ProofFileError(ValueError):
@@ -54,7 +54,7 @@ def write_proof(path: Path, proof: Proof, public_inputs: list[int], circuit: int
 def read_proof(path: Path) -> tuple[Proof, list[int]]:
     """Parse a proof file; ProofFileError names the file and the offending field."""
     path = Path(path)
-    from gputrace.timeline._depth import too_deep
+    from gputrace.json_depth import too_deep
 
     try:
         raw = Path(path).read_bytes()

@@ -114,7 +114,7 @@ def activity_timeline(resource: dict, phases: list[dict], records: Iterable[dict
                       trace_id: str = "0123456789abcdef0123456789abcdef", spans_per_line: int = 2048):
     """A Timeline of ``phases`` (span dicts; ``trace_id`` filled in where absent) plus the activity
     spans of ``records``, encoded as OTLP JSON Lines and read back by the real reader."""
-    from gputrace.timeline.reader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 
     spans = [dict(p, trace_id=p.get("trace_id", trace_id)) for p in phases]
     spans += [dict(s, trace_id=trace_id) for s in activity_spans(records, source=source)]

@@ -140,7 +140,7 @@ def write_activity_run(path, *, trace_id: str = "5eed" * 8, **kw) -> int:
 
 def activity_run_timeline(*, trace_id: str = "5eed" * 8, **kw):
     """``activity_run(**kw)`` as a Timeline, through the OTLP reader."""
-    from gputrace.timeline.reader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 
     res, phases, recs = activity_run(**kw)
     buf = io.BytesIO()

@@ -259,7 +259,7 @@ def write_synthetic(path: str | os.PathLike, spec: SyntheticSpec | None = None, 
 
 def synthetic_timeline(spec: SyntheticSpec | None = None, **kw):
     """A synthetic trace as a ``Timeline`` (encoded and read back through the real reader)."""
-    from gputrace.timeline.reader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 
     spec = spec or SyntheticSpec()
     for k, v in kw.items():

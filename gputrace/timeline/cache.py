@@ -18,7 +18,7 @@ Invalidation: an entry records the trace's absolute path, size, mtime (ns), inod
 were *before* the read, plus the cache format and gputrace version; any difference is a miss (so a file
 that changed while it was read is read again next time). ``gputrace import`` stores the entry of the
 file it has just written, keyed to the file as written, with the Timeline a read of it gives
-(``gputrace.interop.otlp_readback``), so the first open of an import is a re-open. A strict read uses
+(``gputrace.timeline.formats.otlp_jsonl.readback``), so the first open of an import is a re-open. A strict read uses
 only entries whose load had no problems. Entries are written to a temporary file in the cache directory
 and renamed; past ``$GPUTRACE_CACHE_MAX_BYTES`` (default 4 GiB) the least recently used entries are
 removed.

@@ -6,7 +6,7 @@ every ``batch_time`` seconds (and less often when merging gets slower, so a big 
 O(n log n) overall rather than once per batch). The first update comes after the first
 part, so the first screen appears before the whole file is read.
 
-`trace_parts` adapts the timeline reader (``gputrace.timeline.reader``) to `Part`s.
+`trace_parts` adapts the timeline reader (``gputrace.timeline.load``) to `Part`s.
 
 Threading: both generators run on a worker thread (``App.run_worker(thread=True)``); the
 worker posts each `Update` to the app as a message. ``cancelled()`` is polled between

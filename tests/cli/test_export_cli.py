@@ -15,7 +15,7 @@ from test_chrome import sample_timeline, validate_chrome  # noqa: E402
 from test_jaeger import validate_jaeger  # noqa: E402
 from test_nsys import build_report  # noqa: E402
 
-from gputrace.interop.otlp_file import write_otlp_jsonl  # noqa: E402
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl  # noqa: E402
 
 
 def gputrace(*args, cwd=None):

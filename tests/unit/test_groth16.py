@@ -6,10 +6,10 @@ import shutil
 import pytest
 from py_arkworks_bls12381 import G1Point
 
-from gputrace.prover import keys
+from gputrace.prover.keygen import keys
 from gputrace.prover.circuit import CircuitShape
 from gputrace.prover.field import R
-from gputrace.prover.keycache import get_keys
+from gputrace.prover.keygen.cache import get_keys
 from gputrace.prover.options import ProveOptions
 from gputrace.prover.pipeline import run_prove
 from gputrace.prover.verify import ProofFileError, read_proof, verify, write_proof

@@ -1,10 +1,10 @@
-"""timeline/kineto.py: Kineto's categories onto the GPU-activity conventions (docs/interop.md)."""
+"""timeline/formats/chrome/kineto.py: Kineto's categories onto the GPU-activity conventions (docs/interop.md)."""
 
 from __future__ import annotations
 
 from gputrace import activity as A
 from gputrace.analysis.api_calls import api_call_table, phase_mask
-from gputrace.timeline.chrome_import import from_chrome
+from gputrace.timeline.formats.chrome.read import from_chrome
 from gputrace.timeline.model import KIND_CODES
 
 BASE = 1_700_000_000_000_000_000

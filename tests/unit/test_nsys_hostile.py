@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gputrace.timeline.load import read_any
-from gputrace.timeline.nsys import NsysFormatError, read_nsys
+from gputrace.timeline.formats.nsys.read import NsysFormatError, read_nsys
 from tests.unit.test_nsys import MAIN, build_report
 
 
@@ -78,7 +78,7 @@ def test_rows_that_end_before_they_start_are_refused(tmp_path):
 
 
 def test_work_per_query_is_bounded(tmp_path, monkeypatch):
-    import gputrace.timeline.nsys_sqlite as ns
+    import gputrace.timeline.formats.nsys.sqlite as ns
 
     p = build_report(tmp_path / "work.sqlite")
     monkeypatch.setattr(ns, "_OPS_MIN", 1)

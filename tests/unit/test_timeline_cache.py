@@ -37,14 +37,14 @@ def test_second_read_comes_from_the_cache_and_is_identical(tmp_path, small_cache
     def boom(*a, **k):
         raise AssertionError("read the file again instead of the cache")
 
-    monkeypatch.setattr(load, "read_otlp", boom)
+    monkeypatch.setattr(load, "_read", boom)
     second = read_any([p])
     assert_same_timeline(first, second)
     assert second.load_report.spans == first.load_report.spans
 
 
 def test_attributes_and_shared_dicts_survive(tmp_path, small_cache):
-    from gputrace.timeline.chrome import write_chrome
+    from gputrace.timeline.formats.chrome.export import write_chrome
 
     src = read_any([os.path.join(DATA, "sample_2gpu.jsonl")])
     p = tmp_path / "c.json"
@@ -129,7 +129,7 @@ def test_nsys_launch_attributes_stay_shared_through_the_cache(tmp_path, small_ca
     def boom(*a, **k):
         raise AssertionError("read the report again instead of the cache")
 
-    monkeypatch.setattr(load, "_read_other", boom)
+    monkeypatch.setattr(load, "_read", boom)
     second = read_any([p])
     assert_same_timeline(first, second)
     launched = [r for r, a in second.attrs.items() if type(a) is RowAttrs]
@@ -176,7 +176,7 @@ def test_kineto_kernel_templates_stay_shared_and_exact_through_the_cache(tmp_pat
     import gputrace.timeline.load as load
 
     with monkeypatch.context() as m:
-        m.setattr(load, "_read_other", lambda *a, **k: pytest.fail("read the trace again instead of the cache"))
+        m.setattr(load, "_read", lambda *a, **k: pytest.fail("read the trace again instead of the cache"))
         second = read_any([p])
     assert_same_timeline(first, second)
     for r in range(first.n):

@@ -54,12 +54,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..msm_plan import MsmPlan
+from ..tail_split import ones_indices, split_tail
+
 __all__ = [
     "BackendError",
     "BackendUnavailable",
     "DeviceArray",
     "LaneInfo",
-    "MsmPlan",
     "PinnedHost",
     "BasesHandle",
     "ProverBackend",
@@ -99,21 +101,6 @@ class LaneInfo:
     lane: str
     stream: Any = None
     index: int = 0
-
-
-@dataclass(frozen=True)
-class MsmPlan:
-    """Per-MSM tuning chosen by the D4 switch from the scalars' popcount / bit-length histogram.
-
-    ``window``: Pippenger window in bits (the GPU backend's bucket width).
-    ``narrow_bits``: scalars with fewer significant bits than this form a separate "narrow" MSM.
-    The CPU backend uses it (arkworks picks its own Pippenger window internally, but its cost
-    grows with the widest scalar, so splitting narrow from wide scalars is the real CPU knob).
-    A backend uses whichever field matches its algorithm and documents that.
-    """
-
-    window: int
-    narrow_bits: int
 
 
 class DeviceArray:
@@ -343,8 +330,6 @@ class ProverBackend(abc.ABC):
         """Queue the split of assignment ``z`` (``device_witness``'s) for the tail MSMs on ``lane``: the zeroed
         tail, the ones and D4's counters (``tail_split.split_tail``), without synchronising. Complete it with
         ``finish_tail``."""
-        from ..tail_split import split_tail
-
         arr = np.asarray(z.data, dtype=np.uint64).reshape(-1, 4)
         mask, tail, stats = split_tail(np, arr, _ONE_LIMBS, lambda t: t, num_inputs)
         return TailSplit(DeviceArray(tail, z.device, tail.shape), num_inputs, pending=(mask, stats))
@@ -352,8 +337,6 @@ class ProverBackend(abc.ABC):
     def finish_tail(self, split: TailSplit, lane: LaneInfo | None = None) -> TailSplit:
         """Fill ``split.ones``, ``ones_l`` and ``stats`` (the host reads back the counters; the indices stay on
         the device). Synchronises ``lane``. Returns ``split``."""
-        from ..tail_split import ones_indices
-
         mask, stats = split.pending
         idx, idx_l = ones_indices(np, mask, stats, split.num_inputs)
         split.ones = DeviceArray(idx, split.tail.device, idx.shape)

@@ -40,8 +40,9 @@ from py_arkworks_bls12381 import G1Point
 
 from ..field import COSET_SHIFT, R, bit_lengths, ints_to_limbs, limbs_to_ints
 from ..host_msm import HostMsm, cpu_threads
+from ..msm_plan import MsmPlan
 from ..ntt import ntt as _ntt
-from .base import BackendError, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost, ProverBackend
+from .base import BackendError, BasesHandle, DeviceArray, LaneInfo, PinnedHost, ProverBackend
 
 _libc = None
 

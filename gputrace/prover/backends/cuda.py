@@ -53,8 +53,9 @@ import gputrace
 
 from ..encoding import g1_to_affine_limbs
 from ..tail_split import ones_indices_counted, split_tail
-from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, MsmPlan, PinnedHost,
-                   ProverBackend, TailSplit, check_gpu_count)
+from ..msm_plan import MsmPlan
+from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, PinnedHost, ProverBackend,
+                   TailSplit, check_gpu_count)
 from .cuda_kernels import check, empty
 from .cuda_msm import G1Msm, G2Msm, xyzz_to_g1, xyzz_to_g2
 from .cuda_ntt import FrNtt, mont_limbs

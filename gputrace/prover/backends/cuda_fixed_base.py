@@ -5,12 +5,12 @@ rows ``ProvingKey.raw`` and ``pk.npz`` hold: ``uint8`` ``(n, 96)`` / ``(n, 192)`
 encodings of ``fixed_base.mul_gen`` byte for byte (the identity as zeros). The generator's window table
 is the CPU path's (``fixed_base._table``), uploaded once per group.
 
-``QapGpu(block, device)`` computes, for the K copies of a circuit block (``setup_block``), the Lagrange
+``QapGpu(block, device)`` computes, for the K copies of a circuit block (``keygen.block``), the Lagrange
 weights at τ, the column sums u/v/w(τ), the row values of the fingerprint, and the scalar vectors the key
 needs (the l and h queries'); Fr vectors stay on the device in Montgomery form until ``canonical``.
 
 Errors: CUDA failures and out-of-memory are ``BackendError`` naming the call (``cuda_kernels``); τ on
-the domain is ``ZeroDivisionError`` (as ``setup.lagrange_at``). One device per object; not thread-safe.
+the domain is ``ZeroDivisionError`` (as ``keygen.setup.lagrange_at``). One device per object; not thread-safe.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import fixed_base
 from ..field import R, ints_to_limbs, inv, limbs_to_ints, root_of_unity
-from ..setup_block import BlockTemplate
+from ..keygen.block import BlockTemplate, fingerprint_digest, fingerprint_vector
 from . import cuda_kernels as ck
 
 # The kernel loader's registry of modules (compile-once cache, prebuilt cubins, kernel_report).
@@ -198,8 +198,6 @@ class QapGpu:
 
 def fingerprint(q: QapGpu) -> str:
     """``ConstraintSystem.fingerprint`` of the block's whole template R1CS, computed on the device."""
-    from ..setup_block import fingerprint_digest, fingerprint_vector
-
     b = q.block
 
     def parts():  # row values come back in 128 MiB pieces, hashed as they arrive (no copy of all 3 x 32 x m bytes)
