@@ -78,9 +78,12 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
         text = s["text"]
-        host = text.split(" while ", 1)[1] if " while " in text else "the host recorded no work"
-        out.append(Finding("gpu-idle-host", f"GPU {s['device']} idle while {host}", text, int(s["lost_ns"]),
-                           f"GPU {s['device']}"))
+        what = text.split(" while ", 1)[1] if " while " in text else "the host recorded no work"
+        what = what.split(" ran on the host", 1)[0].removeprefix("mostly ")
+        title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
+        if what.startswith("the host recorded no work"):
+            title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
+        out.append(Finding("gpu-idle-host", title, text, int(s["lost_ns"]), f"GPU {s['device']}"))
     return out[:3]
 
 
