@@ -18,15 +18,16 @@ names repeat thousands of times in a trace). Never raise on odd input.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 ELLIPSIS = "…"
 _OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
 
 
 @lru_cache(maxsize=1)
-def _demangler():  # type: ignore[no-untyped-def]
+def _demangler() -> Any:
     try:
-        import cxxfilt
+        import cxxfilt  # type: ignore[import-untyped]  # the package ships no type information
 
         return cxxfilt.default_demangler  # raises LibraryNotFound at first use if libstdc++ is absent
     except Exception:  # noqa: BLE001 (no demangler available: names stay as they are, documented above)

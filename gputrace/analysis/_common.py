@@ -9,6 +9,7 @@ import numpy as np
 
 from gputrace.analysis.activity_index import SYNC, activity_index
 from gputrace.timeline.model import KIND_CODES, Timeline
+
 # Run grouping lives with the readers (the entrance splits files into runs); re-exported here.
 from gputrace.timeline.runs import PROCESS_KEYS, RUN_KEYS, run_index  # noqa: F401
 

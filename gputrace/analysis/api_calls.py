@@ -89,7 +89,7 @@ def api_call_table(tl: Timeline, top: int = 20) -> list[dict]:
     cnt = np.bincount(inv, minlength=len(uk))
     mx = np.zeros(len(uk), np.int64)
     np.maximum.at(mx, inv, d)
-    out = [{"api": tl.phases[int(p)], "count": int(cnt[j]), "total_ns": int(tot[j]),
-            "mean_ns": float(tot[j] / cnt[j]), "max_ns": int(mx[j])} for j, p in enumerate(uk.tolist())]
-    out.sort(key=lambda r: (-r["total_ns"], r["api"]))
+    out: list[dict] = [{"api": tl.phases[int(p)], "count": int(cnt[j]), "total_ns": int(tot[j]),
+                        "mean_ns": float(tot[j] / cnt[j]), "max_ns": int(mx[j])} for j, p in enumerate(uk.tolist())]
+    out.sort(key=lambda r: (-int(r["total_ns"]), str(r["api"])))
     return out[:top] if top > 0 else out

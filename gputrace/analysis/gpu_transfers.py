@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from gputrace import activity as A
-from gputrace.kernel_names import display_name
 from gputrace.analysis.gpu_activity import KERNEL, KERNELS, MEMCPY, SYNC, ActivityIndex, activity_index
+from gputrace.kernel_names import display_name
 from gputrace.timeline.model import Timeline
 
 #: Resource attributes that mean "pinning was asked for" when true (the prover's B1 switch first).
 PIN_SWITCHES = ("gputrace.config.b1", "gputrace.config.pin", "gputrace.config.pinned", "gputrace.config.pinning")
-_TRUE = {True, 1, "1", "true", "True", "on", "yes"}
+_TRUE = {True, "1", "true", "True", "on", "yes"}
 
 
 def _phase_name(tl: Timeline, row: int) -> str:

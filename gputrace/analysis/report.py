@@ -25,13 +25,21 @@ import numpy as np
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.api_calls import api_call_table, phase_mask
 from gputrace.analysis.collectives import collectives
-from gputrace.analysis.findings import findings
 from gputrace.analysis.critical_path import critical_path_summary
+from gputrace.analysis.findings import findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
+from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.analysis.pinning import PinningReport, pinning_economics
-from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
-from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
+from gputrace.analysis.stalls import (
+    Stall,
+    idle_stalls,
+    launch_stalls,
+    pin_stalls,
+    rank,
+    unattributed_stalls,
+    wait_stalls,
+)
 from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits

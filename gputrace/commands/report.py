@@ -124,7 +124,8 @@ def render_comm(comm: dict, console) -> None:
         t = Table(title=f"Collectives matched across ranks ({comm.get('matched', 0)}; longest wait first)",
                   title_justify="left")
         for col in ("collective", "#", "last rank", "others waited"):
-            t.add_column(col, justify="left" if col == "collective" else "right", **(NAME_COLUMN if col == "collective" else {}))
+            name = col == "collective"
+            t.add_column(col, justify="left" if name else "right", **(NAME_COLUMN if name else {}))
         for m in comm["collectives"][:10]:
             _row(t, m["name"], str(m["index"]), str(m["last_rank"]), _fmt(m["wait_ns"]))
         console.print(t)

@@ -27,7 +27,8 @@ def render_gpu(g: dict, console, fmt) -> None:
         t = Table(title=title, title_justify="left")
         for i, c in enumerate(cols):
             name = c in ("phase", "kernel")  # names: one line, cut with an ellipsis
-            t.add_column(c, justify="left" if i == 0 or c in ("phase", "kernel", "type", "kind", "source", "basis") else "right",
+            left = i == 0 or c in ("phase", "kernel", "type", "kind", "source", "basis")
+            t.add_column(c, justify="left" if left else "right",
                          **({"no_wrap": True, "overflow": "ellipsis", "max_width": 60} if name else {}))
         return t
 

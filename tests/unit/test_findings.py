@@ -99,7 +99,8 @@ def test_unattributed():
 
 
 def test_exposed_comm():
-    r = {"rank": 1, "source": "nccl kernels", "comm_ns": 100 * MS, "overlap_ns": 20 * MS, "exposed_ns": 80 * MS, "calls": 9}
+    r = {"rank": 1, "source": "nccl kernels", "comm_ns": 100 * MS, "overlap_ns": 20 * MS, "exposed_ns": 80 * MS,
+         "calls": 9}
     [f] = run("exposed-comm", doc(), {"ranks": [r]})
     assert f.saving_ns == 80 * MS and "20%" in f.evidence
     assert run("exposed-comm", doc(), {"ranks": [{**r, "overlap_ns": 100 * MS, "exposed_ns": 0}]}) == []

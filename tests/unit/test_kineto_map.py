@@ -12,7 +12,8 @@ BASE = 1_700_000_000_000_000_000
 
 def _doc():
     ev = [
-        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+         "ts": 0, "dur": 100},
         {"ph": "X", "cat": "user_annotation", "name": "h2d", "pid": 1, "tid": 1, "ts": 1, "dur": 40},
         {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 2, "dur": 30},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 3, "dur": 5,
