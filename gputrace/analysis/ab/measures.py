@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.analysis._common import group_ids, run_index
-from gputrace.analysis.gpu_activity import activity_index, launch_gaps
+from gputrace.analysis.api_calls import phase_mask
+from gputrace.analysis.gpu_activity import launch_gaps
 from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
 from gputrace.timeline.model import Timeline
 
@@ -163,8 +164,8 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
     ok = pid >= 0
     # GPU activity spans (kernels, copies, memsets, syncs) are measured on the device clock only (their host
     # clock is the same interval); so ``prove/ntt/ntt_radix`` compares one kernel name inside a phase.
-    act = activity_index(tl).mask(tl.n)
-    h = ok & ~act
+    # Host clock: phases only (not CUDA API calls, framework operators or profiler rows: analysis/api_calls.py).
+    h = ok & phase_mask(tl)
     _accumulate(values, pid[h], names, dev[h], cir[h], bat[h], (c["end"] - c["start"])[h], "host")
     gd = tl.gpu_duration()
     g = ok & (gd >= 0)

@@ -87,7 +87,7 @@ def kineto_resource(head: Mapping[str, Any]) -> dict:
             res["gputrace.rank"] = di["rank"]
         if isinstance(di.get("world_size"), int):
             res["gputrace.world_size"] = di["world_size"]
-    for k in ("cuda_driver_version", "cuda_runtime_version", "cupti_version", "trace_id"):
+    for k in ("cuda_driver_version", "cuda_runtime_version", "cupti_version"):  # not trace_id: it differs every run
         v = head.get(k) if isinstance(head, Mapping) else None
         if isinstance(v, (int, str)) and not isinstance(v, bool):
             res[f"kineto.{k}"] = v
