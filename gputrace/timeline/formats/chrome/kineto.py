@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,6 @@ KINETO_SYNC_APIS = {
 }
 _MEMCPY = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w[\w ]*?)\s*->\s*(\w[\w ]*?)\))?")
 _MEMSET = re.compile(r"Memset\s*\((\w[\w ]*?)\)")
-# Kineto's kernel args -> activity attribute names.
-_KERNEL_ARGS = (("registers per thread", A.REGISTERS), ("shared memory", A.SHARED_STATIC))
 
 
 def is_kineto(tl: Timeline) -> bool:
@@ -108,55 +107,121 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _as_int(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def _as_list(v: Any) -> list | None:
+    return list(v) if isinstance(v, list) else None
+
+
+#: Kineto args of a device row -> (activity attribute, conversion); a value that does not convert is left out.
+_DEVICE_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("stream", A.STREAM, _as_int), ("correlation", A.CORRELATION, _as_int),
+    ("registers per thread", A.REGISTERS, _as_int), ("shared memory", A.SHARED_STATIC, _as_int),
+    ("grid", A.GRID, _as_list), ("block", A.BLOCK, _as_list))
+
+
+def _plan(dev: tuple[dict, int], fixed: Mapping, per_row_keys: tuple, cat: str,
+          api: str | None) -> tuple[dict, int, list]:
+    """(static attributes, short-name id, per-row fields ``[(index in per_row_keys, attribute, conversion)]``)
+    of a device row whose args are ``fixed`` apart from ``per_row_keys`` (a ``TemplateAttrs`` overlay)."""
+    static, short_id = dev
+    static = dict(static)
+    if api is not None:
+        static[A.API] = api
+    fields = []
+    for src, dst, conv in _DEVICE_FIELDS:
+        if cat != "kernel" and dst not in (A.STREAM, A.CORRELATION):
+            continue
+        if src in per_row_keys:
+            fields.append((per_row_keys.index(src), dst, conv))
+        else:
+            v = conv(fixed.get(src))
+            if v is not None:
+                static[dst] = v
+    return static, short_id, fields
+
+
+def _template_plan(dev: tuple[dict, int], shared: Mapping, keys: tuple, cat: str, api: str | None,
+                   launched: bool) -> tuple[dict, tuple, Any, int]:
+    """How rows sharing one args template (``shared``, per-row ``keys``) become activity rows sharing one new
+    template: (the template, the overlay's keys, ``itemgetter`` of the overlay values the new per-row
+    attributes copy (None: none), short-name id). The overlay is the row's own values, then those copies,
+    then the launching call's start when ``launched``."""
+    static, short_id, fields = _plan(dev, shared, keys, cat, api)
+    fields = [(i, dst) for i, dst, conv in fields]
+    new_keys = tuple(dst for _, dst in fields) + ((A.LAUNCH_API_START,) if launched else ())
+    tpl = dict(shared)
+    tpl.update(static)
+    tpl.update(dict.fromkeys(new_keys, 0))
+    idx = [i for i, _ in fields]
+    pick: Any = None
+    if len(idx) == 1:
+        i0 = idx[0]
+        pick = lambda v: (v[i0],)  # noqa: E731 (itemgetter of one index gives the value, not a tuple)
+    elif idx:
+        pick = itemgetter(*idx)
+    return tpl, keys + new_keys, pick, short_id
+
+
+_ROLE_CODE = {**dict.fromkeys(_DEVICE_CATS, 4), **dict.fromkeys(_API_CATS, 1), **dict.fromkeys(_OP_CATS, 2),
+              **dict.fromkeys(_PROFILER_CATS, 3)}  # else 0: a phase
+
+
 def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
     """``tl`` with Kineto's rows mapped onto the GPU-activity conventions (see the module docstring);
-    ``tl`` itself when it is not a Kineto trace."""
+    ``tl`` itself when it is not a Kineto trace.
+
+    Cost: one pass over the rows with per-row work of a few dict operations; whatever depends only on a
+    kernel's name, an API name or an args template is computed once per distinct value. The reader's own
+    attribute dicts (which it owns, and which category-shared dicts share by category) gain the new keys
+    in place; shared ``TemplateAttrs`` get one new template per (template, name)."""
     if tl.n == 0 or not is_kineto(tl):
         return tl
     head = head or {}
     c = tl.cols
     n = tl.n
-    attrs_in = tl.attrs
-    cat = [""] * n
-    for r, a in attrs_in.items():
-        cat[r] = str(a.get("chrome.cat", ""))
+    attrs_in: Mapping[int, Any] = tl.attrs  # dicts and TemplateAttrs
     parent = c["parent"]
-    start = c["start"]
+    start = c["start"].tolist()
+    phase_col = c["phase"]
+    ph_list = phase_col.tolist()
+    lane_list = c["lane"].tolist()
+    tl_phases = tl.phases
     # role per row: 0 phase, 1 api, 2 op, 3 profiler, 4 device activity
-    role = np.zeros(n, np.int8)
+    role_l = [0] * n
     corr_api: dict[int, int] = {}
-    for r in range(n):
-        k = cat[r]
-        if k in _DEVICE_CATS:
-            role[r] = 4
-        elif k in _API_CATS:
-            role[r] = 1
-            cr = _int(attrs_in[r].get("correlation"))
-            if cr is not None:
-                corr_api[cr] = r
-        elif k in _PHASE_CATS:
-            role[r] = 0
-        elif k in _OP_CATS:
-            role[r] = 2
-        elif k in _PROFILER_CATS:
-            role[r] = 3
+    rcode = _ROLE_CODE.get
+    for r, a in attrs_in.items():
+        # (a shared template holds the category: reading it there skips the Mapping's per-key lookup)
+        ro = rcode(str((a.shared if type(a) is TemplateAttrs else a).get("chrome.cat")), 0)
+        if ro:
+            role_l[r] = ro
+            if ro == 1:
+                cr = a.get("correlation")
+                if type(cr) is int:
+                    corr_api[cr] = r
+    role = np.asarray(role_l, np.int8)
+    parent_l = parent.tolist()
     phase_anc: dict[int, int] = {}
 
     def phase_above(r: int) -> int:
         """The innermost phase (user annotation) at or above row ``r``'s parent, -1 if none."""
         path = []
-        p = int(parent[r])
-        while p >= 0 and role[p] != 0:
-            if p in phase_anc:
-                p = phase_anc[p]
+        p = parent_l[r]
+        while p >= 0 and role_l[p] != 0:
+            q = phase_anc.get(p)
+            if q is not None:
+                p = q
                 break
             path.append(p)
-            p = int(parent[p])
+            p = parent_l[p]
         for q in path:
             phase_anc[q] = p
         return p
 
-    phases = list(tl.phases)
+    phases = list(tl_phases)
     phase_ix = {p: i for i, p in enumerate(phases)}
 
     def pid(name: str) -> int:
@@ -166,7 +231,7 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             phases.append(name)
         return i
 
-    new_phase = c["phase"].copy()
+    new_phase = phase_col.copy()
     new_kind = c["kind"].copy()
     new_lane = c["lane"].copy()
     new_dev = c["device"].copy()
@@ -178,59 +243,56 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
     only_dev = devices[0] if len(devices) == 1 else -1
     lanes = list(tl.lanes)
     lane_ix = {ln: i for i, ln in enumerate(lanes)}
+    api_lane_of: dict[int, int] = {}
 
     def api_lane(li: int) -> int:
-        ln = lanes[li]
-        base = ln.name[len("thread:"):] if ln.name.startswith("thread:") else ln.name
-        al = Lane(ln.host, ln.pid, ln.device, A.API_LANE_PREFIX + base)
-        j = lane_ix.get(al)
+        j = api_lane_of.get(li)
         if j is None:
-            j = lane_ix[al] = len(lanes)
-            lanes.append(al)
+            ln = lanes[li]
+            base = ln.name[len("thread:"):] if ln.name.startswith("thread:") else ln.name
+            al = Lane(ln.host, ln.pid, ln.device, A.API_LANE_PREFIX + base)
+            j = lane_ix.get(al)
+            if j is None:
+                j = lane_ix[al] = len(lanes)
+                lanes.append(al)
+            api_lane_of[li] = j
         return j
 
     templates: dict[tuple, dict] = {}
 
-    def shared_attrs(a: Mapping, key: tuple, static: dict, per_row: dict) -> Mapping:
-        """The row's attributes: Kineto's args (less ``chrome.cat``), ``static`` and ``per_row``. Rows whose args
-        the reader shares (``TemplateAttrs``) stay shared: one template per (args template, ``key``), the
-        per-row values (the args' own and ``per_row``) in the overlay, as the reader and the cache keep them."""
+    def with_keys(a: Mapping, key: tuple, static: dict, per_row: dict) -> Mapping:
+        """``a`` plus ``static`` and ``per_row``. The reader's own dicts gain them in place; a shared
+        ``TemplateAttrs`` stays shared: one template per (args template, ``key``), the per-row values (the
+        args' own and ``per_row``) in the overlay, as the reader and the cache keep them."""
+        if type(a) is dict:
+            a.update(static)
+            a.update(per_row)
+            return a
         if isinstance(a, TemplateAttrs):
             tk = (id(a.shared), key, tuple(per_row))
             tpl = templates.get(tk)
             if tpl is None:
-                tpl = {kk: v for kk, v in a.shared.items() if kk != "chrome.cat"}
+                tpl = dict(a.shared)
                 tpl.update(static)
                 tpl.update(dict.fromkeys(per_row, 0))
                 templates[tk] = tpl
-            own = [(kk, v) for kk, v in zip(a.keys_, a.values_, strict=True) if kk != "chrome.cat"]
-            own += list(per_row.items())
-            return TemplateAttrs(tpl, tuple(kk for kk, _ in own), tuple(v for _, v in own))
-        out = {kk: v for kk, v in a.items() if kk != "chrome.cat"}
+            return TemplateAttrs(tpl, a.keys_ + tuple(per_row), a.values_ + tuple(per_row.values()))
+        out = dict(a)
         out.update(static)
         out.update(per_row)
         return out
 
-    host_kind, sync_kind = KIND_CODES["host"], KIND_CODES["sync"]
-    for r in range(n):
-        ro = int(role[r])
-        a = attrs_in.get(r, {})
-        if ro == 4:
-            k = cat[r]
-            name = tl.name_of(r)
-            st, cr = _int(a.get("stream")), _int(a.get("correlation"))
-            launch = corr_api.get(cr) if cr is not None else None
-            api = tl.name_of(launch) if launch is not None else None
+    # What depends only on a device row's (category, name) or an API call's name: computed once each.
+    dev_static: dict[tuple[str, int], tuple[dict, int]] = {}
+
+    def device_static(k: str, name_id: int) -> tuple[dict, int]:
+        hit = dev_static.get((k, name_id))
+        if hit is None:
+            name = tl_phases[name_id]
             static: dict[str, Any] = {A.SOURCE: "kineto"}
             if k == "kernel":
                 full = demangle(name)
                 static[A.ACTIVITY], static[A.KERNEL_NAME] = "kernel", full
-                for src, dst in _KERNEL_ARGS:
-                    if _int(a.get(src)) is not None:
-                        static[dst] = a[src]
-                for src, dst in (("grid", A.GRID), ("block", A.BLOCK)):
-                    if isinstance(a.get(src), list):
-                        static[dst] = list(a[src])
                 short = A.short_kernel_name(full)
             elif k == "gpu_memcpy":
                 static[A.ACTIVITY] = "memcpy"
@@ -241,46 +303,91 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
                 m = _MEMSET.match(name)
                 static[A.MEMSET_KIND] = A.memory_kind(m.group(1)) if m else "UNKNOWN"
                 short = A.MEMSET_NAME
-            per_row: dict[str, Any] = {}
-            if st is not None:
-                per_row[A.STREAM] = st
-            if cr is not None:
-                per_row[A.CORRELATION] = cr
+            hit = dev_static[(k, name_id)] = (static, pid(short))
+        return hit
+
+    api_static: dict[int, dict] = {}
+    plans: dict[tuple, tuple[dict, tuple, Any, int]] = {}
+    host_kind, sync_kind = KIND_CODES["host"], KIND_CODES["sync"]
+    role_static = {2: {A.ROLE: "op"}, 3: {A.ROLE: "profiler"}}
+    no_row: dict = {}
+    # Column updates are gathered as (row, value) and applied at once (a numpy item assignment per row costs more
+    # than the rest of the row's work).
+    set_parent: list[tuple[int, int]] = []
+    set_phase: list[tuple[int, int]] = []
+    set_kind: list[tuple[int, int]] = []
+    set_dev: list[tuple[int, int]] = []
+    set_lane: list[tuple[int, int]] = []
+    no_gpu: list[int] = []
+    for r, a in attrs_in.items():
+        ro = role_l[r]
+        if ro == 0:
+            continue
+        if ro == 4:
+            nid = ph_list[r]
+            if type(a) is TemplateAttrs:  # the reader's shared args: stay shared (see _template_plan)
+                sh, ks, vals = a.shared, a.keys_, a.values_
+                cr = vals[ks.index("correlation")] if "correlation" in ks else sh.get("correlation")
+                launch = corr_api.get(cr) if type(cr) is int else None
+                pk = (id(sh), ks, nid, launch is not None and ph_list[launch])
+                plan = plans.get(pk)
+                if plan is None:
+                    k = str(sh.get("chrome.cat"))
+                    api = tl_phases[ph_list[launch]] if launch is not None else None
+                    plan = plans[pk] = _template_plan(device_static(k, nid), sh, ks, k, api, launch is not None)
+                tpl, keys, pick, short_id = plan
+                extra = pick(vals) if pick is not None else ()
+                if launch is not None:
+                    extra = (*extra, start[launch])
+                attrs[r] = TemplateAttrs(tpl, keys, vals + extra)
+            else:
+                k = str(a.get("chrome.cat"))
+                cr = a.get("correlation")
+                launch = corr_api.get(cr) if type(cr) is int else None
+                api = tl_phases[ph_list[launch]] if launch is not None else None
+                static, short_id, _ = _plan(device_static(k, nid), a, (), k, api)
+                per_row = {A.LAUNCH_API_START: start[launch]} if launch is not None else no_row
+                attrs[r] = with_keys(a, (nid, api, k), static, per_row)
             if launch is not None:
-                static[A.API] = api
-                per_row[A.LAUNCH_API_START] = int(start[launch])
-                p = launch if role[launch] == 0 else phase_above(launch)
+                p = launch if role_l[launch] == 0 else phase_above(launch)
             else:
                 p = phase_above(r)
-            new_parent[r] = p
-            new_phase[r] = pid(short)  # the span's name (Kineto's own name is in the attributes)
+            set_parent.append((r, p))
+            set_phase.append((r, short_id))  # the span's name (Kineto's own name: cuda.kernel.name / the copy kinds)
             names.pop(r, None)
-            attrs[r] = shared_attrs(a, (name, api, k), static, per_row)
         elif ro == 1:
-            name = tl.name_of(r)
-            na = {kk: v for kk, v in a.items() if kk != "chrome.cat"}
-            na[A.ROLE], na[A.API], na[A.SOURCE] = "api", name, "kineto"
-            cr = _int(a.get("correlation"))
-            if cr is not None:
-                na[A.CORRELATION] = cr
+            nid = ph_list[r]
+            name = tl_phases[nid]
+            st_api = api_static.get(nid)
+            if st_api is None:
+                st_api = api_static[nid] = {A.ROLE: "api", A.API: name, A.SOURCE: "kineto"}
+            cr = a.get("correlation")
+            per_row = {A.CORRELATION: cr} if type(cr) is int else no_row
             sync = KINETO_SYNC_APIS.get(name)
             if sync is not None:  # a host wait: an activity span on the thread's lane
-                na[A.ACTIVITY], na[A.SYNC_TYPE] = "sync", sync
-                na.pop(A.ROLE)
-                new_kind[r] = sync_kind
-                new_dev[r] = only_dev
-                new_phase[r] = pid(A.sync_name(sync))
+                attrs[r] = with_keys(a, (nid, "sync"), {A.API: name, A.SOURCE: "kineto", A.ACTIVITY: "sync",
+                                                        A.SYNC_TYPE: sync}, per_row)
+                set_kind.append((r, sync_kind))
+                set_dev.append((r, only_dev))
+                set_phase.append((r, pid(A.sync_name(sync))))
                 names.pop(r, None)
-                new_parent[r] = phase_above(r)
+                set_parent.append((r, phase_above(r)))
             else:
-                new_kind[r] = host_kind
-                new_lane[r] = api_lane(int(c["lane"][r]))
-            attrs[r] = na
-        elif ro == 2 or ro == 3:
-            attrs[r] = {**a, A.ROLE: "op" if ro == 2 else "profiler"}
+                attrs[r] = with_keys(a, (nid, "api"), st_api, per_row)
+                set_kind.append((r, host_kind))
+                set_lane.append((r, api_lane(lane_list[r])))
+        else:
+            attrs[r] = with_keys(a, (ro,), role_static[ro], no_row)
             if ro == 3:
-                gpu_start[r] = gpu_end[r] = -1
-                new_kind[r] = host_kind
+                no_gpu.append(r)
+                set_kind.append((r, host_kind))
+    for col, upd in ((new_parent, set_parent), (new_phase, set_phase), (new_kind, set_kind), (new_dev, set_dev),
+                     (new_lane, set_lane)):
+        if upd:
+            rows_, vals_ = zip(*upd, strict=True)
+            col[np.asarray(rows_, np.int64)] = np.asarray(vals_, col.dtype)
+    if no_gpu:
+        gpu_start[no_gpu] = gpu_end[no_gpu] = -1
     res = kineto_resource(head)
     res[A.SOURCE] = "kineto"
     resources = [*tl.resources, res]
