@@ -26,12 +26,20 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.api_calls import api_call_table, phase_mask
 from gputrace.analysis.collectives import collectives
 from gputrace.analysis.critical_path import critical_path_summary
-from gputrace.analysis.findings import findings
+from gputrace.analysis.findings import Finding, findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
-from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
+from gputrace.analysis.stalls import (
+    Stall,
+    idle_stalls,
+    launch_stalls,
+    pin_stalls,
+    rank,
+    unattributed_stalls,
+    wait_stalls,
+)
 from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits
@@ -144,6 +152,16 @@ class TimelineAnalysis:
         }
         d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
         return d
+
+    def findings(self) -> list[Finding]:
+        """The ranked findings (``gputrace.analysis.findings``) over this analysis, as ``to_dict()["findings"]``
+        gives them, without building the whole document (the TUI's stalls panel lists them)."""
+        names = self.phases.names
+        d = {"wall_ns": self.wall_ns, "stalls": [s.to_dict() for s in self.listed],
+             "phases": [{"phase": names[i]} for i in sorted(set(self.phases.phase.tolist()))],
+             "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
+             "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity}
+        return findings(d, self.comm)
 
     def emulated_note(self) -> str:
         """One line naming the emulated/injected costs the trace records, or ''."""

@@ -237,7 +237,7 @@ class StallsPanel(DataTable):
         self.clear()
         for it in self.items:
             style = {"idle": "bold red", "wait": "yellow", "pin": "magenta", "unattributed": "dark_orange",
-                     "launch": "#ff7f50"}.get(
+                     "launch": "#ff7f50", "finding": "bold green"}.get(
                 it.category, "")
             self.add_row(Text(it.category, style=style), format_duration(it.amount_ns, 3), rich_text(it.text))
         for n in notes:
