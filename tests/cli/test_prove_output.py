@@ -39,3 +39,15 @@ def test_keys_summary_does_not_call_cached_keys_fresh(tmp_path):
     assert "fresh" not in line
     made = SimpleNamespace(key_cached=False, setup_s=2.27, vk_path=_vk(tmp_path, test_key=True, test_key_seed=2))
     assert keys_summary(made).startswith("keys generated in 2.27 s (TEST key from --seed 2: anyone can forge")
+
+
+def test_ctrl_c_while_the_command_modules_load_is_one_line(monkeypatch, capsys):
+    """The first 0.2 s of every command import the command modules: a Ctrl-C there printed an import traceback."""
+    from gputrace import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["prove"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
