@@ -7,7 +7,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -30,7 +33,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys)")
     p.add_argument("--seed", type=int, default=None,
                    help="make a reproducible TEST key from this seed (anyone who knows it can forge proofs; "
-                        "vk.json says so) and seed the trees with it; default: keys from fresh randomness, trees seed 1")
+                        "vk.json says so) and seed the trees with it; default: keys from fresh randomness, "
+                        "trees seed 1")
     p.add_argument("--synthesis-workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
                         "the circuits in the batch, each circuit is split over N // circuits of them")
@@ -107,7 +111,8 @@ def summary_table(result):
     for lab in labels:
         t.add_column(lab, justify="right")
     for n in order:
-        t.add_row(n, *(f"{result.phase_seconds[(n, lab)]:.3f}" if (n, lab) in result.phase_seconds else "" for lab in labels))
+        secs = result.phase_seconds
+        t.add_row(n, *(f"{secs[(n, lab)]:.3f}" if (n, lab) in secs else "" for lab in labels))
     return t
 
 
@@ -176,7 +181,7 @@ class Interrupts:
         self.grace_s = grace_s
         self.hit = False
         self.reported = False
-        self._old = None
+        self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
@@ -228,6 +233,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from rich.console import Console
+
     from gputrace.prover.backends.base import BackendUnavailable
     from gputrace.prover.keygen.keys import KeyError_, KeyMismatchError
     from gputrace.prover.pipeline import run_prove
