@@ -51,3 +51,53 @@ def test_ctrl_c_while_the_command_modules_load_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["prove"]) == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_cleanup_that_hangs_after_ctrl_c_ends_after_the_grace_time(tmp_path):
+    """If what runs after the first Ctrl-C hangs, the process still ends (grace_s later): its worker processes
+    killed, 'interrupted' once, exit status 130."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import multiprocessing as mp, os, signal, time\n"
+        "from gputrace.commands.prove import Interrupts\n"
+        "def child():\n"
+        "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "    time.sleep(60)\n"
+        "p = mp.get_context('fork').Process(target=child)\n"
+        "p.start()\n"
+        "print(p.pid, flush=True)\n"
+        "with Interrupts(grace_s=0.3):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        time.sleep(30)  # a cleanup that never ends\n"
+    )
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 20
+    assert (r.returncode, r.stderr) == (130, "interrupted\n")
+    child = int(r.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.05)
+    assert not _running(child), f"worker process {child} outlived the interrupted command"
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie waiting for init to reap it."""
+    import os
+    from pathlib import Path
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
