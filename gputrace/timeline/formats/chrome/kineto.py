@@ -11,8 +11,8 @@ rows a CUPTI recording or an Nsight import gives:
   destination memory kinds parsed from ``Memcpy HtoD (Pageable -> Device)``, ``cuda.memset.kind``;
   span name: the kernel's short name, ``[CUDA memcpy HtoD]``, ``[CUDA memset]``), each a child of the
   innermost *phase* around its launching API call (found through the call's ``correlation``).
-* ``cuda_runtime`` / ``cuda_driver`` -> API calls (``gputrace.role = "api"``, ``cuda.api``) on their own
-  lane ``api:THREAD`` beside the thread's lane; a kernel or copy gets ``cuda.api`` and
+* ``cuda_runtime`` / ``cuda_driver`` -> API calls (``gputrace.role = "api"``, ``cuda.api``; Kineto's
+  ``correlation`` stays in their args) on their own lane ``api:THREAD`` beside the thread's lane; a kernel or copy gets ``cuda.api`` and
   ``cuda.launch.api_start_ns`` from its launching call. ``cudaStreamSynchronize``,
   ``cudaDeviceSynchronize``, ``cudaEventSynchronize`` (and the driver's ``cuStream/Ctx/EventSynchronize``)
   are also sync activity spans (``[CUDA sync stream]`` ...) on the thread's lane, with the trace's device
@@ -187,7 +187,6 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
     start = c["start"].tolist()
     phase_col = c["phase"]
     ph_list = phase_col.tolist()
-    lane_list = c["lane"].tolist()
     tl_phases = tl.phases
     # role per row: 0 phase, 1 api, 2 op, 3 profiler, 4 device activity
     role_l = [0] * n
@@ -306,7 +305,6 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             hit = dev_static[(k, name_id)] = (static, pid(short))
         return hit
 
-    api_static: dict[int, dict] = {}
     plans: dict[tuple, tuple[dict, tuple, Any, int]] = {}
     host_kind, sync_kind = KIND_CODES["host"], KIND_CODES["sync"]
     role_static = {2: {A.ROLE: "op"}, 3: {A.ROLE: "profiler"}}
@@ -358,13 +356,10 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
         elif ro == 1:
             nid = ph_list[r]
             name = tl_phases[nid]
-            st_api = api_static.get(nid)
-            if st_api is None:
-                st_api = api_static[nid] = {A.ROLE: "api", A.API: name, A.SOURCE: "kineto"}
-            cr = a.get("correlation")
-            per_row = {A.CORRELATION: cr} if type(cr) is int else no_row
             sync = KINETO_SYNC_APIS.get(name)
             if sync is not None:  # a host wait: an activity span on the thread's lane
+                cr = a.get("correlation")
+                per_row = {A.CORRELATION: cr} if type(cr) is int else no_row
                 attrs[r] = with_keys(a, (nid, "sync"), {A.API: name, A.SOURCE: "kineto", A.ACTIVITY: "sync",
                                                         A.SYNC_TYPE: sync}, per_row)
                 set_kind.append((r, sync_kind))
@@ -372,15 +367,31 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
                 set_phase.append((r, pid(A.sync_name(sync))))
                 names.pop(r, None)
                 set_parent.append((r, phase_above(r)))
-            else:
-                attrs[r] = with_keys(a, (nid, "api"), st_api, per_row)
-                set_kind.append((r, host_kind))
-                set_lane.append((r, api_lane(lane_list[r])))
+            else:  # the span's name is the API; its args keep Kineto's "correlation"
+                if type(a) is dict:  # the reader's own dict: in place (the common case, inline)
+                    a[A.ROLE] = "api"
+                    a[A.API] = name
+                else:
+                    attrs[r] = with_keys(a, (nid, "api"), {A.ROLE: "api", A.API: name}, no_row)
+                # (kind and lane: set for all API calls at once below)
         else:
-            attrs[r] = with_keys(a, (ro,), role_static[ro], no_row)
+            if type(a) is dict:
+                a[A.ROLE] = "op" if ro == 2 else "profiler"
+            else:
+                attrs[r] = with_keys(a, (ro,), role_static[ro], no_row)
             if ro == 3:
                 no_gpu.append(r)
                 set_kind.append((r, host_kind))
+    api = role == 1
+    sync_ids = [i for i, p in enumerate(tl_phases) if p in KINETO_SYNC_APIS]
+    if sync_ids:
+        api &= ~np.isin(phase_col, np.asarray(sync_ids))
+    if api.any():  # API calls: host kind, on their thread's api: lane
+        new_kind[api] = host_kind
+        lanes_used = np.unique(c["lane"][api])
+        to_api = np.arange(len(tl.lanes), dtype=np.int64)
+        to_api[lanes_used] = [api_lane(int(li)) for li in lanes_used.tolist()]
+        new_lane[api] = to_api[c["lane"][api]]
     for col, upd in ((new_parent, set_parent), (new_phase, set_phase), (new_kind, set_kind), (new_dev, set_dev),
                      (new_lane, set_lane)):
         if upd:
