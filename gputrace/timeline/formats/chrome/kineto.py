@@ -12,8 +12,8 @@ rows a CUPTI recording or an Nsight import gives:
   span name: the kernel's short name, ``[CUDA memcpy HtoD]``, ``[CUDA memset]``), each a child of the
   innermost *phase* around its launching API call (found through the call's ``correlation``).
 * ``cuda_runtime`` / ``cuda_driver`` -> API calls (``gputrace.role = "api"``, ``cuda.api``; Kineto's
-  ``correlation`` stays in their args) on their own lane ``api:THREAD`` beside the thread's lane; a kernel or copy gets ``cuda.api`` and
-  ``cuda.launch.api_start_ns`` from its launching call. ``cudaStreamSynchronize``,
+  ``correlation`` stays in their args) on their own lane ``api:THREAD`` beside the thread's lane; a kernel
+  or copy gets ``cuda.api`` and ``cuda.launch.api_start_ns`` from its launching call. ``cudaStreamSynchronize``,
   ``cudaDeviceSynchronize``, ``cudaEventSynchronize`` (and the driver's ``cuStream/Ctx/EventSynchronize``)
   are also sync activity spans (``[CUDA sync stream]`` ...) on the thread's lane, with the trace's device
   when it has one.
