@@ -56,7 +56,7 @@ from .field import R, to_scalar
 from .host_msm import HostMsm, cpu_threads
 from .keycache import get_keys
 from .msm_plan import plan_msm
-from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
+from .options import ALL_OPT_NAMES, ProveOptions, ProveResult, check_counts
 from .setup import ProvingKey
 from .verify import Proof, verify, write_proof
 from .keys import load_vk
@@ -64,7 +64,7 @@ from .encoding import g2_to_affine_limbs
 from .field import limbs_to_ints
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
 from .witness_plan import make_plan
-from .device_flow import LOAD_ORDER, LoadingBases, quotient_h, stream_work
+from .device_flow import LOAD_ORDER, FlowSwitches, LoadingBases, quotient_h, stream_work
 
 
 class _Stats:
@@ -106,7 +106,7 @@ def _resolved(mode: str, backend: str, supported: bool | None) -> str:
 
 
 def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str, obj: ProverBackend | None = None) -> dict:
-    cfg = {name: (name in o.opts) for name in OPT_NAMES}
+    cfg = {name: (name in o.opts) for name in ALL_OPT_NAMES}
     obj = obj if obj is not None else o.backend_object
     cfg.update(backend=backend, batch=o.batch, devices=o.devices if o.backend_object is None else
                o.backend_object.device_count(), constraints=shape.constraints,
@@ -143,7 +143,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     check_counts(o.batch, o.devices)  # the --devices bound of each backend: make_backend
     if o.synthesis_workers is not None and o.synthesis_workers < 1:
         raise ValueError(f"--synthesis-workers must be >= 1 (got {o.synthesis_workers})")
-    unknown = set(o.opts) - set(OPT_NAMES)
+    unknown = set(o.opts) - set(ALL_OPT_NAMES)
     if unknown:
         raise ValueError(f"unknown optimisation switch {sorted(unknown)[0]!r}")
     shape = resolve_shape(o)
@@ -179,7 +179,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         setup_s = time.perf_counter() - t0
         total = o.batch * backend.device_count()
         t_start = time.perf_counter()
-        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans)
+        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans, pk_file=keyset.directory / "pk.npz")
         wall = time.perf_counter() - t_start
         paths, verified = [], []
         write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
@@ -220,9 +220,10 @@ def _start_plans(shape: CircuitShape, seed: int, batch: int, ndev: int) -> tuple
 
 
 def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey,
-                 stats: _Stats, total: int, stream_plans: list[Future] | None = None
+                 stats: _Stats, total: int, stream_plans: list[Future] | None = None, pk_file: Path | None = None
                  ) -> tuple[list[Proof], list[list[int]]]:
-    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``)."""
+    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``).
+    ``pk_file``: the key's ``pk.npz``, which the ``reload`` switch reads again for every circuit."""
     ndev = backend.device_count()
     cpus = cpu_threads()
     dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
@@ -261,6 +262,35 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                 return backend.load_bases_g2("b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pts), d)
             return backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name))
 
+    def reread_query(d: int, name: str, circuit: int):  # ``reload``: one query read again from pk.npz, uploaded
+        pts = getattr(pk, name)
+        with stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
+                         lane=f"thread:reload-{d}", kind="host", parent=ctx, query=name, points=len(pts),
+                         circuit=circuit, reload=True):
+            with np.load(pk_file) as zf:
+                rows = zf[name]
+            limbs = np.frombuffer(np.ascontiguousarray(rows), dtype="<u8")
+            if name == "b_g2":
+                return backend.load_bases_g2("b_g2", limbs.reshape(-1, 2, 2, 6), d)
+            return backend.load_bases(name, pts, d, affine_limbs=limbs.reshape(-1, 2, 6))
+
+    def flow_switches(d: int) -> FlowSwitches:
+        reload = None
+        if "reload" in o.opts:
+            if pk_file is None:
+                raise ValueError("the reload switch needs the key's pk.npz (run_prove passes it)")
+
+            def reload(circuit: int, d: int = d) -> LoadingBases:
+                ld = LoadingBases([q for q in LOAD_ORDER if dev_g2 or q != "b_g2"])
+                ld.start(lambda name: reread_query(d, name, circuit), f"reload-{d}")
+                return ld
+        rows = []
+        if "b1" in o.opts:  # the key rows as the uploads read them (views of ``pk.raw``)
+            limbs = [pk.affine_limbs(q) for q in LOAD_ORDER if dev_g2 or q != "b_g2"]
+            rows = [x for x in limbs if x is not None]
+        return FlowSwitches(pin_rows=rows, reload=reload, g2end="g2end" in o.opts, sync_msm="syncmsm" in o.opts)
+
+    backend.key_staging = "pageable" not in o.opts
     loaders: list[LoadingBases] = []
     if stream_flow:
         bases = None  # loaded inside the prove root, while the first circuits start
@@ -339,7 +369,7 @@ def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, p
                     if stream_flow:
                         done_proofs = stream_work(o, backend, lane, loaders[d], pk, [stream_plans[i] for i in mine],
                                                   publish, b_g2 or None, stats, ctx, _assemble,
-                                                  queued=o.device_flow == "stream")
+                                                  queued=o.device_flow == "stream", switches=flow_switches(d))
                     else:
                         src = [plans[i].result() for i in mine] if dev_synth else [witnesses[i].result() for i in mine]
                         done_proofs = _device_work(o, backend, lane, bases[d], pk, src, publish, b_g2 or None, stats,

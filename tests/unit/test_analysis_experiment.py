@@ -86,3 +86,20 @@ def test_factorial_names_the_interaction(tmp_path):
     assert inter.phases[0].path == "prove/msm_a"
     assert any(h.term == "d4" for h in fr.helpers)
     assert any("the interaction b1 x d4 makes the run" in line for line in rep.conclusions)
+
+
+def test_prime_runs_come_first_and_stay_out_of_the_analysis(tmp_path):
+    seen = []
+
+    def runner(switches, path):
+        seen.append((sorted(switches), path.name))
+        write_otlp_jsonl(switch_run(switches, 20_000 + len(seen), effects=EFFECTS, extra=EXTRA), path)
+
+    variants = opt_sets(["none", "all"], ("a2", "b1", "d4"))
+    run_experiment(runner, variants, 2, tmp_path / "x", prime=2)
+    assert seen[:2] == [([], "prime-000.jsonl"), ([], "prime-001.jsonl")] and len(seen) == 6
+    back = Experiment.load(tmp_path / "x")
+    assert [r.round for r in back.records[:2]] == [-1, -2] and all(r.warmup for r in back.records[:2])
+    assert [len(v) for v in back.measures().values()] == [2, 2]
+    with pytest.raises(ValueError, match="prime"):
+        run_experiment(runner, variants, 1, tmp_path / "y", prime=-1)

@@ -238,3 +238,41 @@ def test_witnesses_made_at_most_ahead_circuits_ahead(tmp_path_factory, monkeypat
     chunks = [(e[3], e[5]) for e in be.log if e[0] == "witness"]
     assert sorted(c for ch, _ in chunks for c in ch) == [0, 1, 2, 3, 4], chunks
     assert all(max(ch) < started + 2 and len(ch) <= 2 for ch, started in chunks), chunks
+
+
+@pytest.mark.parametrize("switch", ["b1", "pageable", "reload", "g2end", "syncmsm", "null"])
+def test_regression_switches_act_on_the_stream_flow(tmp_path_factory, switch):
+    """Each regression switch of the queued stream flow still verifies, and leaves the trace its code path makes
+    (docs/prover.md, "Regression switches"); ``null`` leaves the trace of a run without switches."""
+    be = StreamDouble(1)
+    res, spans = _run(tmp_path_factory, be, batch=3, opts=frozenset({switch}))
+    assert res.verified == [True] * 3 and res.config[switch] is True
+    by: dict = {}
+    for sp in spans:
+        by.setdefault(sp["name"], []).append(sp["attributes"])
+    assert be.key_staging == (switch != "pageable")
+    pins, unpins = by.get("pin", []), by.get("unpin", [])
+    assert (len(pins), len(unpins)) == ((3, 3) if switch == "b1" else (0, 0))
+    if switch == "b1":
+        assert all(a["gputrace.bytes"] > 0 for a in pins) and sorted(a["gputrace.circuit"] for a in unpins) == [0, 1, 2]
+    reloads = [a for a in by["load_bases"] if a.get("reload")]
+    assert sorted((a["gputrace.circuit"], a["query"]) for a in reloads) == (
+        sorted((c, q) for c in (1, 2) for q in ("h", "a", "b_g1", "l", "b_g2")) if switch == "reload" else [])
+    batched = [a for a in by["b_g2"] if a.get("batched")]
+    assert len(batched) == (3 if switch == "g2end" else 0) and len(by["b_g2"]) == 3
+    msm_syncs = [a for a in by.get("sync", []) if a.get("waits_for") == "msm"]
+    assert len(msm_syncs) == (3 * 5 if switch == "syncmsm" else 0)  # four G1 MSMs and b_g2 per circuit
+    if switch == "g2end":  # the G2 MSMs come after every circuit's G1 work, each read back at once
+        assert be.calls[-3:] == ["sync"] * 3
+
+
+def test_null_switch_changes_no_span(tmp_path_factory):
+    """``null`` is a control: the same phases, in the same numbers, as a run without it."""
+    def names(opts):
+        _, spans = _run(tmp_path_factory, StreamDouble(1), batch=2, opts=opts)
+        out: dict = {}
+        for sp in spans:
+            out[sp["name"]] = out.get(sp["name"], 0) + 1
+        return out
+
+    assert names(frozenset({"null"})) == names(frozenset())

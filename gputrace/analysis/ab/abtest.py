@@ -21,6 +21,7 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_measures
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.effects import FactorialResult, fit_effects
+from gputrace.analysis.ab.evidence import PhaseEvidence, evidence_table, has_activity
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
 E2E_PATHS = (PROVE_PATH, RUN_PATH)
@@ -101,6 +102,7 @@ class ABReport:
     switch_findings: list[SwitchFinding] = field(default_factory=list)
     factorial: FactorialResult | None = None
     conclusions: list[str] = field(default_factory=list)
+    evidence: list[PhaseEvidence] = field(default_factory=list)  # factorial with GPU activity (``evidence.py``)
 
     def to_dict(self) -> dict:
         d = {
@@ -122,6 +124,8 @@ class ABReport:
                 "culprits": [c.describe() for c in fr.culprits], "helpers": [c.describe() for c in fr.helpers],
                 "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.__dict__.items()} for e in fr.effects],
             }
+        if self.evidence:
+            d["kernel_evidence"] = [pe.to_dict() for pe in self.evidence]
         return d
 
 
@@ -188,6 +192,10 @@ def analyse(
         # Too few runs of those two corners alone; the model pools every run.
         rep.conclusions[0] = fr.predicted_line()
     rep.conclusions += fr.summary_lines()
+    if has_activity(fr):
+        rep.evidence = evidence_table(fr, runs)
+        rep.conclusions += ["kernel evidence: " + pe.describe() for pe in rep.evidence
+                            if any(c.term == pe.term for c in fr.culprits + fr.helpers)]
     return rep
 
 

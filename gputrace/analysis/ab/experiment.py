@@ -121,20 +121,28 @@ def run_experiment(
     shuffle: bool = False,
     seed: int = 0,
     progress: Callable[[int, int, Variant, bool], None] | None = None,
+    prime: int = 0,
 ) -> Experiment:
     """Run every variant ``runs`` times (after ``warmup`` rounds), interleaved, writing traces
     under ``out_dir``; return the Experiment. ``progress(done, total, variant, warmup)`` is
     called before each run. A failing run raises ExperimentError (the manifest keeps what ran).
-    Raises ValueError if ``out_dir`` already holds a manifest (never overwrite evidence).
+    Raises ValueError if ``out_dir`` already holds a manifest (never overwrite evidence). ``prime``: runs of the
+    first variant before the schedule (``<variant>/prime-NNN.jsonl``, recorded with ``round`` -1 and ``warmup``
+    True, so the analysis leaves them out): the process's own first-run costs stay out of every round.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if (out / MANIFEST).exists():
         raise ValueError(f"{out} already holds an experiment ({MANIFEST}); choose a new --out folder")
     exp = Experiment(out, design, tuple(switches), list(variants))
-    plan = schedule(list(variants), runs, warmup, shuffle, seed)
+    if prime < 0:
+        raise ValueError(f"prime must be >= 0, got {prime}")
+    plan = [(-1 - i, variants[0], True) for i in range(prime)] + schedule(list(variants), runs, warmup, shuffle, seed)
     for seq, (rnd, v, is_warm) in enumerate(plan):
-        rel = Path(v.name) / (f"warmup-{rnd:03d}.jsonl" if is_warm else f"run-{rnd - warmup:03d}.jsonl")
+        if rnd < 0:
+            rel = Path(v.name) / f"prime-{-1 - rnd:03d}.jsonl"
+        else:
+            rel = Path(v.name) / (f"warmup-{rnd:03d}.jsonl" if is_warm else f"run-{rnd - warmup:03d}.jsonl")
         (out / v.name).mkdir(exist_ok=True)
         if progress is not None:
             progress(seq, len(plan), v, is_warm)
