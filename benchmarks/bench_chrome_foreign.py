@@ -33,7 +33,7 @@ from bench_10m import _FIRST
 _CHILD = r"""
 import json, sys, time
 what, path = sys.argv[1], sys.argv[2]
-from gputrace.timeline.chrome import read_chrome
+from gputrace.timeline.formats.chrome.read import read_chrome
 t, c = time.perf_counter(), time.process_time()
 n = read_chrome(path).n
 s, cpu = time.perf_counter() - t, time.process_time() - c
@@ -99,7 +99,7 @@ def write_kineto(path: Path, events: int, paired: bool, seed: int = 1) -> int:
 
 def _own_export(path: Path, spans: int) -> None:
     from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
-    from gputrace.timeline.chrome import write_chrome
+    from gputrace.timeline.formats.chrome.export import write_chrome
 
     write_chrome(synthetic_timeline(SyntheticSpec(hosts=2, gpus=4, streams=2, circuits=8, target_spans=spans,
                                                   seed=1)), path)

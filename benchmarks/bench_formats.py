@@ -48,8 +48,9 @@ def hwm():
 what, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 from gputrace.timeline import read_trace
 from gputrace.timeline.load import read_any
-from gputrace.timeline.chrome import read_chrome, write_chrome
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.chrome.read import read_chrome
+from gputrace.timeline.formats.chrome.export import write_chrome
+from gputrace.timeline.formats.nsys.read import read_nsys
 pre = None
 if what == "export":
     tl = read_trace(path)
@@ -73,7 +74,8 @@ elif what == "orjson":
         for ln in f:
             n += sum(len(ss["spans"]) for rs in orjson.loads(ln)["resourceSpans"] for ss in rs["scopeSpans"])
 elif what == "otlp_loader":
-    from gputrace.timeline.reader import TraceLoader, load_file_into
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._feed import load_file_into
     ld = TraceLoader()
     load_file_into(ld, path)
     n = ld.timeline().n
@@ -114,7 +116,7 @@ def _hta(tl, d: Path) -> str:
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
         return "not installed here (optional; pip install HolisticTraceAnalysis)"
-    from gputrace.timeline.chrome import write_chrome
+    from gputrace.timeline.formats.chrome.export import write_chrome
 
     hd = d / "hta"
     hd.mkdir()
@@ -152,8 +154,8 @@ def main(argv=None) -> int:
             sys.path.insert(0, str(Path(__file__).parent))
             from bench_interop import _nsys_file
 
-            from gputrace.interop.otlp_file import write_otlp_jsonl
-            from gputrace.timeline.nsys import read_nsys
+            from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
+            from gputrace.timeline.formats.nsys.read import read_nsys
 
             sq = d / "rep.sqlite"
             _nsys_file(sq, a.kernels)

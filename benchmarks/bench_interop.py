@@ -30,12 +30,12 @@ from pathlib import Path
 
 import orjson
 
-from gputrace.interop.otlp_file import timeline_requests, write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.write import timeline_requests, write_otlp_jsonl
 from gputrace.interop.receiver import OtlpReceiver
 from gputrace.timeline import read_trace
-from gputrace.timeline.chrome import to_chrome
-from gputrace.timeline.jaeger import to_jaeger
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.chrome.export import to_chrome
+from gputrace.timeline.formats.jaeger import to_jaeger
+from gputrace.timeline.formats.nsys.read import read_nsys
 from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
 
 

@@ -74,7 +74,7 @@ class PeakMemory:
 
 def trace_phases(trace: Path, names=SETUP_PHASES) -> dict[str, float]:
     """Seconds per span name (summed) among ``names`` in a trace file."""
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline import read_trace
 
     tl = read_trace(trace)
     out: dict[str, float] = {}
@@ -125,7 +125,7 @@ def kernel_bench(logn: int) -> None:
 def keygen_bench(sizes: list[int]) -> None:
     import gputrace
     from gputrace.prover.circuit import shape_for_constraints
-    from gputrace.prover.keycache import get_keys
+    from gputrace.prover.keygen.cache import get_keys
 
     res = RES.setdefault("keygen", {})
     for logn in sizes:

@@ -19,7 +19,7 @@ Rows:
   ``--nsys-ai-python``, an interpreter of a separate venv with nsys-ai, duckdb==1.5.5 and the DuckDB
   sqlite scanner copied into ``~/.duckdb/extensions/v1.5.5/<platform>/`` (docs in benchmarks/RESULTS.md).
   It reports the kernels and NVTX spans it loaded, so a load of nothing cannot pass for a fast one.
-* ``read_nsys``: ``gputrace.timeline.nsys.read_nsys(rep.sqlite)``;
+* ``read_nsys``: ``gputrace.timeline.formats.nsys.read.read_nsys(rep.sqlite)``;
 * ``view rep.sqlite, first open``: ``read_any`` with an empty columnar cache (what ``view`` does the
   first time: read, then store the cache entry);
 * ``import nsys``: ``gputrace import nsys rep.sqlite -o rep.jsonl`` (the CLI's ``main``), and
@@ -57,7 +57,7 @@ what, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 from gputrace.cli import main
 from gputrace.timeline import read_trace
 from gputrace.timeline.load import read_any
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.nsys.read import read_nsys
 import contextlib, io
 t, c = time.perf_counter(), time.process_time()
 if what == "read_nsys":

@@ -76,7 +76,7 @@ def visible_gpus() -> int:
 def prove_span_s(trace: Path) -> float:
     import numpy as np
 
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline import read_trace
 
     tl = read_trace(trace)
     m = np.array([tl.name_of(i) == "prove" for i in range(tl.n)])
@@ -89,7 +89,7 @@ def start_up(trace: Path) -> dict:
     CUDA-event brackets summed (ms). Host wall of the root is the reference clock of the first figure."""
     import numpy as np
 
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline import read_trace
 
     tl = read_trace(trace)
     c = tl.cols
@@ -115,7 +115,7 @@ def idle_after_start(trace: Path) -> dict:
     lower bound; issue 17 asks for at most 10 %)."""
     import numpy as np
 
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline import read_trace
 
     tl = read_trace(trace)
     c = tl.cols
@@ -143,7 +143,7 @@ def idle_after_start(trace: Path) -> dict:
 def kernel_share(trace: Path) -> dict:
     """Per top-level GPU phase: host-time bracket, kernel-busy union and their ratio (CUPTI activity)."""
     from gputrace.analysis.gpu_activity import launch_gaps
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline import read_trace
 
     tl = read_trace(trace)
     rows = [d for d in launch_gaps(tl).by_phase() if d["phase"] in TOP_GPU_PHASES]

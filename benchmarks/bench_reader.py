@@ -39,7 +39,8 @@ from gputrace.testing.synthetic import SyntheticSpec, iter_synthetic
 _CHILD = r"""
 import json, resource, sys, time
 import gputrace.timeline as T
-from gputrace.timeline.reader import TraceLoader, load_file_into
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
+from gputrace.timeline.formats.otlp_jsonl._feed import load_file_into
 def hwm():
     for ln in open("/proc/self/status"):
         if ln.startswith("VmHWM:"):
@@ -142,7 +143,7 @@ def main(argv=None) -> int:
         d_ms.append(ms)
         d_oj.append(oj)
         d_lean.append(lean)
-    from gputrace.timeline.parallel import default_workers
+    from gputrace.timeline.formats.otlp_jsonl.parallel import default_workers
 
     nw = a.workers or default_workers()
     reads1, refs = [], []

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 import gputrace
-from gputrace.interop.otlp_file import timeline_requests
+from gputrace.timeline.formats.otlp_jsonl.write import timeline_requests
 from gputrace.interop.receiver import OtlpReceiver
 from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
 

@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     if args.synthetic:
         from gputrace.testing.synth import switch_run
-        from gputrace.interop.otlp_file import write_otlp_jsonl
+        from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 
         cal = {"synthetic": True}
         counter = iter(range(1, 1 << 30))

@@ -1,11 +1,10 @@
 """``gputrace import nsys|chrome FILE -o OUT.jsonl``: bring other tools' traces into gputrace.
 
-Argument wiring only: the entrance's `gputrace.timeline.load.read_as` (nsys / chrome readers)
-read, `gputrace.interop.otlp_file.write_otlp_jsonl` writes, and
-`gputrace.interop.otlp_readback.cache_entry`/`store_cache_entry` store what a read of the output gives as its
-columnar-cache entry (big outputs; ``GPUTRACE_CACHE=0`` turns it off), so the first ``gputrace view``
-of the output is a cache re-open. The output opens in ``gputrace view`` and every other gputrace
-command (which also open .sqlite and Chrome files directly).
+Argument wiring only: the entrance's `gputrace.timeline.load.convert` reads the input with its format's
+reader (from the format table, `gputrace.timeline.formats.FORMATS`), writes it as OTLP JSONL and stores what
+a read of the output gives as its columnar-cache entry (big outputs; ``GPUTRACE_CACHE=0`` turns it off), so
+the first ``gputrace view`` of the output is a cache re-open. The output opens in ``gputrace view`` and every
+other gputrace command (which also open .sqlite and Chrome files directly).
 """
 
 from __future__ import annotations
@@ -17,6 +16,14 @@ from pathlib import Path
 from gputrace.textsafe import visible
 
 
+def importable() -> tuple[str, ...]:
+    """The formats ``import`` reads: those of the format table with a reader, but the native one (the table is
+    light: no reader is imported)."""
+    from gputrace.timeline.formats import FORMATS, NATIVE
+
+    return tuple(f.name for f in FORMATS.values() if f.has("read") and f.name != NATIVE)
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "import",
@@ -25,7 +32,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "CUDA kernels, memcpys, API calls) or a Chrome Trace Event JSON file (e.g. the PyTorch "
                     "profiler's) and write it as an OTLP JSON Lines trace.",
     )
-    p.add_argument("source", choices=("nsys", "chrome"), help="input kind")
+    p.add_argument("source", choices=importable(), help="input kind")
     p.add_argument("input", metavar="FILE", help="REPORT.sqlite (nsys) or TRACE.json[.gz] (chrome)")
     p.add_argument("-o", "--output", metavar="OUT.jsonl", help="output (default: FILE with .jsonl)")
     p.add_argument("--host", help="host name for the lanes (default: from the report, else the file name)")
@@ -38,8 +45,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputrace.interop.otlp_file import groups, span_ids, write_otlp_jsonl
-    from gputrace.interop.otlp_readback import cache_entry, store_cache_entry
+    from gputrace.timeline.load import convert
 
     src = Path(args.input)
     if not src.is_file():
@@ -51,24 +57,14 @@ def run(args: argparse.Namespace) -> int:
     if out.resolve() == src.resolve():
         print(visible(f"gputrace import: output {out} would overwrite the input"), file=sys.stderr)
         return 2
-    try:
-        from gputrace.timeline.load import read_as
-
-        if args.source == "nsys":
-            tl = read_as(src, "nsys", host=args.host, runtime=not args.no_runtime, correlation_ids=args.correlation_ids)
-        else:
-            tl = read_as(src, "chrome", host=args.host)
-        plan = (groups(tl), span_ids(tl))
-        lines = write_otlp_jsonl(tl, out, plan=plan)
-        n, lanes, gpus = tl.n, len(tl.lanes), len({ln.device for ln in tl.lanes if ln.device >= 0})
-        entry = cache_entry(tl, out, lines, *plan, consume=True)  # what a read of OUT gives (never raises)
-        del tl, plan  # (its columns went into the entry's as they were built)
-        store_cache_entry(out, entry)  # the first `view` of OUT re-opens it (never raises)
+    try:  # each reader takes the options it knows (chrome: host alone)
+        done = convert(src, args.source, out, host=args.host, runtime=not args.no_runtime,
+                       correlation_ids=args.correlation_ids)
     except OSError as exc:  # str() of some OSErrors is the path alone: say what went wrong
         print(visible(f"gputrace import: {exc.filename or src}: {exc.strerror or exc}"), file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"gputrace import: {visible(exc)}", file=sys.stderr)
         return 1
-    print(f"wrote {n} spans ({lanes} lanes, {gpus} GPUs) in {lines} lines to {out}")
+    print(f"wrote {done.spans} spans ({done.lanes} lanes, {done.gpus} GPUs) in {done.lines} lines to {out}")
     return 0

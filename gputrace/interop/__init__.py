@@ -1,10 +1,8 @@
-"""Interop with other tools: trace files in other formats and a live OTLP receiver.
+"""Interop with other tools over the network: a live OTLP receiver.
 
-* :func:`gputrace.interop.formats.read_any` opens OTLP JSON Lines, Nsight Systems SQLite exports and
-  Chrome Trace Event JSON by content.
-* :func:`gputrace.interop.otlp_file.write_otlp_jsonl` writes any Timeline as an OTLP JSONL trace file.
-* :class:`gputrace.interop.receiver.OtlpReceiver` accepts OTLP/gRPC and OTLP/HTTP and appends every
-  request to a JSONL file (grpc and opentelemetry-proto are imported only when it starts).
+:class:`gputrace.interop.receiver.OtlpReceiver` accepts OTLP/gRPC and OTLP/HTTP and appends every request to a
+JSONL file (grpc and opentelemetry-proto are imported only when it starts). Trace files of other formats are
+read and written by ``gputrace.timeline.formats`` (through the entrance, ``gputrace.timeline.load``).
 
-Importing this package loads none of them; import the submodules.
+Importing this package loads none of it; import the submodule.
 """

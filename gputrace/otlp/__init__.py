@@ -5,7 +5,7 @@ Modules (each importable on its own; import public names only):
 * :mod:`gputrace.otlp.ids`: span kinds, status codes, the ``SpanDict`` shape a writer takes, trace and
   span ids both ways (``hex_id`` writes them, ``parse_id`` reads hex or old base64 ids);
 * :mod:`gputrace.otlp.encode`: span dicts -> one ``ExportTraceServiceRequest`` JSON line (the recorder's
-  file sink and ``interop.otlp_file``);
+  file sink and ``timeline.formats.otlp_jsonl.write``);
 * :mod:`gputrace.otlp.schema`: msgspec Structs of a request (general, and lean with raw attributes)
   and their decoders (the readers and the receiver's validation);
 * :mod:`gputrace.otlp.decode`: ``AnyValue`` -> Python values, from JSON objects or from the Structs.

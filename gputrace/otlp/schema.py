@@ -10,7 +10,7 @@ Two shapes of the same request:
   every field decoded and validated;
 * the **lean** schema (``LeanRequest`` ... ``LeanSpan``; ``lean_decoder``): the same names and
   defaults, but each span's ``attributes`` and each ``resource`` kept as raw JSON text, for the
-  reader's fast path (``gputrace.timeline._fast`` parses the attributes of many spans at once;
+  reader's fast path (``gputrace.timeline.formats.otlp_jsonl._fast`` parses the attributes of many spans at once;
   ``resource_decoder`` decodes each distinct resource once). A line the lean decoder refuses is
   read by the general one, so only speed depends on the difference.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .keys import KeyError_, load_vk
+from .keygen.keys import KeyError_, load_vk
 from .verify import DegenerateKeyError, InputCountError, check_vk, read_proof, verify
 
 
@@ -19,7 +19,7 @@ class FileVerdict:
 def verify_files(vk_path: Path, proof_paths: list[Path]) -> list[FileVerdict]:
     """One verdict per proof file. A bad or degenerate ``vk.json`` raises ``keys.KeyError_`` (naming file
     and field); a bad proof file or a wrong input count is reported in its verdict, not raised."""
-    from gputrace.timeline._depth import too_deep
+    from gputrace.json_depth import too_deep
 
     try:
         try:

@@ -28,7 +28,7 @@ Pure functions; any thread. Raises KeyError naming the missing field for a recor
 from __future__ import annotations
 
 import io
-from typing import Iterable
+from collections.abc import Iterable
 
 from gputrace import activity as A
 from gputrace.otlp.encode import encode_request
@@ -56,7 +56,11 @@ def activity_spans(records: Iterable[dict], *, source: str = "cupti", first_id: 
     Span ids count up from ``first_id``; ``parent_span_id`` is the record's ``phase``.
     """
     records = list(records)
-    apis = {int(r["correlation_id"]): r for r in records if r["kind"] == "RUNTIME" and r.get("correlation_id") is not None}
+    apis = {
+        int(r["correlation_id"]): r
+        for r in records
+        if r["kind"] == "RUNTIME" and r.get("correlation_id") is not None
+    }
     out = []
     sid = first_id
     for rec in records:
@@ -114,7 +118,7 @@ def activity_timeline(resource: dict, phases: list[dict], records: Iterable[dict
                       trace_id: str = "0123456789abcdef0123456789abcdef", spans_per_line: int = 2048):
     """A Timeline of ``phases`` (span dicts; ``trace_id`` filled in where absent) plus the activity
     spans of ``records``, encoded as OTLP JSON Lines and read back by the real reader."""
-    from gputrace.timeline.reader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 
     spans = [dict(p, trace_id=p.get("trace_id", trace_id)) for p in phases]
     spans += [dict(s, trace_id=trace_id) for s in activity_spans(records, source=source)]

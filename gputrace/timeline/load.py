@@ -3,13 +3,13 @@ trace files; the CLI, the TUI and the analysis call this module.
 
 What it owns:
 
-* **Sniffing** (``sniff``), by content, never by name; gzip is looked through:
-  ``SQLite format 3`` magic -> Nsight Systems export (``nsys.read_nsys``); JSON whose first value is
-  an array, or an object with ``traceEvents`` -> Chrome/Perfetto Trace Event JSON
-  (``chrome.read_chrome``); anything else -> OTLP JSON Lines (ours, the OTel file exporter's, the
-  Collector's file exporter's).
-* **Parallelism** (``parallel_workers``): the one decision whether a file is read by worker
-  processes (big, plain, enough CPUs).
+* **Formats**: which format a file is (``sniff``, by content, never by name; gzip is looked through) and
+  which functions read and write it come from the table in ``gputrace.timeline.formats`` (``FORMATS``):
+  Nsight Systems SQLite exports, Chrome/Perfetto Trace Event JSON, Jaeger JSON (write only) and OTLP JSON
+  Lines (ours, the OTel file exporter's, the Collector's file exporter's; the fallback). ``read_as``,
+  ``write_as`` and ``convert`` (``gputrace import``) take a format name.
+* **Parallelism** (``parallel_workers``, from the OTLP reader): the one decision whether a file is read by
+  worker processes (big, plain, enough CPUs).
 * **Leniency**: ``lenient=True`` skips what cannot be read and records it in
   ``Timeline.load_report``; every complete line before a damaged gzip stream is kept.
 * **Whole reads** (``read_any``, ``read_otlp``), **progressive reads and follow** (``load_steps``:
@@ -20,10 +20,8 @@ line and field), ``UnreadableTrace`` (a ValueError: missing, empty, a directory,
 readable), ``OSError`` from the file system. Everything runs on the caller's thread;
 ``load_steps`` is a generator meant for a worker thread.
 
-Module map (the reasons are in docs/architecture.md): ``_lines`` bytes and lines (gzip),
-``_loader`` the incremental OTLP core, ``_feed`` whole OTLP files, ``parallel`` worker processes,
-``incremental`` progressive OTLP reads and follow, ``chrome_import``/``nsys`` the other formats,
-``runs`` run splitting. ``reader`` and ``gputrace.interop.formats`` re-export the old names.
+Module map (the reasons are in docs/architecture.md): ``formats/`` one folder per format and the table,
+``_lines`` bytes and lines (gzip), ``cache`` the columnar cache, ``runs`` run splitting.
 """
 
 from __future__ import annotations
@@ -31,25 +29,23 @@ from __future__ import annotations
 import gc
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
-from gputrace.timeline._feed import load_file_into
-from gputrace.timeline._gc import collector_paused
-from gputrace.timeline._lines import GzipStream, PathLike, head, is_gzip
-from gputrace.timeline._loader import TraceLoader
+from gputrace.timeline._lines import PathLike
 from gputrace.timeline.errors import LoadReport, TraceFormatError
+from gputrace.timeline.formats import FORMATS, NATIVE, Format, sniff
+from gputrace.timeline.formats.otlp_jsonl.read import as_paths, parallel_workers, read_otlp
 from gputrace.timeline.model import Timeline
 from gputrace.timeline.runs import split_runs
 
 __all__ = ["sniff", "read_any", "read_otlp", "load_runs", "load_steps", "LoadStep", "UnreadableTrace",
-           "parallel_workers", "check_paths", "read_as", "concat_reports", "KINDS", "TraceFormatError"]
-
-#: What ``sniff`` answers.
-KINDS = ("otlp", "chrome", "nsys")
+           "parallel_workers", "check_paths", "read_as", "write_as", "convert", "concat_reports", "FORMATS",
+           "TraceFormatError"]
 
 
 class UnreadableTrace(ValueError):
@@ -57,125 +53,7 @@ class UnreadableTrace(ValueError):
     ``str`` is one line naming the file (and the first problem)."""
 
 
-def _as_paths(paths: PathLike | Iterable[PathLike]) -> list:
-    if isinstance(paths, (str, bytes, os.PathLike)):
-        return [paths]
-    return list(paths)
-
-
-# ---- sniffing --------------------------------------------------------------------------
-def sniff(path: PathLike) -> str:
-    """``'nsys'``, ``'chrome'`` or ``'otlp'`` for one file, by its first bytes. Raises OSError."""
-    h = head(path)
-    if h.startswith(b"SQLite format 3\x00"):
-        return "nsys"
-    if is_gzip(h):
-        try:
-            with GzipStream(open(path, "rb")) as g:
-                h = g.read(4096)
-        except (OSError, EOFError):
-            return "otlp"  # let the OTLP reader report the broken gzip stream
-    text = h.lstrip()
-    if text.startswith(b"["):
-        return "chrome"
-    if text.startswith(b"{"):
-        first_line = text.split(b"\n", 1)[0]
-        # OTLP lines start with resourceSpans; a Chrome object has traceEvents near the top.
-        if b'"resourceSpans"' in first_line[:200]:
-            return "otlp"
-        if b'"traceEvents"' in text:
-            return "chrome"
-    return "otlp"
-
-
-# ---- parallelism -----------------------------------------------------------------------
-def parallel_workers(path: PathLike, workers: int | None = None) -> int:
-    """Worker processes to read ``path`` with; 1 means in-process.
-
-    More than one only for a plain (not gzip, not binary, not one pretty-printed object) OTLP file
-    of at least ``parallel.MIN_PARALLEL_BYTES``, with ``workers`` (default
-    ``parallel.default_workers()``, which is 1 below ``parallel.MIN_PARALLEL_CPUS`` CPUs) above 1.
-    """
-    from gputrace.timeline import parallel
-
-    n = parallel.default_workers() if workers is None else max(1, int(workers))
-    if n <= 1:
-        return 1
-    try:
-        if os.path.getsize(path) < parallel.MIN_PARALLEL_BYTES:
-            return 1
-        h = head(path)
-    except OSError:
-        return 1
-    if is_gzip(h) or b"\x00" in h or h.split(b"\n", 1)[0].strip() == b"{":
-        return 1
-    return n
-
-
 # ---- whole reads -----------------------------------------------------------------------
-def read_otlp(paths: PathLike | Sequence[PathLike], lenient: bool = False, workers: int | None = None) -> Timeline:
-    """Read one or more OTLP JSON Lines files (plain or gzip) into one Timeline.
-
-    Raises ``TraceFormatError`` (file, line, field) for unreadable input unless ``lenient``, in
-    which case bad lines/spans are skipped and counted in ``timeline.load_report``. Raises
-    ``OSError`` (e.g. FileNotFoundError) for files that cannot be opened. ``workers``: see
-    ``parallel_workers`` (``1`` reads everything in-process).
-
-    The cyclic garbage collector is paused while reading (process-wide; re-enabled afterwards if it
-    was on), as ``read_chrome`` and ``read_nsys`` do: a read makes millions of objects and no cycles,
-    and the collector's passes over the attribute dicts already read grow with the trace.
-    """
-    with collector_paused():
-        return _read_otlp(paths, lenient, workers)
-
-
-def _read_otlp(paths, lenient: bool, workers: int | None) -> Timeline:
-    from gputrace.timeline import parallel
-
-    loader = TraceLoader(lenient=lenient)
-    parts: list[Timeline] = []
-    order: list[str] = []
-    for p in _as_paths(paths):
-        order.append(str(p))
-        n = parallel_workers(p, workers)
-        if n > 1:
-            parts.append(parallel.timeline_parallel(p, lenient, n))
-        else:
-            load_file_into(loader, p)
-    if not parts:
-        return loader.timeline(release=True)
-    if loader.report.files:
-        parts.append(loader.timeline(release=True))
-    tl = Timeline.concat(parts)
-    report = LoadReport(files=order)
-    for part in parts:
-        if part.load_report is not None:  # every reader sets one
-            report.absorb(part.load_report, files=False)
-    tl.load_report = report
-    return tl
-
-
-def read_as(path: PathLike, kind: str, **options) -> Timeline:
-    """Read one file as ``kind`` (``'nsys'``, ``'chrome'`` or ``'otlp'``) whatever its content says,
-    with that reader's options (nsys: ``host``, ``runtime``, ``correlation_ids``; chrome: ``host``;
-    otlp: ``lenient``, ``workers``). Raises ValueError for an unknown kind, and the reader's errors."""
-    if kind == "nsys":
-        from gputrace.timeline.nsys import read_nsys
-
-        return read_nsys(path, **options)
-    if kind == "chrome":
-        from gputrace.timeline.chrome import read_chrome
-
-        return read_chrome(os.fspath(path), **options)
-    if kind == "otlp":
-        return read_otlp(path, **options)
-    raise ValueError(f"unknown trace format {kind!r} (known: {', '.join(KINDS)})")
-
-
-def _read_other(path: PathLike, kind: str) -> Timeline:
-    return read_as(path, kind)
-
-
 def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, workers: int | None = None) -> Timeline:
     """Read trace files of any supported format (by content) into one Timeline.
 
@@ -189,25 +67,78 @@ def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, worker
     from gputrace.timeline import cache
 
     parts = []
-    otlp: list = []
-    for p in _as_paths(paths):
+    together: dict[str, list] = {}  # files of a read_many format, read into one Timeline after the others
+    for p in as_paths(paths):
         if cache.wanted(p):
             tl = cache.load(p, lenient)
             if tl is None:
                 key = cache.source_key(p)
-                kind = sniff(p)
-                tl = read_otlp([p], lenient=lenient, workers=workers) if kind == "otlp" else _read_other(p, kind)
+                tl = _read_one(p, sniff(p), lenient, workers)
                 cache.store(p, tl, key)
             parts.append(tl)
             continue
         kind = sniff(p)
-        if kind == "otlp":
-            otlp.append(p)
+        if FORMATS[kind].read_many:
+            together.setdefault(kind, []).append(p)
         else:
-            parts.append(_read_other(p, kind))
-    if otlp:
-        parts.append(read_otlp(otlp, lenient=lenient, workers=workers))
+            parts.append(_read_one(p, kind, lenient, workers))
+    for kind, group in together.items():
+        parts.append(_read(FORMATS[kind], group, lenient=lenient, workers=workers))
     return concat_reports(parts)
+
+
+def _format(kind: str, role: str) -> Format:
+    fmt = FORMATS.get(kind)
+    if fmt is None or not fmt.has(role):
+        known = ", ".join(f.name for f in FORMATS.values() if f.has(role))
+        raise ValueError(f"unknown trace format {kind!r} (known: {known})")
+    return fmt
+
+
+def _options(allowed: tuple[str, ...], options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k in allowed}
+
+
+def _read(fmt: Format, paths: list[PathLike], **options: Any) -> Timeline:
+    """``fmt``'s read of ``paths`` (one path unless ``fmt.read_many``) with the options it takes."""
+    read = fmt.function("read")
+    opts = _options(fmt.read_options, options)
+    if fmt.read_many:
+        return read(paths, **opts)
+    (path,) = paths
+    return read(os.fspath(path), **opts)
+
+
+def _read_one(p: PathLike, kind: str, lenient: bool, workers: int | None) -> Timeline:
+    return _read(FORMATS[kind], [p], lenient=lenient, workers=workers)
+
+
+def read_as(path: PathLike, kind: str, **options: Any) -> Timeline:
+    """Read one file as ``kind`` (a name in ``FORMATS`` with a reader: ``'nsys'``, ``'chrome'`` or ``'otlp'``)
+    whatever its content says, with that reader's options (nsys: ``host``, ``runtime``,
+    ``correlation_ids``; chrome: ``host``; otlp: ``lenient``, ``workers``; others are refused by the reader).
+    Raises ValueError for an unknown kind, and the reader's errors."""
+    fmt = _format(kind, "read")
+    read = fmt.function("read")
+    return read([path] if fmt.read_many else os.fspath(path), **options)
+
+
+def write_as(tl: Timeline, path: PathLike, kind: str, **options: Any) -> str:
+    """Write ``tl`` to ``path`` as ``kind`` (a name in ``FORMATS`` with a writer), passing the options that
+    format's writer takes (chrome: ``flows``) and dropping the others; returns what was written, in words
+    (``'12 events'``). Raises ValueError for an unknown kind, OSError (a failed write leaves no file)."""
+    fmt = _format(kind, "write")
+    n = fmt.function("write")(tl, path, **_options(fmt.write_options, options))
+    return fmt.written.format(n=n, spans=tl.n)
+
+
+def convert(path: PathLike, kind: str, out: PathLike, **options: Any):
+    """``gputrace import``: read ``path`` as ``kind`` (with the options its reader takes, the others dropped)
+    and write it to ``out`` in the native format, with its cache entry; returns the native format's
+    ``Converted`` (spans, lanes, gpus, lines). Errors: ``read_as``'s and the writer's (OSError)."""
+    fmt = _format(kind, "read")
+    write = FORMATS[NATIVE].function("convert")
+    return write(partial(read_as, path, kind, **_options(fmt.read_options, options)), out)
 
 
 def concat_reports(parts: list[Timeline]) -> Timeline:
@@ -230,7 +161,7 @@ def load_runs(paths: Sequence[PathLike], lenient: bool = False) -> tuple[list[Ti
     from pathlib import Path
 
     tls, labels = [], []
-    for p in _as_paths(paths):
+    for p in as_paths(paths):
         parts = split_runs(read_any([p], lenient=lenient))
         for i, t in enumerate(parts):
             if t.n == 0:
@@ -303,26 +234,27 @@ def load_steps(
         if size == 0:
             raise UnreadableTrace(f"{p}: empty file (no trace data)")
         cached = None
+        key = None  # decided once, before the read: a file that grows past the threshold meanwhile is not stored
         if cache.wanted(p):
-            cached = cache.load(p, lenient=True)
             key = cache.source_key(p)
+            cached = cache.load(p, lenient=True)
         if cached is not None:
             tl = cached
             if tl.n > PREVIEW_SPANS:  # indexing 10 M spans takes seconds: draw the earliest ones first
                 yield LoadStep(base + size * PREVIEW_SPANS // tl.n, total, "",
                                _cumulative(finished, partial(_preview, tl)))
         else:
-            kind = sniff(p)
-            if kind != "otlp":
-                yield LoadStep(base, total, f"reading {os.path.basename(p)} ({kind})…")
-                if kind == "chrome" and size >= CHROME_HEAD_BYTES:
-                    yield from _chrome_head_step(p, base, total, finished)
-                tl = _read_other(p, kind)
+            fmt = FORMATS[sniff(p)]
+            if not fmt.has("read_steps"):
+                yield LoadStep(base, total, f"reading {os.path.basename(p)} ({fmt.name})…")
+                if fmt.has("read_head") and size >= CHROME_HEAD_BYTES:
+                    yield from _head_step(fmt, p, base, total, finished)
+                tl = _read_one(p, fmt.name, True, None)
             else:
-                tl = yield from _otlp_steps(p, base, total, finished, stop, interval, parallel)
+                tl = yield from _progressive_steps(fmt, p, base, total, finished, stop, interval, parallel)
                 if tl is None:  # stopped
                     return
-            if cache.wanted(p):  # stored off this thread: the final screen does not wait for it
+            if key is not None:  # stored off this thread: the final screen does not wait for it
                 threading.Thread(target=cache.store, args=(p, tl, key), name="gputrace-cache", daemon=True).start()
         finished.append(tl)
         base += size
@@ -331,19 +263,18 @@ def load_steps(
 
 #: A cached trace with more spans than this is shown first by its earliest spans (see ``_preview``).
 PREVIEW_SPANS = 1_000_000
-#: A Chrome trace of this size or more is shown first by its first ``CHROME_HEAD_EVENTS`` events (read
-#: apart, ~0.3 s) while the whole file is read (a 1 M-event PyTorch trace takes ~5 s).
+#: A trace of a format with a head reader (Chrome JSON) of this size or more is shown first by its first
+#: ``CHROME_HEAD_EVENTS`` events (read apart, ~0.3 s) while the whole file is read (a 1 M-event PyTorch trace
+#: takes ~5 s).
 CHROME_HEAD_BYTES = 32 << 20
 CHROME_HEAD_EVENTS = 50_000
 
 
-def _chrome_head_step(p: str, base: int, total: int, finished: list[Timeline]) -> Iterator[LoadStep]:
-    from gputrace.timeline.chrome_import import read_chrome_head
-
-    head_tl = read_chrome_head(p, CHROME_HEAD_EVENTS)
+def _head_step(fmt: Format, p: str, base: int, total: int, finished: list[Timeline]) -> Iterator[LoadStep]:
+    head_tl = fmt.function("read_head")(p, CHROME_HEAD_EVENTS)
     if head_tl is not None and head_tl.n:
-        yield LoadStep(base, total, f"reading {os.path.basename(p)} (chrome): its first {head_tl.n:,} spans shown…",
-                       _cumulative(finished, partial(_itself, head_tl)))
+        yield LoadStep(base, total, f"reading {os.path.basename(p)} ({fmt.name}): its first {head_tl.n:,} spans "
+                       "shown…", _cumulative(finished, partial(_itself, head_tl)))
 
 
 def _itself(tl: Timeline) -> Timeline:
@@ -357,13 +288,13 @@ def _preview(tl: Timeline) -> Timeline:
     return tl.select(start < thr)
 
 
-def _otlp_steps(p: str, base: int, total: int, finished: list[Timeline], stop: threading.Event,
-                interval: float, parallel: bool):
-    from gputrace.timeline.incremental import iter_load
-
+def _progressive_steps(fmt: Format, p: str, base: int, total: int, finished: list[Timeline],
+                       stop: threading.Event, interval: float, parallel: bool):
+    """Steps of a format read progressively (OTLP JSON Lines); a big plain file is read by worker
+    processes once its first slice is shown (``parallel_workers``)."""
     nworkers = parallel_workers(p) if parallel else 1
     last = None
-    gen = iter_load(p, interval=interval, lenient=True, stop_event=stop)
+    gen = fmt.function("read_steps")(p, interval=interval, lenient=True, stop_event=stop)
     try:
         for prog in gen:
             last = prog
@@ -381,7 +312,7 @@ def _otlp_steps(p: str, base: int, total: int, finished: list[Timeline], stop: t
     if last is None:
         return None
     if nworkers > 1 and not last.done:
-        from gputrace.timeline.parallel import timeline_parallel
+        from gputrace.timeline.formats.otlp_jsonl.parallel import timeline_parallel
 
         yield LoadStep(base + last.bytes_read, total, f"reading {os.path.basename(p)} with {nworkers} processes…")
         tl = timeline_parallel(p, lenient=True, workers=nworkers)
@@ -392,7 +323,7 @@ def _otlp_steps(p: str, base: int, total: int, finished: list[Timeline], stop: t
 
 
 def _follow_steps(paths: list[str], stop: threading.Event, interval: float) -> Iterator[LoadStep]:
-    from gputrace.timeline.incremental import follow
+    from gputrace.timeline.formats.otlp_jsonl.incremental import follow
 
     if len(paths) != 1:
         raise UnreadableTrace("--follow takes exactly one trace file")

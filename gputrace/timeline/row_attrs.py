@@ -8,7 +8,7 @@ everywhere attributes are read (``get``, ``items``, ``in``, ``dict(a)``, equalit
 Immutable; safe to share between threads.
 
 ``TemplateAttrs``: the same over a template holding every key in the row's order (the Chrome reader's
-shared ``args``, ``gputrace.timeline.args_share``), so iteration keeps the order of the dict it replaces.
+shared ``args``, ``gputrace.timeline.formats.chrome.args_share``), so iteration keeps the order of the dict it replaces.
 """
 
 from __future__ import annotations

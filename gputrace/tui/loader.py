@@ -6,7 +6,7 @@ every ``batch_time`` seconds (and less often when merging gets slower, so a big 
 O(n log n) overall rather than once per batch). The first update comes after the first
 part, so the first screen appears before the whole file is read.
 
-`trace_parts` adapts the timeline reader (``gputrace.timeline.reader``) to `Part`s.
+`trace_parts` adapts the timeline reader (``gputrace.timeline.load``) to `Part`s.
 
 Threading: both generators run on a worker thread (``App.run_worker(thread=True)``); the
 worker posts each `Update` to the app as a message. ``cancelled()`` is polled between
@@ -15,14 +15,12 @@ parts. Errors propagate as `LoadError` with a one-line message fit for the scree
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
 
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import TimelineIndex
-
 
 #: Follow mode: the longest wait between updates while data keeps arriving (seconds), unless
 #: one merge costs more than a quarter of it.

@@ -15,7 +15,7 @@ from test_chrome import sample_timeline, validate_chrome  # noqa: E402
 from test_jaeger import validate_jaeger  # noqa: E402
 from test_nsys import build_report  # noqa: E402
 
-from gputrace.interop.otlp_file import write_otlp_jsonl  # noqa: E402
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl  # noqa: E402
 
 
 def gputrace(*args, cwd=None):
@@ -51,6 +51,7 @@ def test_export_jaeger(trace, tmp_path):
     assert sum(len(t["spans"]) for t in doc["data"]) == 6
 
 
+@pytest.mark.slow
 def test_export_from_nsys_report(tmp_path):
     rep = build_report(tmp_path / "prove.sqlite")
     out = tmp_path / "p.json.gz"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gputrace.testing.synth import make_timeline
-from gputrace.interop.otlp_file import write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 MS = 1_000_000

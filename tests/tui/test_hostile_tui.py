@@ -10,7 +10,7 @@ from xml.dom import minidom
 
 import pytest
 
-from gputrace.interop.otlp_file import write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.testing.synth import make_timeline
 from gputrace.tui.app import GputraceApp, screenshot_svg
 from gputrace.tui.gantt import Gantt

@@ -256,8 +256,8 @@ def test_pure_modules_do_not_import_textual():
 
 
 def test_chrome_trace_opens_too(tmp_path):
-    from gputrace.timeline.chrome import write_chrome
-    from gputrace.timeline.reader import read_trace
+    from gputrace.timeline.formats.chrome.export import write_chrome
+    from gputrace.timeline import read_trace
 
     path = tmp_path / "trace.json"
     write_chrome(read_trace(SAMPLE), path)

@@ -4,7 +4,7 @@ import numpy as np
 
 import os
 
-from gputrace.timeline.reader import read_trace
+from gputrace.timeline import read_trace
 from gputrace.tui.index import IntervalIndex
 from gputrace.tui.range_stats import range_summary, union_length
 

@@ -16,7 +16,7 @@ import pytest
 
 from gputrace.analysis.gpu_summary import gpu_summary
 from gputrace.testing.activity_records import activity_timeline
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.nsys.read import read_nsys
 from test_nsys import GPID, MAIN, PID, SCHEMA
 
 HOST = "node1"
@@ -229,7 +229,7 @@ def plain_records(records=RECORDS) -> list[dict]:
 
 def collector_timeline(records=RECORDS):
     from gputrace.otlp.encode import encode_request
-    from gputrace.timeline.reader import TraceLoader
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
     from gputrace.trace.cupti_join import ActivityJoin
     from gputrace.trace.records import IdSource
 

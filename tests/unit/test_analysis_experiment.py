@@ -9,7 +9,7 @@ from gputrace.analysis.ab.abtest import analyse
 from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets
 from gputrace.analysis.ab.experiment import MANIFEST, Experiment, ExperimentError, run_experiment
 from gputrace.testing.synth import switch_run
-from gputrace.interop.otlp_file import write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 
 # The seed's story in miniature: B1 adds pinning time, A2 slows synthesis, D4 speeds msm_a
 # alone but loses it (and more) when B1 is on.

@@ -7,8 +7,8 @@ import copy
 import msgspec
 import pytest
 
-import gputrace.timeline.args_share as args_share
-from gputrace.timeline.args_share import ArgsSharer
+import gputrace.timeline.formats.chrome.args_share as args_share
+from gputrace.timeline.formats.chrome.args_share import ArgsSharer
 from gputrace.timeline.row_attrs import TemplateAttrs
 
 

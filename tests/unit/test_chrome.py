@@ -1,4 +1,4 @@
-"""Chrome Trace Event / Perfetto JSON export and import (gputrace.timeline.chrome)."""
+"""Chrome Trace Event / Perfetto JSON export and import (gputrace.timeline.formats.chrome)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from gputrace.timeline import Lane, Timeline
-from gputrace.timeline.chrome import ChromeFormatError, from_chrome, nest_parents, read_chrome, to_chrome, write_chrome
+from gputrace.timeline.formats.chrome.read import ChromeFormatError, from_chrome, read_chrome
+from gputrace.timeline.nesting import nest_parents
+from gputrace.timeline.formats.chrome.export import to_chrome, write_chrome
 from gputrace.timeline.model import KIND_CODES
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -10,10 +10,10 @@ import random
 import msgspec
 import pytest
 
-import gputrace.timeline.chrome_import as imp
-import gputrace.timeline.chrome_scan as scan
-from gputrace.timeline.chrome import ChromeFormatError, from_chrome, read_chrome
-from gputrace.timeline.chrome_foreign import ForeignBatch
+import gputrace.timeline.formats.chrome.read as imp
+import gputrace.timeline.formats.chrome.scan as scan
+from gputrace.timeline.formats.chrome.read import ChromeFormatError, from_chrome, read_chrome
+from gputrace.timeline.formats.chrome.foreign import ForeignBatch
 from tests.unit.test_chrome import KINETO
 from tests.unit.timeline_equality import assert_same_timeline
 
@@ -191,8 +191,8 @@ def test_typed_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads):
 
 
 def test_decode_foreign_falls_back_for_unknown_phases():
-    from gputrace.timeline.chrome_foreign import ForeignX, decode_foreign
-    from gputrace.timeline.chrome_typed import TypedBatch
+    from gputrace.timeline.formats.chrome.foreign import ForeignX, decode_foreign
+    from gputrace.timeline.formats.chrome.typed import TypedBatch
 
     plain = decode_foreign(b'[{"ph":"X","name":"a","ts":1,"args":{"k":[1,2]}},{"ph":"C","name":"c"}]')
     assert isinstance(plain, TypedBatch) and type(plain.events[0]) is ForeignX
@@ -276,7 +276,7 @@ def test_event_index_counts_pairs_of_earlier_batches(tmp_path, monkeypatch):
 def test_a_device_that_is_not_a_gpu_index_leaves_the_kernel_on_its_thread(tmp_path, monkeypatch, device):
     """Only an int in 0..32767 (the device column's range; -1 is a host lane) puts a kernel on a GPU
     lane; anything else keeps it on its thread's lane with its args, and every export reads back."""
-    from gputrace.interop.otlp_file import write_otlp_jsonl
+    from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
     from gputrace.timeline.load import read_any
 
     ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": i, "dur": 1,

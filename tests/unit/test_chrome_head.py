@@ -7,7 +7,7 @@ import json
 import pytest
 
 import gputrace.timeline.load as load
-from gputrace.timeline.chrome_import import read_chrome_head
+from gputrace.timeline.formats.chrome.read import read_chrome_head
 from gputrace.timeline.load import load_steps, read_any
 from tests.unit.test_chrome_foreign import _kineto
 from tests.unit.timeline_equality import assert_same_timeline

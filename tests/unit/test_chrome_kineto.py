@@ -11,8 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from gputrace.timeline.chrome import read_chrome, write_chrome
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.chrome.read import read_chrome
+
+from gputrace.timeline.formats.chrome.export import write_chrome
+from gputrace.timeline.formats.nsys.read import read_nsys
 from tests.unit.test_nsys import build_report
 
 
@@ -58,7 +60,7 @@ def test_our_reader_gets_the_original_spans_back(tmp_path, nsys_timeline):
 
 
 def test_the_writer_streams_in_chunks_with_progress(tmp_path, monkeypatch):
-    import gputrace.timeline.chrome_stream as cs
+    import gputrace.timeline.formats.chrome.stream as cs
     from gputrace.testing.synthetic import synthetic_timeline
 
     tl = synthetic_timeline(hosts=1, gpus=2, circuits=4, batches=3)
@@ -72,7 +74,7 @@ def test_the_writer_streams_in_chunks_with_progress(tmp_path, monkeypatch):
 
 
 def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
-    import gputrace.timeline.chrome_stream as cs
+    import gputrace.timeline.formats.chrome.stream as cs
     from gputrace.testing.synthetic import synthetic_timeline
 
     tl = synthetic_timeline(hosts=1, gpus=1, circuits=2, batches=1)
@@ -81,7 +83,7 @@ def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
         yield b'{"traceEvents":['
         raise OSError("disk full")
 
-    monkeypatch.setattr("gputrace.timeline.chrome_export.chrome_chunks", boom)
+    monkeypatch.setattr("gputrace.timeline.formats.chrome.export.chrome_chunks", boom)
     with pytest.raises(OSError, match="disk full"):
         write_chrome(tl, tmp_path / "x.json")
     assert list(tmp_path.iterdir()) == []

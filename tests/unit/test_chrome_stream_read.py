@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-import gputrace.timeline.chrome_scan as scan
+import gputrace.timeline.formats.chrome.scan as scan
 from gputrace.testing.synthetic import synthetic_timeline
-from gputrace.timeline.chrome import from_chrome, read_chrome, write_chrome
+from gputrace.timeline.formats.chrome.read import from_chrome, read_chrome
+from gputrace.timeline.formats.chrome.export import write_chrome
 from tests.unit.test_chrome import KINETO
 from tests.unit.timeline_equality import assert_same_timeline
 
@@ -64,7 +65,7 @@ def test_truncated_array_form_and_bad_events(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}] * 50
                               + [{"ph": "X", "name": "z", "pid": 1, "tid": 1, "ts": "x", "dur": 1}]}))
-    from gputrace.timeline.chrome import ChromeFormatError
+    from gputrace.timeline.formats.chrome.read import ChromeFormatError
 
     with pytest.raises(ChromeFormatError, match=r"traceEvents\[50\].*'ts'"):
         read_chrome(bad)

@@ -12,12 +12,13 @@ import numpy as np
 import orjson
 import pytest
 
-import gputrace.timeline.chrome_import as imp
-import gputrace.timeline.chrome_scan as scan
+import gputrace.timeline.formats.chrome.read as imp
+import gputrace.timeline.formats.chrome.scan as scan
 from gputrace.testing.synthetic import synthetic_timeline
-from gputrace.timeline.chrome import ChromeFormatError, from_chrome, read_chrome, write_chrome
-from gputrace.timeline.chrome_batch import hex_int
-from gputrace.timeline.chrome_typed import OursTyped, hex_ids
+from gputrace.timeline.formats.chrome.read import ChromeFormatError, from_chrome, read_chrome
+from gputrace.timeline.formats.chrome.export import write_chrome
+from gputrace.timeline.formats.chrome.batch import hex_int
+from gputrace.timeline.formats.chrome.typed import OursTyped, hex_ids
 from tests.unit.test_chrome import KINETO, sample_timeline
 from tests.unit.timeline_equality import assert_same_timeline
 
@@ -144,8 +145,8 @@ def test_typed_vocabularies_follow_the_model():
     """``kind`` and ``status`` are decoded as Literals: they must list exactly the codes the model knows."""
     from typing import get_args, get_type_hints
 
-    from gputrace.timeline.chrome_batch import STATUS
-    from gputrace.timeline.chrome_typed import OursArgs
+    from gputrace.timeline.formats.chrome.batch import STATUS
+    from gputrace.timeline.formats.chrome.typed import OursArgs
     from gputrace.timeline.model import KIND_CODES
 
     hints = get_type_hints(OursArgs)

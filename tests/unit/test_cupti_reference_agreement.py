@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gputrace.otlp.encode import encode_request
 from gputrace.testing.activity_records import activity_timeline
-from gputrace.timeline.reader import TraceLoader
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 from gputrace.trace.cupti_join import ActivityJoin
 from gputrace.trace.cupti_spans import demangle
 from gputrace.trace.records import IdSource

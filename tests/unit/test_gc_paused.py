@@ -30,10 +30,11 @@ def test_off_inside_and_restored_after(enabled):
 def test_readers_run_with_the_collector_off_and_restore_it(tmp_path, monkeypatch):
     from gputrace.testing.synthetic import write_synthetic
     from gputrace.timeline import load
+    from gputrace.timeline.formats.otlp_jsonl import read as otlp_read
 
     seen = []
-    real = load._read_otlp
-    monkeypatch.setattr(load, "_read_otlp", lambda *a: seen.append(gc.isenabled()) or real(*a))
+    real = otlp_read._read_otlp
+    monkeypatch.setattr(otlp_read, "_read_otlp", lambda *a: seen.append(gc.isenabled()) or real(*a))
     p = tmp_path / "t.jsonl"
     write_synthetic(p, target_spans=200)
     gc.enable()
@@ -41,6 +42,7 @@ def test_readers_run_with_the_collector_off_and_restore_it(tmp_path, monkeypatch
     assert seen == [False] and gc.isenabled()
 
 
+@pytest.mark.slow
 def test_what_the_block_kept_goes_to_the_oldest_generation():
     """No young collection walks a read's objects after the block (they are handed to the oldest
     generation), unless something else holds frozen objects, whose freeze is left alone."""

@@ -14,7 +14,7 @@ import pytest
 from gputrace.analysis.gpu_activity import device_busy, launch_gaps
 from gputrace.analysis.gpu_transfers import copy_table, kernel_table, sync_waits
 from gputrace.otlp.encode import encode_request
-from gputrace.timeline.reader import TraceLoader
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 from gputrace.trace.cupti_join import ActivityJoin
 from gputrace.trace.records import IdSource
 

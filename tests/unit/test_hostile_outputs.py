@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gputrace.atomic_write import atomic_output, write_atomic
-from gputrace.interop import otlp_file
-from gputrace.interop.otlp_file import write_otlp_jsonl
+import gputrace.timeline.formats.otlp_jsonl.write as otlp_file
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.testing.synth import make_timeline
 
 ROOT = Path(__file__).resolve().parents[2]

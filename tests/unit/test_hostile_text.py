@@ -13,7 +13,7 @@ import pytest
 from rich.markup import render as rich_render
 
 from gputrace.testing.synth import make_timeline, synthetic_run
-from gputrace.interop.otlp_file import write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.textsafe import console, markup, rich_text, visible
 from gputrace.textsafe import xml as xml_escape
 

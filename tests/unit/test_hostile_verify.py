@@ -12,8 +12,8 @@ import pytest
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from gputrace.prover.encoding import Q, EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
-from gputrace.prover.keys import KeyError_, vk_to_json
-from gputrace.prover.setup import VerifyingKey
+from gputrace.prover.keygen.keys import KeyError_, vk_to_json
+from gputrace.prover.keygen.setup import VerifyingKey
 from gputrace.prover.verify import DegenerateKeyError, Proof, ProofFileError, read_proof, verify, write_proof
 from gputrace.prover.verify_files import verify_files
 
@@ -111,7 +111,7 @@ def test_nested_json_is_a_clean_error(tmp_path):
 def test_nested_json_is_refused_even_with_a_raised_recursion_limit(tmp_path, monkeypatch):
     # py_ecc (imported by other code in the same process) raises the limit to 100,000; json would then
     # recurse in C past the stack instead of raising RecursionError.
-    import gputrace.timeline._depth as depth
+    import gputrace.json_depth as depth
 
     monkeypatch.setattr(depth.sys, "getrecursionlimit", lambda: 100_000)
     p = tmp_path / "proof.json"

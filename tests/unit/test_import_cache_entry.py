@@ -1,5 +1,5 @@
 """``gputrace import`` stores the columnar-cache entry of the file it writes: the Timeline predicted by
-``otlp_readback`` must be exactly what an uncached read of that file gives (columns and dtypes, lanes and
+``readback`` must be exactly what an uncached read of that file gives (columns and dtypes, lanes and
 their order, phases, resources, trace ids, attributes with their key order, load report), whole or in
 parallel; where it cannot be predicted, no entry."""
 
@@ -11,14 +11,15 @@ import json
 import numpy as np
 import pytest
 
-import gputrace.timeline.parallel as par
-from gputrace.interop.otlp_file import groups, span_ids, write_otlp_jsonl
-from gputrace.interop.otlp_readback import readback_timeline
+import gputrace.timeline.formats.otlp_jsonl.parallel as par
+from gputrace.timeline.formats.otlp_jsonl.plan import groups, span_ids
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.readback import readback_timeline
 from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
 from gputrace.timeline import cache
 from gputrace.timeline.load import read_any
 from gputrace.timeline.model import Lane, Timeline
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.nsys.read import read_nsys
 from gputrace.timeline.row_attrs import RowAttrs
 from tests.unit.nsys_random_report import random_report
 from tests.unit.test_nsys import build_report
@@ -61,6 +62,7 @@ def _check(tl, tmp_path, monkeypatch, name="t.jsonl", max_spans=512):
 
 @pytest.mark.parametrize("opts", [{}, {"runtime": False}, {"correlation_ids": True}])
 @pytest.mark.parametrize("report", ["plain", "no_session", "random1", "random2", "random3", "random4"])
+@pytest.mark.slow
 def test_nsys_imports_read_back_as_predicted(tmp_path, uncached, monkeypatch, report, opts):
     if report == "plain":
         src = build_report(tmp_path / "r.sqlite")
@@ -74,7 +76,8 @@ def test_nsys_imports_read_back_as_predicted(tmp_path, uncached, monkeypatch, re
 
 
 def test_chrome_imports_read_back_as_predicted(tmp_path, uncached, monkeypatch):
-    from gputrace.timeline.chrome import read_chrome, write_chrome
+    from gputrace.timeline.formats.chrome.read import read_chrome
+    from gputrace.timeline.formats.chrome.export import write_chrome
     from tests.unit.test_chrome import KINETO
 
     p = tmp_path / "k.json"
@@ -89,7 +92,7 @@ def test_chrome_imports_read_back_as_predicted(tmp_path, uncached, monkeypatch):
 def test_shared_kineto_args_read_back_as_predicted(tmp_path, uncached, monkeypatch):
     """Kernels whose args are shared as TemplateAttrs (values equal under == but of other types kept
     apart) read back as predicted, and the prediction keeps them shared."""
-    from gputrace.timeline.chrome import read_chrome
+    from gputrace.timeline.formats.chrome.read import read_chrome
     from gputrace.timeline.row_attrs import TemplateAttrs
 
     ev = [{"ph": "X", "cat": "kernel", "name": f"k{i % 3}", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 2,
@@ -185,10 +188,10 @@ def test_import_stores_the_entry_the_first_view_reopens(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache").glob("*.gtc"))) == 1
     import gputrace.timeline.load as load
 
-    real = load.read_otlp
-    monkeypatch.setattr(load, "read_otlp", lambda *a, **k: (_ for _ in ()).throw(AssertionError("not cached")))
+    real = load._read
+    monkeypatch.setattr(load, "_read", lambda *a, **k: (_ for _ in ()).throw(AssertionError("not cached")))
     cached = read_any(out)
-    monkeypatch.setattr(load, "read_otlp", real)
+    monkeypatch.setattr(load, "_read", real)
     monkeypatch.setenv("GPUTRACE_CACHE", "0")
     assert_exact(cached, read_any(out))
 

@@ -1,4 +1,4 @@
-"""Jaeger JSON export (gputrace.timeline.jaeger): the document Jaeger UI's "Upload JSON" opens."""
+"""Jaeger JSON export (gputrace.timeline.formats.jaeger): the document Jaeger UI's "Upload JSON" opens."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from gputrace.timeline import Lane, Timeline
-from gputrace.timeline.jaeger import to_jaeger, write_jaeger
+from gputrace.timeline.formats.jaeger import to_jaeger, write_jaeger
 from test_chrome import T0, TRACE, sample_timeline
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

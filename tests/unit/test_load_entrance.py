@@ -14,7 +14,7 @@ import pytest
 from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, iter_load, read_trace
 from gputrace.timeline._lines import GzipStream, LineSplitter, iter_lines
-from gputrace.timeline.chrome import write_chrome
+from gputrace.timeline.formats.chrome.export import write_chrome
 from gputrace.timeline.load import UnreadableTrace, load_runs, load_steps, read_any, read_as, sniff
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,24 +158,91 @@ def _imports(path: Path) -> set[str]:
     return mods
 
 
-def test_parallel_does_not_import_reader():
-    tl_dir = ROOT / "gputrace" / "timeline"
-    assert "gputrace.timeline.reader" not in _imports(tl_dir / "parallel.py")
-    assert "gputrace.timeline.load" not in _imports(tl_dir / "parallel.py")
+def test_the_format_table_is_light_and_every_role_resolves():
+    """Importing the table imports no reader (its roles are dotted names, imported on first use), and every
+    name in it is a function; the format packages import nothing when imported themselves."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gputrace.timeline.formats as f, gputrace.timeline.formats.chrome, "
+            "gputrace.timeline.formats.nsys, gputrace.timeline.formats.otlp_jsonl\n"
+            "print(sorted(m for m in sys.modules if m.startswith('gputrace.timeline.') or m == 'numpy'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["['gputrace.timeline.formats',", "'gputrace.timeline.formats.chrome',",
+                                  "'gputrace.timeline.formats.nsys',", "'gputrace.timeline.formats.otlp_jsonl']"]
+    from gputrace.timeline.formats import FORMATS, NATIVE
+
+    roles = ("sniff", "read", "read_head", "read_steps", "write", "convert")
+    for fmt in FORMATS.values():
+        for role in roles:
+            if fmt.has(role):
+                assert callable(fmt.function(role)), (fmt.name, role)
+            else:
+                with pytest.raises(ValueError, match=fmt.name):
+                    fmt.function(role)
+    assert FORMATS[NATIVE].sniff is None  # the fallback
+    assert [f.name for f in FORMATS.values() if f.sniff is None and f.has("read")] == [NATIVE]
 
 
-READERS = {"gputrace.timeline.reader", "gputrace.timeline.incremental", "gputrace.timeline.parallel",
-           "gputrace.timeline.nsys", "gputrace.timeline.chrome_import", "gputrace.timeline._lines",
-           "gputrace.timeline._feed", "gputrace.timeline._loader"}
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_only_the_entrance_reaches_the_readers_from_outside_timeline():
-    """CLI, TUI and analysis go through gputrace.timeline.load (the interop package keeps re-exports)."""
+def _all_imports(path: Path, module: str) -> set[str]:
+    """Every module ``path`` imports, at any depth of its code (function-level imports count), relative
+    imports resolved, ``from pkg import mod`` counted as ``pkg.mod`` when that is a module."""
+    mods = set()
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            mods.add(base)
+            mods.update(f"{base}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            mods.update(a.name for a in node.names)
+    return mods
+
+
+def test_no_import_cycle_in_the_read_side_the_receiver_or_the_codec():
+    """No cycle among the modules of gputrace.timeline, gputrace.interop and gputrace.otlp, counting the
+    imports inside functions (which hide cycles from a plain import) and the package ``__init__``s."""
+    files = [f for d in ("timeline", "interop", "otlp") for f in (ROOT / "gputrace" / d).rglob("*.py")]
+    files.append(ROOT / "gputrace" / "json_depth.py")
+    mods = {_module_of(f): f for f in files}
+    graph = {m: sorted(i for i in _all_imports(f, m) if i in mods and i != m) for m, f in mods.items()}
+    # A module's package __init__ runs before it: a package that imports its own submodule is no cycle.
+    for m in graph:
+        graph[m] = [i for i in graph[m] if not m.startswith(i + ".")]
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for i in graph[m]:
+            if state.get(i) == 1:
+                cycles.append(stack[stack.index(i):] + [i])
+            elif i not in state:
+                visit(i, [*stack, i])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_only_the_entrance_reaches_the_formats_from_outside_timeline():
+    """CLI, TUI, analysis, prover and recorder go through gputrace.timeline.load; the commands may read the
+    format table itself (names and summaries) but no format's modules."""
     offenders = []
-    for pkg in ("commands", "tui", "analysis", "cli.py"):
+    for pkg in ("commands", "tui", "analysis", "prover", "trace", "cli.py"):
         base = ROOT / "gputrace" / pkg
         for f in ([base] if base.is_file() else base.rglob("*.py")):
-            bad = _imports(f) & READERS
+            bad = {m for m in _imports(f) if m.startswith("gputrace.timeline.formats.")}
             if bad:
                 offenders.append((f.relative_to(ROOT).as_posix(), sorted(bad)))
     assert offenders == []

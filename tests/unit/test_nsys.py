@@ -1,4 +1,4 @@
-"""Nsight Systems SQLite import (gputrace.timeline.nsys), against files built here to the export schema.
+"""Nsight Systems SQLite import (gputrace.timeline.formats.nsys.read), against files built here to the export schema.
 
 The CREATE TABLE statements follow the nsys SQLite export schema reference (StringIds, ThreadNames,
 PROCESSES, NVTX_EVENTS, CUPTI_ACTIVITY_KIND_RUNTIME/_KERNEL/_MEMCPY, the ENUM_* tables and
@@ -18,7 +18,7 @@ import pytest
 from gputrace.phases import phase_color
 from gputrace.timeline import Lane
 from gputrace.timeline.model import KIND_CODES
-from gputrace.timeline.nsys import NsysFormatError, read_nsys
+from gputrace.timeline.formats.nsys.read import NsysFormatError, read_nsys
 
 EPOCH = 1_764_000_000_000_000_000
 PID = 4321

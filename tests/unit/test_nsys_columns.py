@@ -1,11 +1,11 @@
-"""The column tools of the Nsight importer (gputrace.timeline.nsys_columns) against plain-Python references."""
+"""The column tools of the Nsight importer (gputrace.timeline.formats.nsys.columns) against plain-Python references."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gputrace.timeline.nsys_columns import CorrIndex, groups, ints, shifted
+from gputrace.timeline.formats.nsys.columns import CorrIndex, groups, ints, shifted
 
 
 def _reference_groups(*keys):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.nsys.read import read_nsys
 
 ROOT = Path(__file__).resolve().parents[2]
 

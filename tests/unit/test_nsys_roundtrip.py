@@ -1,4 +1,4 @@
-"""nsys report -> OTLP JSONL (gputrace.interop.otlp_file) -> read_trace gives the same Timeline;
+"""nsys report -> OTLP JSONL (gputrace.timeline.formats.otlp_jsonl.write) -> read_trace gives the same Timeline;
 read_any opens every format by content."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import gzip
 import numpy as np
 import orjson
 
-from gputrace.interop.formats import read_any, sniff
-from gputrace.interop.otlp_file import write_otlp_jsonl
+from gputrace.timeline.load import read_any, sniff
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.timeline import read_trace
-from gputrace.timeline.chrome import write_chrome
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.chrome.export import write_chrome
+from gputrace.timeline.formats.nsys.read import read_nsys
 from test_nsys import EPOCH, PID, build_report
 
 

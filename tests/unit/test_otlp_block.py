@@ -1,4 +1,4 @@
-"""The column-wise span encoder (``gputrace.interop.otlp_block``) writes the bytes of the per-row reference
+"""The column-wise span encoder (``gputrace.timeline.formats.otlp_jsonl.write_block``) writes the bytes of the per-row reference
 (``otlp_file.reference_requests``: span dicts through ``encode_request``) on varied Timelines: Nsight
 imports, synthetic traces, and hand-made rows with every attribute shape the per-row path handles
 (shared sets with and without clashes, overlays of ints, bools, strings, plain dicts, names, statuses,
@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import gputrace.interop.otlp_block as otlp_block
-import gputrace.interop.otlp_file as otlp_file
-from gputrace.interop.otlp_file import reference_requests, timeline_requests
+import gputrace.timeline.formats.otlp_jsonl.write_block as otlp_block
+import gputrace.timeline.formats.otlp_jsonl.write as otlp_file
+from gputrace.timeline.formats.otlp_jsonl.write import reference_requests, timeline_requests
 from gputrace.testing.synthetic import SyntheticSpec, synthetic_timeline
 from gputrace.timeline.model import Lane, Timeline
-from gputrace.timeline.nsys import read_nsys
+from gputrace.timeline.formats.nsys.read import read_nsys
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 from tests.unit.nsys_random_report import random_report
 from tests.unit.test_nsys import build_report
@@ -30,6 +30,7 @@ def _same_bytes(tl, max_spans=512):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.slow
 def test_nsys_imports(tmp_path, seed, monkeypatch):
     src = random_report(tmp_path / "r.sqlite", seed=seed, n=1500)
     monkeypatch.setattr(otlp_file, "BLOCK_ROWS", 97)  # blocks end inside lines and groups
@@ -134,8 +135,8 @@ def test_a_split_write_gives_the_same_bytes(tmp_path, monkeypatch):
     same file; a child that fails leaves its half to the parent, still the same file."""
     import os
 
-    import gputrace.interop.otlp_split as split
-    from gputrace.interop.otlp_file import write_otlp_jsonl
+    import gputrace.timeline.formats.otlp_jsonl.write_split as split
+    from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 
     tl = synthetic_timeline(SyntheticSpec(hosts=2, gpus=3, target_spans=3000, seed=4))
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"

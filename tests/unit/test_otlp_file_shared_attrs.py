@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from gputrace.interop.otlp_file import write_otlp_jsonl
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.otlp.encode import encode_request, encode_span
 from gputrace.timeline.model import Lane, Timeline
 from gputrace.timeline.row_attrs import RowAttrs

@@ -189,7 +189,7 @@ def test_same_span_id_in_two_traces_links_within_its_trace(tmp_path):
 def test_a_negative_device_keeps_its_own_host(tmp_path):
     # The lane key once packed device + 1 into 16 bits of one int64: a device below -1 spilled into the resource
     # bits and the span was given another resource's host (Python's negative indexing).
-    from gputrace.timeline import _columns
+    from gputrace.timeline.formats.otlp_jsonl import _columns
 
     t = b"\x01" * 16
     lines = [encode_request({"host.name": h}, [dict(trace_id=t, span_id=i + 1, name="ntt", start_ns=i, end_ns=i + 1,
@@ -201,7 +201,8 @@ def test_a_negative_device_keeps_its_own_host(tmp_path):
         _columns._DENSE_LANES = dense
         try:
             for fast in (True, False):
-                from gputrace.timeline.reader import TraceLoader, load_file_into
+                from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
+                from gputrace.timeline.formats.otlp_jsonl._feed import load_file_into
 
                 ld = TraceLoader(fast=fast)
                 load_file_into(ld, p)

@@ -12,8 +12,9 @@ import pytest
 
 from gputrace.otlp.encode import encode_request
 from gputrace.timeline import TraceFormatError, read_trace
-from gputrace.timeline._fast import parse_attributes
-from gputrace.timeline.reader import TraceLoader, load_file_into
+from gputrace.timeline.formats.otlp_jsonl._fast import parse_attributes
+from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
+from gputrace.timeline.formats.otlp_jsonl._feed import load_file_into
 from gputrace.testing.synthetic import write_synthetic
 from tests.unit.timeline_equality import assert_same_timeline
 
@@ -195,7 +196,7 @@ def test_raw_resources_match_the_general_path(tmp_path, resource_json):
 
 
 def test_resource_cache_eviction_and_many_resources(tmp_path, monkeypatch):
-    from gputrace.timeline import _loader
+    from gputrace.timeline.formats.otlp_jsonl import _loader
 
     monkeypatch.setattr(_loader, "RESOURCE_CACHE_SIZE", 2)
     lines = [encode_request({**RES, "process.pid": i % 5, "host.name": f"h{i % 3}"}, [_span(i + 1, {"gputrace.device": i % 2})])
@@ -216,7 +217,7 @@ def test_span_kind_forms_match_the_general_path(tmp_path, kind):
 
 
 def test_lines_refused_by_the_lean_decoder_stop_the_fast_path(tmp_path):
-    from gputrace.timeline._loader import FAST_GIVE_UP_LINES
+    from gputrace.timeline.formats.otlp_jsonl._loader import FAST_GIVE_UP_LINES
 
     good = encode_request(RES, [_span(1, {"gputrace.lane": "stream:0"})]).decode()
     lines = [good.replace('"kind":1', '"kind":"SPAN_KIND_INTERNAL"').replace('"spanId":"0000000000000001"', f'"spanId":"{i:016x}"')
@@ -282,7 +283,7 @@ def test_parse_attributes_declines_exactly_the_odd_span():
 def test_iter_load_and_parallel_use_the_fast_path_with_the_same_result(tmp_path, monkeypatch):
     import functools
 
-    from gputrace.timeline import incremental, parallel
+    from gputrace.timeline.formats.otlp_jsonl import incremental, parallel
 
     p = tmp_path / "s.jsonl"
     write_synthetic(p, target_spans=3000, gpus=2, circuits=2, spans_per_line=40)
@@ -314,7 +315,7 @@ def test_iter_load_and_parallel_use_the_fast_path_with_the_same_result(tmp_path,
 
 
 def test_a_fast_parser_failure_falls_back_to_the_general_path(tmp_path, monkeypatch):
-    from gputrace.timeline import _loader
+    from gputrace.timeline.formats.otlp_jsonl import _loader
 
     p = tmp_path / "s.jsonl"
     write_synthetic(p, target_spans=500, spans_per_line=50)
@@ -332,8 +333,8 @@ def test_a_fast_parser_failure_falls_back_to_the_general_path(tmp_path, monkeypa
 def test_nsys_import_with_array_attributes_takes_the_fast_path(tmp_path):
     """Kernels from an Nsight import carry cuda.grid/cuda.block arrays: lifted out of the raw
     attributes, so their lines stay on the fast path, with the general path's Timeline."""
-    from gputrace.interop.otlp_file import write_otlp_jsonl
-    from gputrace.timeline.nsys import read_nsys
+    from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
+    from gputrace.timeline.formats.nsys.read import read_nsys
     from tests.unit.test_nsys import build_report
 
     tl = read_nsys(build_report(tmp_path / "r.sqlite"))
@@ -489,7 +490,7 @@ def test_newline_offsets_of_views_over_bytes_and_other_buffers():
 
 
 def test_a_block_of_good_lines_is_decoded_in_one_call(tmp_path, monkeypatch):
-    from gputrace.timeline import _loader
+    from gputrace.timeline.formats.otlp_jsonl import _loader
 
     calls = {"decode_lines": 0, "decode": 0}
     real = _loader.lean_decoder
@@ -516,7 +517,7 @@ def test_a_block_of_good_lines_is_decoded_in_one_call(tmp_path, monkeypatch):
 def test_span_ids_whose_lengths_only_add_up_are_errors():
     # The joined-hex fast path of id_column used to accept a 15- and a 17-character id side by side (together
     # 32 characters) and read them as other ids; each must be reported as the per-id path reports it.
-    from gputrace.timeline._header_columns import id_column
+    from gputrace.timeline.formats.otlp_jsonl._header_columns import id_column
 
     for allow_empty in (False, True):
         marks = []
@@ -559,7 +560,7 @@ def test_the_phase_table_is_the_same_however_the_file_is_cut(tmp_path, monkeypat
     """Phases are numbered in sorted order over the whole read, so batches of any size, progressive and
     parallel reads give one table (each batch used to add its new names sorted, so the table followed
     the batch boundaries): a re-read of an imported file can be predicted exactly."""
-    import gputrace.timeline.parallel as par
+    import gputrace.timeline.formats.otlp_jsonl.parallel as par
 
     names = ["zeta", "alpha", "mid", "alpha", "beta", "zeta", "omega"]
     lines = [encode_request(RES, [_span(i * 10 + j + 1, {"gputrace.lane": "thread:t"}, name=names[(i + j) % 7])

@@ -11,7 +11,7 @@ from gputrace.testing.synthetic import write_synthetic
 
 _PRINT = """
 import json, sys
-from gputrace.timeline.reader import read_trace
+from gputrace.timeline import read_trace
 tl = read_trace(sys.argv[1])
 print(json.dumps({"trace_ids": list(tl.trace_ids), "lanes": [repr(l) for l in tl.lanes]}))
 """

@@ -77,7 +77,7 @@ def test_deep_line_is_a_clear_error_when_a_library_raised_the_recursion_limit(tm
 def test_too_deep_ignores_brackets_inside_strings():
     import sys
 
-    from gputrace.timeline._depth import too_deep
+    from gputrace.json_depth import too_deep
 
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(100000)

@@ -22,7 +22,7 @@ def _line(i: int, n: int = 10) -> bytes:
 
 
 def test_iter_load_yields_progress_then_the_full_timeline(tmp_path, monkeypatch):
-    import gputrace.timeline.incremental as inc
+    import gputrace.timeline.formats.otlp_jsonl.incremental as inc
 
     monkeypatch.setattr(inc, "_READ", 64 * 1024)  # several slices for a small file
     p = tmp_path / "run.jsonl"
@@ -41,7 +41,7 @@ def test_iter_load_yields_progress_then_the_full_timeline(tmp_path, monkeypatch)
 
 
 def test_iter_load_stops_when_asked(tmp_path, monkeypatch):
-    import gputrace.timeline.incremental as inc
+    import gputrace.timeline.formats.otlp_jsonl.incremental as inc
 
     monkeypatch.setattr(inc, "_READ", 16 * 1024)
     p = tmp_path / "run.jsonl"
@@ -161,7 +161,7 @@ def test_binary_file_is_refused_and_its_handle_closed(tmp_path, monkeypatch):
     # _Reader opened the file, then open_trace_file refused it: that first handle used to stay open.
     import builtins
 
-    import gputrace.timeline.incremental as inc
+    import gputrace.timeline.formats.otlp_jsonl.incremental as inc
 
     opened = []
 

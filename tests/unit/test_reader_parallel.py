@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-import gputrace.timeline._workers as wk
-import gputrace.timeline.parallel as par
+import gputrace.timeline.formats.otlp_jsonl._workers as wk
+import gputrace.timeline.formats.otlp_jsonl.parallel as par
 from gputrace.otlp.encode import encode_request
 from gputrace.testing.synthetic import write_synthetic
 from gputrace.timeline import TraceFormatError, read_trace
-from gputrace.timeline._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
+from gputrace.timeline.formats.otlp_jsonl._pieces import PART_ERRORS, ClaimBoard, dump_part, load_part, new_anonymous_file
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_worker_failure_falls_back_to_in_process(tmp_path, small_threshold, star
 
 
 def test_workers_run_our_package_not_one_in_the_working_directory(tmp_path, small_threshold, monkeypatch):
-    # A worker used to be ``python -m gputrace.timeline.parallel``, which imports from the working directory
+    # A worker used to be ``python -m gputrace.timeline.formats.otlp_jsonl.parallel``, which imports from the working directory
     # first: run from another checkout, it ran that checkout's code (here: a fake that answers nothing).
     monkeypatch.setattr(wk, "FORK", False)
     p = tmp_path / "run.jsonl"
@@ -192,7 +192,7 @@ def _claim_two_then(part_bytes: bytes | None):
             raise RuntimeError("died")
         os.write(fd, part_bytes)
 
-    program = ("import os, sys; from gputrace.timeline._pieces import ClaimBoard; "
+    program = ("import os, sys; from gputrace.timeline.formats.otlp_jsonl._pieces import ClaimBoard; "
                "b = ClaimBoard.open(int(sys.argv[1])); b.claim_back(); b.claim_back(); "
                + ("sys.exit(3)" if part_bytes is None else f"os.write(int(sys.argv[2]), {part_bytes!r})"))
     return work, program

@@ -37,14 +37,14 @@ def test_second_read_comes_from_the_cache_and_is_identical(tmp_path, small_cache
     def boom(*a, **k):
         raise AssertionError("read the file again instead of the cache")
 
-    monkeypatch.setattr(load, "read_otlp", boom)
+    monkeypatch.setattr(load, "_read", boom)
     second = read_any([p])
     assert_same_timeline(first, second)
     assert second.load_report.spans == first.load_report.spans
 
 
 def test_attributes_and_shared_dicts_survive(tmp_path, small_cache):
-    from gputrace.timeline.chrome import write_chrome
+    from gputrace.timeline.formats.chrome.export import write_chrome
 
     src = read_any([os.path.join(DATA, "sample_2gpu.jsonl")])
     p = tmp_path / "c.json"
@@ -129,7 +129,7 @@ def test_nsys_launch_attributes_stay_shared_through_the_cache(tmp_path, small_ca
     def boom(*a, **k):
         raise AssertionError("read the report again instead of the cache")
 
-    monkeypatch.setattr(load, "_read_other", boom)
+    monkeypatch.setattr(load, "_read", boom)
     second = read_any([p])
     assert_same_timeline(first, second)
     launched = [r for r, a in second.attrs.items() if type(a) is RowAttrs]
@@ -176,7 +176,7 @@ def test_kineto_kernel_templates_stay_shared_and_exact_through_the_cache(tmp_pat
     import gputrace.timeline.load as load
 
     with monkeypatch.context() as m:
-        m.setattr(load, "_read_other", lambda *a, **k: pytest.fail("read the trace again instead of the cache"))
+        m.setattr(load, "_read", lambda *a, **k: pytest.fail("read the trace again instead of the cache"))
         second = read_any([p])
     assert_same_timeline(first, second)
     for r in range(first.n):
@@ -190,3 +190,26 @@ def test_kineto_kernel_templates_stay_shared_and_exact_through_the_cache(tmp_pat
     assert raw.count(b"correlation") >= 1
     entry.write_bytes(raw.replace(b"correlation", b"correlatioX", 1))
     assert cache.load(p) is None
+
+
+def test_a_file_growing_past_the_threshold_while_read_is_shown_and_not_stored(tmp_path, monkeypatch):
+    # A running job's trace crosses the 16 MiB threshold while `view` reads it: the cache was not wanted when the
+    # read began, so nothing is stored (the view used to end in UnboundLocalError).
+    monkeypatch.setenv("GPUTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    p = _copy(tmp_path)
+    size = os.path.getsize(p)
+    monkeypatch.setenv("GPUTRACE_CACHE_MIN_BYTES", str(size + 1))
+    real = cache.wanted
+    calls = []
+
+    def grown(path):  # the first check sees the file as it was; it then grows past the threshold
+        calls.append(path)
+        if len(calls) > 1:
+            with open(p, "ab") as f:
+                f.write(b"\n")
+        return real(path)
+
+    monkeypatch.setattr(cache, "wanted", grown)
+    steps = list(load_steps([p]))
+    assert steps[-1].snapshot().n > 0
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("*.gtc"))

@@ -1,0 +1,482 @@
+"""Chrome Trace Event JSON reader: :func:`read_chrome`, :func:`from_chrome`.
+
+How events map onto lanes (gputrace's own exports round-trip; Kineto / ``chrome://tracing`` recordings
+are mapped by ``args.device``/``args.stream`` and thread names) is described in
+:mod:`gputrace.timeline.chrome`, the public module that re-exports these names. Pure functions; no
+threads. Errors (:class:`ChromeFormatError`) name the file and the event index.
+
+Streaming: ``read_chrome`` feeds event batches from :mod:`gputrace.timeline.formats.chrome.scan` into one
+``_Events`` accumulator, which turns each event into column values at once (a few arrays and, per
+span, only the attributes it keeps), so memory follows the Timeline, not the JSON document. Lanes
+of other tools' traces are resolved at the end (thread names may come after the events that use
+them); batches of a gputrace export are decoded into typed Structs and turned into columns with numpy
+(:mod:`gputrace.timeline.formats.chrome.typed`), or, when their events have another shape, take a columnar
+path over dicts (:mod:`gputrace.timeline.formats.chrome.batch`). A gputrace export must carry its
+``otherData`` (lanes, epoch) before ``traceEvents``, as the writer puts it; older exports
+(``otherData`` last), files the scanner cannot split, and malformed files are read whole, as
+before (``from_chrome`` of the parsed document), which also names the problem.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gputrace.phases import phase_kind
+from gputrace.timeline._gc import collector_paused
+from gputrace.timeline.formats.chrome.args_share import ArgsSharer
+from gputrace.timeline.formats.chrome.batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
+from gputrace.timeline.formats.chrome.foreign import (
+    GPU_CATS as _GPU_CATS,
+    RUNTIME_CATS as _RUNTIME_CATS,
+    ForeignBatch,
+    decode_foreign,
+    is_device,
+)
+from gputrace.timeline.formats.chrome.stream import GENERATOR, KINETO_ARGS, KINETO_CATEGORIES
+from gputrace.timeline.formats.chrome.typed import Decode, OursTyped, TypedBatch, decode_ours
+from gputrace.timeline.model import KIND_CODES, Lane, Timeline
+from gputrace.timeline.nesting import nest_parents
+
+__all__ = ["ChromeFormatError", "read_chrome", "read_chrome_head", "from_chrome"]
+
+#: Runs of this many events or more between ``B``/``E`` events of another tool's trace go through
+#: the batch path (``chrome_foreign``); shorter ones, and the ``B``/``E`` events, one by one.
+_MIN_RUN = 64
+
+
+#: The accumulator's column arrays (``_Events.__init__``).
+_COLUMN_ARRAYS = ("start", "end", "gstart", "gend", "hasg", "circuit", "batch", "nbytes", "kind", "status", "phase",
+                  "lane", "span_id", "parent_sid", "trace", "resource")
+
+
+class ChromeFormatError(ValueError):
+    """A Chrome trace that breaks the format; the message names file, event index and field."""
+
+
+def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
+    """Read a Chrome Trace Event JSON file (``.json`` or ``.json.gz``; object or array form), streamed
+    (see the module docstring). Raises ChromeFormatError naming the file, OSError.
+
+    The cyclic garbage collector is paused while reading (process-wide; re-enabled afterwards if it
+    was on): the reader creates millions of objects and no cycles, and the collector's passes over
+    the kept attribute dicts cost ~35 % of reading a PyTorch-profiler trace."""
+    with collector_paused():
+        return _read_chrome(path, host)
+
+
+def _read_chrome(path: str | Path, host: str | None) -> Timeline:
+    from gputrace.timeline.errors import TraceFormatError
+    from gputrace.timeline.formats.chrome.scan import ScanError
+
+    p = Path(path)
+    host = host or p.name.split(".")[0]
+    try:
+        acc, _ = _streamed(p, host)
+        if acc is not None:
+            return acc.timeline()
+    except (ScanError, EOFError, OSError, TraceFormatError) as e:
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+    return _read_whole(p, host)
+
+
+def read_chrome_head(path: str | Path, max_events: int, host: str | None = None) -> Timeline | None:
+    """The Timeline of the first whole batches of a Chrome trace holding at least ``max_events`` events
+    (a ``B`` whose ``E`` lies beyond them closes at the last time seen), for a first screen while the
+    whole file is read; None when the file has fewer events or its head cannot be read this way (the
+    whole read then reports why). Raises only OSError (an unreadable path). Pauses the collector."""
+    p = Path(path)
+    with collector_paused():
+        try:
+            acc, whole = _streamed(p, host or p.name.split(".")[0], max_events)
+        except (EOFError, ValueError):  # ScanError, ChromeFormatError, TraceFormatError, msgspec's errors
+            return None
+        return None if acc is None or whole else acc.timeline()
+
+
+def _streamed(p: Path, host: str, max_events: int | None = None) -> tuple[_Events | None, bool]:
+    """(the accumulator of the file's events as the scanner streams them, whether it holds all of them):
+    all of them, or the first whole batches holding ``max_events``. None when the keys that decide the
+    mapping came after the events (the caller reads the file whole). Raises ScanError, EOFError,
+    OSError, ChromeFormatError, TraceFormatError."""
+    from gputrace.timeline._lines import open_trace_file
+    from gputrace.timeline.formats.chrome.scan import ScanError, scan_chrome
+
+    with open_trace_file(p) as f:
+        acc = None
+        for what, value in scan_chrome(f, _decoder_for):
+            if what == "head":
+                acc = _Events.for_header(value, host, str(p))
+            elif what == "events":
+                if acc is None:  # the scanner yields the head first
+                    raise ScanError("events before the header")
+                acc.add(value)
+                if max_events is not None and acc.idx >= max_events:
+                    return acc, False
+            elif _late_header(value):
+                acc = None
+    return acc, True
+
+
+def _decoder_for(head: dict) -> Decode:
+    """How the scanner decodes event batches: typed, as a gputrace export's or another tool's
+    events (see ``_Events.add``)."""
+    other = head.get("otherData")
+    return decode_ours if isinstance(other, dict) and other.get("generator") == GENERATOR else decode_foreign
+
+
+def _late_header(tail: dict) -> bool:
+    other = tail.get("otherData")
+    return "baseTimeNanoseconds" in tail or (isinstance(other, dict) and other.get("generator") == GENERATOR)
+
+
+def _read_whole(p: Path, host: str) -> Timeline:
+    from gputrace.timeline._lines import open_trace_file
+
+    try:
+        with open_trace_file(p) as f:
+            raw = f.read()
+    except (EOFError, OSError) as e:
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        raise ChromeFormatError(f"{p}: corrupt or truncated gzip stream ({e})") from None
+    except ValueError as e:  # a binary file (TraceFormatError)
+        raise ChromeFormatError(str(e)) from None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        # The array form may legally lack its closing bracket (a trace cut short).
+        text = raw.strip()
+        if text.startswith(b"[") and not text.endswith(b"]"):
+            try:
+                doc = orjson.loads(text.rstrip(b",\n\r\t ") + b"]")
+            except orjson.JSONDecodeError:
+                raise ChromeFormatError(f"{p}: not JSON: {exc}") from None
+        else:
+            raise ChromeFormatError(f"{p}: not JSON: {exc}") from None
+    return from_chrome(doc, host=host, source=str(p))
+
+
+def _num(ev: dict, key: str, src: str, idx: int) -> float:
+    v: Any = ev.get(key)
+    if type(v) not in (int, float):
+        raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({ev.get('ph')!r} {ev.get('name')!r}): "
+                                f"field {key!r} must be a number, got {v!r}")
+    return v
+
+
+def from_chrome(doc: Any, host: str = "chrome", source: str = "<chrome>", stats: dict | None = None) -> Timeline:
+    """Build a Timeline from a parsed Chrome trace (dict with ``traceEvents`` or a bare list).
+
+    ``stats`` (if given) receives ``events``, ``spans`` and ``skipped`` counts. Raises
+    :class:`ChromeFormatError` naming ``source`` and the event index for malformed events.
+    """
+    if isinstance(doc, dict):
+        events = doc.get("traceEvents")
+        if not isinstance(events, list):
+            raise ChromeFormatError(f"{source}: top-level object has no 'traceEvents' list")
+        head = doc
+    elif isinstance(doc, list):
+        events, head = doc, {}
+    else:
+        raise ChromeFormatError(f"{source}: expected an object or an array at top level")
+    acc = _Events.for_header(head, host, source)
+    acc.add(events)
+    return acc.timeline(stats)
+
+
+class _Events(OursBatch, OursTyped, ForeignBatch):
+    """Accumulates events (in file order, in batches) as columns; ``timeline()`` builds the result."""
+
+    @classmethod
+    def for_header(cls, head: dict, host: str, source: str) -> _Events:
+        """The accumulator for a document whose top-level keys other than ``traceEvents`` are ``head``."""
+        other = head.get("otherData") if isinstance(head, dict) else None
+        other = other if isinstance(other, dict) else {}
+        ours = other.get("generator") == GENERATOR
+        base = int(other.get("t0_epoch_ns", 0)) if ours else int(head.get("baseTimeNanoseconds", 0) or 0)
+        return cls(host, source, ours, other.get("lanes", {}) if ours else {}, base,
+                   [dict(r) for r in other.get("resources", [])] if ours else [])
+
+    def __init__(self, host: str, source: str, ours: bool, lane_map: dict, base: int, resources: list) -> None:
+        self.host, self.source, self.ours, self.lane_map, self.base = host, source, ours, lane_map, base
+        self.resources = resources
+        self.idx = 0  # events seen (for error messages)
+        self.skipped = 0
+        self.t_max = 0
+        self.open_b: dict[tuple, list] = {}
+        self.proc_names: dict[Any, str] = {}
+        self.thread_names: dict[tuple, str] = {}
+        # columns (times relative to ``base``)
+        self.start, self.end = array("q"), array("q")
+        self.gstart, self.gend = array("q"), array("q")  # relative to base; valid where hasg
+        self.hasg = array("b")
+        self.circuit, self.batch, self.nbytes = array("q"), array("q"), array("q")
+        self.kind, self.status = array("b"), array("b")
+        self.phase, self.lane = array("i"), array("i")  # lane: index into lane_keys
+        self.span_id, self.parent_sid = array("Q"), array("Q")
+        self.trace, self.resource = array("i"), array("i")
+        self.attrs: dict[int, Mapping] = {}  # dicts, and TemplateAttrs of shared args
+        self.names: dict[int, str] = {}
+        self.phases: list[str] = []
+        self.phase_ix: dict[str, int] = {}
+        self.lane_keys: list[Any] = []  # ours: Lane; others: ("gpu", dev, stream) or ("thr", pid, tid)
+        self.lane_ix: dict[Any, int] = {}
+        self.trace_ids: list[str] = []
+        self.trace_ix: dict[str, int] = {}
+        self.correlation: dict[int, int] = {}
+        self.gpu_rows: list[tuple[int, int]] = []
+        self.cat_attrs: dict[str, dict] = {}
+        self.args_sharers: dict[str, ArgsSharer] = {}
+
+    # ---- events ----------------------------------------------------------------------
+    def add(self, events: list | TypedBatch) -> None:
+        """Events in file order: a list of decoded JSON values, or a TypedBatch (re-decoded as a
+        list when the typed path declines it). Raises ChromeFormatError."""
+        if isinstance(events, TypedBatch):
+            if self._add_ours_typed(events.events) if self.ours else self._add_foreign_typed(events.events):
+                return
+            evs: list = events.as_json()
+        else:
+            evs = events
+        if self.ours:
+            if not self._add_ours_batch(evs):
+                self._add_each(evs)
+            return
+        start = 0  # another tool's trace: runs between B/E events as batches, the rest one by one
+        for j in [j for j, ev in enumerate(evs) if type(ev) is dict and ev.get("ph") in ("B", "E")] + [len(evs)]:
+            run = evs[start:j]
+            if len(run) < _MIN_RUN or not self._add_foreign_batch(run):
+                self._add_each(run)
+            self._add_each(evs[j:j + 1])
+            start = j + 1
+
+    def _add_each(self, evs: list) -> None:
+        """The per-event path (exact errors: file, event index, field)."""
+        src = self.source
+        for ev in evs:
+            idx = self.idx
+            self.idx += 1
+            if not isinstance(ev, dict):
+                raise ChromeFormatError(f"{src}: traceEvents[{idx}] is not an object")
+            ph = ev.get("ph")
+            if ph == "X":
+                ts = round(_num(ev, "ts", src, idx) * 1000)
+                d = ev.get("dur", 0)
+                dur = round(d * 1000) if type(d) in (int, float) else round(_num(ev, "dur", src, idx))
+                if dur < 0:
+                    raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({ev.get('name')!r}): negative 'dur'")
+                self._row(ts, ts + dur, str(ev.get("name", "")), str(ev.get("cat", "")), ev.get("pid"), ev.get("tid"),
+                          ev.get("args") or {})
+                if ts + dur > self.t_max:
+                    self.t_max = ts + dur
+            elif ph == "B":
+                ts = round(_num(ev, "ts", src, idx) * 1000)
+                self.open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(
+                    (ts, str(ev.get("name", "")), str(ev.get("cat", "")), ev.get("args") or {}))
+            elif ph == "E":
+                ts = round(_num(ev, "ts", src, idx) * 1000)
+                stack = self.open_b.get((ev.get("pid"), ev.get("tid")))
+                if not stack:
+                    self.skipped += 1  # an E without its B (trace started mid-range)
+                    continue
+                s, name, cat, args = stack.pop()
+                self._row(s, ts, name, cat, ev.get("pid"), ev.get("tid"), {**args, **(ev.get("args") or {})})
+                if ts > self.t_max:
+                    self.t_max = ts
+            elif ph == "M":
+                name, args = ev.get("name"), ev.get("args") or {}
+                if name == "process_name":
+                    self.proc_names[ev.get("pid")] = str(args.get("name", ""))
+                elif name == "thread_name":
+                    self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(args.get("name", ""))
+            else:
+                self.skipped += 1
+
+    def _lane(self, key) -> int:
+        k = self.lane_ix.get(key)
+        if k is None:
+            k = self.lane_ix[key] = len(self.lane_keys)
+            self.lane_keys.append(key)
+        return k
+
+    def _row(self, s: int, e: int, name: str, cat: str, pid, tid, args: dict) -> None:
+        i = len(self.start)
+        a = dict(args)
+        g0 = g1 = 0
+        has_g = False
+        if self.ours:
+            info = self.lane_map.get(f"{pid}/{tid}")
+            if info is None:
+                raise ChromeFormatError(f"{self.source}: gputrace export without lane info for pid {pid} tid {tid}")
+            lane = Lane(str(info["host"]), int(info["pid"]), int(info["device"]), str(info["name"]))
+            lk = self._lane(lane)
+            phase = str(a.pop("phase", name))
+            kind = a.pop("kind", phase_kind(phase))
+            a.pop("color", None)
+            if a.get("gputrace.activity") in KINETO_CATEGORIES:  # written for Kineto tools; ours are in attrs
+                for key in KINETO_ARGS:
+                    a.pop(key, None)
+            if "host.ts_us" in a:  # drawn at device time; host times in args
+                g0, g1, has_g = s, e, True
+                s = round(float(a.pop("host.ts_us")) * 1000)
+                e = s + round(float(a.pop("host.dur_us", 0)) * 1000)
+            elif "gpu.ts_us" in a:  # drawn at host time; device times in args
+                g0 = round(float(a.pop("gpu.ts_us")) * 1000)
+                g1 = g0 + round(float(a.pop("gpu.dur_us", 0)) * 1000)
+                has_g = True
+            name_ = a.pop("name", name)
+        else:
+            dev, stream = a.get("device"), a.get("stream")
+            if cat in _GPU_CATS and is_device(dev) and stream is not None:
+                lk = self._lane(("gpu", dev, stream))
+                kind = "gpu"
+                g0, g1, has_g = s, e, True
+                if isinstance(a.get("correlation"), int):
+                    self.gpu_rows.append((i, a["correlation"]))
+            else:
+                lk = self._lane(("thr", pid, tid))
+                kind = phase_kind(name) if name in _vocab() else "host"
+                if cat in _RUNTIME_CATS and isinstance(a.get("correlation"), int):
+                    self.correlation[a["correlation"]] = i
+            phase, name_ = name, name
+            if cat:
+                a["chrome.cat"] = cat
+        p = self.phase_ix.get(phase)
+        if p is None:
+            p = self.phase_ix[phase] = len(self.phases)
+            self.phases.append(phase)
+        nums = []
+        for key in ("circuit", "batch", "bytes"):
+            v = a.pop(key, None) if self.ours else a.get(key)
+            nums.append(v if isinstance(v, int) and not isinstance(v, bool) else -1)
+        res = st = -1
+        sid = psid = 0
+        tr = -1
+        if self.ours:
+            a.pop("device", None)
+            r = a.pop("resource", None)
+            if isinstance(r, int) and 0 <= r < len(self.resources):
+                res = r
+            st = _STATUS.get(a.pop("status", None), 0)
+            sid, psid = _hex_int(a.pop("span_id", "")), _hex_int(a.pop("parent_span_id", ""))
+            t = a.pop("trace_id", None)
+            if isinstance(t, str):
+                known = self.trace_ix.get(t)
+                if known is None:
+                    known = self.trace_ix[t] = len(self.trace_ids)
+                    self.trace_ids.append(t)
+                tr = known
+            if name_ != phase:
+                self.names[i] = str(name_)
+        self.start.append(s)
+        self.end.append(e)
+        self.gstart.append(g0)
+        self.gend.append(g1)
+        self.hasg.append(has_g)
+        self.circuit.append(nums[0])
+        self.batch.append(nums[1])
+        self.nbytes.append(nums[2])
+        self.kind.append(KIND_CODES.get(str(kind), 0))
+        self.status.append(max(st, 0))
+        self.phase.append(p)
+        self.lane.append(lk)
+        self.span_id.append(sid or (i + 1))
+        self.parent_sid.append(psid)
+        self.trace.append(tr)
+        self.resource.append(res)
+        if a:
+            self.attrs[i] = a
+
+    # ---- result ----------------------------------------------------------------------
+    def timeline(self, stats: dict | None = None) -> Timeline:
+        """The Timeline of the events added; consumes the accumulator (call once)."""
+        t_max = self.t_max
+        for (pid, tid), stack in self.open_b.items():  # B without E: close at the end of the trace
+            for s, name, cat, args in stack:
+                self._row(s, max(s, t_max), name, cat, pid, tid, {**args, "unterminated": True})
+        self.open_b = {}
+        n = len(self.start)
+        if stats is not None:
+            stats.update(events=self.idx, spans=n, skipped=self.skipped)
+        base = self.base
+        start = np.frombuffer(self.start, np.int64) + base if n else np.zeros(0, np.int64)
+        end = np.frombuffer(self.end, np.int64) + base if n else np.zeros(0, np.int64)
+        g0 = np.frombuffer(self.gstart, np.int64) if n else np.zeros(0, np.int64)
+        g1 = np.frombuffer(self.gend, np.int64) if n else np.zeros(0, np.int64)
+        has_g = np.frombuffer(self.hasg, np.int8).astype(bool) if n else np.zeros(0, bool)
+        lanes, key_to_lane = self._lanes()
+        lane_col = key_to_lane[np.frombuffer(self.lane, np.int32)] if n else np.zeros(0, np.int32)
+        span_id = np.frombuffer(self.span_id, np.uint64).copy() if n else np.zeros(0, np.uint64)
+        parent_sid = np.frombuffer(self.parent_sid, np.uint64).copy() if n else np.zeros(0, np.uint64)
+        if not self.ours:
+            span_id = np.arange(1, n + 1, dtype=np.uint64)
+        cols = {
+            "start": start, "end": end,
+            "gpu_start": np.where(has_g, g0 + base, -1), "gpu_end": np.where(has_g, g1 + base, -1),
+            "device": (np.asarray([ln.device for ln in lanes] or [0], np.int64)[lane_col] if n
+                       else np.zeros(0, np.int64)),
+            "circuit": np.frombuffer(self.circuit, np.int64) if n else np.zeros(0, np.int64),
+            "batch": np.frombuffer(self.batch, np.int64) if n else np.zeros(0, np.int64),
+            "nbytes": np.frombuffer(self.nbytes, np.int64) if n else np.zeros(0, np.int64),
+            "lane": lane_col, "phase": np.frombuffer(self.phase, np.int32) if n else np.zeros(0, np.int32),
+            "kind": np.frombuffer(self.kind, np.int8) if n else np.zeros(0, np.int8),
+            "status": np.frombuffer(self.status, np.int8) if n else np.zeros(0, np.int8),
+            "span_id": span_id, "trace": np.frombuffer(self.trace, np.int32) if n else np.zeros(0, np.int32),
+            "resource": np.frombuffer(self.resource, np.int32) if n else np.zeros(0, np.int32),
+        }
+        if not self.ours and n:
+            par = nest_parents(start, end, lane_col)
+            for i, corr in self.gpu_rows:  # a GPU event's parent: the span enclosing its launching call
+                r = self.correlation.get(corr)
+                if r is not None:
+                    par[i] = par[r] if par[r] >= 0 else r
+            has = par >= 0
+            parent_sid[has] = span_id[par[has]]
+        cols["parent_span_id"] = parent_sid
+        for k in _COLUMN_ARRAYS:  # the columns now hold (views of) them; each is freed once sorted
+            setattr(self, k, array(getattr(self, k).typecode))
+        # Only ``cols`` may hold the unsorted columns now (this frame lives until from_unsorted returns).
+        del start, end, g0, g1, has_g, lane_col, span_id, parent_sid
+        if not self.ours and n:
+            del par, has
+        return Timeline.from_unsorted(cols, self.phases, lanes, self.resources, self.trace_ids, self.attrs, self.names,
+                                      consume=True)
+
+    def _lanes(self) -> tuple[list[Lane], np.ndarray]:
+        """The distinct lanes, and lane key index -> lane index (keys of other tools' traces that
+        resolve to the same lane, e.g. two tids with one thread name, share it)."""
+        if self.ours:
+            return list(self.lane_keys), np.arange(max(len(self.lane_keys), 1), dtype=np.int32)
+        tn, pn = self.thread_names, self.proc_names
+        cpu_pids = {pid for (pid, _tid) in tn if not re.search(r"GPU\s*\d+", pn.get(pid, ""))}
+        single_pid = next(iter(cpu_pids)) if len(cpu_pids) == 1 and isinstance(next(iter(cpu_pids)), int) else -1
+        out: list[Lane] = []
+        ix: dict[Lane, int] = {}
+        remap = np.zeros(max(len(self.lane_keys), 1), np.int32)
+        for k, key in enumerate(self.lane_keys):
+            if key[0] == "gpu":
+                lane = Lane(self.host, single_pid, key[1], f"stream:{key[2]}")
+            else:
+                _, pid, tid = key
+                tname = tn.get((pid, tid)) or str(tid)
+                lane = Lane(self.host, pid if isinstance(pid, int) else -1, -1, f"thread:{tname}")
+            j = ix.get(lane)
+            if j is None:
+                j = ix[lane] = len(out)
+                out.append(lane)
+            remap[k] = j
+        return out, remap
+
+
+def _vocab() -> dict:
+    from gputrace.phases import PHASES
+
+    return PHASES
