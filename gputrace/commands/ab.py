@@ -51,6 +51,9 @@ def register(sub) -> argparse.ArgumentParser:
                     help="collect CUDA activity (CUPTI: kernels, copies, syncs) in every run, and give each factorial "
                          "verdict its kernel evidence (kernel time, launch gaps, copies by memory kind with GB/s, "
                          "sync waits); a phase whose bracket moved but not its kernels is called host timing")
+    p.add_argument("--deadline", type=float, default=None, metavar="S",
+                   help="start no run that would end more than S seconds after the first (predicted from earlier runs "
+                        "of its variant); then analyse what ran: a time-boxed call keeps its results")
     p.add_argument("--prime", type=int, default=0, metavar="N",
                    help="N runs of the baseline before the design's rounds (process warm-up: kernel loads, pools), "
                         "kept as prime-NNN traces and left out of the analysis; cheaper than a --warmup round")
@@ -107,6 +110,8 @@ def _plan(args):
     check_counts(args.batch, args.devices, args.backend)
     if getattr(args, "prime", 0) < 0:
         raise ValueError(f"--prime must be >= 0, got {args.prime}")
+    if getattr(args, "deadline", None) is not None and not args.deadline > 0:
+        raise ValueError(f"--deadline must be > 0 seconds, got {args.deadline}")
     if args.opt_sets:
         return "opt-sets", tuple(ALL_OPT_NAMES), opt_sets(args.opt_sets, tuple(ALL_OPT_NAMES))
     sw = parse_switches(args.switches)
@@ -204,7 +209,10 @@ def run(args) -> int:
                 os.environ[CUDA_ACTIVITY_ENV] = "1"  # read by every run's gputrace.configure
             exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
                                  warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress,
-                                 prime=args.prime)
+                                 prime=args.prime, deadline_s=args.deadline)
+            if exp.stopped:
+                done = sum(1 for r in exp.records if not r.warmup)
+                err.print(f"stopped at the --deadline: {done} measured runs of {len(variants) * args.runs}")
         runs = exp.measures()
         rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
                       familywise=args.familywise, correction=args.correction)

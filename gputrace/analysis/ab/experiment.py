@@ -53,6 +53,8 @@ class Experiment:
     switches: tuple[str, ...]
     variants: list[Variant]
     records: list[RunRecord] = field(default_factory=list)
+    #: Why the schedule stopped early ("deadline": no further run fitted ``deadline_s``), else None.
+    stopped: str | None = None
 
     @property
     def baseline(self) -> Variant:
@@ -75,6 +77,8 @@ class Experiment:
             "variants": [{"name": v.name, "switches": sorted(v.switches)} for v in self.variants],
             "runs": [asdict(r) for r in self.records],
         }
+        if self.stopped:
+            doc["stopped"] = self.stopped
         from gputrace.atomic_write import write_atomic
 
         write_atomic(self.out_dir / MANIFEST, json.dumps(doc, indent=1))
@@ -89,7 +93,9 @@ class Experiment:
         try:
             variants = [Variant(v["name"], frozenset(v["switches"])) for v in doc["variants"]]
             recs = [RunRecord(**r) for r in doc["runs"]]
-            return cls(out_dir, doc["design"], tuple(doc["switches"]), variants, recs)
+            stopped = doc.get("stopped")
+            return cls(out_dir, doc["design"], tuple(doc["switches"]), variants, recs,
+                       stopped if isinstance(stopped, str) else None)
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path}: malformed manifest ({e})") from None
 
@@ -122,6 +128,7 @@ def run_experiment(
     seed: int = 0,
     progress: Callable[[int, int, Variant, bool], None] | None = None,
     prime: int = 0,
+    deadline_s: float | None = None,
 ) -> Experiment:
     """Run every variant ``runs`` times (after ``warmup`` rounds), interleaved, writing traces
     under ``out_dir``; return the Experiment. ``progress(done, total, variant, warmup)`` is
@@ -129,6 +136,10 @@ def run_experiment(
     Raises ValueError if ``out_dir`` already holds a manifest (never overwrite evidence). ``prime``: runs of the
     first variant before the schedule (``<variant>/prime-NNN.jsonl``, recorded with ``round`` -1 and ``warmup``
     True, so the analysis leaves them out): the process's own first-run costs stay out of every round.
+    ``deadline_s``: seconds from the call after which no run starts that would not end in time (predicted as the
+    longest earlier run of its variant, else the longest run so far); the schedule then stops (``stopped`` =
+    "deadline", saved in the manifest) and what ran is returned, so a time-boxed call still gets an analysable
+    experiment (incomplete last round included; the factorial model blocks by round).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -138,7 +149,12 @@ def run_experiment(
     if prime < 0:
         raise ValueError(f"prime must be >= 0, got {prime}")
     plan = [(-1 - i, variants[0], True) for i in range(prime)] + schedule(list(variants), runs, warmup, shuffle, seed)
+    t_start = time.perf_counter()
     for seq, (rnd, v, is_warm) in enumerate(plan):
+        if deadline_s is not None and _too_late(exp.records, v.name, time.perf_counter() - t_start, deadline_s):
+            exp.stopped = "deadline"
+            exp.save()
+            break
         if rnd < 0:
             rel = Path(v.name) / f"prime-{-1 - rnd:03d}.jsonl"
         else:
@@ -165,3 +181,10 @@ def run_experiment(
         exp.records.append(rec)
         exp.save()
     return exp
+
+
+def _too_late(records: Sequence[RunRecord], variant: str, elapsed: float, deadline_s: float) -> bool:
+    """Whether a run of ``variant`` started now would end after ``deadline_s`` (predicted from earlier runs)."""
+    mine = [r.seconds for r in records if r.variant == variant]
+    guess = max(mine) if mine else max((r.seconds for r in records), default=0.0)
+    return elapsed + guess > deadline_s
