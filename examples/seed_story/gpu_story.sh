@@ -4,8 +4,8 @@
 #   bash examples/seed_story/gpu_story.sh [OUT] [LOGN] [BATCH] [DEADLINE_S]
 #
 # Five "optimisations" of the fast GPU path (b1 pinning per proof, pageable key uploads, keys reloaded per proof,
-# a sync after every MSM, D4 windows) and the null control, as a half-fraction factorial (32 variants), CUDA
-# activity on, rounds interleaved and shuffled, keys generated on the GPU by the first (prime) run. --deadline stops
+# a sync after every MSM, the seed's first D4 window rule) and the null control, as a half-fraction factorial
+# (32 variants), CUDA activity on, rounds interleaved and shuffled, keys generated on the GPU by the first (prime) run. --deadline stops
 # starting runs in time, so the analysis, the per-round replicates and the traces always come back.
 set -u
 OUT=${1:-seed-story-gpu}
@@ -14,13 +14,13 @@ BATCH=${3:-4}
 DEADLINE=${4:-420}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
-python3 -m gputrace ab --switches b1,pageable,reload,syncmsm,d4,null --design factorial --fraction half \
+python3 -m gputrace ab --switches b1,pageable,reload,syncmsm,windows,null --design factorial --fraction half \
     --runs 3 --prime 1 --warmup 0 --shuffle --cuda-activity --deadline "$DEADLINE" --backend cuda \
     --constraints "2^$LOGN" --batch "$BATCH" --key-dir "$OUT/keys" --out "$OUT/experiment" \
     > "$OUT/ab.txt" 2> "$OUT/ab.log"
 echo "gputrace ab exit $?"
 python3 "$HERE/replicates.py" "$OUT/experiment" --expect b1=pin,unpin --expect reload=load_bases,sync \
-    --expect pageable=load_bases --expect syncmsm=sync --expect d4=msm_a,msm_b_g1,msm_l --null null \
+    --expect pageable=load_bases --expect syncmsm=sync --expect windows=msm_a,msm_b_g1,msm_l --null null \
     --json "$OUT/replicates.json" > "$OUT/replicates.md"
 echo "replicates exit $?"
 tar czf "$OUT/traces.tgz" --exclude keys --exclude proofs -C "$OUT" experiment

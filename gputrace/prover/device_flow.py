@@ -162,7 +162,8 @@ class _StreamWorker:
             wtop["kind"] = "host"
         self.wtop = wtop
         self.n, self.nb = pk.domain_size, len(plans)
-        self.d4 = "d4" in o.opts
+        # MSM plans: the ``windows`` switch's rule, else D4's, else none (the engine's windows).
+        self.d4: str | None = "seed" if "windows" in o.opts else "d4" if "d4" in o.opts else None
         self.made: dict[int, tuple] = {}
         self.nxt = 0
         self.ahead = max(1, min(MAX_AHEAD, AHEAD_BYTES // (160 * self.n)))
@@ -301,7 +302,7 @@ class _StreamWorker:
 
 def _queue_circuit(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
                    helper: ThreadPoolExecutor, finished: Callable[..., Any], plan, block: DeviceArray, h: DeviceArray,
-                   z: DeviceArray, split, d4: bool, n: int, b_g2_host: list[Future] | None,
+                   z: DeviceArray, split, d4: str | None, n: int, b_g2_host: list[Future] | None,
                    sw: FlowSwitches | None = None, g2_later: Future | None = None) -> Future:
     """Queue one circuit's MSMs (the queued flow of ``stream_work``) and hand its results to the helper thread.
     The host waits only for the witness lane's counters (``finish_tail``) and for keys still loading; every GPU
@@ -335,7 +336,8 @@ def _sync_after_msm(backend: ProverBackend, lane: LaneInfo, stats, dl: str, ccw:
 
 
 def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
-                  h: DeviceArray, split, d4: bool, n: int, ni: int, *, queued: bool, sync_each: bool = False) -> tuple:
+                  h: DeviceArray, split, d4: str | None, n: int, ni: int, *, queued: bool,
+                  sync_each: bool = False) -> tuple:
     """One circuit's G1 MSMs and batch additions in the order the keys arrive (LOAD_ORDER: on the first circuit
     each MSM overlaps the next upload), with the tail counters read behind the witness lane's event.
     ``queued``: the backend's ``*_queued`` calls (device handles, nothing read back); else each returns its host
@@ -352,7 +354,7 @@ def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, s
         ts = backend.finish_tail(split, lane)
     assert ts.ones is not None and ts.ones_l is not None, "finish_tail fills ones and ones_l"
     nv = ts.tail.shape[0]
-    plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
+    plan_l, plan_ab = plans_from_stats(ts.stats, d4) if d4 else (None, None)  # d4: the plan rule, or None
     with stats.phase("msm_a", dl, **ckw):
         ma = msm(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
     _sync_after_msm(backend, lane, stats, dl, ccw, sync_each)

@@ -21,7 +21,7 @@ OPT_NAMES: tuple[str, ...] = ("a1", "a2", "a4", "b1", "d4")
 #: Regression switches of the fast GPU path (device synthesis, the stream flow; docs/prover.md, "Regression
 #: switches"). Each turns on a real code path that a team could plausibly have written to make the prover faster
 #: or tidier, and that costs time at scale; ``null`` changes nothing (an A/B control that must never be called).
-GPU_OPT_NAMES: tuple[str, ...] = ("pageable", "reload", "g2end", "syncmsm", "null")
+GPU_OPT_NAMES: tuple[str, ...] = ("pageable", "reload", "g2end", "syncmsm", "windows", "null")
 
 #: Every switch ``--opt`` and ``gputrace ab`` accept.
 ALL_OPT_NAMES: tuple[str, ...] = OPT_NAMES + GPU_OPT_NAMES
@@ -37,6 +37,7 @@ OPT_DESCRIPTIONS: dict[str, str] = {
     "reload": "proving keys not resident: every proof re-reads its key queries from pk.npz and uploads them again",
     "g2end": "b_g2 batched: every circuit's G2 MSM after the last circuit's G1 work, instead of one per proof",
     "syncmsm": "a device synchronisation after every MSM (the host waits for each MSM before queueing the next)",
+    "windows": "per-MSM windows for L, A and B_G1 by the seed's first D4 rule (log2(count) - 3, up to 16 bits)",
     "null": "a control switch that changes nothing (recorded in the trace's config only)",
 }
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from gputrace.analysis.ab.design import factorial
 from gputrace.analysis.ab.experiment import run_experiment
-from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.testing.synth import switch_run
+from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "seed_story" / "replicates.py"
 EFFECTS = {"slow": {"msm_a": 1.5}}  # +150 % on msm_a: about +10 % of the run

@@ -145,7 +145,7 @@ def test_key_upload_through_pinned_staging(gpu, monkeypatch):
     assert gpu.msm_g2(gpu.load_bases_g2("b_g2", g2_to_affine_limbs(g2), 0), sc, lane=lane) == want2, f"seed {SEED}"
 
 
-@pytest.mark.parametrize("opts", [("b1", "pageable", "reload", "g2end", "syncmsm", "d4"), ("reload", "b1"),
+@pytest.mark.parametrize("opts", [("b1", "pageable", "reload", "g2end", "syncmsm", "d4"), ("reload", "b1"), ("windows",),
                                   ("g2end",), ("null",)])
 def test_regression_switches_verify_on_the_gpu(tmp_path, opts):
     """The stream flow's regression switches (docs/prover.md) are real code paths: the proofs still verify with

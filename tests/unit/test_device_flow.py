@@ -244,7 +244,7 @@ def test_witnesses_made_at_most_ahead_circuits_ahead(tmp_path_factory, monkeypat
     assert all(max(ch) < started + 2 and len(ch) <= 2 for ch, started in chunks), chunks
 
 
-@pytest.mark.parametrize("switch", ["b1", "pageable", "reload", "g2end", "syncmsm", "null"])
+@pytest.mark.parametrize("switch", ["b1", "pageable", "reload", "g2end", "syncmsm", "windows", "null"])
 def test_regression_switches_act_on_the_stream_flow(tmp_path_factory, switch):
     """Each regression switch of the queued stream flow still verifies, and leaves the trace its code path makes
     (docs/prover.md, "Regression switches"); ``null`` leaves the trace of a run without switches."""
@@ -280,3 +280,30 @@ def test_null_switch_changes_no_span(tmp_path_factory):
         return out
 
     assert names(frozenset({"null"})) == names(frozenset())
+
+
+def test_windows_switch_plans_by_the_seed_rule(tmp_path_factory, monkeypatch):
+    """``windows``: the tail MSMs get the seed's first D4 window rule (log2(count) - 3, up to 16), not D4's."""
+    from gputrace.prover.msm_plan import seed_window_plan
+    from gputrace.prover.tail_split import plans_from_stats
+
+    assert [seed_window_plan(1 << k).window for k in (4, 10, 19, 20, 24)] == [4, 7, 16, 16, 16]
+    assert seed_window_plan(0).window == 4
+    stats = [1 << 20, 127 << 20, 0, (1 << 20) - 5, 127 * ((1 << 20) - 5), 0, 9, 9]
+    assert [p.window for p in plans_from_stats(stats, "seed")] == [16, 16]
+    assert [p.window for p in plans_from_stats(stats)] == [15, 15]  # D4's rule: the engine's window
+    with pytest.raises(ValueError, match="plan rule"):
+        plans_from_stats(stats, "other")
+    seen = []
+    be = StreamDouble(1)
+    orig = be.msm_g1_queued
+
+    def spy(bases, scalars, *, plan=None, lane=None):
+        seen.append(None if plan is None else plan.window)
+        return orig(bases, scalars, plan=plan, lane=lane)
+
+    monkeypatch.setattr(be, "msm_g1_queued", spy)
+    res, _ = _run(tmp_path_factory, be, batch=1, opts=frozenset({"windows"}))
+    assert res.verified == [True]
+    n_tail = len([w for w in seen if w is not None])
+    assert n_tail == 3 and seen[0] is None  # msm_h keeps the engine's window; a, b_g1, l get the seed rule
