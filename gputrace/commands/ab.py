@@ -12,11 +12,12 @@ import argparse
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
 from gputrace.commands.prove import add_placement_options
-from gputrace.textsafe import console, markup, rich_text, visible
+from gputrace.textsafe import console, markup, rich_text
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -63,31 +64,32 @@ def register(sub) -> argparse.ArgumentParser:
     return p
 
 
-def prover_runner(args, out_dir: Path):
+def prover_runner(args, out_dir: Path) -> Callable[[frozenset[str], Path], None]:
     """``run_variant(switches, trace_path)`` that proves with those switches on."""
     key_dir = args.key_dir or out_dir / "keys"
     proofs = out_dir / "proofs"
     if args.subprocess:
-        def run_variant(switches: frozenset[str], trace_path: Path) -> None:
-            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints), "--batch", str(args.batch),
-                   "--devices", str(args.devices), "--backend", args.backend, "--opt", ",".join(sorted(switches)) or "none",
-                   "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet",
-                   "--synthesis", args.synthesis, "--b-g2", args.b_g2, "--device-flow", args.device_flow]
+        def run_in_subprocess(switches: frozenset[str], trace_path: Path) -> None:
+            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints),
+                   "--batch", str(args.batch), "--devices", str(args.devices), "--backend", args.backend,
+                   "--opt", ",".join(sorted(switches)) or "none", "--trace", str(trace_path), "--out", str(proofs),
+                   "--key-dir", str(key_dir), "--no-verify", "--quiet", "--synthesis", args.synthesis,
+                   "--b-g2", args.b_g2, "--device-flow", args.device_flow]
             r = subprocess.run(cmd, capture_output=True, text=True, env=_run_env(args))
             if r.returncode != 0:
                 raise RuntimeError(f"gputrace prove exited {r.returncode}: {r.stderr.strip()[-500:]}")
-        return run_variant
+        return run_in_subprocess
 
     from gputrace.prover import run_prove
     from gputrace.prover.options import ProveOptions, parse_size
 
     constraints = parse_size(str(args.constraints))
 
-    def run_variant(switches: frozenset[str], trace_path: Path) -> None:
+    def run_here(switches: frozenset[str], trace_path: Path) -> None:
         run_prove(ProveOptions(constraints=constraints, batch=args.batch, devices=args.devices, backend=args.backend,
-                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False,
-                               synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
-    return run_variant
+                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path,
+                               verify=False, synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
+    return run_here
 
 
 def _run_env(args) -> dict[str, str]:
@@ -141,12 +143,13 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         for f in rep.switch_findings:
             a = e2e_row(f.alone) if f.alone else None
             lo = e2e_row(f.loo) if f.loo else None
-            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-", f"{lo.rel:+.1%}" if lo else "-",
-                      lo.verdict if lo else "-", "yes" if f.interaction else "")
+            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-",
+                      f"{lo.rel:+.1%}" if lo else "-", lo.verdict if lo else "-", "yes" if f.interaction else "")
         console.print(t)
     if rep.factorial is not None:
         fr = rep.factorial
-        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)", title_justify="left")
+        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)",
+                  title_justify="left")
         for col in ("term", "effect", f"{fr.confidence:.0%} interval", "time", "p", "significant"):
             t.add_column(col)
         for e in sorted(fr.for_key(fr.e2e_path), key=lambda e: -abs(e.ns)):
@@ -171,7 +174,8 @@ def render_evidence(evidence, console) -> None:
         return "-" if e is None else _signed(e.ns) + ("" if e.significant else " n.s.")
 
     t = Table(title="Kernel evidence (CUDA activity): what moved inside each phase", title_justify="left")
-    for col in ("term", "phase", "bracket", "kernels", "launch gaps", "sync waits", "copies (GB/s off -> on)", "verdict"):
+    for col in ("term", "phase", "bracket", "kernels", "launch gaps", "sync waits", "copies (GB/s off -> on)",
+                "verdict"):
         t.add_column(col)
     for pe in evidence:
         copies = "; ".join(c.describe().removeprefix("copies ") + ("" if c.effect.significant else " n.s.")
@@ -196,7 +200,8 @@ def run(args) -> int:
             design, switches, variants = _plan(args)
             out = args.out or Path("gputrace-ab") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             total = len(variants) * (args.runs + args.warmup)
-            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs -> {markup(out)}")
+            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs "
+                      f"-> {markup(out)}")
 
             def progress(done, total, v, warm):
                 err.print(f"  \\[{done + 1}/{total}] {markup(v.name)}{' (warm-up)' if warm else ''}")
@@ -207,9 +212,9 @@ def run(args) -> int:
                 from gputrace.trace.recorder import CUDA_ACTIVITY_ENV
 
                 os.environ[CUDA_ACTIVITY_ENV] = "1"  # read by every run's gputrace.configure
-            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
-                                 warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress,
-                                 prime=args.prime, deadline_s=args.deadline)
+            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design,
+                                 switches=switches, warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order,
+                                 progress=progress, prime=args.prime, deadline_s=args.deadline)
             if exp.stopped:
                 done = sum(1 for r in exp.records if not r.warmup)
                 err.print(f"stopped at the --deadline: {done} measured runs of {len(variants) * args.runs}")

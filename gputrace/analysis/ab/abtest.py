@@ -14,8 +14,9 @@ Pure numpy/scipy over `RunMeasures`; any thread.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_measures
@@ -41,7 +42,8 @@ def moved_phases(res: ComparisonResult, verdict: str = "slower", min_share: floa
     cand = [r for r in res.rows if r.verdict == verdict and r.device is None and r.clock == "host"
             and r.path not in E2E_PATHS and r.path != "prove" and abs(r.diff_ns) >= floor]
     extra = {"slower": "new", "faster": "gone"}.get(verdict)
-    cand += [r for r in res.rows if r.verdict == extra and r.device is None and r.clock == "host" and abs(r.diff_ns) >= floor]
+    cand += [r for r in res.rows
+             if r.verdict == extra and r.device is None and r.clock == "host" and abs(r.diff_ns) >= floor]
     cand.sort(key=lambda r: -abs(r.diff_ns))
     keep = []
     for r in cand:
@@ -55,7 +57,10 @@ def _via(rows: Sequence[PhaseComparison]) -> str:
     parts = []
     for r in rows[:5]:
         sign = "+" if r.diff_ns >= 0 else "-"
-        tag = f" ({r.verdict})" if r.verdict in ("new", "gone") else (f" ({r.rel:+.0%})" if math.isfinite(r.rel) else "")
+        if r.verdict in ("new", "gone"):
+            tag = f" ({r.verdict})"
+        else:
+            tag = f" ({r.rel:+.0%})" if math.isfinite(r.rel) else ""
         parts.append(f"{r.path} {sign}{fmt_ns(abs(r.diff_ns))}{tag}")
     return ", ".join(parts) if parts else "no single phase"
 
@@ -105,15 +110,18 @@ class ABReport:
     evidence: list[PhaseEvidence] = field(default_factory=list)  # factorial with GPU activity (``evidence.py``)
 
     def to_dict(self) -> dict:
-        d = {
+        def row(res: ComparisonResult | None) -> dict | None:
+            r = e2e_row(res) if res is not None else None
+            return r.to_dict() if r is not None else None
+
+        d: dict[str, object] = {
             "design": self.design,
             "switches": list(self.switches),
             "conclusions": self.conclusions,
             "comparisons": [{"label": lab, **res.to_dict()} for lab, res in self.comparisons],
             "switch_findings": [
                 {"switch": f.switch, "text": f.text, "hurts": f.hurts, "interaction": f.interaction,
-                 "alone": e2e_row(f.alone).to_dict() if f.alone and e2e_row(f.alone) else None,
-                 "leave_one_out": e2e_row(f.loo).to_dict() if f.loo and e2e_row(f.loo) else None}
+                 "alone": row(f.alone), "leave_one_out": row(f.loo)}
                 for f in self.switch_findings
             ],
         }
@@ -122,14 +130,16 @@ class ABReport:
             d["factorial"] = {
                 "model": fr.model, "df": fr.df, "terms": fr.terms, "e2e": fr.e2e_path,
                 "culprits": [c.describe() for c in fr.culprits], "helpers": [c.describe() for c in fr.helpers],
-                "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.__dict__.items()} for e in fr.effects],
+                "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                             for k, v in e.__dict__.items()} for e in fr.effects],
             }
         if self.evidence:
             d["kernel_evidence"] = [pe.to_dict() for pe in self.evidence]
         return d
 
 
-def _find(runs: Mapping[Variant, Sequence[RunMeasures]], on: frozenset[str]) -> tuple[Variant, Sequence[RunMeasures]] | None:
+def _find(runs: Mapping[Variant, Sequence[RunMeasures]],
+          on: frozenset[str]) -> tuple[Variant, Sequence[RunMeasures]] | None:
     for v, rs in runs.items():
         if v.switches == on and rs:
             return v, rs
@@ -156,7 +166,8 @@ def analyse(
         raise ValueError(f"no successful runs for variant(s) {', '.join(empty)}")
     u = tuple(switches)
     rep = ABReport(design, u)
-    kw = dict(confidence=confidence, equivalence=equivalence, familywise=familywise, correction=correction)
+    kw: dict[str, Any] = dict(confidence=confidence, equivalence=equivalence, familywise=familywise,
+                              correction=correction)
     none, allv = _find(runs, frozenset()), _find(runs, frozenset(u))
     if design == "opt-sets":
         items = list(runs.items())
@@ -188,7 +199,7 @@ def analyse(
     rep.factorial = fr
     if not rep.conclusions:
         rep.conclusions.append(fr.predicted_line())  # a fraction without both corners
-    elif e2e_row(rep.comparisons[0][1]).verdict == "too few runs":
+    elif (head := e2e_row(rep.comparisons[0][1])) is not None and head.verdict == "too few runs":
         # Too few runs of those two corners alone; the model pools every run.
         rep.conclusions[0] = fr.predicted_line()
     rep.conclusions += fr.summary_lines()
@@ -211,11 +222,11 @@ def _oat_finding(s: str, a_res: ComparisonResult | None, l_res: ComparisonResult
     parts = [s + ":"]
     if lo is not None:
         parts.append(f"with all others on it changes the run {lo.rel:+.1%} ({l_v})")
-        if l_v in ("slower", "faster"):
+        if l_v in ("slower", "faster") and l_res is not None:
             parts.append("through " + _via(moved_phases(l_res, l_v)))
     if a is not None:
         parts.append(f"; alone {a.rel:+.1%} ({a_v})")
-        if a_v in ("slower", "faster") and l_v not in ("slower", "faster"):
+        if a_v in ("slower", "faster") and l_v not in ("slower", "faster") and a_res is not None:
             parts.append("through " + _via(moved_phases(a_res, a_v)))
     if interaction:
         parts.append("; the two disagree: an interaction with the other switches, or noise at this N "

@@ -22,8 +22,15 @@ from dataclasses import dataclass, field
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.effects import Effect, FactorialResult
-from gputrace.analysis.ab.measures import (COPY_CLOCK, GAP_CLOCK, KERNEL_CLOCK, PROVE_PATH, RUN_PATH, SYNC_CLOCK,
-                                           RunMeasures)
+from gputrace.analysis.ab.measures import (
+    COPY_CLOCK,
+    GAP_CLOCK,
+    KERNEL_CLOCK,
+    PROVE_PATH,
+    RUN_PATH,
+    SYNC_CLOCK,
+    RunMeasures,
+)
 
 KERNELS, HOST_TIMING, NO_DATA = "kernels", "host timing", "no kernel data"
 
@@ -102,7 +109,8 @@ def has_activity(fr: FactorialResult) -> bool:
     return any(e.clock == KERNEL_CLOCK for e in fr.effects)
 
 
-def _bandwidth(runs: Mapping[Variant, Sequence[RunMeasures]], term: str, key: tuple) -> tuple[float | None, float | None]:
+def _bandwidth(runs: Mapping[Variant, Sequence[RunMeasures]], term: str,
+               key: tuple) -> tuple[float | None, float | None]:
     """GB/s (bytes per ns) of the copies under ``key`` in the runs with every switch of ``term`` off, and on."""
     names = term.split("*")
     acc = {False: [0.0, 0.0], True: [0.0, 0.0]}

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from gputrace.analysis.ab.design import Variant, schedule
 from gputrace.analysis.ab.measures import RunMeasures, run_measures
+from gputrace.timeline.model import Timeline
 
 MANIFEST = "manifest.json"
 
@@ -68,7 +69,8 @@ class Experiment:
 
     def traces(self, v: Variant, warmup: bool = False) -> list[Path]:
         """Trace files of successful runs of ``v`` (warm-ups only if ``warmup``), run order."""
-        return [self.out_dir / r.path for r in self.records if r.variant == v.name and r.error is None and r.warmup == warmup]
+        return [self.out_dir / r.path for r in self.records
+                if r.variant == v.name and r.error is None and r.warmup == warmup]
 
     def save(self) -> None:
         doc = {
@@ -84,7 +86,7 @@ class Experiment:
         write_atomic(self.out_dir / MANIFEST, json.dumps(doc, indent=1))
 
     @classmethod
-    def load(cls, out_dir: str | Path) -> "Experiment":
+    def load(cls, out_dir: str | Path) -> Experiment:
         """Read ``out_dir/manifest.json``. Raises FileNotFoundError, or ValueError naming the
         file and the missing field."""
         out_dir = Path(out_dir)
@@ -103,13 +105,18 @@ class Experiment:
         """Measured non-warm-up runs per variant. ``reader(path) -> Timeline`` defaults to the
         entrance, :func:`gputrace.timeline.load.read_any` (any format, by content)."""
         if reader is None:
-            from gputrace.timeline.load import read_any as reader  # noqa: N813
+            from gputrace.timeline.load import read_any
+
+            reader = read_any
         out: dict[Variant, list[RunMeasures]] = {}
         for v in self.variants:
             recs = [r for r in self.records if r.variant == v.name and r.error is None and not r.warmup]
             out[v] = []
             for r in recs:
-                m = run_measures(reader(self.out_dir / r.path), f"{v.name}/{Path(r.path).name}")
+                tl = reader(self.out_dir / r.path)
+                if not isinstance(tl, Timeline):
+                    raise TypeError(f"reader returned {type(tl).__name__} for {r.path}, not a Timeline")
+                m = run_measures(tl, f"{v.name}/{Path(r.path).name}")
                 m.round = r.round
                 out[v].append(m)
         return out
@@ -171,7 +178,8 @@ def run_experiment(
             rec.error = f"{type(e).__name__}: {e}"
             exp.records.append(rec)
             exp.save()
-            raise ExperimentError(f"run {seq + 1}/{len(plan)} (variant {v.name}, round {rnd}) failed: {rec.error}") from e
+            raise ExperimentError(f"run {seq + 1}/{len(plan)} (variant {v.name}, round {rnd}) failed: "
+                                  f"{rec.error}") from e
         rec.seconds = time.perf_counter() - t0
         if not (out / rel).exists():
             rec.error = "the runner wrote no trace"

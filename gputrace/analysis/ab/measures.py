@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
-from gputrace.analysis._common import group_ids, run_index
+from gputrace.analysis._common import group_ids
 from gputrace.analysis.gpu_activity import activity_index, launch_gaps
-from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
 from gputrace.timeline.model import Timeline
+from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
 
 #: Clocks of the kernel evidence (see module doc); copy clocks start with ``COPY_CLOCK``.
 KERNEL_CLOCK, GAP_CLOCK, SYNC_CLOCK, COPY_CLOCK = "kernels", "launch gaps", "sync wait", "copy "
@@ -38,7 +39,7 @@ Key = tuple  # (path: str, device: int | None, clock: str)
 Instance = tuple  # (circuit: int, batch: int); (-1, -1) when not recorded
 
 
-def _code(circuit: np.ndarray, batch: np.ndarray) -> np.ndarray:
+def _code(circuit: npt.ArrayLike, batch: npt.ArrayLike) -> np.ndarray:
     return ((np.asarray(circuit, np.int64) + 1) << 32) | (np.asarray(batch, np.int64) + 1)
 
 
@@ -55,11 +56,11 @@ class Instances(Mapping):
         self.vals = np.asarray(vals, np.float64)[o]
 
     @classmethod
-    def single(cls, value: float) -> "Instances":
+    def single(cls, value: float) -> Instances:
         return cls(_code(np.array([-1]), np.array([-1])), np.array([value], np.float64))
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Instances":
+    def from_dict(cls, d: Mapping) -> Instances:
         if isinstance(d, Instances):
             return d
         keys = list(d)
@@ -158,7 +159,7 @@ def _accumulate(values, pid, names, dev, cir, bat, dur, clock):
         kp, kd = pid[first], d[first]
         cut = np.flatnonzero((kp[1:] != kp[:-1]) | (kd[1:] != kd[:-1])) + 1
         bounds = np.concatenate([[0], cut, [len(first)]])
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             r = int(first[a])
             key = (names[int(pid[r])], int(dev[r]) if per_device else None, clock)
             values[key] = Instances(code[first[a:b]], sums[a:b])
@@ -194,7 +195,8 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
         pid_prove = tl.phase_id("prove")
         roots = (c["parent"] < 0) & (c["phase"] == pid_prove) if pid_prove >= 0 else np.zeros(tl.n, bool)
         if roots.any():
-            values[(PROVE_PATH, None, "host")] = Instances.single(float(c["end"][roots].max() - c["start"][roots].min()))
+            extent = float(c["end"][roots].max() - c["start"][roots].min())
+            values[(PROVE_PATH, None, "host")] = Instances.single(extent)
     r0 = int(c["resource"][0]) if tl.n else -1
     res = dict(tl.resources[r0]) if 0 <= r0 < len(tl.resources) else {}
     if not label:
