@@ -352,12 +352,14 @@ class _Batch:
             return backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name))
 
     def _reread_query(self, d: int, circuit: int, name: str):
-        """``reload``: one query read again from ``pk.npz`` and uploaded (device d's reload thread)."""
+        """``reload``: one query read again from ``pk.npz`` and uploaded (device d's reload thread). The span says
+        which circuit it is for as ``for_circuit``, not ``circuit``: its time stays in the run's one ``load_bases``
+        instance, so A/B comparisons (which align instances across runs) count it against the baseline's loads."""
         backend, pk = self.backend, self.pk
         pts = getattr(pk, name)
         with self.stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
                               lane=f"thread:reload-{d}", kind="host", parent=self.ctx, query=name, points=len(pts),
-                              circuit=circuit, reload=True):
+                              for_circuit=circuit, reload=True):
             if self.pk_file is None:  # _flow_switches refuses reload without it; kept for the type checker
                 raise ValueError("the reload switch needs the key's pk.npz")
             with np.load(self.pk_file) as zf:

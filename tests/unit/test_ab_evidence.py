@@ -94,3 +94,19 @@ def test_classify_without_activity_and_host_timing_without_cause():
     classify(pe)
     assert pe.verdict == KERNELS
     assert evidence_table(analyse(_runs(reps=2), "factorial", U).factorial, {}) is not None
+
+
+def test_opt_sets_lines_carry_the_kernel_line():
+    """Without a factorial, each comparison's sentence ends with the kernel evidence of the ``prove`` root: slower
+    kernels read ``-> kernels``, longer launch delays ``-> host timing``."""
+    from gputrace.analysis.ab.design import opt_sets
+
+    runs = {}
+    for v in opt_sets(["none", "kern", "gaps"], U):
+        runs[v] = [run_measures(activity_run_timeline(
+            kernels=200, kernels_per_phase=20, seed=50 + r, launch_gap_ns=90_000 if "gaps" in v.switches else 30_000,
+            kernel_scale={"msm_bucket": 4.0} if "kern" in v.switches else None)) for r in range(10)]
+    rep = analyse(runs, "opt-sets", U)
+    lines = {ln.split(":")[0]: ln for ln in rep.conclusions}
+    assert lines["kern vs none"].endswith("-> kernels")
+    assert lines["gaps vs none"].endswith("-> host timing") and "launch gaps +" in lines["gaps vs none"]

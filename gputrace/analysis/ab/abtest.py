@@ -23,7 +23,7 @@ from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, comp
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.effects import FactorialResult, fit_effects
 from gputrace.analysis.ab.evidence import PhaseEvidence, evidence_table, has_activity
-from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
+from gputrace.analysis.ab.measures import COPY_CLOCK, GAP_CLOCK, KERNEL_CLOCK, PROVE_PATH, RUN_PATH, RunMeasures
 
 E2E_PATHS = (PROVE_PATH, RUN_PATH)
 
@@ -79,7 +79,37 @@ def describe_change(label: str, res: ComparisonResult) -> str:
         moved.sort(key=lambda r: -abs(r.diff_ns))
         if moved:
             text += "; phases that did move: " + _via(moved)
+    ev = kernel_line(res)
+    if ev:
+        text += "; " + ev
     return text
+
+
+def kernel_line(res: ComparisonResult) -> str | None:
+    """'kernel evidence: kernels +15.3 ms (too few runs), launch gaps +509 ms (...), copies HtoD PAGEABLE ...
+    -> host timing' for a comparison whose runs carry CUDA activity (None otherwise): the ``prove`` root's kernel
+    time and launch gaps and the largest change of any copy kind; when the end-to-end change is decided (slower or
+    faster), ``host timing`` if the kernels carry under a quarter of it, else ``kernels``."""
+    e2e = e2e_row(res)
+    k = res.find("prove", None, KERNEL_CLOCK)
+    if e2e is None or k is None or not math.isfinite(e2e.diff_ns):
+        return None
+    parts = [f"kernels {_sgn(k.diff_ns)} ({k.verdict})"]
+    g = res.find("prove", None, GAP_CLOCK)
+    if g is not None:
+        parts.append(f"launch gaps {_sgn(g.diff_ns)} ({g.verdict})")
+    copies = [r for r in res.rows if r.device is None and r.clock.startswith(COPY_CLOCK) and math.isfinite(r.diff_ns)]
+    if copies:
+        c = max(copies, key=lambda r: abs(r.diff_ns))
+        parts.append(f"{c.clock.replace(COPY_CLOCK, 'copies ')} in {c.path} {_sgn(c.diff_ns)} ({c.verdict})")
+    text = "kernel evidence: " + ", ".join(parts)
+    if e2e.verdict in ("slower", "faster"):
+        text += " -> host timing" if abs(k.diff_ns) < 0.25 * abs(e2e.diff_ns) else " -> kernels"
+    return text
+
+
+def _sgn(ns: float) -> str:
+    return ("+" if ns >= 0 else "-") + fmt_ns(abs(ns))
 
 
 @dataclass
