@@ -107,39 +107,31 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _as_int(v: Any) -> int | None:
-    return v if type(v) is int else None
-
-
-def _as_list(v: Any) -> list | None:
-    return list(v) if isinstance(v, list) else None
-
-
-#: Kineto args of a device row -> (activity attribute, conversion); a value that does not convert is left out.
-_DEVICE_FIELDS: tuple[tuple[str, str, Any], ...] = (
-    ("stream", A.STREAM, _as_int), ("correlation", A.CORRELATION, _as_int),
-    ("registers per thread", A.REGISTERS, _as_int), ("shared memory", A.SHARED_STATIC, _as_int),
-    ("grid", A.GRID, _as_list), ("block", A.BLOCK, _as_list))
+#: Kineto args of a device row -> activity attribute; the value is copied as Kineto wrote it (present or not).
+_DEVICE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("stream", A.STREAM), ("correlation", A.CORRELATION), ("registers per thread", A.REGISTERS),
+    ("shared memory", A.SHARED_STATIC), ("grid", A.GRID), ("block", A.BLOCK))
 
 
 def _plan(dev: tuple[dict, int], fixed: Mapping, per_row_keys: tuple, cat: str,
           api: str | None) -> tuple[dict, int, list]:
-    """(static attributes, short-name id, per-row fields ``[(index in per_row_keys, attribute, conversion)]``)
-    of a device row whose args are ``fixed`` apart from ``per_row_keys`` (a ``TemplateAttrs`` overlay)."""
+    """(static attributes, short-name id, per-row fields ``[(index in per_row_keys, attribute)]``) of a device
+    row whose args are ``fixed`` apart from ``per_row_keys`` (a ``TemplateAttrs`` overlay). The attributes come
+    in one order whichever of them are per-row (`_template_plan` keeps it): the source's, the API, the
+    fields in ``_DEVICE_FIELDS`` order (the launch start is added last, by the caller)."""
     static, short_id = dev
     static = dict(static)
     if api is not None:
         static[A.API] = api
     fields = []
-    for src, dst, conv in _DEVICE_FIELDS:
+    for src, dst in _DEVICE_FIELDS:
         if cat != "kernel" and dst not in (A.STREAM, A.CORRELATION):
             continue
         if src in per_row_keys:
-            fields.append((per_row_keys.index(src), dst, conv))
-        else:
-            v = conv(fixed.get(src))
-            if v is not None:
-                static[dst] = v
+            fields.append((per_row_keys.index(src), dst))
+            static[dst] = None  # its place in the order; the value is the row's
+        elif src in fixed:
+            static[dst] = fixed[src]
     return static, short_id, fields
 
 
@@ -148,13 +140,14 @@ def _template_plan(dev: tuple[dict, int], shared: Mapping, keys: tuple, cat: str
     """How rows sharing one args template (``shared``, per-row ``keys``) become activity rows sharing one new
     template: (the template, the overlay's keys, ``itemgetter`` of the overlay values the new per-row
     attributes copy (None: none), short-name id). The overlay is the row's own values, then those copies,
-    then the launching call's start when ``launched``."""
+    then the launching call's start when ``launched``; the template orders the keys as a plain dict of the
+    same row gets them (`_plan`), so both iterate alike."""
     static, short_id, fields = _plan(dev, shared, keys, cat, api)
-    fields = [(i, dst) for i, dst, conv in fields]
     new_keys = tuple(dst for _, dst in fields) + ((A.LAUNCH_API_START,) if launched else ())
     tpl = dict(shared)
-    tpl.update(static)
-    tpl.update(dict.fromkeys(new_keys, 0))
+    tpl.update(static)  # per-row fields hold None here: placeholders, as the reader's templates have
+    if launched:
+        tpl[A.LAUNCH_API_START] = 0
     idx = [i for i, _ in fields]
     pick: Any = None
     if len(idx) == 1:
