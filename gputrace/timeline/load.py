@@ -138,7 +138,7 @@ def convert(path: PathLike, kind: str, out: PathLike, **options: Any):
     ``Converted`` (spans, lanes, gpus, lines). Errors: ``read_as``'s and the writer's (OSError)."""
     fmt = _format(kind, "read")
     write = FORMATS[NATIVE].function("convert")
-    return write(partial(read_as, path, kind, **_options(fmt.read_options, options)), out)
+    return write(partial(read_as, path, kind, **_options(fmt.read_options, options)), out, os.fspath(path))
 
 
 def concat_reports(parts: list[Timeline]) -> Timeline:
