@@ -125,7 +125,7 @@ def kernel_bench(logn: int) -> None:
 def keygen_bench(sizes: list[int]) -> None:
     import gputrace
     from gputrace.prover.circuit import shape_for_constraints
-    from gputrace.prover.keycache import get_keys
+    from gputrace.prover.keygen.cache import get_keys
 
     res = RES.setdefault("keygen", {})
     for logn in sizes:

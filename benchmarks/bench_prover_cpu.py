@@ -7,7 +7,7 @@ Prints tables (medians over repeats, batch 1, one CPU worker lane, all switches 
 stated). Key generation is timed once per size (then cached in --keys); the 2^20 setup figure is
 extrapolated from the measured sizes by a fit linear in constraints (setup is Θ(n) fixed-base
 multiplications), and says so. Loading cached keys is timed with and without a fingerprint record
-(``gputrace/prover/fingerprint_record.py``; without one, the template R1CS is synthesized as before),
+(``gputrace/prover/keygen/fingerprint_record.py``; without one, the template R1CS is synthesized as before),
 interleaved per repeat; ``--setup-only`` prints only that and the key generation table.
 """
 
@@ -24,10 +24,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gputrace.prover import fingerprint_record
+from gputrace.prover.keygen import fingerprint_record
 from gputrace.prover.circuit import CIRCUIT_ID, make_instance, shape_for_constraints
-from gputrace.prover.keycache import TEMPLATE_OPTS, TEMPLATE_SEED
-from gputrace.prover.keycache import get_keys
+from gputrace.prover.keygen.cache import get_keys
+from gputrace.prover.keygen.template import TEMPLATE_OPTS, TEMPLATE_SEED
 from gputrace.prover.options import ProveOptions
 from gputrace.prover.pipeline import run_prove
 from gputrace.prover.witness import build_cs

@@ -98,28 +98,54 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
     circuit while the GPU works. False (``"stream-sync"``): each MSM returns its host point (a ``d2h`` and a
     ``sync`` per call), the flow before.
     """
-    dl = f"{backend.name}:{lane.index}"
-    wl = backend.witness_lane(lane.index)
-    kw = dict(device=lane.device, lane=lane.lane, stream=lane.stream, batch=0)
-    if lane.stream is None:
-        kw["kind"] = "host"
-    top = dict(kw, parent=ctx)
-    hkw = {k: v for k, v in top.items() if k != "stream"}
-    wtop = dict(device=wl.device, lane=wl.lane, stream=wl.stream, batch=0, parent=ctx)
-    if wl.stream is None:
-        wtop["kind"] = "host"
-    n, nb = pk.domain_size, len(plans)
-    d4 = "d4" in o.opts
-    made: dict[int, tuple] = {}
-    nxt = [0]
-    ahead = max(1, min(MAX_AHEAD, AHEAD_BYTES // (160 * n)))
+    return _StreamWorker(o, backend, lane, bases, pk, plans, publish, b_g2_host, stats, ctx, assemble).run(queued)
 
-    def make(cur: int) -> None:
+
+class _StreamWorker:
+    """``stream_work``'s state for one device: span attributes of its lanes, the witnesses made ahead (``made``),
+    and the helper thread that assembles proofs. Runs on the device's worker thread (``assembled`` and
+    ``finished`` on the helper)."""
+
+    def __init__(self, o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, pk, plans: Sequence[Future],
+                 publish: Callable[[Witness], None], b_g2_host: list[Future] | None, stats, ctx,
+                 assemble: Callable[..., Any]) -> None:
+        self.backend, self.lane, self.bases, self.pk, self.plans = backend, lane, bases, pk, plans
+        self.publish, self.b_g2_host, self.stats, self.assemble = publish, b_g2_host, stats, assemble
+        self.dl = f"{backend.name}:{lane.index}"
+        self.wl = backend.witness_lane(lane.index)
+        kw: dict[str, Any] = dict(device=lane.device, lane=lane.lane, stream=lane.stream, batch=0)
+        if lane.stream is None:
+            kw["kind"] = "host"
+        self.kw = kw
+        self.top = dict(kw, parent=ctx)
+        self.hkw = {k: v for k, v in self.top.items() if k != "stream"}
+        wl = self.wl
+        wtop: dict[str, Any] = dict(device=wl.device, lane=wl.lane, stream=wl.stream, batch=0, parent=ctx)
+        if wl.stream is None:
+            wtop["kind"] = "host"
+        self.wtop = wtop
+        self.n, self.nb = pk.domain_size, len(plans)
+        self.d4 = "d4" in o.opts
+        self.made: dict[int, tuple] = {}
+        self.nxt = 0
+        self.ahead = max(1, min(MAX_AHEAD, AHEAD_BYTES // (160 * self.n)))
+        self.helper_lane = f"thread:assemble-{lane.index}"
+
+    def run(self, queued: bool) -> list:
+        helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"assemble-{self.lane.index}")
+        try:
+            proofs = [self._circuit(j, helper, queued) for j in range(self.nb)]
+            return [f.result() for f in proofs]
+        finally:
+            helper.shutdown(wait=True, cancel_futures=True)
+
+    def make(self, cur: int) -> None:
         """Queue the witnesses of plans nxt.. on the witness lane: circuit ``cur`` if not made yet (waiting for
         its plan), then every further one whose plan is made, up to ``ahead`` circuits from ``cur``."""
+        plans, stats, backend = self.plans, self.stats, self.backend
         js: list[int] = []
-        j = nxt[0]
-        while j < nb and j < cur + ahead and (j == cur or plans[j].done()):
+        j = self.nxt
+        while j < self.nb and j < cur + self.ahead and (j == cur or plans[j].done()):
             js.append(j)
             j += 1
         if not js:
@@ -127,79 +153,73 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
         got = []
         for j in js:
             if not plans[j].done():
-                with stats.phase("sync", dl, **dict(hkw, kind="sync", waits_for="witness_plan")):
+                with stats.phase("sync", self.dl, **dict(self.hkw, kind="sync", waits_for="witness_plan")):
                     plans[j].result()
             got.append(plans[j].result())
-        attrs = dict(wtop, circuits=len(got), where="device", constraints=got[0].num_constraints)
+        attrs = dict(self.wtop, circuits=len(got), where="device", constraints=got[0].num_constraints)
         if len(got) == 1:
             attrs["circuit"] = got[0].circuit
-        with stats.phase("synthesis", dl, **attrs):
-            abc, zs = backend.device_witness(got, n, lane.index, wl, per_circuit=True)
-            splits = [backend.split_tail(z, p.num_inputs, wl) for z, p in zip(zs, got, strict=True)]
-            ready = backend.record_event(wl)
+        with stats.phase("synthesis", self.dl, **attrs):
+            abc, zs = backend.device_witness(got, self.n, self.lane.index, self.wl, per_circuit=True)
+            splits = [backend.split_tail(z, p.num_inputs, self.wl) for z, p in zip(zs, got, strict=True)]
+            ready = backend.record_event(self.wl)
         for i, j in enumerate(js):
-            made[j] = (backend.rows(abc, 3 * i, 3 * i + 3), zs[i], splits[i], ready, got[i])
-        nxt[0] = js[-1] + 1
+            self.made[j] = (backend.rows(abc, 3 * i, 3 * i + 3), zs[i], splits[i], ready, got[i])
+        self.nxt = js[-1] + 1
 
-    helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"assemble-{lane.index}")
-    proofs: list[Future] = []
+    def assembled(self, circuit: int, parts: tuple) -> Any:
+        with self.stats.phase("assemble", self.dl, **dict(self.hkw, circuit=circuit, lane=self.helper_lane)):
+            return self.assemble(self.pk, *parts)
 
-    def assembled(circuit: int, parts: tuple) -> Any:
-        with stats.phase("assemble", dl, **dict(hkw, circuit=circuit, lane=f"thread:assemble-{lane.index}")):
-            return assemble(pk, *parts)
-
-    def finished(circuit: int, handle, public_tail: list[int], ni: int, m: int, g2f: Future | None) -> Any:
+    def finished(self, circuit: int, handle, public_tail: list[int], ni: int, m: int, g2f: Future | None) -> Any:
         """On the helper thread: wait for circuit's queued results, publish its witness, assemble its proof."""
+        stats, dl, hkw = self.stats, self.dl, self.hkw
         with stats.phase("sync", dl, **dict(hkw, circuit=circuit, kind="sync", waits_for="results",
-                                            lane=f"thread:assemble-{lane.index}")):
-            vals = backend.results(handle)
+                                            lane=self.helper_lane)):
+            vals = self.backend.results(handle)
         mh, ma, mb, ml, ba, bb, bl = vals[:7]
         if g2f is None:
             g2 = vals[7]
             root = limbs_to_ints(vals[8])[0]
-            publish(Witness(circuit, [root] + public_tail, None, None, ni, m))
+            self.publish(Witness(circuit, [root] + public_tail, None, None, ni, m))
         else:
             with stats.phase("sync", dl, **dict(hkw, circuit=circuit, kind="sync", waits_for="b_g2",
-                                                lane=f"thread:assemble-{lane.index}")):
+                                                lane=self.helper_lane)):
                 g2 = g2f.result()
-        return assembled(circuit, (ma + ba, mb + bb, ml + bl, mh, g2))
+        return self.assembled(circuit, (ma + ba, mb + bb, ml + bl, mh, g2))
 
-    try:
-        for j in range(nb):
-            make(j)  # circuit j if needed, and the ready plans after it
-            block, z, split, ready, plan = made.pop(j)
-            backend.wait_event(lane, ready)
-            ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit
-            ckw = dict(top, circuit=c)
-            ccw = dict(hkw, circuit=c)
-            public_tail = [int(x) for x in plan.indices]
-            if b_g2_host is not None:  # the host's G2 MSM needs the assignment: its one copy back
-                with stats.phase("d2h", dl, **dict(ckw, bytes=z.nbytes, what="assignment")):
-                    zh = backend.d2h(z, lane)
-                publish(Witness(c, [limbs_to_ints(zh[1:2])[0]] + public_tail, zh, None, ni, m))
-            block, h = quotient_h(backend, block, 1, lane, stats, dl, ckw, kw)
-            if queued:
-                proofs.append(_queue_circuit(backend, lane, bases, stats, dl, ckw, ccw, helper, finished, plan, block,
-                                             h, z, split, d4, n, b_g2_host))
-                del block, z, split, h  # held by the circuit's collect handle until the lane is past them
-                continue
-            mh, ts, ma, mb, ml, ba, bb, bl, row = _circuit_msms(backend, lane, bases, stats, dl, ckw, ccw, h, split,
-                                                                d4, n, ni, queued=False)
-            if b_g2_host is None:
-                with stats.phase("b_g2", dl, **ckw):
-                    g2 = backend.msm_g2(bases.get("b_g2", stats, dl, ccw), z, lane=lane)
-                root = limbs_to_ints(backend.d2h(backend.rows(z, 1, 2), lane))[0]
-                publish(Witness(c, [root] + public_tail, None, None, ni, m))
-            else:
-                with stats.phase("sync", dl, **dict(ccw, kind="sync", waits_for="b_g2")):
-                    g2 = b_g2_host[c].result()
-            proofs.append(helper.submit(assembled, c, (ma + ba, mb + bb, ml + bl, mh, g2)))
-            # The lane has synchronised past every use of this circuit's arrays (each MSM returns a host point):
-            # only now may their blocks go back to the pool.
-            del block, z, split, ts, h, row
-        return [f.result() for f in proofs]
-    finally:
-        helper.shutdown(wait=True, cancel_futures=True)
+    def _circuit(self, j: int, helper: ThreadPoolExecutor, queued: bool) -> Future:
+        """Prove circuit j (made here if not made yet, with the ready plans after it); its proof's future. The
+        circuit's device arrays are dropped when this returns: in the queued flow its collect handle holds them
+        until the lane is past them; in the sync flow the lane has synchronised past every use (each MSM returns
+        a host point), so only then may their blocks go back to the pool."""
+        backend, lane, stats, dl = self.backend, self.lane, self.stats, self.dl
+        self.make(j)
+        block, z, split, ready, plan = self.made.pop(j)
+        backend.wait_event(lane, ready)
+        ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit
+        ckw = dict(self.top, circuit=c)
+        ccw = dict(self.hkw, circuit=c)
+        public_tail = [int(x) for x in plan.indices]
+        if self.b_g2_host is not None:  # the host's G2 MSM needs the assignment: its one copy back
+            with stats.phase("d2h", dl, **dict(ckw, bytes=z.nbytes, what="assignment")):
+                zh = backend.d2h(z, lane)
+            self.publish(Witness(c, [limbs_to_ints(zh[1:2])[0]] + public_tail, zh, None, ni, m))
+        block, h = quotient_h(backend, block, 1, lane, stats, dl, ckw, self.kw)
+        if queued:
+            return _queue_circuit(backend, lane, self.bases, stats, dl, ckw, ccw, helper, self.finished, plan, block,
+                                  h, z, split, self.d4, self.n, self.b_g2_host)
+        mh, ts, ma, mb, ml, ba, bb, bl, row = _circuit_msms(backend, lane, self.bases, stats, dl, ckw, ccw, h, split,
+                                                            self.d4, self.n, ni, queued=False)
+        if self.b_g2_host is None:
+            with stats.phase("b_g2", dl, **ckw):
+                g2 = backend.msm_g2(self.bases.get("b_g2", stats, dl, ccw), z, lane=lane)
+            root = limbs_to_ints(backend.d2h(backend.rows(z, 1, 2), lane))[0]
+            self.publish(Witness(c, [root] + public_tail, None, None, ni, m))
+        else:
+            with stats.phase("sync", dl, **dict(ccw, kind="sync", waits_for="b_g2")):
+                g2 = self.b_g2_host[c].result()
+        return helper.submit(self.assembled, c, (ma + ba, mb + bb, ml + bl, mh, g2))
 
 
 def _queue_circuit(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
@@ -235,6 +255,7 @@ def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, s
         mh = msm(bases.get("h", stats, dl, ccw), DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
     with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters, behind the witness's event
         ts = backend.finish_tail(split, lane)
+    assert ts.ones is not None and ts.ones_l is not None, "finish_tail fills ones and ones_l"
     nv = ts.tail.shape[0]
     plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
     with stats.phase("msm_a", dl, **ckw):

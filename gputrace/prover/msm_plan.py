@@ -19,11 +19,26 @@ every MSM.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.base import MsmPlan
 from .field import popcounts
+
+
+@dataclass(frozen=True)
+class MsmPlan:
+    """Per-MSM tuning chosen by the D4 switch from the scalars' popcount / bit-length histogram.
+
+    ``window``: Pippenger window in bits (the GPU backend's bucket width).
+    ``narrow_bits``: scalars with fewer significant bits than this form a separate "narrow" MSM.
+    The CPU backend uses it (arkworks picks its own Pippenger window internally, but its cost
+    grows with the widest scalar, so splitting narrow from wide scalars is the real CPU knob).
+    A backend uses whichever field matches its algorithm and documents that.
+    """
+
+    window: int
+    narrow_bits: int
 
 
 def default_window(n: int) -> int:

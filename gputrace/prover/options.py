@@ -7,9 +7,13 @@ ones with defaults only.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the backend interface imports numpy: options stay light at run time
+    from .backends.base import ProverBackend
 
 #: The seed's five optimisation switches (see docs/prover.md).
 OPT_NAMES: tuple[str, ...] = ("a1", "a2", "a4", "b1", "d4")
@@ -107,7 +111,7 @@ class ProveOptions:
     generated on the device from a plan, ``witness_plan.py``; ValueError if the backend cannot) or ``"auto"``
     (device where the backend supports it). ``b_g2``: ``"host"`` (the G2 MSM on the CPU pool, overlapping the
     device work; A4 acts here), ``"device"`` (a G2 MSM on the device after ``msm_b_g1``) or ``"auto"``.
-    ``keygen``: where missing keys are generated (``keycache.get_keys``): ``"host"`` (template R1CS in
+    ``keygen``: where missing keys are generated (``keygen.cache.get_keys``): ``"host"`` (template R1CS in
     Python, CPU process pool), ``"device"`` (the circuit's block and a CUDA device) or ``"auto"`` (the
     device when CuPy sees one); the keys are the same bytes either way.
     ``device_flow`` (only with device synthesis): ``"stream"`` (default: witnesses made on a second stream while
@@ -135,7 +139,7 @@ class ProveOptions:
     verify: bool = True
     progress: Callable[[str, int, int], None] | None = None
     synthesis_workers: int | None = None
-    backend_object: object | None = None
+    backend_object: ProverBackend | None = None
     synthesis: str = "auto"
     b_g2: str = "auto"
     keygen: str = "auto"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .backends.base import MsmPlan
+from .msm_plan import MsmPlan, plan_from_counts
 
 #: The counters ``split_tail`` returns, in order: for the whole tail (``msm_a``/``msm_b_g1``) and for
 #: ``tail[num_inputs:]`` (``msm_l``, suffix ``_l``): non-zero scalars, their total set bits, non-zero scalars of at
@@ -60,8 +60,6 @@ def split_tail(xp: Any, z: Any, one: Any, canonical: Callable[[Any], Any], num_i
 
 def plans_from_stats(stats: Any) -> tuple[MsmPlan, MsmPlan]:
     """(plan of ``msm_l``, plan of ``msm_a`` and ``msm_b_g1``) from ``split_tail``'s counters (host values)."""
-    from .msm_plan import plan_from_counts
-
     s = [int(v) for v in stats]
     return plan_from_counts(s[3], s[4], s[5]), plan_from_counts(s[0], s[1], s[2])
 

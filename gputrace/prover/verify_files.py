@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .keys import KeyError_, load_vk
+from .keygen.keys import KeyError_, load_vk
 from .verify import DegenerateKeyError, InputCountError, check_vk, read_proof, verify
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 from rich.text import Text
@@ -44,7 +44,8 @@ from gputrace.tui.axis import TimeAxis
 from gputrace.tui.gantt import NAME_W, Gantt
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import View
-from gputrace.tui.widgets import ErrorScreen, TextLine
+from gputrace.tui.screenshots import preserve_space
+from gputrace.tui.widgets import QUIT_BINDING, ErrorScreen, TextLine
 
 __all__ = ["CompareApp", "sort_rows", "whisker_bar", "bar_scale", "VERDICT_STYLE"]
 
@@ -183,11 +184,10 @@ class CompareApp(App):
         Binding("t", "focus_table", "Table"),
         Binding("g", "focus_gantt", "Timeline"),
         Binding("q", "quit", "Quit"),
+        QUIT_BINDING,
     ]
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        from gputrace.tui.palette_commands import preserve_space
-
         return preserve_space(super().export_screenshot(title=title, simplify=simplify))
 
     def __init__(
@@ -268,7 +268,7 @@ class CompareApp(App):
             lb = res.variant_labels[res.variant_representative]
             ta, tb = bt[bl.index(la)], vt[vl.index(lb)]
             ia, ib = TimelineIndex.build(ta, origin=ta.t0), TimelineIndex.build(tb, origin=tb.t0)
-        except Exception as e:  # one message, never a traceback
+        except Exception as e:  # noqa: BLE001 - shown as one message on the error screen, never a traceback
             name = type(e).__name__
             known = ("TraceFormatError", "FileNotFoundError", "PermissionError", "ValueError", "LoadError")
             self.post_message(CompareFailed(str(e) if name in known else f"{name}: {e}"))
@@ -303,11 +303,11 @@ class CompareApp(App):
         if emu:
             ctx += " · emulated costs: " + ", ".join(k[len("gputrace.emulated."):] for k in emu)
         self.query_one("#context", TextLine).update(ctx)
-        self._fill_table()
+        self._fill_table(res)
         total = res.total
         tot = f" · end to end {_pct(total.rel)} ({total.verdict})" if total is not None else ""
         self.query_one("#title", TextLine).update(f"gputrace compare · {self.trace_title}{tot}")
-        ga, gb = self.query_one("#gantt-a", Gantt), self.query_one("#gantt-b", Gantt)
+        ga, gb = self.query_one("#gantt-a", SyncedGantt), self.query_one("#gantt-b", SyncedGantt)
         self.query_one("#label-a", TextLine).update(
             f"A · {msg.label_a} (median of {nb}) · {msg.index_a.timeline.n:,} spans · relative to its start")
         self.query_one("#label-b", TextLine).update(
@@ -320,16 +320,16 @@ class CompareApp(App):
         self.query_one("#table", DataTable).focus()
         self.call_after_refresh(self.loaded.set)
 
-    def _fill_table(self) -> None:
+    def _fill_table(self, res: ComparisonResult) -> None:
         table = self.query_one("#table", DataTable)
-        res = self.result
         scale = bar_scale(self.rows)
         conf = res.row_confidence
         table.clear(columns=True)
         for label, key in (("phase", "phase"), ("device", "device"), ("clock", "clock"), ("median A", "a"),
                            ("median B", "b"), ("change", "rel"), (f"{conf:.4g} interval" if conf != res.confidence
                                                                   else f"{conf:.0%} interval", "ci"),
-                           (f"-{scale * 100:.0f}%  0  +{scale * 100:.0f}%".center(BAR_W), "bar"), ("verdict", "verdict")):
+                           (f"-{scale * 100:.0f}%  0  +{scale * 100:.0f}%".center(BAR_W), "bar"),
+                           ("verdict", "verdict")):
             table.add_column(label, key=key)
         for i, r in enumerate(self.rows):
             style = VERDICT_STYLE.get(r.verdict, "")

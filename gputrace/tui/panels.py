@@ -7,6 +7,7 @@ UI thread only. Each panel is fed plain data by the app (a Timeline row, a list 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -161,7 +162,7 @@ class SummaryPanel(DataTable):
         self.by_device = True
 
     def on_mount(self) -> None:
-        for name, w in zip(SUMMARY_COLUMNS, _SUMMARY_WIDTHS):
+        for name, w in zip(SUMMARY_COLUMNS, _SUMMARY_WIDTHS, strict=True):
             self.add_column(name, key=name, width=w)
 
     def show(self, stats: list) -> None:
@@ -231,7 +232,7 @@ class StallsPanel(DataTable):
         self.add_column("lost", key="dur", width=9)
         self.add_column("detail", key="detail", width=240)
 
-    def show(self, items: list[StallItem], notes: list[str] = ()) -> None:
+    def show(self, items: Sequence[StallItem], notes: Sequence[str] = ()) -> None:
         self.items = list(items)
         self.clear()
         for it in self.items:

@@ -92,9 +92,8 @@ def _term(tl: Timeline, term: str) -> np.ndarray:
             raise QueryError(f"{term!r}: kind is one of {', '.join(KIND_CODES)}")
         return np.isin(c["kind"], codes)
     if key in ("lane", "host"):
-        ok = np.array(
-            [any(v.lower() in (ln.name if key == "lane" else ln.host).lower() for v in vals) for ln in tl.lanes] or [False]
-        )
+        names = [(ln.name if key == "lane" else ln.host).lower() for ln in tl.lanes]
+        ok = np.array([any(v.lower() in name for v in vals) for name in names] or [False])
         return ok[c["lane"]] if tl.n else np.zeros(0, bool)
     if key in _INT_COLS:
         return np.isin(c[_INT_COLS[key]], [_int(v, term) for v in vals])

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
 import gputrace  # noqa: E402
-from gputrace.prover.backends.base import BackendError, MsmPlan  # noqa: E402
+from gputrace.prover.backends.base import BackendError  # noqa: E402
+from gputrace.prover.msm_plan import MsmPlan  # noqa: E402
 from gputrace.prover.backends.cpu import CpuBackend  # noqa: E402
 from gputrace.prover.field import R, ints_to_limbs  # noqa: E402
 from gputrace.prover.options import OPT_NAMES, ProveOptions  # noqa: E402

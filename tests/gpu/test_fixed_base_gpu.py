@@ -21,9 +21,10 @@ cupy = pytest.importorskip("cupy")
 from gputrace.prover import fixed_base  # noqa: E402
 from gputrace.prover.circuit import CircuitShape, shape_for_constraints  # noqa: E402
 from gputrace.prover.field import R  # noqa: E402
-from gputrace.prover.keycache import get_keys, template_cs  # noqa: E402
-from gputrace.prover.setup import lagrange_at  # noqa: E402
-from gputrace.prover.setup_block import block_template  # noqa: E402
+from gputrace.prover.keygen.block import block_template  # noqa: E402
+from gputrace.prover.keygen.cache import get_keys  # noqa: E402
+from gputrace.prover.keygen.setup import lagrange_at  # noqa: E402
+from gputrace.prover.keygen.template import template_cs  # noqa: E402
 
 SEED = int.from_bytes(os.urandom(4), "little")
 EDGES = [0, 1, 2, 3, 255, 256, 1 << 64, (1 << 64) - 1, 1 << 248, R - 1, R - 2, (R - 1) // 2, R, R + 1, (1 << 256) - 1]

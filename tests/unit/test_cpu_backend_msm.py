@@ -11,7 +11,7 @@ import pytest
 from py_arkworks_bls12381 import G1Point
 
 from gputrace.prover import host_msm
-from gputrace.prover.backends.base import MsmPlan
+from gputrace.prover.msm_plan import MsmPlan
 from gputrace.prover.backends.cpu import CpuBackend
 from gputrace.prover.field import R, ints_to_limbs, limbs_to_scalars, to_scalar
 from gputrace.prover.msm_plan import plan_msm

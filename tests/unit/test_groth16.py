@@ -6,10 +6,10 @@ import shutil
 import pytest
 from py_arkworks_bls12381 import G1Point
 
-from gputrace.prover import keys
+from gputrace.prover.keygen import keys
 from gputrace.prover.circuit import CircuitShape
 from gputrace.prover.field import R
-from gputrace.prover.keycache import get_keys
+from gputrace.prover.keygen.cache import get_keys
 from gputrace.prover.options import ProveOptions
 from gputrace.prover.pipeline import run_prove
 from gputrace.prover.verify import ProofFileError, read_proof, verify, write_proof
@@ -167,6 +167,7 @@ def test_written_proof_roundtrips(proved, tmp_path):
     (dict(constraints=1 << 10), 3, 1, frozenset({"a1", "d4"})),
     (dict(challenges=3, depth=3), 1, 3, frozenset({"a2", "b1", "a4"})),
 ])
+@pytest.mark.slow
 def test_other_sizes_and_batches_verify(tmp_path, key_dir, size, batch, devices, opts):
     res = run_prove(ProveOptions(batch=batch, devices=devices, opts=opts, out_dir=tmp_path, key_dir=key_dir,
                                  configure_tracer=False, **size))

@@ -8,16 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gputrace.prover import keycache, keys
+import pytest
+
+from gputrace.prover.keygen import cache as keycache
+from gputrace.prover.keygen import keys
+from gputrace.prover.keygen.template import template_cs
 from gputrace.prover.circuit import CircuitShape
-from gputrace.prover.setup import generate
+from gputrace.prover.keygen.setup import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE = CircuitShape(1, 2)
 
 
 def test_default_setup_is_random_and_a_seed_is_reproducible():
-    cs = keycache.template_cs(SHAPE)
+    cs = template_cs(SHAPE)
     a, b = generate(cs)[1], generate(cs)[1]
     assert a.alpha_g1 != b.alpha_g1 and a.delta_g2 != b.delta_g2
     s1, s2 = generate(cs, 5)[1], generate(cs, 5)[1]
@@ -37,7 +41,7 @@ def test_cache_keeps_test_keys_apart_and_vk_json_says_so(tmp_path):
 
 
 def test_an_old_seeded_cache_is_not_used_as_a_real_key(tmp_path):
-    cs = keycache.template_cs(SHAPE)
+    cs = template_cs(SHAPE)
     pk, vk = generate(cs, 1)  # what every earlier gputrace cached, under the plain directory name
     d = keycache.key_directory(tmp_path, SHAPE, cs.fingerprint(), None)
     keys.save_keys(d, pk, vk, "c", {"seed": 1})
@@ -53,6 +57,7 @@ def _gt(*args):
                           cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 def test_prove_and_verify_say_when_a_key_is_a_test_key(tmp_path):
     keys_dir = tmp_path / "keys"
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--seed", "2", "--out", tmp_path / "t",

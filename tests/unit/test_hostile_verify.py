@@ -12,8 +12,8 @@ import pytest
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from gputrace.prover.encoding import Q, EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
-from gputrace.prover.keys import KeyError_, vk_to_json
-from gputrace.prover.setup import VerifyingKey
+from gputrace.prover.keygen.keys import KeyError_, vk_to_json
+from gputrace.prover.keygen.setup import VerifyingKey
 from gputrace.prover.verify import DegenerateKeyError, Proof, ProofFileError, read_proof, verify, write_proof
 from gputrace.prover.verify_files import verify_files
 

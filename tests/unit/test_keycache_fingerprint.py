@@ -1,6 +1,6 @@
 """Recorded R1CS fingerprints: a key-cache hit does not synthesize the circuit; a changed circuit does.
 
-See gputrace/prover/fingerprint_record.py. Keys are generated once per module (shape K1-D2) and each test
+See gputrace/prover/keygen/fingerprint_record.py. Keys are generated once per module (shape K1-D2) and each test
 works on its own copy of the key directory, without records unless it writes them.
 """
 
@@ -13,8 +13,9 @@ import shutil
 import pytest
 
 import gputrace
-from gputrace.prover import fingerprint_record as fr
-from gputrace.prover import keycache, keys
+from gputrace.prover.keygen import cache as keycache
+from gputrace.prover.keygen import fingerprint_record as fr
+from gputrace.prover.keygen import keys, template
 from gputrace.prover.circuit import CIRCUIT_ID, CircuitShape
 
 SHAPE = CircuitShape(1, 2)
@@ -26,7 +27,7 @@ def reference(tmp_path_factory):
     d = tmp_path_factory.mktemp("fp-keys")
     ks = keycache.get_keys(SHAPE, d, seed=1)
     shutil.rmtree(d / fr.RECORD_DIR, ignore_errors=True)
-    assert ks.fingerprint == keycache.template_cs(SHAPE).fingerprint()
+    assert ks.fingerprint == template.template_cs(SHAPE).fingerprint()
     return d, ks.fingerprint
 
 
@@ -39,15 +40,15 @@ def key_dir(reference, tmp_path):
 
 @pytest.fixture
 def builds(monkeypatch):
-    """Counts template syntheses (calls of build_cs from the key cache)."""
+    """Counts template syntheses (calls of build_cs from keygen.template)."""
     calls = []
-    real = keycache.build_cs
+    real = template.build_cs
 
     def counting(*a, **kw):
         calls.append(a[0])
         return real(*a, **kw)
 
-    monkeypatch.setattr(keycache, "build_cs", counting)
+    monkeypatch.setattr(template, "build_cs", counting)
     return calls
 
 
@@ -55,11 +56,11 @@ def _forbid_build(monkeypatch):
     def boom(*a, **kw):
         raise AssertionError("build_cs called on a fingerprint-record hit")
 
-    monkeypatch.setattr(keycache, "build_cs", boom)
+    monkeypatch.setattr(template, "build_cs", boom)
 
 
 def _record(key_dir, shape=SHAPE):
-    key = fr.record_key(CIRCUIT_ID, shape.challenges, shape.depth, keycache.TEMPLATE_SEED, keycache.TEMPLATE_OPTS)
+    key = fr.record_key(CIRCUIT_ID, shape.challenges, shape.depth, template.TEMPLATE_SEED, template.TEMPLATE_OPTS)
     return fr.record_path(key_dir, key)
 
 
@@ -78,7 +79,7 @@ def test_hit_does_not_build_the_r1cs(key_dir, reference, monkeypatch):
     ks, status = _traced_get_keys(SHAPE, key_dir, seed=1)  # no record yet: builds, records
     assert (ks.cached, ks.fingerprint, status) == (True, reference[1], "miss")
     assert json.loads(_record(key_dir).read_text())["fingerprint"] == reference[1]
-    real_build = keycache.build_cs
+    real_build = template.build_cs
     _forbid_build(monkeypatch)
     hit, status = _traced_get_keys(SHAPE, key_dir, seed=1)
     assert status == "hit"
@@ -86,7 +87,7 @@ def test_hit_does_not_build_the_r1cs(key_dir, reference, monkeypatch):
     assert hit.pk.fingerprint == reference[1] and hit.pk.num_vars == ks.pk.num_vars
     # A key from another seed is another TEST key: generated in its own directory, same fingerprint
     # (a cached key used whatever --seed said let a seed-1 key stand in for every seed).
-    monkeypatch.setattr(keycache, "build_cs", real_build)
+    monkeypatch.setattr(template, "build_cs", real_build)
     other = keycache.get_keys(SHAPE, key_dir, seed=7)
     assert (other.cached, other.fingerprint) == (False, reference[1]) and other.directory != ks.directory
 
@@ -152,7 +153,7 @@ def test_digest_covers_each_module_byte(tmp_path):
 def test_corrupt_record_rebuilds_silently(key_dir, reference, builds, content, caplog):
     path = _record(key_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = fr.record_key(CIRCUIT_ID, 1, 2, keycache.TEMPLATE_SEED, keycache.TEMPLATE_OPTS)
+    key = fr.record_key(CIRCUIT_ID, 1, 2, template.TEMPLATE_SEED, template.TEMPLATE_OPTS)
     if content == "directory":
         path.mkdir()
     elif content is None:
@@ -170,7 +171,7 @@ def test_corrupt_record_rebuilds_silently(key_dir, reference, builds, content, c
 
 
 def test_wrong_recorded_fingerprint_without_keys_is_rebuilt(key_dir, reference, builds, caplog):
-    key = fr.record_key(CIRCUIT_ID, 1, 2, keycache.TEMPLATE_SEED, keycache.TEMPLATE_OPTS)
+    key = fr.record_key(CIRCUIT_ID, 1, 2, template.TEMPLATE_SEED, template.TEMPLATE_OPTS)
     path = fr.record_path(key_dir, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"key": key, "fingerprint": "ab" * 20}))
@@ -190,10 +191,10 @@ def test_record_is_per_shape_and_template(key_dir, reference, monkeypatch):
     _forbid_build(monkeypatch)
     with pytest.raises(AssertionError, match="build_cs called"):  # another shape: no record of its own
         keycache.get_keys(CircuitShape(1, 3), key_dir, seed=1)
-    monkeypatch.setattr(keycache, "TEMPLATE_SEED", 5)
+    monkeypatch.setattr(template, "TEMPLATE_SEED", 5)
     with pytest.raises(AssertionError, match="build_cs called"):  # another template instance
         keycache.get_keys(SHAPE, key_dir, seed=1)
-    monkeypatch.setattr(keycache, "TEMPLATE_SEED", -1)
+    monkeypatch.setattr(template, "TEMPLATE_SEED", -1)
     assert keycache.get_keys(SHAPE, key_dir, seed=1).fingerprint == reference[1]
 
 
@@ -260,7 +261,7 @@ import gputrace, gputrace.prover.circuit
 assert gputrace.__file__.startswith({str(tmp_path)!r}), gputrace.__file__
 with open(gputrace.prover.circuit.__file__, "a") as f:
     f.write("\\n# edited after import\\n")
-from gputrace.prover import fingerprint_record as fr
+from gputrace.prover.keygen import fingerprint_record as fr
 from gputrace.prover.circuit import CIRCUIT_ID
 key = fr.record_key(CIRCUIT_ID, 1, 2, -1, {{"a1"}})
 print(fr.LOADED_SOURCES == fr.source_digest(fr.module_files()), fr.write({str(tmp_path / "keys")!r}, key, "ab" * 20))

@@ -7,7 +7,8 @@ import pytest
 from py_arkworks_bls12381 import G1Point
 
 from gputrace.prover.backends import make_backend
-from gputrace.prover.backends.base import BackendError, MsmPlan
+from gputrace.prover.backends.base import BackendError
+from gputrace.prover.msm_plan import MsmPlan
 from gputrace.prover.backends.cpu import CpuBackend
 from gputrace.prover.field import COSET_SHIFT, R, ints_to_limbs, limbs_to_ints, root_of_unity, to_scalar
 from gputrace.prover.msm_plan import plan_msm
@@ -188,6 +189,7 @@ class DeviceWorkBackend(LimbBackend):
 
 
 @pytest.mark.parametrize("synthesis,b_g2", [("device", "device"), ("device", "host"), ("host", "device")])
+@pytest.mark.slow
 def test_pipeline_device_synthesis_and_g2_paths(tmp_path_factory, synthesis, b_g2):
     """Device synthesis and device b_g2 (alone and together) give verifying proofs with the phases on the device
     lane; the trace's config records where each ran."""
@@ -233,6 +235,7 @@ def test_device_work_refused_by_a_backend_without_it(tmp_path):
                                synthesis="gpu"))
 
 
+@pytest.mark.slow
 def test_pipeline_with_gpu_layout_backend(tmp_path_factory):
     from pathlib import Path
 
@@ -274,8 +277,8 @@ def test_affine_limbs_only_with_matching_raw(tmp_path):
 
     from gputrace.prover.circuit import validate_shape
     from gputrace.prover.encoding import g1_to_affine_limbs, g2_to_affine_limbs
-    from gputrace.prover.keycache import get_keys
-    from gputrace.prover.keys import load_pk
+    from gputrace.prover.keygen.cache import get_keys
+    from gputrace.prover.keygen.keys import load_pk
 
     ks = get_keys(validate_shape(1, 2), tmp_path, seed=1)
     for pk in (ks.pk, load_pk(ks.directory / "pk.npz")):  # raw from setup, then from pk.npz
@@ -292,8 +295,8 @@ def test_loaded_key_keeps_query_rows_and_saves_identically(tmp_path):
     """A loaded key keeps the query rows (for load_bases and load_bases_g2); saving it again writes the same
     arrays."""
     from gputrace.prover.circuit import validate_shape
-    from gputrace.prover.keycache import get_keys
-    from gputrace.prover.keys import load_pk, load_vk, save_keys
+    from gputrace.prover.keygen.cache import get_keys
+    from gputrace.prover.keygen.keys import load_pk, load_vk, save_keys
 
     ks = get_keys(validate_shape(1, 2), tmp_path / "k", seed=1)
     pk = load_pk(ks.directory / "pk.npz")

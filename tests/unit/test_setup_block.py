@@ -1,4 +1,4 @@
-"""Key generation from the circuit's block (setup_block), the keygen dispatch and lazily decoded key queries.
+"""Key generation from the circuit's block (keygen/block.py), the keygen dispatch and lazily decoded key queries.
 
 The block decomposition is what lets the device path skip the whole template R1CS, so it is checked against
 the R1CS itself: column sums, row values and the fingerprint equal ``ConstraintSystem``'s for several shapes.
@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
-from gputrace.prover import fixed_base, keys
+from gputrace.prover import fixed_base
 from gputrace.prover.circuit import CircuitShape, shape_for_constraints
 from gputrace.prover.field import R, limbs_to_ints
-from gputrace.prover.keycache import get_keys, resolve_keygen, template_cs
-from gputrace.prover.setup import domain_size_for, lagrange_at
-from gputrace.prover.setup_block import (FINGERPRINT_SEED, block_template, column_values, fingerprint_host,
+from gputrace.prover.keygen.block import (FINGERPRINT_SEED, block_template, column_values, fingerprint_host,
                                          fingerprint_vector, row_values)
+from gputrace.prover.keygen import keys
+from gputrace.prover.keygen.cache import get_keys, resolve_keygen
+from gputrace.prover.keygen.setup import domain_size_for, lagrange_at
+from gputrace.prover.keygen.template import template_cs
 
 SHAPES = [CircuitShape(1, 2), CircuitShape(3, 4), shape_for_constraints(1 << 11)]
 

@@ -49,17 +49,20 @@ failing call (and, for out-of-memory, how many bytes were asked for).
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+
+from ..msm_plan import MsmPlan
+from ..tail_split import ones_indices, split_tail
 
 __all__ = [
     "BackendError",
     "BackendUnavailable",
     "DeviceArray",
     "LaneInfo",
-    "MsmPlan",
     "PinnedHost",
     "BasesHandle",
     "ProverBackend",
@@ -99,21 +102,6 @@ class LaneInfo:
     lane: str
     stream: Any = None
     index: int = 0
-
-
-@dataclass(frozen=True)
-class MsmPlan:
-    """Per-MSM tuning chosen by the D4 switch from the scalars' popcount / bit-length histogram.
-
-    ``window``: Pippenger window in bits (the GPU backend's bucket width).
-    ``narrow_bits``: scalars with fewer significant bits than this form a separate "narrow" MSM.
-    The CPU backend uses it (arkworks picks its own Pippenger window internally, but its cost
-    grows with the widest scalar, so splitting narrow from wide scalars is the real CPU knob).
-    A backend uses whichever field matches its algorithm and documents that.
-    """
-
-    window: int
-    narrow_bits: int
 
 
 class DeviceArray:
@@ -213,9 +201,11 @@ class ProverBackend(abc.ABC):
 
     def synchronize(self, device: int) -> None:
         """Block until all queued work on ``device`` is done (no-op where work is synchronous)."""
+        return None
 
     def close(self) -> None:
         """Release device memory, streams and pools. Safe to call twice."""
+        return None
 
     # -- host memory and transfers -----------------------------------------------------
     @abc.abstractmethod
@@ -301,8 +291,8 @@ class ProverBackend(abc.ABC):
     #: True when ``msm_g2`` and ``load_bases_g2`` are implemented (``b_g2`` then runs on the device).
     supports_g2: bool = False
 
-    def device_witness(self, plans: Sequence[Any], domain_size: int, device: int,
-                       lane: LaneInfo | None = None, per_circuit: bool = False) -> tuple[DeviceArray, list[DeviceArray]]:
+    def device_witness(self, plans: Sequence[Any], domain_size: int, device: int, lane: LaneInfo | None = None,
+                       per_circuit: bool = False) -> tuple[DeviceArray, list[DeviceArray]]:
         """Generate the witnesses of ``plans`` (``witness_plan.WitnessPlan``, B of them) on ``device``.
 
         Returns the a/b/c block ``(3B, domain_size, 4)`` laid out ``[a_0..a_B-1, b_0.., c_0..]`` (what
@@ -338,13 +328,12 @@ class ProverBackend(abc.ABC):
     def wait_event(self, lane: LaneInfo, event: Any) -> None:
         """Make work queued on ``lane`` from now on wait for ``event`` (``record_event`` of another lane of the
         same device), without blocking the host. Default: nothing to wait for."""
+        return None
 
     def split_tail(self, z: DeviceArray, num_inputs: int, lane: LaneInfo | None = None) -> TailSplit:
         """Queue the split of assignment ``z`` (``device_witness``'s) for the tail MSMs on ``lane``: the zeroed
         tail, the ones and D4's counters (``tail_split.split_tail``), without synchronising. Complete it with
         ``finish_tail``."""
-        from ..tail_split import split_tail
-
         arr = np.asarray(z.data, dtype=np.uint64).reshape(-1, 4)
         mask, tail, stats = split_tail(np, arr, _ONE_LIMBS, lambda t: t, num_inputs)
         return TailSplit(DeviceArray(tail, z.device, tail.shape), num_inputs, pending=(mask, stats))
@@ -352,8 +341,6 @@ class ProverBackend(abc.ABC):
     def finish_tail(self, split: TailSplit, lane: LaneInfo | None = None) -> TailSplit:
         """Fill ``split.ones``, ``ones_l`` and ``stats`` (the host reads back the counters; the indices stay on
         the device). Synchronises ``lane``. Returns ``split``."""
-        from ..tail_split import ones_indices
-
         mask, stats = split.pending
         idx, idx_l = ones_indices(np, mask, stats, split.num_inputs)
         split.ones = DeviceArray(idx, split.tail.device, idx.shape)

@@ -5,24 +5,24 @@ rows ``ProvingKey.raw`` and ``pk.npz`` hold: ``uint8`` ``(n, 96)`` / ``(n, 192)`
 encodings of ``fixed_base.mul_gen`` byte for byte (the identity as zeros). The generator's window table
 is the CPU path's (``fixed_base._table``), uploaded once per group.
 
-``QapGpu(block, device)`` computes, for the K copies of a circuit block (``setup_block``), the Lagrange
+``QapGpu(block, device)`` computes, for the K copies of a circuit block (``keygen.block``), the Lagrange
 weights at τ, the column sums u/v/w(τ), the row values of the fingerprint, and the scalar vectors the key
 needs (the l and h queries'); Fr vectors stay on the device in Montgomery form until ``canonical``.
 
 Errors: CUDA failures and out-of-memory are ``BackendError`` naming the call (``cuda_kernels``); τ on
-the domain is ``ZeroDivisionError`` (as ``setup.lagrange_at``). One device per object; not thread-safe.
+the domain is ``ZeroDivisionError`` (as ``keygen.setup.lagrange_at``). One device per object; not thread-safe.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cupy
 import numpy as np
 
 from .. import fixed_base
 from ..field import R, ints_to_limbs, inv, limbs_to_ints, root_of_unity
-from ..setup_block import BlockTemplate
+from ..keygen.block import BlockTemplate, fingerprint_digest, fingerprint_vector
 from . import cuda_kernels as ck
 
 # The kernel loader's registry of modules (compile-once cache, prebuilt cubins, kernel_report).
@@ -37,7 +37,7 @@ def device_available() -> bool:
     """A CUDA device is usable from this process (CuPy imported, at least one device)."""
     try:
         return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # CUDARuntimeError: no driver or no device
+    except RuntimeError:  # cupy's CUDARuntimeError: no driver or no device
         return False
 
 
@@ -198,8 +198,6 @@ class QapGpu:
 
 def fingerprint(q: QapGpu) -> str:
     """``ConstraintSystem.fingerprint`` of the block's whole template R1CS, computed on the device."""
-    from ..setup_block import fingerprint_digest, fingerprint_vector
-
     b = q.block
 
     def parts():  # row values come back in 128 MiB pieces, hashed as they arrive (no copy of all 3 x 32 x m bytes)
@@ -238,9 +236,9 @@ def key_scalars(q: QapGpu, tau: int, alpha: int, beta: int, gamma: int, delta: i
             private.append(cupy.ascontiguousarray(s[:, 3:]).reshape(-1, 4))  # global order K + 2 + k*vpc + j
             del s
         del lag
-        inputs[0] = [(x + y) % R for x, y in zip(inputs[0], lag_inputs)]
+        inputs[0] = [(x + y) % R for x, y in zip(inputs[0], lag_inputs, strict=True)]
         gi, di = inv(gamma), inv(delta)
-        ic = [(beta * u + alpha * v + w) * gi % R for u, v, w in zip(*inputs)]
+        ic = [(beta * u + alpha * v + w) * gi % R for u, v, w in zip(*inputs, strict=True)]
         l_q = q.canonical(q.combine(private[0], private[1], private[2], beta, alpha, di))
         h_q = q.canonical(q.powers((pow(tau, n, R) - 1) * di % R, tau, n - 1))
         u_q = cupy.concatenate([cupy.asarray(ints_to_limbs(inputs[0])), q.canonical(private[0])])

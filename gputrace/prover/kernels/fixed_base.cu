@@ -133,7 +133,7 @@ extern "C" __global__ void qap_lagrange(u64* __restrict__ out, u64 n, const u64*
     (fr_t::load(consts + 8) * w * fb_pow(d, FB_FR_R_MINUS_2, 4)).store(out + 4 * j);
 }
 
-// Column sums of the K copies of a block (setup_block.py): out[k*ncol + c] = sum over the block's terms
+// Column sums of the K copies of a block (keygen/block.py): out[k*ncol + c] = sum over the block's terms
 // t of column c (colptr[c] .. colptr[c+1], sorted by column) of coef[t] * L[k*per + row[t]].
 extern "C" __global__ void qap_columns(const u64* __restrict__ L, const long long* __restrict__ colptr,
                                        const int* __restrict__ trow, const u64* __restrict__ tcoef, u64 ncol,

@@ -19,19 +19,16 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gputrace
 
-from . import fingerprint_record, keys
-from .circuit import CIRCUIT_ID, CircuitShape, make_instance
-from .r1cs import ConstraintSystem
+from ..backends.base import BackendUnavailable
+from ..circuit import CIRCUIT_ID, CircuitShape
+from ..r1cs import ConstraintSystem
+from . import fingerprint_record, keys, template
+from .block import BlockTemplate, block_template
 from .setup import ProvingKey, generate, generate_device
-from .setup_block import block_template
-from .witness import build_cs
-
-#: The template instance whose R1CS is fingerprinted (the structure does not depend on the witness).
-TEMPLATE_SEED = -1
-TEMPLATE_OPTS = frozenset({"a1"})
 
 
 @dataclass
@@ -43,11 +40,6 @@ class KeySet:
     seconds: float
     fingerprint: str
     test_seed: int | None = None  # the seed of a TEST key (anyone can forge proofs for it), else None
-
-
-def template_cs(shape: CircuitShape) -> ConstraintSystem:
-    """The shape's template R1CS (what the fingerprint and key generation are computed from)."""
-    return build_cs(shape, make_instance(shape, seed=TEMPLATE_SEED), TEMPLATE_OPTS)
 
 
 def _have_keys(directory: Path, seed: int | None = None) -> bool:
@@ -70,6 +62,8 @@ def key_directory(key_dir: Path, shape: CircuitShape, fingerprint: str, seed: in
 
 
 KEYGEN = ("auto", "host", "device")
+#: What keys are generated from: the template R1CS (host) or the circuit's block and its ``QapGpu`` (device).
+_Built = ConstraintSystem | tuple[BlockTemplate, Any]
 
 
 def resolve_keygen(keygen: str) -> str:
@@ -81,7 +75,7 @@ def resolve_keygen(keygen: str) -> str:
     if keygen == "host":
         return "host"
     try:
-        from .backends import cuda_fixed_base  # lazy: imports CuPy
+        from ..backends import cuda_fixed_base  # lazy: imports CuPy
 
         ok, why = cuda_fixed_base.device_available(), "no CUDA device"
     except ImportError as exc:
@@ -89,8 +83,6 @@ def resolve_keygen(keygen: str) -> str:
     if ok:
         return "device"
     if keygen == "device":
-        from .backends.base import BackendUnavailable
-
         raise BackendUnavailable(f"--keygen device: {why}")
     return "host"
 
@@ -100,7 +92,7 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, worker
     """Load the shape's keys from ``key_dir`` or generate and save them: from fresh randomness by
     default, or from ``seed`` (a reproducible TEST key: anyone who knows the seed can forge proofs).
 
-    ``keygen`` says where missing keys are made (``resolve_keygen``): ``host`` (the template R1CS in
+    ``keygen`` says where missing keys are made (``resolve_keygen``): ``host`` (the built R1CS in
     Python, fixed-base multiples on ``workers`` processes) or ``device`` (the circuit's block and a CUDA
     device, ``setup.generate_device``); both give the same bytes. The ``setup_fingerprint`` phase records
     the choice as ``keygen``.
@@ -111,49 +103,52 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, worker
     """
     t0 = time.perf_counter()
     where = resolve_keygen(keygen)
-    template = None  # the template R1CS (host) or the circuit's block and its QapGpu (device)
+    built: _Built | None = None
     with gputrace.phase("setup_fingerprint", kind="host", keygen=where) as p:
-        rkey = fingerprint_record.record_key(CIRCUIT_ID, shape.challenges, shape.depth, TEMPLATE_SEED, TEMPLATE_OPTS)
+        rkey = fingerprint_record.record_key(CIRCUIT_ID, shape.challenges, shape.depth, template.TEMPLATE_SEED,
+                                             template.TEMPLATE_OPTS)
         recorded = fingerprint_record.read(key_dir, rkey) if rkey is not None else None
-        fp = recorded
-        if recorded is None or not _have_keys(key_directory(key_dir, shape, recorded, seed), seed):
-            template, fp = _template(shape, where)  # no record, or keys to generate (which needs the R1CS anyway)
+        if recorded is not None and _have_keys(key_directory(key_dir, shape, recorded, seed), seed):
+            fp = recorded
+        else:
+            built, fp = _template(shape, where)  # no record, or keys to generate (which needs the R1CS anyway)
             if recorded is not None and recorded != fp:
                 fingerprint_record.log.warning(
                     "fingerprint record for %s was stale (%s, built %s): a circuit dependency is missing "
                     "from fingerprint_record.SOURCE_MODULES", shape.label(), recorded[:16], fp[:16])
             if rkey is not None and recorded != fp:
                 fingerprint_record.write(key_dir, rkey, fp)
-        p.set("fingerprint.record", "miss" if template is not None else "hit")
+        p.set("fingerprint.record", "miss" if built is not None else "hit")
     directory = key_directory(key_dir, shape, fp, seed)
     pk_path = directory / "pk.npz"
     if _have_keys(directory, seed):
         with gputrace.phase("key_load", kind="host"):
             pk = keys.load_pk(pk_path, expect_fingerprint=fp)
         return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp, seed)
-    if template is None:  # the keys went away between the check above and here
-        template, fp = _template(shape, where)
+    if built is None:  # the keys went away between the check above and here
+        built, fp = _template(shape, where)
         directory = key_directory(key_dir, shape, fp, seed)
-    if where == "device":
-        block, qap = template
-        pk, vk = generate_device(block, fp, seed, qap=qap)
+    if isinstance(built, ConstraintSystem):
+        pk, vk = generate(built, seed, workers)
     else:
-        pk, vk = generate(template, seed, workers)
+        block, qap = built
+        pk, vk = generate_device(block, fp, seed, qap=qap)
     meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed, "constraints": shape.constraints,
-            "warning": keys.seeded_key_warning(seed) if seed is not None else "single-party setup from fresh randomness"}
+            "warning": keys.seeded_key_warning(seed) if seed is not None
+            else "single-party setup from fresh randomness"}
     with gputrace.phase("key_save", kind="host"):
         keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
     return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp, seed)
 
 
-def _template(shape: CircuitShape, where: str) -> tuple[object, str]:
+def _template(shape: CircuitShape, where: str) -> tuple[_Built, str]:
     """(template, fingerprint): the whole template R1CS on the host; on the device the circuit's block
-    (``setup_block``) and its ``QapGpu``, the fingerprint computed from them on the GPU."""
+    (``block``) and its ``QapGpu``, the fingerprint computed from them on the GPU."""
     if where == "device":
-        from .backends import cuda_fixed_base  # lazy: imports CuPy
+        from ..backends import cuda_fixed_base  # lazy: imports CuPy
 
         block = block_template(shape)
         qap = cuda_fixed_base.QapGpu(block, 0)
         return (block, qap), cuda_fixed_base.fingerprint(qap)
-    cs = template_cs(shape)
+    cs = template.template_cs(shape)
     return cs, cs.fingerprint()

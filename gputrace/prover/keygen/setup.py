@@ -4,7 +4,7 @@ By default the toxic waste (τ, α, β, γ, δ) is drawn from the operating syst
 (``secrets.SystemRandom``) and forgotten: nobody, including this process afterwards, can forge
 proofs for the key. With a ``seed`` it is derived from the seed instead: reproducible and cacheable
 in CI, and a TEST key: anyone who knows the seed knows the toxic waste and can forge proofs for any
-input. ``keycache`` keeps test keys apart and ``vk.json`` says which kind a key is.
+input. ``cache`` keeps test keys apart and ``vk.json`` says which kind a key is.
 
 Follows bellman's ``generate_parameters``: the R1CS gets one extra row per public input
 (``input_i · 0 = 0``) so the input polynomials are linearly independent; the domain is the
@@ -12,14 +12,15 @@ smallest power of two >= constraints + inputs; u_i(τ), v_i(τ), w_i(τ) come fr
 basis at τ; key elements are fixed-base multiples of the generators (``fixed_base``).
 
 Two paths give the same keys byte for byte: ``generate`` (host: the whole template R1CS, Python ints,
-a CPU process pool) and ``generate_device`` (a CUDA device: the circuit's block, ``setup_block``, and
-``backends/cuda_fixed_base``); ``keycache.get_keys`` picks one (``keygen``).
+a CPU process pool) and ``generate_device`` (a CUDA device: the circuit's block, ``block``, and
+``backends/cuda_fixed_base``); ``cache.get_keys`` picks one (``keygen``).
 """
 
 from __future__ import annotations
 
 import random
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +28,10 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 import gputrace
 
-from . import fixed_base
-from .field import R, batch_inv, inv, root_of_unity
-from .r1cs import ConstraintSystem
-from .setup_block import BlockTemplate
+from .. import fixed_base
+from ..field import R, batch_inv, inv, root_of_unity
+from ..r1cs import ConstraintSystem
+from .block import BlockTemplate
 
 
 @dataclass
@@ -43,11 +44,11 @@ class ProvingKey:
     beta_g2: G2Point
     delta_g1: G1Point
     delta_g2: G2Point
-    a: list[G1Point]
-    b_g1: list[G1Point]
-    b_g2: list[G2Point]
-    l: list[G1Point]
-    h: list[G1Point]
+    a: Sequence[G1Point]
+    b_g1: Sequence[G1Point]
+    b_g2: Sequence[G2Point]
+    l: Sequence[G1Point]  # noqa: E741 (the Groth16 L query, as the paper and bellman name it)
+    h: Sequence[G1Point]
     domain_size: int
     num_inputs: int  # including ONE
     num_vars: int
@@ -96,7 +97,7 @@ def lagrange_at(tau: int, n: int) -> list[int]:
     zt = (pow(tau, n, R) - 1) % R
     scale = zt * inv(n) % R
     invs = batch_inv([(tau - p) % R for p in pts])
-    return [scale * p % R * iv % R for p, iv in zip(pts, invs)]
+    return [scale * p % R * iv % R for p, iv in zip(pts, invs, strict=True)]
 
 
 def _toxic_waste(seed: int | None) -> tuple[int, int, int, int, int]:
@@ -106,7 +107,8 @@ def _toxic_waste(seed: int | None) -> tuple[int, int, int, int, int]:
     return tau, alpha, beta, gamma, delta
 
 
-def generate(cs: ConstraintSystem, seed: int | None = None, workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
+def generate(cs: ConstraintSystem, seed: int | None = None,
+             workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
     """Keys for ``cs``'s structure: fresh random toxic waste, or derived from ``seed`` (a TEST key; see the
     module doc). The host path: Python ints, fixed-base multiples on a process pool."""
     tau, alpha, beta, gamma, delta = _toxic_waste(seed)
@@ -150,11 +152,11 @@ def generate(cs: ConstraintSystem, seed: int | None = None, workers: int | None 
 def generate_device(block: BlockTemplate, fingerprint: str, seed: int | None = None, device: int = 0,
                     qap=None) -> tuple[ProvingKey, VerifyingKey]:
     """The same keys as ``generate(template R1CS, seed)``, byte for byte, computed on CUDA ``device``:
-    the QAP from the circuit's block (``setup_block``), every fixed-base multiple on the GPU
+    the QAP from the circuit's block (``block``), every fixed-base multiple on the GPU
     (``backends/cuda_fixed_base``). The queries stay xy rows (``fixed_base.PointRows``: arkworks points
     only when a host path asks). ``fingerprint``: the template R1CS's (the caller has it from the block);
     ``qap``: a ``QapGpu`` of ``block`` to reuse. Imports CuPy; BackendError on CUDA failures."""
-    from .backends import cuda_fixed_base as cfb  # lazy: CuPy
+    from ..backends import cuda_fixed_base as cfb  # lazy: CuPy
 
     tau, alpha, beta, gamma, delta = _toxic_waste(seed)
     n, ni, nv = block.domain_size(), block.num_inputs, block.num_vars

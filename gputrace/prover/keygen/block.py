@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import overload
 
 import numpy as np
 
-from .circuit import CircuitShape, make_instance
-from .field import R
+from ..circuit import CircuitShape
+from ..field import R, limbs_to_ints
+from .template import template_cs
 
 #: Seed of ``ConstraintSystem.fingerprint``'s vector (must stay equal to it: the digest names cached keys).
 FINGERPRINT_SEED = 0x67707472
@@ -73,6 +75,12 @@ class BlockTemplate:
             n <<= 1
         return n
 
+    @overload
+    def global_var(self, v: np.ndarray, k: int) -> np.ndarray: ...
+
+    @overload
+    def global_var(self, v: int, k: int) -> int: ...
+
     def global_var(self, v: np.ndarray | int, k: int) -> np.ndarray | int:
         """Global variable of block variable(s) ``v`` in challenge ``k``."""
         if isinstance(v, np.ndarray):
@@ -89,11 +97,8 @@ def block_template(shape: CircuitShape) -> BlockTemplate:
 
     Raises RuntimeError if it does not (a circuit change that breaks the block structure must not give
     silently wrong keys)."""
-    from .keycache import TEMPLATE_OPTS, TEMPLATE_SEED  # the same template synthesis as the whole-R1CS path
-    from .witness import build_cs
-
     one = CircuitShape(1, shape.depth)
-    cs = build_cs(one, make_instance(one, seed=TEMPLATE_SEED), TEMPLATE_OPTS)
+    cs = template_cs(one)  # the same template synthesis as the whole-R1CS path
     per, vpc = cs.num_constraints, cs.num_vars - 3
     if cs.num_inputs != 3 or per * shape.challenges != shape.constraints or vpc != one.vars_for(1) - 3:
         raise RuntimeError(f"circuit block of depth {shape.depth} does not have the K-copies layout "
@@ -117,7 +122,7 @@ def column_values(bt: BlockTemplate, m: int, weights: list[int]) -> list[int]:
     for k in range(bt.challenges):
         base = k * bt.per
         gv = bt.global_var(vars_, k).tolist()
-        for r, g, c in zip(rl, gv, coefs):
+        for r, g, c in zip(rl, gv, coefs, strict=True):
             acc[g] += c * weights[base + r]
     return [x % R for x in acc]
 
@@ -130,7 +135,7 @@ def row_values(bt: BlockTemplate, m: int, z: list[int]) -> list[int]:
     for k in range(bt.challenges):
         base = k * bt.per
         gv = bt.global_var(vars_, k).tolist()
-        for r, g, c in zip(rl, gv, coefs):
+        for r, g, c in zip(rl, gv, coefs, strict=True):
             out[base + r] += c * z[g]
     return [x % R for x in out]
 
@@ -179,8 +184,6 @@ def fingerprint_digest(num_inputs: int, num_vars: int, num_constraints: int, abc
 
 def fingerprint_host(bt: BlockTemplate) -> str:
     """The template R1CS's fingerprint from the block, with Python ints (the reference for the GPU's)."""
-    from .field import limbs_to_ints
-
     z = limbs_to_ints(fingerprint_vector(bt.num_vars))
     abc = [b"".join(x.to_bytes(32, "little") for x in row_values(bt, m, z)) for m in range(3)]
     return fingerprint_digest(bt.num_inputs, bt.num_vars, bt.num_constraints, abc)
