@@ -2,7 +2,7 @@
 
 How events map onto lanes (gputrace's own exports round-trip; Kineto / ``chrome://tracing`` recordings
 are mapped by ``args.device``/``args.stream`` and thread names) is described in
-:mod:`gputrace.timeline.chrome`, the public module that re-exports these names. Pure functions; no
+:mod:`gputrace.timeline.formats.chrome` (the package docstring). Pure functions; no
 threads. Errors (:class:`ChromeFormatError`) name the file and the event index.
 
 Streaming: ``read_chrome`` feeds event batches from :mod:`gputrace.timeline.formats.chrome.scan` into one
