@@ -4,8 +4,8 @@ of that file gives stored as its columnar-cache entry (so the first ``gputrace v
 Contract: every file written here is read back by the strict OTLP reader, or the import refuses with a reason
 and leaves no file. Before writing, ``unwritable`` names what the reader is known to refuse (no spans, an
 attribute under one of gputrace's column keys with a value of the wrong type or size, an integer beyond 64
-bits); after writing, a file whose read cannot be predicted exactly (``readback``: the cache entry) is read
-back strictly, and removed if that read fails.
+bits); after writing, ``readback`` predicts what a read of the file gives (the cache entry, for big files);
+a file whose read it cannot predict exactly is read back strictly, and removed if that read fails.
 
 Runs on the caller's thread. Raises ValueError naming the input or the output (and what is wrong), OSError.
 """
@@ -18,11 +18,12 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gputrace.timeline import cache
 from gputrace.timeline.errors import TraceFormatError
 from gputrace.timeline.formats.otlp_jsonl._attr_columns import _INT_BOUNDS, COLUMN_ATTRS
-from gputrace.timeline.formats.otlp_jsonl.plan import groups, span_ids
+from gputrace.timeline.formats.otlp_jsonl.plan import Plan, groups, span_ids
 from gputrace.timeline.formats.otlp_jsonl.read import read_otlp
-from gputrace.timeline.formats.otlp_jsonl.readback import cache_entry, store_cache_entry
+from gputrace.timeline.formats.otlp_jsonl.readback import cache_entry, readback_timeline, store_cache_entry
 from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 from gputrace.timeline.model import Timeline
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
@@ -53,9 +54,14 @@ def write_converted(read: Callable[[], Timeline], out: str | Path, source: str =
     plan = (groups(tl), span_ids(tl))
     lines = write_otlp_jsonl(tl, out, plan=plan)
     done = Converted(tl.n, len(tl.lanes), len({ln.device for ln in tl.lanes if ln.device >= 0}), lines)
-    entry = cache_entry(tl, out, lines, *plan, consume=True)  # what a read of OUT gives (never raises)
+    if cache.wanted(out):
+        entry = cache_entry(tl, out, lines, *plan, consume=True)  # what a read of OUT gives (never raises)
+        predicted = entry is not None
+    else:  # no entry to store, but the prediction (far cheaper than a read) still vouches for OUT
+        entry = None
+        predicted = _predicted(tl, out, lines, plan)
     del tl, plan  # (its columns went into the entry's as they were built)
-    if entry is None:  # not predicted exactly: the reader itself says whether it reads OUT
+    if not predicted:  # not predicted exactly: the reader itself says whether it reads OUT
         try:
             read_otlp([out], workers=1)
         except TraceFormatError as exc:
@@ -64,6 +70,14 @@ def write_converted(read: Callable[[], Timeline], out: str | Path, source: str =
                              "nothing written") from None
     store_cache_entry(out, entry)  # the first `view` of OUT re-opens it (never raises)
     return done
+
+
+def _predicted(tl: Timeline, out: str | Path, lines: int, plan: Plan) -> bool:
+    """Whether ``readback`` predicts exactly what a read of ``out`` gives (then the strict reader reads it)."""
+    try:
+        return readback_timeline(tl, out, lines, *plan, consume=True) is not None
+    except Exception:  # noqa: BLE001 - a prediction that fails only means the file is read back to check it
+        return False
 
 
 def _remove(path: str | Path) -> None:
