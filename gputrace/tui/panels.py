@@ -21,6 +21,7 @@ from gputrace.textsafe import rich_text
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.tui.layout import format_bandwidth, format_bytes, format_duration
 from gputrace.tui.overlays import StallItem
+from gputrace.tui.rows import device_name
 
 
 class _LiteralGrid:
@@ -49,7 +50,7 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
         t.add_row("name", tl.name_of(row))
     t.add_row("kind", KIND_NAMES.get(int(c["kind"][row]), "host"))
     dev = int(c["device"][row])
-    t.add_row("device", "CPU" if dev < 0 else f"GPU {dev}")
+    t.add_row("device", device_name(dev))
     t.add_row("lane", f"{lane.name} ({lane.host} pid {lane.pid})")
     t.add_row("host start", f"+{format_duration(s - origin, 6)}")
     t.add_row("host end", f"+{format_duration(e - origin, 6)}")
@@ -172,7 +173,7 @@ class SummaryPanel(DataTable):
     def _refill(self) -> None:
         self.clear()
         for s in sort_stats(self.stats, self.sort_column):
-            dev = "all" if s.device is None else ("CPU" if s.device < 0 else f"GPU {s.device}")
+            dev = "all" if s.device is None else device_name(s.device)
             share = "-" if math.isnan(s.share) else f"{s.share:.1%}"
             self.add_row(
                 rich_text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),
@@ -274,6 +275,8 @@ def range_table(summary, origin_wall: int | None = None) -> Table:
     for ln in summary.lanes:  # name on its own line: lane labels are long, the panel narrow
         t.add_row("lane", rich_text(ln.label, "cyan"))
         busy = f"{format_duration(ln.busy_ns, 3)} busy ({ln.busy_ns / dur:.0%})" if dur > 0 else ""
+        if ln.wait_ns and dur > 0:  # host waits (sync) on this lane: not busy time
+            busy += f", waited {format_duration(ln.wait_ns, 3)} ({ln.wait_ns / dur:.0%}) in sync"
         what = Text(busy + "  ")
         for name, ns in ln.phases:
             what.append("■ ", style=phase_hex(name))

@@ -15,10 +15,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from gputrace.textsafe import visible
-from gputrace.timeline.model import Timeline
+from gputrace.timeline.model import Lane, Timeline
 from gputrace.tui.index import IntervalIndex, TimelineIndex
 
 HOST, DEVICE, LANE, GPU = "host", "device", "lane", "gpu"
+
+
+def device_name(device: int) -> str:
+    """A device as `gputrace report` names it: ``GPU n``, or ``host`` for host-only work (device -1)."""
+    return "host" if device < 0 else f"GPU {device}"
+
+
+def lane_title(lane: Lane) -> str:
+    """A lane named as the report does, device first: ``GPU 1 stream:0``, ``host thread:cpu-worker-0``."""
+    return f"{device_name(lane.device)} {visible(lane.name)}"
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
         li = index.lanes[k] if k < len(index.lanes) else None
         if li is None or not li.levels:
             continue
-        hosts.setdefault(lane.host or "?", {}).setdefault(lane.device_label, []).append(k)
+        hosts.setdefault(lane.host or "?", {}).setdefault(device_name(lane.device), []).append(k)
     for host, devices in hosts.items():
         hkey = (HOST, host)
         hc = hkey in collapsed
@@ -141,7 +151,7 @@ def level_of(index: TimelineIndex, row: int) -> tuple[int, int] | None:
 def groups_of(tl: Timeline, lane: int) -> set[tuple]:
     """The keys of the host and device groups that hold ``lane`` (unfolding them shows the lane)."""
     ln = tl.lanes[lane]
-    return {(HOST, ln.host or "?"), (DEVICE, ln.host or "?", ln.device_label)}
+    return {(HOST, ln.host or "?"), (DEVICE, ln.host or "?", device_name(ln.device))}
 
 
 def _pids(tl: Timeline, host: str) -> int:

@@ -265,7 +265,7 @@ class TimelineScreen(Screen[None]):
         # The query language splits on spaces: a phase name with spaces is searched by its first word.
         term = f"phase={msg.phase}" if " " not in msg.phase else msg.phase.split()[0]
         if msg.device is not None:
-            term += f" device={'cpu' if msg.device < 0 else msg.device}"
+            term += f" device={'host' if msg.device < 0 else msg.device}"
         self._apply_search(term)  # focus stays on the list: the timeline shows the matches, m / M walk them
 
     @while_mounted

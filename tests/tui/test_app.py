@@ -60,7 +60,7 @@ def test_loads_sample_and_fills_panels(sample_2gpu):
             assert app.error is None
             assert app.index.timeline.n == 120
             labels = [r.label.strip() for r in gantt.rows if r.kind == DEVICE]
-            assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ CPU"]
+            assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ host"]
             assert "120 spans" in text_of(app.query_one("#title"))
             stalls = app.query_one(StallsPanel)
             idle = [it for it in stalls.items if it.category == "idle"]
@@ -400,7 +400,7 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
             assert summary.sort_column == "phase"
             await pilot.press("enter")  # first row: assemble on the CPU
             await pilot.pause()
-            assert app.main.search_text == "phase=assemble device=cpu"
+            assert app.main.search_text == "phase=assemble device=host"
             assert len(app.main.search_rows) == 8
             assert all(tl.phases[p] == "assemble" for p in tl.phase[app.main.search_rows])
             assert gantt.selected in app.main.search_rows and summary.has_focus  # Enter keeps the focus
