@@ -5,6 +5,12 @@ Usage::
     .venv/bin/python benchmarks/bench_tracer.py            # host cases (no GPU needed)
     .venv/bin/python benchmarks/bench_tracer.py --cuda     # + a phase with a CuPy stream (GPU machine)
     .venv/bin/python benchmarks/bench_tracer.py --quick    # fewer repeats
+    .venv/bin/python benchmarks/bench_tracer.py --against /tmp/old   # plain phase: this tree against another
+
+``--against TREE`` times the plain-phase cases with ``gputrace`` imported from this checkout and from ``TREE``
+(e.g. ``git worktree add /tmp/old <commit>``), alternating the two in fresh processes for ``--rounds`` rounds,
+and prints each side's median and the ratio this/other of the phase cost normalised by the SDK span timed in
+the same process (so drift of a shared machine cancels).
 
 Reference: ``with tracer.start_as_current_span("ntt"): pass`` on an SDK ``TracerProvider`` with one no-op
 ``SpanProcessor`` (the cheapest real SDK span). Every case runs in its own subprocess (NVTX tools and
@@ -142,6 +148,7 @@ def child(case: str, n: int, repeats: int) -> dict:
         "dropped": summary.spans_dropped,
         "nvtx_enabled": hotpath._NV,
         "disabled": hotpath.DISABLED,
+        "module": os.path.dirname(os.path.dirname(gputrace.__file__)),
     }
 
 
@@ -283,8 +290,10 @@ def _nvtx_tool(tmpdir: str) -> str:
     return str(build(tmpdir))
 
 
-def run_case(case: str, n: int, repeats: int, tool: str | None, logdir: str) -> dict:
+def run_case(case: str, n: int, repeats: int, tool: str | None, logdir: str, tree: str | None = None) -> dict:
     env = dict(os.environ)
+    if tree is not None:  # import gputrace from that checkout (PYTHONPATH comes before the editable install)
+        env["PYTHONPATH"] = tree + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("GPUTRACE_DISABLE", None)
     env.pop("NVTX_INJECTION64_PATH", None)
     extra = dict(CASES.get(case, ({},))[0])
@@ -313,6 +322,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", help="where the file-writing case writes (default: the temp dir; /dev/shm takes the disk out)")
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
                     help="wall: perf_counter_ns; thread: CPU time of the timing thread (steadier on a shared box)")
+    ap.add_argument("--against", metavar="TREE", help="A/B of the plain-phase cases: this checkout against TREE")
+    ap.add_argument("--rounds", type=int, default=5, help="--against: alternating rounds (default 5)")
     a = ap.parse_args(argv)
     n = a.n or (5000 if a.quick else 20000)
     repeats = a.repeats or (5 if a.quick else 11)
@@ -327,6 +338,8 @@ def main(argv=None) -> int:
 
     global CLOCK_NAME
     CLOCK_NAME = a.clock
+    if a.against:
+        return against(a.against, n, repeats, a.rounds)
     ap_cases = ["file+nvtx", "file+nvtx-bare", "nvtx-tool", "disabled"] + (list(CUDA_CASES) if a.cuda else [])
     cases = [] if a.write_only else ap_cases
     results = []
@@ -369,6 +382,34 @@ def main(argv=None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps({"results": results, "write": write}, indent=1))
     return 0 if ok_all and w_ok else 1
+
+
+def against(tree: str, n: int, repeats: int, rounds: int) -> int:
+    """Plain-phase cost of this checkout against ``tree``, alternating fresh processes (see the module doc)."""
+    here = str(ROOT)
+    tree = str(Path(tree).resolve())
+    cases = ("file+nvtx", "file+nvtx-bare")
+    got: dict = {(c, t): [] for c in cases for t in (here, tree)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for c in cases:
+                order = (here, tree) if r % 2 == 0 else (tree, here)
+                for t in order:
+                    res = run_case(c, n, repeats, None, tmp, tree=t)
+                    if not res.get("module", "").startswith(t):
+                        raise RuntimeError(f"case {c}: gputrace came from {res.get('module')}, not {t}")
+                    got[(c, t)].append(res)
+    print(f"plain phase, this tree ({here}) against {tree}  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+          f"{rounds} alternating rounds x {repeats} repeats x n={n}, {CLOCK_NAME} clock; medians)")
+    print(f"{'case':<16} {'this ns':>8} {'other ns':>9} {'this/SDK':>9} {'other/SDK':>10} {'this/other':>11}")
+    for c in cases:
+        a, b = got[(c, here)], got[(c, tree)]
+        an = statistics.median(x["ours_ns"] for x in a)
+        bn = statistics.median(x["ours_ns"] for x in b)
+        ar = statistics.median(x["ours_ns"] / x["ref_ns"] for x in a)
+        br = statistics.median(x["ours_ns"] / x["ref_ns"] for x in b)
+        print(f"{c:<16} {an:>8.0f} {bn:>9.0f} {ar:>9.4f} {br:>10.4f} {ar / br:>11.3f}")
+    return 0
 
 
 if __name__ == "__main__":

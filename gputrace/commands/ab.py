@@ -158,7 +158,9 @@ def run(args) -> int:
         rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
                       familywise=args.familywise, correction=args.correction)
     except (OSError, ValueError, ExperimentError) as e:
-        print(f"gputrace ab: {visible(e)}", file=sys.stderr)
+        from gputrace.commands._errors import describe_error
+
+        print(f"gputrace ab: {describe_error(e)}", file=sys.stderr)
         return 1
     head = rep.comparisons[0][1] if rep.comparisons else None
     if args.json:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 
@@ -136,7 +139,71 @@ def trace_delivery_warnings() -> list[str]:
     return out
 
 
+class Interrupts:
+    """Ctrl-C during a run, as a terminal sends it (SIGINT to the whole process group), on the main thread.
+
+    The first SIGINT raises ``KeyboardInterrupt`` there, as Python's default does: ``run_prove`` then cancels its
+    threads, ends its worker processes (which ignore SIGINT, ``prover/processes.py``), closes the backend and
+    flushes the trace. A second SIGINT, or that cleanup (and the interpreter's exit) taking longer than
+    ``grace_s``, ends the process at once: its worker processes killed, ``interrupted`` on stderr unless the
+    command already said it, exit status 130. ``hit``: a SIGINT came (whatever the run then raised is the
+    interrupt's doing). Off the main thread (where Python delivers no signal) it does nothing."""
+
+    def __init__(self, grace_s: float = 10.0) -> None:
+        self.grace_s = grace_s
+        self.hit = False
+        self.reported = False
+        self._old = None
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # After an interrupt the handler stays: a second Ctrl-C while the interpreter exits must not print a
+        # KeyboardInterrupt traceback from its shutdown.
+        if self._old is not None and not self.hit:
+            signal.signal(signal.SIGINT, self._old)
+
+    def report(self) -> int:
+        """Say ``interrupted`` (once) and return the exit status, 130."""
+        if not self.reported:
+            self.reported = True
+            print("interrupted", file=sys.stderr, flush=True)
+        return 130
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self.hit:
+            self._hard_exit()
+        self.hit = True
+        timer = threading.Timer(self.grace_s, self._hard_exit)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    def _hard_exit(self) -> None:
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            child.kill()
+        if not self.reported:
+            self.reported = True
+            os.write(2, b"interrupted\n")
+        os._exit(130)
+
+
 def run(args) -> int:
+    with Interrupts() as interrupts:
+        try:
+            return _run(args)
+        except BaseException:
+            if interrupts.hit:  # the KeyboardInterrupt, or whatever the run's cleanup raised after it
+                return interrupts.report()
+            raise
+
+
+def _run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

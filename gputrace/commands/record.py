@@ -1,72 +1,87 @@
-"""``gputrace record [options] -- python script.py args``: trace an unmodified CUDA Python program.
+"""``gputrace record [options] -- COMMAND ...``: trace every Python process of an unmodified launch.
 
-The program runs in a child interpreter (``python -m gputrace.commands._record_child``) whose environment
-turns on CUDA activity collection (CUPTI: kernels, copies, memsets, synchronizations) and points
-``NVTX_INJECTION64_PATH`` at the CUPTI library, so the program's NVTX ranges (any domain: PyTorch's
-``torch.cuda.nvtx``, CuPy's, the ``nvtx`` package's) are collected as spans too. A child process because the
-NVTX injection library is read at a process's first NVTX call, and the program gets an interpreter of its own.
-The trace is OTLP JSON Lines (``view``, ``report``, ``export`` read it). Without CUDA or CUPTI the program still
-runs and the host-side trace (its root span, and any gputrace phases it opens) is written; one line says that
-no CUDA activity was collected.
+COMMAND runs as given (``python train.py``, ``python -m pkg``, ``python -c CODE``, ``torchrun ...``, a shell
+script that starts Python), in its own process group, with an environment that makes every Python
+interpreter of the tree record itself (``gputrace.trace.launch``: a ``sitecustomize`` bootstrap first on
+``PYTHONPATH``). Each process appends its spans to the one trace file (``--trace``, OTLP JSON Lines:
+``view``, ``report``, ``export`` read it as one run, lanes grouped host > process > GPU > stream) with its pid,
+parent pid, host and rank as resource attributes. CUDA activity (CUPTI: kernels, copies, memsets,
+synchronizations) and NVTX ranges of any domain are collected where CUPTI is available
+(``NVTX_INJECTION64_PATH`` points at the CUPTI library); without it the host-side trace is written and one
+line says why.
+
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to ``record`` go to the whole process group of COMMAND,
+and ``record`` waits for the program's own cleanup (its flush included); a third SIGINT kills the group.
+When ``record`` runs in a terminal's foreground, the program's group gets the terminal (so Ctrl-C and
+reading stdin go to it directly) and ``record`` takes it back at the end. The exit status is COMMAND's, as a
+shell gives it (128 + N for a program killed by signal N: 130 SIGINT, 137 SIGKILL, 143 SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import secrets
+import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-CHILD = "gputrace.commands._record_child"
+#: Signals ``record`` forwards to the program's process group.
+FORWARD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: After the launched command ends, how long ``record`` waits for the rest of its process group (processes
+#: that outlived it, still flushing) before it reads the check-ins.
+GROUP_GRACE_S = 5.0
 
 
 def register(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "record", help="trace an unmodified CUDA Python program: kernels, copies, syncs and NVTX ranges",
-        description="Run `python script.py args` (or `python -m module args`) with CUDA activity collection "
-                    "(CUPTI) and NVTX ranges as spans; write an OTLP JSON Lines trace.",
-        usage="gputrace record [--trace FILE] [--no-cuda-activity] -- python script.py [args ...]",
+        "record", help="trace every Python process of a launch: phases, NVTX ranges, CUDA kernels, copies, syncs",
+        description="Run COMMAND (python script.py, python -m mod, python -c CODE, torchrun ..., a shell script) "
+                    "and record every Python process it starts into one OTLP JSON Lines trace, with CUDA "
+                    "activity (CUPTI) and NVTX ranges where available.",
+        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--service-name NAME] -- COMMAND [args ...]",
     )
     p.add_argument("--trace", type=Path, default=Path("record.jsonl"), help="trace file (default record.jsonl)")
     p.add_argument("--no-cuda-activity", action="store_true", help="host-side trace only (no CUPTI)")
-    p.add_argument("--service-name", default=None, help="resource service.name (default: the script's name)")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py args (or python -m module args)")
+    p.add_argument("--service-name", default=None,
+                   help="resource service.name of every process (default: each process's command)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [args ...]")
     p.set_defaults(func=run)
     return p
 
 
-def child_command(command: list[str]) -> list[str]:
-    """The child's argv for ``python script.py args`` / ``python -m mod args``. Raises ValueError otherwise."""
+def launch_command(command: list[str]) -> list[str]:
+    """The argv to run: COMMAND after ``--``, with a bare ``python``/``python3`` meaning this interpreter (the
+    one gputrace is installed in). Raises ValueError when there is no command."""
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        raise ValueError("give the program to run after --, e.g. gputrace record -- python train.py")
-    exe = cmd[0]
-    base = os.path.basename(exe)
-    if not base.startswith("python"):
-        raise ValueError(f"record runs Python programs: expected `python script.py ...`, got {exe!r}")
-    interp = sys.executable if exe in ("python", "python3") else exe
-    rest = cmd[1:]
-    if not rest:
-        raise ValueError("give a script (python script.py) or a module (python -m module)")
-    if rest[0] == "-m" and len(rest) < 2:
-        raise ValueError("python -m needs a module name")
-    if rest[0].startswith("-") and rest[0] != "-m":
-        raise ValueError(f"interpreter option {rest[0]!r} is not supported: give `python script.py` or `python -m mod`")
-    return [interp, "-m", CHILD, *rest]
+        raise ValueError("give the command to run after --, e.g. gputrace record -- python train.py")
+    if cmd[0] in ("python", "python3"):
+        cmd[0] = sys.executable
+    return cmd
 
 
-def child_env(trace: Path, summary: Path, cuda_activity: bool, service_name: str | None) -> dict:
-    """Environment of the child: where to write, and CUDA activity + NVTX collection when asked."""
+def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None) -> dict:
+    """Environment of the launch: the bootstrap first on PYTHONPATH, where to write, CUDA activity + NVTX."""
+    from gputrace.trace.launch import ENV_CHECKIN, ENV_ROOT, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
+
     env = dict(os.environ)
-    env["GPUTRACE_RECORD_TRACE"] = str(trace)
-    env["GPUTRACE_RECORD_SUMMARY"] = str(summary)
+    env[ENV_TRACE] = str(trace.resolve())
+    env[ENV_CHECKIN] = str(checkin)
+    env[ENV_RUN_ID] = secrets.token_hex(8)
+    env[ENV_ROOT] = str(Path(__file__).resolve().parents[2])
     if service_name:
-        env["GPUTRACE_RECORD_SERVICE"] = service_name
+        env[ENV_SERVICE] = service_name
+    else:
+        env.pop(ENV_SERVICE, None)
     env["GPUTRACE_CUDA_ACTIVITY"] = "1" if cuda_activity else "0"
     if cuda_activity and not env.get("NVTX_INJECTION64_PATH"):
         from gputrace.trace.cupti_collect import library_path
@@ -74,54 +89,182 @@ def child_env(trace: Path, summary: Path, cuda_activity: bool, service_name: str
         lib = library_path()
         if lib:
             env["NVTX_INJECTION64_PATH"] = lib
-    # The child imports gputrace from where this process found it.
-    here = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(site) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def write_bootstrap(folder: Path) -> Path:
+    """A folder holding only ``sitecustomize.py`` (the launch bootstrap); returns it."""
+    from gputrace.trace.launch import bootstrap
+
+    site = folder / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(Path(bootstrap.__file__).read_text())
+    return site
+
+
+def exit_status(returncode: int) -> int:
+    """A Popen return code as a shell reports it: 128 + N for a process killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def run(args) -> int:
     from gputrace.textsafe import visible
 
     try:
-        argv = child_command(args.command)
+        argv = launch_command(args.command)
     except ValueError as exc:
         print(f"error: {visible(exc)}", file=sys.stderr)
         return 2
     trace = args.trace
     try:
         trace.parent.mkdir(parents=True, exist_ok=True)
+        with open(trace, "w"):
+            pass  # a fresh trace: the processes of the launch append to it
     except OSError as exc:
-        print(visible(f"error: {trace.parent}: {exc.strerror or exc}"), file=sys.stderr)
+        print(visible(f"error: {trace}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="gputrace-record-") as tmp:
-        summary = Path(tmp) / "summary.json"
-        env = child_env(trace, summary, not args.no_cuda_activity, args.service_name)
+        checkin = Path(tmp) / "procs"
+        checkin.mkdir()
+        env = launch_env(trace, checkin, write_bootstrap(Path(tmp)), not args.no_cuda_activity, args.service_name)
         try:
-            rc = subprocess.call(argv, env=env)
+            rc = run_group(argv, env)
         except OSError as exc:
             print(visible(f"error: {argv[0]}: {exc.strerror or exc}"), file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            rc = 130
-        try:
-            info = json.loads(summary.read_text())
-        except (OSError, ValueError):
-            print(f"error: the program ended before its trace was written (exit status {rc})", file=sys.stderr)
-            return rc or 1
-    print(visible(summary_line(info, trace)), file=sys.stderr)  # (info comes from the child: inert text)
+            with contextlib.suppress(OSError):
+                if trace.stat().st_size == 0:
+                    trace.unlink()
+            return 127 if isinstance(exc, FileNotFoundError) else 126
+        infos = read_checkins(checkin)
+    if not infos:
+        with contextlib.suppress(OSError):
+            if trace.stat().st_size == 0:
+                trace.unlink()
+        print(visible(not_python_line(argv)), file=sys.stderr)
+        return rc
+    # (infos come from the program's processes: made inert by visible)
+    print(visible(summary_line(infos, trace, not args.no_cuda_activity)), file=sys.stderr)
     return rc
 
 
-def summary_line(info: dict, trace: Path) -> str:
-    """The closing line: what was written where, and whether CUDA activity was collected."""
-    n, act, dropped = int(info.get("spans", 0)), int(info.get("activity_spans", 0)), int(info.get("dropped", 0))
+def run_group(argv: list[str], env: dict) -> int:
+    """Run ``argv`` in a process group of its own, forwarding ``FORWARD`` signals to the group; wait for it
+    (and up to ``GROUP_GRACE_S`` for the rest of the group). Returns the shell-style exit status. Raises
+    OSError when the command cannot be started."""
+    kw: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    proc = subprocess.Popen(argv, env=env, **kw)
+    pgid = proc.pid
+    counts: dict[int, int] = {}
+
+    def forward(signum, frame) -> None:
+        counts[signum] = counts.get(signum, 0) + 1
+        sig = signal.SIGKILL if signum == signal.SIGINT and counts[signum] >= 3 else signum
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+            os.killpg(pgid, signal.SIGCONT)  # (a stopped process acts on the signal only once continued)
+
+    saved = {}
+    for s in FORWARD:
+        with contextlib.suppress(ValueError, OSError):  # (not the main thread: no forwarding)
+            saved[s] = signal.signal(s, forward)
+    terminal = _give_terminal(pgid)
+    try:
+        returncode = proc.wait()
+        _wait_group(pgid, GROUP_GRACE_S)
+    finally:
+        if terminal is not None:
+            _take_terminal(terminal)
+        for s, h in saved.items():
+            signal.signal(s, h)
+    return exit_status(returncode)
+
+
+def _give_terminal(pgid: int) -> int | None:
+    """Make ``pgid`` the terminal's foreground group when we hold the terminal; returns our group to restore."""
+    try:
+        if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
+            return None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.setpgid(pgid, pgid)  # (the child may not have done it yet)
+        mine = os.getpgrp()
+        _tcsetpgrp(pgid)
+        return mine
+    except OSError:
+        return None
+
+
+def _take_terminal(pgid: int) -> None:
+    with contextlib.suppress(OSError):
+        _tcsetpgrp(pgid)
+
+
+def _tcsetpgrp(pgid: int) -> None:
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may not take the terminal
+    try:
+        os.tcsetpgrp(0, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _wait_group(pgid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+
+
+def read_checkins(folder: Path) -> list[dict]:
+    """The check-in records of the launch's processes (``gputrace.trace.launch.process``), unreadable ones
+    skipped."""
+    out = []
+    for p in sorted(folder.glob("*.json")):
+        try:
+            info = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict):
+            out.append(info)
+    return out
+
+
+def not_python_line(argv: list[str]) -> str:
+    """What ``record`` says when no Python process of the launch checked in."""
+    cmd = shlex.join(argv)
+    return (f"record: `{cmd}` started no Python process that gputrace could record, so no trace was written "
+            f"(record traces Python programs and the Python processes they start). For other programs use Nsight "
+            f"Systems: `nsys profile -o rep --trace cuda,nvtx --export sqlite {cmd}`, then `gputrace view "
+            f"rep.sqlite`.")
+
+
+def summary_line(infos: list[dict], trace: Path | str, cuda_activity: bool = True) -> str:
+    """The closing line: what was written where, by how many processes, and whether CUDA activity was
+    collected (and why not)."""
+
+    def total(key: str) -> int:
+        n = 0
+        for i in infos:
+            v = i.get(key, 0)
+            n += v if isinstance(v, int) else 0
+        return n
+
+    n, act, dropped = total("spans"), total("activity_spans"), total("dropped")
+    procs = len(infos)
     head = f"trace: {n} spans in {trace}"
+    if procs > 1:
+        head = f"trace: {n} spans from {procs} processes in {trace}"
     if dropped:
         head += f" ({dropped} dropped)"
+    unfinished = sum(1 for i in infos if not i.get("final"))
+    if unfinished:
+        head += (f"; {unfinished} process{'es' * (unfinished != 1)} ended without a final flush (killed?): "
+                 f"their last spans (< 1 s) are missing")
     if act:
         return f"{head}; {act} from CUDA activity and NVTX ranges (CUPTI)"
-    why = info.get("cuda_activity_error")
-    if not info.get("cuda_activity_asked"):
+    why = next((i["cuda_activity_error"] for i in infos if isinstance(i.get("cuda_activity_error"), str)), None)
+    if not cuda_activity:
         why = "--no-cuda-activity"
     return f"{head}; no CUDA activity was collected ({why or 'the program launched no CUDA work'})"

@@ -255,6 +255,7 @@ def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, s
         mh = msm(bases.get("h", stats, dl, ccw), DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
     with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters, behind the witness's event
         ts = backend.finish_tail(split, lane)
+    assert ts.ones is not None and ts.ones_l is not None, "finish_tail fills ones and ones_l"
     nv = ts.tail.shape[0]
     plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
     with stats.phase("msm_a", dl, **ckw):

@@ -7,9 +7,13 @@ ones with defaults only.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the backend interface imports numpy: options stay light at run time
+    from .backends.base import ProverBackend
 
 #: The seed's five optimisation switches (see docs/prover.md).
 OPT_NAMES: tuple[str, ...] = ("a1", "a2", "a4", "b1", "d4")
@@ -135,7 +139,7 @@ class ProveOptions:
     verify: bool = True
     progress: Callable[[str, int, int], None] | None = None
     synthesis_workers: int | None = None
-    backend_object: object | None = None
+    backend_object: ProverBackend | None = None
     synthesis: str = "auto"
     b_g2: str = "auto"
     keygen: str = "auto"

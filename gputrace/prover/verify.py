@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from py_arkworks_bls12381 import G1Point, G2Point, GT
+from py_arkworks_bls12381 import GT, G1Point, G2Point
 
 from .encoding import EncodingError, g1_from_hex, g1_to_hex, g2_from_hex, g2_to_hex
 from .field import R, to_scalars
@@ -34,7 +34,7 @@ class Proof:
 
 
 def proof_to_json(proof: Proof, public_inputs: list[int], circuit: int | str | None = None) -> dict:
-    doc = {
+    doc: dict[str, object] = {
         "a": g1_to_hex(proof.a),
         "b": g2_to_hex(proof.b),
         "c": g1_to_hex(proof.c),
@@ -107,7 +107,8 @@ def check_vk(vk: VerifyingKey) -> None:
         if p == zero:
             raise DegenerateKeyError(f"degenerate verifying key: {name} is the point at infinity")
     if vk.gamma_g2 == vk.delta_g2:
-        raise DegenerateKeyError("degenerate verifying key: gamma_g2 equals delta_g2 (public inputs could be moved into C)")
+        raise DegenerateKeyError(
+            "degenerate verifying key: gamma_g2 equals delta_g2 (public inputs could be moved into C)")
 
 
 def verify(vk: VerifyingKey, proof: Proof, public_inputs: list[int]) -> bool:

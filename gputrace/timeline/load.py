@@ -234,9 +234,10 @@ def load_steps(
         if size == 0:
             raise UnreadableTrace(f"{p}: empty file (no trace data)")
         cached = None
+        key = None  # decided once, before the read: a file that grows past the threshold meanwhile is not stored
         if cache.wanted(p):
-            cached = cache.load(p, lenient=True)
             key = cache.source_key(p)
+            cached = cache.load(p, lenient=True)
         if cached is not None:
             tl = cached
             if tl.n > PREVIEW_SPANS:  # indexing 10 M spans takes seconds: draw the earliest ones first
@@ -253,7 +254,7 @@ def load_steps(
                 tl = yield from _progressive_steps(fmt, p, base, total, finished, stop, interval, parallel)
                 if tl is None:  # stopped
                     return
-            if cache.wanted(p):  # stored off this thread: the final screen does not wait for it
+            if key is not None:  # stored off this thread: the final screen does not wait for it
                 threading.Thread(target=cache.store, args=(p, tl, key), name="gputrace-cache", daemon=True).start()
         finished.append(tl)
         base += size

@@ -10,16 +10,20 @@ from __future__ import annotations
 import time
 
 
-def _anchor() -> int:
+def _anchor() -> tuple[int, int]:
     # Bracket time_ns() between two perf_counter_ns() reads and take the midpoint: halves the error of
-    # a preemption between the two clock reads.
+    # a preemption between the two clock reads. Returns (offset, half the bracket).
     a = time.perf_counter_ns()
     w = time.time_ns()
     b = time.perf_counter_ns()
-    return w - (a + b) // 2
+    return w - (a + b) // 2, (b - a + 1) // 2
 
 
-EPOCH_OFFSET_NS: int = _anchor()
+EPOCH_OFFSET_NS: int
+#: How far ``EPOCH_OFFSET_NS`` may be from the true offset because of the read itself (half the
+#: perf_counter bracket around the time_ns read; the system clock's own error comes on top).
+ANCHOR_UNCERTAINTY_NS: int
+EPOCH_OFFSET_NS, ANCHOR_UNCERTAINTY_NS = _anchor()
 
 
 def now_ns() -> int:

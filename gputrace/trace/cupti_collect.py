@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 from gputrace.trace import clock
 
@@ -40,7 +41,7 @@ def available() -> str | None:
     """None when CUPTI can be imported, else a one-line reason."""
     try:
         import cupti  # noqa: F401
-    except Exception as e:  # ImportError, or the library failing to load (OSError, RuntimeError)
+    except Exception as e:  # noqa: BLE001 - ImportError, or the library failing to load (OSError, RuntimeError)
         return f"cupti-python not usable: {type(e).__name__}: {e}"
     return None
 
@@ -51,7 +52,7 @@ def library_path() -> str | None:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
         return str(load_nvidia_dynamic_lib("cupti").abs_path)
-    except Exception:
+    except Exception:  # noqa: BLE001 any failure: fall back to the glob below
         pass
     import glob
     import importlib.util
@@ -101,7 +102,7 @@ class CuptiCollector:
         self.errors: list[str] = []
         self._pending: list = []
         self._lock = threading.Lock()
-        self._cupti = None
+        self._cupti: Any = None  # the cupti module once start() imported it
         self._kinds: list = []
         self._api_names: dict = {}
         self.xkind = 0  # ExternalCorrelationKind.CUSTOM0 as an int (set by start)
@@ -112,7 +113,7 @@ class CuptiCollector:
         """Enable collection. Raises CuptiUnavailable (nothing left enabled) when CUPTI cannot collect."""
         try:
             from cupti import cupti
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 reported as CuptiUnavailable
             raise CuptiUnavailable(f"cupti-python not usable: {type(e).__name__}: {e}") from None
         self._cupti = cupti
         AK = cupti.ActivityKind
@@ -126,7 +127,7 @@ class CuptiCollector:
         self.version = _version()
         try:
             cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)  # OS thread ids, as phases record
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 recorded in self.errors
             self.errors.append(f"set_thread_id_type: {e}")
         kinds = [AK.CONCURRENT_KERNEL, AK.MEMCPY, AK.MEMSET, AK.SYNCHRONIZATION, AK.EXTERNAL_CORRELATION,
                  AK.RUNTIME, AK.DRIVER]
@@ -137,7 +138,7 @@ class CuptiCollector:
             for k in kinds:
                 cupti.activity_enable(k)
                 self._kinds.append(k)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 reported as CuptiUnavailable
             self._disable()
             raise CuptiUnavailable(f"CUPTI activity API refused: {type(e).__name__}: {e}") from None
         self._restrict_api(cupti)
@@ -146,14 +147,14 @@ class CuptiCollector:
         self.pop = cupti.activity_pop_external_correlation_id
         try:
             self.measure_offset()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 reported as CuptiUnavailable
             self._disable()
             raise CuptiUnavailable(f"CUPTI timestamp unavailable: {type(e).__name__}: {e}") from None
 
     def _restrict_api(self, cupti) -> None:
         """Switch off the API calls that neither launch, copy, set nor wait (fewer records, less overhead).
         Best effort: a CUPTI without per-callback control keeps every API record."""
-        for dom, enum_name, fn_name in ((cupti.CallbackDomain.RUNTIME_API, "RuntimeApiTraceCbid",
+        for _dom, enum_name, fn_name in ((cupti.CallbackDomain.RUNTIME_API, "RuntimeApiTraceCbid",
                                          "activity_enable_runtime_api"),
                                         (cupti.CallbackDomain.DRIVER_API, "DriverApiTraceCbid",
                                          "activity_enable_driver_api")):
@@ -168,7 +169,7 @@ class CuptiCollector:
                     continue
                 try:  # one at a time: CUPTI refuses ids it does not know (reserved, removed calls)
                     enable(int(m), 1 if any(s in name for s in _API_KEEP) else 0)
-                except Exception:
+                except Exception:  # noqa: BLE001 counted and logged below
                     failed += 1
             if failed:
                 self.errors.append(f"{fn_name}: {failed} callback ids refused")
@@ -180,7 +181,7 @@ class CuptiCollector:
             return []
         try:
             cupti.activity_flush_all(1)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 recorded in self.errors
             self.errors.append(f"flush: {e}")
         self._disable()
         out = self._swap()
@@ -191,7 +192,7 @@ class CuptiCollector:
         for k in self._kinds:
             try:
                 self._cupti.activity_disable(k)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 recorded in self.errors
                 self.errors.append(f"disable {k}: {e}")
         self._kinds = []
 
@@ -213,7 +214,7 @@ class CuptiCollector:
             return self._swap()
         try:
             cupti.activity_flush_all(1 if force else 0)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 recorded in self.errors
             self.errors.append(f"flush: {e}")
         self.measure_offset()
         return self._swap()
@@ -230,7 +231,7 @@ class CuptiCollector:
         import json
 
         try:
-            with open(self.dump_path, "a") as f:
+            with open(str(self.dump_path), "a") as f:
                 for r in records:
                     f.write(json.dumps(r, default=str) + "\n")
         except OSError as e:
@@ -240,13 +241,14 @@ class CuptiCollector:
         """Re-measure trace-epoch-ns minus CUPTI timestamp (narrowest of ``tries`` brackets)."""
         get = self._cupti.get_timestamp
         now = clock.now_ns
-        best = None
-        for _ in range(tries):
+        best: tuple[int, int] | None = None
+        for _ in range(max(1, tries)):
             a = now()
             c = get()
             b = now()
             if best is None or b - a < best[0]:
                 best = (b - a, (a + b) // 2 - c)
+        assert best is not None  # (at least one try)
         self.offset_bracket_ns = best[0]
         self.offset_ns = best[1]
         if self.offset_first_ns is None:
@@ -266,7 +268,7 @@ class CuptiCollector:
         for a in activities:
             try:
                 r = conv(a)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 counted as dropped, recorded in self.errors
                 self.dropped += 1
                 if len(self.errors) < 20:
                     self.errors.append(f"record: {type(e).__name__}: {e}")
@@ -306,7 +308,7 @@ class CuptiCollector:
         elif kind == "MARKER":
             try:
                 thread = a.object_id.pt.thread_id
-            except Exception:
+            except Exception:  # noqa: BLE001 a record without a thread id keeps thread None
                 thread = None
             r = {"id": a.id, "timestamp": a.timestamp, "flags": int(a.flags_), "name": a.name or "",
                  "domain": a.domain or "", "thread_id": thread}
@@ -321,7 +323,7 @@ class CuptiCollector:
         if n is None:
             try:
                 n = str(self._cupti.get_callback_name(self._api_domain[kind], cbid))
-            except Exception:
+            except Exception:  # noqa: BLE001 an unnamed call keeps its id as name
                 n = f"cbid {cbid}"
             n = n.split("_v", 1)[0] if "_v" in n and n.rsplit("_v", 1)[-1].isdigit() else n
             self._api_names[key] = n

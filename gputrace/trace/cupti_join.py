@@ -25,12 +25,19 @@ buffer, loses its activity children: they go out without a parent); at most ``ma
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 from gputrace.phases import phase_kind
 from gputrace.trace.cupti_spans import (
-    API_KINDS, DEVICE_KINDS, KIND_SYNC, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START,
-    device_attributes, span_name, sync_attributes,
+    API_KINDS,
+    DEVICE_KINDS,
+    KIND_SYNC,
+    MARKER_END,
+    MARKER_INSTANTANEOUS,
+    MARKER_START,
+    device_attributes,
+    span_name,
+    sync_attributes,
 )
 
 __all__ = ["ActivityJoin"]
@@ -117,13 +124,13 @@ class ActivityJoin:
             r = w[0]
             corr = r.get("correlation_id")
             corr = int(corr) if corr is not None else None
-            api = self.api.get(corr)
+            api = self.api.get(corr) if corr is not None else None
             force = final or i < over
             if api is None and not force and w[1] < self.max_wait:
                 w[1] += 1
                 keep.append(w)
                 continue
-            xid = self.ext.get(corr)
+            xid = self.ext.get(corr) if corr is not None else None
             parent = None
             if xid is not None:
                 parent = self.phases.get(xid)

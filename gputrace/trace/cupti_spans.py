@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+from typing import Any
 
 from gputrace import activity as A
 
@@ -58,7 +59,7 @@ short_name = A.short_kernel_name
 # -- kernel names -----------------------------------------------------------------------------------
 _demangle_lock = threading.Lock()
 _demangled: dict[str, str] = {}
-_cxa = None
+_cxa: Any = None  # False: no demangler found; else the C function
 
 
 def _cxa_demangle():

@@ -38,6 +38,7 @@ import os
 import sys
 import threading
 from time import perf_counter_ns as _pc
+from typing import Any
 
 from gputrace.trace import nvtx_support as _nv
 
@@ -63,7 +64,7 @@ _nv_h = _nv.handle
 _local = threading.local()
 _states: list = []  # every _ThreadState ever created and not yet pruned by the exporter
 _states_lock = threading.Lock()
-_cuda = None  # gputrace.trace.cuda_timing, imported on the first phase with a stream
+_cuda: Any = None  # gputrace.trace.cuda_timing, imported on the first phase with a stream
 
 # CUPTI external correlation (set by the recorder when it collects CUDA activity; see cupti_collect): every
 # ``with`` phase gets a fresh external id ``xid``, pushed at entry and popped at exit on its thread, so CUPTI
@@ -71,8 +72,8 @@ _cuda = None  # gputrace.trace.cuda_timing, imported on the first phase with a s
 # another thread, and CUPTI's stack is per thread).
 _XC = False
 _XKIND = 0
-_xpush = None
-_xpop = None
+_xpush: Any = None  # (kind, id) -> None; bound with _XC by start_external_ids
+_xpop: Any = None
 _xnext = itertools.count(1).__next__
 # True while a tool is attached to NVTX or once CUPTI external ids were ever pushed (it stays True after
 # collection stops: phases still open must pop what they pushed). False: enter/exit take the plain path,
@@ -132,7 +133,7 @@ class Phase:
     stream = None
     kw = None
     xid = 0
-    extra = None
+    extra: dict[str, Any] | None = None
     err = None
     errmsg = None
     rid = None
@@ -159,7 +160,7 @@ class Phase:
     # A phase without a stream (this class) and one with a stream (_StreamPhase) have their own
     # enter/exit, so the plain path tests no stream; with no NVTX tool and no CUPTI (_SLOW False) it is
     # one thread-local read, the stack link, two clock reads and the append.
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         try:
             st = _local.st
         except AttributeError:
@@ -229,7 +230,7 @@ class Phase:
         return traced
 
     # -- attributes -------------------------------------------------------------------------------
-    def set(self, key: str, value) -> "Phase":
+    def set(self, key: str, value) -> Phase:
         """Add or replace one span attribute. Call before the phase ends (later calls may be lost)."""
         extra = self.extra
         if extra is None:
@@ -238,7 +239,7 @@ class Phase:
         return self
 
     # -- start/end form ---------------------------------------------------------------------------
-    def _start(self) -> "Phase":
+    def _start(self) -> Phase:
         st = _state()
         self.st = st
         self.up = st.cur  # parent only; the handle is not pushed on the thread's stack
@@ -285,7 +286,10 @@ class Phase:
         return True
 
     def __repr__(self) -> str:
-        return f"Phase({self.name!r}, device={self.device!r}, bytes={self.nbytes!r}, stream={self.stream!r}, **{self.kw!r})"
+        return (
+            f"Phase({self.name!r}, device={self.device!r}, bytes={self.nbytes!r}, stream={self.stream!r}, "
+            f"**{self.kw!r})"
+        )
 
 
 class _StreamPhase(Phase):
@@ -294,7 +298,7 @@ class _StreamPhase(Phase):
 
     __slots__ = ()
 
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         try:
             st = _local.st
         except AttributeError:
@@ -335,7 +339,7 @@ def _message(exc) -> str:
     """str(exc), never raising: a broken __str__ must not replace the user's exception."""
     try:
         return str(exc)
-    except Exception:
+    except Exception:  # noqa: BLE001 a broken __str__ must not replace the user's exception
         return f"<unprintable {type(exc).__name__}>"
 
 
@@ -387,7 +391,7 @@ def recycle(phases: list) -> int:
     room = POOL_MAX - len(_pool)
     if room <= 0:
         return 0
-    out = []
+    out: list = []
     keep = out.append
     rc = _refcount
     cls = Phase
@@ -424,6 +428,116 @@ if not getattr(sys, "_is_gil_enabled", lambda: True)():
 def clear_pool() -> None:
     """Drop the recycled phases (recorder shutdown: give the memory back)."""
     del _pool[:]
+
+
+# -- control API (the recorder and the signal handler; never the caller's hot path) -------------------
+# The globals above are read without a lock on the hot path; these functions are the only writers outside
+# this module. Each documents the order it writes in, which is what keeps a concurrently ending phase safe.
+
+
+def start_recording(room: int) -> None:
+    """Phases ending from now on are buffered, up to ``room`` per thread (past it they are counted as dropped).
+
+    Room first, flag second (``stop_recording`` the other way round): a phase ending in between is then
+    appended, never counted as dropped."""
+    global _ROOM, _RECORDING
+    _ROOM = room
+    _RECORDING = room > 0
+
+
+def stop_recording() -> bool:
+    """Phases ending from now on are neither buffered nor counted. Returns whether recording was on."""
+    global _ROOM, _RECORDING
+    was = _RECORDING
+    _RECORDING = False
+    _ROOM = 0
+    return was
+
+
+def recording() -> bool:
+    """Whether phases that end now are buffered."""
+    return _RECORDING
+
+
+def start_external_ids(kind: int, push, pop) -> None:
+    """Every ``with`` phase entered from now on pushes a fresh external correlation id with ``push(kind, id)``
+    and pops it with ``pop(kind)`` at exit (CUPTI, ``cupti_collect``). The slow path stays on after
+    ``stop_external_ids``: phases still open pop what they pushed with the ``pop`` bound here."""
+    global _XKIND, _xpush, _xpop, _XC, _SLOW
+    _XKIND = kind
+    _xpush = push
+    _xpop = pop
+    _XC = True
+    _SLOW = True
+
+
+def stop_external_ids() -> bool:
+    """Phases entered from now on push no external id. Returns whether they did until now."""
+    global _XC
+    was = _XC
+    _XC = False
+    return was
+
+
+def external_ids() -> bool:
+    """Whether phases entered now push an external correlation id."""
+    return _XC
+
+
+def cuda_timing_loaded() -> bool:
+    """Whether any phase with a stream ran yet (CUDA timing is imported at the first one)."""
+    return _cuda is not None
+
+
+def thread_states(timeout: float = -1) -> list[_ThreadState] | None:
+    """A snapshot of every thread's state (buffer, open-phase stack, drop count, name, OS id).
+
+    ``timeout`` as ``Lock.acquire``'s: None when the registry lock was not taken in time (a signal handler
+    must not wait on a lock the interrupted thread may hold)."""
+    if not _states_lock.acquire(timeout=timeout):
+        return None
+    try:
+        return list(_states)
+    finally:
+        _states_lock.release()
+
+
+def dropped_total() -> int:
+    """Phases dropped so far by the threads still registered (``prune_states`` hands back the rest)."""
+    with _states_lock:
+        return sum(st.dropped for st in _states)
+
+
+def prune_states(dead: list[_ThreadState]) -> int:
+    """Forget the states of ended threads whose buffers are empty; returns the drops they had counted."""
+    n = 0
+    with _states_lock:
+        for st in dead:
+            if not st.buf and st in _states:
+                _states.remove(st)
+                n += st.dropped
+    return n
+
+
+def now_ns() -> int:
+    """The hot path's clock (``perf_counter_ns``): what ``Phase.t0``/``t1`` hold."""
+    return _pc()
+
+
+def reset_after_fork() -> None:
+    """In a forked child: recording off, no external ids (CUPTI's state is the parent's), fresh locks and no
+    thread state (the parent's threads do not exist here; the forking thread's buffer held the parent's
+    phases). Phases still emit NVTX."""
+    global _RECORDING, _ROOM, _XC, _states_lock
+    _RECORDING = False
+    _ROOM = 0
+    _XC = False
+    _states_lock = threading.Lock()
+    _states[:] = []
+    try:
+        del _local.st
+    except AttributeError:
+        pass
 
 
 def _phase(name: str, *, device=None, bytes=None, stream=None, **kw) -> Phase:

@@ -16,6 +16,8 @@ Contract
 
 from __future__ import annotations
 
+from typing import Any
+
 import nvtx
 
 from gputrace.phases import phase_color
@@ -24,6 +26,12 @@ DOMAIN_NAME = "gputrace"
 _CACHE_MAX = 8192
 
 domain = nvtx.get_domain(DOMAIN_NAME)
+# Bound below: the nvtx library's functions when a tool is attached, None otherwise.
+handle: Any
+push_range: Any
+pop_range: Any
+start_range: Any
+end_range: Any
 ENABLED: bool = type(domain).__name__ != "DummyDomain"
 
 if ENABLED:
@@ -35,9 +43,11 @@ if ENABLED:
     push_range = _lib.push_range  # (attributes, handle)
     pop_range = _lib.pop_range  # (handle)
 
-    def start_range(attributes, h):
+    def _start_range(attributes, h):
         """Start a process range; returns its id (lib.start_range returns an (id, domain) pair)."""
         return _lib.start_range(attributes, h)[0]
+
+    start_range = _start_range
 
     end_range = _lib.end_range  # (range id, handle)
 else:

@@ -23,20 +23,31 @@ import os
 import secrets
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gputrace.trace import clock, hotpath as _ph, records, signals as _signals
 from gputrace.trace.sinks.base import Sink
 from gputrace.trace.summary import RunSummary
+
+if TYPE_CHECKING:
+    from gputrace.trace.cupti_join import ActivityJoin
 
 log = logging.getLogger("gputrace.trace")
 
 _lock = threading.RLock()
 #: Phases handed to the sinks per call (a multiple of JsonlFileSink's 2048 spans per line).
 _DRAIN_CHUNK = 8192
-_active: "Recorder | None" = None
+_active: Recorder | None = None
 _last_summary: RunSummary | None = None
 _atexit_registered = False
+
+#: Set while ``gputrace record`` runs this process (``gputrace.trace.launch.process``): ``inherit()`` returns
+#: (sinks, resource) that every recorder configured here also gets (so a program that calls ``configure()``
+#: itself still writes into the launch's trace), and ``on_stop(recorder, summary)`` is called at the end of
+#: every recorder's ``stop()`` (it must not raise; it runs on the stopping thread, maybe a signal handler).
+inherit: Callable[[], tuple[list[Sink], dict]] | None = None
+on_stop: Callable[[Recorder, RunSummary], None] | None = None
 
 
 class Recorder:
@@ -78,8 +89,8 @@ class Recorder:
         self.record = True
         #: CUDA activity (CUPTI) collection: a started ``cupti_collect.CuptiCollector`` and its
         #: ``cupti_join.ActivityJoin``, or None (see ``enable_cuda_activity``).
-        self.cupti = None
-        self.join = None
+        self.cupti: Any = None
+        self.join: ActivityJoin | None = None
         self.activity_spans = 0
         self.cuda_activity_error: str | None = None  # why CUDA activity was asked for and not collected
         #: Whether phases with a stream record CUDA events while CUDA activity is collected (configure's
@@ -105,9 +116,8 @@ class Recorder:
     def _thread_name(self, tid: int) -> str | None:
         name = self._thread_names.get(tid)
         if name is None:
-            with _ph._states_lock:
-                for st in _ph._states:
-                    self._thread_names[st.ident] = st.name
+            for st in _ph.thread_states() or ():
+                self._thread_names[st.ident] = st.name
             name = self._thread_names.get(tid)
         return name
 
@@ -115,12 +125,8 @@ class Recorder:
     def start(self) -> None:
         for s in self.sinks:
             s.start(self.resource)
-        with _ph._states_lock:
-            self._drop_base = sum(st.dropped for st in _ph._states)
-        # (room first, flag second; stop() and the signal handler the other way round: a phase ending in
-        # between is then appended, never counted as dropped)
-        _ph._ROOM = self.buffer_size if self.record else 0
-        _ph._RECORDING = self.record
+        self._drop_base = _ph.dropped_total()
+        _ph.start_recording(self.buffer_size if self.record else 0)
         if self.gc_full_every is not None and self.record:
             old = gc.get_threshold()
             if old[2] < self.gc_full_every:
@@ -128,11 +134,7 @@ class Recorder:
                 gc.set_threshold(*new)
                 self._gc_saved = (old, new)
         if self.cupti is not None and self.record:
-            _ph._XKIND = self.cupti.xkind
-            _ph._xpush = self.cupti.push
-            _ph._xpop = self.cupti.pop
-            _ph._XC = True
-            _ph._SLOW = True  # (stays True after stop(): open phases pop what they pushed)
+            _ph.start_external_ids(self.cupti.xkind, self.cupti.push, self.cupti.pop)
             _ph.cuda_settings(self.cuda_events, getattr(self.cupti, "stream_id", None))
         self._thread = threading.Thread(target=self._run, name="gputrace-exporter", daemon=True)
         self._thread.start()
@@ -148,10 +150,8 @@ class Recorder:
         """Stop recording, final drain, close sinks; returns the summary (idempotent)."""
         if self._summary is not None:
             return self._summary
-        _ph._RECORDING = False
-        _ph._ROOM = 0
-        if _ph._XC:
-            _ph._XC = False  # (_xpop stays bound: phases still open pop what they pushed)
+        _ph.stop_recording()
+        if _ph.stop_external_ids():
             _ph.cuda_settings(True, None)
         if self._gc_saved is not None:
             old, new = self._gc_saved
@@ -174,7 +174,7 @@ class Recorder:
         for s in self.sinks:
             try:
                 s.close()  # each sink's own default timeout (OtlpSink: close_timeout_s)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 recorded in the sink's stats
                 s.stats.add(error=f"close: {type(e).__name__}: {e}")
         self._summary = RunSummary(
             run_id=self.run_id,
@@ -184,14 +184,17 @@ class Recorder:
             cuda_unresolved=self.cuda_unresolved,
             duration_s=time.monotonic() - self._t_start,
         )
+        if on_stop is not None:
+            try:
+                on_stop(self, self._summary)
+            except Exception:  # noqa: BLE001 logged; the summary must still be returned
+                log.exception("gputrace: the recorder's stop hook failed")
         return self._summary
 
     # -- draining ----------------------------------------------------------------------------------
     def dropped(self) -> int:
         """Phases dropped so far because a thread's buffer was full."""
-        with _ph._states_lock:
-            live = sum(st.dropped for st in _ph._states)
-        return live + self._dropped_pruned - self._drop_base
+        return _ph.dropped_total() + self._dropped_pruned - self._drop_base
 
     def drain(self, final: bool = False) -> int:
         """Move everything buffered to the sinks now; returns the number of spans exported.
@@ -211,6 +214,7 @@ class Recorder:
         else:
             records = self.cupti.collect()
         join = self.join
+        assert join is not None  # (set with self.cupti)
         join.offset_ns = self.cupti.offset_ns
         spans = join.add(records)
         spans.extend(join.take(final))
@@ -221,7 +225,7 @@ class Recorder:
             for s in self.sinks:
                 try:
                     s.update_resource(res)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 recorded in the sink's stats
                     s.stats.add(error=f"update_resource: {type(e).__name__}: {e}")
         if not spans:
             return 0
@@ -232,14 +236,14 @@ class Recorder:
             try:
                 s.export(list(spans))
                 s.flush()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 recorded in the sink's stats
                 s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
         return n
 
     def _drain_phases(self, final: bool) -> int:
         phases = self._collect()
-        # _ph._cuda stays None until the first phase with a stream: skip the scan for host-only runs.
-        if self._pending_cuda or (_ph._cuda is not None and any(p.ev0 is not None for p in phases)):
+        # CUDA timing is loaded only at the first phase with a stream: skip the scan for host-only runs.
+        if self._pending_cuda or (_ph.cuda_timing_loaded() and any(p.ev0 is not None for p in phases)):
             phases = self._resolve_cuda(phases, final)
         n = len(phases)
         # In chunks, each recycled as soon as its sinks are done: the callers then reuse those phase
@@ -262,7 +266,7 @@ class Recorder:
         if not all(s.takes_phases for s in self.sinks):
             try:
                 spans = [records.to_span(p, ids, off) for p in phases]
-            except Exception as e:  # e.g. an unhashable device=: count the batch, as a failing sink's
+            except Exception as e:  # noqa: BLE001 - e.g. an unhashable device=: count the batch, as a failing sink's
                 span_error = f"{type(e).__name__}: {e}"
         n = len(phases)
         self.recorded += n
@@ -275,7 +279,7 @@ class Recorder:
                 else:
                     s.export(list(spans))
                 s.flush()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 recorded in the sink's stats
                 s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
         if self.join is not None:
             self._register_phases(phases)
@@ -283,6 +287,7 @@ class Recorder:
     def _register_phases(self, phases: list) -> None:
         """Tell the activity join the ids of exported phases that pushed an external correlation id."""
         join = self.join
+        assert join is not None  # (only called when set)
         ids = self.ids
         off = self.epoch_offset_ns
         for p in phases:
@@ -294,9 +299,7 @@ class Recorder:
     def _collect(self) -> list:
         out: list = []
         dead = []
-        with _ph._states_lock:
-            states = list(_ph._states)
-        for st in states:
+        for st in _ph.thread_states() or ():
             b = st.buf
             n = len(b)
             if n:
@@ -305,11 +308,7 @@ class Recorder:
             elif not st.thread.is_alive():
                 dead.append(st)
         if dead:
-            with _ph._states_lock:
-                for st in dead:
-                    if not st.buf:
-                        _ph._states.remove(st)
-                        self._dropped_pruned += st.dropped
+            self._dropped_pruned += _ph.prune_states(dead)
         return out
 
     def _resolve_cuda(self, phases: list, final: bool) -> list:
@@ -401,6 +400,10 @@ def configure(
     if otlp_sink is not None:
         all_sinks.append(otlp_sink)
     all_sinks.extend(sinks or ())
+    if inherit is not None:  # under `gputrace record`: the launch's sink and resource come along
+        more_sinks, more_res = inherit()
+        all_sinks.extend(more_sinks)
+        resource = {**(resource or {}), **more_res}
     disabled = _ph.DISABLED or _ph.env_disabled()
     if disabled and not _ph.DISABLED:
         _ph.disable()  # GPUTRACE_DISABLE set after import: honour it from here on
@@ -458,12 +461,13 @@ def shutdown() -> RunSummary:
     sink failures: they are in the summary.
     """
     global _active, _last_summary
-    with _lock:
+    with _signals.deferred(), _lock:  # (a SIGTERM meanwhile is acted on once this flush is complete)
         rec, _active = _active, None
-        _signals.uninstall()
         if rec is None:
+            _signals.uninstall()
             return _last_summary or RunSummary(run_id="", spans_recorded=0, spans_dropped=0)
         _last_summary = rec.stop()
+        _signals.uninstall()
         return _last_summary
 
 
@@ -482,18 +486,10 @@ def _after_fork_in_child() -> None:
     # connections) belong to the parent: stop recording in the child rather than corrupt the parent's
     # output. Phases still emit NVTX. Call configure() in the child to record there.
     global _active, _lock, _last_summary
-    _ph._RECORDING = False
-    _ph._ROOM = 0
-    _ph._XC = False  # CUPTI's state belongs to the parent: no external ids pushed in the child
+    _ph.reset_after_fork()
     _active = None
     _last_summary = None
     _lock = threading.RLock()
-    _ph._states_lock = threading.Lock()
-    _ph._states[:] = []
-    try:
-        del _ph._local.st
-    except AttributeError:
-        pass
 
 
 if hasattr(os, "register_at_fork"):

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import secrets
 
-from gputrace.phases import phase_kind
 from gputrace.otlp.ids import STATUS_ERROR
+from gputrace.phases import phase_kind
 from gputrace.trace.hotpath import Phase
 
 _MASK64 = (1 << 64) - 1
@@ -84,7 +84,8 @@ def to_span(p, ids: IdSource, epoch_offset_ns: int) -> dict:
     Attributes: ``gputrace.device/bytes/circuit/batch`` when given, ``gputrace.lane`` (``stream:N`` for a
     stream, ``lane=`` if given, else ``thread:NAME``), ``gputrace.kind``, ``gputrace.gpu.start_ns`` /
     ``gpu.end_ns`` when CUDA events resolved, ``thread.id`` (OS thread id), ``thread.name`` (only when the
-    lane is not ``thread:NAME``: each attribute costs ~0.7 us to encode), user attributes, and ``exception.type`` on error (status ERROR, message = type and exception text).
+    lane is not ``thread:NAME``: each attribute costs ~0.7 us to encode), user attributes, and
+    ``exception.type`` on error (status ERROR, message = type and exception text).
     This runs once per span on the exporter thread (it bounds file-writing throughput), hence the
     plain, branchy code.
     """

@@ -10,9 +10,10 @@ Contract
 * On SIGTERM (the handler runs on the main thread, between bytecodes): every phase still open on any
   thread's ``with`` stack is recorded as a span ending now with error status ``Terminated: SIGTERM``;
   ``shutdown`` then drains, writes and closes the sinks (a phase with a CUDA stream keeps host times
-  only). A phase that ends on another thread while the handler runs is not recorded. Afterwards the previous handler runs: a Python
-  handler is called with the same arguments; the default action is restored and the signal raised again,
-  so the process ends exactly as it would have without gputrace (killed by SIGTERM, status -15).
+  only). A phase that ends on another thread while the handler runs is not recorded. Afterwards the
+  previous handler runs: a Python handler is called with the same arguments; the default action is
+  restored and the signal raised again, so the process ends exactly as it would have without gputrace
+  (killed by SIGTERM, status -15).
 * ``start_phase()`` handles still open are not on any stack and are not recorded (nothing tracks them).
 * SIGINT needs nothing here: KeyboardInterrupt unwinds the ``with`` blocks (spans end with error status)
   and the ``atexit`` hook shuts the recorder down. SIGKILL cannot be caught: at most the last flush
@@ -21,11 +22,13 @@ Contract
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from gputrace.trace import hotpath as _ph
 
@@ -33,8 +36,10 @@ log = logging.getLogger("gputrace.trace")
 
 SIGNALS = (signal.SIGTERM,)
 
-_installed: dict[int, object] = {}  # signal -> the handler it had before ours
+_installed: dict[int, Any] = {}  # signal -> the handler it had before ours
 _shutdown: Callable[[], object] | None = None
+_deferring = 0  # > 0 while a shutdown runs on the main thread (see deferred())
+_pending: list[tuple[int, Any, Any]] = []  # signals that arrived meanwhile: (signum, frame, previous handler)
 
 
 class Terminated(Exception):
@@ -80,17 +85,12 @@ def close_open_phases(reason: str) -> int:
     children's parent links, stay as they are); recording is off first, so a phase whose thread gets to
     its end later is not appended twice. Called on the main thread from the signal handler; never blocks
     on a lock the interrupted main thread may hold."""
-    if not _ph._RECORDING:
+    if not _ph.stop_recording():
         return 0
-    _ph._RECORDING = False
-    _ph._ROOM = 0
-    if not _ph._states_lock.acquire(timeout=0.5):  # the interrupted main thread may hold it
+    states = _ph.thread_states(timeout=0.5)  # the interrupted main thread may hold the registry lock
+    if states is None:
         return 0
-    try:
-        states = list(_ph._states)
-    finally:
-        _ph._states_lock.release()
-    now = _ph._pc()
+    now = _ph.now_ns()
     n = 0
     for st in states:
         p = st.cur
@@ -104,9 +104,34 @@ def close_open_phases(reason: str) -> int:
     return n
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """While the body runs (a recorder's shutdown), a SIGTERM waits: the handler only notes it, and it is
+    acted on (flush, then the signal's previous action) when the body ends. Without this, a SIGTERM
+    arriving during the final flush at exit would end the process half-way through it. Main thread only
+    matters: handlers run there."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending:
+            signum, frame, prev = _pending.pop(0)
+            del _pending[:]
+            _act(signum, frame, prev)
+
+
 def _on_signal(signum, frame) -> None:
-    name = signal.Signals(signum).name
     prev = _installed.get(signum, signal.SIG_DFL)
+    if _deferring:
+        _pending.append((signum, frame, prev))
+        return
+    _act(signum, frame, prev)
+
+
+def _act(signum, frame, prev) -> None:
+    name = signal.Signals(signum).name
     try:
         close_open_phases(name)
         if _shutdown is not None:
@@ -119,3 +144,13 @@ def _on_signal(signum, frame) -> None:
         return
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+def _after_fork_in_child() -> None:
+    global _deferring
+    _deferring = 0  # (a fork taken while another thread was shutting down: nothing is deferred here)
+    del _pending[:]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

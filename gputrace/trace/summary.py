@@ -32,7 +32,7 @@ class SinkStats:
                 self.errors.append(error)
                 del self.errors[:-5]
 
-    def snapshot(self, name: str) -> "SinkSummary":
+    def snapshot(self, name: str) -> SinkSummary:
         with self._lock:
             return SinkSummary(name, self.exported, self.retried, self.dropped, tuple(self.errors))
 

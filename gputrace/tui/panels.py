@@ -7,7 +7,7 @@ UI thread only. Each panel is fed plain data by the app (a Timeline row, a list 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -16,12 +16,13 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from gputrace.analysis.lanes import device_name
+from gputrace.analysis.stats import PhaseStat
 from gputrace.phases import phase_hex
 from gputrace.textsafe import rich_text
 from gputrace.timeline.model import KIND_NAMES, Timeline
 from gputrace.tui.layout import format_bandwidth, format_bytes, format_duration
 from gputrace.tui.overlays import StallItem
-from gputrace.tui.rows import device_name
 
 
 class _LiteralGrid:
@@ -166,14 +167,14 @@ class SummaryPanel(DataTable):
         for name, w in zip(SUMMARY_COLUMNS, _SUMMARY_WIDTHS, strict=True):
             self.add_column(name, key=name, width=w)
 
-    def show(self, stats: list) -> None:
+    def show(self, stats: Iterable[PhaseStat]) -> None:
         self.stats = list(stats)
         self._refill()
 
     def _refill(self) -> None:
         self.clear()
         for s in sort_stats(self.stats, self.sort_column):
-            dev = "all" if s.device is None else device_name(s.device)
+            dev = device_name(s.device)
             share = "-" if math.isnan(s.share) else f"{s.share:.1%}"
             self.add_row(
                 rich_text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),
@@ -275,8 +276,6 @@ def range_table(summary, origin_wall: int | None = None) -> Table:
     for ln in summary.lanes:  # name on its own line: lane labels are long, the panel narrow
         t.add_row("lane", rich_text(ln.label, "cyan"))
         busy = f"{format_duration(ln.busy_ns, 3)} busy ({ln.busy_ns / dur:.0%})" if dur > 0 else ""
-        if ln.wait_ns and dur > 0:  # host waits (sync) on this lane: not busy time
-            busy += f", waited {format_duration(ln.wait_ns, 3)} ({ln.wait_ns / dur:.0%}) in sync"
         what = Text(busy + "  ")
         for name, ns in ln.phases:
             what.append("■ ", style=phase_hex(name))

@@ -11,26 +11,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gputrace.textsafe import visible
-from gputrace.timeline.model import KIND_CODES, Timeline
-from gputrace.tui.rows import lane_title
+from gputrace.analysis.lanes import occupies_lane
+from gputrace.timeline.model import Timeline
 
 
 @dataclass
 class LaneInRange:
     """One lane's share of the range: ``busy_ns`` is the union of its spans clipped to the
-    range (nesting counted once), leaving out ``sync`` spans (kind ``sync``: the host waiting for
-    the device is not the lane being busy); ``wait_ns`` is the union of those sync spans.
+    range (nesting counted once), host waits (``kind=sync``) left out (`occupies_lane`);
     ``phases`` the phases that ran, largest clipped time first (a parent's time includes its
-    children's, as in a flame view). ``label`` names the lane as `gputrace report` does
-    (``host0 · GPU 1 stream:0``)."""
+    children's, as in a flame view)."""
 
     lane: int
     label: str
     busy_ns: int
     spans: int
     phases: list[tuple[str, int]] = field(default_factory=list)
-    wait_ns: int = 0
 
 
 @dataclass
@@ -68,7 +64,7 @@ def range_summary(tl: Timeline, origin: int, t0: float, t1: float, gaps: dict | 
     ce = np.minimum(end[rows], hi)
     lanes_of = tl.cols["lane"][rows]
     phase_of = tl.cols["phase"][rows]
-    sync = tl.cols["kind"][rows] == KIND_CODES["sync"]
+    works = occupies_lane(tl, rows)
     out: list[LaneInRange] = []
     for lane in np.unique(lanes_of).tolist():
         m = lanes_of == lane
@@ -77,10 +73,9 @@ def range_summary(tl: Timeline, origin: int, t0: float, t1: float, gaps: dict | 
         order = np.argsort(-per, kind="stable")[:top]
         phases = [(tl.phases[int(p)], int(per[p])) for p in order.tolist() if per[p] > 0]
         ln = tl.lanes[lane]
-        label = f"{visible(ln.host)} · {lane_title(ln)}"
-        sm = sync[m]
-        out.append(LaneInRange(lane, label, union_length(ls[~sm], le[~sm]), int(m.sum()), phases,
-                               union_length(ls[sm], le[sm])))
+        label = f"{ln.host}/{ln.device_label}/{ln.name}"
+        w = works[m]
+        out.append(LaneInRange(lane, label, union_length(ls[w], le[w]), int(m.sum()), phases))
     out.sort(key=lambda x: -x.busy_ns)
     idle = []
     for key, ii in sorted((gaps or {}).items(), key=lambda kv: str(kv[0])):

@@ -14,21 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gputrace.analysis.lanes import device_name
 from gputrace.textsafe import visible
-from gputrace.timeline.model import Lane, Timeline
+from gputrace.timeline.model import Timeline
 from gputrace.tui.index import IntervalIndex, TimelineIndex
 
 HOST, DEVICE, LANE, GPU = "host", "device", "lane", "gpu"
 
-
-def device_name(device: int) -> str:
-    """A device as `gputrace report` names it: ``GPU n``, or ``host`` for host-only work (device -1)."""
-    return "host" if device < 0 else f"GPU {device}"
-
-
-def lane_title(lane: Lane) -> str:
-    """A lane named as the report does, device first: ``GPU 1 stream:0``, ``host thread:cpu-worker-0``."""
-    return f"{device_name(lane.device)} {visible(lane.name)}"
 
 
 @dataclass(frozen=True)

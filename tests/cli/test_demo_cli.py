@@ -3,7 +3,10 @@
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_demo_proves_verifies_reports_and_writes_the_timeline(tmp_path):
     out = tmp_path / "demo"
     r = subprocess.run(

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "seed_story" / "seed_story.py"
 
 
@@ -12,6 +14,7 @@ def run(*args, timeout=300):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_synthetic_mode_names_b1_and_a2(tmp_path):
     r = run("--synthetic", "--runs", "6", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -24,8 +27,9 @@ def test_synthetic_mode_names_b1_and_a2(tmp_path):
     assert report["ab"]["switches"] == ["a1", "a2", "a4", "b1", "d4"]
 
 
+@pytest.mark.slow
 def test_real_prover_mode_runs_and_keeps_every_trace(tmp_path):
-    r = run("--runs", "2", "--constraints", "1024", "--out", str(tmp_path))
+    r = run("--runs", "2", "--constraints", "1024", "--batch", "1", "--devices", "1", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["injected"]

@@ -60,7 +60,7 @@ def test_loads_sample_and_fills_panels(sample_2gpu):
             assert app.error is None
             assert app.index.timeline.n == 120
             labels = [r.label.strip() for r in gantt.rows if r.kind == DEVICE]
-            assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ host"]
+            assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ CPU"]
             assert "120 spans" in text_of(app.query_one("#title"))
             stalls = app.query_one(StallsPanel)
             idle = [it for it in stalls.items if it.category == "idle"]
@@ -133,6 +133,7 @@ def test_select_step_same_phase_and_details(sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_search_dims_and_walks_matches(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -157,6 +158,7 @@ def test_search_dims_and_walks_matches(sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_filter_by_device_and_clear(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -312,6 +314,7 @@ def test_follow_grows_as_the_file_is_written(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gpu):
     """A prover writes its last lines in a burst (the root span last) and goes quiet: the live view
     must show every span, without more data arriving to push the last batch out."""
@@ -337,6 +340,7 @@ def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gp
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
     pytest.importorskip("grpc")
     import urllib.request
@@ -387,6 +391,7 @@ def test_real_prover_trace_details_show_run_switches(sample_prove_cpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -400,7 +405,7 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
             assert summary.sort_column == "phase"
             await pilot.press("enter")  # first row: assemble on the CPU
             await pilot.pause()
-            assert app.main.search_text == "phase=assemble device=host"
+            assert app.main.search_text == "phase=assemble device=cpu"
             assert len(app.main.search_rows) == 8
             assert all(tl.phases[p] == "assemble" for p in tl.phase[app.main.search_rows])
             assert gantt.selected in app.main.search_rows and summary.has_focus  # Enter keeps the focus
@@ -426,6 +431,7 @@ def test_follow_a_file_that_does_not_exist_yet(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_compact_stacking_one_row_per_lane(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -515,6 +521,7 @@ def test_focus_while_following_a_live_file(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, sample_2gpu):
     """Following a file: spans that arrive later but start earlier renumber the rows; the selected span
     (here chosen by --focus) stays selected, without pulling the side panel to Details."""

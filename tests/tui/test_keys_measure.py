@@ -7,6 +7,7 @@ import io
 import os
 
 import numpy as np
+import pytest
 from rich.console import Console
 from textual.widgets import Static
 
@@ -41,6 +42,7 @@ async def ready(app, pilot):
     return app.query_one(Gantt)
 
 
+@pytest.mark.slow
 def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pinning):
     """3 (stalls, focused) · Down to the first GPU idle gap (the timeline follows) · Enter (zoom,
     focus stays) · x (measure it): the Range panel gives its length and what ran meanwhile."""
@@ -83,6 +85,7 @@ def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pi
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_marks_cursor_keys_zoom_to_range_home_end(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -113,6 +116,7 @@ def test_marks_cursor_keys_zoom_to_range_home_end(sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_summary_number_key_focuses_and_selection_follows_without_switching_tabs(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -238,6 +242,7 @@ def test_preserve_space_marks_the_root_once():
     assert np.char.count(out, "xml:space") == 1
 
 
+@pytest.mark.slow
 def test_drag_along_the_time_axis_measures_that_range(sample_2gpu):
     from gputrace.tui.gantt import NAME_W
 

@@ -1,5 +1,6 @@
-"""One name for the lanes (issue 26): the TUI names devices and lanes as `gputrace report` does, ``GPU n``
-and ``host`` (not ``CPU``), lanes as ``GPU 1 stream:0`` / ``host thread:main``."""
+"""One name for the lanes (issue 26): the TUI names devices as `gputrace report` does, through the one
+function both use (`gputrace.analysis.lanes.device_name`: ``GPU n``, ``CPU`` for host-only lanes), with
+the CPU's threads as lanes ``thread:NAME`` under ``CPU``."""
 
 import asyncio
 import io
@@ -13,22 +14,18 @@ from gputrace.timeline import read_trace
 from gputrace.tui.app import GputraceApp
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.panels import DetailsPanel, SummaryPanel
-from gputrace.tui.rows import DEVICE, build_rows, device_name, lane_title
+from gputrace.analysis.lanes import device_name
+from gputrace.tui.rows import DEVICE, build_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_device_and_lane_names():
-    assert (device_name(-1), device_name(0), device_name(3)) == ("host", "GPU 0", "GPU 3")
-    from gputrace.timeline.model import Lane
-
-    assert lane_title(Lane("h", 1, 1, "stream:0")) == "GPU 1 stream:0"
-    assert lane_title(Lane("h", 1, -1, "thread:cpu-worker-0")) == "host thread:cpu-worker-0"
-
-
-def test_the_lane_tree_groups_host_lanes_under_host(sample_2gpu):
+def test_the_lane_tree_groups_host_lanes_under_the_report_s_name(sample_2gpu):
     idx = TimelineIndex.build(read_trace(sample_2gpu))
-    assert [r.label.strip() for r in build_rows(idx) if r.kind == DEVICE] == ["▼ GPU 0", "▼ GPU 1", "▼ host"]
+    groups = [r.label.strip() for r in build_rows(idx) if r.kind == DEVICE]
+    assert groups == [f"▼ {device_name(d)}" for d in (0, 1, -1)] == ["▼ GPU 0", "▼ GPU 1", "▼ CPU"]
+    lanes = [r.label.strip() for r in build_rows(idx) if r.kind == "lane" and r.label.strip().startswith("thread:")]
+    assert lanes and all(lab.startswith("thread:") for lab in lanes)
 
 
 def test_summary_and_details_name_devices_as_the_report_does(sample_2gpu):
@@ -38,7 +35,7 @@ def test_summary_and_details_name_devices_as_the_report_does(sample_2gpu):
     table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Phases")):]
     table = table[:next(i for i, ln in enumerate(table) if ln.startswith("└"))]
     report_devices = {ln.split("│")[2].strip() for ln in table if ln.startswith("│")}  # the device column
-    assert "host" in report_devices and "CPU" not in report_devices
+    assert device_name(-1) in report_devices and "host" not in report_devices
 
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -53,6 +50,6 @@ def test_summary_and_details_name_devices_as_the_report_does(sample_2gpu):
             app.query_one(DetailsPanel).show(tl, host_row, app.index.origin)
             console = Console(width=200, file=io.StringIO(), record=True)
             console.print(app.query_one(DetailsPanel).content)
-            assert any(ln.split()[:2] == ["device", "host"] for ln in console.export_text().splitlines())
+            assert any(ln.split()[:2] == ["device", device_name(-1)] for ln in console.export_text().splitlines())
 
     asyncio.run(go())

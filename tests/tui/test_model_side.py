@@ -72,7 +72,7 @@ def test_rows_tree_and_collapse():
     kinds = [r.kind for r in rows]
     assert kinds[0] == HOST
     labels = [r.label.strip() for r in rows if r.kind == DEVICE]
-    assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ host"]  # GPUs first, then the host-only lanes
+    assert labels == ["▼ GPU 0", "▼ GPU 1", "▼ CPU"]  # GPUs first, then the CPU lanes
     assert GPU in kinds and LANE in kinds
     collapsed = build_rows(ix, {("device", "h", "GPU 0")})
     assert len(collapsed) < len(rows)

@@ -23,6 +23,7 @@ def report(*args) -> str:
 
 
 @pytest.mark.parametrize("fixture", ["sample_pinning", "sample_2gpu", "sample_prove_cpu"])
+@pytest.mark.slow
 def test_tui_report_and_json_list_the_same_stalls_and_phases(fixture, request):
     path = request.getfixturevalue(fixture)
     doc = json.loads(report(path, "--json"))

@@ -114,6 +114,7 @@ def _run(tmp_path_factory, be, flow="stream", b_g2="device", batch=2, opts=froze
 
 @pytest.mark.parametrize("flow", ["stream", "stream-sync"])
 @pytest.mark.parametrize("b_g2", ["device", "host"])
+@pytest.mark.slow
 def test_stream_flow_proves_and_the_trace_says_where(tmp_path_factory, b_g2, flow):
     be = StreamDouble(2)
     res, spans = _run(tmp_path_factory, be, b_g2=b_g2, flow=flow)
@@ -151,6 +152,7 @@ def test_stream_flow_proves_and_the_trace_says_where(tmp_path_factory, b_g2, flo
                                       if b_g2 == "device" else (["queued"] if flow == "stream" else ["sync"]) * 4 * 7)
 
 
+@pytest.mark.slow
 def test_batch_flow_still_selectable(tmp_path_factory):
     be = StreamDouble(1)
     res, spans = _run(tmp_path_factory, be, flow="batch")
@@ -171,6 +173,7 @@ def _late_plan(shape, seed, circuit):  # module level: pickled by reference into
     return make_plan(shape, seed, circuit)
 
 
+@pytest.mark.slow
 def test_late_plans_go_in_later_chunks(tmp_path_factory, tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "make_plan", _late_plan)
     _GATE[0] = str(tmp_path / "gate")
@@ -226,6 +229,7 @@ def test_stream_flow_d4_plans_match_the_host_rule(tmp_path_factory, monkeypatch)
     assert all(plan == want for _, plan, want in seen), seen
 
 
+@pytest.mark.slow
 def test_witnesses_made_at_most_ahead_circuits_ahead(tmp_path_factory, monkeypatch):
     """A large batch does not generate every witness at once: at most MAX_AHEAD circuits from the one being
     proven (device memory), each chunk within that window, every circuit once."""

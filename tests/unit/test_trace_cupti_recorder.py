@@ -72,7 +72,7 @@ def fake_run(tmp_path):
     rec.start()
     yield rec, fake, mem, path
     rec.stop()
-    hotpath._XC = False
+    hotpath.stop_external_ids()
 
 
 def test_kernels_become_children_of_the_innermost_phase(fake_run):
@@ -87,7 +87,7 @@ def test_kernels_become_children_of_the_innermost_phase(fake_run):
     t.start()
     t.join()
     summary = rec.stop()
-    assert fake.stopped and hotpath._XC is False
+    assert fake.stopped and not hotpath.external_ids()
     spans = {s["name"]: s for s in mem.spans}
     msm, ba = spans["msm_h"], spans["batch_add"]
     assert spans["bucket"]["parent_span_id"] == msm["span_id"] and spans["bucket"]["trace_id"] == msm["trace_id"]

@@ -8,7 +8,8 @@ into the recorder; failures are counted in ``stats``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gputrace.trace.summary import SinkStats, SinkSummary
 

@@ -30,7 +30,8 @@ import errno
 import fcntl
 import os
 import weakref
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gputrace.otlp.encode import REQUEST_TAIL, encode_request, request_head
 from gputrace.trace.sinks.base import Sink
@@ -40,7 +41,7 @@ _TAIL_NL = REQUEST_TAIL + "\n"
 
 #: Open sinks of this process: a forked child closes their descriptors (and so its share of their
 #: flock), or a later run of the parent would see the file as busy and append instead of truncating.
-_open_sinks: "weakref.WeakSet[JsonlFileSink]" = weakref.WeakSet()
+_open_sinks: weakref.WeakSet[JsonlFileSink] = weakref.WeakSet()
 
 
 def _close_inherited_fds() -> None:
@@ -72,7 +73,8 @@ def open_shared_append(path: str, truncate: bool) -> tuple[int, bool]:
     except OSError as e:
         os.close(fd)
         if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):  # no flock on this filesystem
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0), 0o666)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
+            fd = os.open(path, flags, 0o666)
             return fd, truncate
         raise
     return fd, truncated
@@ -207,7 +209,9 @@ class JsonlFileSink(Sink):
                 with self.stats._lock:
                     n = self.stats.exported
                     self.stats.exported = 0
-                self.stats.add(dropped=n, error=f"{self.path}: fsync: {e.strerror or e}: {n} spans not confirmed on disk")
+                self.stats.add(
+                    dropped=n, error=f"{self.path}: fsync: {e.strerror or e}: {n} spans not confirmed on disk"
+                )
         try:
             os.close(self._fd)
         except OSError as e:

@@ -25,7 +25,8 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gputrace import __version__
 from gputrace.trace.sinks.base import Sink
@@ -62,7 +63,7 @@ class _RetryCounter(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.by_thread: dict[int, "OtlpSink"] = {}
+        self.by_thread: dict[int, OtlpSink] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         sink = self.by_thread.get(threading.get_ident())
@@ -71,7 +72,7 @@ class _RetryCounter(logging.Filter):
         msg = str(record.msg)
         try:
             text = record.getMessage()
-        except Exception:
+        except Exception:  # noqa: BLE001 a broken log record keeps its format string
             text = msg
         if "retrying in" in msg:
             sink._sdk_retry()
@@ -119,7 +120,9 @@ class OtlpSink(Sink):
         self.batch_size = max(1, int(batch_size))
         self.max_retries = max(0, int(max_retries))
         self.close_timeout_s = float(close_timeout_s)
-        self._exporter = exporter if exporter is not None else self._make_exporter(endpoint, headers, timeout_s, insecure)
+        if exporter is None:
+            exporter = self._make_exporter(endpoint, headers, timeout_s, insecure)
+        self._exporter = exporter
         self._queue: collections.deque = collections.deque()  # (spans, attempt, not_before)
         self._queued = 0
         self._inflight = 0
@@ -131,14 +134,15 @@ class OtlpSink(Sink):
         self._last_transient: str | None = None  # the last "Transient error ... retrying" reason
         self._exporter_shut = False
         self._sdk_retries_in_batch = 0
-        self._sdk_resource = None
-        self._scope = None
+        self._sdk_resource: Any = None  # the SDK's Resource and InstrumentationScope, built by start()
+        self._scope: Any = None
         self._worker = threading.Thread(target=self._run, name=f"gputrace-otlp-{self.protocol}", daemon=True)
 
     def _make_exporter(self, endpoint, headers, timeout_s, insecure):
         kw: dict[str, Any] = {}
         if endpoint is not None:
-            if self.protocol == "http" and "://" in endpoint and endpoint.split("://", 1)[1].rstrip("/").count("/") == 0:
+            bare = "://" in endpoint and endpoint.split("://", 1)[1].rstrip("/").count("/") == 0
+            if self.protocol == "http" and bare:
                 endpoint = endpoint.rstrip("/") + "/v1/traces"  # a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
             kw["endpoint"] = endpoint
         if headers is not None:
@@ -153,17 +157,16 @@ class OtlpSink(Sink):
             if insecure is not None:
                 kw["insecure"] = insecure
             return OTLPSpanExporter(**kw)
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-        return OTLPSpanExporter(**kw)
+        return HttpSpanExporter(**kw)
 
     # -- Sink API (exporter thread) ----------------------------------------------------------------
     def start(self, resource: Mapping[str, Any]) -> None:
         super().start(resource)
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
         from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         self._sdk = (ReadableSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags)
@@ -214,7 +217,7 @@ class OtlpSink(Sink):
         self._exporter_shut = True
         try:
             self._exporter.shutdown()  # aborts an SDK retry backoff in progress
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 recorded in the sink's stats
             self.stats.add(error=f"exporter shutdown: {e}")
         self._worker.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._worker.is_alive():  # an export call still blocked in the network: count it as lost
@@ -270,14 +273,14 @@ class OtlpSink(Sink):
             return False
         try:
             readable = [self._readable(s) for s in spans]
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 recorded in the sink's stats
             self.stats.add(dropped=len(spans), error=f"building SDK spans: {type(e).__name__}: {e}")
             return False
         try:
             result = self._exporter.export(readable)
             ok = result == SpanExportResult.SUCCESS
             err = self._last_sdk_error or self._last_transient or ("export failed" if not ok else None)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 recorded in the sink's stats
             ok, err = False, f"{type(e).__name__}: {e}"
         n = len(spans)
         retried = self._sdk_retries_in_batch * n

@@ -73,7 +73,7 @@ def _kind_of(name: str):
     return kind
 
 
-def _fragment(key) -> tuple[str, str, dict]:
+def _fragment(key) -> tuple[str, str, dict, str, str]:
     # Same keys, same order as records._template.
     st, name, device, nbytes = key
     a: dict = {}
@@ -85,7 +85,8 @@ def _fragment(key) -> tuple[str, str, dict]:
     a["gputrace.lane"] = lane = _kv("gputrace.lane", st.lane)
     a["gputrace.kind"] = kind = _kv("gputrace.kind", _kind_of(name))
     a["thread.id"] = tid = _kv("thread.id", st.ident)
-    return _store(_frags, key, (_head(name), f'","attributes":[{",".join(a.values())}]}}', a, pre, f"{lane},{kind},{tid}]}}"))
+    attrs = f'","attributes":[{",".join(a.values())}]}}'
+    return _store(_frags, key, (_head(name), attrs, a, pre, f"{lane},{kind},{tid}]}}"))
 
 
 _kwfrags: dict = {}
@@ -113,15 +114,15 @@ def _kw_fragment(p, kw):
                 parts.append(_kv(_KNOWN[k], v))
         parts.append(f[4])
         return f[0], '","attributes":[' + ",".join(parts), None
-    key = [p.st, p.name, p.device, p.nbytes]
+    parts_key: list = [p.st, p.name, p.device, p.nbytes]
     for k, v in kw.items():
         t = type(v)
         if t is int or t is str:
-            key.append(k)
-            key.append(v)
+            parts_key.append(k)
+            parts_key.append(v)
         elif k != "parent":
             return None
-    key = tuple(key)
+    key = tuple(parts_key)
     f = _kwfrags.get(key)
     return f if f is not None else _store(_kwfrags, key, _texts_fragment(p, kw))
 
