@@ -200,6 +200,7 @@ def test_palette_screenshot_without_downloads_and_gputrace_actions(sample_2gpu, 
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_palette_commands_come_from_the_screens_provider_and_run(sample_2gpu):
     """The gputrace commands are a command Provider of the timeline screen; each names an action that
     exists, and choosing one in the palette runs it (here: Compact, then Fit after a zoom)."""
