@@ -4,7 +4,7 @@ Entry points: `gputrace.tui.app.GputraceApp` (its default screen `timeline_scree
 `gputrace.tui.compare_view.CompareApp` (``view --compare``) and `screenshots.screenshot_svg` for a
 headless SVG. One class per widget and screen, no mixins; apps hand data down to screens, widgets post
 messages up. The pure parts (`layout`, `index`, `keys`, `render`, `gantt_cells`, `rows`, `status`,
-`query`, `loader`, `overlays`, `range_stats`, `compare_table`, and `legend`'s layout) do not import
-Textual's widgets and are tested on their own. Importing this package imports nothing (docs/tui.md
+`query`, `loader`, `overlays`, `range_stats`, `compare_table`) do not import Textual and are tested on
+their own, as is `legend.legend_text`. Importing this package imports nothing (docs/tui.md
 has the module map; an import-linter contract keeps the layers).
 """
