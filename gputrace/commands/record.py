@@ -253,9 +253,10 @@ def summary_line(infos: list[dict], trace: Path | str, cuda_activity: bool = Tru
 
     n, act, dropped = total("spans"), total("activity_spans"), total("dropped")
     procs = len(infos)
-    head = f"trace: {n} spans in {trace}"
+    spans = f"{n} span{'s' * (n != 1)}"
+    head = f"trace: {spans} in {trace}"
     if procs > 1:
-        head = f"trace: {n} spans from {procs} processes in {trace}"
+        head = f"trace: {spans} from {procs} processes in {trace}"
     if dropped:
         head += f" ({dropped} dropped)"
     unfinished = sum(1 for i in infos if not i.get("final"))
