@@ -9,20 +9,57 @@ Contract:
   renamed over the target with ``os.replace``: readers see the old file or the whole new one. A symlink
   at the target is replaced by the file, never followed.
 - On any failure (an exception in the ``with`` body, a write or rename error) the temporary file is
-  removed and the exception propagates; the target is untouched.
+  removed and the exception propagates; the target is untouched. An OSError of the file system itself
+  (creating, writing, syncing or renaming) is raised as :class:`OutputError`: an OSError whose
+  ``filename`` is the caller's path (never the hidden temporary name) and whose ``str()`` says in words
+  what is wrong (``cannot write out/o.json: the folder out does not exist``).
 
 Stdlib only, so every layer may import it. Thread-safe (no shared state).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
-__all__ = ["atomic_output", "write_atomic"]
+__all__ = ["OutputError", "atomic_output", "describe_errno", "write_atomic"]
+
+
+def describe_errno(code: int | None, path: str | os.PathLike, fallback: str = "") -> str:
+    """What an errno means for ``path``, in words (no ``[Errno N]``): ``the folder X does not exist``."""
+    p = Path(path)
+    parent = str(p.parent) if str(p.parent) not in ("", ".") else "the current folder"
+    missing = f"the folder {parent} does not exist" if not p.parent.is_dir() else f"files cannot be created in {parent}"
+    words = {
+        errno.ENOENT: missing,
+        errno.ENOTDIR: f"{parent} is not a folder",
+        errno.EACCES: f"permission denied (no write access to {parent})",
+        errno.EPERM: f"permission denied (no write access to {parent})",
+        errno.EISDIR: "it is a folder",
+        errno.ENOSPC: "no space left on the device",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.EROFS: "the file system is read-only",
+        errno.ENAMETOOLONG: "the name is too long",
+        errno.EEXIST: "a file of that name is in the way",
+    }
+    return words.get(code or 0) or (fallback or os.strerror(code or 0)).rstrip(".").lower()
+
+
+class OutputError(OSError):
+    """An output file could not be written: ``filename`` is the target the caller named; ``str()`` is
+    ``cannot write TARGET: <what is wrong, in words>``."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+def _output_error(exc: OSError, target: Path) -> OutputError:
+    return OutputError(exc.errno or 0, describe_errno(exc.errno, target, exc.strerror or str(exc)), str(target))
 
 
 def _umask() -> int:
@@ -43,7 +80,12 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb", encoding: str | Non
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_output: mode must be 'wb' or 'w', got {mode!r}")
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+    if p.is_dir() and not p.is_symlink():  # (os.replace's EISDIR/ENOTEMPTY would come only after the whole write)
+        raise OutputError(errno.EISDIR, "it is a folder", str(p))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _output_error(exc, p) from None
     try:
         with os.fdopen(fd, mode, encoding=encoding if mode == "w" else None) as f:
             yield f
@@ -51,11 +93,15 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb", encoding: str | Non
             os.fsync(f.fileno())
             os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        # The file system's own errors (ours, or the body's writes to ``f``: no filename, or the temporary
+        # one) name the target; an OSError about some other file (an input the body read) passes unchanged.
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError) and exc.filename in (None, tmp):
+            raise _output_error(exc, p) from None
         raise
 
 

@@ -9,6 +9,7 @@ command runs (or for ``--help``), so ``gputrace --version`` stays instant.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -18,21 +19,51 @@ import gputrace
 COMMANDS: tuple[str, ...] = ("demo", "prove", "record", "verify", "view", "export", "import_", "report", "compare", "ab")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """The top-level parser. Options are never matched by prefix (``allow_abbrev=False`` here and on
+    every subcommand: ``ab --switch A1`` must not be taken as ``--switches``), and an unknown option
+    is reported by its subcommand's parser, with that subcommand's usage and the closest option."""
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]  # (argparse's overloads)
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = self.subcommands.get(getattr(ns, "command", None) or "", self)
+            hint = ""
+            flags = [o for a in sub._actions for o in a.option_strings]
+            typed = extras[0].split("=")[0]
+            close = [] if not typed.startswith("-") else (
+                [f for f in flags if f.startswith(typed) and typed.startswith("--")] or difflib.get_close_matches(typed, flags, n=1))
+            if close:
+                hint = f" (did you mean {' or '.join(close[:3])}?)"
+            sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return ns
+
+    subcommands: dict[str, argparse.ArgumentParser]
+
+
+def build_parser() -> Parser:
+    parser = Parser(
         prog="gputrace",
         description="Trace-based profiler and terminal timeline viewer for multi-GPU compute pipelines.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"gputrace {gputrace.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
+    parser.subcommands = {}
     for name in COMMANDS:
-        importlib.import_module(f"gputrace.commands.{name}").register(sub)
+        p = importlib.import_module(f"gputrace.commands.{name}").register(sub)
+        p.allow_abbrev = False  # (read at parse time; the commands' add_parser calls need not say it)
+        parser.subcommands[p.prog.split()[-1]] = p
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the command modules load (the first 0.2 s of every command)
+        print("interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -43,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a file error no command caught: the user's path and what is wrong, no traceback
+        from gputrace.commands._errors import describe_error
+
+        print(f"gputrace {args.command}: {describe_error(exc)}", file=sys.stderr)
+        return 1
     except MemoryError:
         print(f"gputrace {args.command}: out of memory (the input is too large "
               "for this machine's memory)", file=sys.stderr)

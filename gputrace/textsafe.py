@@ -29,6 +29,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported lazily at run time (the read side imports this module)
+    from rich.console import Console
+    from rich.text import Text
 
 # C0 controls, DEL, C1 controls; U+061C/U+200E/U+200F marks, U+2028/U+2029 separators, U+202A-U+202E
 # embeddings/overrides, U+2066-U+2069 isolates; U+FEFF is kept (harmless); lone surrogates.
@@ -68,14 +73,14 @@ def markup(value: object) -> str:
     return s
 
 
-def rich_text(value: object, style: str = "") -> "rich.text.Text":  # noqa: F821 (lazy import)
+def rich_text(value: object, style: str = "") -> Text:
     """A ``rich.text.Text`` of ``visible(value)``: shown literally, never parsed as markup."""
     from rich.text import Text
 
     return Text(visible(value), style=style)
 
 
-def console(**kw) -> "rich.console.Console":  # noqa: F821 (lazy import)
+def console(**kw) -> Console:
     """A rich Console for printing reports that contain trace text: emoji-code replacement and
     highlighting off (keyword arguments pass through). Trace text still goes in via :func:`markup`
     or :func:`rich_text`; rich does not escape control characters itself."""

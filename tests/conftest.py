@@ -49,3 +49,32 @@ def _default_recursion_limit():
     sys.setrecursionlimit(_RECURSION_LIMIT)
     yield
     sys.setrecursionlimit(_RECURSION_LIMIT)
+
+
+#: In the fast lane (``-m "not slow"``), tests not marked ``slow`` whose call took longer than this many seconds
+#: are listed at the end of the run (a hint, never a failure: a loaded machine makes any test slower).
+#: GPUTRACE_SLOW_HINT_S overrides it.
+_SLOW_HINT_S = 2.0
+_unmarked_slow: list[tuple[str, float]] = []
+
+
+def _fast_lane(config) -> bool:
+    return "not slow" in " ".join((config.getoption("markexpr", "") or "").split())
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and "slow" not in report.keywords:
+        import os
+
+        limit = float(os.environ.get("GPUTRACE_SLOW_HINT_S", _SLOW_HINT_S))
+        if report.duration > limit:
+            _unmarked_slow.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not _fast_lane(config) or not _unmarked_slow:
+        return
+    tr = terminalreporter
+    tr.section("tests in the fast lane that took long (mark them slow, or make them cheaper: CONTRIBUTING.md)")
+    for nodeid, seconds in sorted(_unmarked_slow, key=lambda x: -x[1]):
+        tr.write_line(f"{seconds:6.2f}s {nodeid}")

@@ -6,7 +6,8 @@ recurses into it, then continues from that child's start. Time no child covers i
 parent's own (self) time on the path. Shortening anything off the path cannot make the
 root end sooner; the per-phase totals say where shortening would help.
 
-Cost: per root, O(children x steps) numpy work along the path only; a children index (CSR by
+Cost: per span on the path, one sort of its children by start and a binary search per step (so a
+root with a million children costs O(n log n), not n steps of O(n) scans); a children index (CSR by
 parent) is built once per Timeline and can be shared across calls. Pure; any thread.
 """
 
@@ -36,17 +37,29 @@ class CriticalPath:
     end: np.ndarray
     total_ns: int
 
+    def phase_ns(self, tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+        """(phase ids, ns on the path), largest first; ties in the order the phases first appear on the path."""
+        return _ranked(tl.cols["phase"][self.row].astype(np.int64), self.end - self.start, len(tl.phases))
+
     def by_phase(self, tl: Timeline) -> list[tuple[str, int]]:
         """(phase name, ns on the path), largest first."""
-        acc: dict[str, int] = {}
-        for r, s, e in zip(self.row.tolist(), self.start.tolist(), self.end.tolist()):
-            p = tl.phases[int(tl.cols["phase"][r])]
-            acc[p] = acc.get(p, 0) + e - s
-        return sorted(acc.items(), key=lambda x: -x[1])
+        ids, ns = self.phase_ns(tl)
+        return [(tl.phases[p], n) for p, n in zip(ids.tolist(), ns.tolist())]
 
     def describe(self, tl: Timeline) -> str:
         parts = [f"{p} {fmt_ns(ns)} ({ns / max(self.total_ns, 1):.0%})" for p, ns in self.by_phase(tl)[:5]]
         return f"critical path of {tl.path(self.root)} ({fmt_ns(self.total_ns)}): " + ", ".join(parts)
+
+
+def _ranked(ids: np.ndarray, ns: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum ``ns`` per id: (ids, sums) largest sum first, ties in order of first appearance in ``ids``."""
+    if len(ids) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    sums = np.bincount(ids, weights=ns.astype(np.float64), minlength=n_ids).astype(np.int64)
+    uniq, first = np.unique(ids, return_index=True)
+    by_first = uniq[np.argsort(first, kind="stable")]
+    o = by_first[np.argsort(-sums[by_first], kind="stable")]
+    return o, sums[o]
 
 
 class ChildIndex:
@@ -101,26 +114,35 @@ def critical_path(tl: Timeline, root: int | None = None, index: ChildIndex | Non
     def walk(v: int, hi: int, depth: int) -> None:
         s = int(ix.s[v])
         t = min(int(ix.e[v]), hi)
-        kids = ix.children(v)
-        if depth > 256 or len(kids) == 0:
+        a, b = int(ix.offsets[v]), int(ix.offsets[v + 1])
+        if depth > 256 or a == b:
             if t > s:
                 rows.append(v), ss.append(s), es.append(t)
             return
+        kids = ix.kids[a:b]
         ks, ke = ix.s[kids], ix.e[kids]
-        alive = (ke > s) & (ke > ks)
+        keep = np.flatnonzero((ke > s) & (ke > ks))
+        o = keep[np.argsort(ks[keep], kind="stable")]  # candidates by start (ties: the children's order)
+        KS, KE = ks[o], ke[o]
+        pm = np.maximum.accumulate(KE) if len(KE) else KE  # prefix max of ends: nondecreasing
+        # first index reaching each prefix max: where pm rises, else the previous one
+        rise = np.flatnonzero(np.concatenate(([True], pm[1:] > pm[:-1]))) if len(KE) else keep
         while t > s:
-            cand = np.flatnonzero(alive & (ks < t))
-            if len(cand) == 0:
+            # The candidates are the children starting before t: a prefix of the by-start order (t only falls,
+            # and every chosen child moves t to its own start, so a child is never chosen twice).
+            j = int(KS.searchsorted(t, "left"))
+            if j == 0:
                 rows.append(v), ss.append(s), es.append(t)
                 return
-            key = np.minimum(ke[cand], t)
-            best = cand[key == key.max()]
-            c = int(best[np.argmin(ks[best])])
+            if pm[j - 1] >= t:  # some child covers t: the earliest-starting of those (the first with pm >= t)
+                i = int(pm.searchsorted(t, "left"))
+            else:  # the child ending latest before t; ties: the earliest start (where the prefix max rose)
+                i = int(rise[rise.searchsorted(j - 1, "right") - 1])
+            c = int(o[i])
             k = int(min(ke[c], t))
             if k < t:
                 rows.append(v), ss.append(k), es.append(t)
             walk(int(kids[c]), k, depth + 1)
-            alive[c] = False
             t = max(int(ks[c]), s)
 
     walk(root, int(ix.e[root]), 0)
@@ -139,11 +161,13 @@ def critical_path_summary(tl: Timeline, max_roots: int = 1000) -> list[dict]:
     roots = np.flatnonzero((c["parent"] < 0) & (c["phase"] == pid))
     roots = roots[np.argsort(-(c["end"] - c["start"])[roots], kind="stable")][:max_roots]
     ix = ChildIndex(tl)
-    acc: dict[str, int] = {}
+    ids, nss = [], []
     total = 0
     for r in roots.tolist():
         cp = critical_path(tl, r, ix)
         total += cp.total_ns
-        for p, ns in cp.by_phase(tl):
-            acc[p] = acc.get(p, 0) + ns
-    return [{"phase": p, "ns": ns, "share": ns / total if total else 0.0} for p, ns in sorted(acc.items(), key=lambda x: -x[1])]
+        i, n = cp.phase_ns(tl)
+        ids.append(i), nss.append(n)
+    pid_, ns_ = _ranked(np.concatenate(ids), np.concatenate(nss), len(tl.phases))
+    names = tl.phases
+    return [{"phase": names[p], "ns": n, "share": n / total if total else 0.0} for p, n in zip(pid_.tolist(), ns_.tolist())]

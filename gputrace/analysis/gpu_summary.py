@@ -13,17 +13,21 @@ from gputrace.timeline.model import Timeline
 
 
 def gpu_summary(tl: Timeline, top: int = 10, pin_switches=PIN_SWITCHES, launch: LaunchGaps | None = None) -> dict:
-    """``{"activity_spans", "devices", "launch_gaps", "bracket_only", "copies", "sync_waits", "kernels"}``;
-    lists are cut to ``top`` rows except ``devices`` and ``copies`` (small by construction). ``launch``: the
+    """``{"activity_spans", "devices", "launch_gaps", "bracket_only", "copies", "sync_waits", "kernels",
+    "left_out"}``; lists are cut to ``top`` rows except ``devices`` and ``copies`` (small by construction), and
+    ``left_out`` says how many rows each cut list lost (``{"kernels": 12, ...}``). ``launch``: the
     Timeline's `launch_gaps` when the caller already has them."""
     idx = activity_index(tl)
     gaps = launch if launch is not None else launch_gaps(tl, idx)
+    full = {"launch_gaps": gaps.by_phase(), "bracket_only": bracket_only_phases(tl, gaps),
+            "sync_waits": sync_waits(tl, idx), "kernels": kernel_table(tl, idx)}
     return {
         "activity_spans": len(idx),
         "devices": [d.to_dict() for d in device_busy(tl, idx)],
-        "launch_gaps": gaps.by_phase()[:top],
-        "bracket_only": bracket_only_phases(tl, gaps)[:top],
+        "launch_gaps": full["launch_gaps"][:top],
+        "bracket_only": full["bracket_only"][:top],
         "copies": copy_table(tl, idx, pin_switches),
-        "sync_waits": sync_waits(tl, idx)[:top],
-        "kernels": kernel_table(tl, idx)[:top],
+        "sync_waits": full["sync_waits"][:top],
+        "kernels": full["kernels"][:top],
+        "left_out": {k: len(v) - top for k, v in full.items() if len(v) > top},
     }

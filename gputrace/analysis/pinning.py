@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gputrace.analysis._common import PIN_KIND, fmt_ns
+from gputrace.analysis.lanes import device_name
 from gputrace.timeline.model import Timeline
 
 GIB = float(1 << 30)
@@ -64,7 +65,7 @@ class PinningReport:
         return asdict(self)
 
     def describe(self) -> str:
-        who = "all devices" if self.device is None else ("host" if self.device < 0 else f"GPU {self.device}")
+        who = "all devices" if self.device is None else device_name(self.device)
         parts = [f"{who}: pin+unpin {fmt_ns(self.overhead_ns)}"]
         if self.pin_bytes > 0:
             parts.append(f"for {self.pin_bytes / GIB:.3g} GiB ({fmt_ns(self.pin_ns_per_gib)}/GiB to pin)")
@@ -147,3 +148,24 @@ def pinning_economics(tl: Timeline, pageable_gbps: float | None = None) -> list[
     if len(devices) > 1:
         out.append(_report(None, c, pin, unpin, h2d, h2d_dur, pageable_gbps))
     return out
+
+
+def pinning_summary(reports: list[PinningReport], wall_ns: int) -> str:
+    """One line on what pinning cost in total, shown on every report's first screen whatever the
+    stalls cut (a 113 ms pin+unpin in a 153 s run falls under it): its share of the wall time, the
+    bytes pinned, and the break-even pageable bandwidth where h2d bytes were recorded; or that the
+    trace has no pin/unpin spans. ``reports``: `pinning_economics` output."""
+    tot = next((r for r in reports if r.device is None), reports[0] if len(reports) == 1 else None)
+    if tot is None or tot.pin_count + tot.unpin_count == 0:
+        return "pinning: no pin/unpin spans in this trace"
+    n = sum(1 for r in reports if r.device is not None and r.overhead_ns)
+    share = f" ({tot.overhead_ns / wall_ns:.2%} of the {fmt_ns(wall_ns)} wall)" if wall_ns > 0 else ""
+    line = (f"pinning: pin+unpin cost {fmt_ns(tot.overhead_ns)}{share}, {tot.pin_count} pin and "
+            f"{tot.unpin_count} unpin span{'s' * (tot.unpin_count != 1)}" + (f" on {n} devices" if n > 1 else ""))
+    if tot.pin_bytes > 0:
+        line += f", {tot.pin_bytes / GIB:.3g} GiB pinned"
+    if tot.h2d_bytes > 0 and not np.isnan(tot.effective_gbps):
+        line += f"; pays off only if pageable h2d runs below {tot.effective_gbps:.3g} GB/s"
+    if not np.isnan(tot.net_ns):
+        line += f"; at {tot.pageable_gbps:.3g} GB/s pageable it {'saved' if tot.net_ns >= 0 else 'lost'} {fmt_ns(abs(tot.net_ns))}"
+    return line

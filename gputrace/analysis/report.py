@@ -26,10 +26,10 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.critical_path import critical_path_summary
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
-from gputrace.analysis.pinning import PinningReport, pinning_economics
+from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.stalls import Stall, idle_stalls, launch_stalls, pin_stalls, rank, unattributed_stalls, wait_stalls
-from gputrace.analysis.stats import PhaseStat, phase_stats, wall_ns
+from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits
 from gputrace.timeline.model import Timeline
@@ -98,7 +98,7 @@ class TimelineAnalysis:
     spans: int
     t0: int
     wall_ns: int
-    phases: list[PhaseStat]
+    phases: PhaseTable  # a sequence of PhaseStat, largest total first (rows built on demand)
     gaps: IdleGaps
     devices: list[DeviceIdle]
     waits: HostWaits
@@ -122,12 +122,13 @@ class TimelineAnalysis:
             "spans": self.spans,
             "t0": self.t0,
             "wall_ns": self.wall_ns,
-            "phases": [s.to_dict() for s in self.phases],
+            "phases": self.phases.to_dicts(),
             "gpu_idle": {"per_device": [d.to_dict() for d in self.devices], "gaps": len(self.gaps)},
             "stalls": [s.to_dict() for s in self.listed],
             "listing": self.listing.to_dict(),
             "host_waits": self.waits.total_by(),
             "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
+            "pinning_summary": pinning_summary(self.pinning, self.wall_ns),
             "unattributed": self.unattributed_paths,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,
@@ -211,7 +212,7 @@ def analyse_timeline(
         spans=tl.n,
         t0=tl.t0,
         wall_ns=wall,
-        phases=phase_stats(tl, by_device=by_device),
+        phases=phase_table(tl, by_device=by_device),
         gaps=gaps,
         devices=device_idle(gaps),
         waits=waits,

@@ -7,6 +7,7 @@ take tens of milliseconds. Safe to call from any thread (reads the Timeline only
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -88,16 +89,81 @@ def _group_stats(gid: np.ndarray, dur: np.ndarray, ngroups: int):
     return counts, total, med, p95, mn, mx
 
 
-def phase_stats(tl: Timeline, by_device: bool = True) -> list[PhaseStat]:
-    """Statistics per phase name, split by device when ``by_device`` (else ``device=None``).
+@dataclass(frozen=True)
+class PhaseTable:
+    """`phase_stats` as columns: one entry per (phase, device) group, sorted by ``total_ns`` descending
+    (ties: phase name, then device), the fields of `PhaseStat` as numpy arrays. A read-only sequence of
+    `PhaseStat` (``table[i]``, ``len``, iteration build rows on demand), so a caller that shows the top
+    rows never builds a million row objects; `to_dicts` gives the JSON rows column-wise.
 
-    Rows come sorted by ``total_ns`` descending. An empty Timeline gives an empty list.
-    """
-    if tl.n == 0:
-        return []
+    ``phase``: phase ids into ``names`` (the Timeline's interned phase names); ``device``: -1 for host-only
+    spans (and every entry when not ``by_device``)."""
+
+    names: list[str]
+    by_device: bool
+    phase: np.ndarray
+    device: np.ndarray
+    count: np.ndarray
+    total_ns: np.ndarray
+    median_ns: np.ndarray
+    p95_ns: np.ndarray
+    min_ns: np.ndarray
+    max_ns: np.ndarray
+    share: np.ndarray
+    gpu_count: np.ndarray
+    gpu_total_ns: np.ndarray
+    gpu_median_ns: np.ndarray
+    gpu_p95_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return int(len(self.phase))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._row(k) for k in range(*i.indices(len(self)))]
+        k = range(len(self))[i]  # (IndexError, negative indices)
+        return self._row(k)
+
+    def __iter__(self) -> Iterator[PhaseStat]:
+        return (self._row(k) for k in range(len(self)))
+
+    def _row(self, k: int) -> PhaseStat:
+        count, total = int(self.count[k]), int(self.total_ns[k])
+        return PhaseStat(phase=self.names[int(self.phase[k])], device=int(self.device[k]) if self.by_device else None,
+                         count=count, total_ns=total, mean_ns=total / max(count, 1), median_ns=float(self.median_ns[k]),
+                         p95_ns=float(self.p95_ns[k]), min_ns=int(self.min_ns[k]), max_ns=int(self.max_ns[k]),
+                         share=float(self.share[k]), gpu_count=int(self.gpu_count[k]),
+                         gpu_total_ns=int(self.gpu_total_ns[k]), gpu_median_ns=float(self.gpu_median_ns[k]),
+                         gpu_p95_ns=float(self.gpu_p95_ns[k]))
+
+    def to_dicts(self, limit: int | None = None) -> list[dict]:
+        """The first ``limit`` rows (all when None) as `PhaseStat.to_dict` gives them, built column-wise."""
+        n = len(self) if limit is None else min(limit, len(self))
+        sl = slice(0, n)
+        count, total = self.count[sl], self.total_ns[sl]
+        cols = {
+            "phase": [self.names[i] for i in self.phase[sl].tolist()],
+            "device": self.device[sl].tolist() if self.by_device else [None] * n,
+            "count": count.tolist(), "total_ns": total.tolist(),
+            "mean_ns": (total / np.maximum(count, 1)).tolist(),
+            "median_ns": self.median_ns[sl].tolist(), "p95_ns": self.p95_ns[sl].tolist(),
+            "min_ns": self.min_ns[sl].tolist(), "max_ns": self.max_ns[sl].tolist(), "share": self.share[sl].tolist(),
+            "gpu_count": self.gpu_count[sl].tolist(), "gpu_total_ns": self.gpu_total_ns[sl].tolist(),
+            "gpu_median_ns": self.gpu_median_ns[sl].tolist(), "gpu_p95_ns": self.gpu_p95_ns[sl].tolist(),
+        }
+        keys = list(cols)
+        return [dict(zip(keys, vals)) for vals in zip(*cols.values())]
+
+
+def phase_table(tl: Timeline, by_device: bool = True) -> PhaseTable:
+    """Statistics per phase name, split by device when ``by_device``, as a `PhaseTable` (module
+    docstring: segment reductions over the interned phase ids; one sort, no per-group Python work)."""
     c = tl.cols
-    dev = c["device"].astype(np.int64)
-    dev = np.where(dev < 0, -1, dev)
+    dev = np.where(c["device"] < 0, -1, c["device"]).astype(np.int64)
+    if tl.n == 0:
+        z = np.zeros(0, np.int64)
+        f = np.zeros(0)
+        return PhaseTable(list(tl.phases), by_device, z, z, z, z, f, f, z, z, f, z, z, f, f)
     keys = (c["phase"], dev) if by_device else (c["phase"],)
     gid, first = group_ids(*keys)
     ng = len(first)
@@ -107,26 +173,20 @@ def phase_stats(tl: Timeline, by_device: bool = True) -> list[PhaseStat]:
     has = gd >= 0
     g_counts, g_total, g_med, g_p95, _, _ = _group_stats(gid[has], gd[has], ng)
     wall = wall_ns(tl)
-    out = []
-    for k in range(ng):
-        r = int(first[k])
-        out.append(
-            PhaseStat(
-                phase=tl.phases[int(c["phase"][r])],
-                device=int(dev[r]) if by_device else None,
-                count=int(counts[k]),
-                total_ns=int(total[k]),
-                mean_ns=float(total[k]) / max(int(counts[k]), 1),
-                median_ns=float(med[k]),
-                p95_ns=float(p95[k]),
-                min_ns=int(mn[k]),
-                max_ns=int(mx[k]),
-                share=float(total[k]) / wall if wall > 0 else float("nan"),
-                gpu_count=int(g_counts[k]),
-                gpu_total_ns=int(g_total[k]),
-                gpu_median_ns=float(g_med[k]),
-                gpu_p95_ns=float(g_p95[k]),
-            )
-        )
-    out.sort(key=lambda s: (-s.total_ns, s.phase, -2 if s.device is None else s.device))
-    return out
+    phase = c["phase"][first].astype(np.int64)
+    g_dev = dev[first] if by_device else np.full(ng, -1, np.int64)
+    # Order: total descending, then phase name, then device (None/-1 first): name ranks of the interned ids.
+    name_rank = np.empty(len(tl.phases), np.int64)
+    name_rank[np.argsort(np.asarray(tl.phases, dtype=object), kind="stable")] = np.arange(len(tl.phases))
+    o = np.lexsort((g_dev, name_rank[phase], -total))
+    share = total / wall if wall > 0 else np.full(ng, np.nan)
+    return PhaseTable(list(tl.phases), by_device, phase[o], g_dev[o], counts[o], total[o], med[o], p95[o], mn[o], mx[o],
+                      np.asarray(share, np.float64)[o], g_counts[o], g_total[o], g_med[o], g_p95[o])
+
+
+def phase_stats(tl: Timeline, by_device: bool = True) -> list[PhaseStat]:
+    """Statistics per phase name, split by device when ``by_device`` (else ``device=None``).
+
+    Rows come sorted by ``total_ns`` descending (ties: phase name, then device). An empty Timeline
+    gives an empty list. `phase_table` is the same without building every row."""
+    return list(phase_table(tl, by_device))

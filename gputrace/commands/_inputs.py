@@ -31,7 +31,9 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
                    show=size >= MIN_BYTES):
             tl = read_any(paths, lenient=lenient)
     except (OSError, ValueError) as exc:
-        print(f"gputrace {command}: {visible(exc)}", file=sys.stderr)
+        from gputrace.commands._errors import describe_error
+
+        print(f"gputrace {command}: {describe_error(exc)}", file=sys.stderr)
         return None
     if lenient:
         print_skipped(command, tl)

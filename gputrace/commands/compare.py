@@ -109,6 +109,36 @@ def _pct(x: float) -> str:
 CHANGED = ("slower", "faster", "new", "gone")
 
 
+#: The comparison table's columns before the shift and its interval, and after them. ``diff`` and
+#: ``change`` are the medians' difference and ratio (so a doubling reads +100 %); the verdict uses
+#: the Hodges-Lehmann shift and its interval, shown beside them as what they are.
+COLUMNS = (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
+           ("diff", "right"), ("change", "right"), ("p", "right"), ("verdict", "left"))
+LEGEND = ("baseline, variant: medians; diff, change: variant median vs baseline median; HL shift: the "
+          "Hodges-Lehmann estimate (median of pairwise differences) that the interval and verdict use")
+
+
+def median_change(r) -> float:
+    """``variant median / baseline median - 1`` of a row (NaN when the baseline median is 0)."""
+    return r.variant_median_ns / r.base_median_ns - 1.0 if r.base_median_ns > 0 else float("nan")
+
+
+def table_cells(r) -> tuple[str, ...]:
+    """A row's cells before its verdict, in table order (``COLUMNS`` with the shift and interval)."""
+    from gputrace.analysis._common import fmt_ns
+    from gputrace.analysis.lanes import device_name
+
+    ci = "-" if not math.isfinite(r.rel_low) else f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]"
+    shift = _pct(r.rel)
+    if r.verdict in ("new", "gone"):
+        ci = "-" if not math.isfinite(r.diff_low_ns) else f"[{fmt_ns(r.diff_low_ns)}, {fmt_ns(r.diff_high_ns)}]"
+        shift = ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns))
+    diff = r.variant_median_ns - r.base_median_ns
+    p = "-" if not math.isfinite(r.p_value) else f"{r.p_value:.3g}"
+    return (r.path, device_name(r.device), r.clock, fmt_ns(r.base_median_ns), fmt_ns(r.variant_median_ns),
+            ("+" if diff >= 0 else "-") + fmt_ns(abs(diff)), _pct(median_change(r)), shift, ci, p)
+
+
 def render_comparison(res, console, top: int = 40, title: str = "Comparison", only_changed: bool = False) -> None:
     """Print a ComparisonResult: environment warnings (stderr-loud), the table, outliers. Trace-derived
     text (phase paths, run labels, environment values) goes in through gputrace.textsafe."""
@@ -116,6 +146,7 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
     from rich.table import Table
 
     from gputrace.analysis._common import fmt_ns
+    from gputrace.analysis.lanes import device_name
 
     env = res.environment
     if env.warnings:
@@ -149,22 +180,15 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
                                     + ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in emu.items()),
                                     style="bold yellow"))
     t = Table(title=rich_text(title), title_justify="left")  # (ab passes variant labels)
-    for col, j in (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
-                   ("diff", "right"), ("change", "right"), (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
-                                                             else f"{res.confidence:.0%} interval", "right"), ("p", "right"),
-                   ("verdict", "left")):
+    ival = (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
+            else f"{res.confidence:.0%} interval")
+    for col, j in COLUMNS[:7] + (("HL shift", "right"), (ival, "right")) + COLUMNS[7:]:
         t.add_column(col, justify=j, no_wrap=col != "phase")
     rows = [r for r in res.rows if not only_changed or r.verdict in CHANGED or r.path.startswith("(")]
     for r in rows[:top]:
-        style = VERDICT_STYLE.get(r.verdict, "")
-        ci = "-" if not math.isfinite(r.rel_low) else f"[{_pct(r.rel_low)}, {_pct(r.rel_high)}]"
-        if r.verdict in ("new", "gone"):
-            ci = "-" if not math.isfinite(r.diff_low_ns) else f"[{fmt_ns(r.diff_low_ns)}, {fmt_ns(r.diff_high_ns)}]"
-        p = "-" if not math.isfinite(r.p_value) else f"{r.p_value:.3g}"
-        t.add_row(*map(rich_text, (r.path, r.device_label, r.clock, fmt_ns(r.base_median_ns), fmt_ns(r.variant_median_ns),
-                                   ("+" if r.diff_ns >= 0 else "-") + fmt_ns(abs(r.diff_ns)), _pct(r.rel), ci, p)),
-                  rich_text(r.verdict, style=style))
+        t.add_row(*map(rich_text, table_cells(r)), rich_text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")))
     console.print(t)
+    console.print(LEGEND, style="dim")
     if any(r.interval_confidence > res.confidence for r in rows[:top]):
         console.print("(rows called different show their interval at the higher confidence that holds across rows)")
     if len(rows) > top:
@@ -176,7 +200,7 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
         for col in ("side", "run", "phase", "device", "clock", "value", "side median", "robust z"):
             t.add_column(col)
         for o in res.outliers[:top]:
-            dev = "all" if o["device"] is None else ("host" if o["device"] < 0 else f"GPU {o['device']}")
+            dev = device_name(o["device"])
             t.add_row(*map(rich_text, (o["side"], o["run"], o["path"], dev, o["clock"], fmt_ns(o["value_ns"]),
                                        fmt_ns(o["median_ns"]), f"{o['z']:+.1f}")))
         console.print(t)
@@ -210,6 +234,7 @@ def gate(res, threshold: float | None, min_time_s: float, console, allow_undecid
     if threshold is None:
         return 0
     from gputrace.analysis._common import fmt_ns
+    from gputrace.analysis.lanes import device_name
 
     state, bad, need = gate_state(res, threshold, min_time_s)
     if state == "undecided":
@@ -225,8 +250,9 @@ def gate(res, threshold: float | None, min_time_s: float, console, allow_undecid
         console.print(f"no phase slower than +{threshold:.1%} at {res.confidence:.0%} confidence")
         return 0
     for r in bad:
-        console.print(f"[bold red]REGRESSION[/] {markup(r.path)} ({markup(r.device_label)}, {markup(r.clock)}): {_pct(r.rel)} "
-                      f"(at least {_pct(r.rel_low)} at {res.confidence:.0%}), {fmt_ns(r.base_median_ns)} -> {fmt_ns(r.variant_median_ns)}")
+        console.print(f"[bold red]REGRESSION[/] {markup(r.path)} ({device_name(r.device)}, {markup(r.clock)}): "
+                      f"HL shift {_pct(r.rel)} (at least {_pct(r.rel_low)} at {res.confidence:.0%}); medians "
+                      f"{fmt_ns(r.base_median_ns)} -> {fmt_ns(r.variant_median_ns)} ({_pct(median_change(r))})")
     return REGRESSION_EXIT
 
 
@@ -255,7 +281,9 @@ def run(args) -> int:
                                ignore_env=args.ignore_env, paired=True if args.paired else False,
                                familywise=args.familywise, correction=args.correction)
     except (OSError, ValueError) as e:
-        print(f"gputrace compare: {visible(e)}", file=sys.stderr)
+        from gputrace.commands._errors import describe_error
+
+        print(f"gputrace compare: {describe_error(e)}", file=sys.stderr)
         return 1
     err = console(stderr=True, soft_wrap=True)
     if args.json:

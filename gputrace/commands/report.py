@@ -11,6 +11,11 @@ import sys
 
 from gputrace.textsafe import rich_text
 
+#: Phase-table rows printed by default (largest total first); a line says how many more there are.
+PHASE_ROWS = 40
+#: Critical-path rows printed (largest first).
+CRITICAL_ROWS = 10
+
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
@@ -39,6 +44,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--pageable-gbps", type=float, default=None,
                    help="pageable host-to-device bandwidth to weigh pinning against (GB/s)")
     p.add_argument("--top", type=int, default=None, help="stalls rows to list (default 20, as the TUI's stalls panel)")
+    p.add_argument("--phase-rows", type=int, default=PHASE_ROWS, metavar="N",
+                   help=f"phase rows to print, largest total first (default {PHASE_ROWS}; --json has all)")
     p.add_argument("--lenient", action="store_true", help="skip unreadable lines/spans instead of failing")
     p.set_defaults(func=run)
     return p
@@ -62,7 +69,9 @@ def _fmt(ns) -> str:
 
 
 def _dev(d) -> str:
-    return "all" if d is None else ("host" if d < 0 else f"GPU {d}")
+    from gputrace.analysis.lanes import device_name
+
+    return device_name(d)
 
 
 def _row(t, *cells) -> None:
@@ -71,24 +80,32 @@ def _row(t, *cells) -> None:
     t.add_row(*(rich_text(c) if isinstance(c, str) else c for c in cells))
 
 
-def render(data: dict, console) -> None:
+def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     """Print the report tables for ``analyse()`` output on a rich Console (one from
-    ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters)."""
+    ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters).
+    The phase table shows the ``phase_rows`` largest rows and a line saying how many were left out."""
     from rich.table import Table
 
     from gputrace.phases import phase_hex
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
+    # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
+    console.print(rich_text(data["pinning_summary"]))
     t = Table(title="Phases", title_justify="left")
     for col, j in (("phase", "left"), ("device", "left"), ("count", "right"), ("total", "right"), ("mean", "right"),
                    ("median", "right"), ("p95", "right"), ("share", "right"), ("device time", "right")):
         t.add_column(col, justify=j)
-    for s in data["phases"]:
+    phases = data["phases"]
+    for s in phases[: max(phase_rows, 0)]:
         gpu = f"{_fmt(s['gpu_total_ns'])} ({s['gpu_count']})" if s["gpu_count"] else "-"
         _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), _dev(s["device"]), str(s["count"]), _fmt(s["total_ns"]),
                   _fmt(s["mean_ns"]), _fmt(s["median_ns"]), _fmt(s["p95_ns"]),
                   f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
     console.print(t)
+    hidden = len(phases) - max(phase_rows, 0)
+    if hidden > 0:
+        console.print(f"{hidden:,} more phase rows not shown ({_fmt(sum(s['total_ns'] for s in phases[phase_rows:]))} "
+                      "in all; --phase-rows N, or --json for all)", style="dim")
 
     gi = data["gpu_idle"]
     if gi["per_device"]:
@@ -136,9 +153,12 @@ def render(data: dict, console) -> None:
         t = Table(title="Critical path of the prove roots", title_justify="left")
         for col in ("phase", "on path", "share"):
             t.add_column(col, justify="left" if col == "phase" else "right")
-        for c in data["critical_path"][:10]:
+        for c in data["critical_path"][:CRITICAL_ROWS]:
             _row(t, c["phase"], _fmt(c["ns"]), f"{c['share']:.1%}")
         console.print(t)
+        if len(data["critical_path"]) > CRITICAL_ROWS:
+            console.print(f"{len(data['critical_path']) - CRITICAL_ROWS:,} more phases on the path not shown "
+                          "(--json for all)", style="dim")
 
     if data.get("gpu_activity"):
         from gputrace.commands.report_gpu import render_gpu
@@ -160,5 +180,5 @@ def run(args) -> int:
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return 0
-    render(data, console(width=None if sys.stdout.isatty() else 160))
+    render(data, console(width=None if sys.stdout.isatty() else 160), args.phase_rows)
     return 0

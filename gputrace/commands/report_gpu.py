@@ -7,7 +7,9 @@ from __future__ import annotations
 
 
 def _dev(d) -> str:
-    return "all" if d is None else ("host" if d < 0 else f"GPU {d}")
+    from gputrace.analysis.lanes import device_name
+
+    return device_name(d)
 
 
 def _pct(a, b) -> str:
@@ -22,6 +24,11 @@ def render_gpu(g: dict, console, fmt) -> None:
 
     def row(t, *cells):
         t.add_row(*(rich_text(c) if isinstance(c, str) else c for c in cells))
+
+    def more(key):  # the line under a cut table
+        n = g.get("left_out", {}).get(key, 0)
+        if n:
+            console.print(f"{n:,} more rows not shown (--top N)", style="dim")
 
     def table(title, cols):
         t = Table(title=title, title_justify="left")
@@ -53,12 +60,14 @@ def render_gpu(g: dict, console, fmt) -> None:
             row(t, r["phase"], _dev(r["device"]), str(r["instances"]), f"{fmt(r['bracket_ns'])} ({r['bracket']})",
                 fmt(r["busy_ns"]), _pct(r["busy_ns"], width), fmt(r["gap_ns"]), str(r["kernels"]), un, host)
         console.print(t)
+        more("launch_gaps")
     if g["bracket_only"]:
         t = table("Phases with event brackets only (no kernels recorded under them: device time is an upper bound)",
                   ("phase", "device", "n", "bracket"))
         for r in g["bracket_only"]:
             row(t, r["phase"], _dev(r["device"]), str(r["instances"]), fmt(r["bracket_ns"]))
         console.print(t)
+        more("bracket_only")
     if g["copies"]:
         t = table("Copies by memory kind", ("phase", "device", "kind", "from", "to", "n", "bytes", "time", "GB/s", "note"))
         for c in g["copies"]:
@@ -75,9 +84,11 @@ def render_gpu(g: dict, console, fmt) -> None:
             row(t, what, w["phase"], _dev(w["device"]), fmt(w["wait_ns"]), fmt(w["gpu_busy_ns"]), fmt(w["after_gpu_ns"]),
                 str(w["work"]), ks)
         console.print(t)
+        more("sync_waits")
     if g["kernels"]:
         t = table("Kernels per phase", ("phase", "kernel", "device", "n", "total", "mean", "max"))
         for k in g["kernels"]:
             row(t, k["phase"], k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]), fmt(k["mean_ns"]),
                 fmt(k["max_ns"]))
         console.print(t)
+        more("kernels")

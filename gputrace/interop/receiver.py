@@ -22,15 +22,18 @@ HTTP accepts ``application/x-protobuf`` and ``application/json`` bodies, optiona
 ``ExportTraceServiceResponse`` in the request's encoding when everything was stored, 200 with
 ``partial_success`` (``rejected_spans`` and the first problem) when some spans were rejected, 400 when
 nothing could be stored (undecodable body, body shorter than its ``Content-Length``, every span
-invalid), 404/405 for other paths/methods, 411 without a length, 413 above ``max_request_bytes`` (also
+invalid, nesting deeper than a stored line may have), 404/405 for other paths/methods, 411 without a length, 413 above ``max_request_bytes`` (also
 enforced after gunzip), 415 for other content types, 503 with ``Retry-After`` when its connection
 pool is full. gRPC applies the same validation (``INVALID_ARGUMENT`` when nothing can be stored,
 ``partial_success`` otherwise) and size limit (``RESOURCE_EXHAUSTED`` above it).
 
-Limits: listen backlog ``receiver_http.BACKLOG`` (512); HTTP connections are served by a pool of
-``max_workers`` threads (default 32) with up to ``max_pending`` more waiting (then 503); every HTTP
-connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is disconnected, a
-kept-alive one idles at most 2 s, and while connections wait every answer closes its connection; gRPC runs on 4
+Limits: listen backlog ``receiver_http.BACKLOG`` (512); an HTTP connection waits for its request head
+without a worker (``receiver_http.HeaderWait``, at most ``timeout_s``), then is served by a pool of
+``max_workers`` threads (default 32); at most ``max_workers + max_pending`` connections are open (then
+503); a worker's connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is
+disconnected, a kept-alive one idles at most 2 s, and while connections wait every answer closes its
+connection. A request whose sender left (HTTP: closed its side; gRPC: cancelled) before it is stored is
+not stored (``ReceiverStats.abandoned``). gRPC runs on 4
 threads with at most ``max_workers`` concurrent calls (``RESOURCE_EXHAUSTED`` beyond). All of them append
 under one lock.
 :meth:`start` and :meth:`stop` are idempotent and may be called from any thread; :meth:`drain`,
@@ -43,7 +46,9 @@ from __future__ import annotations
 import base64
 import collections
 import dataclasses
+import errno
 import ipaddress
+import os
 import socket
 import threading
 from pathlib import Path
@@ -55,13 +60,48 @@ from gputrace.interop.receiver_http import Http, Http6, make_handler
 from gputrace.interop.receiver_validate import clean_request
 from gputrace.otlp.ids import hex_id
 
-__all__ = ["OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
+__all__ = ["ListenFailed", "OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
 
 _ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
 
 
 class ReceiverAddressError(ValueError):
     """An address that is malformed, or not loopback while ``allow_remote`` is False."""
+
+
+class ListenFailed(OSError):
+    """A port could not be bound; ``str()`` is one plain sentence (``port 4317 (OTLP/gRPC) is already in
+    use by another program``), without errno text or gRPC's log hints."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _bind_problem(host: str, port: int, what: str) -> ListenFailed | None:
+    """Try to bind ``host:port`` as a listener would (SO_REUSEADDR, as gRPC and ``Http`` set it), so a
+    busy port is reported in words before gRPC's C core logs its own line about it. Port 0: None."""
+    if port == 0:
+        return None
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(fam, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        return _listen_failed(exc, port, what)
+    return None
+
+
+def _listen_failed(exc: OSError, port: int, what: str) -> ListenFailed:
+    if exc.errno == errno.EADDRINUSE:
+        why = f"port {port} ({what}) is already in use by another program"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = f"port {port} ({what}) needs privileges (ports below 1024 do): choose a higher port"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        why = f"the address for {what} is not one of this machine's"
+    else:
+        why = f"port {port} ({what}): {(exc.strerror or str(exc)).rstrip('.').lower()}"
+    return ListenFailed(exc.errno or 0, why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +116,7 @@ class ReceiverStats:
     dropped_lines: int = 0  # dropped from the in-memory queue (still in the file)
     rejected: int = 0  # requests refused (bad body, too large, wrong type, nothing valid)
     rejected_spans: int = 0  # spans left out of otherwise stored requests (partial success)
+    abandoned: int = 0  # valid requests not stored because their sender had left before the answer
 
 
 def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
@@ -178,7 +219,8 @@ class OtlpReceiver:
         self._state_lock = threading.Lock()
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0
-        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0)
+        self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0,
+                            abandoned=0)
         self._file = None
         self._grpc_server = None
         self._http_server: Http | None = None
@@ -256,6 +298,11 @@ class OtlpReceiver:
     def _start_grpc(self, host: str, port: int) -> None:
         from concurrent import futures
 
+        problem = _bind_problem(host, port, "OTLP/gRPC")
+        if problem is not None:
+            raise problem
+        # gRPC's C core logs bind failures to stderr itself (over the TUI); the error raised says it once.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         import grpc
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -268,6 +315,9 @@ class OtlpReceiver:
                 except ValueError as exc:  # RequestRejected, or an id of the wrong length
                     receiver._reject()
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                if not context.is_active():  # the caller cancelled or its deadline passed: store nothing
+                    receiver._abandon(n)
+                    context.abort(grpc.StatusCode.CANCELLED, "the caller left before the answer")
                 if n:
                     receiver._ingest(line, n)
                 resp = trace_service_pb2.ExportTraceServiceResponse()
@@ -288,10 +338,10 @@ class OtlpReceiver:
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = server.add_insecure_port(target)
-        except RuntimeError as exc:  # grpcio raises RuntimeError when it cannot bind
-            raise OSError(f"cannot listen for OTLP/gRPC on {target}: {exc}") from None
+        except RuntimeError:  # grpcio raises RuntimeError when it cannot bind (a race with the probe)
+            raise ListenFailed(errno.EADDRINUSE, f"port {port} (OTLP/gRPC) cannot be bound") from None
         if not bound:
-            raise OSError(f"cannot listen for OTLP/gRPC on {target}")
+            raise ListenFailed(errno.EADDRINUSE, f"port {port} (OTLP/gRPC) cannot be bound")
         server.start()
         self._grpc_server = server
         self.grpc_port = bound
@@ -300,8 +350,11 @@ class OtlpReceiver:
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
         cls = Http6 if ":" in host else Http
-        server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
-                     max_workers=self.max_workers, max_pending=self.max_pending)
+        try:
+            server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
+                         max_workers=self.max_workers, max_pending=self.max_pending, head_timeout_s=self.timeout_s)
+        except OSError as exc:
+            raise _listen_failed(exc, port, "OTLP/HTTP") from None
         self._http_server = server
         self.http_port = server.server_address[1]
         self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http", daemon=True)
@@ -332,6 +385,11 @@ class OtlpReceiver:
         """Count one refused request. Any handler thread."""
         with self._lock:
             self._counts["rejected"] += 1
+
+    def _abandon(self, spans: int) -> None:
+        """Count one valid request not stored because its sender left first. Any handler thread."""
+        with self._lock:
+            self._counts["abandoned"] += 1
 
     def _reject_spans(self, n: int) -> None:
         """Count spans left out of a stored request. Any handler thread."""

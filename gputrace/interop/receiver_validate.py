@@ -11,8 +11,9 @@ resource with bad attributes costs its spans. The cleaned line is then read once
 reader (``TraceLoader``), so a rule not mirrored here still cannot put an unreadable line in the
 file: that request is refused whole.
 
-Raises ``ValueError`` (answered 400 / ``INVALID_ARGUMENT``) when the body is not a request at all or
-when every span in it was rejected. Pure; safe from any thread.
+Raises ``ValueError`` (answered 400 / ``INVALID_ARGUMENT``) when the body is not a request at all, when
+every span in it was rejected, or when it nests deeper than ``MAX_STORED_DEPTH`` anywhere (an ignored
+extra key included: the stored line must be written back as JSON). Pure; safe from any thread.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def clean_request(d: Any) -> tuple[bytes, int, int, str]:
     Fast path: a request the strict reader accepts whole is stored as it came (one reader pass, no
     per-span Python work); only a request it refuses is split span by span."""
     total = _count_spans(d)
-    line = orjson.dumps(d)
+    line = _dumps(d)
     if total and _all_ids_hex(d):  # (the reader also takes base64 ids; the file format wants hex)
         try:
             _strict_read(line)
@@ -162,10 +163,24 @@ def clean_request(d: Any) -> tuple[bytes, int, int, str]:
                            **new_groups})
     if rejected and not kept:
         raise RequestRejected(f"every span was rejected ({rejected}); first: {first}")
-    line = orjson.dumps({**d, "resourceSpans": out_rs})
+    line = _dumps({**d, "resourceSpans": out_rs})
     if kept:
         _strict_read(line)
     return line, kept, rejected, first
+
+
+#: Deepest nesting a stored line may have: orjson writes at most 254 levels (its recursion limit), while
+#: it reads up to 1,024; a request nested deeper than it can be written back is refused whole.
+MAX_STORED_DEPTH = 254
+
+
+def _dumps(d: Any) -> bytes:
+    """The line to store; RequestRejected when the request (even an ignored extra key) nests too deep to
+    be written as JSON again."""
+    try:
+        return orjson.dumps(d)
+    except orjson.JSONEncodeError as e:  # (a TypeError: "Recursion limit reached")
+        raise RequestRejected(f"request nested too deeply to store (at most {MAX_STORED_DEPTH} levels): {e}") from None
 
 
 def _strict_read(line: bytes) -> None:

@@ -66,7 +66,8 @@ def shape_for_constraints(target: int) -> CircuitShape:
 
     Constraints + public inputs + ONE stay <= target, so ``--constraints 2^N`` gives an NTT domain of
     exactly 2^N. Depths from log2(target) − 9 to log2(target) − 4 (clamped to [2, 30]) are tried; the deepest
-    tree whose fill is within 5 % of the fullest fit wins. Below one challenge's size, K = 1 at the largest depth that fits.
+    tree whose fill is within 5 % of the fullest fit wins. Below one challenge's size, K = 1 at the largest depth
+    that fits.
     """
     if target < 1:
         raise ValueError(f"constraint target must be positive, got {target}")
@@ -147,7 +148,7 @@ def _mix(lcs: list[dict[int, int]], row: tuple[int, ...]) -> dict[int, int]:
     """Σ_j row[j]·lcs[j] as one merged LC (one modular reduction per term at the end)."""
     acc: dict[int, int] = {}
     get = acc.get
-    for lc, k in zip(lcs, row):
+    for lc, k in zip(lcs, row, strict=True):
         for v, c in lc.items():
             acc[v] = get(v, 0) + c * k
     return {v: c % R for v, c in acc.items()}
@@ -194,7 +195,7 @@ def poseidon_gadget(cs: ConstraintSystem, state: list[tuple[LC, int]], name: str
             lcs[i] = dict(out)
         lcs = [_mix(lcs, mds[i]) for i in range(width)]
         vals = [sum(mds[i][j] * vals[j] for j in range(width)) % R for i in range(width)]
-    return [(list(lc.items()), v) for lc, v in zip(lcs, vals)]
+    return [(list(lc.items()), v) for lc, v in zip(lcs, vals, strict=True)]
 
 
 def synthesize(cs: ConstraintSystem, inst: MerkleInstance) -> None:
@@ -216,7 +217,7 @@ def synthesize_challenges(cs: ConstraintSystem, inst: MerkleInstance, ks: range)
         idx, leaf, sibs = inst.paths[k]
         cur: LC = [(cs.alloc(leaf), 1)]
         cur_v = leaf
-        bits: LC = []
+        bits: list[tuple[int, int]] = []
         for level in range(shape.depth):
             tag = f"ch{k}.l{level}"
             bit_v = (idx >> level) & 1

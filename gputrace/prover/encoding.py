@@ -8,7 +8,7 @@ published generator encodings). Affine limbs are the device layout from ``backen
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
@@ -74,7 +74,7 @@ def g1_from_hex(text: object, where: str = "G1 point") -> G1Point:
     check_canonical(raw, where)
     try:
         return G1Point.from_compressed_bytes(raw)
-    except Exception as exc:  # arkworks raises ValueError/Exception with a Rust message
+    except ValueError as exc:  # arkworks' message (a Rust error) names what is wrong
         raise EncodingError(f"{where}: not a valid compressed G1 point ({exc})") from None
 
 
@@ -85,7 +85,7 @@ def g2_from_hex(text: object, where: str = "G2 point") -> G2Point:
     check_canonical(raw, where)
     try:
         return G2Point.from_compressed_bytes(raw)
-    except Exception as exc:
+    except ValueError as exc:
         raise EncodingError(f"{where}: not a valid compressed G2 point ({exc})") from None
 
 
@@ -108,7 +108,7 @@ def g1_from_affine_limbs(limbs: np.ndarray, *, check_subgroup: bool = False) -> 
         chunk = raw[96 * i : 96 * (i + 1)]
         try:
             out.append(dec(chunk))
-        except Exception as exc:
+        except ValueError as exc:
             raise EncodingError(f"affine limbs row {i}: not a point on G1 ({exc})") from None
     return out
 

@@ -7,7 +7,7 @@ shape ``(..., 4)`` (little-endian, canonical) — see ``backends/base.py``.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from py_arkworks_bls12381 import Scalar

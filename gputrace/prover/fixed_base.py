@@ -11,16 +11,15 @@ identity as all zero bytes.
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
-
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from .field import R
 from .host_msm import cpu_threads
+from .processes import fork_pool, stop
 
 _TABLES: dict[str, list] = {}
 _XY = {"g1": 96, "g2": 192}
@@ -29,20 +28,28 @@ POOL_THRESHOLD = 3000
 CHUNK = 2048
 
 
+_P = TypeVar("_P", G1Point, G2Point)
+
+
+def _window_table(cls: type[_P]) -> list[list[_P]]:
+    """32 rows of d·256^j·G for d < 256 (the generator G of ``cls``'s group)."""
+    t = []
+    base = cls()
+    for _ in range(32):
+        row = [cls.identity()]
+        acc = cls.identity()
+        for _d in range(1, 256):
+            acc = acc + base
+            row.append(acc)
+        t.append(row)
+        base = acc + base
+    return t
+
+
 def _table(group: str) -> list:
     t = _TABLES.get(group)
     if t is None:
-        cls = G1Point if group == "g1" else G2Point
-        t = []
-        base = cls()
-        for _ in range(32):
-            row = [cls.identity()]
-            acc = cls.identity()
-            for _d in range(1, 256):
-                acc = acc + base
-                row.append(acc)
-            t.append(row)
-            base = acc + base
+        t = _window_table(G1Point) if group == "g1" else _window_table(G2Point)
         _TABLES[group] = t
     return t
 
@@ -76,9 +83,10 @@ def _job(args: tuple[str, list[int]]) -> bytes:
 def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None = None) -> list[bytes]:
     """Run several ``mul_gen`` jobs (group, scalars), in parallel over processes when large.
 
-    Returns one bytes per job, in order. The pool uses ``fork``: ``spawn``/``forkserver`` re-import the
-    caller's ``__main__``, which breaks scripts without a main guard; the children only run
-    ``mul_gen`` (arkworks and ints), never the parent's threads or locks.
+    Returns one bytes per job, in order. The pool (``processes.fork_pool``) uses ``fork``: ``spawn``/``forkserver``
+    re-import the caller's ``__main__``, which breaks scripts without a main guard; the children only run
+    ``mul_gen`` (arkworks and ints), never the parent's threads or locks, and leave Ctrl-C to this process, which
+    ends them when it is interrupted (or fails) instead of waiting for their queued chunks.
     """
     workers = workers or cpu_threads()
     total = sum(len(s) for _, s in jobs)
@@ -90,9 +98,14 @@ def mul_gen_many(jobs: Sequence[tuple[str, Sequence[int]]], workers: int | None 
         for start in range(0, len(s), CHUNK):
             tasks.append((ji, g, s[start : start + CHUNK]))
     parts: list[list[bytes]] = [[] for _ in jobs]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-        for (ji, _g, _s), res in zip(tasks, pool.map(_job, [(g, s) for _, g, s in tasks])):
+    pool = fork_pool(workers)
+    failed = True
+    try:
+        for (ji, _g, _s), res in zip(tasks, pool.map(_job, [(g, s) for _, g, s in tasks]), strict=True):
             parts[ji].append(res)
+        failed = False
+    finally:
+        stop(pool, interrupted=failed)
     return [b"".join(p) for p in parts]
 
 
@@ -133,7 +146,7 @@ class PointRows(Sequence):
             buf = np.asarray(self.rows, dtype=np.uint8).tobytes() if not isinstance(self.rows, bytes) else self.rows
             try:
                 self._points = decode_g1(buf) if self.group == "g1" else decode_g2(buf)
-            except Exception as exc:  # arkworks' decode error (not on the curve, bad length)
+            except ValueError as exc:  # arkworks' decode error (not on the curve, bad length)
                 raise self._error(f"{self._where}: corrupt point data ({exc})") from None
         return self._points
 

@@ -13,8 +13,10 @@ the pool's queue); it must not be called from one of this pool's own threads (it
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +64,7 @@ class HostMsm:
         if k == 1:
             return point_type.multiexp_unchecked(bases[:n], scalars)
         cuts = np.linspace(0, n, k + 1).astype(int).tolist()
-        futures = [self._pool.submit(_part, point_type, bases, scalars, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+        futures = [self._pool.submit(_part, point_type, bases, scalars, lo, hi) for lo, hi in pairwise(cuts)]
         acc = point_type.identity()
         for f in futures:
             acc = acc + f.result()

@@ -33,14 +33,13 @@ thread runs setup, synthesis scheduling, verification and file writing.
 
 from __future__ import annotations
 
-import os
+import functools
 import secrets
 import threading
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -52,30 +51,42 @@ from gputrace.atomic_write import write_atomic
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
-from .field import R, to_scalar
+from .device_flow import LOAD_ORDER, FlowSwitches, LoadingBases, quotient_h, stream_work
+from .encoding import g2_to_affine_limbs
+from .field import R, limbs_to_ints, to_scalar
 from .host_msm import HostMsm, cpu_threads
 from .keygen.cache import get_keys
-from .msm_plan import plan_msm
-from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
-from .keygen.setup import ProvingKey
-from .verify import Proof, verify, write_proof
 from .keygen.keys import load_vk
-from .encoding import g2_to_affine_limbs
-from .field import limbs_to_ints
+from .keygen.setup import ProvingKey
+from .msm_plan import plan_msm
+from .options import ALL_OPT_NAMES, ProveOptions, ProveResult, check_counts
+from .processes import fork_pool, stop
+from .verify import Proof, verify, write_proof
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
 from .witness_plan import make_plan
-from .device_flow import LOAD_ORDER, LoadingBases, quotient_h, stream_work
+
+
+class RunCancelled(Exception):
+    """Raised in a worker thread at its next phase once the run is cancelled (the caller was interrupted)."""
 
 
 class _Stats:
-    """Thread-safe per-(phase, device-label) seconds, measured on the same intervals as the spans."""
+    """Thread-safe per-(phase, device-label) seconds, measured on the same intervals as the spans. Every phase
+    of a run starts here, so it is also where the run's threads stop once ``cancel`` was called: a phase that
+    starts after it raises ``RunCancelled`` (phases already running finish)."""
 
     def __init__(self) -> None:
         self.sec: dict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
 
     @contextmanager
     def phase(self, name: str, label: str, **kw):
+        if self._cancelled.is_set():
+            raise RunCancelled(f"run cancelled before its {name} phase")
         t0 = time.perf_counter()
         try:
             with gputrace.phase(name, **kw) as p:
@@ -106,7 +117,7 @@ def _resolved(mode: str, backend: str, supported: bool | None) -> str:
 
 
 def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str, obj: ProverBackend | None = None) -> dict:
-    cfg = {name: (name in o.opts) for name in OPT_NAMES}
+    cfg: dict[str, object] = {name: (name in o.opts) for name in ALL_OPT_NAMES}
     obj = obj if obj is not None else o.backend_object
     cfg.update(backend=backend, batch=o.batch, devices=o.devices if o.backend_object is None else
                o.backend_object.device_count(), constraints=shape.constraints,
@@ -143,7 +154,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     check_counts(o.batch, o.devices)  # the --devices bound of each backend: make_backend
     if o.synthesis_workers is not None and o.synthesis_workers < 1:
         raise ValueError(f"--synthesis-workers must be >= 1 (got {o.synthesis_workers})")
-    unknown = set(o.opts) - set(OPT_NAMES)
+    unknown = set(o.opts) - set(ALL_OPT_NAMES)
     if unknown:
         raise ValueError(f"unknown optimisation switch {sorted(unknown)[0]!r}")
     shape = resolve_shape(o)
@@ -167,9 +178,10 @@ def run_prove(options: ProveOptions) -> ProveResult:
         raise
     stats = _Stats()
     plan_pool = None
+    failed = False
     try:
         plans = None
-        if dev_synth and o.device_flow in ("stream", "stream-sync"):  # plans need only the shape and seed: made while the keys load
+        if dev_synth and o.device_flow in ("stream", "stream-sync"):  # plans need only shape and seed: made now
             plan_pool, plans = _start_plans(shape, o.seed, o.batch, backend.device_count())
         t0 = time.perf_counter()
         with stats.phase("setup", "host", kind="host", constraints=shape.constraints):
@@ -179,7 +191,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         setup_s = time.perf_counter() - t0
         total = o.batch * backend.device_count()
         t_start = time.perf_counter()
-        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans)
+        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans, pk_file=keyset.directory / "pk.npz")
         wall = time.perf_counter() - t_start
         paths, verified = [], []
         write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
@@ -190,9 +202,12 @@ def run_prove(options: ProveOptions) -> ProveResult:
             if o.verify:
                 with stats.phase("verify", "host", circuit=i, kind="host"):
                     verified.append(verify(vk, proofs[i], publics[i]))
+    except BaseException:  # Ctrl-C or an error: the plan workers are ended, not waited for
+        failed = True
+        raise
     finally:
         if plan_pool is not None:
-            plan_pool.shutdown(wait=True, cancel_futures=True)
+            stop(plan_pool, interrupted=failed)
         backend.close()
         if o.configure_tracer:
             gputrace.shutdown()
@@ -207,11 +222,11 @@ def _start_plans(shape: CircuitShape, seed: int, batch: int, ndev: int) -> tuple
     """Witness plans of all ``batch * ndev`` circuits on a fork pool of processes (plans are pure Python: in
     threads they would hold the GIL the device workers launch with), submitted in the order the devices take
     their circuits (every device's first circuit first). Returns the pool (the caller shuts it down) and one
-    future per circuit. ``fork`` for the reason given in ``_synthesis_processes``."""
+    future per circuit (``processes.fork_pool``: its workers leave Ctrl-C to this process)."""
     total = batch * ndev
     # At most 8 processes: a plan is ~15-30 ms and a device proves one circuit in ~0.3 s, so 8 keep ahead of any
     # number of devices after the first circuits, and the forks (before the keys load) stay cheap.
-    pool = ProcessPoolExecutor(max_workers=max(1, min(total, cpu_threads(), 8)), mp_context=get_context("fork"))
+    pool = fork_pool(max(1, min(total, cpu_threads(), 8)))
     futures: list = [None] * total
     for j in range(batch):
         for d in range(ndev):
@@ -220,21 +235,29 @@ def _start_plans(shape: CircuitShape, seed: int, batch: int, ndev: int) -> tuple
 
 
 def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey,
-                 stats: _Stats, total: int, stream_plans: list[Future] | None = None
+                 stats: _Stats, total: int, stream_plans: list[Future] | None = None, pk_file: Path | None = None
                  ) -> tuple[list[Proof], list[list[int]]]:
-    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``)."""
-    return _Batch(o, shape, backend, pk, stats, total, stream_plans).run()
+    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``).
+    ``pk_file``: the key's ``pk.npz``, which the ``reload`` switch reads again for every circuit."""
+    return _Batch(o, shape, backend, pk, stats, total, stream_plans, pk_file).run()
 
 
 class _Batch:
     """One batch of ``total`` circuits, in named steps: make the batch flow's witness plans, load the keys' bases,
     then under the ``prove`` root start the host work (synthesis, the host G2 MSMs), run one worker thread per
     device, and close every pool. ``run`` is called once, on the caller's thread; the other methods say where
-    they run. ``witnesses``/``b_g2``: one future per circuit; ``results``: one proof per circuit."""
+    they run. ``witnesses``/``b_g2``: one future per circuit; ``results``: one proof per circuit.
+
+    Interrupted (``KeyboardInterrupt`` on the caller's thread, or any error there), ``run`` cancels the run before
+    it re-raises: no phase starts any more (``_Stats.cancel``), queued host work is dropped, the synthesis
+    processes are ended, and every thread of the batch is joined, each at the end of the phase it is in. So the
+    caller's cleanup (closing the backend, flushing the trace) runs with no thread of the batch left."""
 
     def __init__(self, o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey, stats: _Stats,
-                 total: int, stream_plans: list[Future] | None) -> None:
+                 total: int, stream_plans: list[Future] | None, pk_file: Path | None = None) -> None:
         self.o, self.shape, self.backend, self.pk, self.stats, self.total = o, shape, backend, pk, stats, total
+        self.pk_file = pk_file
+        backend.key_staging = "pageable" not in o.opts  # the ``pageable`` switch
         self.ndev = backend.device_count()
         self.cpus = cpu_threads()
         self.dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
@@ -254,6 +277,7 @@ class _Batch:
         self.g2_pool: ThreadPoolExecutor | None = None
         self.g2_msm: HostMsm | None = None
         self.ranges: list[tuple[int, int]] = []
+        self.threads: list[threading.Thread] = []
         self._done = 0
         self._done_lock = threading.Lock()
 
@@ -262,13 +286,15 @@ class _Batch:
         self.bases = self._load_all()
         with gputrace.phase("prove", batch=0, circuits=self.total, devices=self.ndev, kind="host"):
             self.ctx = gputrace.current_context()
-            self._start_loaders()
+            failed = True
             try:
+                self._start_loaders()
                 self._start_host_work()
                 self._submit_circuits()
                 self._run_workers()
+                failed = False
             finally:
-                self._close()
+                self._close(cancel=failed)
         return self.results, [wf.result().public_inputs for wf in self.witnesses]
 
     # -- before the prove root ----------------------------------------------------------------------------------
@@ -325,12 +351,50 @@ class _Batch:
                 return backend.load_bases_g2("b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pts), d)
             return backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name))
 
+    def _reread_query(self, d: int, circuit: int, name: str):
+        """``reload``: one query read again from ``pk.npz`` and uploaded (device d's reload thread). The span says
+        which circuit it is for as ``for_circuit``, not ``circuit``: its time stays in the run's one ``load_bases``
+        instance, so A/B comparisons (which align instances across runs) count it against the baseline's loads."""
+        backend, pk = self.backend, self.pk
+        pts = getattr(pk, name)
+        with self.stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
+                              lane=f"thread:reload-{d}", kind="host", parent=self.ctx, query=name, points=len(pts),
+                              for_circuit=circuit, reload=True):
+            if self.pk_file is None:  # _flow_switches refuses reload without it; kept for the type checker
+                raise ValueError("the reload switch needs the key's pk.npz")
+            with np.load(self.pk_file) as zf:
+                rows = zf[name]
+            limbs = np.frombuffer(np.ascontiguousarray(rows), dtype="<u8")
+            if name == "b_g2":
+                return backend.load_bases_g2("b_g2", limbs.reshape(-1, 2, 2, 6), d)
+            return backend.load_bases(name, pts, d, affine_limbs=limbs.reshape(-1, 2, 6))
+
+    def _reload(self, d: int, circuit: int) -> LoadingBases:
+        """``reload``: circuit's keys loaded afresh on a thread of their own."""
+        ld = LoadingBases([q for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"])
+        ld.start(functools.partial(self._reread_query, d, circuit), f"reload-{d}")
+        return ld
+
+    def _flow_switches(self, d: int) -> FlowSwitches:
+        """The regression switches of device d's stream flow (``device_flow.FlowSwitches``)."""
+        o = self.o
+        reload = None
+        if "reload" in o.opts:
+            if self.pk_file is None:
+                raise ValueError("the reload switch needs the key's pk.npz (run_prove passes it)")
+            reload = functools.partial(self._reload, d)
+        rows: list[np.ndarray] = []
+        if "b1" in o.opts:  # the key rows as the uploads read them (views of ``pk.raw``)
+            limbs = [self.pk.affine_limbs(q) for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"]
+            rows = [x for x in limbs if x is not None]
+        return FlowSwitches(pin_rows=rows, reload=reload, g2end="g2end" in o.opts, sync_msm="syncmsm" in o.opts)
+
     def _start_loaders(self) -> None:
         if not self.stream_flow:
             return
         for d in range(self.ndev):
             ld = LoadingBases([q for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"])
-            ld.start(lambda name, d=d: self._load_query(d, name), f"load_bases-{d}")
+            ld.start(functools.partial(self._load_query, d), f"load_bases-{d}")
             self.loaders.append(ld)
 
     def _start_host_work(self) -> None:
@@ -384,8 +448,8 @@ class _Batch:
         assert self.g2_msm is not None
         lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
         with self.stats.phase("b_g2", "host", circuit=w.circuit, batch=0, device=-1, lane=lane, parent=self.ctx,
-                              kind="host", parts=self.g2_msm.parts_for(len(w.z_limbs))):
-            return self.g2_msm.multiexp(G2Point, self.pk.b_g2, w.z_limbs)
+                              kind="host", parts=self.g2_msm.parts_for(len(_host(w.z_limbs)))):
+            return self.g2_msm.multiexp(G2Point, self.pk.b_g2, _host(w.z_limbs))
 
     def _publish(self, w: Witness) -> None:
         """A device made circuit w's witness: hand it to whoever waits for it (a host b_g2)."""
@@ -403,7 +467,8 @@ class _Batch:
                 assert self.stream_plans is not None
                 done_proofs = stream_work(o, backend, lane, self.loaders[d], self.pk,
                                           [self.stream_plans[i] for i in mine], self._publish, b_g2, self.stats,
-                                          self.ctx, _assemble, queued=o.device_flow == "stream")
+                                          self.ctx, _assemble, queued=o.device_flow == "stream",
+                                          switches=self._flow_switches(d))
             else:
                 assert self.bases is not None
                 if self.dev_synth:
@@ -413,31 +478,43 @@ class _Batch:
                     src = [self.witnesses[i].result() for i in mine]
                 done_proofs = _device_work(o, backend, lane, self.bases[d], self.pk, src, self._publish, b_g2,
                                            self.stats, self.ctx)
-            for i, pr in zip(mine, done_proofs):
+            for i, pr in zip(mine, done_proofs, strict=True):
                 self.results[i] = pr
                 self._progress("proof")
-        except BaseException as exc:  # surfaced on the caller's thread by _run_workers
+        except BaseException as exc:  # noqa: BLE001 (re-raised on the caller's thread by _run_workers)
             self.errors.append(exc)
             for i in mine:  # release b_g2 threads waiting for a witness
                 if self.dev_synth and not self.witnesses[i].done():
                     self.witnesses[i].set_exception(exc)
 
     def _run_workers(self) -> None:
-        threads = [threading.Thread(target=self._worker, args=(d,), name=f"cpu-worker-{d}") for d in range(self.ndev)]
-        for t in threads:
+        for d in range(self.ndev):
+            t = threading.Thread(target=self._worker, args=(d,), name=f"cpu-worker-{d}")
             t.start()
-        for t in threads:
+            self.threads.append(t)
+        for t in self.threads:
             t.join()
         if self.errors:
             raise self.errors[0]
 
-    def _close(self) -> None:
+    def _close(self, cancel: bool) -> None:
+        """Release the batch's pools and threads. ``cancel``: the caller's thread was interrupted (or failed), so
+        stop the work first (see the class doc) instead of waiting for it."""
+        if cancel:
+            self.stats.cancel()
+            for pool in (self.synth_pool, self.g2_pool):
+                if pool is not None:
+                    pool.shutdown(wait=False, cancel_futures=True)  # queued circuits never start
+            if self.procs is not None:
+                stop(self.procs, interrupted=True)  # running syntheses fail (BrokenProcessPool): their waiters end
+        for t in self.threads:  # each worker ends at its next phase or when what it waits for fails
+            t.join()
         for ld in self.loaders:  # no upload may still run when the backend closes
             ld.join()
         if self.synth_pool is not None:
             self.synth_pool.shutdown(wait=True, cancel_futures=True)
         if self.procs is not None:
-            self.procs.shutdown(wait=True, cancel_futures=True)
+            stop(self.procs, interrupted=cancel)
         if self.g2_pool is not None:
             self.g2_pool.shutdown(wait=True, cancel_futures=True)
         if self.g2_msm is not None:
@@ -445,17 +522,13 @@ class _Batch:
 
 
 def _synthesis_processes(n: int) -> ProcessPoolExecutor:
-    """A fork pool of ``n`` synthesis processes, all started now (before this batch's threads exist).
+    """``n`` synthesis processes, all started now (before this batch's threads exist).
 
     Synthesis is pure-Python work, so threads would serialise on the GIL; the children only run
-    ``synthesize_witness`` (no tracer calls, no arkworks), and the host thread that waits for each
-    child records its ``synthesis`` span. ``fork`` because ``spawn`` re-imports the caller's
-    ``__main__``.
+    ``synthesize_part`` (no tracer calls, no arkworks), and the host thread that waits for each child records its
+    ``synthesis`` span. ``processes.fork_pool``: they leave Ctrl-C to this process.
     """
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=get_context("fork"))
-    for f in [pool.submit(os.getpid) for _ in range(n)]:
-        f.result()
-    return pool
+    return fork_pool(n)
 
 
 def _slot(thread_name: str) -> str:
@@ -487,7 +560,7 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
                                                      constraints=src[0].num_constraints)):
                 dev, zdev = backend.device_witness(src, n, lane.index, lane)
                 ws = []
-                for plan, zd in zip(src, zdev):
+                for plan, zd in zip(src, zdev, strict=True):
                     z = backend.d2h(zd, lane)  # canonical limbs: ones, D4 plans, a host b_g2
                     public = [limbs_to_ints(z[1:2])[0]] + [int(x) for x in plan.indices]
                     ws.append(Witness(plan.circuit, public, z, None, plan.num_inputs, plan.num_constraints))
@@ -496,7 +569,7 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
         else:
             ws = src
             # Layout [a_0..a_nb-1, b_0.., c_0..] so a, b and c are contiguous row blocks.
-            host = np.ascontiguousarray(np.stack([w.abc for w in ws], axis=1).reshape(3 * nb, n, 4))
+            host = np.ascontiguousarray(np.stack([_host(w.abc) for w in ws], axis=1).reshape(3 * nb, n, 4))
             if "b1" in o.opts:
                 with stats.phase("pin", dl, **dict(top, bytes=host.nbytes, kind="pin")) as p:
                     pinned = backend.pin(host)
@@ -510,13 +583,12 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
         prep_pool = ThreadPoolExecutor(max_workers=min(2, nb), thread_name_prefix=f"prep-{lane.index}")
         preps = [prep_pool.submit(_tail_work, w, "d4" in o.opts) for w in ws]
         dev, h = quotient_h(backend, dev, nb, lane, stats, dl, top, kw)
-        d4 = "d4" in o.opts
         for j, w in enumerate(ws):
             ckw = dict(top, circuit=w.circuit)
             with stats.phase("msm_h", dl, **ckw):
                 # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
                 mh = backend.msm_g1(bases["h"], _coeffs(backend, h, j, n - 1), lane=lane)
-            z, ni = w.z_limbs, w.num_inputs
+            z, ni = _host(w.z_limbs), w.num_inputs
             ones, tail, plan_l, tplan = preps[j].result()
             with stats.phase("batch_add", dl, **ckw):
                 ba = backend.batch_add_g1(bases["a"], ones, lane=lane)
@@ -551,10 +623,18 @@ def _device_work(o: ProveOptions, backend: ProverBackend, lane: LaneInfo, bases:
 _ONE = np.array([1, 0, 0, 0], dtype=np.uint64)
 
 
+def _host(a: np.ndarray | None) -> np.ndarray:
+    """A witness's host array, where the flow guarantees there is one (a host synthesis, or a device witness
+    copied back for host work); a ``None`` here is a bug in the flow."""
+    if a is None:
+        raise RuntimeError("prover flow: a host step was given a witness the device kept")
+    return a
+
+
 def _tail_work(w: Witness, d4: bool):
     """(ones, tail, L plan, A/B_G1 plan) of one circuit: the scalars that are 1 (``batch_add``), the assignment
     with them zeroed (the tail MSMs) and the D4 plans (None without D4; A and B_G1 share their scalars)."""
-    z, ni = w.z_limbs, w.num_inputs
+    z, ni = _host(w.z_limbs), w.num_inputs
     ones = np.all(z == _ONE, axis=1)
     tail = z.copy()
     tail[ones] = 0

@@ -21,8 +21,8 @@ The 2-to-1 hash used by the Merkle circuit is ``hash2(l, r) = permute([0, l, r])
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from functools import cache
 
 from .field import R
 
@@ -69,7 +69,7 @@ def _draw(bits: Iterator[int], n: int) -> int:
     return v
 
 
-@lru_cache(maxsize=None)
+@cache
 def constants() -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
     """(round constants, flat, (R_F + R_P)·t of them; MDS matrix t×t), generated once and cached."""
     bits = _grain_bits(1, 0, FIELD_BITS, WIDTH, FULL_ROUNDS, PARTIAL_ROUNDS)

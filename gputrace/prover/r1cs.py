@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import random
 from array import array
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -131,8 +131,8 @@ class ConstraintSystem:
             rows = []
             for lc in (a, b, c):
                 d: dict[int, int] = {}
-                for i, coef in lc:
-                    d[i] = (d.get(i, 0) + coef) % R
+                for i, k in lc:
+                    d[i] = (d.get(i, 0) + k) % R
                 rows.append(d)
             self._rows.append((rows[0], rows[1], rows[2]))
         else:
@@ -157,7 +157,7 @@ class ConstraintSystem:
         """
         zz = self.assignment if z is None else z
         if self.layout == "dict":
-            out = ([], [], [])
+            out: tuple[list[int], list[int], list[int]] = ([], [], [])
             for rowset in self._rows:
                 for m in range(3):
                     out[m].append(sum(k * zz[i] for i, k in rowset[m].items()) % R)

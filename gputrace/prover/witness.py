@@ -14,6 +14,7 @@ uses several cores. Parts return limbs, not Python ints: cheap to send between p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -25,17 +26,19 @@ from .r1cs import ConstraintSystem
 @dataclass
 class Witness:
     """One synthesized circuit. ``z_limbs``: the full assignment as limbs;
-    ``abc``: ``uint64`` ``(3, n, 4)`` — A·z, B·z, C·z padded to the domain with the input rows."""
+    ``abc``: ``uint64`` ``(3, n, 4)`` — A·z, B·z, C·z padded to the domain with the input rows. Both None for a
+    circuit whose witness a device made and kept (only its public inputs come back to the host)."""
 
     circuit: int
     public_inputs: list[int]
-    z_limbs: np.ndarray
-    abc: np.ndarray
+    z_limbs: np.ndarray | None
+    abc: np.ndarray | None
     num_inputs: int
     num_constraints: int
 
 
-def build_cs(shape: CircuitShape, inst: MerkleInstance, opts: frozenset[str], ks: range | None = None) -> ConstraintSystem:
+def build_cs(shape: CircuitShape, inst: MerkleInstance, opts: frozenset[str],
+             ks: range | None = None) -> ConstraintSystem:
     """The constraint system of challenges ``ks`` (default: all, the whole circuit) with the A1 layout and
     A2 pre-sizing ``opts`` ask for."""
     ks = range(shape.challenges) if ks is None else ks
@@ -74,7 +77,7 @@ def split_challenges(challenges: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` contiguous, near-equal ``(lo, hi)`` ranges covering 0 .. ``challenges`` (fewer if K < parts)."""
     parts = max(1, min(parts, challenges))
     cuts = [challenges * i // parts for i in range(parts + 1)]
-    return list(zip(cuts, cuts[1:]))
+    return list(pairwise(cuts))
 
 
 def synthesize_part(shape: CircuitShape, seed: int, circuit: int, opts: frozenset[str], lo: int, hi: int,

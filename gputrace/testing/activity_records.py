@@ -28,7 +28,7 @@ Pure functions; any thread. Raises KeyError naming the missing field for a recor
 from __future__ import annotations
 
 import io
-from typing import Iterable
+from collections.abc import Iterable
 
 from gputrace import activity as A
 from gputrace.otlp.encode import encode_request
@@ -56,7 +56,11 @@ def activity_spans(records: Iterable[dict], *, source: str = "cupti", first_id: 
     Span ids count up from ``first_id``; ``parent_span_id`` is the record's ``phase``.
     """
     records = list(records)
-    apis = {int(r["correlation_id"]): r for r in records if r["kind"] == "RUNTIME" and r.get("correlation_id") is not None}
+    apis = {
+        int(r["correlation_id"]): r
+        for r in records
+        if r["kind"] == "RUNTIME" and r.get("correlation_id") is not None
+    }
     out = []
     sid = first_id
     for rec in records:

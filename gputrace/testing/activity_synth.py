@@ -32,7 +32,11 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
     ``kernel_scale``: short kernel name -> duration factor (e.g. ``{"msm_bucket": 1.3}``)."""
     from gputrace.activity import short_kernel_name
 
-    scale = {n: (kernel_scale or {}).get(short_kernel_name(n), 1.0) for ns in (*_KERNELS.values(), _DEFAULT_KERNELS) for n in ns}
+    scale = {
+        n: (kernel_scale or {}).get(short_kernel_name(n), 1.0)
+        for ns in (*_KERNELS.values(), _DEFAULT_KERNELS)
+        for n in ns
+    }
     rnd = random.Random(seed)
     res = {"service.name": "prover", "host.name": "gpu-node", "process.pid": 4242,
            "gputrace.run_id": f"activity-{seed}", "gputrace.config.b1": pin}
@@ -54,10 +58,12 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
             a["gputrace.kind"] = "gpu"
         if gpu is not None:
             a["gputrace.gpu.start_ns"], a["gputrace.gpu.end_ns"] = gpu
-        phases.append({"span_id": sid, "parent_span_id": parent, "name": name, "start_ns": s, "end_ns": e, "attributes": a})
+        phases.append(
+            {"span_id": sid, "parent_span_id": parent, "name": name, "start_ns": s, "end_ns": e, "attributes": a}
+        )
         return sid
 
-    for b in range(batches):
+    for _ in range(batches):
         root_start = t
         root = sid + 1
         phase("prove", t, t, None, "thread:main")  # end fixed below
@@ -68,12 +74,14 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
             h2d = phase("h2d", s0, s0, root, "stream:1", dev, None)
             h2d_ix = len(phases) - 1
             for src, nb in (("PINNED", 64 << 20), ("PAGEABLE", 16 << 20)):
-                recs.append({"kind": "RUNTIME", "start": t, "end": t + 5_000, "name": "cudaMemcpyAsync", "correlation_id": corr})
+                recs.append(
+                    {"kind": "RUNTIME", "start": t, "end": t + 5_000, "name": "cudaMemcpyAsync", "correlation_id": corr}
+                )
                 dur = int(nb / (25.0 if src == "PINNED" else 6.0))  # bytes / (GB/s) = ns
-                recs.append({"kind": "MEMCPY", "start": t + 8_000, "end": t + 8_000 + dur, "device_id": dev, "stream_id": 1,
-                             "correlation_id": corr, "copy_kind": "CUPTI_ACTIVITY_MEMCPY_KIND_HTOD",
-                             "src_kind": f"CUPTI_ACTIVITY_MEMORY_KIND_{src}", "dst_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE",
-                             "bytes": nb, "phase": h2d})
+                recs.append({"kind": "MEMCPY", "start": t + 8_000, "end": t + 8_000 + dur, "device_id": dev,
+                             "stream_id": 1, "correlation_id": corr, "copy_kind": "CUPTI_ACTIVITY_MEMCPY_KIND_HTOD",
+                             "src_kind": f"CUPTI_ACTIVITY_MEMORY_KIND_{src}",
+                             "dst_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE", "bytes": nb, "phase": h2d})
                 corr += 1
                 t += 8_000 + dur + 2_000
             phases[h2d_ix].update(end_ns=t)
@@ -85,20 +93,24 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
                 s0 = t
                 ph = phase(name, s0, s0, root, "stream:1", dev, None)
                 ph_ix = len(phases) - 1
-                recs.append({"kind": "RUNTIME", "start": t, "end": t + 3_000, "name": "cudaMemsetAsync", "correlation_id": corr})
+                recs.append(
+                    {"kind": "RUNTIME", "start": t, "end": t + 3_000, "name": "cudaMemsetAsync", "correlation_id": corr}
+                )
                 recs.append({"kind": "MEMSET", "start": t + 4_000, "end": t + 6_000, "device_id": dev, "stream_id": 1,
-                             "correlation_id": corr, "memory_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE", "bytes": 1 << 20,
-                             "phase": ph})
+                             "correlation_id": corr, "memory_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE",
+                             "bytes": 1 << 20, "phase": ph})
                 corr += 1
                 gpu_free = t + 6_000
                 names = _KERNELS.get(name, _DEFAULT_KERNELS)
                 for k in range(min(kernels_per_phase, kernels - done)):
                     t += int(launch_gap_ns * (0.5 + rnd.random()))  # host work before the launch
-                    recs.append({"kind": "RUNTIME", "start": t, "end": t + 4_000, "name": "cudaLaunchKernel", "correlation_id": corr})
+                    recs.append({"kind": "RUNTIME", "start": t, "end": t + 4_000, "name": "cudaLaunchKernel",
+                                 "correlation_id": corr})
                     ks = max(t + 6_000, gpu_free)
                     ke = ks + int(kernel_ns * scale[names[k % len(names)]] * (0.5 + rnd.random()))
-                    recs.append({"kind": "KERNEL", "start": ks, "end": ke, "device_id": dev, "stream_id": 1, "correlation_id": corr,
-                                 "name": names[k % len(names)], "grid_x": 1024, "grid_y": 1, "grid_z": 1, "block_x": 256,
+                    recs.append({"kind": "KERNEL", "start": ks, "end": ke, "device_id": dev, "stream_id": 1,
+                                 "correlation_id": corr, "name": names[k % len(names)],
+                                 "grid_x": 1024, "grid_y": 1, "grid_z": 1, "block_x": 256,
                                  "block_y": 1, "block_z": 1, "registers_per_thread": 64 + 8 * (k % 2),
                                  "static_shared_memory": 0, "dynamic_shared_memory": 16384, "phase": ph})
                     corr += 1
@@ -107,10 +119,14 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
                     done += 1
                 t = max(t, gpu_free - 10_000)
                 phases[ph_ix].update(end_ns=t)
-                phases[ph_ix]["attributes"].update({"gputrace.gpu.start_ns": s0 + 2_000, "gputrace.gpu.end_ns": gpu_free + 1_000})
+                phases[ph_ix]["attributes"].update(
+                    {"gputrace.gpu.start_ns": s0 + 2_000, "gputrace.gpu.end_ns": gpu_free + 1_000}
+                )
                 t = max(t, gpu_free + 1_000)
         # The host waits for the last GPU's stream at the end of the batch.
-        recs.append({"kind": "RUNTIME", "start": t, "end": t + 50_000, "name": "cudaStreamSynchronize", "correlation_id": corr})
+        recs.append(
+            {"kind": "RUNTIME", "start": t, "end": t + 50_000, "name": "cudaStreamSynchronize", "correlation_id": corr}
+        )
         recs.append({"kind": "SYNCHRONIZATION", "start": t, "end": t + 50_000, "device_id": gpus - 1, "stream_id": 1,
                      "type": "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "correlation_id": corr,
                      "thread": "main", "phase": root})

@@ -8,7 +8,7 @@ injected slowdowns.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -35,7 +35,10 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
     lane_ix: dict[Lane, int] = {}
     phases: list[str] = []
     ph_ix: dict[str, int] = {}
-    cols = {k: np.full(n, -1, np.int64) for k in ("start", "end", "gpu_start", "gpu_end", "device", "circuit", "batch", "nbytes")}
+    cols = {
+        k: np.full(n, -1, np.int64)
+        for k in ("start", "end", "gpu_start", "gpu_end", "device", "circuit", "batch", "nbytes")
+    }
     phase = np.zeros(n, np.int32)
     lane = np.zeros(n, np.int32)
     kind = np.zeros(n, np.int8)
@@ -59,7 +62,13 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
             phases.append(name)
         kind[i] = KIND_CODES[k]
         cols["start"][i], cols["end"][i], cols["device"][i] = s, e, dev
-        for key, col in (("gpu_start", "gpu_start"), ("gpu_end", "gpu_end"), ("circuit", "circuit"), ("batch", "batch"), ("bytes", "nbytes")):
+        for key, col in (
+            ("gpu_start", "gpu_start"),
+            ("gpu_end", "gpu_end"),
+            ("circuit", "circuit"),
+            ("batch", "batch"),
+            ("bytes", "nbytes"),
+        ):
             if sp.get(key) is not None:
                 cols[col][i] = int(sp[key])
         span_id[i] = ids[sp.get("id", i)]
@@ -69,7 +78,7 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
             parent_id[i] = ids[sp["parent"]]
         if sp.get("attrs"):
             attrs[i] = dict(sp["attrs"])
-    full = dict(cols)
+    full: dict[str, np.ndarray] = dict(cols)
     full.update(phase=phase, lane=lane, kind=kind, span_id=span_id, parent_span_id=parent_id)
     full["status"] = np.zeros(n, np.int8)  # STATUS_UNSET
     full["resource"] = np.zeros(n, np.int32)
@@ -163,6 +172,8 @@ def switch_run(
             kind = "pin" if ph in ("pin", "unpin") else "host"
             pipe.insert(1, (ph, mean, kind))
     known = sorted({p for t in (effects or {}) for p in t.split("*")} | set(extra or {}))
-    res = {"service.name": "synthetic", "gputrace.run_id": f"run-{seed}"}
+    res: dict[str, object] = {"service.name": "synthetic", "gputrace.run_id": f"run-{seed}"}
     res.update({f"gputrace.config.{s}": s in on for s in known})
-    return synthetic_run(seed, circuits=circuits, devices=devices, noise=noise, slow=slow, pipeline=tuple(pipe), resource=res)
+    return synthetic_run(
+        seed, circuits=circuits, devices=devices, noise=noise, slow=slow, pipeline=tuple(pipe), resource=res
+    )

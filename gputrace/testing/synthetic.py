@@ -23,8 +23,8 @@ import gzip
 import io
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from gputrace.otlp.encode import encode_request
 
@@ -154,14 +154,16 @@ class _Host:
         for g in range(s.gpus):
             stream_t = [t + 30_000 * g] * s.streams
 
-            def gspan(name, lane_k, parent, circuit=None, nb=None, dur=None):
+            # The GPU and its streams' clocks are bound as defaults: the closure is called in this iteration only.
+            def gspan(name, lane_k, parent, circuit=None, nb=None, dur=None, *, stream_t=stream_t, g=g):
                 st0 = stream_t[lane_k]
                 dur = dur if dur is not None else self._d(name)
                 g0 = st0 + 8_000 + rnd.randrange(4_000)
                 g1 = g0 + dur
                 en0 = g1 + 3_000 + rnd.randrange(3_000)
                 stream_t[lane_k] = en0 + 2_000
-                return span(name, st0, en0, parent, f"stream:{lane_k}", device=g, circuit=circuit, nbytes=nb, gpu=(g0, g1))
+                lane = f"stream:{lane_k}"
+                return span(name, st0, en0, parent, lane, device=g, circuit=circuit, nbytes=nb, gpu=(g0, g1))
 
             gspan("h2d", 0, root_id, nb=nbytes * len(range(g, s.circuits, s.gpus)))
             for k in range(1, s.streams):
@@ -172,7 +174,7 @@ class _Host:
                 gap = 4_000
                 ntt_id, ntt = gspan("ntt", k, root_id, circuit=c, dur=sum(kids) + gap * (len(kids) + 1))
                 ct = ntt["attributes"]["gputrace.gpu.start_ns"] + gap
-                for nm, dd in zip(_NTT_CHILDREN, kids):
+                for nm, dd in zip(_NTT_CHILDREN, kids, strict=True):
                     span(nm, ct - 2_000, ct + dd + 2_000, ntt_id, f"stream:{k}", device=g, circuit=c, gpu=(ct, ct + dd))
                     ct += dd + gap
                 for nm in _MSMS:

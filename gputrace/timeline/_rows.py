@@ -58,20 +58,43 @@ def short_depths(parent: np.ndarray) -> np.ndarray | None:
     return None if len(rows) else depth
 
 
+def chain_depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of each row (its number of ancestors, capped at the int16 maximum) for parent links without cycles
+    (``break_parent_cycles`` first), however long the chains: pointer jumping, each pass doubles the distance
+    every row has looked up, so ``ceil(log2(longest chain)) + 1`` vectorised passes, O(n log L) in all (a
+    200,000-span chain takes 18 passes). Following one level per pass was O(n * L): a chain of 200,000
+    identical zero-length events (each nested in the one before) took minutes."""
+    n = len(parent)
+    dist = (parent >= 0).astype(np.int64)  # distance to ``up`` (the ancestor looked up so far)
+    up = parent.astype(np.int64, copy=True)
+    live = np.flatnonzero(up >= 0)  # rows whose lookup has not reached a root
+    while len(live):
+        a = up[live]
+        dist[live] += dist[a]  # dist[a] and up[a] are read before this pass writes them (fancy-index copies)
+        up[live] = up[a]
+        live = live[up[live] >= 0]
+    out = np.minimum(dist, np.iinfo(np.int16).max).astype(np.int16) if n else np.zeros(0, np.int16)
+    return out
+
+
 def break_parent_cycles(parent: np.ndarray, start: np.ndarray) -> int:
     """Make every parent chain end at a root: in each cycle of parent links (A -> B -> A, written by a
     broken or hostile writer), the earliest-starting span becomes a root. In place; returns the number
-    of cycles broken. Vectorised until only rows with chains longer than 64 remain, then one walk over
-    those (O(rows on long chains))."""
-    cur = parent.copy()
-    for _ in range(64):
-        m = cur >= 0
-        if not m.any():
+    of cycles broken. Pointer jumping first (each pass looks twice as far up, so ``log2(n) + 1`` vectorised
+    passes, O(n log n)) leaves only the rows whose chain never ends, on or leading into a cycle; then one walk
+    over those (O(rows left)). A 200,000-span chain needs no walk; following it one level per pass, then
+    walking it in Python, took 0.6 s."""
+    cur = parent.astype(np.int64, copy=True)
+    live = np.flatnonzero(cur >= 0)
+    for _ in range(len(parent).bit_length() + 1):
+        if not len(live):
             return 0
-        cur[m] = parent[cur[m]]
+        nxt = cur[cur[live]]  # read before this pass writes: each row's ancestor twice as far up
+        cur[live] = nxt
+        live = live[nxt >= 0]
     state = np.zeros(len(parent), dtype=np.int8)  # 0 unseen, 1 on the current walk, 2 done
     broken = 0
-    for r in np.flatnonzero(cur >= 0).tolist():
+    for r in live.tolist():
         path = []
         x = r
         while x >= 0 and state[x] == 0:

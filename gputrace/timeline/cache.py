@@ -14,14 +14,23 @@ overlay values in columns), names, load report, and where each column lies) and 
 files measured 1.5x slower: member CRCs and copies). No pickle: msgpack decodes only plain values, and the
 entry is checked for consistency (sizes, lane offsets, table indices) before it is used.
 
-Invalidation: an entry records the trace's absolute path, size, mtime (ns), inode and device as they
-were *before* the read, plus the cache format and gputrace version; any difference is a miss (so a file
-that changed while it was read is read again next time). ``gputrace import`` stores the entry of the
+Invalidation: an entry records the trace's absolute path, size, mtime and ctime (ns), inode and device as
+they were *before* the read, a fingerprint of its content (a hash of the whole file up to
+``FULL_HASH_BYTES``, else of its first and last ``EDGE_BYTES`` and ``SAMPLES`` blocks spread between them:
+a few hundred KB read, however big the file), plus the cache format and gputrace version; any difference
+is a miss (so a file that changed while it was read is read again next time, and one rewritten at the same
+size with its old modification time restored, as ``cp --preserve=timestamps`` does, is not served stale:
+its ctime and its content differ). ``gputrace import`` stores the entry of the
 file it has just written, keyed to the file as written, with the Timeline a read of it gives
 (``gputrace.timeline.formats.otlp_jsonl.readback``), so the first open of an import is a re-open. A strict read uses
 only entries whose load had no problems. Entries are written to a temporary file in the cache directory
-and renamed; past ``$GPUTRACE_CACHE_MAX_BYTES`` (default 4 GiB) the least recently used entries are
-removed.
+and renamed; each store then drops the entries whose trace is gone (or that an older gputrace wrote), and past
+``$GPUTRACE_CACHE_MAX_BYTES`` (default 4 GiB) the least recently used entries.
+
+Damaged entries: the header and the columns each carry a CRC-32, checked before anything is decoded, and the
+sizes the entry states must add up to the entry file's size before any buffer is allocated; the entry is
+opened without following a symlink and without blocking (a FIFO or a directory at its path is a miss). So a
+flipped bit, a truncated or absurd entry is a miss, never a traceback, a hang, an out-of-memory or wrong data.
 
 Every function swallows OSError and malformed entries (a miss, never a failed read): the cache can
 only make a read faster. Thread-safe (no shared state; atomic renames).
@@ -31,7 +40,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
+import time
+import zlib
 from itertools import chain, repeat
 from pathlib import Path
 
@@ -42,9 +54,18 @@ from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
-__all__ = ["cache_dir", "enabled", "min_bytes", "source_key", "load", "store", "clear"]
+__all__ = ["cache_dir", "enabled", "min_bytes", "source_key", "load", "store", "clear", "prune"]
 
-FORMAT = 3  # 2: RowAttrs rows stored as (shared dict, overlay keys, int64 overlay values); 3: TemplateAttrs too
+# 2: RowAttrs rows stored as (shared dict, overlay keys, int64 overlay values); 3: TemplateAttrs too; 4: the
+# source path in front, CRC-32s of header and columns, ctime and a content fingerprint in the key
+FORMAT = 4
+
+#: Files up to this size are fingerprinted by a hash of all their bytes.
+FULL_HASH_BYTES = 1 << 20
+#: Bigger files: their first and last EDGE_BYTES, and SAMPLES blocks of SAMPLE_BYTES spread evenly between.
+EDGE_BYTES = 64 << 10
+SAMPLES = 16
+SAMPLE_BYTES = 4096
 
 
 def _env_int(name: str, default: int) -> int:
@@ -71,21 +92,46 @@ def cache_dir() -> Path:
 
 
 def source_key(path) -> dict | None:
-    """What identifies the trace's content: absolute path, size, mtime, inode, device (None: no file)."""
+    """What identifies the trace's content: absolute path, size, mtime, ctime, inode, device and a fingerprint
+    of the bytes (see the module docstring; None: no regular file, or it cannot be read)."""
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fingerprint = _fingerprint(path, st.st_size)
     except OSError:
         return None
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
-            "dev": st.st_dev}
+    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns, "ino": st.st_ino, "dev": st.st_dev, "content": fingerprint}
+
+
+def _fingerprint(path, size: int) -> str:
+    """A hash of the file's bytes: all of them up to ``FULL_HASH_BYTES``, else its edges and evenly spread
+    samples (cheap for a big file: about 200 KB read). Raises OSError."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        if size <= FULL_HASH_BYTES:
+            h.update(f.read(FULL_HASH_BYTES + 1))
+        else:
+            h.update(f.read(EDGE_BYTES))
+            span = size - 2 * EDGE_BYTES - SAMPLE_BYTES
+            for i in range(SAMPLES):
+                f.seek(EDGE_BYTES + max(span, 0) * (2 * i + 1) // (2 * SAMPLES))
+                h.update(f.read(SAMPLE_BYTES))
+            f.seek(max(size - EDGE_BYTES, 0))
+            h.update(f.read(EDGE_BYTES))
+    return h.hexdigest()
 
 
 def wanted(path) -> bool:
     """Whether reads of ``path`` go through the cache (enabled, big enough, a regular file)."""
     if not enabled():
         return False
-    key = source_key(path)
-    return key is not None and key["size"] >= min_bytes() and os.path.isfile(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size >= min_bytes()
 
 
 def _entry(abspath: str) -> Path:
@@ -100,13 +146,51 @@ def _version() -> str:
 
 
 # ---- the entry file ----------------------------------------------------------------------
-_MAGIC = b"GPUTRC1\n"
+# Layout: _MAGIC | source path length (u32) | source path (UTF-8, surrogateescape) | header length (u64) |
+# CRC-32 of the header (u32) | CRC-32 of the body (u32) | header (msgpack) | body (the columns, 64-byte aligned).
+# The source path comes first so that pruning reads a few bytes per entry; little-endian throughout.
+_MAGIC = b"GPUTRC4\n"
 _ALIGN = 64
 _INDEX = ("phase", "lane", "resource", "trace")  # columns indexing a table: checked before use
+_MAX_PATH = 1 << 16
 
 
 def _pad(n: int) -> int:
     return -n % _ALIGN
+
+
+def _open_entry(entry: Path):
+    """The entry file opened for reading, or None where it is not a regular file (a FIFO, a directory, a
+    symlink): opened without blocking and without following a symlink, then checked. Raises OSError."""
+    fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_prefix(f, size: int) -> tuple[str, int, int, int] | None:
+    """(source path, header length, header CRC, body CRC) of an open entry of ``size`` bytes, positioned at
+    its header; None where the prefix is not ours or its lengths do not fit in the file."""
+    fixed = f.read(len(_MAGIC) + 4)
+    if len(fixed) != len(_MAGIC) + 4 or fixed[:len(_MAGIC)] != _MAGIC:
+        return None
+    plen = int.from_bytes(fixed[len(_MAGIC):], "little")
+    if plen > _MAX_PATH or len(_MAGIC) + 4 + plen + 16 > size:
+        return None
+    raw = f.read(plen)
+    rest = f.read(16)
+    if len(raw) != plen or len(rest) != 16:
+        return None
+    mlen = int.from_bytes(rest[:8], "little")
+    if f.tell() + mlen > size:
+        return None
+    return (raw.decode("utf-8", "surrogateescape"), mlen, int.from_bytes(rest[8:12], "little"),
+            int.from_bytes(rest[12:], "little"))
 
 
 # ---- load --------------------------------------------------------------------------------
@@ -118,18 +202,28 @@ def load(path, lenient: bool = False) -> Timeline | None:
         return None
     entry = _entry(key["path"])
     try:
-        with open(entry, "rb") as f:
-            head = f.read(len(_MAGIC) + 8)
-            if head[:len(_MAGIC)] != _MAGIC:
+        f = _open_entry(entry)
+        if f is None:
+            return None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            prefix = _read_prefix(f, size)
+            if prefix is None or prefix[0] != key["path"]:
                 return None
-            mlen = int.from_bytes(head[len(_MAGIC):], "little")
-            meta = msgspec.msgpack.decode(f.read(mlen))
-            if meta.get("version") != _version() or meta.get("source") != key:
+            _, mlen, head_crc, body_crc = prefix
+            head = f.read(mlen)
+            if len(head) != mlen or zlib.crc32(head) != head_crc:
+                return None
+            meta = msgspec.msgpack.decode(head)
+            if type(meta) is not dict or meta.get("version") != _version() or meta.get("source") != key:
                 return None
             if not lenient and not meta["report"]["ok"]:
                 return None
-            body = bytearray(meta["body"])
-            if f.readinto(body) != len(body) or f.read(1):
+            nbody = meta["body"]
+            if type(nbody) is not int or f.tell() + nbody != size:  # the file holds exactly what it says
+                return None
+            body = bytearray(nbody)
+            if f.readinto(body) != nbody or f.read(1) or zlib.crc32(body) != body_crc:
                 return None
         arrays = {name: np.frombuffer(body, dtype=np.dtype(dt), count=cnt, offset=off)
                   for name, dt, cnt, off in meta["arrays"]}
@@ -138,7 +232,8 @@ def load(path, lenient: bool = False) -> Timeline | None:
             return None
         os.utime(entry)  # recently used (for eviction)
         return tl
-    except (OSError, ValueError, KeyError, TypeError, IndexError, msgspec.DecodeError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError,
+            msgspec.DecodeError):
         return None
 
 
@@ -320,15 +415,22 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
                        "problems": [[p.path, p.line, p.field, p.message, p.reason] for p in rep.problems]},
         }
         head = msgspec.msgpack.encode(meta)
+        body_crc = 0
+        for arr in arrays.values():
+            body_crc = zlib.crc32(b"\0" * _pad(arr.nbytes), zlib.crc32(arr.data.cast("B"), body_crc))
+        src = key["path"].encode("utf-8", "surrogateescape")
+        if len(src) > _MAX_PATH:
+            return False
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".gtc", dir=d)
         with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + len(head).to_bytes(8, "little") + head)
+            f.write(_MAGIC + len(src).to_bytes(4, "little") + src + len(head).to_bytes(8, "little")
+                    + zlib.crc32(head).to_bytes(4, "little") + body_crc.to_bytes(4, "little") + head)
             for arr in arrays.values():
                 f.write(arr.data.cast("B"))
                 f.write(b"\0" * _pad(arr.nbytes))
         os.replace(tmp, _entry(key["path"]))
         tmp = None
-        _evict(d)
+        prune(d)
         return True
     except (OSError, TypeError, ValueError, OverflowError, msgspec.EncodeError):
         return False
@@ -340,15 +442,54 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
                 pass
 
 
-def _evict(d: Path) -> None:
-    limit = _env_int("GPUTRACE_CACHE_MAX_BYTES", 4 << 30)
+#: A temporary entry older than this is a leftover of a store that died (a live store takes seconds).
+_STALE_TMP_S = 3600
+
+
+def _source_of(entry: Path) -> str | None:
+    """The trace path an entry was stored for, from its prefix; None where it is not a current entry."""
+    try:
+        f = _open_entry(entry)
+        if f is None:
+            return None
+        with f:
+            prefix = _read_prefix(f, os.fstat(f.fileno()).st_size)
+    except (OSError, UnicodeError):
+        return None
+    return None if prefix is None else prefix[0]
+
+
+def prune(d: Path | None = None) -> int:
+    """Drop the entries whose trace is gone, those not of this format (an older gputrace's, damaged ones),
+    temporary files left by a store that died, then the least recently used entries past
+    ``$GPUTRACE_CACHE_MAX_BYTES``. Run after every store; returns how many files were removed."""
+    d = cache_dir() if d is None else d
+    removed = 0
     entries = []
-    for p in d.glob("*.gtc"):
+    now = time.time()
+    try:
+        listing = list(d.iterdir())
+    except OSError:
+        return 0
+    for p in listing:
         try:
-            st = p.stat()
+            st = p.lstat()
+            if p.name.startswith(".tmp-"):
+                if now - st.st_mtime > _STALE_TMP_S:
+                    p.unlink()
+                    removed += 1
+                continue
+            if p.suffix != ".gtc":
+                continue
+            src = _source_of(p) if stat.S_ISREG(st.st_mode) else None
+            if src is None or not os.path.isfile(src) or _entry(src).name != p.name:
+                p.unlink()
+                removed += 1
+                continue
         except OSError:
             continue
         entries.append((st.st_mtime, st.st_size, p))
+    limit = _env_int("GPUTRACE_CACHE_MAX_BYTES", 4 << 30)
     total = sum(s for _, s, _ in entries)
     for _, size, p in sorted(entries, key=lambda e: e[0]):
         if total <= limit:
@@ -356,8 +497,10 @@ def _evict(d: Path) -> None:
         try:
             p.unlink()
             total -= size
+            removed += 1
         except OSError:
             pass
+    return removed
 
 
 def clear() -> int:

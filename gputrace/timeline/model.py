@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gputrace.timeline._links import RowLinks
-from gputrace.timeline._rows import break_parent_cycles, row_order, short_depths
+from gputrace.timeline._rows import break_parent_cycles, chain_depths, row_order, short_depths
 from gputrace.timeline.errors import LoadReport
 
 KIND_CODES = {"host": 0, "gpu": 1, "sync": 2, "pin": 3}
@@ -51,18 +51,6 @@ COLUMNS: dict[str, np.dtype] = {
     "span_id": np.dtype(np.uint64),
     "parent_span_id": np.dtype(np.uint64),
 }
-
-
-def _walked_depths(parent: np.ndarray) -> np.ndarray:
-    """Depths by following parent pointers level by level (no cycles may be left: ends after the longest chain)."""
-    depth = np.zeros(len(parent), dtype=np.int16)
-    cur = parent.copy()
-    while True:
-        m = cur >= 0
-        if not m.any():
-            return depth
-        depth[m] = np.minimum(depth[m] + 1, np.iinfo(np.int16).max)
-        cur[m] = parent[cur[m]]
 
 
 @dataclass(frozen=True)
@@ -243,7 +231,7 @@ class Timeline:
             depth = short_depths(parent)
             if depth is None:
                 break_parent_cycles(parent, full["start"])
-                depth = _walked_depths(parent)
+                depth = chain_depths(parent)
         full["parent"], full["depth"] = parent, depth
         return cls(
             cols=full,

@@ -43,17 +43,35 @@ def _mem_total_bytes() -> int | None:
     return None
 
 
+def _is_gputrace_checkout(root: str) -> bool:
+    """True when ``root`` holds gputrace's own source: a ``pyproject.toml`` whose ``[project] name``
+    is ``gputrace``."""
+    import tomllib
+
+    try:
+        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+            return tomllib.load(f).get("project", {}).get("name") == "gputrace"
+    except (OSError, ValueError):  # no file, unreadable, or not TOML (tomllib.TOMLDecodeError)
+        return False
+
+
 def _git_commit(cwd: str | None = None) -> str | None:
+    """HEAD of the git checkout holding gputrace's source at ``cwd``; None when git is missing, ``cwd``
+    is not in a repository, or the enclosing repository is not gputrace's own (the package installed
+    inside some other project's tree must not record that project's commit as gputrace's)."""
     if shutil.which("git") is None:
         return None
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and len(sha) >= 7 else None
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or len(lines) != 2 or len(lines[1]) < 7 or not _is_gputrace_checkout(lines[0]):
+        return None
+    return lines[1]
 
 
 def gpus_from_nvidia_smi(timeout_s: float = 5.0) -> list[dict]:

@@ -12,9 +12,7 @@ import numpy as np
 from gputrace import activity as A
 from gputrace.analysis.gpu_activity import MEMCPY, activity_index
 from gputrace.timeline.model import Timeline
-from gputrace.tui.render import PAGEABLE, PINNED
-
-MARK_LAUNCH = 2  # overlay mark kind: a launch gap (the GPU idle inside a phase that enqueued work)
+from gputrace.tui.keys import MARK_LAUNCH, PAGEABLE, PINNED
 
 
 def row_keys(tl: Timeline) -> np.ndarray:
@@ -35,6 +33,13 @@ def row_keys(tl: Timeline) -> np.ndarray:
         elif host == "PINNED":
             keys[r] = PINNED
     return keys
+
+
+def activity_phases(tl: Timeline) -> set[int]:
+    """Phase ids of the GPU activity spans (kernels, copies, memsets, syncs): the legend lists their names
+    after the phases."""
+    rows = activity_index(tl).rows
+    return set(np.unique(tl.cols["phase"][rows]).tolist()) if len(rows) else set()
 
 
 def launch_gap_marks(tl: Timeline, g, marks: list) -> None:

@@ -99,7 +99,7 @@ class TimeAxis(Widget):
         self.release_mouse()
         t = self._t(max(event.x, self.name_w))
         t0, self._drag_t = self._drag_t, None
-        if t is not None and abs(t - t0) >= self.view.ns_per_cell:
+        if t is not None and self.view is not None and abs(t - t0) >= self.view.ns_per_cell:
             self._gantt().set_range(t0, t)
 
     def _gantt(self):

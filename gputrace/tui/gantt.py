@@ -3,43 +3,47 @@
 Vertical scrolling is the ScrollView's (one screen row per `RowSpec`); the horizontal
 axis is a `View` (time at the left edge, ns per cell) that the widget owns, so zoom and
 pan never re-layout anything: they change the view and every visible row is redrawn by
-`render_line` from its `IntervalIndex` (vectorised, see `gputrace.tui.render`). Rendered
+`render_line` from its `IntervalIndex` (vectorised: `gputrace.tui.gantt_cells`). Rendered
 rows are kept in an LRU of `Strip`s keyed on (row, generation, view, width, selection,
-cursor); ``generation`` is bumped whenever data, filters, search or collapse state change.
+cursor, measuring); ``generation`` is bumped whenever data, filters, search or collapse state change.
+
+Measuring: a time cursor moved by keys, two marks (``b`` ``b``) or the span under the cursor
+(``x``) make the range ``self.range`` (``(t0, t1)``, t0 <= t1, relative ns, or None); every
+change posts `RangeChanged`; ``self.mark_a`` is a first mark waiting for its second.
 
 Threading: every method runs on the UI thread. New data arrives via `set_index` (built
-off-thread by the loader). Messages posted: `SpanSelected`, `ViewChanged`.
+off-thread by the loader). Messages posted: `SpanSelected`, `RangeChanged`, `ViewChanged`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from rich.cells import set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputrace.tui.index import IntervalIndex, TimelineIndex
+from gputrace.tui.gantt_cells import Measuring, RowState, spec_cells
+from gputrace.tui.index import IntervalIndex, TimelineIndex, same_span
 from gputrace.tui.layout import View, elide_middle, format_duration
-from gputrace.tui.measure import GanttMeasure
-from gputrace.tui.navigation import NAME_W, GanttNavigation
-from gputrace.tui.activity_rows import MARK_LAUNCH
-from gputrace.tui.overlays import MARK_UNATTR, MARK_WAIT, Overlays
+from gputrace.tui.overlays import Overlays, marks_by_level
 from gputrace.tui.palette import Palette
-from gputrace.tui.render import BG, LAUNCH, UNATTR, WAIT, blank_cells, cells_to_runs, row_cells
-from gputrace.tui.rows import DEVICE, GPU, HOST, LANE, RowSpec, build_rows
+from gputrace.tui.render import Cells, cells_to_runs
+from gputrace.tui.rows import DEVICE, HOST, LANE, RowSpec, build_rows, groups_of, hit, index_of, level_of
+
+NAME_W = 24  # the name column; the timeline starts at this x
 
 
-
-class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
+class Gantt(ScrollView, can_focus=True):
     """Per-lane timeline of spans; see the module docstring for the drawing contract."""
 
     COMPONENT_CLASSES = {
@@ -62,7 +66,7 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
     """
 
     # The help screen and the footer are built from these (description: footer, tooltip: help).
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left,h,a", "pan(-0.1)", "Pan", show=False, tooltip="pan a tenth of the view left"),
         Binding("right,l,d", "pan(0.1)", show=False, tooltip="pan a tenth of the view right"),
         Binding("shift+left,H", "pan(-0.5)", show=False, tooltip="pan half the view left"),
@@ -89,7 +93,7 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         Binding("b", "mark", "Mark", tooltip="measure: mark A at the time cursor; again: mark B, the range A..B"),
         Binding("x", "measure", "Measure", tooltip="measure the span or idle gap under the cursor (range = it)"),
         Binding("r", "zoom_range", show=False, tooltip="zoom to the measured range"),
-        Binding("space", "toggle", "Fold", show=False, tooltip="fold / unfold the host or device group"),
+        Binding("space", "fold", "Fold", show=False, tooltip="fold / unfold the host or device group"),
         Binding("c", "compact", show=False, tooltip="compact: one row per lane, nested phases stacked"),
     ]
 
@@ -98,7 +102,7 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         """A span was selected (``row`` is a Timeline row, -1 for none). ``moved``: not a new choice, the
         same span under a new row number after the timeline was re-indexed (or -1: filtered out)."""
 
-        gantt: "Gantt"
+        gantt: Gantt
         row: int
         moved: bool = False
 
@@ -106,12 +110,12 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
     class RangeChanged(Message):
         """The measured range changed (``range`` relative ns, or None: cleared)."""
 
-        gantt: "Gantt"
+        gantt: Gantt
         range: tuple[float, float] | None
 
     @dataclass
     class ViewChanged(Message):
-        gantt: "Gantt"
+        gantt: Gantt
         view: View
         width: int  # timeline cells
         cursor_t: float
@@ -126,6 +130,8 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         self.view = View(0.0, 1e6)
         self.cursor_row = 0
         self.cursor_t: float | None = None
+        self.mark_a: float | None = None
+        self.range: tuple[float, float] | None = None
         self.selected = -1
         self.dim_rows: np.ndarray | None = None
         self.gaps: dict[tuple, IntervalIndex] = {}
@@ -146,11 +152,11 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         old, row = self.index, self.selected
         self.index = index
         if row >= 0:
-            self.selected = _same_span(old, index, row)
+            self.selected = same_span(old, index, row)
             if self.selected != row:
                 self.post_message(self.SpanSelected(self, self.selected, moved=True))
         self._palette = None
-        self._group_marks()
+        self._marks = marks_by_level(self.overlays, self.index)
         self._rebuild_rows()
         if self.auto_fit:
             self.view = self._fit_view()
@@ -161,28 +167,8 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         time as marks over the bars of the spans they belong to."""
         self.overlays = overlays
         self.gaps = overlays.gaps
-        self._group_marks()
+        self._marks = marks_by_level(overlays, self.index)
         self._changed()
-
-    def _group_marks(self) -> None:
-        """Split the overlay marks by the drawn level of their span (after each re-index)."""
-        self._marks = {}
-        ov, idx = self.overlays, self.index
-        if ov is None or idx is None or not len(ov.marks_row):
-            return
-        ok = ov.marks_row < len(idx.row_level)
-        rows = ov.marks_row[ok]
-        lvl = idx.row_level[rows]
-        keep = lvl >= 0
-        lvl, rows = lvl[keep], rows[keep]
-        s, e, kind = ov.marks_start[ok][keep] - idx.origin, ov.marks_end[ok][keep] - idx.origin, ov.marks_kind[ok][keep]
-        for lv_id in np.unique(lvl).tolist():
-            m = lvl == lv_id
-            key = idx.level_ids[lv_id]
-            for k, glyph, colour in ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT), (MARK_LAUNCH, "╌", LAUNCH)):
-                mk = m & (kind == k)
-                if mk.any():
-                    self._marks.setdefault(key, []).append((IntervalIndex.of(s[mk], e[mk], colour, rows[mk]), glyph, colour))
 
     def set_dim(self, dim_rows: np.ndarray | None) -> None:
         """Dim spans where ``dim_rows`` is true (search highlighting); None: no dimming."""
@@ -192,6 +178,11 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
     @property
     def timeline_width(self) -> int:
         return max(1, self.size.width - NAME_W - (1 if self.show_vertical_scrollbar else 0))
+
+    @property
+    def zero(self) -> float:
+        """Relative time of the first span shown: the axis and readouts count from it."""
+        return float(self.index.t_min) if self.index is not None else 0.0
 
     def _rebuild_rows(self) -> None:
         key = self.rows[self.cursor_row].key if 0 <= self.cursor_row < len(self.rows) else None
@@ -211,8 +202,7 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         self._post_view()
 
     def _post_view(self) -> None:
-        zero = float(self.index.t_min) if self.index is not None else 0.0
-        self.post_message(self.ViewChanged(self, self.view, self.timeline_width, self._anchor(), zero))
+        self.post_message(self.ViewChanged(self, self.view, self.timeline_width, self._anchor(), self.zero))
 
     def _fit_view(self) -> View:
         if self.index is None:
@@ -240,35 +230,16 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
     # ---- drawing ----------------------------------------------------------------------
     def _colours(self) -> Palette:
         if self._palette is None:
-            def bg(name: str, default: str) -> str:
-                st = self.get_component_rich_style(name, partial=True)
-                c = st.bgcolor or st.color
-                return c.get_truecolor().hex if c is not None else default
-
-            def fg(name: str, default: str) -> str:
-                st = self.get_component_rich_style(name, partial=True)
-                return st.color.get_truecolor().hex if st.color is not None else default
-
             phases = self.index.timeline.phases if self.index is not None else []
             self._style_cache = {}
-            self._palette = Palette(
-                phases,
-                background=bg("gantt--row", "#1e1e1e"),
-                selected=bg("gantt--selected", "#ffffff"),
-                idle=bg("gantt--idle", "#a33a3a"),
-                unattributed=fg("gantt--unattributed", "#e0a030"),
-                wait=fg("gantt--wait", "#ffe066"),
-                launch=fg("gantt--launch", "#ff7f50"),
-                pageable=fg("gantt--pageable", "#ff4d6d"),
-                pinned=fg("gantt--pinned", "#2ec4b6"),
-            )
+            self._palette = Palette.from_styles(phases, lambda name: self.get_component_rich_style(name, partial=True))
         return self._palette
 
     def _name_styles(self, kind: str, cursor: bool, base: str) -> tuple[Style, str]:
         """(name column style, timeline background) for a row kind; cached per palette."""
         key = (kind, cursor)
-        hit = self._style_cache.get(key)
-        if hit is None:
+        hit_ = self._style_cache.get(key)
+        if hit_ is None:
             cls = "gantt--cursor" if cursor else {HOST: "gantt--host", DEVICE: "gantt--device"}.get(kind, "gantt--name")
             st = self.get_component_rich_style(cls)
             bg = base
@@ -276,14 +247,19 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
                 hdr = self.get_component_rich_style("gantt--device" if kind == DEVICE else "gantt--host")
                 if hdr.bgcolor is not None:
                     bg = hdr.bgcolor.get_truecolor().hex
-            hit = self._style_cache[key] = (st, bg)
-        return hit
+            hit_ = self._style_cache[key] = (st, bg)
+        return hit_
+
+    @property
+    def measuring(self) -> Measuring:
+        """The time cursor, the pending mark and the range, as drawn over every row."""
+        return Measuring(self.cursor_t, self.mark_a, self.range)
 
     def render_line(self, y: int) -> Strip:
         ry = y + int(self.scroll_offset.y)
         width = self.size.width
         key = (ry, self.generation, self.view, width, self.selected, ry == self.cursor_row and self.has_focus,
-               self.measure_key())
+               self.measuring.key(self.view, self.timeline_width))
         strip = self._cache.get(key)
         if strip is None:
             strip = self._render_row(ry, width)
@@ -301,50 +277,17 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         # Elided in the middle (the distinguishing end stays), then cut to cells: wide names keep the grid.
         label = set_cell_size(elide_middle(spec.label, NAME_W - 1), NAME_W - 1)
         segs = [Segment(label, name_style), Segment("│", name_style)]
-        cells = self.decorate(self._row_cells(spec, tw))
+        cells = self.measuring.decorate(self._row_cells(spec, tw), self.view)
         for text, fg, bg, bold in cells_to_runs(cells):
             segs.append(Segment(text, pal.style(fg, bg, bold, base)))
         return Strip(segs, NAME_W + tw).extend_cell_length(width, Style(bgcolor=base))
 
-    def _level_cells(self, lane: int, level: int, tw: int):
-        lv = self.index.lanes[lane].levels[level]
-        rows, tl = lv.index.row, self.index.timeline
-        return row_cells(
-            lv.index, self.view, tw,
-            label_fn=lambda i: tl.name_of(int(rows[i])),
-            selected_row=self.selected, dim_rows=self.dim_rows,
-            marks=self._marks.get((lane, level), ()),
-        )
+    def _row_cells(self, spec: RowSpec, tw: int) -> Cells:
+        assert self.index is not None
+        state = RowState(self.selected, self.dim_rows, self.gaps, self._marks)
+        return spec_cells(self.index, spec, self.view, tw, state)
 
-    def _row_cells(self, spec: RowSpec, tw: int):
-        idx = self.index
-        tl = idx.timeline
-        if spec.kind == DEVICE:
-            gaps = self.gaps.get(spec.group)
-            if gaps is None:
-                return blank_cells(tw)
-            return row_cells(gaps, self.view, tw, label_fn=lambda i: gaps.labels[i] if gaps.labels else "idle")
-        if spec.kind == LANE:
-            li = idx.lanes[spec.lane]
-            if spec.level >= 0:
-                return self._level_cells(spec.lane, spec.level, tw)
-            out = None  # compact: every level drawn over the one above it
-            for j in range(len(li.levels)):
-                c = self._level_cells(spec.lane, j, tw)
-                if out is None:
-                    out = c
-                    continue
-                fill = np.where((out.chars == " ") & (out.bg != BG), out.bg, BG)
-                m = (c.bg != BG) | (c.chars != " ")
-                out.chars[m], out.fg[m], out.bold[m] = c.chars[m], c.fg[m], c.bold[m]
-                out.bg[m] = np.where(c.bg == BG, fill, c.bg)[m]  # a child's half-cell sits on its parent
-            return out if out is not None else blank_cells(tw)
-        if spec.kind == GPU:
-            gpu = idx.lanes[spec.lane].gpu
-            return row_cells(gpu, self.view, tw, thin=True, selected_row=self.selected, dim_rows=self.dim_rows)
-        return blank_cells(tw)
-
-    # ---- geometry helpers -------------------------------------------------------------
+    # ---- geometry ---------------------------------------------------------------------
     def _anchor(self) -> float:
         """Zoom anchor (relative ns): the cursor time if on screen, else the view centre."""
         tw = self.timeline_width
@@ -353,56 +296,58 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         return self.view.t0 + self.view.ns_per_cell * tw / 2
 
     def _index_of(self, spec: RowSpec) -> IntervalIndex | None:
-        if self.index is None:
-            return None
-        if spec.kind == LANE:
-            return self.index.lanes[spec.lane].levels[max(spec.level, 0)].index
-        if spec.kind == GPU:
-            return self.index.lanes[spec.lane].gpu
-        if spec.kind == DEVICE:
-            return self.gaps.get(spec.group)
-        return None
+        return index_of(self.index, spec, self.gaps) if self.index is not None else None
 
     def _hit(self, spec: RowSpec, t: float, tol: float) -> int:
-        """Timeline row of the span drawn at time ``t`` on ``spec`` (the deepest one in a
-        compact row), else the nearest within ``tol`` ns, else -1."""
-        if spec.kind == LANE and spec.level < 0 and self.index is not None:
-            for lv in reversed(self.index.lanes[spec.lane].levels):
-                i = lv.index.at(t)
-                if i >= 0:
-                    return int(lv.index.row[i])
-        ii = self._index_of(spec)
-        if ii is None:
-            return -1
-        i = ii.nearest(t, tol)
-        return int(ii.row[i]) if i >= 0 and ii.row[i] >= 0 else -1
+        return hit(self.index, spec, self.gaps, t, tol) if self.index is not None else -1
 
     def _locate(self, row: int) -> int:
-        """Screen row that draws Timeline ``row`` (expanding its groups), or -1."""
-        idx = self.index
-        if idx is None or row < 0:
+        """Screen row that draws Timeline ``row`` (unfolding its groups), or -1."""
+        where = level_of(self.index, row) if self.index is not None and row >= 0 else None
+        if where is None or self.index is None:
             return -1
-        tl = idx.timeline
-        lane = int(tl.lane[row])
-        li = idx.lanes[lane]
-        rel = int(tl.start[row]) - idx.origin
-        for j, lv in enumerate(li.levels):
-            ii = lv.index
-            i = int(np.searchsorted(ii.start, rel, side="left"))
-            while i < len(ii) and ii.start[i] == rel:
-                if ii.row[i] == row:
-                    ln = tl.lanes[lane]
-                    opened = {("host", ln.host or "?"), ("device", ln.host or "?", ln.device_label)}
-                    if self.collapsed & opened:
-                        self.collapsed -= opened
-                        self._rebuild_rows()
-                        self.generation += 1
-                    for y, spec in enumerate(self.rows):
-                        if spec.kind == LANE and spec.lane == lane and spec.level in (j, -1):
-                            return y
-                    return -1
-                i += 1
+        lane, level = where
+        opened = groups_of(self.index.timeline, lane)
+        if self.collapsed & opened:
+            self.collapsed -= opened
+            self._rebuild_rows()
+            self.generation += 1
+        for y, spec in enumerate(self.rows):
+            if spec.kind == LANE and spec.lane == lane and spec.level in (level, -1):
+                return y
         return -1
+
+    def describe_view(self) -> str:
+        """The status bar's "what is shown": the width of the view in time and per cell."""
+        tw = self.timeline_width
+        return f"{format_duration(self.view.ns_per_cell * tw)} shown · {format_duration(self.view.ns_per_cell)}/cell"
+
+    def scroll_to_region_row(self, y: int) -> None:
+        top = int(self.scroll_offset.y)
+        h = self.size.height
+        if y < top:
+            self.scroll_to(y=y, animate=False)
+        elif h and y >= top + h:
+            self.scroll_to(y=y - h + 1, animate=False)
+
+    # ---- selection and showing --------------------------------------------------------
+    def select_row(self, row: int, *, reveal: bool = True) -> None:
+        """Select Timeline ``row`` (-1 clears), move the cursor to it and pan it into view."""
+        self.selected = row
+        if row >= 0 and self.index is not None:
+            tl, o = self.index.timeline, self.index.origin
+            s, e = int(tl.start[row]) - o, int(tl.end[row]) - o
+            self.cursor_t = (s + e) / 2
+            y = self._locate(row)
+            if y >= 0:
+                self.cursor_row = y
+                self.scroll_to_region_row(y)
+            if reveal:
+                nv = self.view.ensure_visible(s, e, self.timeline_width)
+                if nv != self.view:
+                    self.view, self.auto_fit = nv, False
+        self._changed()
+        self.post_message(self.SpanSelected(self, row))
 
     def show_time(self, t0: float, t1: float, device: int = -1) -> None:
         """Cursor on ``[t0, t1]`` (relative ns): the time cursor at its start, the row cursor on
@@ -420,28 +365,246 @@ class Gantt(GanttMeasure, GanttNavigation, ScrollView, can_focus=True):
         self.refresh()
         self._post_view()
 
-    @property
-    def zero(self) -> float:
-        """Relative time of the first span shown: the axis and readouts count from it."""
-        return float(self.index.t_min) if self.index is not None else 0.0
+    def set_view(self, view: View) -> None:
+        self.view = view
+        self.auto_fit = False
+        self.refresh()
+        self._post_view()
 
-    # ---- for the axis and status bar --------------------------------------------------
-    def describe_view(self) -> str:
+    # ---- actions: view and cursor -----------------------------------------------------
+    def action_cursor(self, delta: int) -> None:
+        if not self.rows:
+            return
+        self.cursor_row = max(0, min(len(self.rows) - 1, self.cursor_row + delta))
+        self.scroll_to_region_row(self.cursor_row)
+        self.refresh()
+
+    def action_pan(self, fraction: float) -> None:
+        self.set_view(self.view.pan(fraction * self.timeline_width))
+
+    def action_zoom(self, factor: float) -> None:
+        self.set_view(self.view.zoom(factor, self._anchor()))
+
+    def action_fit(self) -> None:
+        self.view = self._fit_view()
+        self.auto_fit = True
+        self.refresh()
+        self._post_view()
+
+    def action_zoom_selection(self) -> None:
+        if self.selected < 0 or self.index is None:
+            return
+        tl, o = self.index.timeline, self.index.origin
+        s, e = int(tl.start[self.selected]) - o, int(tl.end[self.selected]) - o
+        ge = int(tl.gpu_end[self.selected])
+        if ge >= 0:
+            e = max(e, ge - o)
+        self.set_view(View.fit(s, e, self.timeline_width, margin=0.05))
+
+    def action_cursor_time(self, cells: float) -> None:
+        """Move the time cursor ``cells`` columns (from the view centre if it is off screen),
+        panning when it leaves the view."""
         tw = self.timeline_width
-        return f"{format_duration(self.view.ns_per_cell * tw)} shown · {format_duration(self.view.ns_per_cell)}/cell"
+        t = self._anchor() + cells * self.view.ns_per_cell
+        self.cursor_t = t
+        if not (self.view.t0 <= t < self.view.t1(tw)):
+            self.view, self.auto_fit = self.view.pan(cells), False
+        self.refresh()
+        self._post_view()
+
+    def action_home(self) -> None:
+        """The view to the start of the trace (same zoom), the cursor on the first span."""
+        if self.index is None:
+            return
+        t = float(self.index.t_min)
+        self.cursor_t = t
+        self.set_view(View(t - 2 * self.view.ns_per_cell, self.view.ns_per_cell))
+
+    def action_end(self) -> None:
+        if self.index is None:
+            return
+        t = float(self.index.t_max)
+        self.cursor_t = t
+        self.set_view(View(t - (self.timeline_width - 3) * self.view.ns_per_cell, self.view.ns_per_cell))
+
+    # ---- actions: spans and rows ------------------------------------------------------
+    def action_select_here(self) -> None:
+        """Select the span on the cursor row at the cursor time (or nearest to it)."""
+        if not self.rows:
+            return
+        row = self._hit(self.rows[self.cursor_row], self._anchor(), self.view.ns_per_cell * self.timeline_width / 2)
+        if row >= 0:
+            self.select_row(row, reveal=False)
+
+    def action_step(self, delta: int) -> None:
+        """Select the previous/next span on the cursor row."""
+        if not self.rows:
+            return
+        ii = self._index_of(self.rows[self.cursor_row])
+        if ii is None or len(ii) == 0:
+            return
+        hits = np.flatnonzero(ii.row == self.selected) if self.selected >= 0 else np.empty(0, np.int64)
+        if len(hits):
+            i = int(hits[0]) + delta
+        else:
+            t = self._anchor()
+            i = int(np.searchsorted(ii.start, t, side="right")) - (1 if delta < 0 else 0)
+        if 0 <= i < len(ii) and ii.row[i] >= 0:
+            self.select_row(int(ii.row[i]))
+
+    def action_same_phase(self, delta: int) -> None:
+        """Select the next/previous span (in start time, over all lanes) of the selected phase."""
+        if self.selected < 0 or self.index is None:
+            return
+        tl = self.index.timeline
+        rows = np.flatnonzero(tl.phase == tl.phase[self.selected])  # O(n), ~2 ms at 1 M rows
+        order = np.lexsort((rows, tl.start[rows]))  # time order, ties by row
+        rows = rows[order]
+        j = int(np.flatnonzero(rows == self.selected)[0]) + delta
+        if 0 <= j < len(rows):
+            self.select_row(int(rows[j]))
+        else:
+            self.app.bell()
+
+    def action_fold(self) -> None:
+        """Fold or unfold the group of the cursor row (host or device header)."""
+        if not self.rows:
+            return
+        spec = self.rows[self.cursor_row]
+        key = spec.key if spec.kind in (HOST, DEVICE) else (DEVICE, *spec.group)
+        if key in self.collapsed:
+            self.collapsed.discard(key)
+        else:
+            self.collapsed.add(key)
+        self._rebuild_rows()
+        for i, r in enumerate(self.rows):
+            if r.key == key:
+                self.cursor_row = i
+        self._changed()
+
+    def action_compact(self) -> None:
+        """One row per lane with the depths stacked (deepest on top), or back to depth rows."""
+        self.compact = not self.compact
+        self._rebuild_rows()
+        if self.selected >= 0:
+            y = self._locate(self.selected)
+            if y >= 0:
+                self.cursor_row = y
+        self._changed()
+
+    # ---- actions: measuring -----------------------------------------------------------
+    def set_range(self, t0: float | None, t1: float | None = None) -> None:
+        """Set the range (any order), or clear it with ``set_range(None)``."""
+        self.mark_a = None
+        self.range = None if t0 is None or t1 is None else (min(t0, t1), max(t0, t1))
+        self.refresh()
+        self._post_view()
+        self.post_message(self.RangeChanged(self, self.range))
+
+    def clear_range(self) -> bool:
+        """Clear the range or a pending mark; False if there was neither."""
+        if self.range is None and self.mark_a is None:
+            return False
+        self.set_range(None)
+        return True
+
+    def action_mark(self) -> None:
+        """First press: mark A at the cursor; second: mark B, the range is A..B; third: a new A."""
+        t = self._anchor()
+        if self.mark_a is None:
+            self.range = None
+            self.mark_a = t
+            self.refresh()
+            self._post_view()
+            self.post_message(self.RangeChanged(self, None))
+            self.app.notify("mark A set: move the cursor (, . < > or click) and press b again", timeout=3)
+        else:
+            self.set_range(self.mark_a, t)
+
+    def action_measure(self) -> None:
+        """Range = the span (or idle gap) under the cursor on the cursor row, else the selected span."""
+        if self.index is None or not self.rows:
+            return
+        t = self._anchor()
+        ii = self._index_of(self.rows[self.cursor_row])
+        if ii is not None and len(ii):
+            i = ii.at(t)
+            if i >= 0:
+                self.set_range(float(ii.start[i]), float(ii.end[i]))
+                return
+        if self.selected >= 0:
+            tl, o = self.index.timeline, self.index.origin
+            self.set_range(float(tl.start[self.selected] - o), float(tl.end[self.selected] - o))
+            return
+        self.app.bell()
+
+    def action_zoom_range(self) -> None:
+        if self.range is None:
+            self.app.bell()
+            return
+        self.set_view(View.fit(self.range[0], self.range[1], self.timeline_width, margin=0.05))
+
+    # ---- mouse ------------------------------------------------------------------------
+    def _time_at_x(self, x: int) -> float:
+        return self.view.time_of(x - NAME_W + 0.5)
+
+    def _on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._wheel(event, 0.8, 1)
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._wheel(event, 1.25, -1)
+
+    def _wheel(self, event: events.MouseEvent, factor: float, direction: int) -> None:
+        if event.x >= NAME_W and not event.shift:
+            event.prevent_default()
+            event.stop()
+            self.set_view(self.view.zoom(factor, self._time_at_x(event.x)))
+        elif event.shift and event.x >= NAME_W:
+            event.prevent_default()
+            event.stop()
+            self.action_pan(0.1 * direction)
+        # else: default vertical scrolling of the ScrollView
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if event.button == 1 and event.x >= NAME_W:
+            self._drag = (event.x, self.view)
+            self._dragged = False
+            self.capture_mouse()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._drag is not None:  # the mouse is captured between our mouse-down and mouse-up
+            x0, v0 = self._drag
+            if event.x != x0:
+                self._dragged = True
+                self.set_view(v0.pan(x0 - event.x))
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        if self._drag is not None:
+            self.release_mouse()
+            dragged = self._dragged
+            self._drag = None
+            if dragged:
+                return
+        self._click(event.x, event.y)
+
+    def _click(self, x: int, y: int) -> None:
+        ry = y + int(self.scroll_offset.y)
+        if not (0 <= ry < len(self.rows)):
+            return
+        self.cursor_row = ry
+        spec = self.rows[ry]
+        if x < NAME_W:
+            if spec.kind in (HOST, DEVICE):
+                self.action_fold()
+            self.refresh()
+            return
+        t = self._time_at_x(x)
+        self.cursor_t = t
+        row = self._hit(spec, t, self.view.ns_per_cell)
+        if row >= 0:
+            self.select_row(row, reveal=False)
+            return
+        self.refresh()
 
 
 __all__ = ["Gantt", "NAME_W"]
-
-
-def _same_span(old: TimelineIndex | None, new: TimelineIndex, row: int) -> int:
-    """Row in ``new`` of ``old``'s span at ``row`` (same span id and start), or -1 if it is not there."""
-    if old is None:
-        return -1
-    if old.timeline is new.timeline:
-        return row
-    a, b = old.timeline, new.timeline
-    if row >= a.n:
-        return -1
-    hits = np.flatnonzero((b.span_id == a.span_id[row]) & (b.start == a.start[row]))
-    return int(hits[0]) if hits.size else -1

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.timeline.model import Timeline
+from gputrace.tui.activity_rows import row_keys
 from gputrace.tui.layout import pack_levels
 
 
@@ -64,7 +65,7 @@ class IntervalIndex:
         np.cumsum(dur, out=self.cum[1:])
 
     @classmethod
-    def of(cls, start, end, key, row=None, labels=None) -> "IntervalIndex":
+    def of(cls, start, end, key, row=None, labels=None) -> IntervalIndex:
         start = np.asarray(start, dtype=np.int64)
         n = len(start)
         return cls(
@@ -171,7 +172,7 @@ class TimelineIndex:
     level_ids: list[tuple[int, int]]  # (lane, level index in LaneIndex.levels)
 
     @classmethod
-    def build(cls, tl: Timeline, origin: int | None = None, mask: np.ndarray | None = None) -> "TimelineIndex":
+    def build(cls, tl: Timeline, origin: int | None = None, mask: np.ndarray | None = None) -> TimelineIndex:
         c = tl.cols
         if origin is None:
             origin = tl.t0
@@ -180,8 +181,6 @@ class TimelineIndex:
         row_level = np.full(n, -1, np.int32)
         level_ids: list[tuple[int, int]] = []
         t_min, t_max = None, None
-        from gputrace.tui.activity_rows import row_keys
-
         keys = row_keys(tl)  # phase ids; pinned/pageable copies get their own keys
         for k in range(len(tl.lanes)):
             sl = tl.lane_slice(k)
@@ -206,15 +205,28 @@ class TimelineIndex:
                         level_ids.append((k, len(levels)))
                         levels.append(Level(d, sub, IntervalIndex.of(s[m], e[m], keys[chunk[m]], chunk[m])))
                 lo, hi = int(c["start"][rows].min()) - origin, int(c["end"][rows].max()) - origin
-                t_min = lo if t_min is None else min(t_min, lo)
-                t_max = hi if t_max is None else max(t_max, hi)
             gpu = None
             if len(rows):
                 g0, g1 = c["gpu_start"][rows], c["gpu_end"][rows]
                 gm = (g0 >= 0) & (g1 >= g0)
                 if gm.any():
                     gpu = IntervalIndex.of(g0[gm] - origin, g1[gm] - origin, keys[rows[gm]], rows[gm])
-                    t_min = min(t_min, int(g0[gm].min()) - origin)
-                    t_max = max(t_max, int(g1[gm].max()) - origin)
+                    lo, hi = min(lo, int(g0[gm].min()) - origin), max(hi, int(g1[gm].max()) - origin)
+                t_min = lo if t_min is None else min(t_min, lo)
+                t_max = hi if t_max is None else max(t_max, hi)
             lanes.append(LaneIndex(levels, gpu))
         return cls(tl, int(origin), lanes, t_min or 0, t_max or 0, row_level, level_ids)
+
+
+def same_span(old: TimelineIndex | None, new: TimelineIndex, row: int) -> int:
+    """Row in ``new`` of ``old``'s span at ``row`` (same span id and start), or -1 if it is not there: a
+    selection survives the renumbering of rows when spans arrive."""
+    if old is None:
+        return -1
+    if old.timeline is new.timeline:
+        return row
+    a, b = old.timeline, new.timeline
+    if row >= a.n:
+        return -1
+    hits = np.flatnonzero((b.span_id == a.span_id[row]) & (b.start == a.start[row]))
+    return int(hits[0]) if hits.size else -1

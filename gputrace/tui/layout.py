@@ -112,7 +112,7 @@ class View:
         return self.t0 + cell * self.ns_per_cell
 
     @classmethod
-    def fit(cls, t0: int, t1: int, width: int, margin: float = 0.01) -> "View":
+    def fit(cls, t0: float, t1: float, width: int, margin: float = 0.01) -> View:
         """A view showing ``[t0, t1]`` in ``width`` cells with a small margin each side."""
         width = max(1, width)
         span = max(1.0, float(t1 - t0))
@@ -120,20 +120,20 @@ class View:
         npc = min(MAX_NS_PER_CELL, max(MIN_NS_PER_CELL, (span + 2 * pad) / width))
         return cls(t0=t0 - pad, ns_per_cell=npc)
 
-    def zoom(self, factor: float, anchor_t: float) -> "View":
+    def zoom(self, factor: float, anchor_t: float) -> View:
         """Zoom by ``factor`` (>1 zooms in) keeping time ``anchor_t`` at the same column."""
         npc = min(MAX_NS_PER_CELL, max(MIN_NS_PER_CELL, self.ns_per_cell / factor))
         col = (anchor_t - self.t0) / self.ns_per_cell
         return View(t0=anchor_t - col * npc, ns_per_cell=npc)
 
-    def pan(self, cells: float) -> "View":
+    def pan(self, cells: float) -> View:
         """Move the window right by ``cells`` columns (negative: left)."""
         return View(t0=self.t0 + cells * self.ns_per_cell, ns_per_cell=self.ns_per_cell)
 
-    def centred_on(self, t: float, width: int) -> "View":
+    def centred_on(self, t: float, width: int) -> View:
         return View(t0=t - self.ns_per_cell * width / 2, ns_per_cell=self.ns_per_cell)
 
-    def ensure_visible(self, t0: float, t1: float, width: int) -> "View":
+    def ensure_visible(self, t0: float, t1: float, width: int) -> View:
         """Pan (never zoom) the least amount so that ``[t0, t1]`` starts inside the window."""
         right = self.t1(width)
         if t0 < self.t0 or t0 >= right:
@@ -161,7 +161,8 @@ def axis_ticks(view: View, width: int, origin: float, min_cells: int = 12) -> li
 MAX_LABEL_DIGITS = 4
 
 
-def axis_scale(view: View, width: int, origin: float, min_cells: int = 12) -> tuple[float | None, list[tuple[int, str]]]:
+def axis_scale(view: View, width: int, origin: float,
+               min_cells: int = 12) -> tuple[float | None, list[tuple[int, str]]]:
     """``(anchor, ticks)`` for the time axis: tick columns and labels on a 1-2-5 step, in the
     unit of the step (``0ms 200ms 400ms``, ``0µs 100µs``).
 
@@ -173,7 +174,7 @@ def axis_scale(view: View, width: int, origin: float, min_cells: int = 12) -> tu
     step = nice_step(view.ns_per_cell, min_cells)
     scale, unit = _unit_for(step)
     first = math.ceil((view.t0 - origin) / step)
-    ks = []
+    ks: list[tuple[int, int]] = []
     k = first
     while len(ks) <= width:  # bounded: never loop forever on degenerate input
         col = int(round((origin + k * step - view.t0) / view.ns_per_cell))

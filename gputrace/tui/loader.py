@@ -15,14 +15,12 @@ parts. Errors propagate as `LoadError` with a one-line message fit for the scree
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
 
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import TimelineIndex
-
 
 #: Follow mode: the longest wait between updates while data keeps arriving (seconds), unless
 #: one merge costs more than a quarter of it.

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gputrace.timeline.model import Timeline
-from gputrace.tui.index import IntervalIndex
+from gputrace.tui.activity_rows import launch_gap_marks
+from gputrace.tui.index import IntervalIndex, TimelineIndex
+from gputrace.tui.keys import IDLE, LAUNCH, MARK_LAUNCH, MARK_UNATTR, MARK_WAIT, UNATTR, WAIT
 from gputrace.tui.layout import format_duration
-from gputrace.tui.render import IDLE
 
 if TYPE_CHECKING:
     from gputrace.analysis.report import TimelineAnalysis
@@ -57,10 +58,35 @@ class Overlays:
     marks_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
 
 
-MARK_WAIT, MARK_UNATTR = 0, 1
+#: How each mark kind is drawn over a bar: (kind, glyph, colour key).
+MARK_GLYPHS = ((MARK_UNATTR, "┄", UNATTR), (MARK_WAIT, "╍", WAIT), (MARK_LAUNCH, "╌", LAUNCH))
 
 
-def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | None" = None) -> Overlays:
+def marks_by_level(ov: Overlays | None, idx: TimelineIndex | None) -> dict[tuple[int, int], list]:
+    """The overlay marks split by the drawn level of their span: ``(lane, level) -> [(intervals (relative
+    ns), glyph, colour key), ...]``, what `gputrace.tui.gantt_cells.RowState.marks` takes. Marks of rows
+    that ``idx`` does not show (filtered out, or past its end) are left out; recomputed after each
+    re-index."""
+    out: dict[tuple[int, int], list] = {}
+    if ov is None or idx is None or not len(ov.marks_row):
+        return out
+    ok = ov.marks_row < len(idx.row_level)
+    rows = ov.marks_row[ok]
+    lvl = idx.row_level[rows]
+    keep = lvl >= 0
+    lvl, rows = lvl[keep], rows[keep]
+    s, e, kind = ov.marks_start[ok][keep] - idx.origin, ov.marks_end[ok][keep] - idx.origin, ov.marks_kind[ok][keep]
+    for lv_id in np.unique(lvl).tolist():
+        m = lvl == lv_id
+        key = idx.level_ids[lv_id]
+        for k, glyph, colour in MARK_GLYPHS:
+            mk = m & (kind == k)
+            if mk.any():
+                out.setdefault(key, []).append((IntervalIndex.of(s[mk], e[mk], colour, rows[mk]), glyph, colour))
+    return out
+
+
+def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | None = None) -> Overlays:
     """Overlays and stall rows from `gputrace.analysis.report.analyse_timeline` (computed here
     when ``analysis`` is None): the composition ``gputrace report`` prints, under its listing
     policy, so the panel lists the same rows as the report for one file.
@@ -81,8 +107,6 @@ def compute_overlays(tl: Timeline, origin: int, analysis: "TimelineAnalysis | No
     if len(u):
         marks.append((np.repeat(u.row, np.diff(u.piece_offsets)), u.piece_start, u.piece_end, MARK_UNATTR))
     if analysis.launch is not None and len(analysis.launch):
-        from gputrace.tui.activity_rows import launch_gap_marks
-
         launch_gap_marks(tl, analysis.launch, marks)
     out.items = [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
     if analysis.emulated:
@@ -100,7 +124,7 @@ def _gaps(g, origin: int, out: Overlays) -> None:
     if len(g) == 0:
         return
     hosts = np.array(g.hosts, dtype=object)[g.host]
-    for (h, d) in sorted({(str(h), int(d)) for h, d in zip(hosts.tolist(), g.device.tolist())}):
+    for (h, d) in sorted({(str(h), int(d)) for h, d in zip(hosts.tolist(), g.device.tolist(), strict=True)}):
         m = (hosts == h) & (g.device == d)
         s, e = g.start[m] - origin, g.end[m] - origin
         labels = [f"idle {format_duration(x, 2)}" for x in (e - s).tolist()]

@@ -7,13 +7,14 @@ unattributed time) come from the Gantt widget's CSS component classes and are pa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich.color import Color
 from rich.style import Style
 
 from gputrace.phases import phase_hex
-from gputrace.tui.render import BG, CURSOR, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, RANGE, SEL, UNATTR, WAIT
+from gputrace.tui.keys import BG, CURSOR, DIM, IDLE, INK, LAUNCH, PAGEABLE, PINNED, RANGE, SEL, UNATTR, WAIT
 
 
 def _rgb(hex_: str) -> tuple[int, int, int]:
@@ -25,7 +26,7 @@ def blend(a: str, b: str, t: float) -> str:
     """``a`` moved ``t`` of the way towards ``b`` (both '#rrggbb')."""
     ra, ga, ba = _rgb(a)
     rb, gb, bb = _rgb(b)
-    return "#%02x%02x%02x" % (round(ra + (rb - ra) * t), round(ga + (gb - ga) * t), round(ba + (bb - ba) * t))
+    return f"#{round(ra + (rb - ra) * t):02x}{round(ga + (gb - ga) * t):02x}{round(ba + (bb - ba) * t):02x}"
 
 
 def luminance(hex_: str) -> float:
@@ -50,6 +51,33 @@ class Palette:
     cursor: str = "#9cdcfe"
     _cache: dict = field(default_factory=dict, repr=False)
     _hex: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_styles(cls, phases: Sequence[str], style_of: Callable[[str], Style]) -> Palette:
+        """A palette whose structural colours come from component classes: ``style_of(name)`` is the rich
+        style of ``gantt--<name>`` (the widget's ``get_component_rich_style``); a class without the colour
+        keeps the default."""
+
+        def bg(name: str, default: str) -> str:
+            st = style_of(name)
+            c = st.bgcolor or st.color
+            return c.get_truecolor().hex if c is not None else default
+
+        def fg(name: str, default: str) -> str:
+            c = style_of(name).color
+            return c.get_truecolor().hex if c is not None else default
+
+        return cls(
+            list(phases),
+            background=bg("gantt--row", "#1e1e1e"),
+            selected=bg("gantt--selected", "#ffffff"),
+            idle=bg("gantt--idle", "#a33a3a"),
+            unattributed=fg("gantt--unattributed", "#e0a030"),
+            wait=fg("gantt--wait", "#ffe066"),
+            launch=fg("gantt--launch", "#ff7f50"),
+            pageable=fg("gantt--pageable", "#ff4d6d"),
+            pinned=fg("gantt--pinned", "#2ec4b6"),
+        )
 
     def colour(self, key: int, base: str | None = None) -> str:
         base = base or self.background

@@ -2,7 +2,7 @@
 
 * ``word`` -- the span's phase or span name contains ``word`` (case-insensitive);
 * ``key=value[,value...]`` -- a field equals one of the values. Fields: ``phase``,
-  ``name``, ``device`` (an index, or ``cpu``), ``lane`` (substring), ``host``, ``kind``,
+  ``name``, ``device`` (an index, or ``host``/``cpu``), ``lane`` (substring), ``host``, ``kind``,
   ``circuit``, ``batch``, ``bytes``, ``trace``; any other key is looked up in the span
   attributes (with or without the ``gputrace.`` prefix) and compared as text;
 * ``key>value`` / ``key<value`` on ``dur``/``duration`` (with a unit: ``10ms``, ``2s``,
@@ -92,9 +92,8 @@ def _term(tl: Timeline, term: str) -> np.ndarray:
             raise QueryError(f"{term!r}: kind is one of {', '.join(KIND_CODES)}")
         return np.isin(c["kind"], codes)
     if key in ("lane", "host"):
-        ok = np.array(
-            [any(v.lower() in (ln.name if key == "lane" else ln.host).lower() for v in vals) for ln in tl.lanes] or [False]
-        )
+        names = [(ln.name if key == "lane" else ln.host).lower() for ln in tl.lanes]
+        ok = np.array([any(v.lower() in name for v in vals) for name in names] or [False])
         return ok[c["lane"]] if tl.n else np.zeros(0, bool)
     if key in _INT_COLS:
         return np.isin(c[_INT_COLS[key]], [_int(v, term) for v in vals])

@@ -11,14 +11,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gputrace.analysis.lanes import occupies_lane
 from gputrace.timeline.model import Timeline
 
 
 @dataclass
 class LaneInRange:
     """One lane's share of the range: ``busy_ns`` is the union of its spans clipped to the
-    range (nesting counted once); ``phases`` the phases that ran, largest clipped time first
-    (a parent's time includes its children's, as in a flame view)."""
+    range (nesting counted once), host waits (``kind=sync``) left out (`occupies_lane`);
+    ``phases`` the phases that ran, largest clipped time first (a parent's time includes its
+    children's, as in a flame view)."""
 
     lane: int
     label: str
@@ -62,6 +64,7 @@ def range_summary(tl: Timeline, origin: int, t0: float, t1: float, gaps: dict | 
     ce = np.minimum(end[rows], hi)
     lanes_of = tl.cols["lane"][rows]
     phase_of = tl.cols["phase"][rows]
+    works = occupies_lane(tl, rows)
     out: list[LaneInRange] = []
     for lane in np.unique(lanes_of).tolist():
         m = lanes_of == lane
@@ -71,7 +74,8 @@ def range_summary(tl: Timeline, origin: int, t0: float, t1: float, gaps: dict | 
         phases = [(tl.phases[int(p)], int(per[p])) for p in order.tolist() if per[p] > 0]
         ln = tl.lanes[lane]
         label = f"{ln.host}/{ln.device_label}/{ln.name}"
-        out.append(LaneInRange(lane, label, union_length(ls, le), int(m.sum()), phases))
+        w = works[m]
+        out.append(LaneInRange(lane, label, union_length(ls[w], le[w]), int(m.sum()), phases))
     out.sort(key=lambda x: -x.busy_ns)
     idle = []
     for key, ii in sorted((gaps or {}).items(), key=lambda kv: str(kv[0])):

@@ -13,26 +13,22 @@ loop only over runs of equal style. Glyphs:
 * marks over a bar: ``┄`` a parent's time no child covers (unattributed), ``╍`` host time
   past a span's device time (a host wait).
 
-Colour keys are ints: a phase id (>= 0), ``phase + DIM`` for spans dimmed by a search,
-or one of the negative special keys below; the `Palette` turns keys into rich styles.
+Colour keys are the ints of `gputrace.tui.keys`; the `Palette` turns keys into rich styles.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from rich.cells import cell_len
 
 from gputrace.textsafe import visible
 from gputrace.tui.index import IntervalIndex
+from gputrace.tui.keys import BG, DIM, INK, SEL
 from gputrace.tui.layout import View
 
-BG, SEL, IDLE, UNATTR, INK, WAIT = -1, -2, -3, -4, -5, -6
-LAUNCH, PAGEABLE, PINNED = -7, -8, -9  # launch-gap marks; copies from/to pageable or pinned host memory
-RANGE, CURSOR = -10, -11  # measuring: the range's background, the cursor and mark lines
-DIM = 1 << 20
 SHADES = np.array(["░", "▒", "▓"])
 
 
@@ -93,7 +89,6 @@ def row_cells(
     time) wherever an interval covers a half-cell. Pure."""
     if width <= 0 or len(index) == 0:
         return blank_cells(max(width, 0))
-    out = Cells(None, None, None, np.zeros(width, bool))
     smp = index.sample(view.t0, view.ns_per_cell, width)
     key, rowa = index.key, index.row
 
@@ -115,10 +110,11 @@ def row_cells(
     same = hasL & (L == R)
     # One table lookup per cell instead of a dozen masked assignments (see _cases).
     code = hasL.view(np.int8) + 2 * hasR.view(np.int8) + 4 * (kL == kR).view(np.int8) + 8 * same.view(np.int8)
-    out.chars = ch = _CASE_CHAR[code]
+    ch = _CASE_CHAR[code]
     bgk = np.full(width, BG, np.int64)
-    out.fg = fg = np.choose(_CASE_FG[code], (bgk, kL, kR))
-    out.bg = bg = np.choose(_CASE_BG[code], (bgk, kL, kR))
+    fg = np.choose(_CASE_FG[code], (bgk, kL, kR))
+    bg = np.choose(_CASE_BG[code], (bgk, kL, kR))
+    out = Cells(ch, fg, bg, np.zeros(width, bool))
     # Dense or sub-half-cell content: shade by covered fraction.
     dense = ((smp.count >= 3) & ~same) | (~hasL & ~hasR & (smp.count > 0))
     if dense.any():
@@ -167,7 +163,7 @@ def _labels(out: Cells, sid: np.ndarray, label_fn, selected_row: int, rowa) -> N
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [w]))
     keep = (sid[starts] >= 0) & (ends - starts >= 4)
-    for a, b in zip(starts[keep].tolist(), ends[keep].tolist()):
+    for a, b in zip(starts[keep].tolist(), ends[keep].tolist(), strict=True):
         i = int(sid[a])
         text = cell_text(label_fn(i))
         room = b - a - 2
@@ -195,4 +191,4 @@ def cells_to_runs(cells: Cells) -> list[tuple[str, int, int, bool]]:
     ends = [*change.tolist(), w]
     chars = cells.chars.tolist()
     fl, bl, ol = fg.tolist(), bg.tolist(), bold.tolist()
-    return [("".join(chars[a:b]), fl[a], bl[a], ol[a]) for a, b in zip(starts, ends)]
+    return [("".join(chars[a:b]), fl[a], bl[a], ol[a]) for a, b in zip(starts, ends, strict=True)]

@@ -1,18 +1,26 @@
-"""The lane tree: which screen rows the Gantt shows, in order (host > device > lane > level).
+"""The lane tree: which screen rows the Gantt shows, in order (host > device > lane > level), and
+which span a screen row shows at a time.
 
 Pure (no Textual). ``build_rows`` turns a `TimelineIndex` plus the set of collapsed
 group keys into a flat list of `RowSpec`; the widget maps screen row ``y`` to
-``rows[y]``.
+``rows[y]``. `index_of`, `hit` and `level_of` answer the widget's hit tests (click,
+Enter, ``[`` ``]``, measuring) and its "show this span" (a search match, a stall).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
+from gputrace.analysis.lanes import device_name
 from gputrace.textsafe import visible
-from gputrace.tui.index import TimelineIndex
+from gputrace.timeline.model import Timeline
+from gputrace.tui.index import IntervalIndex, TimelineIndex
 
 HOST, DEVICE, LANE, GPU = "host", "device", "lane", "gpu"
+
 
 
 @dataclass(frozen=True)
@@ -22,8 +30,8 @@ class RowSpec:
     ``kind``: ``host``/``device`` (collapsible group headers), ``lane`` (one depth level of
     a lane's spans) or ``gpu`` (the device-time intervals of a lane's spans).
     ``key`` identifies the row across rebuilds (collapse state, keeping the cursor).
-    ``level`` indexes ``LaneIndex.levels`` for ``lane`` rows (-1: all levels stacked, compact mode). ``group`` is (host, device
-    label) for device headers and every row inside them.
+    ``level`` indexes ``LaneIndex.levels`` for ``lane`` rows (-1: all levels stacked, compact mode).
+    ``group`` is (host, device label) for device headers and every row inside them.
     """
 
     kind: str
@@ -49,7 +57,7 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
         li = index.lanes[k] if k < len(index.lanes) else None
         if li is None or not li.levels:
             continue
-        hosts.setdefault(lane.host or "?", {}).setdefault(lane.device_label, []).append(k)
+        hosts.setdefault(lane.host or "?", {}).setdefault(device_name(lane.device), []).append(k)
     for host, devices in hosts.items():
         hkey = (HOST, host)
         hc = hkey in collapsed
@@ -68,13 +76,14 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
             for k in lanes:
                 lane = tl.lanes[k]
                 li = index.lanes[k]
+                name = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
                 if compact:
-                    label = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                    label = name
                     rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev)))
                     continue
                 for j, lv in enumerate(li.levels):
                     if j == 0:
-                        label = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                        label = name
                     else:
                         label = f"    └ d{lv.depth}" + (f".{lv.sublevel}" if lv.sublevel else "")
                     rows.append(
@@ -86,5 +95,56 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
     return rows
 
 
-def _pids(tl, host: str) -> int:
+def index_of(index: TimelineIndex, spec: RowSpec, gaps: Mapping[tuple, IntervalIndex]) -> IntervalIndex | None:
+    """The intervals screen row ``spec`` draws (a compact row: its first level), or None for a header
+    without idle gaps. ``gaps``: idle-gap intervals per device group."""
+    if spec.kind == LANE:
+        return index.lanes[spec.lane].levels[max(spec.level, 0)].index
+    if spec.kind == GPU:
+        return index.lanes[spec.lane].gpu
+    if spec.kind == DEVICE:
+        return gaps.get(spec.group)
+    return None
+
+
+def hit(index: TimelineIndex, spec: RowSpec, gaps: Mapping[tuple, IntervalIndex], t: float, tol: float) -> int:
+    """Timeline row of the span drawn at time ``t`` (relative ns) on ``spec`` (the deepest one in a compact
+    row), else the nearest within ``tol`` ns, else -1 (also for an idle gap: it is not a span)."""
+    if spec.kind == LANE and spec.level < 0:
+        for lv in reversed(index.lanes[spec.lane].levels):
+            i = lv.index.at(t)
+            if i >= 0:
+                return int(lv.index.row[i])
+    ii = index_of(index, spec, gaps)
+    if ii is None:
+        return -1
+    i = ii.nearest(t, tol)
+    return int(ii.row[i]) if i >= 0 and ii.row[i] >= 0 else -1
+
+
+def level_of(index: TimelineIndex, row: int) -> tuple[int, int] | None:
+    """``(lane, level)``: where Timeline ``row`` is drawn (its level in ``index.lanes[lane].levels``), or
+    None when ``index`` does not show it (filtered out)."""
+    if row < 0:
+        return None
+    tl = index.timeline
+    lane = int(tl.lane[row])
+    rel = int(tl.start[row]) - index.origin
+    for j, lv in enumerate(index.lanes[lane].levels):
+        ii = lv.index
+        i = int(np.searchsorted(ii.start, rel, side="left"))
+        while i < len(ii) and ii.start[i] == rel:
+            if ii.row[i] == row:
+                return lane, j
+            i += 1
+    return None
+
+
+def groups_of(tl: Timeline, lane: int) -> set[tuple]:
+    """The keys of the host and device groups that hold ``lane`` (unfolding them shows the lane)."""
+    ln = tl.lanes[lane]
+    return {(HOST, ln.host or "?"), (DEVICE, ln.host or "?", device_name(ln.device))}
+
+
+def _pids(tl: Timeline, host: str) -> int:
     return len({ln.pid for ln in tl.lanes if (ln.host or "?") == host})

@@ -11,7 +11,7 @@ a follow promptly.
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from gputrace.tui.loader import LoadError, Part
 

@@ -1,19 +1,21 @@
-"""Small widgets of the app: one-line bars, the phase legend, the help screen (its key table
-built from the bindings) and the error screen."""
+"""Small widgets of the app: one-line bars, the help screen (its key table built from the bindings)
+and the error screen. The legend is `gputrace.tui.legend`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from gputrace.phases import phase_hex
-from gputrace.textsafe import rich_text, visible
+from gputrace.textsafe import rich_text
 
 #: Help lines that are not key bindings (the mouse).
 MOUSE_HELP = [
@@ -23,11 +25,11 @@ MOUSE_HELP = [
 ]
 
 
-def binding_rows(app, sections) -> list[tuple[str, str, str]]:
+def binding_rows(app: App[Any], sections: Sequence[tuple[str, Sequence[BindingType]]]) -> list[tuple[str, str, str]]:
     """(section, keys, what) for every binding of ``sections`` ((title, bindings) pairs), built
     from the bindings themselves (their tooltip, else their description), so the help never
     drifts from what the keys do. Bindings of one action with several keys share a line."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for title, bindings in sections:
         seen: dict[str, int] = {}
         for b in bindings:
@@ -43,6 +45,10 @@ def binding_rows(app, sections) -> list[tuple[str, str, str]]:
             out.append((title, keys, what))
     return out
 
+
+#: ctrl+c quits the viewers as ctrl+q and q do (Textual's own ctrl+c only says to press ctrl+q). A
+#: priority binding of the app, so it quits from the query box and the panels too.
+QUIT_BINDING = Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit")
 
 QUERY_HELP = (
     "words match phase names; key=value[,value] on phase, device (n|cpu), lane, host, kind, "
@@ -102,44 +108,11 @@ class HelpScreen(ModalScreen):
         yield VerticalScroll(Static(t), id="help")
 
 
-#: (glyph, style, label) of the legend's marks after the phases: always, then with GPU activity spans.
-_MARK_KEYS = (("█", "#8f2d2d", " GPU idle  "), ("┄", "#ffb000", " unattributed  "), ("╍", "#fff275", " host wait"))
-_ACTIVITY_KEYS = (("  ╌", "#ff7f50", " launch gap  "), ("■", "#2ec4b6", " pinned copy  "), ("■", "#ff4d6d", " pageable copy"))
-
-
-class Legend(Widget):
-    """The phase-colour key: one ``■ name`` per phase present, then the overlay glyphs; wraps
-    onto a second line when the phases do not fit one. Toggled by the app (``g``)."""
-
-    DEFAULT_CSS = "Legend { height: auto; max-height: 2; }"
-
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.phases: list[str] = []
-
-    def show(self, phases: list[str]) -> None:
-        if phases != self.phases:
-            self.phases = list(phases)
-            self.refresh(layout=True)
-
-    def render(self) -> Text:
-        t = Text(no_wrap=False, overflow="fold")
-        for p in self.phases:
-            t.append("■ ", style=phase_hex(p))
-            t.append(visible(p) + "  ")  # a Text segment (never parsed as markup), controls made visible
-        keys = list(_MARK_KEYS)
-        if any(p.startswith("[CUDA memcpy") for p in self.phases):  # GPU activity (names: gputrace.activity)
-            keys += _ACTIVITY_KEYS
-        for glyph, style, label in keys:
-            t.append(glyph, style=style)
-            t.append(label)
-        return t
-
-
 class ErrorScreen(Screen):
     """Shown instead of the timeline when a trace cannot be read: one clear message."""
 
-    BINDINGS = [Binding("q,escape", "app.quit", "Quit")]
+    # Help is the app's: the compare view has none, and its check_action hides the key.
+    BINDINGS = [Binding("q,escape", "app.quit", "Quit"), Binding("question_mark", "app.help", "Help")]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()

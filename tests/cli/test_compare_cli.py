@@ -37,6 +37,7 @@ def sets(tmp_path_factory):
     return base, same, slow, other
 
 
+@pytest.mark.slow
 def test_injected_regression_trips_gate(sets):
     base, _, slow, _ = sets
     r = gputrace("compare", *base, "--vs", *slow, "--fail-on-regression", "5%", "--top", "100")
@@ -49,6 +50,7 @@ def test_injected_regression_trips_gate(sets):
     assert "WARNING" not in r.stderr
 
 
+@pytest.mark.slow
 def test_noise_only_passes_gate_and_json(sets):
     base, same, _, _ = sets
     r = gputrace("compare", *base, "--vs", *same, "--fail-on-regression", "5%", "--json")
@@ -63,6 +65,7 @@ def test_noise_only_passes_gate_and_json(sets):
     assert ("prove/msm_h", None, "device") in rows and ("(run)", None, "host") in rows
 
 
+@pytest.mark.slow
 def test_environment_difference_warns_loudly(sets):
     base, _, _, other = sets
     r = gputrace("compare", *base, "--vs", *other)
@@ -73,6 +76,7 @@ def test_environment_difference_warns_loudly(sets):
     assert "WARNING" not in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_too_few_runs_and_warmup(sets):
     base, _, slow, _ = sets
     r = gputrace("compare", *base[:3], "--vs", *slow[:3], "--fail-on-regression", "5%")
@@ -98,6 +102,7 @@ def test_bad_arguments(sets, tmp_path):
     assert r.returncode == 1 and "nope.jsonl" in r.stderr
 
 
+@pytest.mark.slow
 def test_ab_analyze_existing_folder(tmp_path):
     """`gputrace ab --analyze` on an experiment folder written by a synthetic runner."""
     from gputrace.analysis.ab.design import one_at_a_time
@@ -125,6 +130,7 @@ def test_ab_analyze_existing_folder(tmp_path):
     assert r.returncode == 1 and "manifest.json" in r.stderr
 
 
+@pytest.mark.slow
 def test_ab_runs_the_prover(tmp_path):
     """A tiny real experiment: the CPU prover, two sets, two runs each after one warm-up."""
     r = gputrace("ab", "--opt-sets", "none", "b1", "--runs", "2", "--constraints", "2^6", "--out", tmp_path / "ab")
@@ -137,6 +143,7 @@ def test_ab_runs_the_prover(tmp_path):
     assert r.returncode == 1 and "unknown switch 'zz'" in r.stderr
 
 
+@pytest.mark.slow
 def test_paired_flag(sets):
     base, _, slow, _ = sets
     # 8 paired rounds: smallest signed-rank p 0.008 > 0.05 / 42, so each row is judged alone here.
@@ -150,6 +157,7 @@ def test_paired_flag(sets):
     assert r.returncode == 1 and "--paired needs as many" in r.stderr
 
 
+@pytest.mark.slow
 def test_lenient_says_what_each_file_skipped(sets, tmp_path):
     """`compare --lenient` names what the reader skipped and in which file, as `report --lenient`
     does; the damaged line's text (an escape sequence here) never reaches the terminal raw."""

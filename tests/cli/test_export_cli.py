@@ -51,6 +51,7 @@ def test_export_jaeger(trace, tmp_path):
     assert sum(len(t["spans"]) for t in doc["data"]) == 6
 
 
+@pytest.mark.slow
 def test_export_from_nsys_report(tmp_path):
     rep = build_report(tmp_path / "prove.sqlite")
     out = tmp_path / "p.json.gz"

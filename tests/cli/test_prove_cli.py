@@ -53,6 +53,7 @@ def test_verify_ok_and_tampered(proved, tmp_path):
     assert r.returncode == 1 and str(bad) in r.stdout and "'c'" in r.stdout
 
 
+@pytest.mark.slow
 def test_bad_arguments(tmp_path):
     r = _gt("prove", "--opt", "a9", "--out", str(tmp_path))
     assert r.returncode == 2 and "unknown switch 'a9'" in r.stderr
@@ -81,6 +82,7 @@ def test_cuda_backend_without_gpu_is_a_clear_error(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_synthesis_workers_split_one_circuit(tmp_path):
     r = _gt("prove", "--challenges", "3", "--depth", "2", "--batch", "1", "--backend", "cpu", "--synthesis-workers",
             "3", "--out", str(tmp_path), "--trace", str(tmp_path / "run.jsonl"), "--quiet")
@@ -106,6 +108,7 @@ def test_impossible_sizes_are_errors():
     assert options_from_args(parse(["prove", "--constraints", "2^32"])).constraints == 1 << 32
 
 
+@pytest.mark.slow
 def test_placement_flags_reach_the_recorded_config(tmp_path):
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--synthesis", "host", "--b-g2", "host",
             "--out", str(tmp_path), "--trace", str(tmp_path / "run.jsonl"), "--quiet")
@@ -123,6 +126,7 @@ def test_placement_flags_reach_the_recorded_config(tmp_path):
     assert "--synthesis" in r.stdout and "--b-g2" in r.stdout
 
 
+@pytest.mark.slow
 def test_prove_and_ab_refuse_impossible_counts(tmp_path):
     """Exit at once with the flag named, instead of proving 100000 circuits (or lanes) for hours."""
     r = _gt("prove", "--constraints", "2^6", "--backend", "cpu", "--batch", "100000", "--out", str(tmp_path / "p"))

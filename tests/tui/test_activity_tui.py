@@ -7,12 +7,12 @@ import asyncio
 import numpy as np
 
 from gputrace.timeline import read_trace
-from gputrace.tui.activity_rows import MARK_LAUNCH, row_keys
+from gputrace.tui.activity_rows import row_keys
+from gputrace.tui.keys import LAUNCH, MARK_LAUNCH, PAGEABLE, PINNED
 from gputrace.tui.app import GputraceApp
 from gputrace.tui.overlays import compute_overlays
 from gputrace.tui.palette import Palette
 from gputrace.tui.panels import DetailsPanel, StallsPanel
-from gputrace.tui.render import LAUNCH, PAGEABLE, PINNED
 from gputrace.tui.rows import LANE
 
 from test_app import SIZE, ready, text_of, until
@@ -82,11 +82,8 @@ def test_app_draws_kernels_copies_and_lists_launch_gaps(sample_kernels):
 
 
 def test_legend_explains_activity_colours_only_when_there_is_activity():
-    from gputrace.tui.widgets import Legend
+    from gputrace.tui.legend import legend_keys, legend_text
 
-    lg = Legend()
-    lg.show(["prove", "ntt"])
-    assert "pinned copy" not in lg.render().plain
-    lg.show(["prove", "[CUDA memcpy HtoD]", "ntt_radix"])
-    text = lg.render().plain
+    assert "pinned copy" not in legend_text(legend_keys(["prove", "ntt"]), 200)[0].plain
+    text = legend_text(legend_keys(["prove", "[CUDA memcpy HtoD]", "ntt_radix"]), 200)[0].plain
     assert "╌ launch gap" in text and "pinned copy" in text and "pageable copy" in text

@@ -133,6 +133,7 @@ def test_select_step_same_phase_and_details(sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_search_dims_and_walks_matches(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -143,20 +144,21 @@ def test_search_dims_and_walks_matches(sample_2gpu):
             await pilot.press(*"msm_l")
             await pilot.press("enter")
             await pilot.pause()
-            assert len(app.search_rows) == 8
-            assert all(tl.phases[p] == "msm_l" for p in tl.phase[app.search_rows])
+            assert len(app.main.search_rows) == 8
+            assert all(tl.phases[p] == "msm_l" for p in tl.phase[app.main.search_rows])
             assert gantt.dim_rows is not None and gantt.dim_rows.sum() == 120 - 8
             first = gantt.selected
-            assert first in app.search_rows
+            assert first in app.main.search_rows
             await pilot.press("m")
-            assert gantt.selected in app.search_rows and gantt.selected != first
+            assert gantt.selected in app.main.search_rows and gantt.selected != first
             assert "8 matches" in text_of(app.query_one("#status"))
             await pilot.press("escape")
-            assert gantt.dim_rows is None and not app.search_text
+            assert gantt.dim_rows is None and not app.main.search_text
 
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_filter_by_device_and_clear(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -312,6 +314,7 @@ def test_follow_grows_as_the_file_is_written(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gpu):
     """A prover writes its last lines in a burst (the root span last) and goes quiet: the live view
     must show every span, without more data arriving to push the last batch out."""
@@ -337,6 +340,7 @@ def test_follow_catches_up_after_the_writer_stops_mid_burst(tmp_path, sample_2gp
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_listen_shows_spans_posted_over_otlp_http(tmp_path, sample_2gpu):
     pytest.importorskip("grpc")
     import urllib.request
@@ -387,6 +391,7 @@ def test_real_prover_trace_details_show_run_switches(sample_prove_cpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -400,10 +405,10 @@ def test_summary_enter_searches_that_phase_on_that_device(sample_2gpu):
             assert summary.sort_column == "phase"
             await pilot.press("enter")  # first row: assemble on the CPU
             await pilot.pause()
-            assert app.search_text == "phase=assemble device=cpu"
-            assert len(app.search_rows) == 8
-            assert all(tl.phases[p] == "assemble" for p in tl.phase[app.search_rows])
-            assert gantt.selected in app.search_rows and summary.has_focus  # Enter keeps the focus
+            assert app.main.search_text == "phase=assemble device=cpu"
+            assert len(app.main.search_rows) == 8
+            assert all(tl.phases[p] == "assemble" for p in tl.phase[app.main.search_rows])
+            assert gantt.selected in app.main.search_rows and summary.has_focus  # Enter keeps the focus
             assert app.query_one("#side").active == "summary"
 
     asyncio.run(go())
@@ -426,6 +431,7 @@ def test_follow_a_file_that_does_not_exist_yet(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_compact_stacking_one_row_per_lane(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -515,6 +521,7 @@ def test_focus_while_following_a_live_file(tmp_path, sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_selection_follows_its_span_when_new_spans_renumber_the_rows(tmp_path, sample_2gpu):
     """Following a file: spans that arrive later but start earlier renumber the rows; the selected span
     (here chosen by --focus) stays selected, without pulling the side panel to Details."""

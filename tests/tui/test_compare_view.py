@@ -105,6 +105,7 @@ def test_unreadable_input_is_a_message(tmp_path, sets):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_cli_screenshot(tmp_path, sets):
     a, b = sets
     out = tmp_path / "cmp.svg"

@@ -7,13 +7,17 @@ import io
 import os
 
 import numpy as np
+import pytest
 from rich.console import Console
 from textual.widgets import Static
 
-from gputrace.tui.app import GputraceApp, preserve_space
+from gputrace.tui.app import GputraceApp
+from gputrace.tui.screenshots import preserve_space
+from gputrace.tui.timeline_screen import TimelineScreen
 from gputrace.tui.gantt import Gantt
 from gputrace.tui.panels import RangePanel, StallsPanel, SummaryPanel
-from gputrace.tui.widgets import HelpScreen, Legend, binding_rows
+from gputrace.tui.legend import Legend
+from gputrace.tui.widgets import HelpScreen, binding_rows
 
 SIZE = (150, 44)
 
@@ -38,6 +42,7 @@ async def ready(app, pilot):
     return app.query_one(Gantt)
 
 
+@pytest.mark.slow
 def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pinning):
     """3 (stalls, focused) · Down to the first GPU idle gap (the timeline follows) · Enter (zoom,
     focus stays) · x (measure it): the Range panel gives its length and what ran meanwhile."""
@@ -80,6 +85,7 @@ def test_new_user_finds_selects_and_measures_a_stall_with_the_keyboard(sample_pi
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_marks_cursor_keys_zoom_to_range_home_end(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -110,6 +116,7 @@ def test_marks_cursor_keys_zoom_to_range_home_end(sample_2gpu):
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_summary_number_key_focuses_and_selection_follows_without_switching_tabs(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -127,7 +134,7 @@ def test_summary_number_key_focuses_and_selection_follows_without_switching_tabs
 
 def test_help_lists_every_binding_from_the_bindings():
     app = GputraceApp([])
-    sections = app.help_sections()
+    sections = TimelineScreen.help_sections()
     rows = binding_rows(app, sections)
     helped = {what for _, _, what in rows}
     for _, bindings in sections:
@@ -137,6 +144,7 @@ def test_help_lists_every_binding_from_the_bindings():
     assert any(keys.split() == ["+", "=", "w"] for _, keys, _ in rows)
 
 
+@pytest.mark.slow
 def test_help_screen_and_legend_toggle(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])
@@ -145,6 +153,9 @@ def test_help_screen_and_legend_toggle(sample_2gpu):
             legend = app.query_one(Legend)
             assert "msm_h" in text_of(legend) and "GPU idle" in text_of(legend)
             assert legend.display
+            if legend.hidden_entries:  # cut to two lines: g first shows every line
+                await press(pilot, "g")
+                assert legend.display and legend.expanded and legend.size.height > 2
             await press(pilot, "g")
             assert not legend.display
             await press(pilot, "question_mark")
@@ -180,13 +191,48 @@ def test_palette_screenshot_without_downloads_and_gputrace_actions(sample_2gpu, 
         async with app.run_test(size=SIZE) as pilot:
             await ready(app, pilot)
             titles = [c.title for c in app.get_system_commands(app.screen)]
-            assert {"Fit", "Measure", "Zoom to range", "Stalls", "Search", "Legend"} <= set(titles)
             assert titles.count("Screenshot") == 1
             next(c for c in app.get_system_commands(app.screen) if c.title == "Screenshot").callback()
             await pilot.pause()
             svgs = [p for p in os.listdir(tmp_path) if p.endswith(".svg")]
             assert len(svgs) == 1
             assert 'xml:space="preserve"' in (tmp_path / svgs[0]).read_text()[:300]
+
+    asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_palette_commands_come_from_the_screens_provider_and_run(sample_2gpu):
+    """The gputrace commands are a command Provider of the timeline screen; each names an action that
+    exists, and choosing one in the palette runs it (here: Compact, then Fit after a zoom)."""
+    from textual.command import CommandPalette
+
+    from gputrace.tui.commands import COMMANDS, TimelineCommands
+
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            gantt = await ready(app, pilot)
+            assert TimelineCommands in type(app.screen).COMMANDS
+            hits = [h async for h in TimelineCommands(app.screen).discover()]
+            assert [h.text for h in hits] == [c[0] for c in COMMANDS]
+            for _, _, where, action in COMMANDS:
+                name = action.split("(")[0]
+                node = app if name.startswith("app.") else (gantt if where == "gantt" else app.screen)
+                assert hasattr(node, "action_" + name.removeprefix("app.")), action
+            await press(pilot, "ctrl+p")
+            assert isinstance(app.screen, CommandPalette)
+            await press(pilot, *"compact")
+            await pilot.pause(0.3)  # the palette gathers hits in a worker
+            await press(pilot, "enter")
+            await pilot.pause()
+            assert gantt.compact and not isinstance(app.screen, CommandPalette)
+            v0 = gantt.view
+            await press(pilot, "plus", "ctrl+p", *"fit")
+            await pilot.pause(0.3)
+            await press(pilot, "enter")
+            await pilot.pause()
+            assert gantt.view == v0
 
     asyncio.run(go())
 
@@ -198,6 +244,7 @@ def test_preserve_space_marks_the_root_once():
     assert np.char.count(out, "xml:space") == 1
 
 
+@pytest.mark.slow
 def test_drag_along_the_time_axis_measures_that_range(sample_2gpu):
     from gputrace.tui.gantt import NAME_W
 
@@ -214,5 +261,34 @@ def test_drag_along_the_time_axis_measures_that_range(sample_2gpu):
             assert abs((b - a) - 20 * v.ns_per_cell) < 1e-6 * v.ns_per_cell
             assert abs(a - v.time_of(10.5)) < 1e-6 * v.ns_per_cell
             assert app.query_one("#side").active == "range"
+
+    asyncio.run(go())
+
+
+def test_summary_d_merges_devices_through_a_new_analysis(sample_2gpu):
+    """``d`` in the summary asks the app for a new analysis (TimelineScreen.AnalysisWanted): the rows come
+    back merged over devices, and ``d`` again splits them."""
+
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await press(pilot, "2")
+            summary = app.query_one(SummaryPanel)
+            split = len(summary.stats)
+            assert any(s.device is not None and s.device >= 0 for s in summary.stats)
+            await press(pilot, "d")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if summary.stats and all(s.device is None for s in summary.stats):
+                    break
+            assert not app.by_device and summary.stats and all(s.device is None for s in summary.stats)
+            assert len(summary.stats) < split and summary.row_count == len(summary.stats)
+            await press(pilot, "d")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if len(summary.stats) == split:
+                    break
+            assert app.by_device and len(summary.stats) == split
 
     asyncio.run(go())

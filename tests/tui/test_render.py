@@ -6,7 +6,8 @@ import pytest
 from gputrace.tui.index import IntervalIndex
 from gputrace.tui.layout import View
 from gputrace.tui.palette import Palette, blend, luminance
-from gputrace.tui.render import BG, DIM, INK, SEL, UNATTR, cells_to_runs, row_cells
+from gputrace.tui.keys import BG, DIM, INK, SEL, UNATTR
+from gputrace.tui.render import cells_to_runs, row_cells
 
 
 def idx(spans, keys=None):

@@ -23,6 +23,7 @@ def report(*args) -> str:
 
 
 @pytest.mark.parametrize("fixture", ["sample_pinning", "sample_2gpu", "sample_prove_cpu"])
+@pytest.mark.slow
 def test_tui_report_and_json_list_the_same_stalls_and_phases(fixture, request):
     path = request.getfixturevalue(fixture)
     doc = json.loads(report(path, "--json"))
@@ -40,7 +41,7 @@ def test_tui_report_and_json_list_the_same_stalls_and_phases(fixture, request):
             stalls = app.query_one(StallsPanel)
             summary = app.query_one(SummaryPanel)
             return ([(it.category, it.text, it.amount_ns, it.start, it.end) for it in stalls.items],
-                    list(app.overlays.notes), [(s.phase, s.device, s.count, s.total_ns) for s in summary.stats])
+                    list(app.main.overlays.notes), [(s.phase, s.device, s.count, s.total_ns) for s in summary.stats])
 
     items, notes, phases = asyncio.run(go())
     assert items, "the sample traces all have stalls"

@@ -2,6 +2,8 @@
 sample traces. Update after a deliberate visual change with ``pytest tests/tui --snapshot-update``
 and look at the report first."""
 
+import pytest
+
 from gputrace.tui.app import GputraceApp
 
 SIZE = (150, 44)
@@ -23,6 +25,7 @@ def test_first_screen_pinning_two_hosts(snap_compare, sample_pinning):
                         run_before=_ready)
 
 
+@pytest.mark.slow
 def test_selected_span_zoomed_with_details(snap_compare, sample_2gpu):
     async def run_before(pilot):
         await _ready(pilot)
@@ -34,6 +37,7 @@ def test_selected_span_zoomed_with_details(snap_compare, sample_2gpu):
                         run_before=run_before)
 
 
+@pytest.mark.slow
 def test_summary_panel(snap_compare, sample_2gpu):
     async def run_before(pilot):
         await _ready(pilot)
@@ -65,6 +69,7 @@ def test_kernels_copies_and_launch_gaps(snap_compare, sample_kernels):
                         run_before=run_before)
 
 
+@pytest.mark.slow
 def test_80x24_stall_measured_from_the_keyboard(snap_compare, sample_pinning):
     """An 80x24 terminal: the side panel under the timeline, a GPU idle gap found in the stalls
     list (3, Down, Down), zoomed (Enter) and measured (x): the Range panel and the status bar."""

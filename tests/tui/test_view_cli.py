@@ -4,6 +4,8 @@ one line on stderr with a non-zero exit, never a traceback."""
 import subprocess
 import sys
 
+import pytest
+
 
 def gputrace(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "gputrace", "view", *args], capture_output=True, text=True,
@@ -37,6 +39,7 @@ def test_unwritable_screenshot_fails_cleanly(tmp_path, sample_2gpu):
     assert r.returncode == 1 and f"cannot write {out}" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_missing_file_and_usage_errors(tmp_path):
     r = gputrace("--screenshot", str(tmp_path / "s.svg"), str(tmp_path / "missing.jsonl"))
     assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
@@ -48,6 +51,7 @@ def test_missing_file_and_usage_errors(tmp_path):
     assert r.returncode != 0 and "COLSxROWS" in r.stderr
 
 
+@pytest.mark.slow
 def test_focus_screenshot_of_the_two_gpu_h200_trace(tmp_path):
     """The committed 2-GPU H200 trace (benchmarks/traces): one lane group per GPU with device-time rows,
     zoomed to the prove root, whose details name both devices."""

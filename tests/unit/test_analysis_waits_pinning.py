@@ -147,3 +147,29 @@ def test_critical_path_nested():
     assert d == {"prove": 8_600 * MS, "ntt": 11_400 * MS, "msm_l": 5_000 * MS, "b_g2": 19_000 * MS, "gpu_prove": 200 * MS}
     assert cp.total_ns == 44_200 * MS
     assert np.all(np.diff(cp.start) > 0)
+
+
+def test_pinning_summary_is_on_the_reports_first_lines_under_the_stalls_cut():
+    """113 ms of pinning in a 153 s run is under the stalls cut (0.1 % of wall), yet a user asking
+    what pinning cost finds it on the first screen, and in --json."""
+    import io
+
+    from rich.console import Console
+
+    from gputrace.commands.report import analyse, render
+    from gputrace.testing.synth import make_timeline
+
+    ms = 1_000_000
+    spans = [{"name": "prove", "start": 0, "end": 153_000 * ms}]
+    for d in (0, 1):
+        spans += [{"name": "pin", "start": 10 * ms, "end": 66 * ms, "device": d, "bytes": 1 << 27},
+                  {"name": "h2d", "start": 70 * ms, "end": 90 * ms, "device": d, "kind": "gpu", "bytes": 1 << 27},
+                  {"name": "unpin", "start": 100 * ms, "end": 100 * ms + 500_000, "device": d}]
+    data = analyse(make_timeline(spans))
+    assert not any(s["category"] == "pin" for s in data["stalls"])  # under the cut
+    assert data["pinning_summary"].startswith("pinning: pin+unpin cost 113 ms (0.07% of the 153 s wall)")
+    out = io.StringIO()
+    render(data, Console(file=out, width=200))
+    assert out.getvalue().splitlines()[1] == data["pinning_summary"][:200]
+    empty = analyse(make_timeline([{"name": "prove", "start": 0, "end": ms}]))
+    assert empty["pinning_summary"] == "pinning: no pin/unpin spans in this trace"

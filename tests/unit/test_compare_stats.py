@@ -189,6 +189,7 @@ def test_compare_measures_pairs_by_round():
         compare_measures(base[:5], var[:5], paired=True)
 
 
+@pytest.mark.slow
 def test_familywise_holds_across_rows():
     """10 pure-noise phases, 10 vs 10 runs: per-row 95 % (correction "none") calls something in
     ~40 % of the repetitions; the default (Benjamini-Hochberg) and Holm keep 'any row called'
@@ -310,6 +311,7 @@ def test_runs_needed_follows_the_noise_and_the_level():
     assert runs_needed([1.0], [2.0], 0.05, 0.95) is None
 
 
+@pytest.mark.slow
 def test_one_slowed_phase_is_found_alone_across_rows():
     """The issue's case: 8 vs 8 synthetic prover runs (42 rows), 3 % noise, msm_l +15 %. Each row
     alone at 95 % also called unchanged phases in most comparisons; decided together (the

@@ -42,6 +42,7 @@ def test_readers_run_with_the_collector_off_and_restore_it(tmp_path, monkeypatch
     assert seen == [False] and gc.isenabled()
 
 
+@pytest.mark.slow
 def test_what_the_block_kept_goes_to_the_oldest_generation():
     """No young collection walks a read's objects after the block (they are handed to the oldest
     generation), unless something else holds frozen objects, whose freeze is left alone."""

@@ -167,6 +167,7 @@ def test_written_proof_roundtrips(proved, tmp_path):
     (dict(constraints=1 << 10), 3, 1, frozenset({"a1", "d4"})),
     (dict(challenges=3, depth=3), 1, 3, frozenset({"a2", "b1", "a4"})),
 ])
+@pytest.mark.slow
 def test_other_sizes_and_batches_verify(tmp_path, key_dir, size, batch, devices, opts):
     res = run_prove(ProveOptions(batch=batch, devices=devices, opts=opts, out_dir=tmp_path, key_dir=key_dir,
                                  configure_tracer=False, **size))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gputrace.prover.keygen import cache as keycache
 from gputrace.prover.keygen import keys
 from gputrace.prover.keygen.template import template_cs
@@ -55,6 +57,7 @@ def _gt(*args):
                           cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 def test_prove_and_verify_say_when_a_key_is_a_test_key(tmp_path):
     keys_dir = tmp_path / "keys"
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--seed", "2", "--out", tmp_path / "t",
@@ -68,5 +71,5 @@ def test_prove_and_verify_say_when_a_key_is_a_test_key(tmp_path):
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--out", tmp_path / "r",
             "--key-dir", keys_dir, "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "fresh random setup" in r.stdout and "TEST" not in r.stdout
+    assert "random single-party setup" in r.stdout and "TEST" not in r.stdout
     assert json.loads((tmp_path / "r" / "vk.json").read_text())["test_key"] is False

@@ -7,6 +7,7 @@ import socket
 import time
 
 import orjson
+import pytest
 
 from gputrace.timeline import read_trace
 from gputrace.trace import configure, phase, shutdown
@@ -60,6 +61,7 @@ def _black_hole():
     return s
 
 
+@pytest.mark.slow
 def test_http_exporter_close_against_a_black_hole_stays_within_its_timeout():
     hole = _black_hole()
     try:
@@ -78,6 +80,7 @@ def test_http_exporter_close_against_a_black_hole_stays_within_its_timeout():
         hole.close()
 
 
+@pytest.mark.slow
 def test_collector_down_is_reported_with_the_refused_connection(monkeypatch):
     from gputrace.commands.prove import trace_delivery_warnings
 

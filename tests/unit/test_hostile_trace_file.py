@@ -46,6 +46,7 @@ def _spans_in(path) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_two_processes_writing_one_trace_file_lose_nothing(tmp_path):
     path = tmp_path / "shared.jsonl"
     n = 3000

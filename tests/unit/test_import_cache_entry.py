@@ -62,6 +62,7 @@ def _check(tl, tmp_path, monkeypatch, name="t.jsonl", max_spans=512):
 
 @pytest.mark.parametrize("opts", [{}, {"runtime": False}, {"correlation_ids": True}])
 @pytest.mark.parametrize("report", ["plain", "no_session", "random1", "random2", "random3", "random4"])
+@pytest.mark.slow
 def test_nsys_imports_read_back_as_predicted(tmp_path, uncached, monkeypatch, report, opts):
     if report == "plain":
         src = build_report(tmp_path / "r.sqlite")

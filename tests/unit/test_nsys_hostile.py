@@ -110,3 +110,41 @@ def test_bad_kernel_values_name_the_kernel_table(tmp_path, column, value, messag
     con.close()
     with pytest.raises(NsysFormatError, match=f"k.sqlite: table CUPTI_ACTIVITY_KIND_KERNEL: {message}"):
         read_nsys(p)
+
+
+@pytest.mark.parametrize("table", ["ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_NSYS_EVENT_TYPE",
+                                   "ENUM_CUPTI_SYNC_TYPE"])
+def test_an_enum_table_without_an_id_column_names_the_table_and_column(tmp_path, table):
+    p = build_report(tmp_path / "enum.sqlite")
+    _edit(p, f"DROP TABLE IF EXISTS {table}", f"CREATE TABLE {table} (code INTEGER, name TEXT, label TEXT)",
+          f"INSERT INTO {table} VALUES (1, 'X', 'x')",
+          # a sync table, so that the sync types are read
+          "CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start INTEGER, end INTEGER, "
+          "deviceId INTEGER, streamId INTEGER, globalPid INTEGER, correlationId INTEGER, syncType INTEGER, "
+          "eventId INTEGER)")
+    with pytest.raises(NsysFormatError, match=f"enum.sqlite: table {table}: no column id"):
+        read_nsys(p)
+    with pytest.raises(NsysFormatError, match=f"table {table}: no column id"):
+        read_any([p])
+
+
+def test_an_enum_id_that_is_not_an_integer_names_the_table(tmp_path):
+    p = build_report(tmp_path / "enumtext.sqlite")
+    _edit(p, "DROP TABLE ENUM_CUDA_MEM_KIND", "CREATE TABLE ENUM_CUDA_MEM_KIND (id, name TEXT, label TEXT)",
+          "INSERT INTO ENUM_CUDA_MEM_KIND VALUES ('two', 'X', 'x')")
+    with pytest.raises(NsysFormatError, match="table ENUM_CUDA_MEM_KIND: column id holds str 'two'"):
+        read_nsys(p)
+
+
+@pytest.mark.parametrize("command", [["import", "nsys"], ["report"]])
+def test_import_and_report_of_such_a_file_print_one_line(tmp_path, command):
+    import subprocess
+    import sys
+
+    p = build_report(tmp_path / "enum.sqlite")
+    _edit(p, "DROP TABLE ENUM_CUDA_MEM_KIND", "CREATE TABLE ENUM_CUDA_MEM_KIND (code INTEGER, name TEXT)")
+    out = subprocess.run([sys.executable, "-m", "gputrace.cli", *command, str(p)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr and "OperationalError" not in out.stderr
+    assert "table ENUM_CUDA_MEM_KIND: no column id" in out.stderr

@@ -143,6 +143,7 @@ def _emulated_transform(lib, rows, inverse, coset, variant):
     return [_ints(a[r]) for r in range(m)]
 
 
+@pytest.mark.slow
 def test_fr32_arithmetic_on_host(emu):
     rng = random.Random(SEED)
     edge = [0, 1, 2, R - 1, R - 2, (R - 1) // 2, (R + 1) // 2, 1 << 64, (1 << 255) % R, MONT]
@@ -158,6 +159,7 @@ def test_fr32_arithmetic_on_host(emu):
 
 @pytest.mark.parametrize("variant", [0, 1, 2], ids=["ntt_pass", "ntt_pass_m64", "ntt_pass_e4"])
 @pytest.mark.parametrize("logn,m", [(3, 1), (4, 2), (6, 1), (8, 1), (9, 2), (11, 1), (13, 1)])
+@pytest.mark.slow
 def test_pass_kernels_match_cpu_ntt_on_host(emu, variant, logn, m):
     rng = random.Random(SEED + logn)
     n = 1 << logn
@@ -170,6 +172,7 @@ def test_pass_kernels_match_cpu_ntt_on_host(emu, variant, logn, m):
                 assert got[i] == list(want[i]), f"2^{logn} {inverse=} {coset=} row {i} (seed {SEED})"
 
 
+@pytest.mark.slow
 def test_three_pass_transform_on_host(emu):
     """2^17 = 6 + 6 + 5 stages: a middle pass in place in the scratch buffer."""
     rng = random.Random(SEED)

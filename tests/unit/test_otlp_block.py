@@ -30,6 +30,7 @@ def _same_bytes(tl, max_spans=512):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.slow
 def test_nsys_imports(tmp_path, seed, monkeypatch):
     src = random_report(tmp_path / "r.sqlite", seed=seed, n=1500)
     monkeypatch.setattr(otlp_file, "BLOCK_ROWS", 97)  # blocks end inside lines and groups

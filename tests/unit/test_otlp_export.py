@@ -144,6 +144,7 @@ def _check_arrived(rec: _Receiver, run_id: str):
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.slow
 def test_spans_attributes_resource_arrive(protocol, grpc_receiver, http_receiver):
     rec = grpc_receiver if protocol == "grpc" else http_receiver
     r = configure(otlp={"protocol": protocol, "endpoint": rec.endpoint, "timeout_s": 5},
@@ -213,6 +214,7 @@ def _timed_workload(n: int) -> float:
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.slow
 def test_collector_down_does_not_stall(protocol, tmp_path):
     path = tmp_path / "run.jsonl"
     port = _free_port()
@@ -237,6 +239,7 @@ def test_collector_down_does_not_stall(protocol, tmp_path):
     assert "otlp" in str(s)
 
 
+@pytest.mark.slow
 def test_slow_collector_does_not_stall(grpc_receiver, tmp_path):
     grpc_receiver.delay_s = 1.5  # longer than the exporter's timeout: every attempt times out
     path = tmp_path / "run.jsonl"
@@ -254,6 +257,7 @@ def test_slow_collector_does_not_stall(grpc_receiver, tmp_path):
     assert otlp.dropped > 0 and otlp.retried > 0
 
 
+@pytest.mark.slow
 def test_slow_but_within_timeout_delivers_everything(http_receiver):
     http_receiver.delay_s = 0.2
     configure(otlp={"protocol": "http/protobuf", "endpoint": http_receiver.endpoint, "timeout_s": 5,

@@ -189,6 +189,7 @@ class DeviceWorkBackend(LimbBackend):
 
 
 @pytest.mark.parametrize("synthesis,b_g2", [("device", "device"), ("device", "host"), ("host", "device")])
+@pytest.mark.slow
 def test_pipeline_device_synthesis_and_g2_paths(tmp_path_factory, synthesis, b_g2):
     """Device synthesis and device b_g2 (alone and together) give verifying proofs with the phases on the device
     lane; the trace's config records where each ran."""
@@ -234,6 +235,7 @@ def test_device_work_refused_by_a_backend_without_it(tmp_path):
                                synthesis="gpu"))
 
 
+@pytest.mark.slow
 def test_pipeline_with_gpu_layout_backend(tmp_path_factory):
     from pathlib import Path
 

@@ -28,6 +28,7 @@ def _run(tmp_path, key_dir, opts, batch=2, devices=2, **kw):
     return res, sink.spans
 
 
+@pytest.mark.slow
 def test_every_phase_present_nested_and_on_its_lane(tmp_path, key_dir):
     res, spans = _run(tmp_path, key_dir, frozenset(OPT_NAMES))
     assert res.verified == [True] * 4
@@ -81,6 +82,7 @@ def test_switches_off_means_no_pin_phases(tmp_path, key_dir):
 
 
 @pytest.mark.parametrize("opts", ["a1", "a2", "a4", "b1", "d4", "a1,a2", "a4,d4", "all"])
+@pytest.mark.slow
 def test_switch_combinations_verify(tmp_path, key_dir, opts):
     res = run_prove(ProveOptions(challenges=1, depth=2, batch=2, devices=1, opts=parse_opts(opts),
                                  out_dir=tmp_path, key_dir=key_dir, configure_tracer=False))
@@ -88,6 +90,7 @@ def test_switch_combinations_verify(tmp_path, key_dir, opts):
     assert all(res.config[k] == (k in parse_opts(opts)) for k in OPT_NAMES)
 
 
+@pytest.mark.slow
 def test_switches_recorded_in_trace_file(tmp_path, key_dir):
     trace = tmp_path / "run.jsonl"
     res = run_prove(ProveOptions(challenges=2, depth=3, batch=1, devices=1, opts=parse_opts("a1,d4"),
@@ -113,6 +116,7 @@ def test_bad_options():
 
 
 @pytest.mark.parametrize("batch,workers,challenges", [(1, 1, 1), (2, 2, 1), (1, 3, 3)])  # in-thread, processes, parts
+@pytest.mark.slow
 def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch, batch, workers, challenges):
     from gputrace.prover import witness
     from gputrace.prover.field import R
@@ -132,6 +136,7 @@ def test_unsatisfiable_witness_is_a_clear_error(tmp_path, key_dir, monkeypatch, 
 
 
 @pytest.mark.parametrize("batch,workers,parts", [(1, 4, 3), (2, 4, 2), (3, 4, 1)])
+@pytest.mark.slow
 def test_synthesis_split_into_parts_verifies(tmp_path, key_dir, batch, workers, parts):
     """More synthesis processes than circuits: each circuit is cut into challenge ranges (at most K = 3)."""
     sink = gputrace.MemorySink()

@@ -190,3 +190,26 @@ def test_kineto_kernel_templates_stay_shared_and_exact_through_the_cache(tmp_pat
     assert raw.count(b"correlation") >= 1
     entry.write_bytes(raw.replace(b"correlation", b"correlatioX", 1))
     assert cache.load(p) is None
+
+
+def test_a_file_growing_past_the_threshold_while_read_is_shown_and_not_stored(tmp_path, monkeypatch):
+    # A running job's trace crosses the 16 MiB threshold while `view` reads it: the cache was not wanted when the
+    # read began, so nothing is stored (the view used to end in UnboundLocalError).
+    monkeypatch.setenv("GPUTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    p = _copy(tmp_path)
+    size = os.path.getsize(p)
+    monkeypatch.setenv("GPUTRACE_CACHE_MIN_BYTES", str(size + 1))
+    real = cache.wanted
+    calls = []
+
+    def grown(path):  # the first check sees the file as it was; it then grows past the threshold
+        calls.append(path)
+        if len(calls) > 1:
+            with open(p, "ab") as f:
+                f.write(b"\n")
+        return real(path)
+
+    monkeypatch.setattr(cache, "wanted", grown)
+    steps = list(load_steps([p]))
+    assert steps[-1].snapshot().n > 0
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("*.gtc"))

@@ -26,6 +26,7 @@ def _domain(shape) -> int:
     (shape_for_constraints(1 << 11), frozenset({"a2"})),
 ])
 @pytest.mark.parametrize("parts", [1, 2, 3, 5, 9])
+@pytest.mark.slow
 def test_parts_merge_to_the_whole_witness(shape, opts, parts):
     dom = _domain(shape)
     whole = synthesize_witness(shape, 3, 2, dom, opts)

@@ -17,6 +17,8 @@ BACKENDS = ("auto", "cpu", "cuda")
 def make_backend(name: str, devices: int) -> tuple[ProverBackend, str | None]:
     if name not in BACKENDS:
         raise ValueError(f"--backend: expected one of {', '.join(BACKENDS)}, got {name!r}")
+    reason: str | None = None
+    notice: str | None = None
     if name in ("cuda", "auto"):
         try:
             from .cuda import CudaBackend  # lazy: imports cupy
@@ -28,8 +30,6 @@ def make_backend(name: str, devices: int) -> tuple[ProverBackend, str | None]:
                 raise BackendUnavailable(f"--backend cuda: CUDA backend unavailable: {what}") from exc
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notice = f"note: CUDA backend unavailable ({reason}); using the CPU backend"
-    else:
-        reason = notice = None
     from gputrace.prover.options import check_cpu_lanes
 
     from .cpu import CpuBackend

@@ -49,8 +49,9 @@ failing call (and, for out-of-memory, how many bytes were asked for).
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -198,11 +199,18 @@ class ProverBackend(abc.ABC):
     def lanes(self, device: int) -> Sequence[LaneInfo]:
         """The lanes (streams / threads) of ``device``; at least one. ``lanes(d)[0]`` is the default."""
 
+    #: Proving-key uploads of at least a megabyte go through page-locked staging chunks where the backend has
+    #: them (CUDA); False (the ``pageable`` switch, set by the pipeline on its backend) copies them straight
+    #: from pageable host memory. Backends without a device copy ignore it.
+    key_staging: bool = True
+
     def synchronize(self, device: int) -> None:
         """Block until all queued work on ``device`` is done (no-op where work is synchronous)."""
+        return None
 
     def close(self) -> None:
         """Release device memory, streams and pools. Safe to call twice."""
+        return None
 
     # -- host memory and transfers -----------------------------------------------------
     @abc.abstractmethod
@@ -288,8 +296,8 @@ class ProverBackend(abc.ABC):
     #: True when ``msm_g2`` and ``load_bases_g2`` are implemented (``b_g2`` then runs on the device).
     supports_g2: bool = False
 
-    def device_witness(self, plans: Sequence[Any], domain_size: int, device: int,
-                       lane: LaneInfo | None = None, per_circuit: bool = False) -> tuple[DeviceArray, list[DeviceArray]]:
+    def device_witness(self, plans: Sequence[Any], domain_size: int, device: int, lane: LaneInfo | None = None,
+                       per_circuit: bool = False) -> tuple[DeviceArray, list[DeviceArray]]:
         """Generate the witnesses of ``plans`` (``witness_plan.WitnessPlan``, B of them) on ``device``.
 
         Returns the a/b/c block ``(3B, domain_size, 4)`` laid out ``[a_0..a_B-1, b_0.., c_0..]`` (what
@@ -325,6 +333,7 @@ class ProverBackend(abc.ABC):
     def wait_event(self, lane: LaneInfo, event: Any) -> None:
         """Make work queued on ``lane`` from now on wait for ``event`` (``record_event`` of another lane of the
         same device), without blocking the host. Default: nothing to wait for."""
+        return None
 
     def split_tail(self, z: DeviceArray, num_inputs: int, lane: LaneInfo | None = None) -> TailSplit:
         """Queue the split of assignment ``z`` (``device_witness``'s) for the tail MSMs on ``lane``: the zeroed

@@ -24,8 +24,9 @@ What each interface call really does here (docs/prover.md repeats this):
 
 Thread safety: ``msm_g1`` may be called from several lanes at once: their parts share one pool of
 ``msm_threads`` threads (one queue), so N lanes never run more than ``msm_threads`` parts at a time
-(an MSM too small to split, under ``2 * host_msm.MIN_PART`` points, runs whole on its lane's thread). The pool (created on first use) and the staging-buffer cache are guarded by a lock. ``close``
-must not run while another thread is inside ``msm_g1``.
+(an MSM too small to split, under ``2 * host_msm.MIN_PART`` points, runs whole on its lane's thread). The pool
+(created on first use) and the staging-buffer cache are guarded by a lock. ``close`` must not run while another
+thread is inside ``msm_g1``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point
@@ -44,7 +46,7 @@ from ..msm_plan import MsmPlan
 from ..ntt import ntt as _ntt
 from .base import BackendError, BasesHandle, DeviceArray, LaneInfo, PinnedHost, ProverBackend
 
-_libc = None
+_libc: ctypes.CDLL | bool | None = None  # False: libc could not be loaded
 
 
 def _mlock_fns():

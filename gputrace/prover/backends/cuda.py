@@ -23,8 +23,9 @@ What each call does (docs/gpu.md repeats this):
 * Three streams per GPU: the lane's (proving), the witness lane's (``witness_lane``: witnesses and their tail
   splits, generated while the lane proves the circuit before; ``record_event``/``wait_event`` order the two) and
   a load stream for ``load_bases`` (synchronous calls, so the pipeline may load from another thread while the
-  lane proves; keys of 1 MB and more go through two page-locked 16 MB chunks, ``_upload_staged``). Arrays made on the witness lane and read on the lane are kept referenced by the pipeline until
-  the lane has synchronised past their last use (the pool rule below).
+  lane proves; keys of 1 MB and more go through two page-locked 16 MB chunks, ``_upload_staged``). Arrays made on
+  the witness lane and read on the lane are kept referenced by the pipeline until the lane has synchronised past
+  their last use (the pool rule below).
 
 Errors: ``BackendUnavailable`` without CuPy or a GPU (or fewer GPUs than asked); ``BackendError``
 naming the failing CUDA call otherwise, with byte counts for out-of-memory.
@@ -37,8 +38,10 @@ work still reads it (a 2^18 proof failed to verify that way in an earlier versio
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,15 +55,25 @@ except ImportError as exc:  # pragma: no cover - exercised on machines without C
 import gputrace
 
 from ..encoding import g1_to_affine_limbs
-from ..tail_split import ones_indices_counted, split_tail
 from ..msm_plan import MsmPlan
-from .base import (BackendError, BackendUnavailable, BasesHandle, DeviceArray, LaneInfo, PinnedHost, ProverBackend,
-                   TailSplit, check_gpu_count)
+from ..tail_split import ones_indices_counted, split_tail
+from .base import (
+    BackendError,
+    BackendUnavailable,
+    BasesHandle,
+    DeviceArray,
+    LaneInfo,
+    PinnedHost,
+    ProverBackend,
+    TailSplit,
+    check_gpu_count,
+)
 from .cuda_kernels import check, empty
 from .cuda_msm import G1Msm, G2Msm, xyzz_to_g1, xyzz_to_g2
 from .cuda_ntt import FrNtt, mont_limbs
 from .cuda_witness import MerkleWitness
 
+log = logging.getLogger(__name__)
 
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable (driver_types.h)
 #: Key uploads at least this large go through page-locked staging (``_upload_staged``), in chunks of this size.
@@ -100,10 +113,10 @@ def _upload_staged(dst, arr: np.ndarray, stream) -> None:
     check("cudaStreamSynchronize(staged upload)", stream.synchronize)  # the chunks go back to the pool after this
 
 
-def _uploader(nbytes: int):
+def _uploader(nbytes: int, staging: bool = True):
     """``G1Msm.load_bases``'s ``upload`` for a key of ``nbytes``: chunked staging from ``STAGE_MIN_BYTES`` up,
-    else None (the pageable copy)."""
-    return _upload_staged if nbytes >= STAGE_MIN_BYTES else None
+    else None (the pageable copy). ``staging`` False (``key_staging``, the ``pageable`` switch): always None."""
+    return _upload_staged if staging and nbytes >= STAGE_MIN_BYTES else None
 
 
 def _pinned_empty(words: int) -> np.ndarray:
@@ -203,16 +216,16 @@ class CudaBackend(ProverBackend):
         for ptr in list(self._pinned):
             try:
                 cupy.cuda.runtime.hostUnregister(ptr)
-            except Exception:
-                pass
+            except Exception as exc:  # noqa: BLE001 (close never raises: one failed unregister must not keep the rest)
+                log.debug("cuda close: hostUnregister failed: %s", exc)
         self._pinned.clear()
         for d in self._devs:
             with cupy.cuda.Device(d.index):
                 for st in (d.stream, d.wstream, d.lstream):
                     try:
                         st.synchronize()
-                    except Exception:
-                        pass
+                    except Exception as exc:  # noqa: BLE001 (close never raises; the pool is freed below anyway)
+                        log.debug("cuda close: stream synchronize failed: %s", exc)
                 cupy.get_default_memory_pool().free_all_blocks()  # the pool of this device
 
     # -- host memory and transfers ------------------------------------------------------------
@@ -286,7 +299,8 @@ class CudaBackend(ProverBackend):
         d = self._dev(device)
         if affine_limbs is not None:
             if affine_limbs.shape != (len(points), 2, 6):
-                raise BackendError(f"cuda load_bases({name}): affine limbs {affine_limbs.shape} for {len(points)} points")
+                raise BackendError(
+                    f"cuda load_bases({name}): affine limbs {affine_limbs.shape} for {len(points)} points")
             limbs = affine_limbs
         elif len(points):
             limbs = g1_to_affine_limbs(list(points))
@@ -294,7 +308,7 @@ class CudaBackend(ProverBackend):
             limbs = np.zeros((0, 2, 6), dtype=np.uint64)
         with cupy.cuda.Device(device):  # on the load stream: another thread may be proving on d.stream
             limbs = np.ascontiguousarray(limbs, dtype=np.uint64)
-            data = d.msm.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes))
+            data = d.msm.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes, self.key_staging))
             check(f"load_bases({name})", d.lstream.synchronize)
         return BasesHandle(name, device, len(limbs), data)
 
@@ -317,10 +331,11 @@ class CudaBackend(ProverBackend):
     def load_bases_g2(self, name: str, affine_limbs: np.ndarray, device: int) -> BasesHandle:
         d = self._dev(device)
         if affine_limbs.ndim != 4 or affine_limbs.shape[1:] != (2, 2, 6):
-            raise BackendError(f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
+            raise BackendError(
+                f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
         with cupy.cuda.Device(device):
             limbs = np.ascontiguousarray(affine_limbs, dtype=np.uint64)
-            data = d.msm2.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes))
+            data = d.msm2.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes, self.key_staging))
             check(f"load_bases_g2({name})", d.lstream.synchronize)
         return BasesHandle(name, device, len(affine_limbs), data)
 

@@ -15,7 +15,7 @@ the domain is ``ZeroDivisionError`` (as ``keygen.setup.lagrange_at``). One devic
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cupy
 import numpy as np
@@ -37,7 +37,7 @@ def device_available() -> bool:
     """A CUDA device is usable from this process (CuPy imported, at least one device)."""
     try:
         return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # CUDARuntimeError: no driver or no device
+    except RuntimeError:  # cupy's CUDARuntimeError: no driver or no device
         return False
 
 
@@ -236,9 +236,9 @@ def key_scalars(q: QapGpu, tau: int, alpha: int, beta: int, gamma: int, delta: i
             private.append(cupy.ascontiguousarray(s[:, 3:]).reshape(-1, 4))  # global order K + 2 + k*vpc + j
             del s
         del lag
-        inputs[0] = [(x + y) % R for x, y in zip(inputs[0], lag_inputs)]
+        inputs[0] = [(x + y) % R for x, y in zip(inputs[0], lag_inputs, strict=True)]
         gi, di = inv(gamma), inv(delta)
-        ic = [(beta * u + alpha * v + w) * gi % R for u, v, w in zip(*inputs)]
+        ic = [(beta * u + alpha * v + w) * gi % R for u, v, w in zip(*inputs, strict=True)]
         l_q = q.canonical(q.combine(private[0], private[1], private[2], beta, alpha, di))
         h_q = q.canonical(q.powers((pow(tau, n, R) - 1) * di % R, tau, n - 1))
         u_q = cupy.concatenate([cupy.asarray(ints_to_limbs(inputs[0])), q.canonical(private[0])])

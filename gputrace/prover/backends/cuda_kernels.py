@@ -125,7 +125,8 @@ def kernel_report(device: int, modules=("ntt", "msm", "witness")) -> list[dict]:
     return out
 
 
-def launch(k, call: str, n: int, args: tuple, stream, *, block: int = 256, shared: int = 0, grid: int | None = None) -> None:
+def launch(k, call: str, n: int, args: tuple, stream, *, block: int = 256, shared: int = 0,
+           grid: int | None = None) -> None:
     """Launch ``k`` over ``n`` threads (``grid`` blocks if given) on ``stream``; BackendError names ``call``."""
     if grid is None:
         if n <= 0:

@@ -26,14 +26,15 @@ Thread: one instance per device, used from that device's worker thread. Raises `
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import cupy
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
+from .. import msm_layout
 from ..encoding import Q
 from ..field import R
-from .. import msm_layout
 from ..msm_plan import default_window
 from .base import BackendError
 from .cuda_kernels import check, empty, i32, kernel, launch, u64
@@ -349,7 +350,7 @@ class G1Msm:
             mark("horner")
         if profile is not None:
             marks[-1][1].synchronize()
-            for (_, e0), (name, e1) in zip(marks, marks[1:]):
+            for (_, e0), (name, e1) in pairwise(marks):
                 profile[name] = cupy.cuda.get_elapsed_time(e0, e1)
             profile["window"] = c
             profile["windows"] = nw

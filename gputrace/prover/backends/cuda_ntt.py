@@ -68,7 +68,8 @@ class FrNtt:
         self._lock = threading.Lock()
         self._k = {fn: kernel("ntt", device, fn) for fn in (
             "fr_to_mont", "fr_from_mont", "fr_powers", "fr_bitrev_inplace", "ntt_block", "ntt_stage",
-            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o5", "ntt_pass_e4", "ntt_pass_m64")}
+            "ntt_stage2", "fr_mul_tab", "fr_scale", "fr_h_eval", "ntt_pass", "ntt_pass_o5", "ntt_pass_e4",
+            "ntt_pass_m64")}
 
     # -- tables ---------------------------------------------------------------------------
     def powers(self, base: int, count: int, scale: int, stream) -> cupy.ndarray:
@@ -143,7 +144,9 @@ class FrNtt:
     def _transform_passes(self, a: cupy.ndarray, *, inverse: bool, coset: bool, stream) -> cupy.ndarray:
         m, n = a.shape[0], a.shape[1]
         logn = n.bit_length() - 1
-        fn, eb = IMPLS[self.impl]
+        impl = IMPLS[self.impl]
+        assert impl is not None, "the radix-2 implementation has no pass kernel"
+        fn, eb = impl
         k = self._k[fn]
         tw = self._table("itw" if inverse else "tw", logn, stream)
         small = self._table("ismall" if inverse else "small", 0, stream)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import overload
 
 import numpy as np
 
@@ -74,6 +75,12 @@ class BlockTemplate:
             n <<= 1
         return n
 
+    @overload
+    def global_var(self, v: np.ndarray, k: int) -> np.ndarray: ...
+
+    @overload
+    def global_var(self, v: int, k: int) -> int: ...
+
     def global_var(self, v: np.ndarray | int, k: int) -> np.ndarray | int:
         """Global variable of block variable(s) ``v`` in challenge ``k``."""
         if isinstance(v, np.ndarray):
@@ -115,7 +122,7 @@ def column_values(bt: BlockTemplate, m: int, weights: list[int]) -> list[int]:
     for k in range(bt.challenges):
         base = k * bt.per
         gv = bt.global_var(vars_, k).tolist()
-        for r, g, c in zip(rl, gv, coefs):
+        for r, g, c in zip(rl, gv, coefs, strict=True):
             acc[g] += c * weights[base + r]
     return [x % R for x in acc]
 
@@ -128,7 +135,7 @@ def row_values(bt: BlockTemplate, m: int, z: list[int]) -> list[int]:
     for k in range(bt.challenges):
         base = k * bt.per
         gv = bt.global_var(vars_, k).tolist()
-        for r, g, c in zip(rl, gv, coefs):
+        for r, g, c in zip(rl, gv, coefs, strict=True):
             out[base + r] += c * z[g]
     return [x % R for x in out]
 

@@ -19,13 +19,15 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gputrace
 
 from ..backends.base import BackendUnavailable
 from ..circuit import CIRCUIT_ID, CircuitShape
+from ..r1cs import ConstraintSystem
 from . import fingerprint_record, keys, template
-from .block import block_template
+from .block import BlockTemplate, block_template
 from .setup import ProvingKey, generate, generate_device
 
 
@@ -60,6 +62,8 @@ def key_directory(key_dir: Path, shape: CircuitShape, fingerprint: str, seed: in
 
 
 KEYGEN = ("auto", "host", "device")
+#: What keys are generated from: the template R1CS (host) or the circuit's block and its ``QapGpu`` (device).
+_Built = ConstraintSystem | tuple[BlockTemplate, Any]
 
 
 def resolve_keygen(keygen: str) -> str:
@@ -99,13 +103,14 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, worker
     """
     t0 = time.perf_counter()
     where = resolve_keygen(keygen)
-    built = None  # the template R1CS (host) or the circuit's block and its QapGpu (device)
+    built: _Built | None = None
     with gputrace.phase("setup_fingerprint", kind="host", keygen=where) as p:
         rkey = fingerprint_record.record_key(CIRCUIT_ID, shape.challenges, shape.depth, template.TEMPLATE_SEED,
                                              template.TEMPLATE_OPTS)
         recorded = fingerprint_record.read(key_dir, rkey) if rkey is not None else None
-        fp = recorded
-        if recorded is None or not _have_keys(key_directory(key_dir, shape, recorded, seed), seed):
+        if recorded is not None and _have_keys(key_directory(key_dir, shape, recorded, seed), seed):
+            fp = recorded
+        else:
             built, fp = _template(shape, where)  # no record, or keys to generate (which needs the R1CS anyway)
             if recorded is not None and recorded != fp:
                 fingerprint_record.log.warning(
@@ -123,19 +128,20 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, worker
     if built is None:  # the keys went away between the check above and here
         built, fp = _template(shape, where)
         directory = key_directory(key_dir, shape, fp, seed)
-    if where == "device":
+    if isinstance(built, ConstraintSystem):
+        pk, vk = generate(built, seed, workers)
+    else:
         block, qap = built
         pk, vk = generate_device(block, fp, seed, qap=qap)
-    else:
-        pk, vk = generate(built, seed, workers)
     meta = {"challenges": shape.challenges, "depth": shape.depth, "seed": seed, "constraints": shape.constraints,
-            "warning": keys.seeded_key_warning(seed) if seed is not None else "single-party setup from fresh randomness"}
+            "warning": keys.seeded_key_warning(seed) if seed is not None
+            else "single-party setup from fresh randomness"}
     with gputrace.phase("key_save", kind="host"):
         keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
     return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp, seed)
 
 
-def _template(shape: CircuitShape, where: str) -> tuple[object, str]:
+def _template(shape: CircuitShape, where: str) -> tuple[_Built, str]:
     """(template, fingerprint): the whole template R1CS on the host; on the device the circuit's block
     (``block``) and its ``QapGpu``, the fingerprint computed from them on the GPU."""
     if where == "device":

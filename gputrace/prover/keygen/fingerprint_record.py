@@ -32,11 +32,13 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
-from .. import source_snapshot
-from .. import witness  # noqa: F401  (loads every module in SOURCE_MODULES, so module_files() finds them)
+from .. import (
+    source_snapshot,
+    witness,  # noqa: F401  (loads every module in SOURCE_MODULES, so module_files() finds them)
+)
 
 log = logging.getLogger(__name__)
 

@@ -95,17 +95,17 @@ def _atomic_write(path: Path, data: bytes) -> None:
     write_atomic(path, data)
 
 
-def _rows(buf: bytes, width: int) -> np.ndarray:
+def _rows(buf: bytes | np.ndarray, width: int) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.uint8).reshape(-1, width)
 
 
 def save_keys(directory: Path, pk: ProvingKey, vk: VerifyingKey, circuit: str, meta: dict) -> None:
     """Write ``vk.json`` and ``pk.npz`` into ``directory`` (atomically, file by file)."""
     directory = Path(directory)
-    raw = {name: (pk.raw or {}).get(name) for name in ("a", "b_g1", "b_g2", "l", "h")}
-    for name, buf in raw.items():  # queries without kept encodings (a loaded key keeps only the G1 ones)
-        if buf is None:
-            raw[name] = b"".join(p.to_xy_bytes_le() for p in getattr(pk, name))
+    raw: dict[str, bytes] = {}
+    for name in ("a", "b_g1", "b_g2", "l", "h"):
+        buf = (pk.raw or {}).get(name)  # queries without kept encodings (a loaded key keeps only the G1 ones)
+        raw[name] = b"".join(p.to_xy_bytes_le() for p in getattr(pk, name)) if buf is None else buf
     fixed1 = b"".join(p.to_xy_bytes_le() for p in (pk.alpha_g1, pk.beta_g1, pk.delta_g1))
     fixed2 = b"".join(p.to_xy_bytes_le() for p in (pk.beta_g2, pk.delta_g2))
     full_meta = dict(meta, format=KEY_FORMAT, fingerprint=pk.fingerprint, domain_size=pk.domain_size,
@@ -160,7 +160,7 @@ def load_pk(path: Path, expect_fingerprint: str | None = None) -> ProvingKey:
         )
     except KeyError as exc:
         raise KeyError_(f"{path}: missing field {exc}") from None
-    except Exception as exc:  # arkworks decode error: name the file
+    except (ValueError, TypeError, IndexError) as exc:  # a decode error, a bad meta value, too few points
         raise KeyError_(f"{path}: corrupt point data ({exc})") from None
 
 

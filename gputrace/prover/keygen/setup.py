@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,11 +44,11 @@ class ProvingKey:
     beta_g2: G2Point
     delta_g1: G1Point
     delta_g2: G2Point
-    a: list[G1Point]
-    b_g1: list[G1Point]
-    b_g2: list[G2Point]
-    l: list[G1Point]
-    h: list[G1Point]
+    a: Sequence[G1Point]
+    b_g1: Sequence[G1Point]
+    b_g2: Sequence[G2Point]
+    l: Sequence[G1Point]  # noqa: E741 (the Groth16 L query, as the paper and bellman name it)
+    h: Sequence[G1Point]
     domain_size: int
     num_inputs: int  # including ONE
     num_vars: int
@@ -96,7 +97,7 @@ def lagrange_at(tau: int, n: int) -> list[int]:
     zt = (pow(tau, n, R) - 1) % R
     scale = zt * inv(n) % R
     invs = batch_inv([(tau - p) % R for p in pts])
-    return [scale * p % R * iv % R for p, iv in zip(pts, invs)]
+    return [scale * p % R * iv % R for p, iv in zip(pts, invs, strict=True)]
 
 
 def _toxic_waste(seed: int | None) -> tuple[int, int, int, int, int]:
@@ -106,7 +107,8 @@ def _toxic_waste(seed: int | None) -> tuple[int, int, int, int, int]:
     return tau, alpha, beta, gamma, delta
 
 
-def generate(cs: ConstraintSystem, seed: int | None = None, workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
+def generate(cs: ConstraintSystem, seed: int | None = None,
+             workers: int | None = None) -> tuple[ProvingKey, VerifyingKey]:
     """Keys for ``cs``'s structure: fresh random toxic waste, or derived from ``seed`` (a TEST key; see the
     module doc). The host path: Python ints, fixed-base multiples on a process pool."""
     tau, alpha, beta, gamma, delta = _toxic_waste(seed)

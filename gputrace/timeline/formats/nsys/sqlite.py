@@ -147,27 +147,43 @@ class NsysReport:
         data = np.concatenate(parts) if parts else np.empty((0, len(wanted)), dtype=object)
         return {c: data[:, i] for i, c in enumerate(wanted)}
 
+    def _enum_rows(self, table: str, prefer: tuple[str, ...]) -> Iterator[tuple[int, str]]:
+        """(id, value) rows of an ENUM_* table, the value from the first column of ``prefer`` it has. Raises
+        NsysFormatError naming the table and column where it has no ``id`` column, none of ``prefer``, or an id
+        that is not an integer (rows with a NULL id are skipped)."""
+        cols = self.columns(table)
+        if "id" not in cols:
+            raise NsysFormatError(f"{self.path}: table {table}: no column id (an Nsight ENUM table maps id to name)")
+        col = next((c for c in prefer if c in cols), None)
+        if col is None:
+            raise NsysFormatError(f"{self.path}: table {table}: no column {' or '.join(prefer)}")
+        for i, v in self._run(f"SELECT id, {_quote(col)} FROM {_quote(table)}", table):
+            if i is None:
+                continue
+            if type(i) is not int:
+                raise NsysFormatError(f"{self.path}: table {table}: column id holds {type(i).__name__} "
+                                      f"{str(i)[:40]!r}, not an integer")
+            yield i, str(v)
+
     def enum(self, table: str) -> dict[int, str]:
-        """id -> label (or name) from one of the report's ENUM_* tables; {} if absent."""
+        """id -> label (or name) from one of the report's ENUM_* tables; {} if absent. Raises NsysFormatError
+        (naming the table and column) for a table without the columns an ENUM table has."""
         if table not in self.tables:
             return {}
-        cols = self.columns(table)
-        label = "label" if "label" in cols else "name"
-        rows = self._run(f"SELECT id, {label} FROM {_quote(table)}", table)
-        return {int(i): str(v) for i, v in rows if i is not None}
+        return dict(self._enum_rows(table, ("label", "name")))
 
     def enum_by_name(self, table: str) -> dict[int, str]:
-        """id -> name (e.g. ``CUDA_MEMCPY_KIND_HTOD``), the label where the table has no name column; {} if absent."""
+        """id -> name (e.g. ``CUDA_MEMCPY_KIND_HTOD``), the label where the table has no name column; {} if absent.
+        Raises NsysFormatError as ``enum``."""
         if table not in self.tables:
             return {}
-        cols = self.columns(table)
-        col = "name" if "name" in cols else "label"
-        return {int(i): str(v) for i, v in self.conn.execute(f"SELECT id, {col} FROM {table}")}
+        return dict(self._enum_rows(table, ("name", "label")))
 
     def enum_names(self, table: str) -> dict[str, int]:
+        """name -> id; {} if the table is absent or has no name column. Raises NsysFormatError as ``enum``."""
         if table not in self.tables or "name" not in self.columns(table):
             return {}
-        return {str(n): int(i) for i, n in self._run(f"SELECT id, name FROM {_quote(table)}", table) if i is not None}
+        return {n: i for i, n in self._enum_rows(table, ("name",))}
 
     def text(self, text, text_id) -> str:
         if text is not None:

@@ -1,0 +1,39 @@
+"""The command line: no prefix matching of options, and a typo in a subcommand's option shows that
+subcommand's usage (with the closest option), not the top-level one."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputrace.cli import build_parser
+
+
+def test_no_parser_matches_options_by_prefix():
+    p = build_parser()
+    assert p.allow_abbrev is False
+    assert p.subcommands and all(s.allow_abbrev is False for s in p.subcommands.values())
+
+
+def test_ab_switch_is_not_taken_as_switches(capsys):
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["ab", "--opt-sets", "none", "all", "--switch", "A1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gputrace ab ")
+    assert "unrecognized arguments: --switch A1 (did you mean --switches?)" in err
+
+
+def test_typo_in_a_subcommand_flag_shows_the_subcommands_usage(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["report", "t.jsonl", "--topp", "3"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gputrace report ") and "gputrace report: error: unrecognized arguments: --topp" in err
+    assert "(did you mean --top?)" in err and "COMMAND" not in err
+
+
+def test_prefix_of_a_long_option_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["compare", "a", "--vs", "b", "--conf", "0.9"])
+    assert "did you mean --confidence?" in capsys.readouterr().err
+    ok = build_parser().parse_args(["compare", "a", "--vs", "b", "--confidence", "0.9"])
+    assert ok.confidence == 0.9
