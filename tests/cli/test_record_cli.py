@@ -187,6 +187,8 @@ def test_sys_exit_message_and_missing_script_and_non_python(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "nsys profile" in lines[0] and "gputrace view rep.sqlite" in lines[0]
     assert not (tmp_path / "native.jsonl").exists()
+    r = _record(tmp_path, "python", "-I", "-c", "pass", trace="isolated.jsonl")
+    assert r.returncode == 0 and "-I, -E or -S" in r.stderr and not (tmp_path / "isolated.jsonl").exists()
     r = _record(tmp_path, "/no/such/program")
     assert r.returncode == 127 and "Traceback" not in r.stderr
 
