@@ -243,8 +243,8 @@ if __name__ == "__main__":
     p.start()
     with gputrace.phase("outer"):
         time.sleep(1.5)  # (the child is up)
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)  # (inside the try: the SIGINT that follows must find the finally)
             time.sleep(30)
         finally:
             with gputrace.phase("cleanup"):
@@ -351,8 +351,9 @@ TTY_PROG = """
 import time
 import gputrace
 with gputrace.phase("outer"):
-    print("got", input("ready> "), flush=True)
+    line = input("ready> ")
     try:
+        print("got", line, flush=True)  # (inside the try: the Ctrl-C that follows must find the finally)
         time.sleep(30)
     finally:
         with gputrace.phase("cleanup"):
