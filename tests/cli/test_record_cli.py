@@ -221,6 +221,7 @@ def test_program_that_configures_its_own_recorder_still_fills_the_record_trace(t
     assert r.returncode == 0, r.stderr
     names = [s["name"] for _, s in _spans(tmp_path / "rec.jsonl")]
     assert "early" in names and "mine" in names
+    assert "python -c" in names  # the root span, though the program had shut its recorder down
     assert "mine" in [s["name"] for _, s in _spans(tmp_path / "own.jsonl")]
     n = len(names)
     assert f"trace: {n} spans in" in r.stderr, r.stderr

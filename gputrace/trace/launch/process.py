@@ -202,6 +202,14 @@ def _finish() -> None:
     _state["root"] = None
     err = _state["error"]
     if getattr(root, "t1", None) is None:  # (not closed by the SIGTERM handler)
+        if recorder.get_recorder() is None:
+            # The program shut its own recorder down: one more, only to write the root span (it keeps the
+            # ids its children were exported with by the earlier recorders).
+            label = _state["label"]
+            recorder.inherit = None
+            recorder.configure(sinks=[LaunchFileSink(os.environ[ENV_TRACE])],
+                               service_name=os.environ.get(ENV_SERVICE) or label, resource=_resource(label),
+                               cuda_activity=False, collect_gpu_info=False)
         root.__exit__(type(err) if err is not None else None, err, None)
     recorder.shutdown()
 
