@@ -236,7 +236,8 @@ def not_python_line(argv: list[str]) -> str:
     cmd = shlex.join(argv)
     if os.path.basename(argv[0]).startswith("python"):
         return (f"record: no process of `{cmd}` was recorded, so no trace was written: an interpreter started with "
-                f"-I, -E or -S skips the bootstrap on PYTHONPATH (docs/record.md, Limits)")
+                f"-I, -E or -S skips the bootstrap on PYTHONPATH, and one that cannot import gputrace says so above "
+                f"(docs/record.md, Limits)")
     return (f"record: `{cmd}` started no Python process that gputrace could record, so no trace was written "
             f"(record traces Python programs and the Python processes they start). For other programs use Nsight "
             f"Systems: `nsys profile -o rep --trace cuda,nvtx --export sqlite {cmd}`, then `gputrace view "

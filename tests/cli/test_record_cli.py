@@ -310,6 +310,8 @@ def test_helpers():
     assert command_label(["py", "-m", "torch.distributed.run", "x.py"]) == ("python -m torch.distributed.run",
                                                                            "program")
     assert command_label(["py", "-X", "dev", "-c", "pass"]) == ("python -c", "program")
+    assert command_label(["/usr/bin/python3", "/venv/bin/torchrun", "--nproc-per-node", "2", "t.py"]) == (
+        "python torchrun", "program")  # a console script: its interpreter runs the launcher file
     assert command_label(["py", "-c", "from multiprocessing.forkserver import main; main()"])[1] == "forkserver"
     assert command_label(["py", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()",
                           "--multiprocessing-fork"])[1] == "spawn"
