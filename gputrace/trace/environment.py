@@ -46,13 +46,23 @@ def _mem_total_bytes() -> int | None:
 def _is_gputrace_checkout(root: str) -> bool:
     """True when ``root`` holds gputrace's own source: a ``pyproject.toml`` whose ``[project] name``
     is ``gputrace``."""
-    import tomllib
-
     try:
         with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-            return tomllib.load(f).get("project", {}).get("name") == "gputrace"
-    except (OSError, ValueError):  # no file, unreadable, or not TOML (tomllib.TOMLDecodeError)
+            data = f.read()
+    except OSError:
         return False
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            return tomllib.loads(data.decode()).get("project", {}).get("name") == "gputrace"
+        except ValueError:  # not UTF-8 or not TOML (tomllib.TOMLDecodeError)
+            return False
+    # Python 3.10 has no TOML reader: the name line of the [project] table.
+    import re
+
+    m = re.search(rb'^\[project\][^\[]*?^name\s*=\s*"([^"]*)"', data, re.M | re.S)
+    return m is not None and m.group(1) == b"gputrace"
 
 
 def _git_commit(cwd: str | None = None) -> str | None:
