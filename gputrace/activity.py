@@ -16,7 +16,8 @@ import re
 
 # ---- attribute names -----------------------------------------------------------------------
 ACTIVITY = "gputrace.activity"  # "kernel" / "memcpy" / "memset" / "sync"
-SOURCE = "gputrace.source"  # "cupti" / "nsys"
+SOURCE = "gputrace.source"  # "cupti" / "nsys" / "kineto"
+ROLE = "gputrace.role"  # rows that are not phases: "api" (CUDA API call), "op" (framework operator), "profiler"
 KERNEL_NAME = "cuda.kernel.name"  # demangled full name (the span name is the short name)
 GRID, BLOCK = "cuda.grid", "cuda.block"  # [x, y, z]
 REGISTERS = "cuda.registers_per_thread"
@@ -31,7 +32,11 @@ SYNC_TYPE, SYNC_STREAM, SYNC_EVENT = "cuda.sync.type", "cuda.sync.stream", "cuda
 
 # ---- vocabularies --------------------------------------------------------------------------
 ACTIVITIES = ("kernel", "memcpy", "memset", "sync")
-SOURCES = ("cupti", "nsys")
+SOURCES = ("cupti", "nsys", "kineto")
+ROLES = ("api", "op", "profiler")
+#: Lane-name prefix of CUDA API-call lanes (``api:NAME`` beside the thread lane ``thread:NAME``): a row
+#: there is an API call, not a phase, whatever its attributes.
+API_LANE_PREFIX = "api:"
 MEMORY_KINDS = ("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
 SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "unknown")
@@ -108,7 +113,7 @@ def short_kernel_name(full: str) -> str:
     Drops the parameter list, template arguments, the return type and namespaces (bracket depth
     is tracked, so 'f<(a>b)>' does not confuse it). A name that is not demangled is returned as is.
     """
-    s = full.strip()
+    s = full.strip().replace("(anonymous namespace)", "{anonymous}")  # a namespace, not a parameter list
     angle = paren = 0
     cut, tmpl = len(s), -1  # tmpl: where the last top-level template argument list opened
     for i, ch in enumerate(s):

@@ -61,8 +61,12 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the command modules load (the first 0.2 s of every command)
+        print("interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -1,7 +1,7 @@
 """The seed's story, end to end, on the CPU backend: five optimisations, one regression, and
 which switch caused it.
 
-    .venv/bin/python examples/seed_story/seed_story.py [--runs 5] [--out seed-story-out]
+    .venv/bin/python examples/seed_story/seed_story.py [--runs 5] [--out seed-story-out] [--force]
 
 What it does:
 
@@ -27,6 +27,9 @@ What it does:
    through, then ``gputrace report`` numbers (pinning economics, critical path) of one
    all-switches trace. Results go to ``OUT/summary.md`` and ``OUT/report.json``.
 
+An experiment's traces are evidence, so a second run into the same ``--out`` stops with a one-line message
+(exit 2) before any work; ``--force`` replaces that earlier run's outputs (the key cache is kept).
+
 Nothing here is needed by the library; the injection is confined to this process.
 """
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -144,6 +148,17 @@ def record_emulated(pin_share: float, synth_share: float) -> None:
     gputrace.configure = configure
 
 
+def previous_run(out: Path) -> list[Path]:
+    """What an earlier run wrote into ``out`` (its experiment folder, summary, report and calibration traces):
+    empty when ``out/experiment`` holds no experiment."""
+    from gputrace.analysis.ab.experiment import MANIFEST
+
+    if not (out / "experiment" / MANIFEST).exists():
+        return []
+    return [out / "experiment"] + [p for p in (out / "summary.md", out / "report.json", *out.glob("calibration*.jsonl"))
+                                   if p.exists()]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="measured runs per variant (default 5)")
@@ -155,7 +170,20 @@ def main(argv=None) -> int:
     ap.add_argument("--design", choices=("one-at-a-time", "factorial"), default="one-at-a-time")
     ap.add_argument("--synthetic", action="store_true",
                     help="no prover: synthetic traces with the seed's own phase times and effects (3%% noise)")
+    ap.add_argument("--force", action="store_true",
+                    help="replace the outputs of an earlier run in --out (its experiment, summary, report and "
+                         "calibration traces; the key cache is kept)")
     args = ap.parse_args(argv)
+    earlier = previous_run(args.out)
+    if earlier and not args.force:
+        print(f"seed_story: {args.out / 'experiment'} already holds an experiment from an earlier run; pass --force "
+              f"to replace it, or choose another --out", file=sys.stderr)
+        return 2
+    for path in earlier:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
     from rich.console import Console
 

@@ -71,9 +71,16 @@ def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray
 
 
 def host_rows(tl: Timeline) -> np.ndarray:
-    """Rows that are host-side work: no device time and kind other than ``gpu``."""
+    """Rows that are host-side work: no device time and kind other than ``gpu``; profiler bookkeeping
+    rows (``gputrace.analysis.api_calls.profiler_rows``) are not work."""
+    from gputrace.analysis.api_calls import profiler_rows
+
     c = tl.cols
-    return np.flatnonzero((c["gpu_start"] < 0) & (c["kind"] != GPU_KIND))
+    m = (c["gpu_start"] < 0) & (c["kind"] != GPU_KIND)
+    prof = profiler_rows(tl)
+    if len(prof):
+        m[prof] = False
+    return np.flatnonzero(m)
 
 
 def climb(ids: np.ndarray, anc: np.ndarray, parent: np.ndarray, visit, levels: int = 64) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from gputrace import activity as A
 from gputrace.analysis.gpu_activity import KERNEL, KERNELS, MEMCPY, SYNC, ActivityIndex, activity_index
+from gputrace.kernel_names import display_name
 from gputrace.timeline.model import Timeline
 
 #: Resource attributes that mean "pinning was asked for" when true (the prover's B1 switch first).
@@ -130,7 +131,8 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
 
 
 def kernel_table(tl: Timeline, idx: ActivityIndex | None = None) -> list[dict]:
-    """Per (phase, kernel short name, device): ``count``, ``total_ns``, ``mean_ns``, ``max_ns``, largest total first."""
+    """Per (phase, kernel short name, device): ``count``, ``total_ns``, ``mean_ns``, ``max_ns``, largest total first;
+    ``full_name`` (the demangled name of the group's first kernel) and ``display`` (it shortened for tables)."""
     idx = idx or activity_index(tl)
     k = idx.what == KERNEL
     rows, d = idx.rows[k], (idx.end[k] - idx.start[k])
@@ -149,12 +151,16 @@ def kernel_table(tl: Timeline, idx: ActivityIndex | None = None) -> list[dict]:
     cnt = np.bincount(inv, minlength=len(uk))
     mx = np.zeros(len(uk), np.int64)
     np.maximum.at(mx, inv, d)
+    first = np.zeros(len(uk), np.int64)
+    first[inv[::-1]] = rows[::-1]  # a row of each group (the first): its full name
     out = []
     for j, u in enumerate(uk.tolist()):
         dv = u % 65536 - 1
         pk = u // 65536
         pp, kp = pk // nph - 1, pk % nph
+        full = str(tl.attrs.get(int(first[j]), {}).get(A.KERNEL_NAME, tl.phases[kp]))
         out.append({"phase": tl.phases[pp] if pp >= 0 else "(no phase)", "kernel": tl.phases[kp], "device": dv,
+                    "full_name": full, "display": display_name(full),
                     "count": int(cnt[j]), "total_ns": int(tot[j]), "mean_ns": float(tot[j] / cnt[j]),
                     "max_ns": int(mx[j]), "basis": KERNELS})
     out.sort(key=lambda r: -r["total_ns"])

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gputrace.analysis._common import fmt_ns
+from gputrace.analysis.api_calls import api_call_table, phase_mask
+from gputrace.analysis.collectives import collectives
 from gputrace.analysis.critical_path import critical_path_summary
+from gputrace.analysis.findings import Finding, findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
@@ -120,6 +123,8 @@ class TimelineAnalysis:
     launch: LaunchGaps | None = None  # GPU phases' launch gaps (empty without activity spans)
     emulated: dict = field(default_factory=dict)  # `emulated_costs`: injected/emulated costs the trace records
     gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
+    api_calls: list[dict] = field(default_factory=list)  # `api_calls.api_call_table`: CUDA API calls per name
+    comm: dict = field(default_factory=dict)  # `collectives.collectives`: ranks, matched collectives, stragglers
 
     @property
     def listed(self) -> list[Stall]:
@@ -127,7 +132,8 @@ class TimelineAnalysis:
 
     def to_dict(self) -> dict:
         """The ``report --json`` document (plain JSON-able data)."""
-        return {
+        d = {
+            "findings": [],
             "spans": self.spans,
             "t0": self.t0,
             "wall_ns": self.wall_ns,
@@ -141,8 +147,22 @@ class TimelineAnalysis:
             "unattributed": self.unattributed_paths,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,
+            "api_calls": self.api_calls,
+            "collectives": self.comm,
             "emulated": self.emulated,
         }
+        d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
+        return d
+
+    def findings(self) -> list[Finding]:
+        """The ranked findings (``gputrace.analysis.findings``) over this analysis, as ``to_dict()["findings"]``
+        gives them, without building the whole document (the TUI's stalls panel lists them)."""
+        names = self.phases.names
+        d = {"wall_ns": self.wall_ns, "stalls": [s.to_dict() for s in self.listed],
+             "phases": [{"phase": names[i]} for i in sorted(set(self.phases.phase.tolist()))],
+             "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
+             "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity}
+        return findings(d, self.comm)
 
     def emulated_note(self) -> str:
         """One line naming the emulated/injected costs the trace records, or ''."""
@@ -221,7 +241,7 @@ def analyse_timeline(
         spans=tl.n,
         t0=tl.t0,
         wall_ns=wall,
-        phases=phase_table(tl, by_device=by_device),
+        phases=phase_table(tl, by_device=by_device, rows=phase_mask(tl)),
         gaps=gaps,
         devices=device_idle(gaps),
         waits=waits,
@@ -234,4 +254,7 @@ def analyse_timeline(
         launch=launch,
         emulated=emulated_costs(tl),
         gpu_activity=gpu_summary(tl, top=top, launch=launch) if critical else {},
+        api_calls=api_call_table(tl, top=top),
+        comm=collectives(tl, top=top),
     )
+

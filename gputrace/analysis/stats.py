@@ -155,12 +155,18 @@ class PhaseTable:
         return [dict(zip(keys, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
 
 
-def phase_table(tl: Timeline, by_device: bool = True) -> PhaseTable:
+def phase_table(tl: Timeline, by_device: bool = True, rows: np.ndarray | None = None) -> PhaseTable:
     """Statistics per phase name, split by device when ``by_device``, as a `PhaseTable` (module
-    docstring: segment reductions over the interned phase ids; one sort, no per-group Python work)."""
+    docstring: segment reductions over the interned phase ids; one sort, no per-group Python work);
+    over the rows where the boolean mask ``rows`` (length ``tl.n``) is true when given, else every row."""
     c = tl.cols
+    gd = tl.gpu_duration()
+    if rows is not None and not rows.all():
+        sel = np.flatnonzero(rows)
+        c = {k: c[k][sel] for k in ("phase", "device", "start", "end")}
+        gd = gd[sel]
     dev = np.where(c["device"] < 0, -1, c["device"]).astype(np.int64)
-    if tl.n == 0:
+    if len(c["phase"]) == 0:
         z = np.zeros(0, np.int64)
         f = np.zeros(0)
         return PhaseTable(list(tl.phases), by_device, z, z, z, z, f, f, z, z, f, z, z, f, f)
@@ -169,7 +175,6 @@ def phase_table(tl: Timeline, by_device: bool = True) -> PhaseTable:
     ng = len(first)
     dur = (c["end"] - c["start"]).astype(np.int64)
     counts, total, med, p95, mn, mx = _group_stats(gid, dur, ng)
-    gd = tl.gpu_duration()
     has = gd >= 0
     g_counts, g_total, g_med, g_p95, _, _ = _group_stats(gid[has], gd[has], ng)
     wall = wall_ns(tl)

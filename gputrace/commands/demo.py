@@ -35,9 +35,34 @@ def register(sub) -> argparse.ArgumentParser:
     return p
 
 
+#: What to install for the GPU path (pyproject.toml's extras; CuPy wheels are per CUDA major version).
+GPU_INSTALL_HINT = ("hint: this machine has an NVIDIA driver but CuPy is not installed, so the demo runs on the CPU; "
+                    "for the GPU: pip install -e '.[gpu]' (CUDA 13 drivers; '.[gpu-cuda12]' for CUDA 12)")
+
+
+def nvidia_driver_present() -> bool:
+    """An NVIDIA driver is installed here: ``nvidia-smi`` on PATH or ``/proc/driver/nvidia`` (Linux)."""
+    import shutil
+
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia").exists()
+
+
+def gpu_install_hint(backend: str) -> str | None:
+    """The one-line install hint when ``backend`` may use a GPU (auto, cuda), the machine has an NVIDIA driver
+    and CuPy cannot be imported; else None."""
+    import importlib.util
+
+    if backend == "cpu" or importlib.util.find_spec("cupy") is not None or not nvidia_driver_present():
+        return None
+    return GPU_INSTALL_HINT
+
+
 def run(args) -> int:
     from gputrace.commands import prove as prove_cmd
 
+    hint = gpu_install_hint(args.backend)
+    if hint is not None:
+        print(hint, file=sys.stderr, flush=True)
     out: Path = args.out
     trace = out / "trace.jsonl"
     if trace.exists():

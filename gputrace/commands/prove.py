@@ -7,7 +7,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -23,14 +26,17 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="circuits per device (default 1)")
     p.add_argument("--devices", type=int, default=1, help="devices (CPU backend: worker lanes) (default 1)")
     p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto", help="default auto")
-    p.add_argument("--opt", default="none", help="switches a1,a2,a4,b1,d4 (comma list), all or none")
+    p.add_argument("--opt", default="none", help="switches (comma list): the seed's a1,a2,a4,b1,d4 and the GPU "
+                   "regression switches pageable,reload,g2end,syncmsm,windows,null (docs/prover.md); "
+                   "all (the seed's five) or none")
     p.add_argument("--trace", type=Path, default=None, help="write the trace here (OTLP JSON lines)")
     p.add_argument("--otlp", default=None, help="also export over OTLP (grpc, http or an endpoint URL)")
     p.add_argument("--out", type=Path, default=Path("gputrace-out"), help="output directory (default gputrace-out)")
     p.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys)")
     p.add_argument("--seed", type=int, default=None,
                    help="make a reproducible TEST key from this seed (anyone who knows it can forge proofs; "
-                        "vk.json says so) and seed the trees with it; default: keys from fresh randomness, trees seed 1")
+                        "vk.json says so) and seed the trees with it; default: keys from fresh randomness, "
+                        "trees seed 1")
     p.add_argument("--synthesis-workers", type=int, default=None, metavar="N",
                    help="synthesis processes (default one per CPU; 1 = in the main process); with more than "
                         "the circuits in the batch, each circuit is split over N // circuits of them")
@@ -107,12 +113,13 @@ def summary_table(result):
     for lab in labels:
         t.add_column(lab, justify="right")
     for n in order:
-        t.add_row(n, *(f"{result.phase_seconds[(n, lab)]:.3f}" if (n, lab) in result.phase_seconds else "" for lab in labels))
+        secs = result.phase_seconds
+        t.add_row(n, *(f"{secs[(n, lab)]:.3f}" if (n, lab) in secs else "" for lab in labels))
     return t
 
 
 def key_kind(vk_path) -> str:
-    """'TEST key from --seed N' or 'fresh random setup', from what ``vk.json`` says about itself."""
+    """'TEST key from --seed N' or 'random single-party setup', from what ``vk.json`` says about itself."""
     import json
 
     try:
@@ -121,7 +128,30 @@ def key_kind(vk_path) -> str:
         return "key kind unknown"
     if isinstance(doc, dict) and doc.get("test_key"):
         return f"TEST key from --seed {doc.get('test_key_seed')}: anyone can forge proofs for it"
-    return "fresh random setup"
+    return "random single-party setup"
+
+
+def keys_summary(result) -> str:
+    """Where the run's keys came from and what kind they are: 'keys loaded from the cache in 0.03 s (random
+    single-party setup)' or 'keys generated in 2.27 s (TEST key from --seed 2: ...)'."""
+    how = "loaded from the cache" if result.key_cached else "generated"
+    return f"keys {how} in {result.setup_s:.2f} s ({key_kind(result.vk_path)})"
+
+
+def progress_bar(err, batch: int, devices: int, quiet: bool):
+    """The run's progress bar on ``err`` and its ``ProveOptions.progress`` callback. The total (a synthesis and a
+    proof per circuit) is known before the run, so the bar never shows an unknown total; until the first event
+    it says ``keys`` (setup runs first)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal)
+    task = progress.add_task("keys", total=2 * batch * devices)
+
+    def on_progress(event: str, done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total, description=f"proving ({event})")
+
+    return progress, on_progress
 
 
 def trace_delivery_warnings() -> list[str]:
@@ -153,7 +183,7 @@ class Interrupts:
         self.grace_s = grace_s
         self.hit = False
         self.reported = False
-        self._old = None
+        self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
@@ -205,7 +235,6 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gputrace.prover.backends.base import BackendUnavailable
     from gputrace.prover.keygen.keys import KeyError_, KeyMismatchError
@@ -218,14 +247,7 @@ def _run(args) -> int:
     except ValueError as exc:
         err.print(f"error: {exc}", soft_wrap=True, markup=False, highlight=False)
         return 2
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), console=err, disable=args.quiet or not err.is_terminal)
-    task = progress.add_task("proving", total=None)
-
-    def on_progress(event: str, done: int, total: int) -> None:
-        progress.update(task, completed=done, total=total, description=f"proving ({event})")
-
-    opts.progress = on_progress
+    progress, opts.progress = progress_bar(err, opts.batch, opts.devices, args.quiet)
     if args.cuda_activity:
         import os
 
@@ -249,7 +271,7 @@ def _run(args) -> int:
     ok = sum(result.verified)
     out.print(
         f"{n} proofs ({result.challenges} challenges x depth {result.depth}) in {result.wall_s:.2f} s; "
-        f"keys {'cached' if result.key_cached else 'generated'} in {result.setup_s:.2f} s ({key_kind(result.vk_path)}); "
+        f"{keys_summary(result)}; "
         + (f"verified {ok}/{n}" if result.verified else "not verified"),
         soft_wrap=True,
     )

@@ -8,7 +8,7 @@ import argparse
 import math
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gputrace.textsafe import rich_text
 
@@ -85,6 +85,66 @@ def _row(t, *cells) -> None:
     t.add_row(*(rich_text(c) if isinstance(c, str) else c for c in cells))
 
 
+#: A column of names: one line per row, cut with an ellipsis (a C++ kernel name never wraps over 12 lines).
+NAME_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ellipsis", "max_width": 60}
+
+
+def render_findings(items: list[dict], console) -> None:
+    """The Findings table (analysis/findings.py): what to fix first, largest estimated saving first."""
+    from rich.table import Table
+
+    if not items:
+        console.print(rich_text("Findings: none above the listing threshold (1% of the wall time)", style="dim"))
+        return
+    t = Table(title="Findings (what to fix first; savings are estimates, see docs/findings.md)", title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("saves", justify="right")
+    t.add_column("finding", justify="left", no_wrap=True, overflow="ellipsis", max_width=70)
+    t.add_column("evidence", justify="left", overflow="fold")
+    t.add_column("rule", justify="left", no_wrap=True)
+    for i, f in enumerate(items, 1):
+        _row(t, str(i), "~" + _fmt(f["saving_ns"]), f["title"], f["evidence"], f["rule"])
+    console.print(t)
+
+
+def render_api(rows: list[dict], console) -> None:
+    """The CUDA API calls table (not phases: analysis/api_calls.py)."""
+    from rich.table import Table
+
+    if not rows:
+        return
+    t = Table(title="CUDA API calls (host side; not phases)", title_justify="left")
+    for col in ("api", "count", "total", "mean", "max"):
+        t.add_column(col, justify="left" if col == "api" else "right", **(NAME_COLUMN if col == "api" else {}))
+    for r in rows:
+        _row(t, r["api"], f"{r['count']:,}", _fmt(r["total_ns"]), _fmt(r["mean_ns"]), _fmt(r["max_ns"]))
+    console.print(t)
+
+
+def render_comm(comm: dict, console) -> None:
+    """Ranks, communication and the collectives that waited longest (analysis/collectives.py)."""
+    from rich.table import Table
+
+    if not comm or not comm.get("ranks"):
+        return
+    t = Table(title="Communication per rank", title_justify="left")
+    for col in ("rank", "source", "collectives", "comm", "overlapped", "exposed"):
+        t.add_column(col, justify="left" if col in ("rank", "source") else "right")
+    for r in comm["ranks"]:
+        _row(t, str(r["rank"]), r["source"], str(r["calls"]), _fmt(r["comm_ns"]), _fmt(r["overlap_ns"]),
+             _fmt(r["exposed_ns"]))
+    console.print(t)
+    if comm.get("collectives"):
+        t = Table(title=f"Collectives matched across ranks ({comm.get('matched', 0)}; longest wait first)",
+                  title_justify="left")
+        for col in ("collective", "#", "last rank", "others waited"):
+            name = col == "collective"
+            t.add_column(col, justify="left" if name else "right", **(NAME_COLUMN if name else {}))
+        for m in comm["collectives"][:10]:
+            _row(t, m["name"], str(m["index"]), str(m["last_rank"]), _fmt(m["wait_ns"]))
+        console.print(t)
+
+
 def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     """Print the report tables for ``analyse()`` output on a rich Console (one from
     ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters).
@@ -94,6 +154,7 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     from gputrace.phases import phase_hex
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
+    render_findings(data.get("findings", []), console)  # before anything else: what to fix first
     # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
     console.print(rich_text(data["pinning_summary"]))
     t = Table(title="Phases", title_justify="left")
@@ -101,7 +162,7 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
         ("phase", "left"), ("device", "left"), ("count", "right"), ("total", "right"), ("mean", "right"),
         ("median", "right"), ("p95", "right"), ("share", "right"), ("device time", "right"))
     for col, j in phase_cols:
-        t.add_column(col, justify=j)
+        t.add_column(col, justify=j, **(NAME_COLUMN if col == "phase" else {}))
     phases = data["phases"]
     for s in phases[: max(phase_rows, 0)]:
         gpu = f"{_fmt(s['gpu_total_ns'])} ({s['gpu_count']})" if s["gpu_count"] else "-"
@@ -173,6 +234,8 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
         from gputrace.commands.report_gpu import render_gpu
 
         render_gpu(data["gpu_activity"], console, _fmt)
+    render_api(data.get("api_calls", []), console)
+    render_comm(data.get("collectives", {}), console)
 
 
 def run(args) -> int:

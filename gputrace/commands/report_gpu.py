@@ -33,8 +33,12 @@ def render_gpu(g: dict, console, fmt) -> None:
     def table(title, cols):
         t = Table(title=title, title_justify="left")
         for i, c in enumerate(cols):
+            name = c in ("phase", "kernel")  # names: one line, cut with an ellipsis
             left = i == 0 or c in ("phase", "kernel", "type", "kind", "source", "basis")
-            t.add_column(c, justify="left" if left else "right")
+            if name:  # (the keywords of report.NAME_COLUMN)
+                t.add_column(c, justify="left", no_wrap=True, overflow="ellipsis", max_width=60)
+            else:
+                t.add_column(c, justify="left" if left else "right")
         return t
 
     if g["devices"]:
@@ -92,7 +96,7 @@ def render_gpu(g: dict, console, fmt) -> None:
     if g["kernels"]:
         t = table("Kernels per phase", ("phase", "kernel", "device", "n", "total", "mean", "max"))
         for k in g["kernels"]:
-            row(t, k["phase"], k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]), fmt(k["mean_ns"]),
-                fmt(k["max_ns"]))
+            row(t, k["phase"], k.get("display") or k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]),
+                fmt(k["mean_ns"]), fmt(k["max_ns"]))
         console.print(t)
         more("kernels")

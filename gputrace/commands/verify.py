@@ -34,7 +34,6 @@ def _test_key_note(vk_path) -> str:
 def run(args) -> int:
     from gputrace.prover.keygen.keys import KeyError_
     from gputrace.prover.verify_files import verify_files
-
     from gputrace.textsafe import visible
 
     try:

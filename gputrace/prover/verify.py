@@ -100,15 +100,20 @@ class DegenerateKeyError(ValueError):
 
 def check_vk(vk: VerifyingKey) -> None:
     """Refuse a degenerate verifying key: alpha, beta, gamma or delta at infinity makes its pairing
-    factor 1, and with every point at infinity the all-infinity proof verifies for any input.
-    Raises DegenerateKeyError naming the element."""
+    factor 1, and with every point at infinity the all-infinity proof verifies for any input; gamma = ±delta
+    lets anyone holding the key make a proof for any input. Raises DegenerateKeyError naming the element."""
     for name, p, zero in (("alpha_g1", vk.alpha_g1, G1Point.identity()), ("beta_g2", vk.beta_g2, G2Point.identity()),
                           ("gamma_g2", vk.gamma_g2, G2Point.identity()), ("delta_g2", vk.delta_g2, G2Point.identity())):
         if p == zero:
             raise DegenerateKeyError(f"degenerate verifying key: {name} is the point at infinity")
+    # gamma = ±delta folds e(acc, gamma) into e(C, delta): C = ∓acc (with A = alpha, B = beta) then verifies for
+    # any public inputs, made from the key alone.
     if vk.gamma_g2 == vk.delta_g2:
         raise DegenerateKeyError(
             "degenerate verifying key: gamma_g2 equals delta_g2 (public inputs could be moved into C)")
+    if vk.gamma_g2 == -vk.delta_g2:
+        raise DegenerateKeyError(
+            "degenerate verifying key: gamma_g2 equals -delta_g2 (a proof could be made from the key alone)")
 
 
 def verify(vk: VerifyingKey, proof: Proof, public_inputs: list[int]) -> bool:

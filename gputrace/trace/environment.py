@@ -50,12 +50,21 @@ _NAME = re.compile(r"^name\s*=\s*[\"']([^\"']+)[\"']", re.M)
 
 def _is_gputrace_checkout(root: str) -> bool:
     """True when ``root`` holds gputrace's own source: a ``pyproject.toml`` whose ``[project] name``
-    is ``gputrace`` (read with a pattern: ``tomllib`` is not in Python 3.10)."""
+    is ``gputrace`` (``tomllib`` on Python 3.11+; on 3.10, which has none, the ``name`` line of the
+    ``[project]`` table)."""
     try:
-        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as f:
-            section = _SECTION.search(f.read(1 << 20))
-    except (OSError, UnicodeDecodeError):
+        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
         return False
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            return tomllib.loads(data.decode()).get("project", {}).get("name") == "gputrace"
+        except ValueError:  # not UTF-8 or not TOML (tomllib.TOMLDecodeError)
+            return False
+    section = _SECTION.search(data.decode("utf-8", "replace"))
     name = _NAME.search(section.group(1)) if section else None
     return name is not None and name.group(1) == "gputrace"
 

@@ -26,7 +26,7 @@ class StallItem:
     """One line of the stalls panel: ``amount_ns`` is the time lost (idle, waited, pin+unpin,
     unattributed); ``start``/``end`` (epoch ns) is what to zoom to; ``row`` a span or -1."""
 
-    category: str  # "idle", "wait", "pin", "unattributed", "launch"
+    category: str  # "finding" (analysis/findings.py), "idle", "wait", "pin", "unattributed", "launch"
     text: str
     start: int
     end: int
@@ -108,7 +108,10 @@ def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | Non
         marks.append((np.repeat(u.row, np.diff(u.piece_offsets)), u.piece_start, u.piece_end, MARK_UNATTR))
     if analysis.launch is not None and len(analysis.launch):
         launch_gap_marks(tl, analysis.launch, marks)
-    out.items = [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
+    # The report's Findings first (what to fix; zoom: the whole run), then the listed stalls.
+    out.items = [StallItem("finding", f"{f.title} ({f.evidence})", tl.t0, tl.t1, -1, -1, f.saving_ns)
+                 for f in analysis.findings()]
+    out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
     if analysis.emulated:
         out.notes.append(analysis.emulated_note())
     out.notes.append(analysis.listing.describe())

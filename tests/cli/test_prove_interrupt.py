@@ -70,5 +70,7 @@ def test_ctrl_c_ends_every_process_with_130_and_one_line(tmp_path, key_dir, dela
 
 def test_ctrl_c_during_key_generation(tmp_path):
     r, left = _interrupted(tmp_path, tmp_path / "keys", (1.5,))
+    if r.returncode == 0:
+        pytest.skip("the run finished before the interrupt (a very fast machine)")
     assert (r.returncode, r.stderr) == (130, "interrupted\n")
     assert not left

@@ -44,3 +44,16 @@ def test_real_prover_mode_runs_and_keeps_every_trace(tmp_path):
     emu = {p.parent.name: {k for t in [read_trace(p)] for r in t.resources for k in r if k.startswith("gputrace.emulated.")}
            for p in traces}
     assert emu["b1"] == {"gputrace.emulated.b1"} and emu["a2"] == {"gputrace.emulated.a2"} and emu["none"] == set()
+
+
+@pytest.mark.slow
+def test_a_second_run_into_the_same_folder_asks_for_force_then_replaces_it(tmp_path):
+    assert run("--synthetic", "--runs", "3", "--out", str(tmp_path)).returncode == 0
+    again = run("--synthetic", "--runs", "2", "--out", str(tmp_path))
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert again.stderr.count("\n") == 1 and "--force" in again.stderr and "already holds an experiment" in again.stderr
+    forced = run("--synthetic", "--runs", "2", "--out", str(tmp_path), "--force")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    runs = sorted(p.name for p in (tmp_path / "experiment" / "none").glob("run-*.jsonl"))
+    assert runs == ["run-000.jsonl", "run-001.jsonl"]  # the earlier run's third trace is gone, not mixed in
+    assert "2 runs" in (tmp_path / "summary.md").read_text()

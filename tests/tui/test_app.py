@@ -247,8 +247,12 @@ def test_stalls_enter_zooms_to_gap(sample_pinning):
             o = gantt.index.origin
             assert gantt.view.t0 <= it.start - o and gantt.view.t1(gantt.timeline_width) >= it.end - o
             assert it.text[:40] in text_of(app.query_one("#stall-detail")).replace("\n", " ")
-            amounts = [x.amount_ns for x in stalls.items]
-            assert amounts == sorted(amounts, reverse=True)  # the biggest loss first
+            # the report's findings first (largest saving first), then the stalls (the biggest loss first)
+            cats = [x.category for x in stalls.items]
+            assert cats[0] == "finding" and cats == sorted(cats, key=lambda c: c != "finding")
+            for group in (True, False):
+                amounts = [x.amount_ns for x in stalls.items if (x.category == "finding") == group]
+                assert amounts == sorted(amounts, reverse=True)
 
     asyncio.run(go())
 

@@ -52,8 +52,13 @@ def test_outside_any_repository(tmp_path):
     ('[tool.x]\nname = "gputrace"\n', False),
     ("not toml at all [", False),
 ])
-def test_only_the_project_sections_name_counts(tmp_path, text, ours):
-    from gputrace.trace.environment import _is_gputrace_checkout
+@pytest.mark.parametrize("python", ["3.11+", "3.10"])
+def test_only_the_project_sections_name_counts(tmp_path, monkeypatch, text, ours, python):
+    from types import SimpleNamespace
 
+    from gputrace.trace import environment
+
+    if python == "3.10":  # no tomllib there: the [project] table's name line
+        monkeypatch.setattr(environment, "sys", SimpleNamespace(version_info=(3, 10, 0)))
     (tmp_path / "pyproject.toml").write_text(text)
-    assert _is_gputrace_checkout(str(tmp_path)) is ours
+    assert environment._is_gputrace_checkout(str(tmp_path)) is ours

@@ -71,5 +71,5 @@ def test_prove_and_verify_say_when_a_key_is_a_test_key(tmp_path):
     r = _gt("prove", "--challenges", "1", "--depth", "2", "--backend", "cpu", "--out", tmp_path / "r",
             "--key-dir", keys_dir, "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "fresh random setup" in r.stdout and "TEST" not in r.stdout
+    assert "random single-party setup" in r.stdout and "TEST" not in r.stdout
     assert json.loads((tmp_path / "r" / "vk.json").read_text())["test_key"] is False

@@ -1,4 +1,4 @@
-"""The verifier against hostile keys and encodings: degenerate keys (points at infinity, gamma = delta)
+"""The verifier against hostile keys and encodings: degenerate keys (points at infinity, gamma = ±delta)
 are refused, only canonical compressed encodings decode, nested JSON is a clean error."""
 
 from __future__ import annotations
@@ -60,6 +60,22 @@ def test_gamma_equal_to_delta_is_refused():
     g = G2Point() * Scalar(7)
     with pytest.raises(DegenerateKeyError, match="gamma_g2 equals delta_g2"):
         verify(_vk(gamma_g2=g, delta_g2=g), Proof(G1Point(), G2Point(), G1Point()), [1])
+
+
+def test_gamma_equal_to_minus_delta_is_refused_the_forged_proof_would_verify():
+    """gamma = -delta makes e(acc, gamma) e(C, delta) = e(C - acc, delta): with A = alpha, B = beta and C = acc
+    (the public inputs' combination of IC) the equation holds for any inputs, from the key alone."""
+    from py_arkworks_bls12381 import GT
+
+    delta = G2Point() * Scalar(11)
+    vk = _vk(gamma_g2=-delta, delta_g2=delta)
+    inputs = [1234567]
+    acc = vk.ic[0] + vk.ic[1] * Scalar(inputs[0])
+    forged = Proof(a=vk.alpha_g1, b=vk.beta_g2, c=acc)
+    # The forgery is real: the pairing equation verify checks holds for it.
+    assert GT.pairing_check([-forged.a, vk.alpha_g1, acc, forged.c], [forged.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2])
+    with pytest.raises(DegenerateKeyError, match="gamma_g2 equals -delta_g2"):
+        verify(vk, forged, inputs)
 
 
 def test_proof_points_at_infinity_do_not_verify():

@@ -135,7 +135,8 @@ def test_report_maps_to_lanes_times_and_parents(tmp_path):
     assert tl.lanes[tl.lane[r["pin"]]] == Lane("prove", PID, -1, "thread:worker")
     assert tl.nbytes[r["pin"]] == 1 << 20  # uint64 payload
     # Two threads named MainThread: the main one (tid == pid) keeps the name, the other gets its tid.
-    assert Lane("prove", PID, -1, f"thread:MainThread ({PID + 2})") in tl.lanes
+    # (That thread made only CUDA API calls, which have a lane of their own: api:NAME.)
+    assert Lane("prove", PID, -1, f"api:MainThread ({PID + 2})") in tl.lanes
     assert tl.start[r["prove"]] == EPOCH + 1_000 and tl.end[r["prove"]] == EPOCH + 100_000
     # Same start instant: the longer range is the parent.
     assert tl.parent[r["synthesis"]] == r["prove"] and tl.depth[r["synthesis"]] == 1

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gputrace.activity import API_LANE_PREFIX
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline._gc import collector_paused
 from gputrace.timeline.formats.nsys.columns import PID_MASK, CorrIndex, Rows, groups, int_columns, shifted
@@ -242,7 +243,7 @@ def _api_calls(rep: NsysReport, R: Rows, thread_lane, off: int, correlation_ids:
         phase_of[i] = R.phase(name)
         kind_of[i] = KIND_CODES["sync" if _SYNC_API.search(name) else "pin" if name in _PIN_API else "host"]
     tfirst, tg = groups(gtid)
-    lane_of = np.array([R.lane(thread_lane(int(gtid[r]))) for r in tfirst.tolist()], dtype=np.int32)
+    lane_of = np.array([R.lane(_api_lane(thread_lane(int(gtid[r])))) for r in tfirst.tolist()], dtype=np.int32)
     ret_null, ret = c.null("returnValue"), c.int("returnValue", 0)
     failed = ~ret_null & (ret != 0)
     has_corr = ~c.null("correlationId")
@@ -260,6 +261,13 @@ def _api_calls(rep: NsysReport, R: Rows, thread_lane, off: int, correlation_ids:
     q = np.flatnonzero(has_corr)
     return ApiCalls(base=base, start=start, gtid=gtid, phase=phase_of[g], kind=kind,
                     index=CorrIndex(gtid[q] & PID_MASK, corr[q], base + q))
+
+
+def _api_lane(thread: Lane) -> Lane:
+    """The lane of a thread's CUDA API calls (``api:NAME`` beside ``thread:NAME``): API calls are not phases
+    (gputrace.analysis.api_calls); they still nest under the thread's NVTX ranges (nesting is per OS thread)."""
+    name = thread.name[len("thread:"):] if thread.name.startswith("thread:") else thread.name
+    return Lane(thread.host, thread.pid, thread.device, API_LANE_PREFIX + name)
 
 
 def _assemble(R: Rows, launched, api_rows, runtime, proc_names, host, epoch, path) -> Timeline:

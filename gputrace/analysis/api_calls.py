@@ -1,0 +1,95 @@
+"""Which rows are phases, and the CUDA API-call table.
+
+A *phase* is what a user or framework marked as a stretch of work: a gputrace ``phase()``, an NVTX range,
+a ``torch.profiler.record_function`` annotation. Everything else a trace holds is not: GPU activity
+(``gputrace.activity``), CUDA API calls (``gputrace.role = "api"`` or a row on an ``api:NAME`` lane: the
+Nsight and Kineto readers put them there), framework operators (``"op"``: Kineto's ``aten::...``) and
+profiler bookkeeping (``"profiler"``). The Phases table lists only phases; API calls get
+:func:`api_call_table`.
+
+Pure; any thread. :func:`phase_mask` is cached per Timeline object, as ``activity_index`` is.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from gputrace import activity as A
+from gputrace.timeline.model import Timeline
+
+_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def api_rows(tl: Timeline) -> np.ndarray:
+    """Mask of the CUDA API-call rows (on an ``api:`` lane, or with ``gputrace.role = "api"``)."""
+    m = np.zeros(tl.n, bool)
+    api_lanes = [i for i, ln in enumerate(tl.lanes) if ln.name.startswith(A.API_LANE_PREFIX)]
+    if api_lanes:
+        m |= np.isin(tl.cols["lane"], np.asarray(api_lanes))
+    for r, a in tl.attrs.items():
+        if a.get(A.ROLE) == "api":
+            m[r] = True
+    return m
+
+
+_PROF: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def profiler_rows(tl: Timeline) -> np.ndarray:
+    """Row numbers of profiler bookkeeping (``gputrace.role = "profiler"``: Kineto's ``PyTorch Profiler (0)``
+    span, buffer requests, device-side annotation copies): not host work. Only Kineto traces have them
+    (others: an empty array, without a pass over the attributes); cached while ``tl`` lives."""
+    if not any(res.get(A.SOURCE) == "kineto" for res in tl.resources):
+        return np.zeros(0, np.int64)
+    hit = _PROF.get(id(tl))
+    if hit is not None and hit[0]() is tl:
+        return hit[1]
+    rows = np.asarray([r for r, a in tl.attrs.items() if a.get(A.ROLE) == "profiler"], np.int64)
+    for k in [k for k, (ref, _) in _PROF.items() if ref() is None]:
+        _PROF.pop(k, None)
+    _PROF[id(tl)] = (weakref.ref(tl), rows)
+    return rows
+
+
+def phase_mask(tl: Timeline) -> np.ndarray:
+    """Mask of the rows that are phases (see the module docstring); cached while ``tl`` lives."""
+    hit = _CACHE.get(id(tl))
+    if hit is not None and hit[0]() is tl:
+        return hit[1]
+    m = ~api_rows(tl)
+    for r, a in tl.attrs.items():
+        if A.ACTIVITY in a or A.ROLE in a:
+            m[r] = False
+    for k in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+        _CACHE.pop(k, None)
+    _CACHE[id(tl)] = (weakref.ref(tl), m)
+    return m
+
+
+def phase_ids(tl: Timeline) -> set[int]:
+    """Phase-name ids with at least one phase row."""
+    return set(np.unique(tl.cols["phase"][phase_mask(tl)]).tolist())
+
+
+def api_call_table(tl: Timeline, top: int = 20) -> list[dict]:
+    """CUDA API calls per name, most total time first: ``api``, ``count``, ``total_ns``, ``mean_ns``,
+    ``max_ns``; at most ``top`` rows (``top <= 0``: all)."""
+    m = api_rows(tl)
+    if not m.any():
+        return []
+    rows = np.flatnonzero(m)
+    c = tl.cols
+    d = (c["end"][rows] - c["start"][rows]).astype(np.int64)
+    ph = c["phase"][rows]
+    uk, inv = np.unique(ph, return_inverse=True)
+    inv = inv.reshape(-1)
+    tot = np.bincount(inv, weights=d.astype(np.float64), minlength=len(uk))
+    cnt = np.bincount(inv, minlength=len(uk))
+    mx = np.zeros(len(uk), np.int64)
+    np.maximum.at(mx, inv, d)
+    out: list[dict] = [{"api": tl.phases[int(p)], "count": int(cnt[j]), "total_ns": int(tot[j]),
+                        "mean_ns": float(tot[j] / cnt[j]), "max_ns": int(mx[j])} for j, p in enumerate(uk.tolist())]
+    out.sort(key=lambda r: (-int(r["total_ns"]), str(r["api"])))
+    return out[:top] if top > 0 else out

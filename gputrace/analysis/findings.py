@@ -1,0 +1,251 @@
+"""Findings: the report's opening table. One table of rules (:data:`RULES`) turns analysis results into
+ranked advice, each with its evidence and an estimated time saved (docs/findings.md).
+
+A rule is a function of a :class:`Context` (the ``report --json`` document the analysis composed, plus the
+collectives of a multi-rank trace) returning zero or more :class:`Finding`. A finding is listed when its
+estimated saving is at least ``Context.min_ns`` (default 1 % of the wall time, at least 100 µs); findings
+are ranked by saving, largest first. Savings are estimates of what the fix could win, stated per rule
+(upper bounds where the rule says so), never measured gains.
+
+To add a rule: write ``def _rule(ctx) -> list[Finding]``, add one ``Rule`` row to :data:`RULES`, and give it
+a test where it fires and one where it stays silent (tests/unit/test_findings.py).
+
+Pure; any thread; raises nothing on missing sections (a rule whose inputs are absent is silent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from gputrace.analysis._common import fmt_ns
+
+#: Pinned host-to-device bandwidth assumed when the trace shows no pinned copy of at least
+#: ``PINNED_MIN_BYTES`` (GB/s: bytes per ns). A PCIe Gen4 x16 link moves about 25 GB/s pinned.
+ASSUMED_PINNED_GBPS = 25.0
+PINNED_MIN_BYTES = 1 << 20
+#: A phase is launch-bound when its GPU was busy less than this share of the time it had work.
+LAUNCH_BOUND_BUSY = 0.5
+#: ... and launched at least this many kernels per instance (fewer is a wait, not launch overhead).
+LAUNCH_BOUND_KERNELS = 4
+#: ... with gaps of at most this much per kernel on average (ns): launching and dispatching, not waiting.
+LAUNCH_GAP_MAX = 1_000_000
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of the Findings table: ``rule`` (the RULES name), ``title`` (what to fix, one line),
+    ``evidence`` (the figures behind it), ``saving_ns`` (estimated time saved), ``where`` (phase, device or
+    rank it concerns). Text is built from trace names: escape it before it reaches markup."""
+
+    rule: str
+    title: str
+    evidence: str
+    saving_ns: int
+    where: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    """What the rules read: ``data`` (``TimelineAnalysis.to_dict()``), ``comm`` (``collectives()`` output or
+    empty), ``wall_ns`` and ``min_ns`` (the smallest saving listed)."""
+
+    data: dict
+    comm: dict = field(default_factory=dict)
+    wall_ns: int = 0
+    min_ns: int = 100_000
+
+    @property
+    def gpu(self) -> dict:
+        return self.data.get("gpu_activity") or {}
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    what: str  # one line: what the rule looks for
+    check: Callable[[Context], list[Finding]]
+
+
+def _gpu_idle(ctx: Context) -> list[Finding]:
+    """GPU idle while the host runs X: the idle stalls (grouped gaps) with the host phase named; saving
+    = the idle time (upper bound: what overlapping that host work with the GPU could win)."""
+    out = []
+    for s in ctx.data.get("stalls", []):
+        if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
+            continue
+        text = s["text"]
+        what = text.split(" while ", 1)[1] if " while " in text else "the host recorded no work"
+        what = what.split(" ran on the host", 1)[0].removeprefix("mostly ")
+        title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
+        if what.startswith("the host recorded no work"):
+            title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
+        out.append(Finding("gpu-idle-host", title, text, int(s["lost_ns"]), f"GPU {s['device']}"))
+    return out[:3]
+
+
+def _launch_bound(ctx: Context) -> list[Finding]:
+    """Launch-bound phases: under a phase with kernel truth that launched at least 4 kernels per instance,
+    the GPU was busy less than half the phase's time, the gaps average at most 1 ms per kernel, and the
+    host spent them in the phase itself (launching), not in other phases; saving = the launch gaps (fuse
+    kernels, CUDA graphs)."""
+    out = []
+    phases = {p["phase"] for p in ctx.data.get("phases", [])}
+    for r in ctx.gpu.get("launch_gaps", []):
+        width = r["busy_ns"] + r["gap_ns"]
+        if width <= 0 or r["gap_ns"] < ctx.min_ns or r["busy_ns"] / width >= LAUNCH_BOUND_BUSY:
+            continue
+        if r["kernels"] < LAUNCH_BOUND_KERNELS * max(r["instances"], 1) or r["gap_ns"] > LAUNCH_GAP_MAX * r["kernels"]:
+            continue  # few kernels, or gaps far longer than a launch: a wait, not launch overhead
+        # Gaps filled by other phases on the host are "GPU idle while the host runs X", not launch-bound.
+        other = sum(a["ns"] for a in r.get("host_activity", []) if a["phase"] in phases and a["phase"] != r["phase"])
+        if other * 2 >= r["gap_ns"]:
+            continue
+        out.append(Finding(
+            "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
+            f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
+            f"({r['busy_ns'] / width:.0%}); launch gaps {fmt_ns(r['gap_ns'])} over {r['instances']} run(s)",
+            int(r["gap_ns"]), f"{r['phase']} GPU {r['device']}"))
+    return out
+
+
+def _pinned_gbps(copies: list[dict]) -> tuple[float, bool]:
+    """(pinned host<->device bandwidth the trace shows, whether measured): the fastest pinned copy group
+    moving at least PINNED_MIN_BYTES per copy; else ASSUMED_PINNED_GBPS."""
+    best = 0.0
+    for c in copies:
+        host = c["src_kind"] if c["kind"] == "HtoD" else c["dst_kind"] if c["kind"] == "DtoH" else ""
+        if host == "PINNED" and c["gbps"] and c["bytes"] / max(c["count"], 1) >= PINNED_MIN_BYTES:
+            best = max(best, float(c["gbps"]))
+    return (best, True) if best > 0 else (ASSUMED_PINNED_GBPS, False)
+
+
+def _pageable(ctx: Context) -> list[Finding]:
+    """Pageable copies: host<->device copies from/to pageable memory; saving = their time minus the
+    same bytes at the pinned bandwidth this trace shows (or the assumed one, said so)."""
+    copies = ctx.gpu.get("copies", [])
+    gbps, measured = _pinned_gbps(copies)
+    out = []
+    for c in copies:
+        if not c["pageable"] or c["kind"] not in ("HtoD", "DtoH"):
+            continue
+        saving = int(c["ns"] - c["bytes"] / gbps)
+        if saving < ctx.min_ns:
+            continue
+        basis = "pinned copies in this trace" if measured else "assumed (no large pinned copy in this trace)"
+        out.append(Finding(
+            "pageable-copy", f"pin the host memory of {c['phase']}'s {c['kind']} copies",
+            f"{c['count']} pageable {c['kind']} copies, {c['bytes'] / (1 << 20):.3g} MiB in {fmt_ns(c['ns'])} "
+            f"({c['gbps'] or 0:.3g} GB/s); pinned: {gbps:.3g} GB/s, {basis}",
+            saving, f"{c['phase']} GPU {c['device']}"))
+    return out
+
+
+def _sync_waits(ctx: Context) -> list[Finding]:
+    """Sync waits: the host blocked in stream/device/event synchronisations, per phase; saving = the
+    blocked time (upper bound: what the host could do meanwhile if the sync moved later or went)."""
+    acc: dict[tuple, list[int]] = {}
+    for w in ctx.gpu.get("sync_waits", []):
+        v = acc.setdefault((w["phase"], w["type"]), [0, 0, 0])
+        v[0] += 1
+        v[1] += int(w["wait_ns"])
+        v[2] += int(w["gpu_busy_ns"])
+    out = []
+    for (phase, typ), (n, ns, busy) in acc.items():
+        if ns < ctx.min_ns:
+            continue
+        out.append(Finding(
+            "sync-wait", f"{phase} blocks the host in {typ} syncs: sync later or less often",
+            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it", ns, phase))
+    return out
+
+
+def _unattributed(ctx: Context) -> list[Finding]:
+    """Unattributed host time: time inside a phase that no child phase covers; saving = that time
+    (unknown work: instrument it to learn what it is)."""
+    out = []
+    for u in ctx.data.get("unattributed", [])[:3]:
+        if u["unattributed_ns"] < ctx.min_ns:
+            continue
+        out.append(Finding(
+            "unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
+            f"{fmt_ns(u['unattributed_ns'])} of {fmt_ns(u['duration_ns'])} ({u['fraction']:.0%}) over "
+            f"{u['count']} instance(s)", int(u["unattributed_ns"]), u["path"]))
+    return out
+
+
+def _exposed_comm(ctx: Context) -> list[Finding]:
+    """Exposed communication: a rank's communication time no compute overlapped; saving = that time
+    (upper bound: overlap it with compute, e.g. bucketed all-reduce during backward)."""
+    out = []
+    for r in ctx.comm.get("ranks", []):
+        if r["exposed_ns"] < ctx.min_ns:
+            continue
+        share = r["overlap_ns"] / r["comm_ns"] if r["comm_ns"] else 0.0
+        out.append(Finding(
+            "exposed-comm", f"rank {r['rank']}: communication not overlapped with compute",
+            f"{r['calls']} collective(s) ({r['source']}): {fmt_ns(r['comm_ns'])}, {share:.0%} overlapped, "
+            f"{fmt_ns(r['exposed_ns'])} exposed", int(r["exposed_ns"]), f"rank {r['rank']}"))
+    return out
+
+
+def _straggler(ctx: Context) -> list[Finding]:
+    """A straggler rank: the rank that arrived last at most collectives; saving = the waits it caused
+    at those collectives (what the other ranks would win if it kept up)."""
+    st = ctx.comm.get("stragglers", [])
+    if not st:
+        return []
+    s = st[0]
+    if s["last"] * 2 <= s["of"] or s["caused_ns"] < ctx.min_ns:
+        return []
+    return [Finding(
+        "straggler", f"rank {s['rank']} is the straggler: the other ranks wait for it at collectives",
+        f"last at {s['last']} of {s['of']} collectives; the others waited {fmt_ns(s['median_wait_ns'])} per "
+        f"collective (median), {fmt_ns(s['caused_ns'])} in all", int(s["caused_ns"]), f"rank {s['rank']}")]
+
+
+def _pinning(ctx: Context) -> list[Finding]:
+    """Pinning that does not pay: pinning and unpinning cost more than the faster copies won; saving =
+    the net loss (copy from pageable memory, or pin once and reuse the buffer)."""
+    out = []
+    for p in ctx.data.get("pinning", []):
+        net = p.get("net_ns")
+        if net is None or net != net or net >= 0 or -net < ctx.min_ns:
+            continue
+        dev = "all" if p.get("device") is None else f"GPU {p['device']}"
+        out.append(Finding("pinning-loss", f"pinning does not pay on {dev}: reuse pinned buffers or skip pinning",
+                           p.get("text", ""), int(-net), dev))
+    return out
+
+
+#: The rules, in the order the Findings table documents them (docs/findings.md).
+RULES: tuple[Rule, ...] = (
+    Rule("gpu-idle-host", "GPU idle while the host runs something else", _gpu_idle),
+    Rule("launch-bound", "phases whose kernels leave the GPU idle between launches", _launch_bound),
+    Rule("pageable-copy", "host<->device copies from pageable memory", _pageable),
+    Rule("sync-wait", "the host blocked in CUDA synchronisations", _sync_waits),
+    Rule("unattributed", "host time inside a phase that no child phase covers", _unattributed),
+    Rule("exposed-comm", "communication no compute overlapped", _exposed_comm),
+    Rule("straggler", "the rank the others wait for at collectives", _straggler),
+    Rule("pinning-loss", "pinning that costs more than it wins", _pinning),
+)
+
+
+def default_min_ns(wall_ns: int) -> int:
+    """The smallest saving listed: 1 % of the wall time, at least 100 µs."""
+    return max(100_000, int(wall_ns) // 100)
+
+
+def findings(data: dict, comm: dict | None = None, min_ns: int | None = None,
+             rules: tuple[Rule, ...] = RULES) -> list[Finding]:
+    """Every rule's findings over ``data`` (a ``report --json`` document) and ``comm``, largest saving first."""
+    wall = int(data.get("wall_ns", 0) or 0)
+    ctx = Context(data, comm or {}, wall, default_min_ns(wall) if min_ns is None else min_ns)
+    out: list[Finding] = []
+    for rule in rules:
+        out.extend(rule.check(ctx))
+    out.sort(key=lambda f: (-f.saving_ns, f.rule, f.where))
+    return out

@@ -1,0 +1,103 @@
+"""What ``gputrace prove`` prints about its keys and progress (the command's helpers, in process)."""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from gputrace.commands.prove import keys_summary, progress_bar
+
+
+def _render(progress) -> str:
+    buf = io.StringIO()
+    Console(file=buf, force_terminal=False, width=100).print(progress.get_renderable())
+    return buf.getvalue()
+
+
+def test_progress_bar_shows_its_total_from_the_start():
+    err = Console(file=io.StringIO(), force_terminal=True, width=100)
+    progress, on_progress = progress_bar(err, batch=2, devices=2, quiet=False)
+    first = _render(progress)
+    assert "None" not in first and "0/8" in first and "keys" in first
+    on_progress("synthesis", 1, 8)
+    assert "1/8" in _render(progress) and "proving (synthesis)" in _render(progress)
+
+
+def _vk(tmp_path, **doc):
+    path = tmp_path / "vk.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_keys_summary_does_not_call_cached_keys_fresh(tmp_path):
+    cached = SimpleNamespace(key_cached=True, setup_s=0.06, vk_path=_vk(tmp_path, test_key=False))
+    line = keys_summary(cached)
+    assert line == "keys loaded from the cache in 0.06 s (random single-party setup)"
+    assert "fresh" not in line
+    made = SimpleNamespace(key_cached=False, setup_s=2.27, vk_path=_vk(tmp_path, test_key=True, test_key_seed=2))
+    assert keys_summary(made).startswith("keys generated in 2.27 s (TEST key from --seed 2: anyone can forge")
+
+
+def test_ctrl_c_while_the_command_modules_load_is_one_line(monkeypatch, capsys):
+    """The first 0.2 s of every command import the command modules: a Ctrl-C there printed an import traceback."""
+    from gputrace import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["prove"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_cleanup_that_hangs_after_ctrl_c_ends_after_the_grace_time(tmp_path):
+    """If what runs after the first Ctrl-C hangs, the process still ends (grace_s later): its worker processes
+    killed, 'interrupted' once, exit status 130."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import multiprocessing as mp, os, signal, time\n"
+        "from gputrace.commands.prove import Interrupts\n"
+        "def child():\n"
+        "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "    time.sleep(60)\n"
+        "p = mp.get_context('fork').Process(target=child)\n"
+        "p.start()\n"
+        "print(p.pid, flush=True)\n"
+        "with Interrupts(grace_s=0.3):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        time.sleep(30)  # a cleanup that never ends\n"
+    )
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 20
+    assert (r.returncode, r.stderr) == (130, "interrupted\n")
+    child = int(r.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.05)
+    assert not _running(child), f"worker process {child} outlived the interrupted command"
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie waiting for init to reap it."""
+    import os
+    from pathlib import Path
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")

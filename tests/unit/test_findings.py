@@ -1,0 +1,131 @@
+"""analysis/findings.py: every rule in RULES fires on evidence it is meant for and stays silent otherwise.
+
+The rules read the ``report --json`` document (and the collectives of a multi-rank trace); each test gives
+the sections a rule reads, once where it must fire and once where it must not."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputrace.analysis.findings import ASSUMED_PINNED_GBPS, RULES, Context, findings
+
+MS = 1_000_000
+WALL = 1000 * MS  # 1 s: the listing threshold is 10 ms
+
+
+def doc(**sections) -> dict:
+    gpu = sections.pop("gpu", {})
+    base = {"wall_ns": WALL, "stalls": [], "phases": [], "unattributed": [], "pinning": [],
+            "gpu_activity": {"launch_gaps": [], "copies": [], "sync_waits": [], **gpu}}
+    base.update(sections)
+    return base
+
+
+def rule(name):
+    return next(r for r in RULES if r.name == name)
+
+
+def run(name, data, comm=None):
+    return rule(name).check(Context(data, comm or {}, WALL, max(100_000, WALL // 100)))
+
+
+def idle(lost, text="GPU 0 idle 50 ms x 4 (200 ms) while mostly preprocess ran on the host"):
+    return {"category": "idle", "text": text, "lost_ns": lost, "device": 0, "count": 4}
+
+
+def launch(phase="optimizer", kernels=64, busy=2 * MS, gap=30 * MS, host=()):
+    return {"phase": phase, "device": 0, "instances": 4, "bracket_ns": busy + gap, "busy_ns": busy, "gap_ns": gap,
+            "kernels": kernels, "unattributed_ns": 0, "host_activity": list(host)}
+
+
+def copy(src, nbytes, ns, kind="HtoD", count=4, phase="h2d"):
+    return {"phase": phase, "device": 0, "kind": kind, "src_kind": src, "dst_kind": "DEVICE", "count": count,
+            "bytes": nbytes, "ns": ns, "gbps": nbytes / ns, "pageable": src == "PAGEABLE", "flag": False}
+
+
+def test_every_rule_is_documented_and_named_once():
+    names = [r.name for r in RULES]
+    assert len(names) == len(set(names)) == 8
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
+    assert all(f"`{n}`" in text for n in names)
+
+
+def test_gpu_idle_host():
+    [f] = run("gpu-idle-host", doc(stalls=[idle(200 * MS)]))
+    assert "preprocess" in f.title and f.saving_ns == 200 * MS
+    assert run("gpu-idle-host", doc(stalls=[idle(5 * MS)])) == []  # below 1 % of the wall time
+    assert run("gpu-idle-host", doc(stalls=[{**idle(200 * MS), "category": "launch"}])) == []
+
+
+def test_launch_bound():
+    [f] = run("launch-bound", doc(gpu={"launch_gaps": [launch()]}))
+    assert f.saving_ns == 30 * MS and "optimizer" in f.title
+    silent = [launch(busy=40 * MS),  # GPU busy most of the time
+              launch(kernels=8),  # 2 kernels a run: a wait, not launch overhead
+              launch(kernels=16, gap=400 * MS),  # 25 ms per kernel: a wait
+              launch(host=[{"phase": "preprocess", "ns": 20 * MS}])]  # another phase filled the gaps
+    phases = [{"phase": "preprocess"}, {"phase": "optimizer"}]
+    for r in silent:
+        assert run("launch-bound", doc(phases=phases, gpu={"launch_gaps": [r]})) == [], r
+
+
+def test_pageable_copy_uses_the_pinned_bandwidth_of_the_trace():
+    pageable = copy("PAGEABLE", 400 << 20, 40 * MS)  # 10.5 GB/s
+    pinned = copy("PINNED", 400 << 20, 16 * MS)  # 26 GB/s
+    [f] = run("pageable-copy", doc(gpu={"copies": [pageable, pinned]}))
+    assert f.saving_ns == pytest.approx(40 * MS - (400 << 20) / ((400 << 20) / (16 * MS)), rel=1e-6)
+    assert "pinned copies in this trace" in f.evidence
+    # no large pinned copy: the assumed pinned bandwidth, said so
+    [g] = run("pageable-copy", doc(gpu={"copies": [pageable, copy("PINNED", 4096, 10_000)]}))
+    assert g.saving_ns == int(40 * MS - (400 << 20) / ASSUMED_PINNED_GBPS) and "assumed" in g.evidence
+    assert run("pageable-copy", doc(gpu={"copies": [pinned]})) == []
+    assert run("pageable-copy", doc(gpu={"copies": [copy("PAGEABLE", 1 << 20, 100_000), pinned]})) == []  # tiny
+
+
+def test_sync_wait():
+    w = {"phase": "loss_sync", "type": "stream", "wait_ns": 30 * MS, "gpu_busy_ns": 29 * MS}
+    [f] = run("sync-wait", doc(gpu={"sync_waits": [w]}))
+    assert f.saving_ns == 30 * MS and "loss_sync" in f.title
+    assert run("sync-wait", doc(gpu={"sync_waits": [{**w, "wait_ns": MS}]})) == []
+
+
+def test_unattributed():
+    u = {"path": "train/backward", "count": 4, "duration_ns": 60 * MS, "unattributed_ns": 50 * MS, "fraction": 0.83}
+    [f] = run("unattributed", doc(unattributed=[u]))
+    assert f.where == "train/backward" and f.saving_ns == 50 * MS
+    assert run("unattributed", doc(unattributed=[{**u, "unattributed_ns": MS}])) == []
+
+
+def test_exposed_comm():
+    r = {"rank": 1, "source": "nccl kernels", "comm_ns": 100 * MS, "overlap_ns": 20 * MS, "exposed_ns": 80 * MS,
+         "calls": 9}
+    [f] = run("exposed-comm", doc(), {"ranks": [r]})
+    assert f.saving_ns == 80 * MS and "20%" in f.evidence
+    assert run("exposed-comm", doc(), {"ranks": [{**r, "overlap_ns": 100 * MS, "exposed_ns": 0}]}) == []
+    assert run("exposed-comm", doc(), {}) == []  # one process: no ranks
+
+
+def test_straggler():
+    s = {"rank": 1, "last": 4, "of": 5, "caused_ns": 200 * MS, "median_wait_ns": 50 * MS}
+    [f] = run("straggler", doc(), {"stragglers": [s]})
+    assert f.where == "rank 1" and "50 ms" in f.evidence
+    assert run("straggler", doc(), {"stragglers": [{**s, "last": 2}]}) == []  # not last at most collectives
+    assert run("straggler", doc(), {"stragglers": []}) == []
+
+
+def test_pinning_loss():
+    p = {"device": 0, "net_ns": -40 * MS, "text": "pinning 1 GiB cost 60 ms; copies won 20 ms"}
+    [f] = run("pinning-loss", doc(pinning=[p]))
+    assert f.saving_ns == 40 * MS and "GPU 0" in f.title
+    assert run("pinning-loss", doc(pinning=[{**p, "net_ns": 40 * MS}])) == []  # pays
+    assert run("pinning-loss", doc(pinning=[{**p, "net_ns": float("nan")}])) == []  # unknown
+
+
+def test_findings_are_ranked_by_saving():
+    d = doc(stalls=[idle(200 * MS)], gpu={"launch_gaps": [launch()], "sync_waits": [
+        {"phase": "loss_sync", "type": "stream", "wait_ns": 90 * MS, "gpu_busy_ns": 0}]})
+    got = findings(d)
+    assert [f.rule for f in got] == ["gpu-idle-host", "sync-wait", "launch-bound"]
+    assert findings(doc()) == []
