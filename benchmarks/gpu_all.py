@@ -724,6 +724,28 @@ def keygen_section(kernel_logn: int, largest: list[int], keys: Path, repeats: in
         raise RuntimeError(f"bench_keygen_gpu.py exited {rc}")
 
 
+def seed_story_section(logn: int, batch: int, deadline_s: float) -> None:
+    """The seed's story on this GPU (examples/seed_story/gpu_story.sh): the factorial ``ab`` over the five GPU
+    regression switches and the null control, time-boxed to ``deadline_s`` (and the run's --deadline), then the
+    per-round replicate counts. Rows: measured runs, the all-vs-none line and each switch's tally."""
+    left = DEADLINE_S - (time.perf_counter() - START)
+    box = max(60.0, min(deadline_s, left - 30.0)) if left != float("inf") else deadline_s
+    out = OUT / "seed_story"
+    r = subprocess.run(["bash", str(ROOT / "examples" / "seed_story" / "gpu_story.sh"), str(out), str(logn), str(batch),
+                        str(int(box))], capture_output=True, text=True)
+    print(r.stdout[-6000:], r.stderr[-2000:], flush=True)
+    RESULTS["seed_story"] = {"rc": r.returncode, "logn": logn, "batch": batch, "deadline_s": box}
+    rep = out / "replicates.json"
+    if rep.exists():
+        doc = json.loads(rep.read_text())
+        RESULTS["seed_story"]["replicates"] = doc
+        row(f"seed story 2^{logn} x{batch}: rounds", str(doc["rounds"]))
+        for t in doc["switches"]:
+            row(f"  {t['switch']}: found / called / rounds", f"{t['found']} / {t['called']} / {t['rounds']}")
+    else:
+        row(f"seed story 2^{logn} x{batch}", f"no replicates (rc {r.returncode})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller test sizes and fewer repeats")
@@ -736,7 +758,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=1, help="untimed CUDA proofs before the first proof size")
     ap.add_argument("--no-tracer-bench", action="store_true", help="skip benchmarks/bench_tracer.py --cuda")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: build,tests,ntt,msm,h2d,proof,multi,"
-                    "prover,cupti")
+                    "prover,cupti,seed")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--multi", default="", help="log2 constraint counts for the multi-GPU section ('' to skip)")
     ap.add_argument("--gpus", type=int, default=0, help="GPUs for the multi-GPU section (default: all visible)")
@@ -752,6 +774,9 @@ def main() -> int:
     ap.add_argument("--cupti-logn", type=int, default=18, help="proof size for bench_cupti.py proof")
     ap.add_argument("--cupti-repeats", type=int, default=2)
     ap.add_argument("--keygen-kernel", type=int, default=0, help="log2 points for the fixed-base kernel timing (0: skip)")
+    ap.add_argument("--seed-story", type=int, default=0, help="log2 size of the seed story's factorial (0: skip; 22)")
+    ap.add_argument("--seed-batch", type=int, default=4, help="circuits per run of the seed story")
+    ap.add_argument("--seed-deadline", type=float, default=420, help="seconds the seed story's runs may take")
     ap.add_argument("--largest", default="", help="log2 sizes: device keygen + proof on one GPU ('' to skip; 22,24)")
     a = ap.parse_args()
     global INLINE_VARIANT, DEADLINE_S, MSM_AB, MSM_CUPTI, MSM_WINDOWS
@@ -782,6 +807,8 @@ def main() -> int:
         section("keygen", keygen_section, a.keygen_kernel, ints(a.largest), Path("/tmp/gk-largest"), 2)
     if "cupti" not in skip:
         section("cupti", cupti_bench, a.cupti_logn, Path(a.keys), a.cupti_repeats)
+    if "seed" not in skip and a.seed_story:
+        section("seed", seed_story_section, a.seed_story, a.seed_batch, a.seed_deadline)
     (OUT / "gpu_all.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     dev = RESULTS.get("device", {})
     print(f"\n== summary ({RESULTS['date']}, {dev.get('name', '?')}, {dev.get('sms', '?')} SMs) ==")

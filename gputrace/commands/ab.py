@@ -12,11 +12,12 @@ import argparse
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
 from gputrace.commands.prove import add_placement_options
-from gputrace.textsafe import console, markup, rich_text, visible
+from gputrace.textsafe import console, markup, rich_text
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -47,52 +48,78 @@ def register(sub) -> argparse.ArgumentParser:
     pr.add_argument("--key-dir", type=Path, default=None, help="key cache (default OUT/keys, shared by all runs)")
     add_placement_options(pr)
     pr.add_argument("--subprocess", action="store_true", help="run each prove in a fresh process (slower, isolated)")
+    pr.add_argument("--cuda-activity", action="store_true",
+                    help="collect CUDA activity (CUPTI: kernels, copies, syncs) in every run, and give each factorial "
+                         "verdict its kernel evidence (kernel time, launch gaps, copies by memory kind with GB/s, "
+                         "sync waits); a phase whose bracket moved but not its kernels is called host timing")
+    p.add_argument("--deadline", type=float, default=None, metavar="S",
+                   help="start no run that would end more than S seconds after the first (predicted from earlier runs "
+                        "of its variant); then analyse what ran: a time-boxed call keeps its results")
+    p.add_argument("--prime", type=int, default=0, metavar="N",
+                   help="N runs of the baseline before the design's rounds (process warm-up: kernel loads, pools), "
+                        "kept as prime-NNN traces and left out of the analysis; cheaper than a --warmup round")
     add_stat_options(p)
     # Here --warmup counts warm-up *rounds* that are run first and kept out of the analysis.
     p.set_defaults(func=run, warmup=1)
     return p
 
 
-def prover_runner(args, out_dir: Path):
+def prover_runner(args, out_dir: Path) -> Callable[[frozenset[str], Path], None]:
     """``run_variant(switches, trace_path)`` that proves with those switches on."""
     key_dir = args.key_dir or out_dir / "keys"
     proofs = out_dir / "proofs"
     if args.subprocess:
-        def run_variant(switches: frozenset[str], trace_path: Path) -> None:
-            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints), "--batch", str(args.batch),
-                   "--devices", str(args.devices), "--backend", args.backend, "--opt", ",".join(sorted(switches)) or "none",
-                   "--trace", str(trace_path), "--out", str(proofs), "--key-dir", str(key_dir), "--no-verify", "--quiet",
-                   "--synthesis", args.synthesis, "--b-g2", args.b_g2, "--device-flow", args.device_flow]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+        def run_in_subprocess(switches: frozenset[str], trace_path: Path) -> None:
+            cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(args.constraints),
+                   "--batch", str(args.batch), "--devices", str(args.devices), "--backend", args.backend,
+                   "--opt", ",".join(sorted(switches)) or "none", "--trace", str(trace_path), "--out", str(proofs),
+                   "--key-dir", str(key_dir), "--no-verify", "--quiet", "--synthesis", args.synthesis,
+                   "--b-g2", args.b_g2, "--device-flow", args.device_flow]
+            r = subprocess.run(cmd, capture_output=True, text=True, env=_run_env(args))
             if r.returncode != 0:
                 raise RuntimeError(f"gputrace prove exited {r.returncode}: {r.stderr.strip()[-500:]}")
-        return run_variant
+        return run_in_subprocess
 
     from gputrace.prover import run_prove
     from gputrace.prover.options import ProveOptions, parse_size
 
     constraints = parse_size(str(args.constraints))
 
-    def run_variant(switches: frozenset[str], trace_path: Path) -> None:
+    def run_here(switches: frozenset[str], trace_path: Path) -> None:
         run_prove(ProveOptions(constraints=constraints, batch=args.batch, devices=args.devices, backend=args.backend,
-                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path, verify=False,
-                               synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
-    return run_variant
+                               opts=frozenset(switches), out_dir=proofs, key_dir=key_dir, trace=trace_path,
+                               verify=False, synthesis=args.synthesis, b_g2=args.b_g2, device_flow=args.device_flow))
+    return run_here
+
+
+def _run_env(args) -> dict[str, str]:
+    """The environment of a subprocess run: CUDA activity on or off as ``--cuda-activity`` says."""
+    import os
+
+    from gputrace.trace.recorder import CUDA_ACTIVITY_ENV
+
+    env = dict(os.environ)
+    env[CUDA_ACTIVITY_ENV] = "1" if getattr(args, "cuda_activity", False) else "0"
+    return env
 
 
 def _plan(args):
     """(design, switches, variants) from the arguments; ValueError naming the flag for a bad switch or an
     impossible ``--batch`` / ``--devices`` (checked here, before any run)."""
     from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets, parse_switches
-    from gputrace.prover.options import OPT_NAMES, check_counts
+    from gputrace.prover.options import ALL_OPT_NAMES, check_counts
 
     check_counts(args.batch, args.devices, args.backend)
+    if getattr(args, "prime", 0) < 0:
+        raise ValueError(f"--prime must be >= 0, got {args.prime}")
+    if getattr(args, "deadline", None) is not None and not args.deadline > 0:
+        raise ValueError(f"--deadline must be > 0 seconds, got {args.deadline}")
     if args.opt_sets:
-        return "opt-sets", tuple(OPT_NAMES), opt_sets(args.opt_sets, tuple(OPT_NAMES))
+        return "opt-sets", tuple(ALL_OPT_NAMES), opt_sets(args.opt_sets, tuple(ALL_OPT_NAMES))
     sw = parse_switches(args.switches)
-    bad = [s for s in sw if s not in OPT_NAMES]
+    bad = [s for s in sw if s not in ALL_OPT_NAMES]
     if bad:
-        raise ValueError(f"--switches: unknown switch {bad[0]!r} (the prover has {', '.join(OPT_NAMES)})")
+        raise ValueError(f"--switches: unknown switch {bad[0]!r} (the prover has {', '.join(ALL_OPT_NAMES)})")
     if args.design == "factorial":
         return "factorial", sw, factorial(sw, args.fraction)
     return "one-at-a-time", sw, one_at_a_time(sw)
@@ -116,12 +143,13 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         for f in rep.switch_findings:
             a = e2e_row(f.alone) if f.alone else None
             lo = e2e_row(f.loo) if f.loo else None
-            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-", f"{lo.rel:+.1%}" if lo else "-",
-                      lo.verdict if lo else "-", "yes" if f.interaction else "")
+            t.add_row(rich_text(f.switch), f"{a.rel:+.1%}" if a else "-", a.verdict if a else "-",
+                      f"{lo.rel:+.1%}" if lo else "-", lo.verdict if lo else "-", "yes" if f.interaction else "")
         console.print(t)
     if rep.factorial is not None:
         fr = rep.factorial
-        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)", title_justify="left")
+        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)",
+                  title_justify="left")
         for col in ("term", "effect", f"{fr.confidence:.0%} interval", "time", "p", "significant"):
             t.add_column(col)
         for e in sorted(fr.for_key(fr.e2e_path), key=lambda e: -abs(e.ns)):
@@ -131,6 +159,31 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
             t.add_row(rich_text(e.term), f"{e.rel:+.1%}", iv, ("+" if e.ns >= 0 else "-") + fmt_ns(abs(e.ns)),
                       "-" if not math.isfinite(e.p_value) else f"{e.p_value:.3g}", "yes" if e.significant else "")
         console.print(t)
+    if rep.evidence:
+        render_evidence(rep.evidence, console)
+
+
+def render_evidence(evidence, console) -> None:
+    """The kernel-evidence table: per term and phase, the bracket's, kernels', launch gaps', sync waits' and copies'
+    fitted changes (n.s. = not significant) and the verdict."""
+    from rich.table import Table
+
+    from gputrace.analysis.ab.evidence import _signed
+
+    def cell(e) -> str:
+        return "-" if e is None else _signed(e.ns) + ("" if e.significant else " n.s.")
+
+    t = Table(title="Kernel evidence (CUDA activity): what moved inside each phase", title_justify="left")
+    for col in ("term", "phase", "bracket", "kernels", "launch gaps", "sync waits", "copies (GB/s off -> on)",
+                "verdict"):
+        t.add_column(col)
+    for pe in evidence:
+        copies = "; ".join(c.describe().removeprefix("copies ") + ("" if c.effect.significant else " n.s.")
+                           for c in pe.copies) or "-"
+        verdict = pe.verdict + (": " + ", ".join(pe.because) if pe.because else "")
+        t.add_row(rich_text(pe.term), rich_text(pe.path), cell(pe.bracket), cell(pe.kernels), cell(pe.gaps),
+                  cell(pe.syncs), rich_text(copies), rich_text(verdict))
+    console.print(t)
 
 
 def run(args) -> int:
@@ -147,13 +200,24 @@ def run(args) -> int:
             design, switches, variants = _plan(args)
             out = args.out or Path("gputrace-ab") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             total = len(variants) * (args.runs + args.warmup)
-            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs -> {markup(out)}")
+            err.print(f"{design}: {len(variants)} variants x ({args.warmup} warm-up + {args.runs}) runs = {total} runs "
+                      f"-> {markup(out)}")
 
             def progress(done, total, v, warm):
                 err.print(f"  \\[{done + 1}/{total}] {markup(v.name)}{' (warm-up)' if warm else ''}")
 
-            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design, switches=switches,
-                                 warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order, progress=progress)
+            if args.cuda_activity and not args.subprocess:
+                import os
+
+                from gputrace.trace.recorder import CUDA_ACTIVITY_ENV
+
+                os.environ[CUDA_ACTIVITY_ENV] = "1"  # read by every run's gputrace.configure
+            exp = run_experiment(prover_runner(args, Path(out)), variants, args.runs, out, design=design,
+                                 switches=switches, warmup=args.warmup, shuffle=args.shuffle, seed=args.seed_order,
+                                 progress=progress, prime=args.prime, deadline_s=args.deadline)
+            if exp.stopped:
+                done = sum(1 for r in exp.records if not r.warmup)
+                err.print(f"stopped at the --deadline: {done} measured runs of {len(variants) * args.runs}")
         runs = exp.measures()
         rep = analyse(runs, exp.design, exp.switches, confidence=args.confidence, equivalence=args.equivalence,
                       familywise=args.familywise, correction=args.correction)

@@ -26,7 +26,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="circuits per device (default 1)")
     p.add_argument("--devices", type=int, default=1, help="devices (CPU backend: worker lanes) (default 1)")
     p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto", help="default auto")
-    p.add_argument("--opt", default="none", help="switches a1,a2,a4,b1,d4 (comma list), all or none")
+    p.add_argument("--opt", default="none", help="switches (comma list): the seed's a1,a2,a4,b1,d4 and the GPU "
+                   "regression switches pageable,reload,g2end,syncmsm,windows,null (docs/prover.md); all (the seed's five) or none")
     p.add_argument("--trace", type=Path, default=None, help="write the trace here (OTLP JSON lines)")
     p.add_argument("--otlp", default=None, help="also export over OTLP (grpc, http or an endpoint URL)")
     p.add_argument("--out", type=Path, default=Path("gputrace-out"), help="output directory (default gputrace-out)")

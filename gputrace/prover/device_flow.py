@@ -31,7 +31,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .backends.base import DeviceArray, LaneInfo, ProverBackend
 from .field import limbs_to_ints
@@ -84,10 +87,40 @@ class LoadingBases:
         if self._thread is not None:
             self._thread.join()
 
+    def loaded(self) -> bool:
+        """True once every query is loaded (or failed)."""
+        return all(f.done() for f in self._futures.values())
+
+    def handles(self) -> list:
+        """The loaded queries' handles (those done without error), to keep their device copies alive."""
+        return [f.result() for f in self._futures.values() if f.done() and f.exception() is None]
+
+
+@dataclass
+class FlowSwitches:
+    """The regression switches the queued stream flow acts on (docs/prover.md, "Regression switches"); every one
+    is a real code path, none emulates a cost.
+
+    * ``pin_rows`` (B1): host buffers registered (``backend.pin``) before each circuit is queued and unregistered
+      once its uploads are done: the proving-key rows the proof's uploads read (GBs from 2^22).
+    * ``reload`` (``reload``): ``reload(j)`` starts loading circuit ``j``'s key queries afresh (read again from
+      ``pk.npz`` and uploaded) and returns their ``LoadingBases``; circuit 0 uses the run's first load. Each
+      circuit's device copies are kept with its results and released after them.
+    * ``g2end`` (``g2end``): no ``b_g2`` per circuit; after the last circuit's G1 work the worker runs every
+      circuit's G2 MSM, each returning its host point, and the proofs wait for them.
+    * ``sync_msm`` (``syncmsm``): the worker synchronises the lane after every MSM (a ``sync`` span), so the host
+      no longer queues ahead of the GPU (both stream flows).
+    """
+
+    pin_rows: Sequence[np.ndarray] = ()
+    reload: Callable[[int], LoadingBases] | None = None
+    g2end: bool = False
+    sync_msm: bool = False
+
 
 def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, pk, plans: Sequence[Future],
                 publish: Callable[[Witness], None], b_g2_host: list[Future] | None, stats, ctx,
-                assemble: Callable[..., Any], queued: bool = True) -> list:
+                assemble: Callable[..., Any], queued: bool = True, switches: FlowSwitches | None = None) -> list:
     """Prove one device's circuits from their plan futures (in order); returns one proof per circuit.
 
     ``b_g2_host``: the host pool's G2 futures by circuit, or None for the device G2 MSM. ``assemble(pk, a, b1,
@@ -96,9 +129,10 @@ def stream_work(o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, 
     a circuit; one ``collect`` per circuit copies the results (and the root) back behind an event, and the helper
     thread waits for it (a ``sync`` span on its lane) before ``assemble``, so the worker goes on to queue the next
     circuit while the GPU works. False (``"stream-sync"``): each MSM returns its host point (a ``d2h`` and a
-    ``sync`` per call), the flow before.
+    ``sync`` per call), the flow before. ``switches``: the regression switches (``FlowSwitches``).
     """
-    return _StreamWorker(o, backend, lane, bases, pk, plans, publish, b_g2_host, stats, ctx, assemble).run(queued)
+    return _StreamWorker(o, backend, lane, bases, pk, plans, publish, b_g2_host, stats, ctx, assemble,
+                         switches).run(queued)
 
 
 class _StreamWorker:
@@ -108,8 +142,11 @@ class _StreamWorker:
 
     def __init__(self, o, backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, pk, plans: Sequence[Future],
                  publish: Callable[[Witness], None], b_g2_host: list[Future] | None, stats, ctx,
-                 assemble: Callable[..., Any]) -> None:
+                 assemble: Callable[..., Any], switches: FlowSwitches | None = None) -> None:
         self.backend, self.lane, self.bases, self.pk, self.plans = backend, lane, bases, pk, plans
+        self.sw = switches or FlowSwitches()
+        self.reloads: list[LoadingBases] = []  # ``reload``: every circuit's own loader, joined at the end
+        self.g2_later: list[tuple[int, Any, dict, dict, Future]] = []  # ``g2end``: (circuit, z, ckw, ccw, future)
         self.publish, self.b_g2_host, self.stats, self.assemble = publish, b_g2_host, stats, assemble
         self.dl = f"{backend.name}:{lane.index}"
         self.wl = backend.witness_lane(lane.index)
@@ -125,7 +162,8 @@ class _StreamWorker:
             wtop["kind"] = "host"
         self.wtop = wtop
         self.n, self.nb = pk.domain_size, len(plans)
-        self.d4 = "d4" in o.opts
+        # MSM plans: the ``windows`` switch's rule, else D4's, else none (the engine's windows).
+        self.d4: str | None = "seed" if "windows" in o.opts else "d4" if "d4" in o.opts else None
         self.made: dict[int, tuple] = {}
         self.nxt = 0
         self.ahead = max(1, min(MAX_AHEAD, AHEAD_BYTES // (160 * self.n)))
@@ -135,9 +173,23 @@ class _StreamWorker:
         helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"assemble-{self.lane.index}")
         try:
             proofs = [self._circuit(j, helper, queued) for j in range(self.nb)]
+            self._batched_g2()
             return [f.result() for f in proofs]
         finally:
+            for *_, later in self.g2_later:  # an error before the batched G2 MSMs: release the helper thread
+                if not later.done():
+                    later.set_exception(RuntimeError("b_g2 not run: the device worker failed first"))
             helper.shutdown(wait=True, cancel_futures=True)
+            for ld in self.reloads:  # no reload may still upload when the backend closes
+                ld.join()
+
+    def _batched_g2(self) -> None:
+        """``g2end``: every circuit's G2 MSM now, one after another, each read back before the next is queued."""
+        for _c, z, ckw, ccw, later in self.g2_later:
+            with self.stats.phase("b_g2", self.dl, **dict(ckw, batched=True)):
+                later.set_result(self.backend.msm_g2(self.bases.get("b_g2", self.stats, self.dl, ccw), z,
+                                                     lane=self.lane))
+        self.g2_later.clear()
 
     def make(self, cur: int) -> None:
         """Queue the witnesses of plans nxt.. on the witness lane: circuit ``cur`` if not made yet (waiting for
@@ -171,17 +223,21 @@ class _StreamWorker:
         with self.stats.phase("assemble", self.dl, **dict(self.hkw, circuit=circuit, lane=self.helper_lane)):
             return self.assemble(self.pk, *parts)
 
-    def finished(self, circuit: int, handle, public_tail: list[int], ni: int, m: int, g2f: Future | None) -> Any:
-        """On the helper thread: wait for circuit's queued results, publish its witness, assemble its proof."""
+    def finished(self, circuit: int, handle, public_tail: list[int], ni: int, m: int, g2f: Future | None,
+                 g2_queued: bool = True) -> Any:
+        """On the helper thread: wait for circuit's queued results, publish its witness, assemble its proof.
+        ``g2f``: the G2 point's future (host pool, or ``g2end``'s later device MSM: then ``g2_queued`` is False and
+        the results hold the root alone after the G1 items)."""
         stats, dl, hkw = self.stats, self.dl, self.hkw
         with stats.phase("sync", dl, **dict(hkw, circuit=circuit, kind="sync", waits_for="results",
                                             lane=self.helper_lane)):
             vals = self.backend.results(handle)
         mh, ma, mb, ml, ba, bb, bl = vals[:7]
+        if g2f is None or not g2_queued:
+            root = limbs_to_ints(vals[8] if g2f is None else vals[7])[0]
+            self.publish(Witness(circuit, [root] + public_tail, None, None, ni, m))
         if g2f is None:
             g2 = vals[7]
-            root = limbs_to_ints(vals[8])[0]
-            self.publish(Witness(circuit, [root] + public_tail, None, None, ni, m))
         else:
             with stats.phase("sync", dl, **dict(hkw, circuit=circuit, kind="sync", waits_for="b_g2",
                                                 lane=self.helper_lane)):
@@ -193,7 +249,11 @@ class _StreamWorker:
         circuit's device arrays are dropped when this returns: in the queued flow its collect handle holds them
         until the lane is past them; in the sync flow the lane has synchronised past every use (each MSM returns
         a host point), so only then may their blocks go back to the pool."""
-        backend, lane, stats, dl = self.backend, self.lane, self.stats, self.dl
+        backend, lane, stats, dl, sw = self.backend, self.lane, self.stats, self.dl, self.sw
+        bases = self.bases
+        if sw.reload is not None and j > 0 and queued:  # this circuit's keys, read and uploaded again
+            bases = sw.reload(j)
+            self.reloads.append(bases)
         self.make(j)
         block, z, split, ready, plan = self.made.pop(j)
         backend.wait_event(lane, ready)
@@ -207,10 +267,28 @@ class _StreamWorker:
             self.publish(Witness(c, [limbs_to_ints(zh[1:2])[0]] + public_tail, zh, None, ni, m))
         block, h = quotient_h(backend, block, 1, lane, stats, dl, ckw, self.kw)
         if queued:
-            return _queue_circuit(backend, lane, self.bases, stats, dl, ckw, ccw, helper, self.finished, plan, block,
-                                  h, z, split, self.d4, self.n, self.b_g2_host)
+            pinned = []
+            if sw.pin_rows:  # B1: the proof's host buffers page-locked for it
+                nbytes = sum(int(r.nbytes) for r in sw.pin_rows)
+                with stats.phase("pin", dl, **dict(ccw, kind="pin", bytes=nbytes)) as p:
+                    pinned = [backend.pin(r) for r in sw.pin_rows]
+                    p.set("pinned", all(x.pinned for x in pinned))
+            later: Future | None = Future() if sw.g2end and self.b_g2_host is None else None
+            fut = _queue_circuit(backend, lane, bases, stats, dl, ckw, ccw, helper, self.finished, plan, block,
+                                 h, z, split, self.d4, self.n, self.b_g2_host, sw, later)
+            if later is not None:
+                self.g2_later.append((c, z, ckw, ccw, later))
+            if pinned:  # unregistered only once no upload of this circuit's keys can still read them
+                if not bases.loaded():
+                    with stats.phase("sync", dl, **dict(ccw, kind="sync", waits_for="load_bases")):
+                        bases.join()
+                with stats.phase("unpin", dl, **dict(ccw, kind="pin", bytes=sum(x.nbytes for x in pinned))):
+                    for x in pinned:
+                        backend.unpin(x)
+            return fut
         mh, ts, ma, mb, ml, ba, bb, bl, row = _circuit_msms(backend, lane, self.bases, stats, dl, ckw, ccw, h, split,
-                                                            self.d4, self.n, ni, queued=False)
+                                                            self.d4, self.n, ni, queued=False,
+                                                            sync_each=sw.sync_msm)
         if self.b_g2_host is None:
             with stats.phase("b_g2", dl, **ckw):
                 g2 = backend.msm_g2(self.bases.get("b_g2", stats, dl, ccw), z, lane=lane)
@@ -224,46 +302,68 @@ class _StreamWorker:
 
 def _queue_circuit(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
                    helper: ThreadPoolExecutor, finished: Callable[..., Any], plan, block: DeviceArray, h: DeviceArray,
-                   z: DeviceArray, split, d4: bool, n: int, b_g2_host: list[Future] | None) -> Future:
+                   z: DeviceArray, split, d4: str | None, n: int, b_g2_host: list[Future] | None,
+                   sw: FlowSwitches | None = None, g2_later: Future | None = None) -> Future:
     """Queue one circuit's MSMs (the queued flow of ``stream_work``) and hand its results to the helper thread.
     The host waits only for the witness lane's counters (``finish_tail``) and for keys still loading; every GPU
-    phase's host bracket is the time to queue it, its device bracket (CUDA events) the GPU's."""
+    phase's host bracket is the time to queue it, its device bracket (CUDA events) the GPU's. ``sw``: the
+    regression switches; ``g2_later`` (``g2end``): leave ``b_g2`` out, the worker sets this future after the
+    batch's G1 work."""
+    sw = sw or FlowSwitches()
     ni, m, c = plan.num_inputs, plan.num_constraints, plan.circuit
     public_tail = [int(x) for x in plan.indices]
     mh, ts, ma, mb, ml, ba, bb, bl, row = _circuit_msms(backend, lane, bases, stats, dl, ckw, ccw, h, split, d4,
-                                                        n, ni, queued=True)
+                                                        n, ni, queued=True, sync_each=sw.sync_msm)
     items = [mh, ma, mb, ml, ba, bb, bl]
     if b_g2_host is None:
-        with stats.phase("b_g2", dl, **ckw):
-            items.append(backend.msm_g2_queued(bases.get("b_g2", stats, dl, ccw), z, lane=lane))
+        if g2_later is None:
+            with stats.phase("b_g2", dl, **ckw):
+                items.append(backend.msm_g2_queued(bases.get("b_g2", stats, dl, ccw), z, lane=lane))
+            _sync_after_msm(backend, lane, stats, dl, ccw, sw.sync_msm)
         items.append(backend.d2h_queued(backend.rows(z, 1, 2), lane))  # the root, a public input
-    handle = backend.collect(items, lane, keep=(block, h, z, split, ts, row))
-    return helper.submit(finished, c, handle, public_tail, ni, m, None if b_g2_host is None else b_g2_host[c])
+    # ``reload``: this circuit's own key copies stay referenced until the lane is past the MSMs that read them.
+    keys = bases.handles() if sw.reload is not None else None
+    handle = backend.collect(items, lane, keep=(block, h, z, split, ts, row, keys))
+    g2f = b_g2_host[c] if b_g2_host is not None else g2_later
+    return helper.submit(finished, c, handle, public_tail, ni, m, g2f, g2_later is None)
+
+
+def _sync_after_msm(backend: ProverBackend, lane: LaneInfo, stats, dl: str, ccw: dict, on: bool) -> None:
+    """``syncmsm``: the host waits for the lane (everything queued so far) in a ``sync`` span."""
+    if on:
+        with stats.phase("sync", dl, **dict(ccw, kind="sync", waits_for="msm")):
+            backend.synchronize(lane.index)
 
 
 def _circuit_msms(backend: ProverBackend, lane: LaneInfo, bases: LoadingBases, stats, dl: str, ckw: dict, ccw: dict,
-                  h: DeviceArray, split, d4: bool, n: int, ni: int, *, queued: bool) -> tuple:
+                  h: DeviceArray, split, d4: str | None, n: int, ni: int, *, queued: bool,
+                  sync_each: bool = False) -> tuple:
     """One circuit's G1 MSMs and batch additions in the order the keys arrive (LOAD_ORDER: on the first circuit
     each MSM overlaps the next upload), with the tail counters read behind the witness lane's event.
     ``queued``: the backend's ``*_queued`` calls (device handles, nothing read back); else each returns its host
-    point. Returns ``(mh, ts, ma, mb, ml, ba, bb, bl, row)``; ``row`` (h's view) must outlive the MSMs."""
+    point. Returns ``(mh, ts, ma, mb, ml, ba, bb, bl, row)``; ``row`` (h's view) must outlive the MSMs.
+    ``sync_each`` (``syncmsm``): a lane synchronisation after each MSM."""
     msm = backend.msm_g1_queued if queued else backend.msm_g1
     batch_add = backend.batch_add_queued if queued else backend.batch_add_indices
     with stats.phase("msm_h", dl, **ckw):
         # h has degree n-2: its top coefficient is zero and the key has n-1 bases.
         row = backend.rows(h, 0, 1)
         mh = msm(bases.get("h", stats, dl, ccw), DeviceArray(row.data[0, :n - 1], row.device, (n - 1, 4)), lane=lane)
+    _sync_after_msm(backend, lane, stats, dl, ccw, sync_each)
     with stats.phase("d2h", dl, **dict(ckw, what="tail counters")):  # 8 counters, behind the witness's event
         ts = backend.finish_tail(split, lane)
     assert ts.ones is not None and ts.ones_l is not None, "finish_tail fills ones and ones_l"
     nv = ts.tail.shape[0]
-    plan_l, plan_ab = plans_from_stats(ts.stats) if d4 else (None, None)
+    plan_l, plan_ab = plans_from_stats(ts.stats, d4) if d4 else (None, None)  # d4: the plan rule, or None
     with stats.phase("msm_a", dl, **ckw):
         ma = msm(bases.get("a", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+    _sync_after_msm(backend, lane, stats, dl, ccw, sync_each)
     with stats.phase("msm_b_g1", dl, **ckw):
         mb = msm(bases.get("b_g1", stats, dl, ccw), ts.tail, plan=plan_ab, lane=lane)
+    _sync_after_msm(backend, lane, stats, dl, ccw, sync_each)
     with stats.phase("msm_l", dl, **ckw):
         ml = msm(bases.get("l", stats, dl, ccw), backend.rows(ts.tail, ni, nv), plan=plan_l, lane=lane)
+    _sync_after_msm(backend, lane, stats, dl, ccw, sync_each)
     with stats.phase("batch_add", dl, **ckw):
         ba = batch_add(bases.get("a", stats, dl, ccw), ts.ones, bound=nv, lane=lane)
         bb = batch_add(bases.get("b_g1", stats, dl, ccw), ts.ones, bound=nv, lane=lane)

@@ -72,3 +72,12 @@ def plan_from_counts(count: int, popcount_sum: int, narrow: int) -> MsmPlan:
     window = max(4, min(16, default_window(count) + (1 if mean_pop < 64 else 0)))
     narrow_share = narrow / count  # 1 .. 64 significant bits
     return MsmPlan(window=window, narrow_bits=65 if narrow_share >= 0.05 else 0)
+
+
+def seed_window_plan(count: int) -> MsmPlan:
+    """The ``windows`` regression switch: the per-MSM window rule the GPU path had first (log2(count) - 3, in
+    [4, 16]): 16-bit windows from about 2^19 scalars, where the engine's own rule takes 15 (2^20 MSM: 49 against
+    35 ms of kernels on the H200, docs/prover.md's switch table)."""
+    if count <= 0:
+        return MsmPlan(window=4, narrow_bits=0)
+    return MsmPlan(window=max(4, min(16, int(round(math.log2(count))) - 3)), narrow_bits=0)

@@ -18,17 +18,33 @@ if TYPE_CHECKING:  # the backend interface imports numpy: options stay light at 
 #: The seed's five optimisation switches (see docs/prover.md).
 OPT_NAMES: tuple[str, ...] = ("a1", "a2", "a4", "b1", "d4")
 
+#: Regression switches of the fast GPU path (device synthesis, the stream flow; docs/prover.md, "Regression
+#: switches"). Each turns on a real code path that a team could plausibly have written to make the prover faster
+#: or tidier, and that costs time at scale; ``null`` changes nothing (an A/B control that must never be called).
+GPU_OPT_NAMES: tuple[str, ...] = ("pageable", "reload", "g2end", "syncmsm", "windows", "null")
+
+#: Every switch ``--opt`` and ``gputrace ab`` accept.
+ALL_OPT_NAMES: tuple[str, ...] = OPT_NAMES + GPU_OPT_NAMES
+
 OPT_DESCRIPTIONS: dict[str, str] = {
     "a1": "A1 packed linear-combination storage (flat index/coefficient arrays instead of per-LC dicts)",
     "a2": "A2 pre-sized assignment vectors (allocated from the circuit's shape instead of grown by append)",
     "a4": "A4 parallel B_G2 MSMs across circuits (CPU pool) instead of one after another",
-    "b1": "B1 pinning of the a/b/c host vectors before the host-to-device transfer",
+    "b1": "B1 pinning of the host buffers of every proof (host synthesis: the a/b/c vectors; the stream flow: the "
+          "proving-key rows the proof uploads from), registered before it and unregistered after it",
     "d4": "D4 per-MSM tuning (window / narrow split) for L, A and B_G1 from their scalar popcounts",
+    "pageable": "proving-key uploads straight from pageable host memory instead of the two page-locked staging chunks",
+    "reload": "proving keys not resident: every proof re-reads its key queries from pk.npz and uploads them again",
+    "g2end": "b_g2 batched: every circuit's G2 MSM after the last circuit's G1 work, instead of one per proof",
+    "syncmsm": "a device synchronisation after every MSM (the host waits for each MSM before queueing the next)",
+    "windows": "per-MSM windows for L, A and B_G1 by the seed's first D4 rule (log2(count) - 3, up to 16 bits)",
+    "null": "a control switch that changes nothing (recorded in the trace's config only)",
 }
 
 
 def parse_opts(text: str | None) -> frozenset[str]:
-    """Parse ``--opt``: a comma list of switch names, or ``all`` / ``none`` (case-insensitive).
+    """Parse ``--opt``: a comma list of switch names (``ALL_OPT_NAMES``), or ``all`` (the seed's five,
+    ``OPT_NAMES``) / ``none`` (case-insensitive).
 
     Raises ValueError naming the unknown switch.
     """
@@ -39,9 +55,9 @@ def parse_opts(text: str | None) -> frozenset[str]:
         return frozenset(OPT_NAMES)
     if items in (["none"], []):
         return frozenset()
-    bad = [t for t in items if t not in OPT_NAMES]
+    bad = [t for t in items if t not in ALL_OPT_NAMES]
     if bad:
-        raise ValueError(f"--opt: unknown switch {bad[0]!r} (choose from {', '.join(OPT_NAMES)}, all, none)")
+        raise ValueError(f"--opt: unknown switch {bad[0]!r} (choose from {', '.join(ALL_OPT_NAMES)}, all, none)")
     return frozenset(items)
 
 

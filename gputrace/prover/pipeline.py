@@ -51,7 +51,7 @@ from gputrace.atomic_write import write_atomic
 from .backends import make_backend
 from .backends.base import LaneInfo, ProverBackend
 from .circuit import CircuitShape, shape_for_constraints, validate_shape
-from .device_flow import LOAD_ORDER, LoadingBases, quotient_h, stream_work
+from .device_flow import LOAD_ORDER, FlowSwitches, LoadingBases, quotient_h, stream_work
 from .encoding import g2_to_affine_limbs
 from .field import R, limbs_to_ints, to_scalar
 from .host_msm import HostMsm, cpu_threads
@@ -59,7 +59,7 @@ from .keygen.cache import get_keys
 from .keygen.keys import load_vk
 from .keygen.setup import ProvingKey
 from .msm_plan import plan_msm
-from .options import OPT_NAMES, ProveOptions, ProveResult, check_counts
+from .options import ALL_OPT_NAMES, ProveOptions, ProveResult, check_counts
 from .processes import fork_pool, stop
 from .verify import Proof, verify, write_proof
 from .witness import Witness, merge_parts, split_challenges, synthesize_part, synthesize_witness
@@ -117,7 +117,7 @@ def _resolved(mode: str, backend: str, supported: bool | None) -> str:
 
 
 def config_attrs(o: ProveOptions, shape: CircuitShape, backend: str, obj: ProverBackend | None = None) -> dict:
-    cfg: dict[str, object] = {name: (name in o.opts) for name in OPT_NAMES}
+    cfg: dict[str, object] = {name: (name in o.opts) for name in ALL_OPT_NAMES}
     obj = obj if obj is not None else o.backend_object
     cfg.update(backend=backend, batch=o.batch, devices=o.devices if o.backend_object is None else
                o.backend_object.device_count(), constraints=shape.constraints,
@@ -154,7 +154,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
     check_counts(o.batch, o.devices)  # the --devices bound of each backend: make_backend
     if o.synthesis_workers is not None and o.synthesis_workers < 1:
         raise ValueError(f"--synthesis-workers must be >= 1 (got {o.synthesis_workers})")
-    unknown = set(o.opts) - set(OPT_NAMES)
+    unknown = set(o.opts) - set(ALL_OPT_NAMES)
     if unknown:
         raise ValueError(f"unknown optimisation switch {sorted(unknown)[0]!r}")
     shape = resolve_shape(o)
@@ -191,7 +191,7 @@ def run_prove(options: ProveOptions) -> ProveResult:
         setup_s = time.perf_counter() - t0
         total = o.batch * backend.device_count()
         t_start = time.perf_counter()
-        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans)
+        proofs, publics = _prove_batch(o, shape, backend, pk, stats, total, plans, pk_file=keyset.directory / "pk.npz")
         wall = time.perf_counter() - t_start
         paths, verified = [], []
         write_atomic(out_dir / "vk.json", keyset.vk_path.read_bytes())
@@ -235,10 +235,11 @@ def _start_plans(shape: CircuitShape, seed: int, batch: int, ndev: int) -> tuple
 
 
 def _prove_batch(o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey,
-                 stats: _Stats, total: int, stream_plans: list[Future] | None = None
+                 stats: _Stats, total: int, stream_plans: list[Future] | None = None, pk_file: Path | None = None
                  ) -> tuple[list[Proof], list[list[int]]]:
-    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``)."""
-    return _Batch(o, shape, backend, pk, stats, total, stream_plans).run()
+    """The batch: ``stream_plans`` (plan futures by circuit) selects the stream flow (``device_flow.py``).
+    ``pk_file``: the key's ``pk.npz``, which the ``reload`` switch reads again for every circuit."""
+    return _Batch(o, shape, backend, pk, stats, total, stream_plans, pk_file).run()
 
 
 class _Batch:
@@ -253,8 +254,10 @@ class _Batch:
     caller's cleanup (closing the backend, flushing the trace) runs with no thread of the batch left."""
 
     def __init__(self, o: ProveOptions, shape: CircuitShape, backend: ProverBackend, pk: ProvingKey, stats: _Stats,
-                 total: int, stream_plans: list[Future] | None) -> None:
+                 total: int, stream_plans: list[Future] | None, pk_file: Path | None = None) -> None:
         self.o, self.shape, self.backend, self.pk, self.stats, self.total = o, shape, backend, pk, stats, total
+        self.pk_file = pk_file
+        backend.key_staging = "pageable" not in o.opts  # the ``pageable`` switch
         self.ndev = backend.device_count()
         self.cpus = cpu_threads()
         self.dev_synth = _where(o, "synthesis", backend.supports_device_witness, backend)
@@ -348,6 +351,44 @@ class _Batch:
                 return backend.load_bases_g2("b_g2", g2_limbs if g2_limbs is not None else g2_to_affine_limbs(pts), d)
             return backend.load_bases(name, pts, d, affine_limbs=pk.affine_limbs(name))
 
+    def _reread_query(self, d: int, circuit: int, name: str):
+        """``reload``: one query read again from ``pk.npz`` and uploaded (device d's reload thread). The span says
+        which circuit it is for as ``for_circuit``, not ``circuit``: its time stays in the run's one ``load_bases``
+        instance, so A/B comparisons (which align instances across runs) count it against the baseline's loads."""
+        backend, pk = self.backend, self.pk
+        pts = getattr(pk, name)
+        with self.stats.phase("load_bases", f"{backend.name}:{d}", device=backend.lanes(d)[0].device,
+                              lane=f"thread:reload-{d}", kind="host", parent=self.ctx, query=name, points=len(pts),
+                              for_circuit=circuit, reload=True):
+            if self.pk_file is None:  # _flow_switches refuses reload without it; kept for the type checker
+                raise ValueError("the reload switch needs the key's pk.npz")
+            with np.load(self.pk_file) as zf:
+                rows = zf[name]
+            limbs = np.frombuffer(np.ascontiguousarray(rows), dtype="<u8")
+            if name == "b_g2":
+                return backend.load_bases_g2("b_g2", limbs.reshape(-1, 2, 2, 6), d)
+            return backend.load_bases(name, pts, d, affine_limbs=limbs.reshape(-1, 2, 6))
+
+    def _reload(self, d: int, circuit: int) -> LoadingBases:
+        """``reload``: circuit's keys loaded afresh on a thread of their own."""
+        ld = LoadingBases([q for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"])
+        ld.start(functools.partial(self._reread_query, d, circuit), f"reload-{d}")
+        return ld
+
+    def _flow_switches(self, d: int) -> FlowSwitches:
+        """The regression switches of device d's stream flow (``device_flow.FlowSwitches``)."""
+        o = self.o
+        reload = None
+        if "reload" in o.opts:
+            if self.pk_file is None:
+                raise ValueError("the reload switch needs the key's pk.npz (run_prove passes it)")
+            reload = functools.partial(self._reload, d)
+        rows: list[np.ndarray] = []
+        if "b1" in o.opts:  # the key rows as the uploads read them (views of ``pk.raw``)
+            limbs = [self.pk.affine_limbs(q) for q in LOAD_ORDER if self.dev_g2 or q != "b_g2"]
+            rows = [x for x in limbs if x is not None]
+        return FlowSwitches(pin_rows=rows, reload=reload, g2end="g2end" in o.opts, sync_msm="syncmsm" in o.opts)
+
     def _start_loaders(self) -> None:
         if not self.stream_flow:
             return
@@ -426,7 +467,8 @@ class _Batch:
                 assert self.stream_plans is not None
                 done_proofs = stream_work(o, backend, lane, self.loaders[d], self.pk,
                                           [self.stream_plans[i] for i in mine], self._publish, b_g2, self.stats,
-                                          self.ctx, _assemble, queued=o.device_flow == "stream")
+                                          self.ctx, _assemble, queued=o.device_flow == "stream",
+                                          switches=self._flow_switches(d))
             else:
                 assert self.bases is not None
                 if self.dev_synth:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .msm_plan import MsmPlan, plan_from_counts
+from .msm_plan import MsmPlan, plan_from_counts, seed_window_plan
 
 #: The counters ``split_tail`` returns, in order: for the whole tail (``msm_a``/``msm_b_g1``) and for
 #: ``tail[num_inputs:]`` (``msm_l``, suffix ``_l``): non-zero scalars, their total set bits, non-zero scalars of at
@@ -58,9 +58,14 @@ def split_tail(xp: Any, z: Any, one: Any, canonical: Callable[[Any], Any], num_i
     return mask, tail, xp.stack([xp.asarray(p).astype(u) for p in parts])
 
 
-def plans_from_stats(stats: Any) -> tuple[MsmPlan, MsmPlan]:
-    """(plan of ``msm_l``, plan of ``msm_a`` and ``msm_b_g1``) from ``split_tail``'s counters (host values)."""
+def plans_from_stats(stats: Any, rule: str = "d4") -> tuple[MsmPlan, MsmPlan]:
+    """(plan of ``msm_l``, plan of ``msm_a`` and ``msm_b_g1``) from ``split_tail``'s counters (host values).
+    ``rule``: ``"d4"`` (``plan_from_counts``) or ``"seed"`` (the ``windows`` switch: ``seed_window_plan``)."""
     s = [int(v) for v in stats]
+    if rule == "seed":
+        return seed_window_plan(s[3]), seed_window_plan(s[0])
+    if rule != "d4":
+        raise ValueError(f"plan rule must be 'd4' or 'seed', got {rule!r}")
     return plan_from_counts(s[3], s[4], s[5]), plan_from_counts(s[0], s[1], s[2])
 
 

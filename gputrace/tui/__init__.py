@@ -1,7 +1,10 @@
 """The terminal timeline viewer behind ``gputrace view`` (Textual).
 
-Entry point: `gputrace.tui.app.GputraceApp` (and `screenshot_svg` for headless SVG). The pure
-parts (`layout`, `index`, `render`, `rows`, `query`, `loader`, `overlays`) do not import
-Textual (only numpy, the timeline read side and `gputrace.analysis`) and are tested on their own.
-Importing this package imports nothing (see docs/tui.md for the module map).
+Entry points: `gputrace.tui.app.GputraceApp` (its default screen `timeline_screen.TimelineScreen`),
+`gputrace.tui.compare_view.CompareApp` (``view --compare``) and `screenshots.screenshot_svg` for a
+headless SVG. One class per widget and screen, no mixins; apps hand data down to screens, widgets post
+messages up. The pure parts (`layout`, `index`, `keys`, `render`, `gantt_cells`, `rows`, `status`,
+`query`, `loader`, `overlays`, `range_stats`, `compare_table`) do not import Textual and are tested on
+their own, as is `legend.legend_text`. Importing this package imports nothing (docs/tui.md
+has the module map; an import-linter contract keeps the layers).
 """

@@ -62,7 +62,7 @@ class LoadFailed(Message):
 class Analysed(Message):
     generation: int
     overlays: Overlays
-    stats: list[PhaseStat]
+    stats: Iterable[PhaseStat]  # a list, or the analysis's PhaseTable (rows built when iterated)
 
 
 class GputraceApp(App[None]):
@@ -227,7 +227,7 @@ class GputraceApp(App[None]):
             # The composition `gputrace report` prints: one policy, the same rows.
             analysis = analyse_timeline(tl, by_device=by_device, critical=False)
             ov = compute_overlays(tl, index.origin, analysis)
-            stats = analysis.phases
+            stats: Iterable[PhaseStat] = analysis.phases
         except Exception as e:  # noqa: BLE001 - analysis must never take the viewer down; shown in the stalls panel
             ov, stats = Overlays(notes=[f"analysis failed: {type(e).__name__}: {e}"]), []
         self._analysis_cost = time.monotonic() - t

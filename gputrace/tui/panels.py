@@ -7,7 +7,7 @@ UI thread only. Each panel is fed plain data by the app (a Timeline row, a list 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -16,6 +16,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from gputrace.analysis.lanes import device_name
+from gputrace.analysis.stats import PhaseStat
 from gputrace.phases import phase_hex
 from gputrace.textsafe import rich_text
 from gputrace.timeline.model import KIND_NAMES, Timeline
@@ -49,7 +51,7 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
         t.add_row("name", tl.name_of(row))
     t.add_row("kind", KIND_NAMES.get(int(c["kind"][row]), "host"))
     dev = int(c["device"][row])
-    t.add_row("device", "CPU" if dev < 0 else f"GPU {dev}")
+    t.add_row("device", device_name(dev))
     t.add_row("lane", f"{lane.name} ({lane.host} pid {lane.pid})")
     t.add_row("host start", f"+{format_duration(s - origin, 6)}")
     t.add_row("host end", f"+{format_duration(e - origin, 6)}")
@@ -165,14 +167,14 @@ class SummaryPanel(DataTable):
         for name, w in zip(SUMMARY_COLUMNS, _SUMMARY_WIDTHS, strict=True):
             self.add_column(name, key=name, width=w)
 
-    def show(self, stats: list) -> None:
+    def show(self, stats: Iterable[PhaseStat]) -> None:
         self.stats = list(stats)
         self._refill()
 
     def _refill(self) -> None:
         self.clear()
         for s in sort_stats(self.stats, self.sort_column):
-            dev = "all" if s.device is None else ("CPU" if s.device < 0 else f"GPU {s.device}")
+            dev = device_name(s.device)
             share = "-" if math.isnan(s.share) else f"{s.share:.1%}"
             self.add_row(
                 rich_text(s.phase, style=phase_hex(s.phase)), dev, str(s.count), format_duration(s.total_ns),

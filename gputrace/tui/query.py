@@ -2,7 +2,7 @@
 
 * ``word`` -- the span's phase or span name contains ``word`` (case-insensitive);
 * ``key=value[,value...]`` -- a field equals one of the values. Fields: ``phase``,
-  ``name``, ``device`` (an index, or ``cpu``), ``lane`` (substring), ``host``, ``kind``,
+  ``name``, ``device`` (an index, or ``host``/``cpu``), ``lane`` (substring), ``host``, ``kind``,
   ``circuit``, ``batch``, ``bytes``, ``trace``; any other key is looked up in the span
   attributes (with or without the ``gputrace.`` prefix) and compared as text;
 * ``key>value`` / ``key<value`` on ``dur``/``duration`` (with a unit: ``10ms``, ``2s``,

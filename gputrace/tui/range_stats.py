@@ -18,8 +18,9 @@ from gputrace.timeline.model import Timeline
 @dataclass
 class LaneInRange:
     """One lane's share of the range: ``busy_ns`` is the union of its spans clipped to the
-    range (nesting counted once), host waits (``kind=sync``) left out (`occupies_lane`); ``phases`` the phases that ran, largest clipped time first
-    (a parent's time includes its children's, as in a flame view)."""
+    range (nesting counted once), host waits (``kind=sync``) left out (`occupies_lane`);
+    ``phases`` the phases that ran, largest clipped time first (a parent's time includes its
+    children's, as in a flame view)."""
 
     lane: int
     label: str

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gputrace.analysis.lanes import device_name
 from gputrace.textsafe import visible
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import IntervalIndex, TimelineIndex
 
 HOST, DEVICE, LANE, GPU = "host", "device", "lane", "gpu"
+
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
         li = index.lanes[k] if k < len(index.lanes) else None
         if li is None or not li.levels:
             continue
-        hosts.setdefault(lane.host or "?", {}).setdefault(lane.device_label, []).append(k)
+        hosts.setdefault(lane.host or "?", {}).setdefault(device_name(lane.device), []).append(k)
     for host, devices in hosts.items():
         hkey = (HOST, host)
         hc = hkey in collapsed
@@ -141,7 +143,7 @@ def level_of(index: TimelineIndex, row: int) -> tuple[int, int] | None:
 def groups_of(tl: Timeline, lane: int) -> set[tuple]:
     """The keys of the host and device groups that hold ``lane`` (unfolding them shows the lane)."""
     ln = tl.lanes[lane]
-    return {(HOST, ln.host or "?"), (DEVICE, ln.host or "?", ln.device_label)}
+    return {(HOST, ln.host or "?"), (DEVICE, ln.host or "?", device_name(ln.device))}
 
 
 def _pids(tl: Timeline, host: str) -> int:

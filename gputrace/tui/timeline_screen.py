@@ -14,6 +14,7 @@ Threading: UI thread only; the app calls ``show_*`` from its message handlers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -27,6 +28,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
+from gputrace.analysis.stats import PhaseStat
 from gputrace.textsafe import rich_text, visible
 from gputrace.tui.activity_rows import activity_phases
 from gputrace.tui.axis import TimeAxis
@@ -175,7 +177,7 @@ class TimelineScreen(Screen[None]):
             self._focused = self._focus(self.focus_phase, quiet=not upd.final) or upd.final
 
     @while_mounted
-    def show_analysis(self, overlays: Overlays, stats: list) -> None:
+    def show_analysis(self, overlays: Overlays, stats: Iterable[PhaseStat]) -> None:
         """Analysis results: drawn on the timeline, listed in the summary and stalls panels."""
         self.overlays = overlays
         self.query_one(Gantt).set_overlays(overlays)

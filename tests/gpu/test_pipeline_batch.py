@@ -143,3 +143,25 @@ def test_key_upload_through_pinned_staging(gpu, monkeypatch):
     sc = ints_to_limbs([rng.randrange(R) for _ in range(20)])
     want2 = G2Point.multiexp_unchecked(g2, limbs_to_scalars(sc))
     assert gpu.msm_g2(gpu.load_bases_g2("b_g2", g2_to_affine_limbs(g2), 0), sc, lane=lane) == want2, f"seed {SEED}"
+
+
+@pytest.mark.parametrize("opts", [("b1", "pageable", "reload", "g2end", "syncmsm", "d4"), ("reload", "b1"), ("windows",),
+                                  ("g2end",), ("null",)])
+def test_regression_switches_verify_on_the_gpu(tmp_path, opts):
+    """The stream flow's regression switches (docs/prover.md) are real code paths: the proofs still verify with
+    them on, and their phases are in the trace."""
+    from gputrace.prover.pipeline import run_prove
+
+    sink = gputrace.MemorySink()
+    gputrace.configure(sinks=[sink], collect_gpu_info=False)
+    try:
+        res = run_prove(ProveOptions(challenges=5, depth=5, batch=3, devices=1, backend="cuda", opts=frozenset(opts),
+                                     synthesis="device", b_g2="device", device_flow="stream", seed=SEED % 1000,
+                                     out_dir=tmp_path, configure_tracer=False))
+    finally:
+        gputrace.shutdown()
+    assert res.verified == [True] * 3, f"seed {SEED % 1000}, {opts}"
+    names = [s["name"] for s in sink.spans]
+    assert ("pin" in names) == ("b1" in opts) and ("unpin" in names) == ("b1" in opts)
+    reloads = [s for s in sink.spans if s["name"] == "load_bases" and s["attributes"].get("reload")]
+    assert len(reloads) == (2 * 5 if "reload" in opts else 0)

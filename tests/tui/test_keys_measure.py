@@ -200,6 +200,7 @@ def test_palette_screenshot_without_downloads_and_gputrace_actions(sample_2gpu, 
     asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_palette_commands_come_from_the_screens_provider_and_run(sample_2gpu):
     """The gputrace commands are a command Provider of the timeline screen; each names an action that
     exists, and choosing one in the palette runs it (here: Compact, then Fit after a zoom)."""
@@ -259,5 +260,34 @@ def test_drag_along_the_time_axis_measures_that_range(sample_2gpu):
             assert abs((b - a) - 20 * v.ns_per_cell) < 1e-6 * v.ns_per_cell
             assert abs(a - v.time_of(10.5)) < 1e-6 * v.ns_per_cell
             assert app.query_one("#side").active == "range"
+
+    asyncio.run(go())
+
+
+def test_summary_d_merges_devices_through_a_new_analysis(sample_2gpu):
+    """``d`` in the summary asks the app for a new analysis (TimelineScreen.AnalysisWanted): the rows come
+    back merged over devices, and ``d`` again splits them."""
+
+    async def go():
+        app = GputraceApp([sample_2gpu])
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(app, pilot)
+            await press(pilot, "2")
+            summary = app.query_one(SummaryPanel)
+            split = len(summary.stats)
+            assert any(s.device is not None and s.device >= 0 for s in summary.stats)
+            await press(pilot, "d")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if summary.stats and all(s.device is None for s in summary.stats):
+                    break
+            assert not app.by_device and summary.stats and all(s.device is None for s in summary.stats)
+            assert len(summary.stats) < split and summary.row_count == len(summary.stats)
+            await press(pilot, "d")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if len(summary.stats) == split:
+                    break
+            assert app.by_device and len(summary.stats) == split
 
     asyncio.run(go())

@@ -28,7 +28,8 @@ def test_range_summary_matches_brute_force():
     lo, hi = int(np.floor(a)) + origin, int(np.ceil(b)) + origin
     for ln in s.lanes:
         m = (tl.cols["lane"] == ln.lane) & (tl.cols["start"] < hi) & (tl.cols["end"] > lo)
-        cs, ce = np.maximum(tl.cols["start"][m], lo), np.minimum(tl.cols["end"][m], hi)
+        busy = m & (tl.cols["kind"] != 2)  # sync spans (kind 2) are waits, not busy time
+        cs, ce = np.maximum(tl.cols["start"][busy], lo), np.minimum(tl.cols["end"][busy], hi)
         covered, reach = 0, lo  # brute force: walk the clipped intervals in start order
         for x, y in sorted(zip(cs.tolist(), ce.tolist())):
             if y > reach:
@@ -36,6 +37,7 @@ def test_range_summary_matches_brute_force():
                 reach = y
         assert ln.busy_ns == covered
         assert ln.spans == int(m.sum())
+        cs, ce = np.maximum(tl.cols["start"][m], lo), np.minimum(tl.cols["end"][m], hi)
         assert ln.phases[0][1] == max(int((ce - cs)[tl.cols["phase"][m] == p].sum()) for p in np.unique(tl.cols["phase"][m]))
     assert [x.busy_ns for x in s.lanes] == sorted((x.busy_ns for x in s.lanes), reverse=True)
 
@@ -45,3 +47,26 @@ def test_range_summary_gpu_idle_inside_the_range():
     gaps = {("h", "GPU 0"): IntervalIndex.of([100, 500], [200, 900], -3)}
     s = range_summary(tl, int(tl.t0), 150, 600, gaps)
     assert s.idle == [("h GPU 0", 50 + 100)]
+
+
+H200 = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "traces", "multi-2_20-2gpu.jsonl.gz")
+
+
+def test_a_host_side_sync_is_a_wait_not_lane_busy_time():
+    """Issue 26: measuring a sync on GPU 1's stream lane read 'GPU 1 idle 100 %' beside 'stream:0 busy 100 %'."""
+    from gputrace.timeline.model import KIND_CODES
+
+    tl = read_trace(H200)
+    origin = int(tl.t0)
+    lane = next(k for k, ln in enumerate(tl.lanes) if ln.device == 1 and ln.name == "stream:0")
+    sync = np.flatnonzero((tl.cols["lane"] == lane) & (tl.cols["kind"] == KIND_CODES["sync"]))
+    row = int(sync[np.argmax(tl.cols["end"][sync] - tl.cols["start"][sync])])
+    a, b = int(tl.cols["start"][row]) - origin, int(tl.cols["end"][row]) - origin
+    s = range_summary(tl, origin, a, b)
+    ln = next(x for x in s.lanes if x.lane == lane)
+    assert ln.label == "vm/GPU 1/stream:0"
+    assert ("sync", b - a) in ln.phases  # the wait is listed as what ran, not counted as busy
+    other = (tl.cols["lane"] == lane) & (tl.cols["kind"] != KIND_CODES["sync"])
+    cs = np.maximum(tl.cols["start"][other], a + origin)
+    ce = np.minimum(tl.cols["end"][other], b + origin)
+    assert ln.busy_ns == union_length(cs[ce > cs], ce[ce > cs]) < b - a

@@ -86,3 +86,42 @@ def test_factorial_names_the_interaction(tmp_path):
     assert inter.phases[0].path == "prove/msm_a"
     assert any(h.term == "d4" for h in fr.helpers)
     assert any("the interaction b1 x d4 makes the run" in line for line in rep.conclusions)
+
+
+def test_prime_runs_come_first_and_stay_out_of_the_analysis(tmp_path):
+    seen = []
+
+    def runner(switches, path):
+        seen.append((sorted(switches), path.name))
+        write_otlp_jsonl(switch_run(switches, 20_000 + len(seen), effects=EFFECTS, extra=EXTRA), path)
+
+    variants = opt_sets(["none", "all"], ("a2", "b1", "d4"))
+    run_experiment(runner, variants, 2, tmp_path / "x", prime=2)
+    assert seen[:2] == [([], "prime-000.jsonl"), ([], "prime-001.jsonl")] and len(seen) == 6
+    back = Experiment.load(tmp_path / "x")
+    assert [r.round for r in back.records[:2]] == [-1, -2] and all(r.warmup for r in back.records[:2])
+    assert [len(v) for v in back.measures().values()] == [2, 2]
+    with pytest.raises(ValueError, match="prime"):
+        run_experiment(runner, variants, 1, tmp_path / "y", prime=-1)
+
+
+def test_deadline_stops_the_schedule_and_keeps_an_analysable_experiment(tmp_path, monkeypatch):
+    """With a deadline, no run starts that would end after it (predicted from earlier runs); the manifest says
+    the schedule stopped there, and the runs made are analysed (here: two full rounds of four)."""
+    import gputrace.analysis.ab.experiment as ex
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(ex.time, "perf_counter", lambda: clock["t"])
+
+    def runner(switches, path):
+        clock["t"] += 10.0  # every run takes 10 s of the fake clock
+        write_otlp_jsonl(switch_run(switches, 30_000 + int(clock["t"]), effects=EFFECTS, extra=EXTRA), path)
+
+    variants = factorial(("a2", "b1"), "full")
+    exp = run_experiment(runner, variants, 5, tmp_path / "x", deadline_s=85.0)
+    assert exp.stopped == "deadline" and len(exp.records) == 8  # the 9th would end at 90 s
+    back = Experiment.load(tmp_path / "x")
+    assert back.stopped == "deadline" and len(back.records) == 8
+    rep = analyse(back.measures(), "factorial", ("a2", "b1"))
+    assert rep.factorial is not None and rep.factorial.df > 0
+    assert run_experiment(runner, variants, 1, tmp_path / "y", deadline_s=1000.0).stopped is None

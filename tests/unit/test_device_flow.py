@@ -242,3 +242,69 @@ def test_witnesses_made_at_most_ahead_circuits_ahead(tmp_path_factory, monkeypat
     chunks = [(e[3], e[5]) for e in be.log if e[0] == "witness"]
     assert sorted(c for ch, _ in chunks for c in ch) == [0, 1, 2, 3, 4], chunks
     assert all(max(ch) < started + 2 and len(ch) <= 2 for ch, started in chunks), chunks
+
+
+@pytest.mark.parametrize("switch", ["b1", "pageable", "reload", "g2end", "syncmsm", "windows", "null"])
+def test_regression_switches_act_on_the_stream_flow(tmp_path_factory, switch):
+    """Each regression switch of the queued stream flow still verifies, and leaves the trace its code path makes
+    (docs/prover.md, "Regression switches"); ``null`` leaves the trace of a run without switches."""
+    be = StreamDouble(1)
+    res, spans = _run(tmp_path_factory, be, batch=3, opts=frozenset({switch}))
+    assert res.verified == [True] * 3 and res.config[switch] is True
+    by: dict = {}
+    for sp in spans:
+        by.setdefault(sp["name"], []).append(sp["attributes"])
+    assert be.key_staging == (switch != "pageable")
+    pins, unpins = by.get("pin", []), by.get("unpin", [])
+    assert (len(pins), len(unpins)) == ((3, 3) if switch == "b1" else (0, 0))
+    if switch == "b1":
+        assert all(a["gputrace.bytes"] > 0 for a in pins) and sorted(a["gputrace.circuit"] for a in unpins) == [0, 1, 2]
+    reloads = [a for a in by["load_bases"] if a.get("reload")]
+    assert all("gputrace.circuit" not in a for a in reloads)  # one load_bases instance per run, as without reload
+    assert sorted((a["for_circuit"], a["query"]) for a in reloads) == (
+        sorted((c, q) for c in (1, 2) for q in ("h", "a", "b_g1", "l", "b_g2")) if switch == "reload" else [])
+    batched = [a for a in by["b_g2"] if a.get("batched")]
+    assert len(batched) == (3 if switch == "g2end" else 0) and len(by["b_g2"]) == 3
+    msm_syncs = [a for a in by.get("sync", []) if a.get("waits_for") == "msm"]
+    assert len(msm_syncs) == (3 * 5 if switch == "syncmsm" else 0)  # four G1 MSMs and b_g2 per circuit
+    if switch == "g2end":  # the G2 MSMs come after every circuit's G1 work, each read back at once
+        assert be.calls[-3:] == ["sync"] * 3
+
+
+def test_null_switch_changes_no_span(tmp_path_factory):
+    """``null`` is a control: the same phases, in the same numbers, as a run without it."""
+    def names(opts):
+        _, spans = _run(tmp_path_factory, StreamDouble(1), batch=2, opts=opts)
+        out: dict = {}
+        for sp in spans:
+            out[sp["name"]] = out.get(sp["name"], 0) + 1
+        return out
+
+    assert names(frozenset({"null"})) == names(frozenset())
+
+
+def test_windows_switch_plans_by_the_seed_rule(tmp_path_factory, monkeypatch):
+    """``windows``: the tail MSMs get the seed's first D4 window rule (log2(count) - 3, up to 16), not D4's."""
+    from gputrace.prover.msm_plan import seed_window_plan
+    from gputrace.prover.tail_split import plans_from_stats
+
+    assert [seed_window_plan(1 << k).window for k in (4, 10, 19, 20, 24)] == [4, 7, 16, 16, 16]
+    assert seed_window_plan(0).window == 4
+    stats = [1 << 20, 127 << 20, 0, (1 << 20) - 5, 127 * ((1 << 20) - 5), 0, 9, 9]
+    assert [p.window for p in plans_from_stats(stats, "seed")] == [16, 16]
+    assert [p.window for p in plans_from_stats(stats)] == [15, 15]  # D4's rule: the engine's window
+    with pytest.raises(ValueError, match="plan rule"):
+        plans_from_stats(stats, "other")
+    seen = []
+    be = StreamDouble(1)
+    orig = be.msm_g1_queued
+
+    def spy(bases, scalars, *, plan=None, lane=None):
+        seen.append(None if plan is None else plan.window)
+        return orig(bases, scalars, plan=plan, lane=lane)
+
+    monkeypatch.setattr(be, "msm_g1_queued", spy)
+    res, _ = _run(tmp_path_factory, be, batch=1, opts=frozenset({"windows"}))
+    assert res.verified == [True]
+    n_tail = len([w for w in seen if w is not None])
+    assert n_tail == 3 and seen[0] is None  # msm_h keeps the engine's window; a, b_g1, l get the seed rule

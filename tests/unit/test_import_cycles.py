@@ -151,11 +151,6 @@ def test_the_loop_shown_is_a_shortest_one():
 # -- the package ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 23 item 2: one cycle left on main at 799c1a6, tui activity_rows -> render -> index -> "
-    "activity_rows (its fix, tui/keys.py, is on its way); drop this mark once it has merged",
-)
 def test_the_package_has_no_import_cycle():
     count, text = report()
     assert count == 0, text

@@ -14,14 +14,16 @@ Pure numpy/scipy over `RunMeasures`; any thread.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_measures
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.effects import FactorialResult, fit_effects
-from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
+from gputrace.analysis.ab.evidence import PhaseEvidence, evidence_table, has_activity
+from gputrace.analysis.ab.measures import COPY_CLOCK, GAP_CLOCK, KERNEL_CLOCK, PROVE_PATH, RUN_PATH, RunMeasures
 
 E2E_PATHS = (PROVE_PATH, RUN_PATH)
 
@@ -40,7 +42,8 @@ def moved_phases(res: ComparisonResult, verdict: str = "slower", min_share: floa
     cand = [r for r in res.rows if r.verdict == verdict and r.device is None and r.clock == "host"
             and r.path not in E2E_PATHS and r.path != "prove" and abs(r.diff_ns) >= floor]
     extra = {"slower": "new", "faster": "gone"}.get(verdict)
-    cand += [r for r in res.rows if r.verdict == extra and r.device is None and r.clock == "host" and abs(r.diff_ns) >= floor]
+    cand += [r for r in res.rows
+             if r.verdict == extra and r.device is None and r.clock == "host" and abs(r.diff_ns) >= floor]
     cand.sort(key=lambda r: -abs(r.diff_ns))
     keep = []
     for r in cand:
@@ -54,7 +57,10 @@ def _via(rows: Sequence[PhaseComparison]) -> str:
     parts = []
     for r in rows[:5]:
         sign = "+" if r.diff_ns >= 0 else "-"
-        tag = f" ({r.verdict})" if r.verdict in ("new", "gone") else (f" ({r.rel:+.0%})" if math.isfinite(r.rel) else "")
+        if r.verdict in ("new", "gone"):
+            tag = f" ({r.verdict})"
+        else:
+            tag = f" ({r.rel:+.0%})" if math.isfinite(r.rel) else ""
         parts.append(f"{r.path} {sign}{fmt_ns(abs(r.diff_ns))}{tag}")
     return ", ".join(parts) if parts else "no single phase"
 
@@ -73,7 +79,37 @@ def describe_change(label: str, res: ComparisonResult) -> str:
         moved.sort(key=lambda r: -abs(r.diff_ns))
         if moved:
             text += "; phases that did move: " + _via(moved)
+    ev = kernel_line(res)
+    if ev:
+        text += "; " + ev
     return text
+
+
+def kernel_line(res: ComparisonResult) -> str | None:
+    """'kernel evidence: kernels +15.3 ms (too few runs), launch gaps +509 ms (...), copies HtoD PAGEABLE ...
+    -> host timing' for a comparison whose runs carry CUDA activity (None otherwise): the ``prove`` root's kernel
+    time and launch gaps and the largest change of any copy kind; when the end-to-end change is decided (slower or
+    faster), ``host timing`` if the kernels carry under a quarter of it, else ``kernels``."""
+    e2e = e2e_row(res)
+    k = res.find("prove", None, KERNEL_CLOCK)
+    if e2e is None or k is None or not math.isfinite(e2e.diff_ns):
+        return None
+    parts = [f"kernels {_sgn(k.diff_ns)} ({k.verdict})"]
+    g = res.find("prove", None, GAP_CLOCK)
+    if g is not None:
+        parts.append(f"launch gaps {_sgn(g.diff_ns)} ({g.verdict})")
+    copies = [r for r in res.rows if r.device is None and r.clock.startswith(COPY_CLOCK) and math.isfinite(r.diff_ns)]
+    if copies:
+        c = max(copies, key=lambda r: abs(r.diff_ns))
+        parts.append(f"{c.clock.replace(COPY_CLOCK, 'copies ')} in {c.path} {_sgn(c.diff_ns)} ({c.verdict})")
+    text = "kernel evidence: " + ", ".join(parts)
+    if e2e.verdict in ("slower", "faster"):
+        text += " -> host timing" if abs(k.diff_ns) < 0.25 * abs(e2e.diff_ns) else " -> kernels"
+    return text
+
+
+def _sgn(ns: float) -> str:
+    return ("+" if ns >= 0 else "-") + fmt_ns(abs(ns))
 
 
 @dataclass
@@ -101,17 +137,21 @@ class ABReport:
     switch_findings: list[SwitchFinding] = field(default_factory=list)
     factorial: FactorialResult | None = None
     conclusions: list[str] = field(default_factory=list)
+    evidence: list[PhaseEvidence] = field(default_factory=list)  # factorial with GPU activity (``evidence.py``)
 
     def to_dict(self) -> dict:
-        d = {
+        def row(res: ComparisonResult | None) -> dict | None:
+            r = e2e_row(res) if res is not None else None
+            return r.to_dict() if r is not None else None
+
+        d: dict[str, object] = {
             "design": self.design,
             "switches": list(self.switches),
             "conclusions": self.conclusions,
             "comparisons": [{"label": lab, **res.to_dict()} for lab, res in self.comparisons],
             "switch_findings": [
                 {"switch": f.switch, "text": f.text, "hurts": f.hurts, "interaction": f.interaction,
-                 "alone": e2e_row(f.alone).to_dict() if f.alone and e2e_row(f.alone) else None,
-                 "leave_one_out": e2e_row(f.loo).to_dict() if f.loo and e2e_row(f.loo) else None}
+                 "alone": row(f.alone), "leave_one_out": row(f.loo)}
                 for f in self.switch_findings
             ],
         }
@@ -120,12 +160,16 @@ class ABReport:
             d["factorial"] = {
                 "model": fr.model, "df": fr.df, "terms": fr.terms, "e2e": fr.e2e_path,
                 "culprits": [c.describe() for c in fr.culprits], "helpers": [c.describe() for c in fr.helpers],
-                "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.__dict__.items()} for e in fr.effects],
+                "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                             for k, v in e.__dict__.items()} for e in fr.effects],
             }
+        if self.evidence:
+            d["kernel_evidence"] = [pe.to_dict() for pe in self.evidence]
         return d
 
 
-def _find(runs: Mapping[Variant, Sequence[RunMeasures]], on: frozenset[str]) -> tuple[Variant, Sequence[RunMeasures]] | None:
+def _find(runs: Mapping[Variant, Sequence[RunMeasures]],
+          on: frozenset[str]) -> tuple[Variant, Sequence[RunMeasures]] | None:
     for v, rs in runs.items():
         if v.switches == on and rs:
             return v, rs
@@ -152,7 +196,8 @@ def analyse(
         raise ValueError(f"no successful runs for variant(s) {', '.join(empty)}")
     u = tuple(switches)
     rep = ABReport(design, u)
-    kw = dict(confidence=confidence, equivalence=equivalence, familywise=familywise, correction=correction)
+    kw: dict[str, Any] = dict(confidence=confidence, equivalence=equivalence, familywise=familywise,
+                              correction=correction)
     none, allv = _find(runs, frozenset()), _find(runs, frozenset(u))
     if design == "opt-sets":
         items = list(runs.items())
@@ -184,10 +229,14 @@ def analyse(
     rep.factorial = fr
     if not rep.conclusions:
         rep.conclusions.append(fr.predicted_line())  # a fraction without both corners
-    elif e2e_row(rep.comparisons[0][1]).verdict == "too few runs":
+    elif (head := e2e_row(rep.comparisons[0][1])) is not None and head.verdict == "too few runs":
         # Too few runs of those two corners alone; the model pools every run.
         rep.conclusions[0] = fr.predicted_line()
     rep.conclusions += fr.summary_lines()
+    if has_activity(fr):
+        rep.evidence = evidence_table(fr, runs)
+        rep.conclusions += ["kernel evidence: " + pe.describe() for pe in rep.evidence
+                            if any(c.term == pe.term for c in fr.culprits + fr.helpers)]
     return rep
 
 
@@ -203,11 +252,11 @@ def _oat_finding(s: str, a_res: ComparisonResult | None, l_res: ComparisonResult
     parts = [s + ":"]
     if lo is not None:
         parts.append(f"with all others on it changes the run {lo.rel:+.1%} ({l_v})")
-        if l_v in ("slower", "faster"):
+        if l_v in ("slower", "faster") and l_res is not None:
             parts.append("through " + _via(moved_phases(l_res, l_v)))
     if a is not None:
         parts.append(f"; alone {a.rel:+.1%} ({a_v})")
-        if a_v in ("slower", "faster") and l_v not in ("slower", "faster"):
+        if a_v in ("slower", "faster") and l_v not in ("slower", "faster") and a_res is not None:
             parts.append("through " + _via(moved_phases(a_res, a_v)))
     if interaction:
         parts.append("; the two disagree: an interaction with the other switches, or noise at this N "

@@ -32,8 +32,8 @@ Pure numpy/scipy; any thread. The per-key statistics live in :mod:`gputrace.anal
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -364,8 +364,8 @@ def _pairing(b: Sequence[RunMeasures], v: Sequence[RunMeasures], confidence: flo
     if paired is False:
         return []
     ok = all(r.round is not None for r in list(b) + list(v))
-    rb = [r.round for r in b]
-    rv = [r.round for r in v]
+    rb = [int(r.round) for r in b if r.round is not None]
+    rv = [int(r.round) for r in v if r.round is not None]
     unique = ok and len(set(rb)) == len(rb) and len(set(rv)) == len(rv)
     common = sorted(set(rb) & set(rv)) if unique else []
     enough = len(common) > 0 and k_signed(len(common), confidence) >= 1
@@ -394,6 +394,6 @@ def compare_sets(
     `compare_measures` does (TypeError for an unknown setting)."""
     bl = list(base_labels) if base_labels is not None else [""] * len(base)
     vl = list(variant_labels) if variant_labels is not None else [""] * len(variant)
-    bm = [run_measures(t, l) for t, l in zip(base, bl)]
-    vm = [run_measures(t, l) for t, l in zip(variant, vl)]
+    bm = [run_measures(t, lab) for t, lab in zip(base, bl, strict=True)]
+    vm = [run_measures(t, lab) for t, lab in zip(variant, vl, strict=True)]
     return compare_measures(bm, vm, **settings)

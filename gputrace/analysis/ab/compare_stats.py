@@ -8,7 +8,8 @@ interval and verdict, and outlier runs.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,8 @@ OUTLIER_Z = 5.0
 OUTLIER_MIN_REL = 0.10  # ... and more than 10 % from it: a run within 10 % is not worth a line
 
 
-def aligned_values(side_runs: Sequence[RunMeasures], all_runs: Sequence[RunMeasures], key) -> tuple[np.ndarray, int, int]:
+def aligned_values(side_runs: Sequence[RunMeasures], all_runs: Sequence[RunMeasures],
+                   key) -> tuple[np.ndarray, int, int]:
     """Per-run values for ``key`` summed over the instances common to every run.
 
     Returns (values of ``side_runs``, instances used, instances dropped). When the phase is
@@ -72,9 +74,10 @@ def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equiv
         raise ValueError("compare_values: each side needs at least one run")
     nan = float("nan")
     bm, vm = float(np.median(x)), float(np.median(y))
-    out = dict(base_median_ns=bm, variant_median_ns=vm, p_value=nan, scale="linear")
+    out: dict[str, Any] = dict(base_median_ns=bm, variant_median_ns=vm, p_value=nan, scale="linear")
     if np.all(x == 0) and np.all(y == 0):
-        out.update(diff_ns=0.0, diff_low_ns=0.0, diff_high_ns=0.0, rel=0.0, rel_low=0.0, rel_high=0.0, verdict="unchanged", p_value=1.0)
+        out.update(diff_ns=0.0, diff_low_ns=0.0, diff_high_ns=0.0, rel=0.0, rel_low=0.0, rel_high=0.0,
+                   verdict="unchanged", p_value=1.0)
         return out
     if np.all(x == 0) or np.all(y == 0):
         est = hl_interval(x, y, confidence)
@@ -87,7 +90,8 @@ def compare_values(x: np.ndarray, y: np.ndarray, confidence: float = 0.95, equiv
         est = hl_paired(np.log(y) - np.log(x), confidence) if paired else hl_interval(np.log(x), np.log(y), confidence)
         g = math.exp(float(np.median(np.log(x))))
         rel, lo, hi = math.expm1(est.estimate), math.expm1(est.low), math.expm1(est.high)
-        out.update(scale="log", rel=rel, rel_low=lo, rel_high=hi, diff_ns=g * rel, diff_low_ns=g * lo, diff_high_ns=g * hi)
+        out.update(scale="log", rel=rel, rel_low=lo, rel_high=hi, diff_ns=g * rel, diff_low_ns=g * lo,
+                   diff_high_ns=g * hi)
     else:
         est = hl_paired(y - x, confidence) if paired else hl_interval(x, y, confidence)
         ref = bm if bm > 0 else nan
@@ -132,6 +136,6 @@ def outlier_runs(b: Sequence[RunMeasures], v: Sequence[RunMeasures], key, x: np.
         z = (vals - med) / scale
         far = (np.abs(z) > OUTLIER_Z) & (np.abs(vals - med) > OUTLIER_MIN_REL * abs(med))
         for i in np.flatnonzero(far):
-            out.append({"side": side, "run": runs[i].label, "path": key[0], "device": key[1], "clock": key[2],
+            out.append({"side": side, "run": runs[int(i)].label, "path": key[0], "device": key[1], "clock": key[2],
                         "value_ns": float(vals[i]), "median_ns": med, "z": float(z[i])})
     return out

@@ -87,7 +87,8 @@ def one_at_a_time(switches: tuple[str, ...]) -> list[Variant]:
     """none, each alone, all, and all-but-each (duplicates removed: with one switch,
     'alone' is 'all')."""
     u = tuple(switches)
-    cands = [frozenset()] + [frozenset([s]) for s in u] + [frozenset(u)] + [frozenset(u) - {s} for s in u]
+    cands: list[frozenset[str]] = ([frozenset()] + [frozenset([s]) for s in u] + [frozenset(u)]
+                                   + [frozenset(u) - {s} for s in u])
     out: list[Variant] = []
     for on in cands:
         if not any(on == v.switches for v in out):
@@ -113,19 +114,20 @@ def factorial(switches: tuple[str, ...], fraction: str = "auto") -> list[Variant
     out = []
     if fraction == "full":
         for bits in itertools.product((0, 1), repeat=k):
-            out.append(variant({s for s, b in zip(u, bits) if b}, u))
+            out.append(variant({s for s, b in zip(u, bits, strict=True) if b}, u))
     else:
         # Generator: last = product of the others in +-1 coding, i.e. on iff an even number
         # of the first k-1 switches are off (I = +AB...K).
         for bits in itertools.product((0, 1), repeat=k - 1):
             off = (k - 1) - sum(bits)
             last = 1 if off % 2 == 0 else 0
-            on = {s for s, b in zip(u[:-1], bits) if b} | ({u[-1]} if last else set())
+            on = {s for s, b in zip(u[:-1], bits, strict=True) if b} | ({u[-1]} if last else set())
             out.append(variant(on, u))
     return out
 
 
-def schedule(variants: list[Variant], runs: int, warmup: int = 0, shuffle: bool = False, seed: int = 0) -> list[tuple[int, Variant, bool]]:
+def schedule(variants: list[Variant], runs: int, warmup: int = 0, shuffle: bool = False,
+             seed: int = 0) -> list[tuple[int, Variant, bool]]:
     """(round, variant, is_warmup) in execution order: ``warmup`` rounds first, then ``runs``
     rounds; each round runs every variant once. Raises ValueError for runs < 1."""
     if runs < 1:

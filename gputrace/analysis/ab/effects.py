@@ -18,8 +18,8 @@ main effects are fitted and ``model`` says so. Pure numpy/scipy; any thread.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import aligned_values
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
+
+
+def _signed_ns(ns: float) -> str:
+    return ("+" if ns >= 0 else "-") + fmt_ns(abs(ns))
 
 
 @dataclass(frozen=True)
@@ -62,9 +66,9 @@ class Effect:
     def describe(self) -> str:
         if self.scale == "log":
             iv = f"[{self.rel_low:+.1%}, {self.rel_high:+.1%}]" if math.isfinite(self.rel_low) else "[no interval]"
-            return f"{self.term}: {self.path} {self.rel:+.1%} {iv} ({'+' if self.ns >= 0 else '-'}{fmt_ns(abs(self.ns))})"
+            return f"{self.term}: {self.path} {self.rel:+.1%} {iv} ({_signed_ns(self.ns)})"
         iv = f"[{fmt_ns(self.ns_low)}, {fmt_ns(self.ns_high)}]" if math.isfinite(self.ns_low) else "[no interval]"
-        return f"{self.term}: {self.path} {'+' if self.ns >= 0 else '-'}{fmt_ns(abs(self.ns))} {iv}"
+        return f"{self.term}: {self.path} {_signed_ns(self.ns)} {iv}"
 
 
 @dataclass
@@ -76,10 +80,10 @@ class Culprit:
     phases: list[Effect]
 
     def describe(self) -> str:
-        via = ", ".join(f"{p.path} {'+' if p.ns >= 0 else '-'}{fmt_ns(abs(p.ns))}" for p in self.phases[:5]) or "no single phase"
+        via = ", ".join(f"{p.path} {_signed_ns(p.ns)}" for p in self.phases[:5]) or "no single phase"
         word = "slower" if self.e2e.ns > 0 else "faster"
         what = "the interaction " + self.term.replace("*", " x ") if "*" in self.term else self.term
-        return f"{what} makes the run {self.e2e.rel:+.1%} {word} ({'+' if self.e2e.ns >= 0 else '-'}{fmt_ns(abs(self.e2e.ns))}), through {via}"
+        return f"{what} makes the run {self.e2e.rel:+.1%} {word} ({_signed_ns(self.e2e.ns)}), through {via}"
 
 
 @dataclass
@@ -113,7 +117,8 @@ class FactorialResult:
         if not es:
             return "all vs none (model): no end-to-end measurement"
         if es[0].scale == "log":
-            return f"all vs none (model, every run pooled): {self.e2e_path} {math.expm1(sum(e.estimate for e in es)):+.1%}"
+            total = math.expm1(sum(e.estimate for e in es))
+            return f"all vs none (model, every run pooled): {self.e2e_path} {total:+.1%}"
         tot = sum(e.ns for e in es)
         return f"all vs none (model, every run pooled): {self.e2e_path} {'+' if tot >= 0 else '-'}{fmt_ns(abs(tot))}"
 
@@ -121,7 +126,8 @@ class FactorialResult:
         out = [c.describe() for c in self.culprits]
         out += [c.describe() for c in self.helpers]
         if not out:
-            out.append(f"no switch or interaction changes {self.e2e_path} significantly at {self.confidence:.0%} confidence")
+            out.append(f"no switch or interaction changes {self.e2e_path} significantly at {self.confidence:.0%} "
+                       "confidence")
         return out
 
 
@@ -190,7 +196,7 @@ def fit_effects(
     if all(r is not None for r in rounds) and len(set(rounds)) > 1:
         # Interleaved rounds: one fixed effect per round soaks up load that drifts between
         # rounds (a randomised complete block design), if the design stays estimable.
-        levels = sorted(set(rounds))[1:]
+        levels = sorted({int(r) for r in rounds if r is not None})[1:]
         blocks = np.array([[1.0 if r == lv else 0.0 for lv in levels] for r in rounds])
         Xb = np.hstack([X, blocks])
         if np.linalg.matrix_rank(Xb) == Xb.shape[1] and Xb.shape[0] > Xb.shape[1]:

@@ -9,8 +9,8 @@ a warning that names the field and its values. Pure; any thread.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 #: Attributes that change every run by design.
 VOLATILE = frozenset({"process.pid", "gputrace.run_id", "service.instance.id", "process.start_time"})
@@ -37,12 +37,14 @@ class EnvironmentCheck:
         return not self.warnings
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "warnings": self.warnings, "config_diffs": self.config_diffs, "differences": self.differences}
+        return {"ok": self.ok, "warnings": self.warnings, "config_diffs": self.config_diffs,
+                "differences": self.differences}
 
     def config_summary(self) -> str:
         """The differing switches on one line, e.g. ``b1: False -> True, d4: False -> True`` ('' if none)."""
         return ", ".join(
-            f"{k.removeprefix('gputrace.config.')}: {'/'.join(map(str, v['base']))} -> {'/'.join(map(str, v['variant']))}"
+            f"{k.removeprefix('gputrace.config.')}: {'/'.join(map(str, v['base']))} -> "
+            f"{'/'.join(map(str, v['variant']))}"
             for k, v in self.config_diffs.items()
         )
 
@@ -66,7 +68,8 @@ def check_environment(base: Sequence[dict], variant: Sequence[dict], ignore: Seq
     chk = EnvironmentCheck()
     skip = VOLATILE | set(ignore)
     # Emulated/injected costs (gputrace.emulated.*) are reported by compare on their own line.
-    keys = sorted({k for r in list(base) + list(variant) for k in r if not str(k).startswith("gputrace.emulated.")} - skip)
+    keys = sorted({k for r in list(base) + list(variant) for k in r
+                   if not str(k).startswith("gputrace.emulated.")} - skip)
     for k in keys:
         bv, vv = _vals(base, k), _vals(variant, k)
         if len(bv) <= 1 and len(vv) <= 1 and bv == vv:
@@ -82,7 +85,9 @@ def check_environment(base: Sequence[dict], variant: Sequence[dict], ignore: Seq
             continue
         chk.differences[k] = entry
         if bv != vv and len(bv) <= 1 and len(vv) <= 1:
-            chk.warnings.append(f"environment differs: {k} is {_short(bv)} in the baseline but {_short(vv)} in the variant")
+            chk.warnings.append(f"environment differs: {k} is {_short(bv)} in the baseline but {_short(vv)} "
+                                "in the variant")
         else:
-            chk.warnings.append(f"environment differs: {k} takes values baseline [{_short(bv)}], variant [{_short(vv)}]")
+            chk.warnings.append(f"environment differs: {k} takes values baseline [{_short(bv)}], "
+                                f"variant [{_short(vv)}]")
     return chk

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 CORRECTIONS = ("fdr", "holm", "none")
 #: Holm by default. With one phase really slower, its ~10 true rows (the phase on each device and
@@ -50,9 +50,9 @@ DEFAULT_CORRECTION = "holm"
 TESTED = ("slower", "faster", "unchanged", "inconclusive", "too few runs")
 
 
-def bh_reject(p: Sequence[float], alpha: float) -> np.ndarray:
+def bh_reject(p_values: npt.ArrayLike, alpha: float) -> np.ndarray:
     """Benjamini–Hochberg step-up: mask of rejected hypotheses at FDR ``alpha``."""
-    p = np.asarray(p, np.float64)
+    p = np.asarray(p_values, np.float64)
     m = len(p)
     if m == 0:
         return np.zeros(0, bool)
@@ -64,9 +64,9 @@ def bh_reject(p: Sequence[float], alpha: float) -> np.ndarray:
     return out
 
 
-def holm_reject(p: Sequence[float], alpha: float) -> np.ndarray:
+def holm_reject(p_values: npt.ArrayLike, alpha: float) -> np.ndarray:
     """Holm step-down: mask of rejected hypotheses with family-wise error ``alpha``."""
-    p = np.asarray(p, np.float64)
+    p = np.asarray(p_values, np.float64)
     m = len(p)
     o = np.argsort(p, kind="stable")
     out = np.zeros(m, bool)
@@ -77,9 +77,9 @@ def holm_reject(p: Sequence[float], alpha: float) -> np.ndarray:
     return out
 
 
-def adjusted_p(p: Sequence[float], correction: str) -> np.ndarray:
+def adjusted_p(p_values: npt.ArrayLike, correction: str) -> np.ndarray:
     """BH q-values (``fdr``), Holm-adjusted p (``holm``) or ``p`` itself (``none``)."""
-    p = np.asarray(p, np.float64)
+    p = np.asarray(p_values, np.float64)
     m = len(p)
     if m == 0 or correction == "none":
         return p.copy()
@@ -154,7 +154,8 @@ def decide(rows: list, compare_values, *, confidence: float, equivalence: float,
         adj = adjusted_p(p, correction)
         n_rej = int(rej.sum())
         sel_conf = np.full(m, 1.0 - n_rej * alpha / m if correction == "fdr" else confidence)
-        thresholds = {"end-to-end": alpha / m if correction == "fdr" else alpha, "phase": alpha / m if correction == "fdr" else alpha}
+        bar = alpha / m if correction == "fdr" else alpha
+        thresholds = {"end-to-end": bar, "phase": bar}
     out = list(rows)
     for j, i in enumerate(idx):
         r = out[i]

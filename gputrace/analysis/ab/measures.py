@@ -7,7 +7,13 @@ activity spans, which have no host clock here; ``gpu busy``: the union of the ke
 phase enqueued, kernel truth where activity spans exist), kept per
 instance ``(circuit, batch)`` so that comparisons can align instances across runs. The
 special path ``(run)`` is the run's extent (first start to last end), and ``(prove)`` the
-extent of its ``prove`` roots (end to end without key setup or verification). Pure numpy.
+extent of its ``prove`` roots (end to end without key setup or verification).
+
+Kernel evidence (``gputrace ab --cuda-activity``; only where the run has GPU activity spans), per phase path:
+``kernels`` (the union of the kernels the phase enqueued, its sub-phases' included), ``launch gaps`` (device idle
+inside the phase's window, ``gpu_activity.launch_gaps``), ``sync wait`` (host time blocked in CUDA
+synchronisations made inside the phase) and ``copy <kind> <host memory kind>`` (summed copy time, e.g. ``copy
+HtoD PAGEABLE``; the bytes go to ``RunMeasures.copy_bytes`` under the same key, for GB/s). Pure numpy.
 """
 
 from __future__ import annotations
@@ -16,12 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
-from gputrace.analysis._common import group_ids, run_index
+from gputrace.analysis._common import group_ids
 from gputrace.analysis.api_calls import phase_mask
-from gputrace.analysis.gpu_activity import launch_gaps
-from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
+from gputrace.analysis.gpu_activity import activity_index, launch_gaps
 from gputrace.timeline.model import Timeline
+from gputrace.timeline.runs import split_runs  # noqa: F401 - re-export (run splitting belongs to the readers)
+
+#: Clocks of the kernel evidence (see module doc); copy clocks start with ``COPY_CLOCK``.
+KERNEL_CLOCK, GAP_CLOCK, SYNC_CLOCK, COPY_CLOCK = "kernels", "launch gaps", "sync wait", "copy "
+EVIDENCE_CLOCKS = (KERNEL_CLOCK, GAP_CLOCK, SYNC_CLOCK)
 
 RUN_PATH = "(run)"
 PROVE_PATH = "(prove)"
@@ -29,7 +40,7 @@ Key = tuple  # (path: str, device: int | None, clock: str)
 Instance = tuple  # (circuit: int, batch: int); (-1, -1) when not recorded
 
 
-def _code(circuit: np.ndarray, batch: np.ndarray) -> np.ndarray:
+def _code(circuit: npt.ArrayLike, batch: npt.ArrayLike) -> np.ndarray:
     return ((np.asarray(circuit, np.int64) + 1) << 32) | (np.asarray(batch, np.int64) + 1)
 
 
@@ -46,11 +57,11 @@ class Instances(Mapping):
         self.vals = np.asarray(vals, np.float64)[o]
 
     @classmethod
-    def single(cls, value: float) -> "Instances":
+    def single(cls, value: float) -> Instances:
         return cls(_code(np.array([-1]), np.array([-1])), np.array([value], np.float64))
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Instances":
+    def from_dict(cls, d: Mapping) -> Instances:
         if isinstance(d, Instances):
             return d
         keys = list(d)
@@ -96,6 +107,7 @@ class RunMeasures:
     resource: dict
     values: dict[Key, Instances] = field(default_factory=dict)
     round: int | None = None  # experiment round (interleaved runs), for paired comparisons
+    copy_bytes: dict[Key, float] = field(default_factory=dict)  # bytes moved per ``copy ...`` key
 
     def __post_init__(self) -> None:
         self.values = {k: Instances.from_dict(v) for k, v in self.values.items()}
@@ -148,7 +160,7 @@ def _accumulate(values, pid, names, dev, cir, bat, dur, clock):
         kp, kd = pid[first], d[first]
         cut = np.flatnonzero((kp[1:] != kp[:-1]) | (kd[1:] != kd[:-1])) + 1
         bounds = np.concatenate([[0], cut, [len(first)]])
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             r = int(first[a])
             key = (names[int(pid[r])], int(dev[r]) if per_device else None, clock)
             values[key] = Instances(code[first[a:b]], sums[a:b])
@@ -175,15 +187,67 @@ def run_measures(tl: Timeline, label: str = "") -> RunMeasures:
     if len(lg):
         r = lg.row
         _accumulate(values, pid[r], names, lg.device.astype(np.int64), cir[r], bat[r], lg.busy_ns, "gpu busy")
+        _accumulate(values, pid[r], names, lg.device.astype(np.int64), cir[r], bat[r], lg.kernel_ns, KERNEL_CLOCK)
+        _accumulate(values, pid[r], names, lg.device.astype(np.int64), cir[r], bat[r], lg.gap_ns, GAP_CLOCK)
+    copy_bytes = _activity_evidence(tl, values, pid, names, dev, cir, bat)
     start = tl.t0
     if tl.n:
         values[(RUN_PATH, None, "host")] = Instances.single(float(tl.t1 - tl.t0))
         pid_prove = tl.phase_id("prove")
         roots = (c["parent"] < 0) & (c["phase"] == pid_prove) if pid_prove >= 0 else np.zeros(tl.n, bool)
         if roots.any():
-            values[(PROVE_PATH, None, "host")] = Instances.single(float(c["end"][roots].max() - c["start"][roots].min()))
+            extent = float(c["end"][roots].max() - c["start"][roots].min())
+            values[(PROVE_PATH, None, "host")] = Instances.single(extent)
     r0 = int(c["resource"][0]) if tl.n else -1
     res = dict(tl.resources[r0]) if 0 <= r0 < len(tl.resources) else {}
     if not label:
         label = str(res.get("gputrace.run_id") or (tl.trace_ids[0] if tl.trace_ids else "run"))
-    return RunMeasures(label=label, start_ns=int(start), resource=res, values=values)
+    return RunMeasures(label=label, start_ns=int(start), resource=res, values=values, copy_bytes=copy_bytes)
+
+
+def _host_kind(kind: str, src: str, dst: str) -> str:
+    """'HtoD PAGEABLE', 'DtoH PINNED', 'DtoD': a copy's direction and its host side's memory kind."""
+    if kind in ("HtoD", "HtoH"):
+        return f"{kind} {src}"
+    if kind == "DtoH":
+        return f"{kind} {dst}"
+    return kind
+
+
+def _activity_evidence(tl: Timeline, values: dict, pid, names, dev, cir, bat) -> dict:
+    """Add ``sync wait`` and ``copy ...`` keys (per enclosing phase path) to ``values``; return the copies' bytes
+    per key (all devices and per device, summed over instances)."""
+    from gputrace import activity as A
+    from gputrace.analysis.activity_index import MEMCPY, SYNC
+
+    idx = activity_index(tl)
+    if not len(idx):
+        return {}
+    c = tl.cols
+    par = c["parent"][idx.rows].astype(np.int64)
+    has = par >= 0
+    ppid = np.where(has, pid[np.maximum(par, 0)], -1)
+    ok = has & (ppid >= 0)
+    dur = (idx.end - idx.start).astype(np.int64)
+    sync = ok & (idx.what == SYNC)
+    if sync.any():
+        p = par[sync]
+        _accumulate(values, ppid[sync], names, dev[p], cir[p], bat[p], dur[sync], SYNC_CLOCK)
+    out: dict = {}
+    cp = np.flatnonzero(ok & (idx.what == MEMCPY))
+    if len(cp):
+        kinds = []
+        for r in idx.rows[cp].tolist():
+            a = tl.attrs.get(r, {})
+            kinds.append(_host_kind(str(a.get(A.MEMCPY_KIND, "unknown")), str(a.get(A.MEMCPY_SRC, "UNKNOWN")),
+                                    str(a.get(A.MEMCPY_DST, "UNKNOWN"))))
+        nbytes = np.maximum(c["nbytes"][idx.rows[cp]].astype(np.float64), 0.0)
+        for kind in sorted(set(kinds)):
+            m = np.array([k == kind for k in kinds])
+            sel, p = cp[m], par[cp[m]]
+            clock = COPY_CLOCK + kind
+            _accumulate(values, ppid[sel], names, dev[p], cir[p], bat[p], dur[sel], clock)
+            for path_id, d, nb in zip(ppid[sel].tolist(), dev[p].tolist(), nbytes[m].tolist(), strict=True):
+                for key in ((names[path_id], None, clock), (names[path_id], int(d), clock)):
+                    out[key] = out.get(key, 0.0) + nb
+    return out

@@ -112,7 +112,8 @@ def hl_interval(x, y, confidence: float = 0.95) -> ShiftEstimate:
     d = np.sort((y[None, :] - x[:, None]).reshape(-1))
     est = float(np.median(d))
     k = k_for(len(x), len(y), confidence)
-    if len(x) >= 1 and len(y) >= 1 and (len(x) + len(y)) > 2 and not (np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]):
+    constant = bool(np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]) if len(x) and len(y) else False
+    if len(x) >= 1 and len(y) >= 1 and (len(x) + len(y)) > 2 and not constant:
         from scipy import stats
 
         p = float(stats.mannwhitneyu(y, x, alternative="two-sided").pvalue)

@@ -199,6 +199,11 @@ class ProverBackend(abc.ABC):
     def lanes(self, device: int) -> Sequence[LaneInfo]:
         """The lanes (streams / threads) of ``device``; at least one. ``lanes(d)[0]`` is the default."""
 
+    #: Proving-key uploads of at least a megabyte go through page-locked staging chunks where the backend has
+    #: them (CUDA); False (the ``pageable`` switch, set by the pipeline on its backend) copies them straight
+    #: from pageable host memory. Backends without a device copy ignore it.
+    key_staging: bool = True
+
     def synchronize(self, device: int) -> None:
         """Block until all queued work on ``device`` is done (no-op where work is synchronous)."""
         return None

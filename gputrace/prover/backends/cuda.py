@@ -113,10 +113,10 @@ def _upload_staged(dst, arr: np.ndarray, stream) -> None:
     check("cudaStreamSynchronize(staged upload)", stream.synchronize)  # the chunks go back to the pool after this
 
 
-def _uploader(nbytes: int):
+def _uploader(nbytes: int, staging: bool = True):
     """``G1Msm.load_bases``'s ``upload`` for a key of ``nbytes``: chunked staging from ``STAGE_MIN_BYTES`` up,
-    else None (the pageable copy)."""
-    return _upload_staged if nbytes >= STAGE_MIN_BYTES else None
+    else None (the pageable copy). ``staging`` False (``key_staging``, the ``pageable`` switch): always None."""
+    return _upload_staged if staging and nbytes >= STAGE_MIN_BYTES else None
 
 
 def _pinned_empty(words: int) -> np.ndarray:
@@ -308,7 +308,7 @@ class CudaBackend(ProverBackend):
             limbs = np.zeros((0, 2, 6), dtype=np.uint64)
         with cupy.cuda.Device(device):  # on the load stream: another thread may be proving on d.stream
             limbs = np.ascontiguousarray(limbs, dtype=np.uint64)
-            data = d.msm.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes))
+            data = d.msm.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes, self.key_staging))
             check(f"load_bases({name})", d.lstream.synchronize)
         return BasesHandle(name, device, len(limbs), data)
 
@@ -335,7 +335,7 @@ class CudaBackend(ProverBackend):
                 f"cuda load_bases_g2({name}): expected (n, 2, 2, 6) affine limbs, got {affine_limbs.shape}")
         with cupy.cuda.Device(device):
             limbs = np.ascontiguousarray(affine_limbs, dtype=np.uint64)
-            data = d.msm2.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes))
+            data = d.msm2.load_bases(limbs, d.lstream, upload=_uploader(limbs.nbytes, self.key_staging))
             check(f"load_bases_g2({name})", d.lstream.synchronize)
         return BasesHandle(name, device, len(affine_limbs), data)
 

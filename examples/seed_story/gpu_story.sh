@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The seed's story on one GPU at scale, in one device call (README.md, "On one H200, at 2^22").
+#
+#   bash examples/seed_story/gpu_story.sh [OUT] [LOGN] [BATCH] [DEADLINE_S]
+#
+# Five "optimisations" of the fast GPU path (b1 pinning per proof, pageable key uploads, keys reloaded per proof,
+# a sync after every MSM, the seed's first D4 window rule) and the null control, as a half-fraction factorial
+# (32 variants), CUDA activity on, rounds interleaved and shuffled, keys generated on the GPU by the first (prime) run. --deadline stops
+# starting runs in time, so the analysis, the per-round replicates and the traces always come back.
+set -u
+OUT=${1:-seed-story-gpu}
+LOGN=${2:-22}
+BATCH=${3:-4}
+DEADLINE=${4:-420}
+PYTHON=${PYTHON:-python3}
+BACKEND=${BACKEND:-cuda}   # BACKEND=cpu: a dry run of the same pipeline on a machine without a GPU (the switches
+                           # then act only where the CPU backend has the code path: b1, d4, null)
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+"$PYTHON" -m gputrace ab --switches b1,pageable,reload,syncmsm,windows,null --design factorial --fraction half \
+    --runs 3 --prime 1 --warmup 0 --shuffle --cuda-activity --deadline "$DEADLINE" --backend "$BACKEND" \
+    --constraints "2^$LOGN" --batch "$BATCH" --key-dir "$OUT/keys" --out "$OUT/experiment" \
+    > "$OUT/ab.txt" 2> "$OUT/ab.log"
+echo "gputrace ab exit $?"
+"$PYTHON" "$HERE/replicates.py" "$OUT/experiment" --expect b1=pin,unpin --expect reload=load_bases,sync \
+    --expect pageable=load_bases --expect syncmsm=sync --expect windows=msm_a,msm_b_g1,msm_l --null null \
+    --json "$OUT/replicates.json" > "$OUT/replicates.md"
+echo "replicates exit $?"
+tar czf "$OUT/traces.tgz" --exclude keys --exclude proofs -C "$OUT" experiment
+head -60 "$OUT/ab.txt"
+cat "$OUT/replicates.md"

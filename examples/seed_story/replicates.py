@@ -1,0 +1,136 @@
+"""Each round of a factorial ``gputrace ab`` experiment as a repeated experiment: is every injected effect found?
+
+A round of an interleaved factorial experiment runs every variant once, so it is a complete replicate of the
+design. This script fits the factorial model (``effects.fit_effects``: main effects and two-way interactions) on
+each complete round alone and, per switch, counts the rounds in which its main effect on ``(prove)`` is called
+(Holm, as ``ab`` does) with the expected sign *and* its expected phase is among the phases the term significantly
+moves. A control switch (``--null``) must be called in none. The pooled fit over every round is reported beside.
+
+    python examples/seed_story/replicates.py EXPERIMENT_DIR --expect b1=pin,unpin --expect reload=load_bases,sync \\
+        --null null [--json OUT.json]
+
+``--expect SWITCH=PHASE[,PHASE]``: the switch's effect counts as found in the right phase when any listed phase
+name (the last part of a path, ``prove/pin`` -> ``pin``) is among its significant host-phase effects with the
+e2e effect's sign. Prints a Markdown table; exit 0 (the numbers are the result, not a gate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gputrace.analysis.ab.design import Variant
+from gputrace.analysis.ab.effects import FactorialResult, fit_effects
+from gputrace.analysis.ab.experiment import Experiment
+from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
+
+
+@dataclass
+class SwitchTally:
+    """Per switch: rounds fitted, rounds in which the e2e main effect was called slower (``called``), and called
+    with an expected phase among its significant phases (``found``); the median e2e effect over rounds."""
+
+    switch: str
+    expect: list[str]
+    rounds: int = 0
+    called: int = 0
+    found: int = 0
+    effects: list[float] = field(default_factory=list)  # e2e relative effect per round
+
+
+def by_round(runs: Mapping[Variant, Sequence[RunMeasures]]) -> dict[int, dict[Variant, list[RunMeasures]]]:
+    """Complete rounds only (every variant measured in it), round -> variant -> its runs of that round."""
+    rounds: dict[int, dict[Variant, list[RunMeasures]]] = {}
+    for v, rs in runs.items():
+        for r in rs:
+            if r.round is not None:
+                rounds.setdefault(r.round, {}).setdefault(v, []).append(r)
+    return {k: d for k, d in sorted(rounds.items()) if len(d) == len(runs)}
+
+
+def _phase_hits(fr: FactorialResult, term: str, sign: float) -> set[str]:
+    """Last path parts of the host phases ``term`` significantly moves with ``sign``."""
+    return {e.path.rsplit("/", 1)[-1] for e in fr.effects
+            if e.term == term and e.device is None and e.clock == "host" and e.significant and e.ns * sign > 0
+            and e.path not in (PROVE_PATH, RUN_PATH, "prove")}
+
+
+def tally(fr: FactorialResult, tallies: dict[str, SwitchTally]) -> None:
+    """Add one fitted replicate to ``tallies`` (switch -> SwitchTally)."""
+    e2e = {e.term: e for e in fr.for_key(fr.e2e_path)}
+    for s, t in tallies.items():
+        e = e2e.get(s)
+        if e is None:
+            continue
+        t.rounds += 1
+        t.effects.append(e.rel if e.scale == "log" else e.ns)
+        if not e.significant:
+            continue
+        t.called += 1
+        sign = 1.0 if e.ns > 0 else -1.0
+        if not t.expect or (_phase_hits(fr, s, sign) & set(t.expect)):
+            t.found += 1
+
+
+def replicates(exp_dir: Path, expect: Mapping[str, list[str]], confidence: float = 0.95
+               ) -> tuple[dict[str, SwitchTally], FactorialResult, int]:
+    """(tallies per switch, the pooled fit over every measured run, number of complete rounds fitted)."""
+    exp = Experiment.load(exp_dir)
+    if exp.design != "factorial":
+        raise ValueError(f"{exp_dir}: a {exp.design} experiment; replicates need a factorial one")
+    runs = exp.measures()
+    tallies = {s: SwitchTally(s, list(expect.get(s, []))) for s in exp.switches}
+    rounds = by_round(runs)
+    for one in rounds.values():
+        tally(fit_effects(one, exp.switches, confidence), tallies)
+    pooled = fit_effects({v: rs for v, rs in runs.items() if rs}, exp.switches, confidence)
+    return tallies, pooled, len(rounds)
+
+
+def markdown(tallies: Mapping[str, SwitchTally], pooled: FactorialResult, nrounds: int, null: Sequence[str]) -> str:
+    e2e = {e.term: e for e in pooled.for_key(pooled.e2e_path)}
+    out = [f"{nrounds} complete rounds, each fitted alone (main effects and two-way interactions, Holm at "
+           f"{pooled.confidence:.0%}); pooled fit over every run: {pooled.df} residual df.", "",
+           "| switch | expected phase | called / rounds | found in the right phase | median effect per round | pooled effect [interval] |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for s, t in tallies.items():
+        med = sorted(t.effects)[len(t.effects) // 2] if t.effects else float("nan")
+        e = e2e.get(s)
+        pooled_s = "-" if e is None else (f"{e.rel:+.1%} [{e.rel_low:+.1%}, {e.rel_high:+.1%}]" + (" called" if e.significant else ""))
+        role = "control (must not be called)" if s in null else ", ".join(t.expect) or "-"
+        out.append(f"| {s} | {role} | {t.called} / {t.rounds} | {t.found} / {t.rounds} | {med:+.1%} | {pooled_s} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("experiment", type=Path)
+    ap.add_argument("--expect", action="append", default=[], metavar="SWITCH=PHASE[,PHASE]")
+    ap.add_argument("--null", action="append", default=[], metavar="SWITCH", help="a control switch")
+    ap.add_argument("--confidence", type=float, default=0.95)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    expect: dict[str, list[str]] = {}
+    for item in args.expect:
+        name, _, phases = item.partition("=")
+        if not name or not phases:
+            print(f"replicates: --expect {item!r}: give SWITCH=PHASE[,PHASE]", file=sys.stderr)
+            return 2
+        expect[name.strip().lower()] = [p.strip() for p in phases.split(",") if p.strip()]
+    try:
+        tallies, pooled, n = replicates(args.experiment, expect, args.confidence)
+    except (OSError, ValueError) as exc:
+        print(f"replicates: {exc}", file=sys.stderr)
+        return 1
+    print(markdown(tallies, pooled, n, [s.lower() for s in args.null]))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"rounds": n, "switches": [asdict(t) for t in tallies.values()]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
