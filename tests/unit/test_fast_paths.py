@@ -65,3 +65,92 @@ def test_overlay_gap_labels_match_the_gaps_on_every_fixture(timelines):
             assert list(iv.labels) == [f"idle {format_duration(x, 2)}" for x in (iv.end - iv.start).tolist()]
             seen += len(iv)
     assert seen > 0  # some fixture has idle gaps to label
+
+
+# ---- one pass over the attributes: activity rows, API calls, profiler rows, phases ------------------------------
+
+def _reference(tl):
+    """The per-row passes the scan replaced (activity_index, api_rows, profiler_rows, phase_mask as they were)."""
+    from gputrace import activity as A
+    from gputrace.analysis.activity_index import _WHAT_CODES
+
+    rows, codes, streams = [], [], []
+    for r, a in tl.attrs.items():
+        w = a.get(A.ACTIVITY)
+        if w is not None:
+            c = _WHAT_CODES.get(w)
+            if c is not None:
+                rows.append(r)
+                codes.append(c)
+                s = a.get(A.STREAM)
+                streams.append(s if isinstance(s, int) else -1)
+    r = np.asarray(rows, np.int64)
+    o = np.argsort(r, kind="stable")
+    api = np.zeros(tl.n, bool)
+    api_lanes = [i for i, ln in enumerate(tl.lanes) if ln.name.startswith(A.API_LANE_PREFIX)]
+    if api_lanes:
+        api |= np.isin(tl.cols["lane"], np.asarray(api_lanes))
+    for row, a in tl.attrs.items():
+        if a.get(A.ROLE) == "api":
+            api[row] = True
+    phase = ~api
+    for row, a in tl.attrs.items():
+        if A.ACTIVITY in a or A.ROLE in a:
+            phase[row] = False
+    prof = np.asarray([row for row, a in tl.attrs.items() if a.get(A.ROLE) == "profiler"], np.int64)
+    if not any(res.get(A.SOURCE) == "kineto" for res in tl.resources):
+        prof = np.zeros(0, np.int64)
+    return r[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o], api, phase, prof
+
+
+def _assert_scan_matches(tl, name):
+    from gputrace.analysis.activity_index import activity_index
+    from gputrace.analysis.api_calls import api_rows, phase_mask, profiler_rows
+
+    rows, what, stream, api, phase, prof = _reference(tl)
+    idx = activity_index(tl)
+    for got, want in ((idx.rows, rows), (idx.what, what), (idx.stream, stream), (api_rows(tl), api),
+                      (phase_mask(tl), phase), (profiler_rows(tl), prof)):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), name
+
+
+def test_attribute_scan_matches_the_per_row_passes_on_every_fixture(timelines):
+    for name, tl in timelines.items():
+        _assert_scan_matches(tl, name)
+
+
+def test_attribute_scan_matches_on_shared_and_overlaid_attributes():
+    """RowAttrs/TemplateAttrs over shared dicts, with overlays that do and do not hold the keys read, plain
+    dicts shared and not, odd values (a non-int stream, an unknown activity, a role other than api)."""
+    from gputrace import activity as A
+    from gputrace.testing.synth import make_timeline
+    from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
+
+    rng = np.random.default_rng(11)
+    shared = [{A.ACTIVITY: "kernel", A.STREAM: 7, "x": 1}, {A.ACTIVITY: "memcpy", A.STREAM: "7"},
+              {A.ROLE: "api"}, {A.ROLE: "profiler"}, {A.ROLE: "op"}, {A.ACTIVITY: "weird"}, {A.ACTIVITY: None},
+              {"plain": 1}, {}]
+    templates = [{A.ACTIVITY: "kernel", A.STREAM: 0, "c": 0}, {A.ROLE: "", "c": 0}]
+    n = 400
+    tl = make_timeline([{"name": "k", "start": i * 10, "end": i * 10 + 5} for i in range(n)],
+                       resource={A.SOURCE: "kineto"})
+    attrs: dict = {}
+    for r in range(n):
+        k = int(rng.integers(0, 6))
+        if k == 0:
+            attrs[r] = shared[int(rng.integers(0, len(shared)))]  # a shared plain dict
+        elif k == 1:
+            attrs[r] = dict(shared[int(rng.integers(0, len(shared)))])  # a dict of its own
+        elif k == 2:  # an overlay without the keys read
+            attrs[r] = RowAttrs(shared[int(rng.integers(0, len(shared)))], ("c",), (r,))
+        elif k == 3:  # an overlay that holds one of them
+            key = (A.STREAM, A.ACTIVITY, A.ROLE)[r % 3]
+            val = (r, "sync", "api", "profiler")[r % 4]
+            attrs[r] = RowAttrs(shared[int(rng.integers(0, len(shared)))], (key,), (val,))
+        elif k == 4:
+            t = templates[r % 2]
+            attrs[r] = TemplateAttrs(t, ("c",), (r,))
+        else:
+            attrs[r] = TemplateAttrs(templates[0], (A.STREAM, "c"), (r, r))
+    tl.attrs = attrs
+    _assert_scan_matches(tl, "random")
