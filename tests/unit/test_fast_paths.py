@@ -154,3 +154,31 @@ def test_attribute_scan_matches_on_shared_and_overlaid_attributes():
             attrs[r] = TemplateAttrs(templates[0], (A.STREAM, "c"), (r, r))
     tl.attrs = attrs
     _assert_scan_matches(tl, "random")
+
+
+# ---- the loader: a source read whole is indexed once -----------------------------------------------------------
+
+def test_a_source_read_whole_is_indexed_once(timelines, monkeypatch):
+    """One part (a cached trace): the first update is posted at once and the final one is the same index (it
+    was built twice before); a part arriving after the first update is still merged into the final one."""
+    from gputrace.tui import loader
+    from gputrace.tui.index import TimelineIndex
+
+    tl = timelines["nsys"]
+    builds = []
+    real = TimelineIndex.build.__func__
+
+    def counting(cls, t, **kw):
+        builds.append(t.n)
+        return real(cls, t, **kw)
+
+    monkeypatch.setattr(TimelineIndex, "build", classmethod(counting))
+    ups = list(loader.batch_updates([loader.Part(snapshot=lambda: tl, done_bytes=10, total_bytes=10)]))
+    assert [u.final for u in ups] == [False, True] and ups[-1].index is ups[0].index and builds == [tl.n]
+    ref = real(TimelineIndex, tl, origin=tl.t0)
+    assert ups[-1].index.origin == ref.origin and ups[-1].spans == tl.n
+    assert [ln.gpu is None for ln in ups[-1].index.lanes] == [ln.gpu is None for ln in ref.lanes]
+    builds.clear()
+    other = timelines["kernels"]
+    ups = list(loader.batch_updates([loader.Part(tl), loader.Part(other)], batch_time=3600))
+    assert ups[-1].final and ups[-1].spans == tl.n + other.n and len(builds) == 2
