@@ -11,9 +11,9 @@ rows a CUPTI recording or an Nsight import gives:
   destination memory kinds parsed from ``Memcpy HtoD (Pageable -> Device)``, ``cuda.memset.kind``;
   span name: the kernel's short name, ``[CUDA memcpy HtoD]``, ``[CUDA memset]``), each a child of the
   innermost *phase* around its launching API call (found through the call's ``correlation``).
-* ``cuda_runtime`` / ``cuda_driver`` -> API calls (``gputrace.role = "api"``, ``cuda.api``) on their own
-  lane ``api:THREAD`` beside the thread's lane; a kernel or copy gets ``cuda.api`` and
-  ``cuda.launch.api_start_ns`` from its launching call. ``cudaStreamSynchronize``,
+* ``cuda_runtime`` / ``cuda_driver`` -> API calls (``gputrace.role = "api"``, ``cuda.api``; Kineto's
+  ``correlation`` stays in their args) on their own lane ``api:THREAD`` beside the thread's lane; a kernel
+  or copy gets ``cuda.api`` and ``cuda.launch.api_start_ns`` from its launching call. ``cudaStreamSynchronize``,
   ``cudaDeviceSynchronize``, ``cudaEventSynchronize`` (and the driver's ``cuStream/Ctx/EventSynchronize``)
   are also sync activity spans (``[CUDA sync stream]`` ...) on the thread's lane, with the trace's device
   when it has one.
@@ -107,39 +107,31 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _as_int(v: Any) -> int | None:
-    return v if type(v) is int else None
-
-
-def _as_list(v: Any) -> list | None:
-    return list(v) if isinstance(v, list) else None
-
-
-#: Kineto args of a device row -> (activity attribute, conversion); a value that does not convert is left out.
-_DEVICE_FIELDS: tuple[tuple[str, str, Any], ...] = (
-    ("stream", A.STREAM, _as_int), ("correlation", A.CORRELATION, _as_int),
-    ("registers per thread", A.REGISTERS, _as_int), ("shared memory", A.SHARED_STATIC, _as_int),
-    ("grid", A.GRID, _as_list), ("block", A.BLOCK, _as_list))
+#: Kineto args of a device row -> activity attribute; the value is copied as Kineto wrote it (present or not).
+_DEVICE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("stream", A.STREAM), ("correlation", A.CORRELATION), ("registers per thread", A.REGISTERS),
+    ("shared memory", A.SHARED_STATIC), ("grid", A.GRID), ("block", A.BLOCK))
 
 
 def _plan(dev: tuple[dict, int], fixed: Mapping, per_row_keys: tuple, cat: str,
           api: str | None) -> tuple[dict, int, list]:
-    """(static attributes, short-name id, per-row fields ``[(index in per_row_keys, attribute, conversion)]``)
-    of a device row whose args are ``fixed`` apart from ``per_row_keys`` (a ``TemplateAttrs`` overlay)."""
+    """(static attributes, short-name id, per-row fields ``[(index in per_row_keys, attribute)]``) of a device
+    row whose args are ``fixed`` apart from ``per_row_keys`` (a ``TemplateAttrs`` overlay). The attributes come
+    in one order whichever of them are per-row (`_template_plan` keeps it): the source's, the API, the
+    fields in ``_DEVICE_FIELDS`` order (the launch start is added last, by the caller)."""
     static, short_id = dev
     static = dict(static)
     if api is not None:
         static[A.API] = api
     fields = []
-    for src, dst, conv in _DEVICE_FIELDS:
+    for src, dst in _DEVICE_FIELDS:
         if cat != "kernel" and dst not in (A.STREAM, A.CORRELATION):
             continue
         if src in per_row_keys:
-            fields.append((per_row_keys.index(src), dst, conv))
-        else:
-            v = conv(fixed.get(src))
-            if v is not None:
-                static[dst] = v
+            fields.append((per_row_keys.index(src), dst))
+            static[dst] = None  # its place in the order; the value is the row's
+        elif src in fixed:
+            static[dst] = fixed[src]
     return static, short_id, fields
 
 
@@ -148,13 +140,14 @@ def _template_plan(dev: tuple[dict, int], shared: Mapping, keys: tuple, cat: str
     """How rows sharing one args template (``shared``, per-row ``keys``) become activity rows sharing one new
     template: (the template, the overlay's keys, ``itemgetter`` of the overlay values the new per-row
     attributes copy (None: none), short-name id). The overlay is the row's own values, then those copies,
-    then the launching call's start when ``launched``."""
+    then the launching call's start when ``launched``; the template orders the keys as a plain dict of the
+    same row gets them (`_plan`), so both iterate alike."""
     static, short_id, fields = _plan(dev, shared, keys, cat, api)
-    fields = [(i, dst) for i, dst, conv in fields]
     new_keys = tuple(dst for _, dst in fields) + ((A.LAUNCH_API_START,) if launched else ())
     tpl = dict(shared)
-    tpl.update(static)
-    tpl.update(dict.fromkeys(new_keys, 0))
+    tpl.update(static)  # per-row fields hold None here: placeholders, as the reader's templates have
+    if launched:
+        tpl[A.LAUNCH_API_START] = 0
     idx = [i for i, _ in fields]
     pick: Any = None
     if len(idx) == 1:
@@ -187,7 +180,6 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
     start = c["start"].tolist()
     phase_col = c["phase"]
     ph_list = phase_col.tolist()
-    lane_list = c["lane"].tolist()
     tl_phases = tl.phases
     # role per row: 0 phase, 1 api, 2 op, 3 profiler, 4 device activity
     role_l = [0] * n
@@ -306,7 +298,6 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             hit = dev_static[(k, name_id)] = (static, pid(short))
         return hit
 
-    api_static: dict[int, dict] = {}
     plans: dict[tuple, tuple[dict, tuple, Any, int]] = {}
     host_kind, sync_kind = KIND_CODES["host"], KIND_CODES["sync"]
     role_static = {2: {A.ROLE: "op"}, 3: {A.ROLE: "profiler"}}
@@ -358,13 +349,10 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
         elif ro == 1:
             nid = ph_list[r]
             name = tl_phases[nid]
-            st_api = api_static.get(nid)
-            if st_api is None:
-                st_api = api_static[nid] = {A.ROLE: "api", A.API: name, A.SOURCE: "kineto"}
-            cr = a.get("correlation")
-            per_row = {A.CORRELATION: cr} if type(cr) is int else no_row
             sync = KINETO_SYNC_APIS.get(name)
             if sync is not None:  # a host wait: an activity span on the thread's lane
+                cr = a.get("correlation")
+                per_row = {A.CORRELATION: cr} if type(cr) is int else no_row
                 attrs[r] = with_keys(a, (nid, "sync"), {A.API: name, A.SOURCE: "kineto", A.ACTIVITY: "sync",
                                                         A.SYNC_TYPE: sync}, per_row)
                 set_kind.append((r, sync_kind))
@@ -372,15 +360,31 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
                 set_phase.append((r, pid(A.sync_name(sync))))
                 names.pop(r, None)
                 set_parent.append((r, phase_above(r)))
-            else:
-                attrs[r] = with_keys(a, (nid, "api"), st_api, per_row)
-                set_kind.append((r, host_kind))
-                set_lane.append((r, api_lane(lane_list[r])))
+            else:  # the span's name is the API; its args keep Kineto's "correlation"
+                if type(a) is dict:  # the reader's own dict: in place (the common case, inline)
+                    a[A.ROLE] = "api"
+                    a[A.API] = name
+                else:
+                    attrs[r] = with_keys(a, (nid, "api"), {A.ROLE: "api", A.API: name}, no_row)
+                # (kind and lane: set for all API calls at once below)
         else:
-            attrs[r] = with_keys(a, (ro,), role_static[ro], no_row)
+            if type(a) is dict:
+                a[A.ROLE] = "op" if ro == 2 else "profiler"
+            else:
+                attrs[r] = with_keys(a, (ro,), role_static[ro], no_row)
             if ro == 3:
                 no_gpu.append(r)
                 set_kind.append((r, host_kind))
+    api = role == 1
+    sync_ids = [i for i, p in enumerate(tl_phases) if p in KINETO_SYNC_APIS]
+    if sync_ids:
+        api &= ~np.isin(phase_col, np.asarray(sync_ids))
+    if api.any():  # API calls: host kind, on their thread's api: lane
+        new_kind[api] = host_kind
+        lanes_used = np.unique(c["lane"][api])
+        to_api = np.arange(len(tl.lanes), dtype=np.int64)
+        to_api[lanes_used] = [api_lane(int(li)) for li in lanes_used.tolist()]
+        new_lane[api] = to_api[c["lane"][api]]
     for col, upd in ((new_parent, set_parent), (new_phase, set_phase), (new_kind, set_kind), (new_dev, set_dev),
                      (new_lane, set_lane)):
         if upd:
