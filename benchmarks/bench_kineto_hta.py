@@ -112,8 +112,9 @@ def main(argv=None) -> int:
                 rows[k].append(_run([sys.executable, "-c", _REPORT, str(trace), *extra], env, cwd))
     med = statistics.median
     loads = [r["load"] for rs in rows.values() for r in rs]
-    print(f"# bench_kineto_hta {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {trace.stat().st_size / 1e6:.0f} MB "
-          f"Kineto trace, {a.events:,} events; medians of {a.repeats}, fresh processes, interleaved; "
+    print(f"# bench_kineto_hta {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+          f"{trace.stat().st_size / 1e6:.0f} MB Kineto trace, {a.events:,} events; medians of {a.repeats}, "
+          "fresh processes, interleaved; "
           f"{os.cpu_count()} CPUs, load average {min(loads):.1f}-{max(loads):.1f}")
     ref = rows.get("HTA")
     print("| row | process s | CPU s | peak MiB | HTA / this (time) | HTA / this (peak) |")

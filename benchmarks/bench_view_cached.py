@@ -109,15 +109,16 @@ def main(argv=None) -> int:
                 rows[k].append(_run([sys.executable, "-c", _VIEW, str(sq)], envs[k.split(":")[1]], cwd))
     med = statistics.median
     loads = [r["load"] for rs in rows.values() for r in rs]
-    print(f"# bench_view_cached {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {sq.stat().st_size / 1e6:.0f} MB "
-          f"SQLite, {a.kernels} kernels; medians of {a.repeats}, fresh processes, interleaved; {os.cpu_count()} CPUs, "
+    print(f"# bench_view_cached {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+          f"{sq.stat().st_size / 1e6:.0f} MB SQLite, {a.kernels} kernels; medians of {a.repeats}, fresh processes, "
+          f"interleaved; {os.cpu_count()} CPUs, "
           f"load average {min(loads):.1f}-{max(loads):.1f}")
     print("| row | first screen s | loaded s | ready s | peak at first screen MiB | peak MiB |")
     print("| --- | --- | --- | --- | --- | --- |")
     for k, rs in rows.items():
         if k == "nsys_ai":
-            print(f"| nsys-ai 0.3.0 timeline load (warm, {rs[0]['n']:,} rows) | - | {med(r['s'] for r in rs):.2f} | - | - "
-                  f"| {med(r['peak'] for r in rs):.0f} |")
+            print(f"| nsys-ai 0.3.0 timeline load (warm, {rs[0]['n']:,} rows) | - | {med(r['s'] for r in rs):.2f} "
+                  f"| - | - | {med(r['peak'] for r in rs):.0f} |")
             continue
         print(f"| view (cache), {k.split(':')[1]} ({rs[0]['spans']:,} spans) | {med(r['first_s'] for r in rs):.2f} | "
               f"{med(r['load_s'] for r in rs):.2f} | {med(r['ready_s'] for r in rs):.2f} | "
