@@ -96,7 +96,7 @@ def main() -> None:
 
 def run_file(tl: Timeline) -> None:
     """Write ``tl`` as OTLP JSON lines and time ``gputrace report`` on it in a child process."""
-    from gputrace.interop.otlp_file import write_otlp_jsonl
+    from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "names.jsonl"

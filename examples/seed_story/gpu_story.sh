@@ -13,17 +13,20 @@ LOGN=${2:-22}
 BATCH=${3:-4}
 DEADLINE=${4:-420}
 PYTHON=${PYTHON:-python3}
+SWITCHES=${SWITCHES:-b1,pageable,reload,syncmsm,windows,null}   # SWITCHES=b1,pageable,syncmsm,windows,g2end,null:
+                                                               # the five without reload (whose ~11 s runs fill the call)
 BACKEND=${BACKEND:-cuda}   # BACKEND=cpu: a dry run of the same pipeline on a machine without a GPU (the switches
                            # then act only where the CPU backend has the code path: b1, d4, null)
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
-"$PYTHON" -m gputrace ab --switches b1,pageable,reload,syncmsm,windows,null --design factorial --fraction half \
+"$PYTHON" -m gputrace ab --switches "$SWITCHES" --design factorial --fraction half \
     --runs 3 --prime 1 --warmup 0 --shuffle --cuda-activity --deadline "$DEADLINE" --backend "$BACKEND" \
     --constraints "2^$LOGN" --batch "$BATCH" --key-dir "$OUT/keys" --out "$OUT/experiment" \
     > "$OUT/ab.txt" 2> "$OUT/ab.log"
 echo "gputrace ab exit $?"
 "$PYTHON" "$HERE/replicates.py" "$OUT/experiment" --expect b1=pin,unpin --expect reload=load_bases,sync \
-    --expect pageable=load_bases --expect syncmsm=sync --expect windows=msm_a,msm_b_g1,msm_l --null null \
+    --expect pageable=load_bases --expect syncmsm=sync --expect windows=msm_a,msm_b_g1,msm_l --expect g2end=b_g2,sync \
+    --null null \
     --json "$OUT/replicates.json" > "$OUT/replicates.md"
 echo "replicates exit $?"
 tar czf "$OUT/traces.tgz" --exclude keys --exclude proofs -C "$OUT" experiment

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from gputrace.timeline.formats import FORMATS, NATIVE, Format, sniff
 from gputrace.timeline.formats.otlp_jsonl.read import as_paths, parallel_workers, read_otlp
 from gputrace.timeline.model import Timeline
 from gputrace.timeline.runs import split_runs
+
+if TYPE_CHECKING:
+    from gputrace.timeline.formats.otlp_jsonl.convert import Converted
 
 __all__ = ["sniff", "read_any", "read_otlp", "load_runs", "load_steps", "LoadStep", "UnreadableTrace",
            "parallel_workers", "check_paths", "read_as", "write_as", "convert", "concat_reports", "FORMATS",
@@ -132,13 +135,13 @@ def write_as(tl: Timeline, path: PathLike, kind: str, **options: Any) -> str:
     return fmt.written.format(n=n, spans=tl.n)
 
 
-def convert(path: PathLike, kind: str, out: PathLike, **options: Any):
+def convert(path: PathLike, kind: str, out: PathLike, **options: Any) -> Converted:
     """``gputrace import``: read ``path`` as ``kind`` (with the options its reader takes, the others dropped)
     and write it to ``out`` in the native format, with its cache entry; returns the native format's
     ``Converted`` (spans, lanes, gpus, lines). Errors: ``read_as``'s and the writer's (OSError)."""
     fmt = _format(kind, "read")
     write = FORMATS[NATIVE].function("convert")
-    return write(partial(read_as, path, kind, **_options(fmt.read_options, options)), out)
+    return write(partial(read_as, path, kind, **_options(fmt.read_options, options)), out, os.fspath(path))
 
 
 def concat_reports(parts: list[Timeline]) -> Timeline:

@@ -72,14 +72,16 @@ def _walk(rows: np.ndarray, s_l: list, e_l: list, g_l: list, parent: np.ndarray)
             stack.clear()
             prev = g
         s, e = s_l[k], e_l[k]
-        while stack and e_l[stack[-1]] <= s and not (s_l[stack[-1]] == s and e_l[stack[-1]] >= e):
-            stack.pop()
-        while stack and e_l[stack[-1]] < e:
-            stack.pop()
-        if stack:
-            par[k] = stack[-1]
-            if e_l[stack[-1]] == e:  # the same end: this range contains what that one contains, and is inner
+        while stack:  # pop what ended before s (unless it starts at s and holds this row) or ends before e
+            top = stack[-1]
+            te = e_l[top]
+            if te < e or (te <= s and s_l[top] != s):
                 stack.pop()
+                continue
+            par[k] = top
+            if te == e:  # the same end: this range contains what that one contains, and is inner
+                stack.pop()
+            break
         stack.append(k)
     if len(rows):
         pos = np.asarray(par, dtype=np.int64)

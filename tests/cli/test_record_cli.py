@@ -20,6 +20,9 @@ from gputrace.trace.launch.process import command_label
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Every test but test_helpers launches `gputrace record` on a process tree (about 29 s together).
+pytestmark = pytest.mark.slow
+
 
 def _gt(*args, cwd=None, env=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "gputrace", *args], capture_output=True, text=True, cwd=cwd,

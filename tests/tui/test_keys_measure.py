@@ -144,6 +144,7 @@ def test_help_lists_every_binding_from_the_bindings():
     assert any(keys.split() == ["+", "=", "w"] for _, keys, _ in rows)
 
 
+@pytest.mark.slow
 def test_help_screen_and_legend_toggle(sample_2gpu):
     async def go():
         app = GputraceApp([sample_2gpu])

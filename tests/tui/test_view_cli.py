@@ -51,6 +51,7 @@ def test_missing_file_and_usage_errors(tmp_path):
     assert r.returncode != 0 and "COLSxROWS" in r.stderr
 
 
+@pytest.mark.slow
 def test_focus_screenshot_of_the_two_gpu_h200_trace(tmp_path):
     """The committed 2-GPU H200 trace (benchmarks/traces): one lane group per GPU with device-time rows,
     zoomed to the prove root, whose details name both devices."""

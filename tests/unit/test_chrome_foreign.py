@@ -219,7 +219,7 @@ def _paired_doc(n: int, seed: int) -> dict:
             ev.append({"ph": "B", "name": rnd.choice(["sync", "step", "ntt"]), "cat": rnd.choice(["", "user"]),
                        "pid": 1, "tid": tid, "ts": t, "args": rnd.choice([None, {}, {"b": i}])})
         elif r < 0.6:
-            ev.append({"ph": "E", "pid": 1, "tid": tid, "ts": t + rnd.choice([0, 2, -1]),
+            ev.append({"ph": "E", "pid": 1, "tid": tid, "ts": t + rnd.choice([0, 2, 0.5]),
                        "args": rnd.choice([None, {"e": i}, {"b": -i}])})
         elif r < 0.65:
             ev.append({"ph": "B", "name": "copy", "cat": "gpu_memcpy", "pid": 0, "tid": 7, "ts": t,

@@ -72,6 +72,7 @@ def test_same_path_as_the_scan(seed):
     assert (cp.row.tolist(), cp.start.tolist(), cp.end.tolist()) == _scan_path(tl, root)
 
 
+@pytest.mark.slow
 def test_many_children_of_one_root_is_fast():
     n = 200_000
     spans = [{"id": 0, "name": "prove", "start": 0, "end": 2 * n + 10}]

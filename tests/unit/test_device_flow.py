@@ -192,6 +192,7 @@ def test_late_plans_go_in_later_chunks(tmp_path_factory, tmp_path, monkeypatch):
     assert any(sp["name"] == "sync" and sp["attributes"].get("waits_for") == "witness_plan" for sp in spans)
 
 
+@pytest.mark.slow
 def test_a_failed_key_upload_fails_the_run(tmp_path_factory):
     class Failing(StreamDouble):
         def load_bases(self, name, points, device, affine_limbs=None):

@@ -198,3 +198,27 @@ def test_follow_sends_idle_heartbeats_while_the_file_is_quiet(tmp_path):
     th.join(5)
     assert seen[0] == (10, False)  # the data, then heartbeats that carry no news
     assert sum(1 for s, idle in seen if idle and s == 10) >= 3
+
+
+def test_follow_restarts_when_the_file_is_rewritten_past_its_old_size_between_polls(tmp_path):
+    # Truncated and regrown past the old size within one poll: same inode, a larger size, other bytes. The file
+    # never looks smaller here (rewritten in place from offset 0), so only its content tells; the old spans
+    # used to stay (70 shown, 65 in the file).
+    p = tmp_path / "live.jsonl"
+    p.write_bytes(_line(0) + _line(1))
+    stop = threading.Event()
+    out: list = []
+    th = threading.Thread(target=_collect, args=(p, stop, out), daemon=True)
+    th.start()
+    _wait_for(out, lambda s: s[0] == 20)
+    new = _line(5, n=12) + _line(6, n=13)
+    assert len(new) > p.stat().st_size
+    with open(p, "r+b") as f:  # rewritten in place, growing it
+        f.write(new)
+    prog = _wait_for(out, lambda s: s[1] or s[0] != 20)
+    prog = _wait_for(out, lambda s: s[0] == 25)
+    tl = prog[2].timeline()
+    assert tl.n == 25 and set(tl.cols["span_id"].tolist()) == set(read_trace(p).cols["span_id"].tolist())
+    stop.set()
+    th.join(5)
+    assert not th.is_alive()

@@ -312,3 +312,80 @@ def test_a_truncated_part_file_is_refused(cut):
                 load_part(fd)
     finally:
         os.close(fd)
+
+
+def _same(got, want):
+    assert got.n == want.n > 0 and np.array_equal(got.cols["span_id"], want.cols["span_id"])
+    assert got.load_report.lines == want.load_report.lines
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_worker_is_given_up_and_its_pieces_read_here(tmp_path, small_threshold, start, monkeypatch):
+    # SIGSTOP right after it starts: the read used to wait for it forever. A stopped worker is seen in /proc at
+    # once (STALL_S is far longer than this test may take).
+    import signal
+
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    stopped = []
+    real = par.start_worker
+
+    def start_stopped(*a, **kw):
+        w = real(*a, **kw)
+        pid = w.popen.pid if w.popen is not None else w.pid
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+        return w
+
+    monkeypatch.setattr(par, "start_worker", start_stopped)
+    t0 = time.monotonic()
+    got = read_trace(p, workers=2)
+    assert time.monotonic() - t0 < 20 and len(stopped) == 1
+    _same(got, read_trace(p, workers=1))
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(stopped[0], 0)
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_worker_is_given_up_after_the_stall_timeout(tmp_path, small_threshold, monkeypatch):
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    monkeypatch.setattr(wk, "FORK", True)
+    monkeypatch.setattr(wk.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(par, "_work", lambda *a: time.sleep(3600))  # a fork that never finishes (not stopped)
+    monkeypatch.setattr(par, "STALL_S", 0.5)
+    t0 = time.monotonic()
+    got = read_trace(p, workers=2)
+    assert time.monotonic() - t0 < 20
+    _same(got, read_trace(p, workers=1))
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_stopped_while_holding_the_board_falls_back_to_one_process(tmp_path, small_threshold, monkeypatch):
+    import fcntl
+    import signal
+
+    import gputrace.timeline.formats.otlp_jsonl._pieces as pieces
+
+    p = tmp_path / "run.jsonl"
+    write_synthetic(p, hosts=2, gpus=2, circuits=2, batches=2, spans_per_line=9)
+    monkeypatch.setattr(wk, "FORK", True)
+    monkeypatch.setattr(wk.threading, "active_count", lambda: 1)
+
+    def hold_and_stop(board, *a):  # the worker takes the board's lock and is stopped before it lets go
+        fcntl.lockf(board.fd, fcntl.LOCK_EX, pieces._COUNTERS.size, 0)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    real_claim = ClaimBoard.claim_front
+
+    def claim_front(self):  # the caller claims only once the worker holds the lock
+        time.sleep(0.3)
+        return real_claim(self)
+
+    monkeypatch.setattr(par, "_work", hold_and_stop)
+    monkeypatch.setattr(ClaimBoard, "claim_front", claim_front)
+    monkeypatch.setattr(pieces, "CLAIM_WAIT_S", 0.5)
+    t0 = time.monotonic()
+    got = read_trace(p, workers=2)
+    assert time.monotonic() - t0 < 20
+    _same(got, read_trace(p, workers=1))

@@ -96,6 +96,7 @@ def test_a_stalled_head_is_closed_after_the_timeout(tmp_path):
         r.stop()
 
 
+@pytest.mark.slow
 def test_spans_of_a_sender_that_gave_up_are_not_stored(tmp_path):
     r = OtlpReceiver(None, "127.0.0.1:0", tmp_path / "gone.jsonl", timeout_s=1.5, max_workers=1, max_pending=8)
     r.start()

@@ -38,7 +38,8 @@ class Format:
       (``gputrace.timeline.formats.otlp_jsonl.incremental.iter_load``'s protocol);
     * ``write(tl, path, **write_options) -> int``; ``written``: what was written, a template of ``n`` (what
       ``write`` returned) and ``spans`` (the Timeline's spans);
-    * ``convert(read: () -> Timeline, out) -> Converted``: only the native format, the import's output.
+    * ``convert(read: () -> Timeline, out, source) -> Converted``: only the native format, the import's output
+      (read back by the strict reader, or refused with a reason).
     """
 
     name: str

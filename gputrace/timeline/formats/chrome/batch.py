@@ -17,7 +17,24 @@ import numpy as np
 from gputrace.phases import phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane
 
-__all__ = ["ColumnState", "OursBatch", "STATUS", "hex_int"]
+__all__ = ["ColumnState", "MAX_TIME_US", "OursBatch", "STATUS", "hex_int", "ident_ok", "times_ok"]
+
+#: Chrome times (microseconds, ``ts``/``dur`` and the like) must be finite and below this in magnitude: their
+#: nanoseconds then stay below 2**62 (146 years), so a start plus a duration, or a base time plus a start, stays
+#: inside int64 (beyond it numpy casts wrap to -2**63 with a mere warning). Larger values are refused.
+MAX_TIME_US = 4e15
+
+
+def ident_ok(v: Any) -> bool:
+    """Whether ``v`` may be an event's ``pid`` or ``tid``: absent, a string, a 64-bit integer or a finite number."""
+    t = type(v)
+    return (v is None or t is str or (t in (int, bool) and -(1 << 63) <= v < (1 << 63))
+            or (t is float and abs(v) < float("inf")))
+
+
+def times_ok(*us: np.ndarray) -> bool:
+    """Whether every value of these float arrays (microseconds) is finite and below ``MAX_TIME_US``."""
+    return all(bool((np.abs(a) < MAX_TIME_US).all()) for a in us)  # NaN compares False
 
 STATUS: dict[Any, int] = {"ok": 1, "error": 2}
 _OURS_PH = {"X", "M", "s", "f"}
@@ -155,8 +172,11 @@ class OursBatch(ColumnState):
                 if not self._learn_tracks(keys):
                     return False
                 lanes = [lane_of[k] for k in keys]
-            ts = np.rint(np.asarray(ts_l, np.float64) * 1000).astype(np.int64)
-            dur = np.rint(np.asarray(dur_l, np.float64) * 1000).astype(np.int64)
+            ts_us, dur_us = np.asarray(ts_l, np.float64), np.asarray(dur_l, np.float64)
+            if not times_ok(ts_us, dur_us):
+                return False  # the per-event path raises its error
+            ts = np.rint(ts_us * 1000).astype(np.int64)
+            dur = np.rint(dur_us * 1000).astype(np.int64)
             if (dur < 0).any():
                 return False
             names = [str(ev.get("name", "")) for ev in xs]
@@ -179,10 +199,15 @@ class OursBatch(ColumnState):
             s, e = ts, ts + dur
             host = np.array([h is not None for h in h_ts])
             gpu = np.array([g is not None for g in g_ts]) & ~host
-            hs = np.rint(np.asarray([h if h is not None else 0 for h in h_ts], np.float64) * 1000).astype(np.int64)
-            hd = np.rint(np.asarray(h_dur, np.float64) * 1000).astype(np.int64)
-            gs = np.rint(np.asarray([g if g is not None else 0 for g in g_ts], np.float64) * 1000).astype(np.int64)
-            gd = np.rint(np.asarray(g_dur, np.float64) * 1000).astype(np.int64)
+            hs_us = np.asarray([h if h is not None else 0 for h in h_ts], np.float64)
+            gs_us = np.asarray([g if g is not None else 0 for g in g_ts], np.float64)
+            hd_us, gd_us = np.asarray(h_dur, np.float64), np.asarray(g_dur, np.float64)
+            if not times_ok(hs_us, gs_us, hd_us, gd_us) or (hd_us < 0).any() or (gd_us < 0).any():
+                return False  # the per-event path raises its error
+            hs = np.rint(hs_us * 1000).astype(np.int64)
+            hd = np.rint(hd_us * 1000).astype(np.int64)
+            gs = np.rint(gs_us * 1000).astype(np.int64)
+            gd = np.rint(gd_us * 1000).astype(np.int64)
             start = np.where(host, hs, s)
             end = np.where(host, hs + hd, e)
             g0 = np.where(host, s, np.where(gpu, gs, 0))

@@ -1,7 +1,7 @@
 """Chrome Trace Event / Perfetto JSON writer: :func:`to_chrome`, :func:`write_chrome`.
 
 The format rules (processes, threads, overlap sub-threads, flow arrows, Kineto categories) are described
-in :mod:`gputrace.timeline.chrome`, the public module that re-exports these functions; the writer itself is
+in :mod:`gputrace.timeline.formats.chrome` (the package docstring); the writer itself is
 :mod:`gputrace.timeline.formats.chrome.stream` (streamed in chunks, bounded memory). Pure functions; no threads.
 """
 

@@ -32,7 +32,7 @@ import orjson
 
 from gputrace.phases import phase_kind
 from gputrace.timeline.formats.chrome.args_share import ArgsSharer
-from gputrace.timeline.formats.chrome.batch import ColumnState, dict_meta_names
+from gputrace.timeline.formats.chrome.batch import MAX_TIME_US, ColumnState, dict_meta_names, ident_ok, times_ok
 from gputrace.timeline.formats.chrome.typed import TypedBatch
 from gputrace.timeline.model import KIND_CODES
 
@@ -117,6 +117,8 @@ def _ns(vals: list) -> np.ndarray | None:
     """``round(v * 1000)`` of each number (ints exactly, floats as doubles), or None if the values
     cannot be taken together exactly (an integer beyond 2**53 / 1000 us)."""
     arr = np.asarray(vals, np.float64)
+    if not times_ok(arr):
+        return None  # the per-event path refuses it
     if len(arr) and float(np.abs(arr).max()) >= _EXACT_INT_US and any(type(v) is int for v in vals):
         return None
     return np.rint(arr * 1000).astype(np.int64)
@@ -205,7 +207,7 @@ class ForeignBatch(ColumnState):
                     row += 1
                 elif t is ForeignB or t is ForeignE:
                     a = ev.args or {}
-                    if type(ev.ts) not in _NUM or type(a) is not dict:
+                    if type(ev.ts) not in _NUM or type(a) is not dict or not abs(ev.ts) < MAX_TIME_US:
                         return False  # the per-event path raises its error
                     if t is ForeignB:
                         stacks.setdefault((ev.pid, ev.tid), []).append(
@@ -215,6 +217,8 @@ class ForeignBatch(ColumnState):
                         stack = stacks.get((ev.pid, ev.tid))
                         if stack:  # else an E without its B: skipped
                             s0, name, cat, b_args = stack.pop()
+                            if round(ev.ts * 1000) < s0:
+                                return False  # an E before its B: the per-event path raises its error
                             e_rows.append((row, s0, round(ev.ts * 1000), name, cat, ev.pid, ev.tid,
                                            {**b_args, **a}))
                             row += 1
@@ -272,6 +276,8 @@ class ForeignBatch(ColumnState):
                 distinct_keys = dict.fromkeys(keys)
             except TypeError:  # an unhashable pid/tid/stream: the per-event path reports it
                 return False
+            if not all(k[0] == "gpu" or (ident_ok(k[1]) and ident_ok(k[2])) for k in distinct_keys):
+                return False  # a pid/tid beyond 64 bits: the per-event path reports it
             # From here on nothing is refused.
             for key in distinct_keys:  # first appearance order, as the per-event path
                 self._lane(key)

@@ -2,7 +2,7 @@
 
 How events map onto lanes (gputrace's own exports round-trip; Kineto / ``chrome://tracing`` recordings
 are mapped by ``args.device``/``args.stream`` and thread names) is described in
-:mod:`gputrace.timeline.chrome`, the public module that re-exports these names. Pure functions; no
+:mod:`gputrace.timeline.formats.chrome` (the package docstring). Pure functions; no
 threads. Errors (:class:`ChromeFormatError`) name the file and the event index.
 
 Streaming: ``read_chrome`` feeds event batches from :mod:`gputrace.timeline.formats.chrome.scan` into one
@@ -31,7 +31,13 @@ import orjson
 from gputrace.phases import phase_kind
 from gputrace.timeline._gc import collector_paused
 from gputrace.timeline.formats.chrome.args_share import ArgsSharer
-from gputrace.timeline.formats.chrome.batch import STATUS as _STATUS, OursBatch, hex_int as _hex_int
+from gputrace.timeline.formats.chrome.batch import (
+    MAX_TIME_US,
+    STATUS as _STATUS,
+    OursBatch,
+    hex_int as _hex_int,
+    ident_ok,
+)
 from gputrace.timeline.formats.chrome.foreign import (
     GPU_CATS as _GPU_CATS,
     RUNTIME_CATS as _RUNTIME_CATS,
@@ -69,7 +75,21 @@ def read_chrome(path: str | Path, host: str | None = None) -> Timeline:
     was on): the reader creates millions of objects and no cycles, and the collector's passes over
     the kept attribute dicts cost ~35 % of reading a PyTorch-profiler trace."""
     with collector_paused():
-        return _read_chrome(path, host)
+        try:
+            return _read_chrome(path, host)
+        except _MALFORMED as exc:
+            raise _malformed(str(path), exc) from None
+
+
+#: What a hostile shape the checks below do not name may still raise deep inside the reader; turned into a
+#: ChromeFormatError naming the file (never a traceback for a user's file).
+_MALFORMED = (TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError, UnicodeError)
+
+
+def _malformed(src: str, exc: BaseException) -> ChromeFormatError:
+    if isinstance(exc, ChromeFormatError):
+        return exc
+    return ChromeFormatError(f"{src}: malformed Chrome trace ({type(exc).__name__}: {str(exc)[:200]})")
 
 
 def _read_chrome(path: str | Path, host: str | None) -> Timeline:
@@ -165,12 +185,53 @@ def _read_whole(p: Path, host: str) -> Timeline:
     return from_chrome(doc, host=host, source=str(p))
 
 
+def _where(ev: dict, src: str, idx: int) -> str:
+    return f"{src}: traceEvents[{idx}] ({_short(ev.get('ph'))} {_short(ev.get('name'))})"
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _num(ev: dict, key: str, src: str, idx: int) -> float:
     v: Any = ev.get(key)
     if type(v) not in (int, float):
-        raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({ev.get('ph')!r} {ev.get('name')!r}): "
-                                f"field {key!r} must be a number, got {v!r}")
+        raise ChromeFormatError(f"{_where(ev, src, idx)}: field {key!r} must be a number, got {_short(v)}")
     return v
+
+
+def _ns(ev: dict, key: str, src: str, idx: int, default: Any = None) -> int:
+    """Field ``key`` of an event (microseconds) in nanoseconds (``default`` where it is absent, if given)."""
+    if default is not None and key not in ev:
+        return round(default * 1000)
+    return _us_ns(_num(ev, key, src, idx), f"{_where(ev, src, idx)}: field {key!r}")
+
+
+def _us_ns(v: Any, what: str) -> int:
+    """Microseconds -> nanoseconds; ChromeFormatError naming ``what`` unless a finite number below
+    ``MAX_TIME_US`` (larger ones would leave int64 once added to a base time or a start)."""
+    if type(v) not in (int, float) or not abs(v) < MAX_TIME_US:
+        raise ChromeFormatError(f"{what} = {_short(v)} us: not a finite number below {MAX_TIME_US:.0e} us")
+    return round(v * 1000)
+
+
+def _ident(ev: dict, key: str, src: str, idx: int) -> Any:
+    """``pid``/``tid``: a string, a 64-bit integer, a finite number or absent; else ChromeFormatError."""
+    v = ev.get(key)
+    if ident_ok(v):
+        return v
+    raise ChromeFormatError(f"{_where(ev, src, idx)}: field {key!r} must be a string or a 64-bit integer, "
+                            f"got {_short(v)}")
+
+
+def _args(ev: dict, src: str, idx: int) -> dict:
+    a = ev.get("args")
+    if a is None:
+        return {}
+    if type(a) is not dict:
+        raise ChromeFormatError(f"{_where(ev, src, idx)}: field 'args' must be an object, got {_short(a)}")
+    return a
 
 
 def from_chrome(doc: Any, host: str = "chrome", source: str = "<chrome>", stats: dict | None = None) -> Timeline:
@@ -188,9 +249,12 @@ def from_chrome(doc: Any, host: str = "chrome", source: str = "<chrome>", stats:
         events, head = doc, {}
     else:
         raise ChromeFormatError(f"{source}: expected an object or an array at top level")
-    acc = _Events.for_header(head, host, source)
-    acc.add(events)
-    return acc.timeline(stats)
+    try:
+        acc = _Events.for_header(head, host, source)
+        acc.add(events)
+        return acc.timeline(stats)
+    except _MALFORMED as exc:
+        raise _malformed(source, exc) from None
 
 
 class _Events(OursBatch, OursTyped, ForeignBatch):
@@ -198,13 +262,22 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
 
     @classmethod
     def for_header(cls, head: dict, host: str, source: str) -> _Events:
-        """The accumulator for a document whose top-level keys other than ``traceEvents`` are ``head``."""
+        """The accumulator for a document whose top-level keys other than ``traceEvents`` are ``head``.
+        Raises ChromeFormatError for a base time or a gputrace export's tables of the wrong shape."""
         other = head.get("otherData") if isinstance(head, dict) else None
         other = other if isinstance(other, dict) else {}
         ours = other.get("generator") == GENERATOR
-        base = int(other.get("t0_epoch_ns", 0)) if ours else int(head.get("baseTimeNanoseconds", 0) or 0)
-        acc = cls(host, source, ours, other.get("lanes", {}) if ours else {}, base,
-                  [dict(r) for r in other.get("resources", [])] if ours else [])
+        field = "otherData.t0_epoch_ns" if ours else "baseTimeNanoseconds"
+        base = other.get("t0_epoch_ns", 0) if ours else (head.get("baseTimeNanoseconds", 0) or 0)
+        if type(base) is str and base.isascii() and base.isdigit() and len(base) < 20:  # 64-bit ints as strings
+            base = int(base)
+        if type(base) is not int or not 0 <= base < (1 << 62):
+            raise ChromeFormatError(f"{source}: {field} must be an integer from 0 to 2**62 ns, got {_short(base)}")
+        lanes, resources = (other.get("lanes", {}), other.get("resources", [])) if ours else ({}, [])
+        if type(lanes) is not dict or type(resources) is not list or not all(type(r) is dict for r in resources):
+            raise ChromeFormatError(f"{source}: otherData.lanes must be an object and otherData.resources a list "
+                                    "of objects")
+        acc = cls(host, source, ours, lanes, base, [dict(r) for r in resources])
         if not ours and isinstance(head, dict):  # Kineto's header (distributedInfo, versions): resource attributes
             acc.head = {k: v for k, v in head.items() if k != "traceEvents"}
         return acc
@@ -273,35 +346,40 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
                 raise ChromeFormatError(f"{src}: traceEvents[{idx}] is not an object")
             ph = ev.get("ph")
             if ph == "X":
-                ts = round(_num(ev, "ts", src, idx) * 1000)
-                d = ev.get("dur", 0)
-                dur = round(d * 1000) if type(d) in (int, float) else round(_num(ev, "dur", src, idx))
+                ts = _ns(ev, "ts", src, idx)
+                dur = _ns(ev, "dur", src, idx, default=0)
                 if dur < 0:
-                    raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({ev.get('name')!r}): negative 'dur'")
-                self._row(ts, ts + dur, str(ev.get("name", "")), str(ev.get("cat", "")), ev.get("pid"), ev.get("tid"),
-                          ev.get("args") or {})
+                    raise ChromeFormatError(f"{src}: traceEvents[{idx}] ({_short(ev.get('name'))}): negative 'dur'")
+                self._row(ts, ts + dur, str(ev.get("name", "")), str(ev.get("cat", "")), _ident(ev, "pid", src, idx),
+                          _ident(ev, "tid", src, idx), _args(ev, src, idx), _where(ev, src, idx))
                 if ts + dur > self.t_max:
                     self.t_max = ts + dur
             elif ph == "B":
-                ts = round(_num(ev, "ts", src, idx) * 1000)
-                self.open_b.setdefault((ev.get("pid"), ev.get("tid")), []).append(
-                    (ts, str(ev.get("name", "")), str(ev.get("cat", "")), ev.get("args") or {}))
+                ts = _ns(ev, "ts", src, idx)
+                self.open_b.setdefault((_ident(ev, "pid", src, idx), _ident(ev, "tid", src, idx)), []).append(
+                    (ts, str(ev.get("name", "")), str(ev.get("cat", "")), _args(ev, src, idx)))
             elif ph == "E":
-                ts = round(_num(ev, "ts", src, idx) * 1000)
-                stack = self.open_b.get((ev.get("pid"), ev.get("tid")))
+                ts = _ns(ev, "ts", src, idx)
+                pid, tid = _ident(ev, "pid", src, idx), _ident(ev, "tid", src, idx)
+                stack = self.open_b.get((pid, tid))
+                args = _args(ev, src, idx)
                 if not stack:
                     self.skipped += 1  # an E without its B (trace started mid-range)
                     continue
-                s, name, cat, args = stack.pop()
-                self._row(s, ts, name, cat, ev.get("pid"), ev.get("tid"), {**args, **(ev.get("args") or {})})
+                s, name, cat, b_args = stack.pop()
+                if ts < s:
+                    raise ChromeFormatError(f"{_where(ev, src, idx)}: ends at {ts} ns, before its 'B' {_short(name)} "
+                                            f"began at {s} ns (a negative duration)")
+                self._row(s, ts, name, cat, pid, tid, {**b_args, **args}, _where(ev, src, idx))
                 if ts > self.t_max:
                     self.t_max = ts
             elif ph == "M":
-                name, args = ev.get("name"), ev.get("args") or {}
+                name, args = ev.get("name"), _args(ev, src, idx)
                 if name == "process_name":
-                    self.proc_names[ev.get("pid")] = str(args.get("name", ""))
+                    self.proc_names[_ident(ev, "pid", src, idx)] = str(args.get("name", ""))
                 elif name == "thread_name":
-                    self.thread_names[(ev.get("pid"), ev.get("tid"))] = str(args.get("name", ""))
+                    self.thread_names[(_ident(ev, "pid", src, idx), _ident(ev, "tid", src, idx))] = str(
+                        args.get("name", ""))
             else:
                 self.skipped += 1
 
@@ -312,7 +390,8 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             self.lane_keys.append(key)
         return k
 
-    def _row(self, s: int, e: int, name: str, cat: str, pid, tid, args: dict) -> None:
+    def _row(self, s: int, e: int, name: str, cat: str, pid, tid, args: dict, where: str = "") -> None:
+        """One span; ``where`` names the event in errors (ChromeFormatError)."""
         i = len(self.start)
         a = dict(args)
         g0 = g1 = 0
@@ -321,7 +400,11 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             info = self.lane_map.get(f"{pid}/{tid}")
             if info is None:
                 raise ChromeFormatError(f"{self.source}: gputrace export without lane info for pid {pid} tid {tid}")
-            lane = Lane(str(info["host"]), int(info["pid"]), int(info["device"]), str(info["name"]))
+            try:
+                lane = Lane(str(info["host"]), int(info["pid"]), int(info["device"]), str(info["name"]))
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise ChromeFormatError(f"{self.source}: otherData.lanes[{_short(f'{pid}/{tid}')}] must hold host, "
+                                        "pid, device and name") from None
             lk = self._lane(lane)
             phase = str(a.pop("phase", name))
             kind = a.pop("kind", phase_kind(phase))
@@ -329,14 +412,17 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             if a.get("gputrace.activity") in KINETO_CATEGORIES:  # written for Kineto tools; ours are in attrs
                 for key in KINETO_ARGS:
                     a.pop(key, None)
+            at = where or self.source
             if "host.ts_us" in a:  # drawn at device time; host times in args
                 g0, g1, has_g = s, e, True
-                s = round(float(a.pop("host.ts_us")) * 1000)
-                e = s + round(float(a.pop("host.dur_us", 0)) * 1000)
+                s = _us_ns(a.pop("host.ts_us"), f"{at}: args.host.ts_us")
+                e = s + _us_ns(a.pop("host.dur_us", 0), f"{at}: args.host.dur_us")
             elif "gpu.ts_us" in a:  # drawn at host time; device times in args
-                g0 = round(float(a.pop("gpu.ts_us")) * 1000)
-                g1 = g0 + round(float(a.pop("gpu.dur_us", 0)) * 1000)
+                g0 = _us_ns(a.pop("gpu.ts_us"), f"{at}: args.gpu.ts_us")
+                g1 = g0 + _us_ns(a.pop("gpu.dur_us", 0), f"{at}: args.gpu.dur_us")
                 has_g = True
+            if e < s or g1 < g0:
+                raise ChromeFormatError(f"{at}: a negative duration in args (host.dur_us or gpu.dur_us)")
             name_ = a.pop("name", name)
         else:
             dev, stream = a.get("device"), a.get("stream")
@@ -463,7 +549,7 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             return list(self.lane_keys), np.arange(max(len(self.lane_keys), 1), dtype=np.int32)
         tn, pn = self.thread_names, self.proc_names
         cpu_pids = {pid for (pid, _tid) in tn if not re.search(r"GPU\s*\d+", pn.get(pid, ""))}
-        single_pid = next(iter(cpu_pids)) if len(cpu_pids) == 1 and isinstance(next(iter(cpu_pids)), int) else -1
+        single_pid = _pid(next(iter(cpu_pids))) if len(cpu_pids) == 1 else -1
         out: list[Lane] = []
         ix: dict[Lane, int] = {}
         remap = np.zeros(max(len(self.lane_keys), 1), np.int32)
@@ -473,13 +559,18 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             else:
                 _, pid, tid = key
                 tname = tn.get((pid, tid)) or str(tid)
-                lane = Lane(self.host, pid if isinstance(pid, int) else -1, -1, f"thread:{tname}")
+                lane = Lane(self.host, _pid(pid), -1, f"thread:{tname}")
             j = ix.get(lane)
             if j is None:
                 j = ix[lane] = len(out)
                 out.append(lane)
             remap[k] = j
         return out, remap
+
+
+def _pid(v: Any) -> int:
+    """A lane's process id: an event's integer pid within int64 (what an OTLP file can carry), else -1."""
+    return v if type(v) is int and -(1 << 63) <= v < (1 << 63) else -1
 
 
 def _vocab() -> dict:

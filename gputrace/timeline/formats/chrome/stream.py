@@ -1,7 +1,7 @@
 """Chrome Trace Event / Perfetto JSON as a stream of byte chunks: ``chrome_chunks(tl)``.
 
-The writer behind :func:`gputrace.timeline.chrome.write_chrome` and ``to_chrome`` (format rules in
-:mod:`gputrace.timeline.chrome`). Memory is bounded by one chunk of rows plus a few numpy columns
+The writer behind ``export.write_chrome`` and ``to_chrome`` (format rules in
+:mod:`gputrace.timeline.formats.chrome`). Memory is bounded by one chunk of rows plus a few numpy columns
 per row; the whole document is never held (the dict-per-event writer peaked at 2 GiB for 1 M spans).
 
 Two passes: ``_layout`` places every row on a (pid, tid) track (Perfetto needs properly nested ``X``

@@ -31,7 +31,7 @@ import orjson
 from msgspec import UNSET, UnsetType, field
 
 from gputrace.phases import phase_kind
-from gputrace.timeline.formats.chrome.batch import STATUS, ColumnState, hex_int
+from gputrace.timeline.formats.chrome.batch import STATUS, ColumnState, hex_int, times_ok
 from gputrace.timeline.model import KIND_CODES
 
 __all__ = ["Decode", "TypedBatch", "decode_ours", "OursTyped", "hex_ids"]
@@ -199,12 +199,16 @@ class OursTyped(ColumnState):
                 pid, tid = _col(xs, "pid", np.int64), _col(xs, "tid", np.int64)
             except (TypeError, OverflowError):  # pid/tid absent, or beyond int64
                 return False
-            if np.isnan(ts_us).any():
-                return False
-            ts, dur = _ns(ts_us), _ns(dur_us)
-            if (dur < 0).any():
-                return False
             args = list(map(attrgetter("args"), xs))
+            hs_us, gs_us = _col(args, "host_ts", np.float64), _col(args, "gpu_ts", np.float64)
+            hd_us, gd_us = _col(args, "host_dur", np.float64), _col(args, "gpu_dur", np.float64)
+            host = ~np.isnan(hs_us)
+            has_gpu = ~np.isnan(gs_us)
+            hd_us, gd_us = np.where(host, hd_us, 0.0), np.where(has_gpu, gd_us, 0.0)
+            if not times_ok(ts_us, dur_us, hs_us[host], gs_us[has_gpu], hd_us, gd_us) or (
+                    (dur_us < 0) | (hd_us < 0) | (gd_us < 0)).any():
+                return False  # the per-event path raises its error
+            ts, dur = _ns(ts_us), _ns(dur_us)
             lanes = self._typed_lanes(pid, tid)
             if lanes is None:
                 return False
@@ -227,14 +231,11 @@ class OursTyped(ColumnState):
                 kinds_l = [phase_kind(ph) if k is UNSET else k for k, ph in zip(kinds_l, phases, strict=True)]
                 uniq = dict.fromkeys(kinds_l)
             kinds = _codes(kinds_l, lambda k: KIND_CODES.get(k, 0), np.int8, uniq)
-            hs_us, gs_us = _col(args, "host_ts", np.float64), _col(args, "gpu_ts", np.float64)
-            host = ~np.isnan(hs_us)
-            has_gpu = ~np.isnan(gs_us)
             gpu = has_gpu & ~host
             hs = _ns(np.where(host, hs_us, 0.0))
-            hd = np.where(host, _ns(_col(args, "host_dur", np.float64)), 0)
+            hd = _ns(hd_us)
             gs = _ns(np.where(has_gpu, gs_us, 0.0))
-            gd = np.where(has_gpu, _ns(_col(args, "gpu_dur", np.float64)), 0)
+            gd = _ns(gd_us)
             s, e = ts, ts + dur
             start = np.where(host, hs, s)
             end = np.where(host, hs + hd, e)

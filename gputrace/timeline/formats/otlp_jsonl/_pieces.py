@@ -20,6 +20,7 @@ import os
 import pickle
 import struct
 import tempfile
+import time
 
 __all__ = ["ClaimBoard", "new_anonymous_file", "dump_part", "load_part", "PART_ERRORS"]
 
@@ -41,6 +42,14 @@ def new_anonymous_file() -> int:
             pass
     with tempfile.TemporaryFile() as f:
         return os.dup(f.fileno())
+
+
+#: The longest a process waits for the claim board's lock (held for microseconds by a live process).
+CLAIM_WAIT_S = 10.0
+
+
+class ClaimTimeout(OSError):
+    """The claim board's lock stayed taken (its holder stopped or hung); the read falls back to one process."""
 
 
 class ClaimBoard:
@@ -75,8 +84,23 @@ class ClaimBoard:
         front, back = _COUNTERS.unpack(os.pread(self.fd, _COUNTERS.size, 0))
         return front, back
 
+    def _lock(self) -> None:
+        """Take the board's lock, waiting at most ``CLAIM_WAIT_S`` (a process stopped while it held the lock
+        would otherwise keep every other waiting forever). Raises ``ClaimTimeout``."""
+        end = time.monotonic() + CLAIM_WAIT_S
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, _COUNTERS.size, 0)
+                return
+            except (BlockingIOError, PermissionError):  # held by another process (EAGAIN or EACCES)
+                if time.monotonic() >= end:
+                    raise ClaimTimeout(f"the claim board's lock was held for {CLAIM_WAIT_S:g} s") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+
     def _claim(self, from_back: bool) -> int | None:
-        fcntl.lockf(self.fd, fcntl.LOCK_EX, _COUNTERS.size, 0)
+        self._lock()
         try:
             front, back = self.taken()
             if front >= back:

@@ -13,6 +13,10 @@ an unguarded script's top level in every worker), and its fork method does not c
 
 Either way a worker gets the claim board and its part file as inherited descriptors, reads pieces until the
 claims meet, and exits 0 once its part file is complete (anything else: non-zero).
+
+Liveness: the caller never waits on a worker without bound. ``Worker.finish`` returns None for a worker that
+is stopped (SIGSTOP, a debugger: seen in ``/proc``) or still runs ``stall_s`` after the caller asked, and kills
+it; the caller then reads that worker's pieces itself.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 __all__ = ["start_worker", "Worker", "FORK"]
@@ -59,6 +64,31 @@ class Worker:
             if pid:
                 self.status = os.waitstatus_to_exitcode(st)
         return self.status is None
+
+    def stopped(self) -> bool:
+        """Whether the process is stopped (state T or t in ``/proc/PID/stat``: SIGSTOP, SIGTSTP, a tracer);
+        False where that cannot be seen (no ``/proc``)."""
+        pid = self.popen.pid if self.popen is not None else self.pid
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+        return state in (b"T", b"t")
+
+    def finish(self, stall_s: float) -> int | None:
+        """Its exit status once it exits; None (after killing it) where it is stopped, or still runs after
+        ``stall_s`` seconds. Polls (1 ms, doubling to 50 ms); never blocks longer than ``stall_s``."""
+        end = time.monotonic() + stall_s
+        delay = 0.001
+        while self.running():
+            if self.stopped() or time.monotonic() >= end:
+                self.kill()
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return self.wait()
 
     def kill(self) -> None:
         """Kill it if it still runs, and reap it."""

@@ -59,6 +59,10 @@ class LoadProgress:
         return 1.0 if self.bytes_total <= 0 else min(1.0, self.bytes_read / self.bytes_total)
 
 
+#: Bytes kept of the file's start and of the last data read, to tell a rewritten file from a grown one.
+_MARK = 4096
+
+
 class _Reader:
     """Line reader over a (possibly gzip) file that remembers a partial last line (linear in
     its length). A damaged gzip stream: the complete lines before the damage are returned,
@@ -81,6 +85,8 @@ class _Reader:
         self.line_no = 0
         st = os.fstat(self.raw.fileno())
         self.ino = (st.st_dev, st.st_ino)
+        self.head = head  # the file's first bytes and the last ones read: ``same_content`` checks them
+        self.tail = b""
 
     def close(self) -> None:
         self.raw.close()
@@ -94,7 +100,23 @@ class _Reader:
         data = self.f.read(max_bytes)
         if not data:
             return None
+        if not self.gz:
+            self.tail = (self.tail + data[-_MARK:])[-_MARK:]
         return self.split.push(data)
+
+    def same_content(self) -> bool:
+        """Whether the bytes read so far are still in the file: its first bytes (as first seen) and the last
+        ones read are unchanged. False after a truncation and a rewrite in place, even one that grew the file
+        past where this reader was between two polls (same inode, larger size: only the bytes tell)."""
+        if self.gz:
+            return True
+        fd = self.raw.fileno()
+        try:
+            head_now = os.pread(fd, len(self.head), 0)
+            tail_now = os.pread(fd, len(self.tail), self.pos - len(self.tail)) if self.tail else b""
+        except OSError:
+            return False
+        return head_now == self.head and tail_now == self.tail
 
 
 def _progress(r: _Reader, loader: TraceLoader, total: int, done: bool, reset: bool = False,
@@ -176,9 +198,11 @@ def follow(path, stop_event: threading.Event, *, interval: float = 0.25, poll: f
     """Tail ``path`` while a writer appends to it, until ``stop_event`` is set.
 
     Yields after each slice of new data (``done`` stays False: the file may grow). Waits for the
-    file to appear if it does not exist yet. When the file shrinks (truncated) or its inode
-    changes (rotated/replaced), loading restarts from its beginning with a fresh loader and the
-    next progress has ``reset=True``. Gzip files cannot grow meaningfully: they are loaded once.
+    file to appear if it does not exist yet. When the file shrinks (truncated), its inode changes
+    (rotated/replaced) or the bytes already read changed (truncated and rewritten past the old size
+    between two polls: its first 4 KiB or the last 4 KiB read differ), loading restarts from its
+    beginning with a fresh loader and the next progress has ``reset=True``. Gzip files cannot grow
+    meaningfully: they are loaded once.
 
     While the file is quiet it yields a heartbeat (``idle=True``, nothing new) every ``poll``
     seconds, so a consumer that batches updates can post what it holds once the writer stops
@@ -213,7 +237,7 @@ def follow(path, stop_event: threading.Event, *, interval: float = 0.25, poll: f
                         st = os.stat(path)
                     except FileNotFoundError:
                         continue
-                    if (st.st_dev, st.st_ino) != r.ino or st.st_size < r.pos:
+                    if (st.st_dev, st.st_ino) != r.ino or st.st_size < r.pos or not r.same_content():
                         reset = True
                         break
                     if st.st_size > r.pos:

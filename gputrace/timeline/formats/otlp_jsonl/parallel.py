@@ -38,6 +38,7 @@ from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 from gputrace.timeline.formats.otlp_jsonl._pieces import (
     PART_ERRORS,
     ClaimBoard,
+    ClaimTimeout,
     dump_part,
     load_part,
     new_anonymous_file,
@@ -90,6 +91,9 @@ def default_workers() -> int:
 #: each other (~0.01 s for a middle piece at ~180 MB/s); smaller pieces cost nothing measurable
 #: (benchmarks/RESULTS.md, step 15: 127 MB as 15 or 63 pieces read in 0.62-0.79 CPU-s, as one range 0.64-0.75).
 PIECE_BYTES = 8 << 20
+#: How long the caller waits for a worker once its own share is read (a live worker then has at most one piece
+#: left: ~0.05-0.3 s); a worker that is stopped is given up at once (``_workers.Worker.finish``).
+STALL_S = 30.0
 #: At least this many pieces per process (smaller files).
 MIN_PIECES_PER_PROCESS = 4
 
@@ -255,8 +259,11 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
     pieces as one part, then each worker piece).
 
     A worker writes its pieces into a part file inherited as a file descriptor. Pieces that a worker claimed
-    but did not deliver (it failed, or could not start) are read here (``RuntimeError`` is never surfaced
-    for a worker problem). An exception of our own read (a bug, KeyboardInterrupt) kills the workers.
+    but did not deliver (it failed, could not start, was stopped, or hung: ``Worker.finish`` waits at most
+    ``STALL_S`` once this process's share is read) are read here (``RuntimeError`` is never surfaced for a
+    worker problem). Where the claim board's lock stays taken (its holder stopped: ``ClaimTimeout``), the
+    workers are killed and the whole file is read here. An exception of our own read (a bug,
+    KeyboardInterrupt) kills the workers.
     """
     cuts = piece_bounds(path, workers)
     try:
@@ -274,12 +281,17 @@ def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
             except OSError:  # cannot start a process: its pieces are claimed by the others
                 if fd >= 0:
                     os.close(fd)
-        first = _read_front(path, board, lenient)
+        try:
+            first = _read_front(path, board, lenient)
+        except ClaimTimeout:  # a worker stopped while it held the board: read everything here
+            for w, _ in procs:
+                w.kill()
+            return [_read_range(path, 0, cuts[-1], lenient)]
         if first["error"] is not None:  # strict: the caller's pieces come first, so its error is the lowest
             return [first]
         done: dict[int, dict] = {}
         for w, fd in procs:
-            if w.wait() == 0:
+            if w.finish(STALL_S) == 0:
                 try:
                     done.update(load_part(fd))  # (piece, result) records
                 except PART_ERRORS:

@@ -5,7 +5,7 @@
 an uncached ``read_any`` of the file returns (columns, dtypes, lanes and their order, phases,
 resources, trace ids, attributes with their key order, load report); tests compare the two on many
 Timelines. This module composes the writer's mapping (``gputrace.timeline.formats.otlp_jsonl.write``) with the reader's
-(``gputrace.timeline.reader``: phase = span name, sorted phase table; lanes from the resource's
+(``gputrace.timeline.formats.otlp_jsonl.read``: phase = span name, sorted phase table; lanes from the resource's
 ``host.name``/``process.pid`` and the ``gputrace.device``/``gputrace.lane`` attributes; trace ids in
 first-appearance order; columns from the ``gputrace.*`` attributes; other attributes in written order)
 and builds the result with the reader's own ``Timeline.from_unsorted``.
