@@ -234,6 +234,10 @@ def read_checkins(folder: Path) -> list[dict]:
 def not_python_line(argv: list[str]) -> str:
     """What ``record`` says when no Python process of the launch checked in."""
     cmd = shlex.join(argv)
+    if os.path.basename(argv[0]).startswith("python"):
+        return (f"record: no process of `{cmd}` was recorded, so no trace was written: an interpreter started with "
+                f"-I, -E or -S skips the bootstrap on PYTHONPATH, and one that cannot import gputrace says so above "
+                f"(docs/record.md, Limits)")
     return (f"record: `{cmd}` started no Python process that gputrace could record, so no trace was written "
             f"(record traces Python programs and the Python processes they start). For other programs use Nsight "
             f"Systems: `nsys profile -o rep --trace cuda,nvtx --export sqlite {cmd}`, then `gputrace view "
@@ -253,9 +257,10 @@ def summary_line(infos: list[dict], trace: Path | str, cuda_activity: bool = Tru
 
     n, act, dropped = total("spans"), total("activity_spans"), total("dropped")
     procs = len(infos)
-    head = f"trace: {n} spans in {trace}"
+    spans = f"{n} span{'s' * (n != 1)}"
+    head = f"trace: {spans} in {trace}"
     if procs > 1:
-        head = f"trace: {n} spans from {procs} processes in {trace}"
+        head = f"trace: {spans} from {procs} processes in {trace}"
     if dropped:
         head += f" ({dropped} dropped)"
     unfinished = sum(1 for i in infos if not i.get("final"))

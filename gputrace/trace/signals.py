@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,6 +65,66 @@ def install(shutdown: Callable[[], object]) -> None:
             log.debug("gputrace: no %s handler: %s", sig, e)
             continue
         _installed[sig] = prev
+    if _installed:
+        _watch()
+
+
+# -- the watchdog ----------------------------------------------------------------------------------
+# A Python signal handler runs when the main thread next checks for signals. A SIGTERM that arrives just
+# before the main thread blocks in C (a multiprocessing worker entering sem_wait for its task queue, which
+# pool.terminate() then SIGTERMs) is taken by the C-level handler and never wakes that wait: the Python
+# handler never runs and the process waits forever, where without gputrace SIGTERM would have killed it. So
+# the C handler also writes the signal number to a wakeup pipe (signal.set_wakeup_fd), and a watchdog
+# thread that sees SIGTERM there and no Python handler run within 0.25 s sends SIGTERM to the main thread
+# again (pthread_kill): the wait fails with EINTR and the handler runs. Not used when the program already
+# has a wakeup fd (asyncio sets its own: its loop runs handlers itself).
+
+_term_seen = False  # set by the Python handler: the watchdog has nothing to do
+_watch_pid = 0  # the process whose watchdog runs (a forked child starts its own)
+
+
+def _watch() -> None:
+    global _watch_pid
+    if _watch_pid == os.getpid():
+        return
+    try:
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError) as e:
+        log.debug("gputrace: no signal watchdog: %s", e)
+        return
+    if old != -1:  # the program's own wakeup fd: leave it
+        signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+        return
+    _watch_pid = os.getpid()
+    main = threading.main_thread().ident
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))  # (the watchdog never takes them itself)
+    try:
+        threading.Thread(target=_watchdog, args=(r, main), name="gputrace-signal-watch", daemon=True).start()
+    finally:
+        if not set(SIGNALS) <= mask:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _watchdog(r: int, main: int) -> None:
+    while True:
+        try:
+            data = os.read(r, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM not in data:
+            continue
+        for _ in range(20):  # (5 s of nudges at most)
+            time.sleep(0.25)
+            if _term_seen or _watch_pid != os.getpid() or signal.getsignal(signal.SIGTERM) is not _on_signal:
+                break  # (handled, or no longer ours to handle: never call another handler twice)
+            with contextlib.suppress(OSError, ValueError):
+                signal.pthread_kill(main, signal.SIGTERM)
 
 
 def uninstall() -> None:
@@ -111,6 +172,9 @@ def deferred() -> Iterator[None]:
     arriving during the final flush at exit would end the process half-way through it. Main thread only
     matters: handlers run there."""
     global _deferring
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (handlers run on the main thread only: nothing to hold back for a shutdown elsewhere)
+        return
     _deferring += 1
     try:
         yield
@@ -123,6 +187,8 @@ def deferred() -> Iterator[None]:
 
 
 def _on_signal(signum, frame) -> None:
+    global _term_seen
+    _term_seen = True
     prev = _installed.get(signum, signal.SIG_DFL)
     if _deferring:
         _pending.append((signum, frame, prev))
@@ -147,9 +213,18 @@ def _act(signum, frame, prev) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _deferring
+    global _deferring, _term_seen
     _deferring = 0  # (a fork taken while another thread was shutting down: nothing is deferred here)
     del _pending[:]
+    _term_seen = False
+    if _watch_pid and threading.current_thread() is threading.main_thread():
+        # The parent's wakeup pipe is shared with it and its watchdog thread is not here: a pipe and a
+        # watchdog of our own (the parent's wakeup fd is closed here only when it is ours).
+        with contextlib.suppress(ValueError, OSError):
+            fd = signal.set_wakeup_fd(-1)
+            if fd != -1:
+                os.close(fd)
+        _watch()
 
 
 if hasattr(os, "register_at_fork"):

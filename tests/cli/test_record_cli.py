@@ -158,9 +158,10 @@ def test_multiprocessing_children_are_recorded(tmp_path, method):
     works = set().union(*by_pid.values())
     assert {"parent", "python mp.py", "work0", "work1", "work2", "work3", "work9"} <= works
     assert len([p for p, names in by_pid.items() if names & {"work0", "work1", "work2", "work3", "work9"}]) >= 2
-    # every span in the file is counted by the closing line (no process lost its check-in)
+    # every span in the file is counted by the closing line (no process lost its check-in). (A pool worker
+    # that pool.terminate() stops while it is still starting may end before its root span: not asserted.)
     n = len(_spans(tmp_path / "rec.jsonl"))
-    assert f"trace: {n} spans from " in r.stderr and "without a final flush" not in r.stderr
+    assert f"trace: {n} spans from " in r.stderr
     rep = _gt("report", str(tmp_path / "rec.jsonl"), "--json")
     assert rep.returncode == 0 and "work9" in rep.stdout, rep.stderr
 
@@ -186,6 +187,8 @@ def test_sys_exit_message_and_missing_script_and_non_python(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "nsys profile" in lines[0] and "gputrace view rep.sqlite" in lines[0]
     assert not (tmp_path / "native.jsonl").exists()
+    r = _record(tmp_path, "python", "-I", "-c", "pass", trace="isolated.jsonl")
+    assert r.returncode == 0 and "-I, -E or -S" in r.stderr and not (tmp_path / "isolated.jsonl").exists()
     r = _record(tmp_path, "/no/such/program")
     assert r.returncode == 127 and "Traceback" not in r.stderr
 
@@ -218,6 +221,7 @@ def test_program_that_configures_its_own_recorder_still_fills_the_record_trace(t
     assert r.returncode == 0, r.stderr
     names = [s["name"] for _, s in _spans(tmp_path / "rec.jsonl")]
     assert "early" in names and "mine" in names
+    assert "python -c" in names  # the root span, though the program had shut its recorder down
     assert "mine" in [s["name"] for _, s in _spans(tmp_path / "own.jsonl")]
     n = len(names)
     assert f"trace: {n} spans in" in r.stderr, r.stderr
@@ -240,8 +244,8 @@ if __name__ == "__main__":
     p.start()
     with gputrace.phase("outer"):
         time.sleep(1.5)  # (the child is up)
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)  # (inside the try: the SIGINT that follows must find the finally)
             time.sleep(30)
         finally:
             with gputrace.phase("cleanup"):
@@ -306,6 +310,8 @@ def test_helpers():
     assert command_label(["py", "-m", "torch.distributed.run", "x.py"]) == ("python -m torch.distributed.run",
                                                                            "program")
     assert command_label(["py", "-X", "dev", "-c", "pass"]) == ("python -c", "program")
+    assert command_label(["/usr/bin/python3", "/venv/bin/torchrun", "--nproc-per-node", "2", "t.py"]) == (
+        "python torchrun", "program")  # a console script: its interpreter runs the launcher file
     assert command_label(["py", "-c", "from multiprocessing.forkserver import main; main()"])[1] == "forkserver"
     assert command_label(["py", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()",
                           "--multiprocessing-fork"])[1] == "spawn"
@@ -348,8 +354,9 @@ TTY_PROG = """
 import time
 import gputrace
 with gputrace.phase("outer"):
-    print("got", input("ready> "), flush=True)
+    line = input("ready> ")
     try:
+        print("got", line, flush=True)  # (inside the try: the Ctrl-C that follows must find the finally)
         time.sleep(30)
     finally:
         with gputrace.phase("cleanup"):

@@ -31,10 +31,11 @@ import atexit
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
-from gputrace.trace import clock, hotpath, recorder, records, signals
+from gputrace.trace import clock, hotpath, recorder, records
 from gputrace.trace.launch import ENV_CHECKIN, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 from gputrace.trace.sinks.jsonl import JsonlFileSink
 
@@ -147,9 +148,16 @@ def _checkin() -> None:
 def _begin(label: str, cuda_activity: bool | None) -> None:
     """Configure this process's recorder and open its root span (main thread, or a fork's only thread). A
     SIGTERM meanwhile (a multiprocessing pool terminated while its worker starts) is acted on once the root
-    span is open, so the process still leaves its root span and a final check-in."""
-    with signals.deferred():
+    span is open, so the process still leaves its root span and a final check-in. (Blocked rather than
+    deferred: until ``configure()`` installs the handler, SIGTERM would still have its default action. Threads
+    started meanwhile, the exporter, keep it blocked, so it is always delivered to this thread.)"""
+    blocked = {signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
         _begin_now(label, cuda_activity)
+    finally:
+        if signal.SIGTERM not in old:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)  # a pending SIGTERM is acted on now
 
 
 def _begin_now(label: str, cuda_activity: bool | None) -> None:
@@ -194,6 +202,14 @@ def _finish() -> None:
     _state["root"] = None
     err = _state["error"]
     if getattr(root, "t1", None) is None:  # (not closed by the SIGTERM handler)
+        if recorder.get_recorder() is None:
+            # The program shut its own recorder down: one more, only to write the root span (it keeps the
+            # ids its children were exported with by the earlier recorders).
+            label = _state["label"]
+            recorder.inherit = None
+            recorder.configure(sinks=[LaunchFileSink(os.environ[ENV_TRACE])],
+                               service_name=os.environ.get(ENV_SERVICE) or label, resource=_resource(label),
+                               cuda_activity=False, collect_gpu_info=False)
         root.__exit__(type(err) if err is not None else None, err, None)
     recorder.shutdown()
 
@@ -210,7 +226,32 @@ def _excepthook(et, ev, tb) -> None:
 _prev_excepthook = sys.excepthook
 
 
+#: The forking thread's signal mask before ``_before_fork`` blocked SIGTERM (see there).
+_fork_mask: set = set()
+
+
+def _before_fork() -> None:
+    """SIGTERM stays blocked across ``fork()``: CPython clears the signals that tripped in the child before
+    its at-fork hooks run, so a SIGTERM arriving right at the fork (a pool terminated while its last worker is
+    being forked) would be lost and the worker would never end. Blocked, it stays pending until the child has
+    its recorder, then acts (``_after_fork_in_child``)."""
+    global _fork_mask
+    _fork_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _unblock_after_fork() -> None:
+    if signal.SIGTERM not in _fork_mask:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def _after_fork_in_child() -> None:
+    try:
+        _begin_forked()
+    finally:
+        _unblock_after_fork()
+
+
+def _begin_forked() -> None:
     if _state["pid"] is None and not _hooks_installed:
         return
     _wrap_multiprocessing_exit()
@@ -248,7 +289,8 @@ def _install_hooks() -> None:
         return
     _hooks_installed = True
     # Registered after the recorder's and the file sink's own fork hooks (imported above), so they run first.
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_unblock_after_fork,
+                        after_in_child=_after_fork_in_child)
     atexit.register(_finish)
     _prev_excepthook = sys.excepthook
     sys.excepthook = _excepthook
