@@ -211,7 +211,11 @@ class Interrupts:
             signal.signal(signal.SIGINT, self._old)
 
     def report(self) -> int:
-        """Say ``interrupted`` (once) and return the exit status, 130."""
+        """Say ``interrupted`` (once) and return the exit status, 130. The cleanup is done: from here on a
+        SIGINT is ignored, since the interpreter's finalisation resets a Python-level handler to the default
+        action, and a Ctrl-C in that window would end the process by the signal instead of with 130."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         if not self.reported:
             self.reported = True
             print("interrupted", file=sys.stderr, flush=True)

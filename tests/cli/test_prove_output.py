@@ -101,3 +101,26 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state not in ("Z", "X")
+
+
+def test_after_the_interrupt_is_reported_a_ctrl_c_is_ignored():
+    # The interpreter's finalisation resets a Python SIGINT handler to the default action, after atexit hooks;
+    # a second Ctrl-C in that window ended the process by the signal (-2), not with 130 (seen under load in
+    # test_prove_interrupt's "twice" case). Once the command has reported the interrupt, SIGINT is ignored.
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, sys\n"
+        "from gputrace.commands.prove import Interrupts\n"
+        "with Interrupts(grace_s=5) as it:\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        import time; time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        status = it.report()\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
+        "sys.exit(status)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted\n", "True\n")
