@@ -38,7 +38,7 @@ EOF
 
 step "(a) record overhead: plain vs gputrace record vs torch.profiler, $STEPS steps x $REPEATS repeats"
 timeout 150 "$PY" benchmarks/real_programs/bench_record_overhead.py --steps "$STEPS" --repeats "$REPEATS" \
-  --work "$W/bench" --json "$W/bench.json" 2>&1 | tee "$W/bench.log"
+  --budget-s 100 --work "$W/bench" --json "$W/bench.json" 2>&1 | tee "$W/bench.log"
 echo "bench exit ${PIPESTATUS[0]}"
 
 step "(b) gputrace record -- python train_step.py --steps 20"
