@@ -68,13 +68,13 @@ def activity_index(tl: Timeline) -> ActivityIndex:
                 codes.append(c)
                 s = a.get(STREAM)
                 streams.append(s if isinstance(s, int) else -1)
-    r = np.asarray(rows, np.int64)
-    o = np.argsort(r, kind="stable")
-    r, w, st = r[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o]
-    c = tl.cols
-    has = (c["gpu_start"][r] >= 0) & (c["gpu_end"][r] >= c["gpu_start"][r])
-    idx = ActivityIndex(r, w, np.where(has, c["gpu_start"][r], c["start"][r]),
-                        np.where(has, c["gpu_end"][r], c["end"][r]), c["device"][r].astype(np.int64), st)
+    unsorted = np.asarray(rows, np.int64)
+    o = np.argsort(unsorted, kind="stable")
+    ra, wa, st = unsorted[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o]
+    cols = tl.cols
+    has = (cols["gpu_start"][ra] >= 0) & (cols["gpu_end"][ra] >= cols["gpu_start"][ra])
+    idx = ActivityIndex(ra, wa, np.where(has, cols["gpu_start"][ra], cols["start"][ra]),
+                        np.where(has, cols["gpu_end"][ra], cols["end"][ra]), cols["device"][ra].astype(np.int64), st)
     for k in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
         _CACHE.pop(k, None)
     _CACHE[id(tl)] = (weakref.ref(tl), idx)
