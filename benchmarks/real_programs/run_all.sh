@@ -24,7 +24,8 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=
 cd "$REPO" || exit 1
 GT=("$PY" -m gputrace)
 if command -v torchrun >/dev/null 2>&1; then TORCHRUN=(torchrun); else TORCHRUN=("$PY" -m torch.distributed.run); fi
-exec > >(tee -a "$OUTDIR/run_all.log") 2>&1
+exec 3>&1 > >(tee -a "$OUTDIR/run_all.log") 2>&1
+TEE_PID=$!
 T0=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - T0 )) s) ==="; }
 
@@ -72,3 +73,5 @@ tar -czf "$OUTDIR/traces.tar.gz" -C "$W" --exclude='*.err' . && ls -la "$OUTDIR"
 step "summary ($(( $(date +%s) - T0 )) s in all)"
 "$PY" benchmarks/real_programs/summary.py "$W" | tee "$OUTDIR/summary.txt"
 rm -rf "$W"
+exec >&3 2>&3  # close the pipe to tee and wait for it, so run_all.log is complete when the script returns
+wait "$TEE_PID" 2>/dev/null || true
