@@ -5,7 +5,12 @@
   with no rank attribute has no ranks and this module reports nothing.
 * **Communication** rows: NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``: device time) and, where a
   rank has none, the host-side collectives that torch.distributed records (``c10d::allreduce_`` ...,
-  ``nccl:all_reduce``, ``gloo:all_reduce``). Compute: every other kernel.
+  ``nccl:all_reduce``, ``gloo:all_reduce``) and the program's own ranges named after a collective
+  (``all_reduce``, ``allreduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``, ``all_to_all``, ``barrier``:
+  a ``gputrace.phase``, an NVTX range or a ``record_function`` around the call, which is what ``gputrace record``
+  sees of a gloo or MPI collective on the host). Per rank one kind is used, in this order: ``c10d::`` calls,
+  then such named ranges, then the backend's annotations, so a collective is not counted twice.
+  Compute: every other kernel.
 * Per rank: ``comm_ns`` (union of its communication), ``overlap_ns`` (the part of it during compute kernels
   of that rank) and ``exposed_ns`` = comm − overlap: communication nothing hid.
 * **Collectives matched across ranks**: per rank, the calls of each collective name in time order (the
@@ -34,6 +39,9 @@ _NCCL_KERNEL = re.compile(r"^(?:void\s+)?nccl(?:Dev)?Kernel_|^ncclKernel|^ncclDe
 _HOST_COLLECTIVE = re.compile(
     r"^(?:c10d::(?:allreduce|allgather|all_gather|reduce_scatter|_reduce_scatter|broadcast|alltoall|all_to_all|"
     r"reduce|gather|scatter|barrier|_allgather)\w*|(?:nccl|gloo):\w+)$")
+#: A program's own range around a collective call, named after it (exactly; any case).
+_NAMED_COLLECTIVE = re.compile(
+    r"^(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier)$", re.IGNORECASE)
 
 
 def is_comm_kernel(name: str) -> bool:
@@ -105,7 +113,7 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
                       for r in kr.tolist()], bool)
     phase_names = tl.phases
     host_coll = np.zeros(tl.n, bool)
-    coll_ids = [i for i, p in enumerate(phase_names) if _HOST_COLLECTIVE.match(p)]
+    coll_ids = [i for i, p in enumerate(phase_names) if _HOST_COLLECTIVE.match(p) or _NAMED_COLLECTIVE.match(p)]
     if coll_ids:
         host_coll = np.isin(c["phase"], np.asarray(coll_ids))
     ranks_out, events = [], {}  # events: rank -> list of (name, key, start)
@@ -118,9 +126,12 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
                   for r, s in zip(kr[comm_k].tolist(), cs.tolist(), strict=True)]
         else:
             hr = np.flatnonzero(host_coll & (row_rank == rk))
-            # Prefer the calls (c10d::...) over the backend's own annotation (gloo:/nccl:), one per collective.
-            calls = [r for r in hr.tolist() if phase_names[int(c["phase"][r])].startswith("c10d::")]
-            use = np.asarray(calls or hr.tolist(), np.int64)
+            # One kind per collective: the calls (c10d::...), else the program's own named ranges, else the
+            # backend's own annotations (gloo:/nccl:).
+            hn = [(r, phase_names[int(c["phase"][r])]) for r in hr.tolist()]
+            calls = ([r for r, n in hn if n.startswith("c10d::")]
+                     or [r for r, n in hn if _NAMED_COLLECTIVE.match(n)] or [r for r, _ in hn])
+            use = np.asarray(calls, np.int64)
             cs, ce, source = c["start"][hr], c["end"][hr], "host calls"
             ev = [(phase_names[int(c["phase"][r])], -1, int(c["start"][r])) for r in use.tolist()]
         comm = int((_union(cs, ce)[1] - _union(cs, ce)[0]).sum()) if len(cs) else 0

@@ -63,3 +63,58 @@ def test_nccl_kernels_overlap_exposure_and_arrival(tmp_path):
     assert by[1]["overlap_ns"] == 0 and by[1]["exposed_ns"] == 5 * MS
     [m] = c["collectives"]
     assert m["last_rank"] == 1 and m["waits"] == {"0": 25 * MS}
+
+
+def _otlp_rank(rank: int, pid: int, spans: list[tuple[str, int, int]]) -> str:
+    """One line of a ``gputrace record`` trace: a process with ``gputrace.rank`` and host spans (name, start,
+    end in ms after a base), all children of the process's root span."""
+    base = 1_700_000_000_000_000_000
+
+    def attr(k: str, v: object) -> dict:
+        return {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
+
+    root = {"traceId": "ab" * 16, "spanId": f"{pid:016x}", "name": "python job.py", "kind": 1,
+            "startTimeUnixNano": str(base), "endTimeUnixNano": str(base + 1000 * MS), "attributes": []}
+    out = [root] + [{"traceId": "ab" * 16, "spanId": f"{pid:08x}{i:08x}", "parentSpanId": f"{pid:016x}",
+                     "name": n, "kind": 1, "startTimeUnixNano": str(base + s * MS),
+                     "endTimeUnixNano": str(base + e * MS), "attributes": [attr("gputrace.kind", "host")]}
+                    for i, (n, s, e) in enumerate(spans, 1)]
+    res = {"attributes": [attr("service.name", "python job.py"), attr("host.name", "h"), attr("process.pid", pid),
+                          attr("gputrace.rank", rank), attr("gputrace.world_size", 2)]}
+    return json.dumps({"resourceSpans": [{"resource": res, "scopeSpans": [{"scope": {"name": "gputrace"},
+                                                                            "spans": out}]}]})
+
+
+def test_named_host_ranges_are_collectives(tmp_path):
+    """A recorded gloo job (no c10d:: or NCCL rows): each rank's own ``all_reduce`` ranges are its collectives;
+    rank 1 arrives 50 ms late at 3 of them (30 ms at the fourth), so it is the straggler with a 50 ms median
+    wait. A non-collective range (``compute``) is not communication."""
+    r0, r1 = [], []
+    for i, late in enumerate((50, 50, 30, 50)):
+        t = 100 * i
+        r0 += [("compute", t, t + 5), ("all_reduce", t + 5, t + 6 + late)]
+        r1 += [("compute", t, t + 5), ("all_reduce", t + 5 + late, t + 6 + late)]
+    p = tmp_path / "ddp.jsonl"
+    p.write_text(_otlp_rank(0, 100, r0) + "\n" + _otlp_rank(1, 101, r1) + "\n")
+    tl = read_any([p])
+    c = collectives(tl)
+    by = {r["rank"]: r for r in c["ranks"]}
+    assert by[0]["calls"] == 4 and by[1]["calls"] == 4 and by[0]["source"] == "host calls"
+    assert by[0]["comm_ns"] == (51 * 3 + 31) * MS and by[1]["comm_ns"] == 4 * MS
+    assert c["matched"] == 4 and {m["name"] for m in c["collectives"]} == {"all_reduce"}
+    [top] = c["stragglers"]
+    assert top["rank"] == 1 and top["last"] == 4 and top["median_wait_ns"] == 50 * MS
+    assert top["caused_ns"] == 180 * MS
+    found = analyse_timeline(tl).to_dict()["findings"]
+    assert any(f["rule"] == "straggler" and f["where"] == "rank 1" for f in found)
+
+
+def test_named_ranges_defer_to_c10d_calls(tmp_path):
+    """Where a rank has both ``c10d::allreduce_`` and an ``all_reduce`` range around it, only the calls count
+    (one collective each, not two); a range merely containing the word (``all_reduce_prep``) is not one."""
+    spans = [("all_reduce", 10, 20), ("c10d::allreduce_", 11, 19), ("all_reduce_prep", 0, 9)]
+    p = tmp_path / "two.jsonl"
+    p.write_text(_otlp_rank(0, 100, spans) + "\n" + _otlp_rank(1, 101, spans) + "\n")
+    c = collectives(read_any([p]))
+    assert [r["calls"] for r in c["ranks"]] == [1, 1] and c["matched"] == 1
+    assert c["collectives"][0]["name"] == "c10d::allreduce_"

@@ -1,0 +1,139 @@
+"""A small PyTorch training loop, the kind of program ``gputrace record`` is meant for.
+
+An MLP on synthetic data, fed by a ``DataLoader`` with worker processes (``--workers``, default 2). Each step:
+
+* ``data``: wait for the next batch from the workers (host only);
+* ``h2d``: copy the batch to the device from *pageable* memory on purpose (the workers' tensors are not
+  pinned and ``.to(device)`` is synchronous): the pageable-copy rule of ``gputrace report`` should fire on GPU;
+* ``forward``, ``backward``, ``optimizer``;
+* ``sync``: ``loss.item()``, where the host waits for the GPU.
+
+Each of those is a named range (``--ranges``, see _ranges.py: ``torch.cuda.nvtx`` by default, as an ordinary
+program has, or ``gputrace.phase``), and a ``torch.profiler.record_function`` of the same name.
+
+It prints one line per timed step (``step I ms=...``) and, last, one machine-readable line:
+
+    STEPS median_ms=12.345 n=20 device=cuda ranges=nvtx profile=0
+
+Step times are wall times of whole steps after ``--warmup`` untimed steps (on CUDA each step ends with
+``loss.item()``, so a step's time includes its GPU work). ``--profile PATH`` runs the timed steps under
+``torch.profiler`` (CPU + CUDA activities when CUDA is there) and exports a Kineto JSON trace to PATH after the
+last step (the export is not in the step times).
+
+    python benchmarks/real_programs/train_step.py --steps 20
+    gputrace record --trace train.jsonl -- python benchmarks/real_programs/train_step.py --steps 20
+    python benchmarks/real_programs/train_step.py --steps 20 --profile train_kineto.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+from _ranges import HOWS, named_range, resolve
+from torch.utils.data import DataLoader, Dataset
+
+
+class SyntheticBatches(Dataset):
+    """``n`` pre-made (x, y) batches, returned whole (the DataLoader runs with ``batch_size=None``): a worker's
+    cost per item is one copy of a batch, so the loader keeps up with the step and the step is what is timed."""
+
+    def __init__(self, n: int, batch: int, width: int, classes: int, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(8, batch, width, generator=g)
+        self.y = torch.randint(0, classes, (8, batch), generator=g)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        k = i % len(self.x)
+        return self.x[k].clone(), self.y[k].clone()
+
+
+def build_model(width: int, depth: int, classes: int, device: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    layers.append(torch.nn.Linear(width, classes))
+    return torch.nn.Sequential(*layers).to(device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    ap.add_argument("--profile", metavar="PATH", default=None,
+                    help="run the timed steps under torch.profiler and export a Kineto JSON trace to PATH")
+    ap.add_argument("--ranges", choices=HOWS, default="nvtx", help="how steps are annotated (default nvtx)")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
+    ap.add_argument("--batch", type=int, default=None, help="default 1024 on CUDA, 64 on CPU")
+    ap.add_argument("--width", type=int, default=None, help="default 2048 on CUDA, 256 on CPU")
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    a = ap.parse_args(argv)
+    dev = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    cuda = dev == "cuda"
+    batch = a.batch or (1024 if cuda else 64)
+    width = a.width or (2048 if cuda else 256)
+    classes = 10
+    how = resolve(a.ranges)
+    if not cuda:
+        torch.set_num_threads(1)  # the DataLoader workers share the cores; one compute thread keeps timings steady
+    total = a.warmup + a.steps
+    data = SyntheticBatches(total, batch, width, classes)
+    loader = DataLoader(data, batch_size=None, shuffle=False, num_workers=a.workers, pin_memory=False,
+                        persistent_workers=False, prefetch_factor=2 if a.workers else None)
+    model = build_model(width, a.depth, classes, dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    prof = None
+    times: list[float] = []
+    it = iter(loader)
+    loss = torch.zeros(())
+    for i in range(total):
+        if i == a.warmup and a.profile:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if cuda:
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=acts)
+            prof.__enter__()
+        t0 = time.perf_counter()
+        with named_range("train_step", how):
+            with named_range("data", how):
+                x, y = next(it)
+            with named_range("h2d", how):
+                xb, yb = x.to(dev), y.to(dev)  # pageable host memory -> device, on purpose
+            with named_range("forward", how):
+                loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            with named_range("backward", how):
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+            with named_range("optimizer", how):
+                opt.step()
+            with named_range("sync", how):
+                lv = float(loss.item())  # the host waits for the GPU here
+        dt = (time.perf_counter() - t0) * 1e3
+        if i >= a.warmup:
+            times.append(dt)
+            if not a.quiet:
+                print(f"step {i - a.warmup} ms={dt:.3f} loss={lv:.4f}", flush=True)
+    if prof is not None:
+        if cuda:
+            torch.cuda.synchronize()
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(a.profile)
+    med = statistics.median(times) if times else float("nan")
+    print(f"STEPS median_ms={med:.3f} n={len(times)} device={dev} ranges={how} profile={int(bool(a.profile))}",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
