@@ -412,6 +412,11 @@ class _Batch:
             g2_workers = max(1, min(total, self.cpus)) if "a4" in o.opts else 1
             self.g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
             self.g2_msm = HostMsm(self.cpus, thread_name_prefix="b_g2-part")
+            # First on the b_g2 pool: the G2 bases decoded (a lazy key query, about a second at 2^20) while the
+            # circuits synthesize in processes that leave this GIL free, not after, inside the first b_g2.
+            decode = getattr(self.pk.b_g2, "points", None)
+            if decode is not None:
+                self.g2_pool.submit(decode)
 
     def _submit_circuits(self) -> None:
         for i in range(self.total):
