@@ -244,3 +244,4 @@ def test_host_b_g2_bases_decode_once_while_synthesis_runs(tmp_path, key_dir, mon
     res = run_prove(ProveOptions(out_dir=tmp_path / "second", **opts))
     assert res.key_cached and res.verified == [True]
     assert waited == [True] and len(decodes) == 1 and decodes[0].startswith("b_g2-pool")
+    assert ("load_bases", "host") in res.phase_seconds  # the decode is a phase of its own in the trace
