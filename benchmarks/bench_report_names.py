@@ -1,14 +1,15 @@
 """``gputrace report`` on a trace of many distinct span names (one phase per span): time and peak memory.
 
-    .venv/bin/python benchmarks/bench_report_names.py [--names 1000000] [--repeats 3] [--file]
+    .venv/bin/python benchmarks/bench_report_names.py [--names 1000000] [--repeats 3] [--file] [--flat] [--only-file]
 
-Builds a flat Timeline column-wise (``--names`` host spans back to back, each its own name, under one
-``prove`` root), then times the report's three steps, each the median of ``--repeats``: the analysis
-(``analyse_timeline``), the ``--json`` document (``to_dict``) and the rendered tables (``render`` to a
-160-column console into a buffer), against a reference taken in the same run (``np.sort`` of the
-durations). Peak RSS is the process's high-water mark after all steps. ``--file`` also writes the trace
-as OTLP JSON lines and runs ``gputrace report FILE`` once in a subprocess (wall time and the child's
-own peak RSS): the whole command as a user runs it, reading included.
+Builds a Timeline column-wise (``--names`` host spans back to back, each its own name, under one
+``prove`` root; ``--flat``: no root), then times the report's three steps, each the median of
+``--repeats``: the analysis (``analyse_timeline``), the ``--json`` document (``to_dict``) and the
+rendered tables (``render`` to a 160-column console into a buffer), against a reference taken in the
+same run (``np.sort`` of the durations). Peak RSS is the process's high-water mark after all steps.
+``--file`` also writes the trace as OTLP JSON lines and runs ``gputrace report FILE`` once in a
+subprocess (wall time and the child's own peak RSS): the whole command as a user runs it, reading
+included.
 """
 
 from __future__ import annotations
@@ -27,11 +28,22 @@ import numpy as np
 from gputrace.timeline.model import Lane, Timeline
 
 
-def build(n: int, seed: int = 0) -> Timeline:
+def build(n: int, seed: int = 0, flat: bool = False) -> Timeline:
+    """``n`` spans back to back, each its own name, under one ``prove`` root (``flat``: no root, no parents)."""
     rng = np.random.default_rng(seed)
     dur = rng.integers(1_000, 50_000, size=n).astype(np.int64)
     start = np.concatenate([[0], np.cumsum(dur + 100)[:-1]]) + 1_700_000_000_000_000_000
     end = start + dur
+    if flat:
+        z = np.zeros(n, np.int32)
+        cols = dict(start=start, end=end, gpu_start=np.full(n, -1, np.int64), gpu_end=np.full(n, -1, np.int64),
+                    phase=np.arange(n, dtype=np.int32), lane=z.copy(), device=np.full(n, -1, np.int16),
+                    kind=np.zeros(n, np.int8), nbytes=np.full(n, -1, np.int64),
+                    span_id=np.arange(1, n + 1, dtype=np.uint64), parent_span_id=np.zeros(n, np.uint64),
+                    resource=z.copy(), trace=z.copy(), circuit=np.full(n, -1, np.int32),
+                    batch=np.full(n, -1, np.int32))
+        return Timeline.from_unsorted(cols, [f"op_{i:07d}" for i in range(n)], [Lane("h", 1, -1, "thread:main")],
+                                      [{"gputrace.run_id": "bench"}], ["ab" * 16])
     t0, t1 = int(start[0]) - 10, int(end[-1]) + 10
     start = np.concatenate([[t0], start])
     end = np.concatenate([[t1], end])
@@ -63,6 +75,7 @@ def main() -> None:
     ap.add_argument("--names", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--file", action="store_true", help="also run the report command on an OTLP file")
+    ap.add_argument("--flat", action="store_true", help="no prove root: every span a root of its own")
     ap.add_argument("--only-file", action="store_true", help="only the command on the file (no in-process steps)")
     a = ap.parse_args()
     from gputrace.analysis.report import analyse_timeline
@@ -70,7 +83,7 @@ def main() -> None:
     from gputrace.textsafe import console
 
     t = time.perf_counter()
-    tl = build(a.names)
+    tl = build(a.names, flat=a.flat)
     print(f"built {tl.n:,} spans, {len(tl.phases):,} names in {time.perf_counter() - t:.2f} s")
     if a.only_file:
         return run_file(tl)
@@ -96,7 +109,10 @@ def main() -> None:
 
 def run_file(tl: Timeline) -> None:
     """Write ``tl`` as OTLP JSON lines and time ``gputrace report`` on it in a child process."""
-    from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
+    try:
+        from gputrace.timeline.formats.otlp_jsonl.write import write_otlp_jsonl
+    except ImportError:  # the layout before the format folders (to measure an older checkout)
+        from gputrace.interop.otlp_file import write_otlp_jsonl  # type: ignore[no-redef]
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "names.jsonl"

@@ -16,7 +16,8 @@ import sys
 import gputrace
 
 #: Subcommand modules under gputrace.commands, in help order.
-COMMANDS: tuple[str, ...] = ("demo", "prove", "record", "verify", "view", "export", "import_", "report", "compare", "ab")
+COMMANDS: tuple[str, ...] = ("demo", "prove", "record", "verify", "view", "export", "import_", "report", "compare",
+                             "ab")
 
 
 class Parser(argparse.ArgumentParser):
@@ -24,15 +25,17 @@ class Parser(argparse.ArgumentParser):
     every subcommand: ``ab --switch A1`` must not be taken as ``--switches``), and an unknown option
     is reported by its subcommand's parser, with that subcommand's usage and the closest option."""
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]  # (argparse's overloads)
+    def parse_args(self, args=None, namespace=None):  # (argparse's overloads: the untyped form)
         ns, extras = self.parse_known_args(args, namespace)
         if extras:
             sub = self.subcommands.get(getattr(ns, "command", None) or "", self)
             hint = ""
             flags = [o for a in sub._actions for o in a.option_strings]
             typed = extras[0].split("=")[0]
-            close = [] if not typed.startswith("-") else (
-                [f for f in flags if f.startswith(typed) and typed.startswith("--")] or difflib.get_close_matches(typed, flags, n=1))
+            close: list[str] = []
+            if typed.startswith("-"):
+                close = ([f for f in flags if f.startswith(typed) and typed.startswith("--")]
+                         or difflib.get_close_matches(typed, flags, n=1))
             if close:
                 hint = f" (did you mean {' or '.join(close[:3])}?)"
             sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")

@@ -166,7 +166,7 @@ def union_by_group(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndar
     if (int(rank[-1]) + 1) * stride >= 2**62:
         # Too many groups for the offset trick: per-group loop (rare: hours x millions of groups).
         parts = [union_by_group(g[rank == r], s[rank == r], e[rank == r]) for r in np.unique(rank)]
-        return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
+        return tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[return-value]
     off = rank * stride - base
     ss, ee = s + off, e + off
     cm = np.maximum.accumulate(ee)

@@ -1,19 +1,24 @@
 """The GPU activity rows of a Timeline (kernels, copies, memsets, syncs; names: :mod:`gputrace.activity`).
 
 :func:`activity_index` finds them in one pass over ``Timeline.attrs`` and caches the result per Timeline
-object (a Timeline is immutable), so every analysis of one Timeline shares it. Pure; any thread (the cache
-is a dict of weak references: a race computes the index twice, never wrongly).
+object (a Timeline is immutable), so every analysis of one Timeline shares it. The pass (:func:`attr_scan`)
+also collects the rows that ``gputrace.analysis.api_calls`` needs (API calls, profiler rows, rows that are not
+phases), so a Timeline's attributes are walked once, and a ``RowAttrs`` row whose overlay holds none of the
+keys read is answered from its shared dict once per shared dict (a million kernel launches share a handful).
+Pure; any thread (the caches are dicts of weak references: a race computes twice, never wrongly).
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from gputrace.activity import ACTIVITY, STREAM
+from gputrace.activity import ACTIVITY, ROLE, STREAM
 from gputrace.timeline.model import Timeline
+from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
 KERNEL, MEMCPY, MEMSET, SYNC = 0, 1, 2, 3
 WHAT_NAMES = ("kernel", "memcpy", "memset", "sync")
@@ -49,28 +54,98 @@ class ActivityIndex:
         return m
 
 
+@dataclass(frozen=True)
+class AttrScan:
+    """What one pass over ``Timeline.attrs`` finds (see :func:`attr_scan`). ``act_rows``/``act_what``/
+    ``act_stream``: rows whose ``gputrace.activity`` is one of ``WHAT_NAMES``, ascending, with its code and
+    ``cuda.stream`` (-1 where absent or not an int); ``api``: rows with ``gputrace.role == "api"``;
+    ``profiler``: rows with ``gputrace.role == "profiler"``; ``tagged``: rows holding a ``gputrace.activity``
+    or a ``gputrace.role`` key (whatever its value). ``api``, ``profiler`` and ``tagged`` follow the
+    attributes' order."""
+
+    act_rows: np.ndarray
+    act_what: np.ndarray
+    act_stream: np.ndarray
+    api: np.ndarray
+    profiler: np.ndarray
+    tagged: np.ndarray
+
+
+def _classify(a) -> tuple:
+    """(activity code or None, stream, role, tagged) of one attribute Mapping: the per-row reference."""
+    w = a.get(ACTIVITY)
+    code = _WHAT_CODES.get(w) if w is not None else None
+    st = a.get(STREAM) if code is not None else None
+    return code, (st if isinstance(st, int) else -1), a.get(ROLE), (ACTIVITY in a or ROLE in a)
+
+
+_READ = (ACTIVITY, STREAM, ROLE)
+_SCANS: dict[int, tuple[weakref.ref, AttrScan]] = {}
+
+
+def attr_scan(tl: Timeline) -> AttrScan:
+    """One pass over ``tl.attrs`` (cached while ``tl`` lives). A ``RowAttrs``/``TemplateAttrs`` whose overlay
+    keys hold none of the keys read gives what its shared dict gives (its ``get`` and ``in`` fall through to
+    it), so it is classified once per shared dict; any other row is classified itself."""
+    hit = _SCANS.get(id(tl))
+    if hit is not None and hit[0]() is tl:
+        return hit[1]
+    rows: list[int] = []
+    codes: list[int] = []
+    streams: list[int] = []
+    api: list[int] = []
+    prof: list[int] = []
+    tagged: list[int] = []
+    by_shared: dict[int, tuple] = {}  # id(shared dict) -> _classify(shared dict); all alive in tl.attrs
+    plain_keys: dict[int, bool] = {}  # id(overlay keys tuple) -> it holds none of _READ
+    overlaid = (RowAttrs, TemplateAttrs)
+    attrs: dict[int, Any] = tl.attrs  # dicts, RowAttrs, TemplateAttrs (any Mapping)
+    for r, a in attrs.items():
+        if type(a) in overlaid:
+            ks = a.keys_
+            plain = plain_keys.get(id(ks))
+            if plain is None:
+                plain = plain_keys[id(ks)] = not any(k in ks for k in _READ)
+            if plain:
+                sh = a.shared
+                res = by_shared.get(id(sh))
+                if res is None:
+                    res = by_shared[id(sh)] = _classify(sh)
+            else:
+                res = _classify(a)
+        else:
+            res = _classify(a)
+        code, st, role, tag = res
+        if code is not None:
+            rows.append(r)
+            codes.append(code)
+            streams.append(st)
+        if tag:
+            tagged.append(r)
+            if role == "api":
+                api.append(r)
+            elif role == "profiler":
+                prof.append(r)
+    r_ = np.asarray(rows, np.int64)
+    o = np.argsort(r_, kind="stable")
+    scan = AttrScan(r_[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o],
+                    np.asarray(api, np.int64), np.asarray(prof, np.int64), np.asarray(tagged, np.int64))
+    for k in [k for k, (ref, _) in _SCANS.items() if ref() is None]:
+        _SCANS.pop(k, None)
+    _SCANS[id(tl)] = (weakref.ref(tl), scan)
+    return scan
+
+
 _CACHE: dict[int, tuple[weakref.ref, ActivityIndex]] = {}
 
 
 def activity_index(tl: Timeline) -> ActivityIndex:
-    """Activity rows of ``tl`` (one pass over ``tl.attrs``; cached while ``tl`` lives)."""
+    """Activity rows of ``tl`` (from :func:`attr_scan`; cached while ``tl`` lives)."""
     hit = _CACHE.get(id(tl))
     if hit is not None and hit[0]() is tl:
         return hit[1]
-    rows, codes, streams = [], [], []
-    get = _WHAT_CODES.get
-    for r, a in tl.attrs.items():
-        w = a.get(ACTIVITY)
-        if w is not None:
-            c = get(w)
-            if c is not None:
-                rows.append(r)
-                codes.append(c)
-                s = a.get(STREAM)
-                streams.append(s if isinstance(s, int) else -1)
-    r = np.asarray(rows, np.int64)
-    o = np.argsort(r, kind="stable")
-    r, w, st = r[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o]
+    scan = attr_scan(tl)
+    r, w, st = scan.act_rows, scan.act_what, scan.act_stream
     c = tl.cols
     has = (c["gpu_start"][r] >= 0) & (c["gpu_end"][r] >= c["gpu_start"][r])
     idx = ActivityIndex(r, w, np.where(has, c["gpu_start"][r], c["start"][r]),

@@ -7,7 +7,9 @@ Nsight and Kineto readers put them there), framework operators (``"op"``: Kineto
 profiler bookkeeping (``"profiler"``). The Phases table lists only phases; API calls get
 :func:`api_call_table`.
 
-Pure; any thread. :func:`phase_mask` is cached per Timeline object, as ``activity_index`` is.
+Pure; any thread. The attributes are read by one pass shared with ``activity_index``
+(``gputrace.analysis.activity_index.attr_scan``); :func:`phase_mask` is cached per Timeline object, as
+``activity_index`` is.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import weakref
 import numpy as np
 
 from gputrace import activity as A
+from gputrace.analysis.activity_index import attr_scan
 from gputrace.timeline.model import Timeline
 
 _CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
@@ -28,13 +31,8 @@ def api_rows(tl: Timeline) -> np.ndarray:
     api_lanes = [i for i, ln in enumerate(tl.lanes) if ln.name.startswith(A.API_LANE_PREFIX)]
     if api_lanes:
         m |= np.isin(tl.cols["lane"], np.asarray(api_lanes))
-    for r, a in tl.attrs.items():
-        if a.get(A.ROLE) == "api":
-            m[r] = True
+    m[attr_scan(tl).api] = True
     return m
-
-
-_PROF: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 
 
 def profiler_rows(tl: Timeline) -> np.ndarray:
@@ -43,14 +41,7 @@ def profiler_rows(tl: Timeline) -> np.ndarray:
     (others: an empty array, without a pass over the attributes); cached while ``tl`` lives."""
     if not any(res.get(A.SOURCE) == "kineto" for res in tl.resources):
         return np.zeros(0, np.int64)
-    hit = _PROF.get(id(tl))
-    if hit is not None and hit[0]() is tl:
-        return hit[1]
-    rows = np.asarray([r for r, a in tl.attrs.items() if a.get(A.ROLE) == "profiler"], np.int64)
-    for k in [k for k, (ref, _) in _PROF.items() if ref() is None]:
-        _PROF.pop(k, None)
-    _PROF[id(tl)] = (weakref.ref(tl), rows)
-    return rows
+    return attr_scan(tl).profiler
 
 
 def phase_mask(tl: Timeline) -> np.ndarray:
@@ -59,9 +50,7 @@ def phase_mask(tl: Timeline) -> np.ndarray:
     if hit is not None and hit[0]() is tl:
         return hit[1]
     m = ~api_rows(tl)
-    for r, a in tl.attrs.items():
-        if A.ACTIVITY in a or A.ROLE in a:
-            m[r] = False
+    m[attr_scan(tl).tagged] = False
     for k in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
         _CACHE.pop(k, None)
     _CACHE[id(tl)] = (weakref.ref(tl), m)

@@ -44,7 +44,7 @@ class CriticalPath:
     def by_phase(self, tl: Timeline) -> list[tuple[str, int]]:
         """(phase name, ns on the path), largest first."""
         ids, ns = self.phase_ns(tl)
-        return [(tl.phases[p], n) for p, n in zip(ids.tolist(), ns.tolist())]
+        return [(tl.phases[p], n) for p, n in zip(ids.tolist(), ns.tolist(), strict=True)]
 
     def describe(self, tl: Timeline) -> str:
         parts = [f"{p} {fmt_ns(ns)} ({ns / max(self.total_ns, 1):.0%})" for p, ns in self.by_phase(tl)[:5]]
@@ -117,7 +117,9 @@ def critical_path(tl: Timeline, root: int | None = None, index: ChildIndex | Non
         a, b = int(ix.offsets[v]), int(ix.offsets[v + 1])
         if depth > 256 or a == b:
             if t > s:
-                rows.append(v), ss.append(s), es.append(t)
+                rows.append(v)
+                ss.append(s)
+                es.append(t)
             return
         kids = ix.kids[a:b]
         ks, ke = ix.s[kids], ix.e[kids]
@@ -132,7 +134,9 @@ def critical_path(tl: Timeline, root: int | None = None, index: ChildIndex | Non
             # and every chosen child moves t to its own start, so a child is never chosen twice).
             j = int(KS.searchsorted(t, "left"))
             if j == 0:
-                rows.append(v), ss.append(s), es.append(t)
+                rows.append(v)
+                ss.append(s)
+                es.append(t)
                 return
             if pm[j - 1] >= t:  # some child covers t: the earliest-starting of those (the first with pm >= t)
                 i = int(pm.searchsorted(t, "left"))
@@ -141,7 +145,9 @@ def critical_path(tl: Timeline, root: int | None = None, index: ChildIndex | Non
             c = int(o[i])
             k = int(min(ke[c], t))
             if k < t:
-                rows.append(v), ss.append(k), es.append(t)
+                rows.append(v)
+                ss.append(k)
+                es.append(t)
             walk(int(kids[c]), k, depth + 1)
             t = max(int(ks[c]), s)
 
@@ -167,7 +173,9 @@ def critical_path_summary(tl: Timeline, max_roots: int = 1000) -> list[dict]:
         cp = critical_path(tl, r, ix)
         total += cp.total_ns
         i, n = cp.phase_ns(tl)
-        ids.append(i), nss.append(n)
+        ids.append(i)
+        nss.append(n)
     pid_, ns_ = _ranked(np.concatenate(ids), np.concatenate(nss), len(tl.phases))
     names = tl.phases
-    return [{"phase": names[p], "ns": n, "share": n / total if total else 0.0} for p, n in zip(pid_.tolist(), ns_.tolist())]
+    return [{"phase": names[p], "ns": n, "share": n / total if total else 0.0}
+            for p, n in zip(pid_.tolist(), ns_.tolist(), strict=True)]

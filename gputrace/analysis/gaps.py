@@ -123,7 +123,8 @@ class IdleGaps:
             start=int(self.start[i]),
             end=int(self.end[i]),
             edge=EDGE_NAMES[int(self.edge[i])],
-            host_activity=[(self.phases[int(p)], int(ns)) for p, ns in zip(self.act_phase[a:b], self.act_ns[a:b])],
+            host_activity=[(self.phases[int(p)], int(ns))
+                           for p, ns in zip(self.act_phase[a:b], self.act_ns[a:b], strict=True)],
             measured=bool(self.has_activity[i]) if len(self.has_activity) else True,
         )
 
@@ -137,14 +138,15 @@ class IdleGaps:
     def idle_by_device(self) -> dict[int, int]:
         """Total idle ns per device index (all runs and hosts together)."""
         out: dict[int, int] = {}
-        for dv, du in zip(self.device.tolist(), self.duration.tolist()):
+        for dv, du in zip(self.device.tolist(), self.duration.tolist(), strict=True):
             out[dv] = out.get(dv, 0) + du
         return out
 
 
 def _empty(tl: Timeline, hosts: list[str], runs: list[str]) -> IdleGaps:
     z = np.zeros(0, np.int64)
-    return IdleGaps(z, z, z, z, z, z, np.zeros(1, np.int64), z, z, list(tl.phases), hosts, runs, has_activity=np.zeros(0, bool))
+    return IdleGaps(z, z, z, z, z, z, np.zeros(1, np.int64), z, z, list(tl.phases), hosts, runs,
+                    has_activity=np.zeros(0, bool))
 
 
 def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activity_for: int | None = 20_000) -> IdleGaps:
@@ -211,7 +213,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         phases=list(tl.phases),
         hosts=hosts,
         runs=runs,
-        groups=[(runs[int(r)], hosts[int(h)], int(d)) for r, h, d in zip(g_run, g_host, g_dev)],
+        groups=[(runs[int(r)], hosts[int(h)], int(d)) for r, h, d in zip(g_run, g_host, g_dev, strict=True)],
         busy_ns=busy,
         has_activity=has_act,
         kernel_basis=activity_index(tl).mask(tl.n)[grow],

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,7 @@ from gputrace.analysis.activity_index import (  # noqa: F401 (re-exported: the n
 )
 from gputrace.analysis.launch_host import host_in_holes, thread_keys
 from gputrace.timeline.model import Timeline
+
 
 # ---- device busy / idle --------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
             with_activity.add(key)
             window = int(rmax[key[0]] - rmin[key[0]])
             out.append(DeviceBusy(runs[key[0]], hosts[key[1]], key[2], basis, window, int(busy[g]), int(kern[g]),
-                                  max(window - int(busy[g]), 0), int(counts[0][g]), int(counts[1][g]), int(counts[2][g])))
+                                  max(window - int(busy[g]), 0), int(counts[0][g]), int(counts[1][g]),
+                                  int(counts[2][g])))
     out.sort(key=lambda d: (d.run, d.host, d.device))
     return out
 
@@ -174,7 +177,8 @@ class LaunchGaps:
         if not len(self.row):
             return np.zeros(0, np.int64)
         counts = np.diff(self.hole_offsets)
-        return np.bincount(np.repeat(np.arange(len(self.row)), counts), weights=(self.hole_end - self.hole_start).astype(np.float64),
+        return np.bincount(np.repeat(np.arange(len(self.row)), counts),
+                           weights=(self.hole_end - self.hole_start).astype(np.float64),
                            minlength=len(self.row)).astype(np.int64)
 
     @cached_property
@@ -194,7 +198,8 @@ class LaunchGaps:
             "bracket_ns": int(self.bracket_ns[i]), "window_ns": int(self.window_end[i] - self.window_start[i]),
             "busy_ns": int(self.busy_ns[i]), "kernel_ns": int(self.kernel_ns[i]), "kernels": int(self.kernels[i]),
             "gap_ns": int(self.gap_ns[i]), "holes": int(self.hole_offsets[i + 1] - self.hole_offsets[i]),
-            "host_activity": [{"phase": self.phases[int(p)], "ns": int(n)} for p, n in zip(self.act_phase[a:b], self.act_ns[a:b])],
+            "host_activity": [{"phase": self.phases[int(p)], "ns": int(n)}
+                              for p, n in zip(self.act_phase[a:b], self.act_ns[a:b], strict=True)],
             "unattributed_ns": int(self.unattributed_ns[i]) if self.thread_known[i] else None,
         }
 
@@ -221,7 +226,7 @@ class LaunchGaps:
             if self.thread_known[i]:
                 d["unattributed_ns"] = (d["unattributed_ns"] or 0) + int(self.unattributed_ns[i])
             a, b = int(self.act_offsets[i]), int(self.act_offsets[i + 1])
-            for p, n in zip(self.act_phase[a:b].tolist(), self.act_ns[a:b].tolist()):
+            for p, n in zip(self.act_phase[a:b].tolist(), self.act_ns[a:b].tolist(), strict=True):
                 d["_act"][p] = d["_act"].get(p, 0) + n
         out = []
         for d in acc.values():
@@ -309,7 +314,7 @@ def _idle_in_windows(a_key, a_s, a_e, w_key, w_s, w_e):
     ig = np.concatenate([gg, ug[first], ug[last]])
     i_s = np.concatenate([gs, np.full(int(first.sum()), -big, np.int64), ue[last]])
     i_e = np.concatenate([ge, us[first], np.full(int(last.sum()), big, np.int64)])
-    parts = ([], [], [])
+    parts: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
     for k in np.unique(w_key).tolist():
         wi = np.flatnonzero(w_key == k)
         ii = np.flatnonzero(ig == k)
@@ -340,7 +345,8 @@ def _reorder_csr(offsets: np.ndarray, order: np.ndarray, *vals: np.ndarray):
 def _empty(tl: Timeline) -> LaunchGaps:
     z = np.zeros(0, np.int64)
     one = np.zeros(1, np.int64)
-    return LaunchGaps(z, z, z, z, z, np.zeros(0, bool), z, z, z, z, z, one, z, z, one, z, z, z, np.zeros(0, bool), list(tl.phases))
+    return LaunchGaps(z, z, z, z, z, np.zeros(0, bool), z, z, z, z, z, one, z, z, one, z, z, z, np.zeros(0, bool),
+                      list(tl.phases))
 
 
 def bracket_only_phases(tl: Timeline, gaps: LaunchGaps) -> list[dict]:
@@ -353,11 +359,12 @@ def bracket_only_phases(tl: Timeline, gaps: LaunchGaps) -> list[dict]:
     has[idx.rows] = False
     rows = np.flatnonzero(has)
     acc: dict[tuple[int, int], list[int]] = {}
-    for p, d, ns in zip(c["phase"][rows].tolist(), c["device"][rows].tolist(), (c["gpu_end"][rows] - c["gpu_start"][rows]).tolist()):
+    bracket = (c["gpu_end"][rows] - c["gpu_start"][rows]).tolist()
+    for p, d, ns in zip(c["phase"][rows].tolist(), c["device"][rows].tolist(), bracket, strict=True):
         a = acc.setdefault((p, d), [0, 0])
         a[0] += 1
         a[1] += ns
-    out = [{"phase": tl.phases[p], "device": d, "basis": BRACKETS, "instances": n, "bracket_ns": ns}
-           for (p, d), (n, ns) in acc.items()]
+    out: list[dict[str, Any]] = [{"phase": tl.phases[p], "device": d, "basis": BRACKETS, "instances": n,
+                                  "bracket_ns": ns} for (p, d), (n, ns) in acc.items()]
     out.sort(key=lambda r: -r["bracket_ns"])
     return out

@@ -50,7 +50,7 @@ def copy_table(tl: Timeline, idx: ActivityIndex | None = None, pin_switches=PIN_
     asked = _pin_asked(tl, pin_switches)
     acc: dict[tuple, list] = {}
     res = tl.cols["resource"]
-    for r, d, nb in zip(rows.tolist(), (e - s).tolist(), tl.cols["nbytes"][rows].tolist()):
+    for r, d, nb in zip(rows.tolist(), (e - s).tolist(), tl.cols["nbytes"][rows].tolist(), strict=True):
         a = tl.attrs.get(r, {})
         pin = bool(asked[int(res[r])]) if 0 <= int(res[r]) < len(asked) else False
         key = (_phase_name(tl, r), int(tl.cols["device"][r]), a.get(A.MEMCPY_KIND, "unknown"),
@@ -115,14 +115,16 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
             busy = int((seg_e - seg_s).sum())
         last = int(d_e[sel].max()) if len(sel) else s0
         names: dict[str, int] = {}
-        for rr, ns in zip(d_rows[sel].tolist(), (np.minimum(d_e[sel], e0) - np.maximum(d_s[sel], s0)).tolist()):
+        inside = (np.minimum(d_e[sel], e0) - np.maximum(d_s[sel], s0)).tolist()
+        for rr, ns in zip(d_rows[sel].tolist(), inside, strict=True):
             if tl.attrs.get(rr, {}).get(A.ACTIVITY) == "kernel":
                 n = tl.name_of(rr)
                 names[n] = names.get(n, 0) + ns
         out.append({"row": r, "type": st, "device": dev, "stream": None if stream is None else int(stream),
                     "start": s0, "wait_ns": e0 - s0, "gpu_busy_ns": busy, "work": int(len(sel)),
                     "after_gpu_ns": max(e0 - max(last, s0), 0),
-                    "kernels": [{"name": n, "ns": ns} for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top_kernels]],
+                    "kernels": [{"name": n, "ns": ns}
+                                for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top_kernels]],
                     "phase": _phase_name(tl, r), "basis": KERNELS})
     out.sort(key=lambda w: -w["wait_ns"])
     return out

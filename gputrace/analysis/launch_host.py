@@ -14,6 +14,7 @@ import numpy as np
 from gputrace.analysis._common import climb, offsets_from_counts, pair_overlaps, uncovered
 from gputrace.timeline.model import Timeline
 
+
 def thread_keys(tl: Timeline, act_mask: np.ndarray) -> np.ndarray:
     """Row -> launching-thread key (index of (host, pid, thread lane name)), or -1.
 

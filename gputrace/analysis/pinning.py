@@ -70,7 +70,8 @@ class PinningReport:
         if self.pin_bytes > 0:
             parts.append(f"for {self.pin_bytes / GIB:.3g} GiB ({fmt_ns(self.pin_ns_per_gib)}/GiB to pin)")
         if self.h2d_count and self.h2d_bytes > 0:
-            parts.append(f"bought h2d of {self.h2d_bytes / GIB:.3g} GiB in {fmt_ns(self.h2d_ns)} at {self.h2d_gbps:.3g} GB/s")
+            parts.append(f"bought h2d of {self.h2d_bytes / GIB:.3g} GiB in {fmt_ns(self.h2d_ns)} "
+                         f"at {self.h2d_gbps:.3g} GB/s")
             parts.append(f"break-even: pays off only if pageable copies run below {self.effective_gbps:.3g} GB/s")
         elif self.h2d_count:
             parts.append(f"h2d took {fmt_ns(self.h2d_ns)} (bytes not recorded: no bandwidth or break-even)")
@@ -144,7 +145,8 @@ def pinning_economics(tl: Timeline, pageable_gbps: float | None = None) -> list[
         return []
     dev = np.where(c["device"] < 0, -1, c["device"]).astype(np.int64)
     devices = sorted(set(dev[any_].tolist()))
-    out = [_report(d, c, pin & (dev == d), unpin & (dev == d), h2d & (dev == d), h2d_dur, pageable_gbps) for d in devices]
+    out = [_report(d, c, pin & (dev == d), unpin & (dev == d), h2d & (dev == d), h2d_dur, pageable_gbps)
+           for d in devices]
     if len(devices) > 1:
         out.append(_report(None, c, pin, unpin, h2d, h2d_dur, pageable_gbps))
     return out
@@ -167,5 +169,6 @@ def pinning_summary(reports: list[PinningReport], wall_ns: int) -> str:
     if tot.h2d_bytes > 0 and not np.isnan(tot.effective_gbps):
         line += f"; pays off only if pageable h2d runs below {tot.effective_gbps:.3g} GB/s"
     if not np.isnan(tot.net_ns):
-        line += f"; at {tot.pageable_gbps:.3g} GB/s pageable it {'saved' if tot.net_ns >= 0 else 'lost'} {fmt_ns(abs(tot.net_ns))}"
+        verdict = "saved" if tot.net_ns >= 0 else "lost"
+        line += f"; at {tot.pageable_gbps:.3g} GB/s pageable it {verdict} {fmt_ns(abs(tot.net_ns))}"
     return line

@@ -98,7 +98,8 @@ class DeviceIdle:
     def to_dict(self) -> dict:
         share = self.idle_share
         return {"device": self.device, "busy_ns": self.busy_ns, "idle_ns": self.idle_ns,
-                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns, "basis": self.basis}
+                "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns,
+                "basis": self.basis}
 
 
 @dataclass
@@ -191,7 +192,7 @@ def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
     busy: dict[int, int] = {}
     bases: dict[int, set] = {}
     kb = gaps.kernel_basis.tolist() if len(gaps.kernel_basis) == len(gaps.groups) else [False] * len(gaps.groups)
-    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb):
+    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb, strict=True):
         busy[dev] = busy.get(dev, 0) + int(b)
         bases.setdefault(dev, set()).add("kernels" if k else "brackets")
     idle, count, longest = {}, {}, {}

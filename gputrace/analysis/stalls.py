@@ -77,7 +77,7 @@ def _grouped(keys: list[np.ndarray], lost: np.ndarray, start: np.ndarray, end: n
     gid, _ = group_ids(*keys, size)
     order = np.lexsort((-lost, gid))
     bounds = np.flatnonzero(np.r_[True, gid[order][1:] != gid[order][:-1], True])
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         idx = order[a:b]
         vals = lost[idx]
         yield idx, int(vals.sum()), int(np.median(vals)), int(idx[0]), int(start[idx].min()), int(end[idx].max())
@@ -212,7 +212,8 @@ def launch_stalls(tl: Timeline, g: LaunchGaps) -> list[Stall]:
         i = int(sel[big])
         busy, bracket = int(g.busy_ns[members].sum()), int(g.bracket_ns[members].sum())
         kernels = int(g.kernels[members].sum())
-        basis = "cuda events" if g.bracket_basis[members].all() else "host" if not g.bracket_basis[members].any() else "mixed"
+        bb = g.bracket_basis[members]
+        basis = "cuda events" if bb.all() else "host" if not bb.any() else "mixed"
         text = (f"{g.phases[int(g.phase[i])]} GPU {int(g.device[i])}{_in(tl, int(pp[big]))}: launch gaps "
                 f"{_times(each, len(idx), total)} (GPU busy {fmt_ns(busy)} of {fmt_ns(bracket)} {basis} bracket, "
                 f"{kernels:,} kernels){_host_in_holes(g, members)}")

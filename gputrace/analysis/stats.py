@@ -6,8 +6,8 @@ take tens of milliseconds. Safe to call from any thread (reads the Timeline only
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -152,7 +152,7 @@ class PhaseTable:
             "gpu_median_ns": self.gpu_median_ns[sl].tolist(), "gpu_p95_ns": self.gpu_p95_ns[sl].tolist(),
         }
         keys = list(cols)
-        return [dict(zip(keys, vals)) for vals in zip(*cols.values())]
+        return [dict(zip(keys, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
 
 
 def phase_table(tl: Timeline, by_device: bool = True, rows: np.ndarray | None = None) -> PhaseTable:

@@ -14,6 +14,7 @@ measured from GPU activity spans (`gpu_activity`), not from child spans. Pure nu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,18 +50,20 @@ class Unattributed:
 
     def pieces(self, i: int) -> list[tuple[int, int]]:
         a, b = int(self.piece_offsets[i]), int(self.piece_offsets[i + 1])
-        return list(zip(self.piece_start[a:b].tolist(), self.piece_end[a:b].tolist()))
+        return list(zip(self.piece_start[a:b].tolist(), self.piece_end[a:b].tolist(), strict=True))
 
     def by_path(self, tl: Timeline) -> list[dict]:
         """Totals per phase path (``prove/ntt``): ``{"path", "count", "duration_ns",
         "unattributed_ns", "fraction"}``, largest first. ``tl`` is the Timeline analysed."""
         acc: dict[str, list[int]] = {}
-        for r, d, u in zip(self.row.tolist(), self.duration_ns.tolist(), self.unattributed_ns.tolist()):
+        for r, d, u in zip(self.row.tolist(), self.duration_ns.tolist(), self.unattributed_ns.tolist(), strict=True):
             a = acc.setdefault(tl.path(r), [0, 0, 0])
             a[0] += 1
             a[1] += d
             a[2] += u
-        out = [{"path": p, "count": c, "duration_ns": d, "unattributed_ns": u, "fraction": u / d if d else 0.0} for p, (c, d, u) in acc.items()]
+        out: list[dict[str, Any]] = [
+            {"path": p, "count": c, "duration_ns": d, "unattributed_ns": u, "fraction": u / d if d else 0.0}
+            for p, (c, d, u) in acc.items()]
         out.sort(key=lambda x: -x["unattributed_ns"])
         return out
 
@@ -95,7 +98,8 @@ def unattributed_time(tl: Timeline, min_ns: int = 0, min_fraction: float = 0.0, 
     kids = np.flatnonzero(par >= 0)
     prow, pstart, pend = uncovered(tl, has_kids, kids, cs, ce)
     dur_all = c["end"] - c["start"]
-    un = np.bincount(prow, weights=(pend - pstart).astype(np.float64), minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
+    un = (np.bincount(prow, weights=(pend - pstart).astype(np.float64), minlength=n).astype(np.int64) if n
+          else np.zeros(0, np.int64))
     rows = np.flatnonzero(has_kids)
     u = un[rows]
     d = dur_all[rows]

@@ -43,7 +43,8 @@ class HostWaits:
         """Totals per (kind, phase, device): ``{"kind", "phase", "device", "count", "wait_ns"}``,
         largest ``wait_ns`` first."""
         acc: dict[tuple, list[int]] = {}
-        for k, p, d, w in zip(self.kind.tolist(), self.phase.tolist(), self.device.tolist(), self.wait_ns.tolist()):
+        cols = (self.kind.tolist(), self.phase.tolist(), self.device.tolist(), self.wait_ns.tolist())
+        for k, p, d, w in zip(*cols, strict=True):
             a = acc.setdefault((WAIT_KIND_NAMES[k], self.phases[p], d), [0, 0])
             a[0] += 1
             a[1] += w

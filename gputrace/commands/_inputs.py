@@ -15,7 +15,8 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     """All of ``paths`` merged into one Timeline by the entrance, :func:`gputrace.timeline.load.read_any`
     (OTLP JSONL, nsys SQLite or Chrome JSON, by content).
 
-    Returns None after printing ``gputrace <command>: <reason>`` (control characters made visible) to stderr when a file cannot be read
+    Returns None after printing ``gputrace <command>: <reason>`` (control characters made visible) to stderr when a
+    file cannot be read
     (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
     caller then exits with status 1. With ``lenient``, what was skipped is printed to stderr
     (``gputrace <command>: --lenient skipped 2 lines skipped, ...``). Raises nothing else.

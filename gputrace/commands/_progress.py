@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from typing import TextIO
 
 #: Inputs with fewer spans, or smaller files, are quick: no progress lines.
 MIN_SPANS = 100_000

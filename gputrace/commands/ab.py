@@ -138,7 +138,8 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         from gputrace.analysis.ab.abtest import e2e_row
 
         t = Table(title="One switch at a time (end to end)", title_justify="left")
-        for col in ("switch", "alone vs none", "verdict", "all vs all-without", "verdict", "interaction?"):
+        for col in ("switch", "alone vs none (HL shift)", "verdict", "all vs all-without (HL shift)", "verdict",
+                    "interaction?"):
             t.add_column(col)
         for f in rep.switch_findings:
             a = e2e_row(f.alone) if f.alone else None

@@ -11,8 +11,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import TYPE_CHECKING
 
 from gputrace.textsafe import console, markup, rich_text, visible
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 REGRESSION_EXIT = 3
 UNDECIDED_EXIT = 4
@@ -51,7 +55,8 @@ def parse_confidence(text: str) -> float:
 
 def add_stat_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``compare`` and ``ab``."""
-    p.add_argument("--confidence", type=parse_confidence, default=0.95, help="confidence of the intervals (default 95%%)")
+    p.add_argument("--confidence", type=parse_confidence, default=0.95,
+                   help="confidence of the intervals (default 95%%)")
     p.add_argument("--equivalence", type=parse_fraction, default=0.02,
                    help="an interval inside ±this is called unchanged (default 2%%)")
     p.add_argument("--warmup", type=int, default=0, help="discard the first K runs of each side (by start time)")
@@ -112,8 +117,9 @@ CHANGED = ("slower", "faster", "new", "gone")
 #: The comparison table's columns before the shift and its interval, and after them. ``diff`` and
 #: ``change`` are the medians' difference and ratio (so a doubling reads +100 %); the verdict uses
 #: the Hodges-Lehmann shift and its interval, shown beside them as what they are.
-COLUMNS = (("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
-           ("diff", "right"), ("change", "right"), ("p", "right"), ("verdict", "left"))
+COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("phase", "left"), ("device", "left"), ("clock", "left"), ("baseline", "right"), ("variant", "right"),
+    ("diff", "right"), ("change", "right"), ("p", "right"), ("verdict", "left"))
 LEGEND = ("baseline, variant: medians; diff, change: variant median vs baseline median; HL shift: the "
           "Hodges-Lehmann estimate (median of pairwise differences) that the interval and verdict use")
 
@@ -150,8 +156,9 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
 
     env = res.environment
     if env.warnings:
-        console.print(Panel(rich_text("\n".join(visible(w) for w in env.warnings)), title="[bold]WARNING: the runs' environments differ[/]",
-                            border_style="bold red", style="red"))
+        console.print(Panel(rich_text("\n".join(visible(w) for w in env.warnings)),
+                            title="[bold]WARNING: the runs' environments differ[/]", border_style="bold red",
+                            style="red"))
     if env.config_diffs:
         console.print(rich_text(f"configuration: {env.config_summary()}"))
     nb, nv = len(res.base_labels), len(res.variant_labels)
@@ -168,7 +175,8 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
                   f"changes within ±{res.equivalence:.0%} are never called slower/faster")
     if res.undecidable:
         console.print(f"[bold magenta]N too small to decide: with {nb} vs {nv} runs the smallest possible p is "
-                      f"{res.min_p:.3g}, above the {res.smallest_threshold:.3g} any call needs ({res.correction}, {res.tested_rows} rows); "
+                      f"{res.min_p:.3g}, above the {res.smallest_threshold:.3g} any call needs "
+                      f"({res.correction}, {res.tested_rows} rows); "
                       f"add runs.[/]")
     elif res.phases_undecidable:
         console.print(f"[magenta]phase rows cannot be called with {nb} vs {nv} runs (smallest possible p "
@@ -176,13 +184,14 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
                       f"the end-to-end rows can. Add runs to name phases.[/]")
     for side, emu in res.emulated.items():
         if emu:
-            console.print(rich_text(f"emulated costs in the {'baseline' if side == 'base' else 'variant'} runs: "
-                                    + ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in emu.items()),
-                                    style="bold yellow"))
+            what = ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in emu.items())
+            which = "baseline" if side == "base" else "variant"
+            console.print(rich_text(f"emulated costs in the {which} runs: " + what, style="bold yellow"))
     t = Table(title=rich_text(title), title_justify="left")  # (ab passes variant labels)
     ival = (f"{res.row_confidence:.4g} interval" if res.row_confidence != res.confidence
             else f"{res.confidence:.0%} interval")
-    for col, j in COLUMNS[:7] + (("HL shift", "right"), (ival, "right")) + COLUMNS[7:]:
+    shift_cols: tuple[tuple[str, JustifyMethod], ...] = (("HL shift", "right"), (ival, "right"))
+    for col, j in COLUMNS[:7] + shift_cols + COLUMNS[7:]:
         t.add_column(col, justify=j, no_wrap=col != "phase")
     rows = [r for r in res.rows if not only_changed or r.verdict in CHANGED or r.path.startswith("(")]
     for r in rows[:top]:
@@ -259,7 +268,8 @@ def gate(res, threshold: float | None, min_time_s: float, console, allow_undecid
 def dump_json(doc) -> None:
     import orjson
 
-    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    sys.stdout.buffer.write(orjson.dumps(doc, option=opts) + b"\n")
 
 
 def run(args) -> int:
@@ -269,8 +279,8 @@ def run(args) -> int:
     try:
         bt, bl = load_runs(args.base, args.lenient)
         vt, vl = load_runs(args.vs, args.lenient)
-        bm = [run_measures(t, lab) for t, lab in zip(bt, bl)]
-        vm = [run_measures(t, lab) for t, lab in zip(vt, vl)]
+        bm = [run_measures(t, lab) for t, lab in zip(bt, bl, strict=True)]
+        vm = [run_measures(t, lab) for t, lab in zip(vt, vl, strict=True)]
         if args.paired:
             if len(bm) != len(vm):
                 raise ValueError(f"--paired needs as many baseline as variant runs ({len(bm)} vs {len(vm)})")

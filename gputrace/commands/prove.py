@@ -27,7 +27,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=1, help="devices (CPU backend: worker lanes) (default 1)")
     p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto", help="default auto")
     p.add_argument("--opt", default="none", help="switches (comma list): the seed's a1,a2,a4,b1,d4 and the GPU "
-                   "regression switches pageable,reload,g2end,syncmsm,windows,null (docs/prover.md); all (the seed's five) or none")
+                   "regression switches pageable,reload,g2end,syncmsm,windows,null (docs/prover.md); "
+                   "all (the seed's five) or none")
     p.add_argument("--trace", type=Path, default=None, help="write the trace here (OTLP JSON lines)")
     p.add_argument("--otlp", default=None, help="also export over OTLP (grpc, http or an endpoint URL)")
     p.add_argument("--out", type=Path, default=Path("gputrace-out"), help="output directory (default gputrace-out)")
@@ -97,8 +98,22 @@ def options_from_args(args):
     )
 
 
+def lane_column(label: str) -> str:
+    """The summary's column name for a prover lane label, in the names ``report`` and the TUI use
+    (``gputrace.analysis.lanes``): ``host`` -> ``CPU``, ``cpu:N`` (a CPU-backend worker lane) ->
+    ``CPU thread:cpu-worker-N``, ``cuda:N`` -> ``GPU N``."""
+    kind, _, index = label.partition(":")
+    if label == "host":
+        return "CPU"
+    if kind == "cpu" and index:
+        return f"CPU thread:cpu-worker-{index}"
+    if kind == "cuda" and index:
+        return f"GPU {index}"
+    return label
+
+
 def summary_table(result):
-    """A rich Table: phases as rows, device labels as columns, seconds in cells."""
+    """A rich Table: phases as rows, lanes as columns (named as ``report`` names them), seconds in cells."""
     from rich.table import Table
 
     from gputrace.phases import PHASES
@@ -110,7 +125,7 @@ def summary_table(result):
     t = Table(title=f"per-phase seconds ({result.backend}, {result.constraints} constraints/circuit)")
     t.add_column("phase")
     for lab in labels:
-        t.add_column(lab, justify="right")
+        t.add_column(lane_column(lab), justify="right")
     for n in order:
         secs = result.phase_seconds
         t.add_row(n, *(f"{secs[(n, lab)]:.3f}" if (n, lab) in secs else "" for lab in labels))

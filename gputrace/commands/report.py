@@ -8,8 +8,12 @@ import argparse
 import math
 import re
 import sys
+from typing import TYPE_CHECKING, Any
 
 from gputrace.textsafe import rich_text
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 #: Phase-table rows printed by default (largest total first); a line says how many more there are.
 PHASE_ROWS = 40
@@ -35,7 +39,8 @@ def register(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (OTLP JSON lines, Chrome JSON, nsys SQLite)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    p.add_argument("--no-by-device", dest="by_device", action="store_false", help="phase statistics over all devices together")
+    p.add_argument("--no-by-device", dest="by_device", action="store_false",
+                   help="phase statistics over all devices together")
     p.add_argument("--min-gap", type=parse_duration, default=None, metavar="DURATION",
                    help="smallest time lost for a stalls row to be listed (default: 0.1%% of wall time, at least "
                         "1 µs); totals (busy, idle, waits) always count every gap")
@@ -81,7 +86,7 @@ def _row(t, *cells) -> None:
 
 
 #: A column of names: one line per row, cut with an ellipsis (a C++ kernel name never wraps over 12 lines).
-NAME_COLUMN = {"no_wrap": True, "overflow": "ellipsis", "max_width": 60}
+NAME_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ellipsis", "max_width": 60}
 
 
 def render_findings(items: list[dict], console) -> None:
@@ -153,15 +158,17 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
     console.print(rich_text(data["pinning_summary"]))
     t = Table(title="Phases", title_justify="left")
-    for col, j in (("phase", "left"), ("device", "left"), ("count", "right"), ("total", "right"), ("mean", "right"),
-                   ("median", "right"), ("p95", "right"), ("share", "right"), ("device time", "right")):
+    phase_cols: tuple[tuple[str, JustifyMethod], ...] = (
+        ("phase", "left"), ("device", "left"), ("count", "right"), ("total", "right"), ("mean", "right"),
+        ("median", "right"), ("p95", "right"), ("share", "right"), ("device time", "right"))
+    for col, j in phase_cols:
         t.add_column(col, justify=j, **(NAME_COLUMN if col == "phase" else {}))
     phases = data["phases"]
     for s in phases[: max(phase_rows, 0)]:
         gpu = f"{_fmt(s['gpu_total_ns'])} ({s['gpu_count']})" if s["gpu_count"] else "-"
-        _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), _dev(s["device"]), str(s["count"]), _fmt(s["total_ns"]),
-                  _fmt(s["mean_ns"]), _fmt(s["median_ns"]), _fmt(s["p95_ns"]),
-                  f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
+        _row(t, rich_text(s["phase"], style=phase_hex(s["phase"])), _dev(s["device"]), str(s["count"]),
+             _fmt(s["total_ns"]), _fmt(s["mean_ns"]), _fmt(s["median_ns"]), _fmt(s["p95_ns"]),
+             f"{s['share']:.1%}" if s["share"] == s["share"] else "-", gpu)
     console.print(t)
     hidden = len(phases) - max(phase_rows, 0)
     if hidden > 0:
@@ -181,7 +188,9 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
 
     if data["stalls"]:
         t = Table(title="Stalls (repeats grouped, largest time lost first)", title_justify="left")
-        for col, j in (("what", "left"), ("lost", "right"), ("count", "right"), ("at (s)", "right"), ("detail", "left")):
+        stall_cols: tuple[tuple[str, JustifyMethod], ...] = (
+            ("what", "left"), ("lost", "right"), ("count", "right"), ("at (s)", "right"), ("detail", "left"))
+        for col, j in stall_cols:
             t.add_column(col, justify=j)
         t0 = data["t0"]
         for s in data["stalls"]:
@@ -189,8 +198,8 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
         console.print(t)
     console.print(rich_text(data["listing"]["text"], style="dim"))
     if data.get("emulated"):
-        console.print(rich_text("emulated costs recorded in this trace (not real work): " + ", ".join(
-            f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in data["emulated"].items()), style="bold yellow"))
+        what = ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in data["emulated"].items())
+        console.print(rich_text("emulated costs recorded in this trace (not real work): " + what, style="bold yellow"))
 
     if data["pinning"]:
         t = Table(title="Pinning economics", title_justify="left")

@@ -35,8 +35,10 @@ def render_gpu(g: dict, console, fmt) -> None:
         for i, c in enumerate(cols):
             name = c in ("phase", "kernel")  # names: one line, cut with an ellipsis
             left = i == 0 or c in ("phase", "kernel", "type", "kind", "source", "basis")
-            t.add_column(c, justify="left" if left else "right",
-                         **({"no_wrap": True, "overflow": "ellipsis", "max_width": 60} if name else {}))
+            if name:  # (the keywords of report.NAME_COLUMN)
+                t.add_column(c, justify="left", no_wrap=True, overflow="ellipsis", max_width=60)
+            else:
+                t.add_column(c, justify="left" if left else "right")
         return t
 
     if g["devices"]:
@@ -44,9 +46,9 @@ def render_gpu(g: dict, console, fmt) -> None:
                   ("device", "basis", "busy", "kernels busy", "idle", "idle share", "kernels", "copies", "memsets"))
         for d in g["devices"]:
             kb = d["basis"] == "kernels"
-            row(t, f"{d['host']} {_dev(d['device'])}", d["basis"], fmt(d["busy_ns"]), fmt(d["kernel_ns"]) if kb else "-",
-                fmt(d["idle_ns"]), _pct(d["idle_ns"], d["window_ns"]), str(d["kernels"]) if kb else "-",
-                str(d["copies"]) if kb else "-", str(d["memsets"]) if kb else "-")
+            row(t, f"{d['host']} {_dev(d['device'])}", d["basis"], fmt(d["busy_ns"]),
+                fmt(d["kernel_ns"]) if kb else "-", fmt(d["idle_ns"]), _pct(d["idle_ns"], d["window_ns"]),
+                str(d["kernels"]) if kb else "-", str(d["copies"]) if kb else "-", str(d["memsets"]) if kb else "-")
         console.print(t)
     if not g["activity_spans"]:
         if g["devices"]:
@@ -55,7 +57,8 @@ def render_gpu(g: dict, console, fmt) -> None:
         return
     if g["launch_gaps"]:
         t = table("Launch gaps (phase bracket vs GPU busy inside it; host = what the launching thread did in the gaps)",
-                  ("phase", "device", "n", "bracket", "GPU busy", "busy share", "gap", "kernels", "unattributed host", "host in gaps"))
+                  ("phase", "device", "n", "bracket", "GPU busy", "busy share", "gap", "kernels", "unattributed host",
+                   "host in gaps"))
         for r in g["launch_gaps"]:
             width = r["busy_ns"] + r["gap_ns"]
             host = ", ".join(f"{a['phase']} {fmt(a['ns'])}" for a in r["host_activity"]) or "-"
@@ -72,11 +75,13 @@ def render_gpu(g: dict, console, fmt) -> None:
         console.print(t)
         more("bracket_only")
     if g["copies"]:
-        t = table("Copies by memory kind", ("phase", "device", "kind", "from", "to", "n", "bytes", "time", "GB/s", "note"))
+        t = table("Copies by memory kind",
+                  ("phase", "device", "kind", "from", "to", "n", "bytes", "time", "GB/s", "note"))
         for c in g["copies"]:
             note = "PAGEABLE although pinning was asked for" if c["flag"] else ("pageable" if c["pageable"] else "")
             row(t, c["phase"], _dev(c["device"]), c["kind"], c["src_kind"], c["dst_kind"], str(c["count"]),
-                f"{c['bytes'] / (1 << 20):.3g} MiB", fmt(c["ns"]), "-" if c["gbps"] is None else f"{c['gbps']:.3g}", note)
+                f"{c['bytes'] / (1 << 20):.3g} MiB", fmt(c["ns"]), "-" if c["gbps"] is None else f"{c['gbps']:.3g}",
+                note)
         console.print(t)
     if g["sync_waits"]:
         t = table("Sync waits (host blocked; the GPU work it waited for)",
@@ -84,14 +89,14 @@ def render_gpu(g: dict, console, fmt) -> None:
         for w in g["sync_waits"]:
             ks = ", ".join(f"{k['name']} {fmt(k['ns'])}" for k in w["kernels"]) or "-"
             what = w["type"] + (f" {w['stream']}" if w["stream"] is not None else "")
-            row(t, what, w["phase"], _dev(w["device"]), fmt(w["wait_ns"]), fmt(w["gpu_busy_ns"]), fmt(w["after_gpu_ns"]),
-                str(w["work"]), ks)
+            row(t, what, w["phase"], _dev(w["device"]), fmt(w["wait_ns"]), fmt(w["gpu_busy_ns"]),
+                fmt(w["after_gpu_ns"]), str(w["work"]), ks)
         console.print(t)
         more("sync_waits")
     if g["kernels"]:
         t = table("Kernels per phase", ("phase", "kernel", "device", "n", "total", "mean", "max"))
         for k in g["kernels"]:
-            row(t, k["phase"], k.get("display") or k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]), fmt(k["mean_ns"]),
-                fmt(k["max_ns"]))
+            row(t, k["phase"], k.get("display") or k["kernel"], _dev(k["device"]), str(k["count"]), fmt(k["total_ns"]),
+                fmt(k["mean_ns"]), fmt(k["max_ns"]))
         console.print(t)
         more("kernels")

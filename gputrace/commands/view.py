@@ -24,13 +24,15 @@ def register(subparsers) -> argparse.ArgumentParser:
             "representative timelines."
         ),
     )
-    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files, by content: OTLP JSON Lines (optionally gzipped), Chrome/Perfetto JSON, "
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="trace files, by content: OTLP JSON Lines (optionally gzipped), Chrome/Perfetto JSON, "
                    "or an Nsight Systems SQLite export (nsys export --type sqlite); rep.sqlite opens directly")
     p.add_argument("--follow", action="store_true", help="keep reading a trace file that is still being written")
     p.add_argument("--listen", metavar="ADDR",
                    help="receive OTLP gRPC at ADDR (host:port; OTLP/HTTP on the next port) and show spans as "
                         "they arrive; loopback only")
-    p.add_argument("--out", metavar="FILE", help="with --listen: the trace file to write (default runs/live-<time>.jsonl)")
+    p.add_argument("--out", metavar="FILE",
+                   help="with --listen: the trace file to write (default runs/live-<time>.jsonl)")
     p.add_argument("--screenshot", metavar="OUT.svg",
                    help="write the first screen (after loading) as SVG and exit; needs no terminal")
     p.add_argument("--compare", nargs="+", metavar="A", help="compare view: baseline trace files (one run each; "
@@ -43,7 +45,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="with --compare: confidence of the intervals (default 95%%; 3 vs 3 runs need 90%% or less)")
     p.add_argument("--focus", metavar="PHASE",
                    help="start zoomed to the first span of PHASE (e.g. prove), selected; with --screenshot too")
-    p.add_argument("--size", default="160x48", metavar="COLSxROWS", help="screen size for --screenshot (default 160x48)")
+    p.add_argument("--size", default="160x48", metavar="COLSxROWS",
+                   help="screen size for --screenshot (default 160x48)")
     p.set_defaults(func=run)
     return p
 

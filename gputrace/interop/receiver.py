@@ -22,10 +22,11 @@ HTTP accepts ``application/x-protobuf`` and ``application/json`` bodies, optiona
 ``ExportTraceServiceResponse`` in the request's encoding when everything was stored, 200 with
 ``partial_success`` (``rejected_spans`` and the first problem) when some spans were rejected, 400 when
 nothing could be stored (undecodable body, body shorter than its ``Content-Length``, every span
-invalid, nesting deeper than a stored line may have), 404/405 for other paths/methods, 411 without a length, 413 above ``max_request_bytes`` (also
-enforced after gunzip), 415 for other content types, 503 with ``Retry-After`` when its connection
-pool is full. gRPC applies the same validation (``INVALID_ARGUMENT`` when nothing can be stored,
-``partial_success`` otherwise) and size limit (``RESOURCE_EXHAUSTED`` above it).
+invalid, nesting deeper than a stored line may have), 404/405 for other paths/methods, 411 without a
+length, 413 above ``max_request_bytes`` (also enforced after gunzip), 415 for other content types, 431 for
+a head over 64 KiB, 503 with ``Retry-After`` when its connection pool is full. gRPC applies the same
+validation (``INVALID_ARGUMENT`` when nothing can be stored, ``partial_success`` otherwise) and size
+limit (``RESOURCE_EXHAUSTED`` above it).
 
 Limits: listen backlog ``receiver_http.BACKLOG`` (512); an HTTP connection waits for its request head
 without a worker (``receiver_http.HeaderWait``, at most ``timeout_s``), then is served by a pool of
@@ -52,7 +53,7 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -221,15 +222,15 @@ class OtlpReceiver:
         self._queued_bytes = 0
         self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0,
                             abandoned=0)
-        self._file = None
-        self._grpc_server = None
+        self._file: BinaryIO | None = None
+        self._grpc_server: Any = None  # a grpc.Server once started (grpcio ships no annotations)
         self._http_server: Http | None = None
         self._http_thread: threading.Thread | None = None
         self.grpc_port: int | None = None
         self.http_port: int | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "OtlpReceiver":
+    def start(self) -> OtlpReceiver:
         """Bind and serve (returns self). Idempotent. Raises OSError if a port cannot be bound
         (everything started so far is stopped again)."""
         with self._state_lock:
@@ -269,7 +270,7 @@ class OtlpReceiver:
                 self._file = None
             self._cond.notify_all()
 
-    def __enter__(self) -> "OtlpReceiver":
+    def __enter__(self) -> OtlpReceiver:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -357,7 +358,8 @@ class OtlpReceiver:
             raise _listen_failed(exc, port, "OTLP/HTTP") from None
         self._http_server = server
         self.http_port = server.server_address[1]
-        self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http", daemon=True)
+        self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http",
+                                             daemon=True)
         self._http_thread.start()
 
     # ---- data -------------------------------------------------------------------------------

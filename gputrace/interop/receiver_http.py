@@ -31,9 +31,10 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, Callable
+from typing import Any, cast
 
 import orjson
 
@@ -69,14 +70,14 @@ def json_request(body: bytes) -> tuple[bytes, int, int, str]:
 class _Prefixed(io.RawIOBase):
     """A connection's input: the bytes ``HeaderWait`` already read, then the socket's reader."""
 
-    def __init__(self, prefix: bytes, inner: io.BufferedReader) -> None:
+    def __init__(self, prefix: bytes, inner: io.BufferedIOBase) -> None:
         self._prefix = memoryview(prefix)
         self._inner = inner
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[override]  # (RawIOBase's buffer type)
+    def readinto(self, b) -> int:
         if len(self._prefix):
             n = min(len(b), len(self._prefix))
             b[:n] = self._prefix[:n]
@@ -100,6 +101,7 @@ class HeaderWait:
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)  # a full wake-up pipe means it is woken already: never wait on it
         self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._new: list[tuple[socket.socket, object]] = []
         self._lock = threading.Lock()
@@ -292,7 +294,7 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
 
         def setup(self) -> None:  # the head HeaderWait read comes first, then the socket
             super().setup()
-            head = self.server.take_head()
+            head = cast(Http, self.server).take_head()
             if head:
                 self.rfile = io.BufferedReader(_Prefixed(head, self.rfile))
 
@@ -329,7 +331,7 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
-            if self.close_connection or self.server.crowded():  # others wait for this worker
+            if self.close_connection or cast(Http, self.server).crowded():  # others wait for this worker
                 self.send_header("Connection", "close")  # (also sets close_connection)
             self.end_headers()
             self.wfile.write(body)
@@ -368,7 +370,8 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
                 except zlib.error as exc:
                     return self._error(400, f"bad gzip body: {exc}", proto)
                 if len(body) > receiver.max_request_bytes or d.unconsumed_tail:
-                    return self._error(413, f"request larger than {receiver.max_request_bytes} bytes after gunzip", proto)
+                    return self._error(413, f"request larger than {receiver.max_request_bytes} bytes after gunzip",
+                                       proto)
                 if not d.eof:
                     return self._error(400, "bad gzip body: truncated", proto)
             if proto:
@@ -386,7 +389,8 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
                 except (ValueError, RequestRejected) as exc:
                     return self._error(400, str(exc), proto)
             else:
-                return self._error(415, f"unsupported Content-Type {ctype[:100]!r}; use application/x-protobuf or application/json", False)
+                return self._error(415, f"unsupported Content-Type {ctype[:100]!r}; use application/x-protobuf or "
+                                        "application/json", False)
             if self._client_left():  # it gave up (timed out, cancelled): store nothing it was not told of
                 receiver._abandon(n)
                 self.close_connection = True
@@ -405,7 +409,8 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
                     resp.partial_success.error_message = why
                 self._send(200, resp.SerializeToString(), "application/x-protobuf")
             else:
-                body = orjson.dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": why}}) if rejected else b"{}"
+                body = (orjson.dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": why}})
+                        if rejected else b"{}")
                 self._send(200, body, "application/json")
 
     return Handler

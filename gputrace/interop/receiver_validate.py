@@ -185,8 +185,8 @@ def _dumps(d: Any) -> bytes:
 
 def _strict_read(line: bytes) -> None:
     """The reader's verdict on the line about to be stored; raises RequestRejected naming the field."""
-    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
     from gputrace.timeline.errors import TraceFormatError
+    from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
 
     loader = TraceLoader(lenient=False)
     try:

@@ -243,7 +243,7 @@ def load_steps(
             cached = cache.load(p, lenient=True)
         if cached is not None:
             tl = cached
-            if tl.n > PREVIEW_SPANS:  # indexing 10 M spans takes seconds: draw the earliest ones first
+            if tl.n > 2 * PREVIEW_SPANS:  # indexing 10 M spans takes seconds: draw the earliest ones first
                 yield LoadStep(base + size * PREVIEW_SPANS // tl.n, total, "",
                                _cumulative(finished, partial(_preview, tl)))
         else:
@@ -264,7 +264,9 @@ def load_steps(
         yield LoadStep(base, total, _notes(finished), _cumulative(finished[:-1], partial(_itself, tl)))
 
 
-#: A cached trace with more spans than this is shown first by its earliest spans (see ``_preview``).
+#: A cached trace with more than twice this many spans is shown first by its earliest ``PREVIEW_SPANS`` spans (see
+#: ``_preview``). Not below: a preview of most of a trace costs its copy and its index (0.6 s at 1 M spans) and
+#: shows nothing sooner than indexing the whole of it.
 PREVIEW_SPANS = 1_000_000
 #: A trace of a format with a head reader (Chrome JSON) of this size or more is shown first by its first
 #: ``CHROME_HEAD_EVENTS`` events (read apart, ~0.3 s) while the whole file is read (a 1 M-event PyTorch trace

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -43,12 +44,17 @@ def _mem_total_bytes() -> int | None:
     return None
 
 
+_SECTION = re.compile(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", re.M | re.S)
+_NAME = re.compile(r"^name\s*=\s*[\"']([^\"']+)[\"']", re.M)
+
+
 def _is_gputrace_checkout(root: str) -> bool:
     """True when ``root`` holds gputrace's own source: a ``pyproject.toml`` whose ``[project] name``
-    is ``gputrace``."""
+    is ``gputrace`` (``tomllib`` on Python 3.11+; on 3.10, which has none, the ``name`` line of the
+    ``[project]`` table)."""
     try:
         with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-            data = f.read()
+            data = f.read(1 << 20)
     except OSError:
         return False
     if sys.version_info >= (3, 11):
@@ -58,11 +64,9 @@ def _is_gputrace_checkout(root: str) -> bool:
             return tomllib.loads(data.decode()).get("project", {}).get("name") == "gputrace"
         except ValueError:  # not UTF-8 or not TOML (tomllib.TOMLDecodeError)
             return False
-    # Python 3.10 has no TOML reader: the name line of the [project] table.
-    import re
-
-    m = re.search(rb'^\[project\][^\[]*?^name\s*=\s*"([^"]*)"', data, re.M | re.S)
-    return m is not None and m.group(1) == b"gputrace"
+    section = _SECTION.search(data.decode("utf-8", "replace"))
+    name = _NAME.search(section.group(1)) if section else None
+    return name is not None and name.group(1) == "gputrace"
 
 
 def _git_commit(cwd: str | None = None) -> str | None:

@@ -182,7 +182,10 @@ class GputraceApp(App[None]):
         # appear once the writer stops.
         now = time.monotonic()
         wait = max(3.0, 4 * self._analysis_cost) - (now - self._last_analysis)
-        if upd.final or (self.follow and wait <= 0):
+        if upd.final and self.first_draw_s is None:
+            # Not before the first frame: the analysis worker would share the interpreter with the paint.
+            self.call_after_refresh(self._run_analysis, upd.index)
+        elif upd.final or (self.follow and wait <= 0):
             self._run_analysis(upd.index)
         elif self.follow and self._analysis_timer is None:
             self._analysis_timer = self.set_timer(wait, self._analyse_latest)

@@ -11,6 +11,7 @@ epoch nanoseconds (~1.7e18) do not fit float64 exactly, relative ones do for 100
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +48,7 @@ class IntervalIndex:
     end: np.ndarray  # int64
     key: np.ndarray  # int32 colour key
     row: np.ndarray  # int32 Timeline row
-    labels: list[str] | None = None
+    labels: Sequence[str] | None = None  # a list, or a lazy sequence (overlays.IdleLabels)
     end_sorted: np.ndarray = field(init=False, repr=False)
     cum: np.ndarray = field(init=False, repr=False)  # cum[k] = sum of durations of intervals < k
     _end_max: np.ndarray | None = field(init=False, repr=False, default=None)  # running max of end (lazy)

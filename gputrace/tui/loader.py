@@ -86,6 +86,7 @@ def batch_updates(
     acc: list[Timeline] = []
     snap: Callable[[], Timeline] | None = None
     merged: Timeline | None = None
+    last: TimelineIndex | None = None  # the index of the last update posted
     last_post = None
     interval = batch_time
     done = total = 0
@@ -127,10 +128,15 @@ def batch_updates(
                 interval = min(interval, max(FOLLOW_MAX_INTERVAL, 4.0 * upd_s))
             last_post = clock()
             pending = False
+            last = upd
             yield Update(upd, merged.n, done, total, False, note, upd_s, n_parts)
     if cancelled():
         return
-    if pending or merged is None or final:
+    if not pending and merged is not None and last is not None and final:
+        # Nothing arrived since the last update (a source read whole, e.g. a cached trace, posts one part):
+        # the final update is that index again, not a second merge and index of the same data.
+        yield Update(last, merged.n, done, total, final, note, 0.0, n_parts)
+    elif pending or merged is None or final:
         t = clock()
         if snap is not None:
             merged = None

@@ -27,7 +27,8 @@ def test_prove_writes_verified_proofs_trace_and_table(proved):
     assert "verified 2/2" in r.stdout
     for phase in ("synthesis", "msm_h", "b_g2", "intt_abc", "pin"):
         assert phase in r.stdout
-    assert "cpu:0" in r.stdout
+    assert "CPU thread:cpu-worker-0" in r.stdout  # the lane names of report and the TUI (analysis.lanes)
+    assert "cpu:0" not in r.stdout
     try:
         import cupy  # noqa: F401
     except ImportError:

@@ -37,3 +37,13 @@ def test_prefix_of_a_long_option_is_refused(capsys):
     assert "did you mean --confidence?" in capsys.readouterr().err
     ok = build_parser().parse_args(["compare", "a", "--vs", "b", "--confidence", "0.9"])
     assert ok.confidence == 0.9
+
+
+def test_prove_summary_names_lanes_as_report_does():
+    from gputrace.analysis.lanes import device_name
+    from gputrace.commands.prove import lane_column
+
+    assert lane_column("host") == device_name(-1) == "CPU"
+    assert lane_column("cuda:1") == device_name(1) == "GPU 1"
+    assert lane_column("cpu:0") == "CPU thread:cpu-worker-0"
+    assert lane_column("odd") == "odd"

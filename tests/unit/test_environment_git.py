@@ -44,3 +44,21 @@ def test_gputraces_own_checkout_is_recorded(tmp_path):
 
 def test_outside_any_repository(tmp_path):
     assert _git_commit(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("text, ours", [
+    ('[project]\ndependencies = ["a[b]"]\nname = "gputrace"\n', True),
+    ('[project]\nname = "other"\n[tool.x]\nname = "gputrace"\n', False),
+    ('[tool.x]\nname = "gputrace"\n', False),
+    ("not toml at all [", False),
+])
+@pytest.mark.parametrize("python", ["3.11+", "3.10"])
+def test_only_the_project_sections_name_counts(tmp_path, monkeypatch, text, ours, python):
+    from types import SimpleNamespace
+
+    from gputrace.trace import environment
+
+    if python == "3.10":  # no tomllib there: the [project] table's name line
+        monkeypatch.setattr(environment, "sys", SimpleNamespace(version_info=(3, 10, 0)))
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert environment._is_gputrace_checkout(str(tmp_path)) is ours

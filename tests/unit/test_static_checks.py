@@ -80,11 +80,6 @@ def test_the_coverage_check_reads_both_tools():
     assert not _mypy_covers("gputrace/timeline_x.py", ["gputrace/timeline"])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 23 item 5: packages join [tool.ruff] include and [tool.mypy] files one at a time; drop this "
-    "mark (and replace both lists by gputrace/) once every package has joined",
-)
 def test_the_checks_cover_the_whole_package():
     missing = _uncovered()
     assert missing == {"ruff": [], "mypy": []}, (

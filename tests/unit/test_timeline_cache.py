@@ -114,6 +114,20 @@ def test_a_big_cached_trace_shows_its_earliest_spans_first(tmp_path, small_cache
     assert_same_timeline(first, full)
 
 
+def test_a_cached_trace_under_twice_the_preview_is_shown_whole_at_once(tmp_path, small_cache, monkeypatch):
+    """A preview of most of a trace would cost its copy and index and show nothing sooner."""
+    import gputrace.timeline.load as load
+
+    p = _copy(tmp_path)
+    first = read_any([p])
+    monkeypatch.setattr(load, "PREVIEW_SPANS", first.n // 2)  # n > PREVIEW_SPANS, n <= 2 x PREVIEW_SPANS
+    steps = [s for s in load_steps([str(p)]) if s.snapshot is not None]
+    assert len(steps) == 1
+    assert_same_timeline(first, steps[0].snapshot())
+    monkeypatch.setattr(load, "PREVIEW_SPANS", first.n // 2 - 1)  # just over twice: a preview first
+    assert len([s for s in load_steps([str(p)]) if s.snapshot is not None]) == 2
+
+
 def test_nsys_launch_attributes_stay_shared_through_the_cache(tmp_path, small_cache, monkeypatch):
     import sys
 

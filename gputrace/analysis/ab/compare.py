@@ -48,6 +48,7 @@ from gputrace.analysis.ab.environment import EnvironmentCheck, check_environment
 from gputrace.analysis.ab.family import DEFAULT_CORRECTION, decide
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures, run_measures
 from gputrace.analysis.ab.ranks import k_signed, min_two_sided_p
+from gputrace.analysis.lanes import device_name
 from gputrace.timeline.model import Timeline
 
 __all__ = [
@@ -115,7 +116,7 @@ class PhaseComparison:
 
     @property
     def device_label(self) -> str:
-        return "all" if self.device is None else ("host" if self.device < 0 else f"GPU {self.device}")
+        return device_name(self.device)
 
     def to_dict(self) -> dict:
         d = asdict(self)
