@@ -11,6 +11,7 @@ identity as all zero bytes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -127,7 +128,9 @@ class PointRows(Sequence):
     (70 s for the queries of a 2^24 key).
 
     Raises ``error`` (default ValueError) naming ``where`` when a row does not decode (a corrupt key file
-    shows at first use, not at load). Not thread-safe on first use (two threads may both decode)."""
+    shows at first use, not at load). Thread-safe: the first use decodes once; threads that need the points
+    meanwhile wait for that decode instead of decoding again (a 2^20 G2 query takes about a second under the
+    GIL, and the host ``b_g2``'s part threads all read it at once, docs/prover.md "The host path at 2^20")."""
 
     def __init__(self, rows: Any, group: str, where: str = "points", error: type[Exception] = ValueError) -> None:
         if group not in _XY:
@@ -139,16 +142,21 @@ class PointRows(Sequence):
         self._where = where
         self._error = error
         self._points: list | None = None
+        self._decoding = threading.Lock()
 
     def points(self) -> list:
-        """Every point, decoded once."""
-        if self._points is None:
-            buf = np.asarray(self.rows, dtype=np.uint8).tobytes() if not isinstance(self.rows, bytes) else self.rows
-            try:
-                self._points = decode_g1(buf) if self.group == "g1" else decode_g2(buf)
-            except ValueError as exc:  # arkworks' decode error (not on the curve, bad length)
-                raise self._error(f"{self._where}: corrupt point data ({exc})") from None
-        return self._points
+        """Every point, decoded once (by the first caller; concurrent callers wait for it)."""
+        points = self._points
+        if points is not None:
+            return points
+        with self._decoding:
+            if self._points is None:
+                buf = np.asarray(self.rows, dtype=np.uint8).tobytes() if not isinstance(self.rows, bytes) else self.rows
+                try:
+                    self._points = decode_g1(buf) if self.group == "g1" else decode_g2(buf)
+                except ValueError as exc:  # arkworks' decode error (not on the curve, bad length)
+                    raise self._error(f"{self._where}: corrupt point data ({exc})") from None
+            return self._points
 
     @property
     def decoded(self) -> bool:

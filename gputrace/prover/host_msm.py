@@ -6,6 +6,11 @@ contiguous parts, each a ``multiexp_unchecked`` on its own pool thread, runs up 
 k partial sums are added on the calling thread. Parts are at least ``MIN_PART`` points so the fixed
 cost of a call stays small against its work.
 
+Bases are read once, on the calling thread (``bases[:n]``), and the parts slice that list. A key query
+can be a lazily decoded ``fixed_base.PointRows``: when every part thread read it, each one saw it not yet
+decoded and decoded all of it, under the GIL, one after another (k parts: up to k decodes of the whole query;
+docs/prover.md "The host path at 2^20").
+
 Threads: ``multiexp`` may be called from several threads at once (parts of different MSMs share
 the pool's queue); it must not be called from one of this pool's own threads (it waits for parts).
 """
@@ -56,15 +61,16 @@ class HostMsm:
         if n == 0:
             return point_type.identity()
         k = self.parts_for(n)
+        points = bases[:n]  # one read (a lazy key query decodes here, once); the parts slice this list
         # Scalars are made once, here: the conversion holds the GIL (about 0.5 us per scalar), so doing it in
         # every part thread gains nothing and makes k GIL holders, and each one lengthens every GIL take-back
         # of other threads (a GPU worker's launches and syncs) by up to a switch interval
         # (benchmarks/bench_gil_convoy.py: 5.3 ms per call with one converting thread, 26 ms with four).
         scalars = limbs_to_scalars(limbs)
         if k == 1:
-            return point_type.multiexp_unchecked(bases[:n], scalars)
+            return point_type.multiexp_unchecked(points, scalars)
         cuts = np.linspace(0, n, k + 1).astype(int).tolist()
-        futures = [self._pool.submit(_part, point_type, bases, scalars, lo, hi) for lo, hi in pairwise(cuts)]
+        futures = [self._pool.submit(_part, point_type, points, scalars, lo, hi) for lo, hi in pairwise(cuts)]
         acc = point_type.identity()
         for f in futures:
             acc = acc + f.result()
@@ -75,5 +81,5 @@ class HostMsm:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _part(point_type: Any, bases: Sequence[Any], scalars: Sequence[Any], lo: int, hi: int) -> Any:
-    return point_type.multiexp_unchecked(bases[lo:hi], scalars[lo:hi])
+def _part(point_type: Any, points: Sequence[Any], scalars: Sequence[Any], lo: int, hi: int) -> Any:
+    return point_type.multiexp_unchecked(points[lo:hi], scalars[lo:hi])

@@ -54,6 +54,7 @@ from .circuit import CircuitShape, shape_for_constraints, validate_shape
 from .device_flow import LOAD_ORDER, FlowSwitches, LoadingBases, quotient_h, stream_work
 from .encoding import g2_to_affine_limbs
 from .field import R, limbs_to_ints, to_scalar
+from .fixed_base import PointRows
 from .host_msm import HostMsm, cpu_threads
 from .keygen.cache import get_keys
 from .keygen.keys import load_vk
@@ -412,6 +413,18 @@ class _Batch:
             g2_workers = max(1, min(total, self.cpus)) if "a4" in o.opts else 1
             self.g2_pool = ThreadPoolExecutor(max_workers=g2_workers, thread_name_prefix="b_g2-pool")
             self.g2_msm = HostMsm(self.cpus, thread_name_prefix="b_g2-part")
+            # First on the b_g2 pool: the G2 bases decoded (a lazy key query, about a second at 2^20) while the
+            # circuits synthesize in processes that leave this GIL free, not after, inside the first b_g2.
+            if isinstance(self.pk.b_g2, PointRows) and not self.pk.b_g2.decoded:
+                self.g2_pool.submit(self._decode_g2_bases, self.pk.b_g2)
+
+    def _decode_g2_bases(self, query: PointRows) -> None:
+        """On the b_g2 pool, before any circuit's ``b_g2``: the key's G2 query decoded into arkworks points, as
+        a ``load_bases`` span (``query=b_g2``) on the pool's lane, so a trace shows what it costs."""
+        lane = f"thread:b_g2-pool-{_slot(threading.current_thread().name)}"
+        with self.stats.phase("load_bases", "host", device=-1, lane=lane, parent=self.ctx, kind="host",
+                              query="b_g2", points=len(query)):
+            query.points()
 
     def _submit_circuits(self) -> None:
         for i in range(self.total):

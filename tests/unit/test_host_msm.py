@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -115,3 +116,32 @@ def test_closed_pool_refuses_every_msm(small_parts):
         with pytest.raises(RuntimeError, match="after close"):
             m.multiexp(G1Point, bases, limbs[:n])
 
+
+
+class _CountingBases(Sequence):
+    """A key query as the pipeline may hand it (e.g. a lazily decoded ``PointRows``): records every read."""
+
+    def __init__(self, points):
+        self.points, self.reads = points, []
+
+    def __len__(self):
+        return len(self.points)
+
+    def __getitem__(self, i):
+        self.reads.append((i, threading.current_thread().name))
+        return self.points[i]
+
+
+def test_bases_are_read_once_on_the_calling_thread(small_parts):
+    """The parts slice one list read on the caller's thread: a lazy query read by every part thread was decoded
+    by each of them (k parts, k decodes of the whole query: docs/prover.md "The host path at 2^20")."""
+    bases, limbs = _case(G2Point, 64)
+    counted = _CountingBases(bases)
+    m = HostMsm(4, thread_name_prefix="test-part")
+    try:
+        assert m.parts_for(64) == 4
+        got = m.multiexp(G2Point, counted, limbs)
+    finally:
+        m.close()
+    assert got == G2Point.multiexp_unchecked(bases[:64], limbs_to_scalars(limbs))
+    assert counted.reads == [(slice(None, 64), threading.current_thread().name)]

@@ -1,6 +1,8 @@
 """The traced pipeline: every phase present, nested under one ``prove`` root, on the right lane;
 switch combinations still give verifying proofs and are recorded as resource attributes."""
 
+import threading
+
 import pytest
 
 import gputrace
@@ -212,3 +214,34 @@ def test_impossible_batch_and_device_counts_are_refused(monkeypatch, tmp_path):
         with pytest.raises(ValueError, match=f"^{flag}"):
             run_prove(ProveOptions(constraints=64, out_dir=out, configure_tracer=False, **kw))
     assert not out.exists()
+
+
+def test_host_b_g2_bases_decode_once_while_synthesis_runs(tmp_path, key_dir, monkeypatch):
+    """A cached key's b_g2 query (lazy ``PointRows``) is decoded once, and started before the circuit's synthesis
+    ends (first on the b_g2 pool, while the circuits synthesize), not inside the first b_g2 after it."""
+    from gputrace.prover import fixed_base, host_msm, pipeline
+
+    opts = dict(challenges=3, depth=2, batch=1, devices=1, key_dir=key_dir, configure_tracer=False,
+                synthesis_workers=1, backend="cpu")
+    run_prove(ProveOptions(out_dir=tmp_path / "first", **opts))  # the key made (or found) and cached
+    monkeypatch.setattr(host_msm, "MIN_PART", 2)  # the b_g2 split into parts, as at 2^20
+    monkeypatch.setattr(pipeline, "cpu_threads", lambda: 4)
+    real_decode, real_synth = fixed_base.decode_g2, pipeline.synthesize_witness
+    decodes, started, waited = [], threading.Event(), []
+
+    def decode(buf):
+        if len(buf) > 192 * 4:  # the b_g2 query (the key's fixed G2 points are a few)
+            decodes.append(threading.current_thread().name)
+            started.set()
+        return real_decode(buf)
+
+    def synth(*a, **kw):  # the synthesis ends only once the decode has started (or after 20 s: the test fails)
+        waited.append(started.wait(timeout=20))
+        return real_synth(*a, **kw)
+
+    monkeypatch.setattr(fixed_base, "decode_g2", decode)
+    monkeypatch.setattr(pipeline, "synthesize_witness", synth)
+    res = run_prove(ProveOptions(out_dir=tmp_path / "second", **opts))
+    assert res.key_cached and res.verified == [True]
+    assert waited == [True] and len(decodes) == 1 and decodes[0].startswith("b_g2-pool")
+    assert ("load_bases", "host") in res.phase_seconds  # the decode is a phase of its own in the trace

@@ -7,6 +7,8 @@ the R1CS itself: column sums, row values and the fingerprint equal ``ConstraintS
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -91,6 +93,34 @@ def test_point_rows_decode_on_first_use_only():
         broken[0]
     with pytest.raises(ValueError, match="group"):
         fixed_base.PointRows(rows, "g3")
+
+
+def test_point_rows_decode_once_when_read_concurrently(monkeypatch):
+    """Threads that read a query while its first decode runs wait for it: one decode, one list for all (the host
+    b_g2's part threads used to decode a 2^20 G2 query once each, docs/prover.md "The host path at 2^20")."""
+    pts = [G1Point() * Scalar(k) for k in (1, 2, 3)]
+    pr = fixed_base.PointRows(b"".join(p.to_xy_bytes_le() for p in pts), "g1")
+    real, calls = fixed_base.decode_g1, []
+
+    def slow_decode(buf):  # a long first decode: every reader arrives while it runs
+        calls.append(threading.current_thread().name)
+        time.sleep(0.3)
+        return real(buf)
+
+    monkeypatch.setattr(fixed_base, "decode_g1", slow_decode)
+    start, got = threading.Barrier(4, timeout=10), []
+
+    def read():
+        start.wait()
+        got.append(pr.points())
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(calls) == 1 and len(got) == 4
+    assert all(g is got[0] for g in got) and got[0] == pts
 
 
 def test_loaded_key_keeps_rows_and_decodes_lazily(tmp_path):
