@@ -227,7 +227,7 @@ def analyse_timeline(
         min_lost_ns = default_min_lost(wall)
     gaps = gpu_idle_gaps(tl, min_gap_ns=1)
     waits = host_waits(tl, margin_ns=wait_margin_ns)
-    un = unattributed_time(tl, parents="host")
+    un = unattributed_time(tl, parents="host", among=phase_mask(tl))  # phases only: not operators
     pins = pinning_economics(tl, pageable_gbps)
     launch = launch_gaps(tl)
     stalls = rank(idle_stalls(gaps) + wait_stalls(tl, waits) + pin_stalls(tl, pins) + unattributed_stalls(tl, un)

@@ -75,14 +75,21 @@ class Unattributed:
         )
 
 
-def unattributed_time(tl: Timeline, min_ns: int = 0, min_fraction: float = 0.0, parents: str = "host") -> Unattributed:
+def unattributed_time(tl: Timeline, min_ns: int = 0, min_fraction: float = 0.0, parents: str = "host",
+                      among: np.ndarray | None = None) -> Unattributed:
     """Every span that has children, with its unattributed time, kept when
     ``unattributed_ns >= min_ns`` and ``fraction >= min_fraction`` (and > 0).
 
     ``parents``: ``"host"`` (default) examines host parents only (see module docstring);
-    ``"all"`` every parent, GPU phases included. Raises ValueError on another value."""
+    ``"all"`` every parent, GPU phases included. ``among``: a boolean mask over the rows; only rows
+    it marks may be parents (the report passes ``api_calls.phase_mask``: a framework operator such as
+    Kineto's ``aten::addmm`` or a CUDA API call is not a phase, and the time it spends in itself is its
+    own work, not time "no phase explains"); every row still covers its parent as a child. None: any
+    row. Raises ValueError on another ``parents`` value or a mask of the wrong length."""
     if parents not in ("host", "all"):
         raise ValueError(f"unattributed_time: parents must be 'host' or 'all', got {parents!r}")
+    if among is not None and len(among) != tl.n:
+        raise ValueError(f"unattributed_time: among has {len(among)} rows, the timeline {tl.n}")
     c = tl.cols
     n = tl.n
     par = c["parent"]
@@ -91,6 +98,8 @@ def unattributed_time(tl: Timeline, min_ns: int = 0, min_fraction: float = 0.0, 
         has_kids[par[par >= 0]] = True
     if parents == "host":
         has_kids &= (c["gpu_start"] < 0) & (c["kind"] != GPU_KIND)
+    if among is not None:
+        has_kids &= np.asarray(among, bool)
     g0, g1 = c["gpu_start"], c["gpu_end"]
     dev_ok = (g0 >= 0) & (g1 >= g0)
     cs = np.where(dev_ok, np.minimum(c["start"], g0), c["start"])

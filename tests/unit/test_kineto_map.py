@@ -73,3 +73,13 @@ def test_a_plain_chrome_trace_is_left_alone():
     doc = {"traceEvents": [{"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}
     tl = from_chrome(doc)
     assert tl.resources == [] and phase_mask(tl).all()
+
+
+def test_a_cpu_only_profile_is_mapped_too():
+    """``activities=[ProfilerActivity.CPU]``: no device or API row, yet the Trace span and operators are no phases."""
+    ev = [e for e in _doc()["traceEvents"] if e["cat"] in ("Trace", "user_annotation", "cpu_op")]
+    tl = from_chrome({"schemaVersion": 1, "baseTimeNanoseconds": BASE, "traceEvents": ev}, host="t")
+    m = phase_mask(tl)
+    assert {tl.name_of(r) for r in range(tl.n) if m[r]} == {"h2d"}
+    r = _by_name(tl)
+    assert tl.attrs[r["PyTorch Profiler (0)"]][A.ROLE] == "profiler" and tl.attrs[r["aten::copy_"]][A.ROLE] == "op"

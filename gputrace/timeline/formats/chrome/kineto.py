@@ -28,8 +28,12 @@ rows a CUPTI recording or an Nsight import gives:
 The header's ``distributedInfo`` becomes resource attributes (``gputrace.rank``,
 ``gputrace.world_size``, ``distributedInfo.*``), with ``gputrace.source = "kineto"``.
 
-A Chrome trace with none of Kineto's device or API categories is returned unchanged. Pure; any
-thread; attribute dicts of rewritten rows are new (the reader's are never mutated).
+A Kineto trace is recognised by its categories, not by its device rows: a CPU-only ``torch.profiler``
+trace (``activities=[ProfilerActivity.CPU]``: annotations, operators and the ``Trace`` span, no kernel or
+CUDA API row) is mapped as well, so its bookkeeping and operators are never phases either. A Chrome trace
+with none of Kineto's own categories (the sets below except ``Trace`` / ``overhead``, which are common
+words) is returned unchanged. Pure; any thread; attribute dicts of rewritten rows are new (the reader's
+are never mutated).
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ _PHASE_CATS = {"user_annotation"}
 _OP_CATS = {"cpu_op", "python_function", "cpu_instant_event"}
 #: The profiler's own rows: its ``Trace`` span, buffer requests, the device-side copy of annotations.
 _PROFILER_CATS = {"Trace", "overhead", "gpu_user_annotation"}
+#: Categories only Kineto writes: any one of them makes a Chrome trace a Kineto trace (see is_kineto).
+_KINETO_CATS = frozenset(_DEVICE_CATS | _API_CATS | _PHASE_CATS | _OP_CATS | {"gpu_user_annotation"})
 #: CUDA API calls that block the calling thread until the device catches up -> sync type.
 KINETO_SYNC_APIS = {
     "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream",
@@ -65,10 +71,11 @@ _MEMSET = re.compile(r"Memset\s*\((\w[\w ]*?)\)")
 
 
 def is_kineto(tl: Timeline) -> bool:
-    """Whether ``tl`` (a Chrome trace read by the reader) holds Kineto device or CUDA-API rows."""
+    """Whether ``tl`` (a Chrome trace read by the reader) holds a row of a category only Kineto writes
+    (device, CUDA API, ``user_annotation``, operator rows): a CPU-only profile counts, having annotations
+    and operators but no device row."""
     for a in tl.attrs.values():
-        c = a.get("chrome.cat")
-        if c in _DEVICE_CATS or c in _API_CATS:
+        if a.get("chrome.cat") in _KINETO_CATS:
             return True
     return False
 
