@@ -70,19 +70,30 @@ class Rule:
     check: Callable[[Context], list[Finding]]
 
 
+def _roots(ctx: Context) -> set[str]:
+    """Names of the top-level spans (a process's root under ``record``) that have unattributed time."""
+    return {u["path"].split("/", 1)[0] for u in ctx.data.get("unattributed", []) if u.get("path")}
+
+
 def _gpu_idle(ctx: Context) -> list[Finding]:
     """GPU idle while the host runs X: the idle stalls (grouped gaps) with the host phase named; saving
-    = the idle time (upper bound: what overlapping that host work with the GPU could win)."""
+    = the idle time (upper bound: what overlapping that host work with the GPU could win). A leading gap
+    (before the device's first GPU work) whose main host work is a top-level span with time no phase
+    explains is start-up (interpreter, imports, CUDA context, set-up), and is titled so: nothing to overlap."""
     out = []
+    roots = _roots(ctx)
     for s in ctx.data.get("stalls", []):
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
         text = s["text"]
-        what = text.split(" while ", 1)[1] if " while " in text else "the host recorded no work"
-        what = what.split(" ran on the host", 1)[0].removeprefix("mostly ")
+        head, _, what = text.partition(" while ")
+        what = (what or "the host recorded no work").split(" ran on the host", 1)[0].removeprefix("mostly ")
         title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
         if what.startswith("the host recorded no work"):
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
+        elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
+            title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
+                     f"set-up in no phase; host: {what})")
         out.append(Finding("gpu-idle-host", title, text, int(s["lost_ns"]), f"GPU {s['device']}"))
     return out[:3]
 

@@ -59,6 +59,27 @@ def test_gpu_idle_host():
     assert run("gpu-idle-host", doc(stalls=[{**idle(200 * MS), "category": "launch"}])) == []
 
 
+def test_gpu_idle_before_the_first_gpu_work_in_no_phase_is_start_up():
+    # As in a `record` run of a training script: the GPU idles from the start until the first kernel while the
+    # process's root span runs outside any phase (imports, CUDA context); that is start-up, not work to overlap.
+    root = {"path": "python train.py", "count": 1, "duration_ns": WALL, "unattributed_ns": 900 * MS, "fraction": 0.9}
+    lead = idle(400 * MS, "GPU 0 idle 400 ms (leading) while python train.py and probe ran on the host")
+    [f] = run("gpu-idle-host", doc(stalls=[lead], unattributed=[root]))
+    assert "start-up" in f.title and "before its first GPU work" in f.title and "overlap it" not in f.title
+    assert f.saving_ns == 400 * MS and f.evidence == lead["text"]
+    # Not start-up: a leading gap under a phase of the program (host work before the first kernel) ...
+    under_phase = {**lead, "text": "GPU 0 idle 400 ms (leading) while preprocess and python train.py ran on the host"}
+    [g] = run("gpu-idle-host", doc(stalls=[under_phase], unattributed=[root]))
+    assert "start-up" not in g.title and "overlap it with GPU work" in g.title
+    # ... a gap between GPU work under the root, or a root only named after a phase (prefix, not a name)
+    between = {**lead, "text": "GPU 0 idle 400 ms while python train.py and probe ran on the host"}
+    [h] = run("gpu-idle-host", doc(stalls=[between], unattributed=[root]))
+    assert "start-up" not in h.title
+    other = {**lead, "text": "GPU 0 idle 400 ms (leading) while python train.pyc ran on the host"}
+    [k] = run("gpu-idle-host", doc(stalls=[other], unattributed=[root]))
+    assert "start-up" not in k.title
+
+
 def test_launch_bound():
     [f] = run("launch-bound", doc(gpu={"launch_gaps": [launch()]}))
     assert f.saving_ns == 30 * MS and "optimizer" in f.title
