@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed's story on one GPU at scale, in one device call (README.md, "On one H200, at 2^22").
+# The seed's story on one GPU at scale, in one device call (README.md, "The fast GPU path at 2^22, one H200").
 #
 #   bash examples/seed_story/gpu_story.sh [OUT] [LOGN] [BATCH] [DEADLINE_S]
 #
