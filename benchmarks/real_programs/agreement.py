@@ -206,7 +206,8 @@ def render(title: str, a: StepStats, b: StepStats, rows: Sequence[Row], tol: flo
            f"{a.label}: {a.n_steps} steps (median {a.step_ms:.3f} ms, {a.kernels_per_step:.1f} kernels per step); "
            f"{b.label}: {b.n_steps} steps (median {b.step_ms:.3f} ms, {b.kernels_per_step:.1f} kernels per step). "
            f"Figures in ms per step.", "",
-           f"| figure | {a.label} | {b.label} | difference | within {tol * 100:g} % |", "| --- | ---: | ---: | ---: | --- |"]
+           f"| figure | {a.label} | {b.label} | difference | within {tol * 100:g} % |",
+           "| --- | ---: | ---: | ---: | --- |"]
     for r in rows:
         what = {"busy": f"GPU busy, {r.key}", "kernels": "kernel time, all kernels"}.get(r.metric)
         what = what or f"`{_cell(r.key)}`"
@@ -231,13 +232,14 @@ def default_pairs(work: Path) -> list[tuple[str, Source, Source]]:
             member = tar.getmember(name)
             if not member.isfile():
                 raise AgreementError(f"{RUN_DIR / 'traces.tar.gz'}: {name} is not a plain file")
-            f = tar.extractfile(member)
-            assert f is not None
-            with f, open(work / Path(name).name, "wb") as out:
-                shutil.copyfileobj(f, out)
+            src = tar.extractfile(member)
+            if src is None:
+                raise AgreementError(f"{RUN_DIR / 'traces.tar.gz'}: {name} cannot be read")
+            with src, open(work / Path(name).name, "wb") as out:
+                shutil.copyfileobj(src, out)
     nsys = work / "train_nsys.sqlite"
-    with gzip.open(FIXTURES / "train_nsys.sqlite.gz") as f, open(nsys, "wb") as out:
-        shutil.copyfileobj(f, out)
+    with gzip.open(FIXTURES / "train_nsys.sqlite.gz") as gz, open(nsys, "wb") as out:
+        shutil.copyfileobj(gz, out)
     # record: 3 untimed warm-up steps + 20 timed (program steps 0-22); Kineto: the bench's profiled steps
     # (program steps 3-17). Both: program steps 5-17 (13 steps).
     return [
