@@ -11,7 +11,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gputrace import activity as A
@@ -53,8 +52,8 @@ def _kernel_ms_in_train(tl) -> float:
     s, e = int(tl.start[train[0]]), int(tl.end[train[0]])
     idx = activity_index(tl)
     total = 0
-    for r, a, b in zip(idx.rows.tolist(), idx.start.tolist(), idx.end.tolist(), strict=True):
-        if idx.what[np.searchsorted(idx.rows, r)] == KERNEL and s <= tl.attrs[r][A.LAUNCH_API_START] <= e:
+    for r, w, a, b in zip(idx.rows.tolist(), idx.what.tolist(), idx.start.tolist(), idx.end.tolist(), strict=True):
+        if w == KERNEL and s <= tl.attrs[r][A.LAUNCH_API_START] <= e:
             total += b - a
     return total / 1e6
 
