@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import orjson
 
@@ -286,131 +286,191 @@ def make_handler(receiver: Any, pb2: Any, request_to_json: Callable, timeout_s: 
                  idle_s: float = KEEPALIVE_IDLE_S) -> type[BaseHTTPRequestHandler]:
     """A handler class bound to ``receiver`` (an ``OtlpReceiver``), the protobuf module and the
     protobuf -> request dict converter; ``timeout_s`` is every connection's socket timeout."""
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "gputrace-otlp"
-        timeout = timeout_s  # StreamRequestHandler.setup: settimeout on the connection
-        _served = 0
+    class Handler(_OtlpHandler):
+        pass
 
-        def setup(self) -> None:  # the head HeaderWait read comes first, then the socket
-            super().setup()
-            head = cast(Http, self.server).take_head()
-            if head:
-                self.rfile = io.BufferedReader(_Prefixed(head, self.rfile))
-
-        def _client_left(self) -> bool:
-            """The client closed its side (gave up): nothing it sent is stored. Peeks without consuming."""
-            poll = select.poll()  # (a zero-timeout poll first: recv on a socket with a timeout would wait)
-            poll.register(self.connection, select.POLLIN | select.POLLRDHUP | select.POLLHUP | select.POLLERR)
-            events = poll.poll(0)
-            if not events:
-                return False
-            if events[0][1] & (select.POLLHUP | select.POLLERR):
-                return True
-            try:
-                return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-            except (BlockingIOError, InterruptedError, TimeoutError):
-                return False
-            except OSError:  # reset by the peer
-                return True
-
-        def handle_one_request(self) -> None:
-            if self._served:  # waiting for the next request on a kept-alive connection
-                self.connection.settimeout(min(idle_s, timeout_s))
-            super().handle_one_request()
-            self._served += 1
-
-        def parse_request(self) -> bool:  # the request line has arrived: the full timeout again
-            self.connection.settimeout(timeout_s)
-            return super().parse_request()
-
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: no stderr noise in the TUI
-            pass
-
-        def _send(self, code: int, body: bytes, ctype: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            if self.close_connection or cast(Http, self.server).crowded():  # others wait for this worker
-                self.send_header("Connection", "close")  # (also sets close_connection)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _error(self, code: int, msg: str, proto: bool) -> None:
-            receiver._reject()
-            self.close_connection = True  # (before _send: the answer says Connection: close)
-            if proto:
-                from google.rpc import status_pb2
-
-                self._send(code, status_pb2.Status(code=3, message=msg).SerializeToString(), "application/x-protobuf")
-            else:
-                self._send(code, orjson.dumps({"code": 3, "message": msg}), "application/json")
-            self.close_connection = True
-
-        def do_GET(self) -> None:  # noqa: N802
-            self._error(405 if self.path.split("?")[0] == "/v1/traces" else 404, "use POST /v1/traces", False)
-
-        def do_POST(self) -> None:  # noqa: N802
-            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            proto = ctype == "application/x-protobuf"
-            if self.path.split("?")[0] != "/v1/traces":
-                return self._error(404, f"unknown path {self.path[:200]}; OTLP traces go to /v1/traces", proto)
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
-                return self._error(411, "Content-Length required", proto)
-            if int(length) > receiver.max_request_bytes:
-                return self._error(413, f"request larger than {receiver.max_request_bytes} bytes", proto)
-            body = self.rfile.read(int(length))  # (a stalled sender times out: the connection closes)
-            if len(body) < int(length):
-                return self._error(400, f"body shorter than its Content-Length ({len(body)} of {length} bytes)", proto)
-            if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                try:
-                    body = d.decompress(body, receiver.max_request_bytes + 1)
-                except zlib.error as exc:
-                    return self._error(400, f"bad gzip body: {exc}", proto)
-                if len(body) > receiver.max_request_bytes or d.unconsumed_tail:
-                    return self._error(413, f"request larger than {receiver.max_request_bytes} bytes after gunzip",
-                                       proto)
-                if not d.eof:
-                    return self._error(400, "bad gzip body: truncated", proto)
-            if proto:
-                try:
-                    req = pb2.ExportTraceServiceRequest.FromString(body)
-                except Exception as exc:  # noqa: BLE001 - DecodeError: report any as 400
-                    return self._error(400, f"bad protobuf body: {exc}", proto)
-                try:
-                    line, n, rejected, why = clean_request(request_to_json(req))
-                except ValueError as exc:  # RequestRejected, or a bad id length
-                    return self._error(400, str(exc), proto)
-            elif ctype == "application/json":
-                try:
-                    line, n, rejected, why = json_request(body)
-                except (ValueError, RequestRejected) as exc:
-                    return self._error(400, str(exc), proto)
-            else:
-                return self._error(415, f"unsupported Content-Type {ctype[:100]!r}; use application/x-protobuf or "
-                                        "application/json", False)
-            if self._client_left():  # it gave up (timed out, cancelled): store nothing it was not told of
-                receiver._abandon(n)
-                self.close_connection = True
-                return
-            if n:
-                try:
-                    receiver._ingest(line, n)
-                except OSError as exc:
-                    return self._error(503, str(exc), proto)
-            if rejected:
-                receiver._reject_spans(rejected)
-            if proto:
-                resp = pb2.ExportTraceServiceResponse()
-                if rejected:
-                    resp.partial_success.rejected_spans = rejected
-                    resp.partial_success.error_message = why
-                self._send(200, resp.SerializeToString(), "application/x-protobuf")
-            else:
-                body = (orjson.dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": why}})
-                        if rejected else b"{}")
-                self._send(200, body, "application/json")
-
+    Handler.receiver, Handler.pb2, Handler.timeout, Handler.idle_s = receiver, pb2, timeout_s, idle_s
+    Handler.request_to_json = staticmethod(request_to_json)  # (a plain function: called without self)
     return Handler
+
+
+class _OtlpHandler(BaseHTTPRequestHandler):
+    """``POST /v1/traces`` (module doc); ``make_handler`` binds a subclass to its receiver. Runs on a pool thread
+    of ``Http``, one connection per instance. A POST goes through named steps, each answering the request
+    itself (and returning None) when it refuses it: ``_read_body`` (length, size, gzip), ``_decode`` (protobuf
+    or JSON into a line to store), ``_store`` (unless the client left), ``_answer`` (200, with ``partialSuccess``
+    when spans were rejected). Every refusal goes through ``_error``, which counts it and closes the connection."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "gputrace-otlp"
+    timeout: ClassVar[float]  # StreamRequestHandler.setup: settimeout on the connection (make_handler's timeout_s)
+    receiver: Any  # the OtlpReceiver: only its thread-safe _ingest / _reject / _reject_spans / _abandon are called
+    pb2: Any  # the trace_service_pb2 module
+    request_to_json: Callable[[Any], Any]  # ExportTraceServiceRequest -> OTLP/JSON request dict
+    idle_s: float  # longest idle wait for the next request on a kept-alive connection (capped at timeout)
+    _served = 0
+
+    def setup(self) -> None:  # the head HeaderWait read comes first, then the socket
+        super().setup()
+        head = cast(Http, self.server).take_head()
+        if head:
+            self.rfile = io.BufferedReader(_Prefixed(head, self.rfile))
+
+    def _client_left(self) -> bool:
+        """The client closed its side (gave up): nothing it sent is stored. Peeks without consuming."""
+        poll = select.poll()  # (a zero-timeout poll first: recv on a socket with a timeout would wait)
+        poll.register(self.connection, select.POLLIN | select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        events = poll.poll(0)
+        if not events:
+            return False
+        if events[0][1] & (select.POLLHUP | select.POLLERR):
+            return True
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return False
+        except OSError:  # reset by the peer
+            return True
+
+    def handle_one_request(self) -> None:
+        if self._served:  # waiting for the next request on a kept-alive connection
+            self.connection.settimeout(min(self.idle_s, self.timeout))
+        super().handle_one_request()
+        self._served += 1
+
+    def parse_request(self) -> bool:  # the request line has arrived: the full timeout again
+        self.connection.settimeout(self.timeout)
+        return super().parse_request()
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: no stderr noise in the TUI
+        pass
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        if self.close_connection or cast(Http, self.server).crowded():  # others wait for this worker
+            self.send_header("Connection", "close")  # (also sets close_connection)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, code: int, msg: str, proto: bool) -> None:
+        """Counts a refused request and answers ``code`` with an OTLP ``Status`` (code 3) saying ``msg``, as
+        protobuf when ``proto`` else JSON; the connection is closed after."""
+        self.receiver._reject()
+        self.close_connection = True  # (before _send: the answer says Connection: close)
+        if proto:
+            from google.rpc import status_pb2
+
+            self._send(code, status_pb2.Status(code=3, message=msg).SerializeToString(), "application/x-protobuf")
+        else:
+            self._send(code, orjson.dumps({"code": 3, "message": msg}), "application/json")
+        self.close_connection = True
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._error(405 if self.path.split("?")[0] == "/v1/traces" else 404, "use POST /v1/traces", False)
+
+    def do_POST(self) -> None:  # noqa: N802
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        proto = ctype == "application/x-protobuf"
+        if self.path.split("?")[0] != "/v1/traces":
+            self._error(404, f"unknown path {self.path[:200]}; OTLP traces go to /v1/traces", proto)
+            return
+        body = self._read_body(proto)
+        if body is None:
+            return
+        decoded = self._decode(body, ctype, proto)
+        if decoded is None:
+            return
+        line, n, rejected, why = decoded
+        if self._store(line, n, rejected, proto):
+            self._answer(rejected, why, proto)
+
+    def _read_body(self, proto: bool) -> bytes | None:
+        """The request body, gunzipped when its ``Content-Encoding`` is gzip; None once the request has been
+        refused: no or a bad ``Content-Length`` (411), larger than the receiver's ``max_request_bytes`` before
+        or after gunzip (413), shorter than its ``Content-Length``, a bad or truncated gzip stream (400). A
+        sender that stalls mid-body times out (the socket's timeout): the connection closes."""
+        max_bytes = self.receiver.max_request_bytes
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self._error(411, "Content-Length required", proto)
+            return None
+        if int(length) > max_bytes:
+            self._error(413, f"request larger than {max_bytes} bytes", proto)
+            return None
+        body = self.rfile.read(int(length))  # (a stalled sender times out: the connection closes)
+        if len(body) < int(length):
+            self._error(400, f"body shorter than its Content-Length ({len(body)} of {length} bytes)", proto)
+            return None
+        if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                body = d.decompress(body, max_bytes + 1)
+            except zlib.error as exc:
+                self._error(400, f"bad gzip body: {exc}", proto)
+                return None
+            if len(body) > max_bytes or d.unconsumed_tail:
+                self._error(413, f"request larger than {max_bytes} bytes after gunzip", proto)
+                return None
+            if not d.eof:
+                self._error(400, "bad gzip body: truncated", proto)
+                return None
+        return body
+
+    def _decode(self, body: bytes, ctype: str, proto: bool) -> tuple[bytes, int, int, str] | None:
+        """``body`` of content type ``ctype`` -> (line to store, spans kept, spans rejected, first problem), as
+        ``clean_request`` gives them; None once the request has been refused: a bad protobuf or JSON body or
+        one with nothing valid to store (400), a content type other than protobuf or JSON (415)."""
+        if proto:
+            try:
+                req = self.pb2.ExportTraceServiceRequest.FromString(body)
+            except Exception as exc:  # noqa: BLE001 - DecodeError: report any as 400
+                self._error(400, f"bad protobuf body: {exc}", proto)
+                return None
+            try:
+                return clean_request(self.request_to_json(req))
+            except ValueError as exc:  # RequestRejected, or a bad id length
+                self._error(400, str(exc), proto)
+                return None
+        if ctype == "application/json":
+            try:
+                return json_request(body)
+            except (ValueError, RequestRejected) as exc:
+                self._error(400, str(exc), proto)
+                return None
+        self._error(415, f"unsupported Content-Type {ctype[:100]!r}; use application/x-protobuf or "
+                         "application/json", False)
+        return None
+
+    def _store(self, line: bytes, n: int, rejected: int, proto: bool) -> bool:
+        """Stores ``line`` (``n`` spans; ``rejected`` more left out) unless the client has left; True when the
+        request is to be answered 200. A client that left gets nothing stored (counted as abandoned) and its
+        connection closed; a failed write is answered 503."""
+        if self._client_left():  # it gave up (timed out, cancelled): store nothing it was not told of
+            self.receiver._abandon(n)
+            self.close_connection = True
+            return False
+        if n:
+            try:
+                self.receiver._ingest(line, n)
+            except OSError as exc:
+                self._error(503, str(exc), proto)
+                return False
+        if rejected:
+            self.receiver._reject_spans(rejected)
+        return True
+
+    def _answer(self, rejected: int, why: str, proto: bool) -> None:
+        """200 with an ``ExportTraceServiceResponse`` (protobuf when ``proto``, else JSON), carrying
+        ``partialSuccess`` (the rejected span count and ``why``) when spans were rejected."""
+        if proto:
+            resp = self.pb2.ExportTraceServiceResponse()
+            if rejected:
+                resp.partial_success.rejected_spans = rejected
+                resp.partial_success.error_message = why
+            self._send(200, resp.SerializeToString(), "application/x-protobuf")
+        else:
+            body = (orjson.dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": why}})
+                    if rejected else b"{}")
+            self._send(200, body, "application/json")

@@ -169,6 +169,10 @@ _ROLE_CODE = {**dict.fromkeys(_DEVICE_CATS, 4), **dict.fromkeys(_API_CATS, 1), *
               **dict.fromkeys(_PROFILER_CATS, 3)}  # else 0: a phase
 
 
+#: Row roles (``_roles``): what each becomes.
+_PHASE, _API, _OP, _PROFILER, _DEVICE = 0, 1, 2, 3, 4
+
+
 def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
     """``tl`` with Kineto's rows mapped onto the GPU-activity conventions (see the module docstring);
     ``tl`` itself when it is not a Kineto trace.
@@ -179,16 +183,18 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
     in place; shared ``TemplateAttrs`` get one new template per (template, name)."""
     if tl.n == 0 or not is_kineto(tl):
         return tl
-    head = head or {}
-    c = tl.cols
-    n = tl.n
-    attrs_in: Mapping[int, Any] = tl.attrs  # dicts and TemplateAttrs
-    parent = c["parent"]
-    start = c["start"].tolist()
-    phase_col = c["phase"]
-    ph_list = phase_col.tolist()
-    tl_phases = tl.phases
-    # role per row: 0 phase, 1 api, 2 op, 3 profiler, 4 device activity
+    m = _KinetoMapping(tl)
+    m.map_rows()
+    m.place_api_calls()
+    m.apply_updates()
+    return m.build(head or {})
+
+
+def _roles(attrs_in: Mapping[int, Any], n: int) -> tuple[list[int], dict[int, int]]:
+    """(role of each of the ``n`` rows by its ``chrome.cat``: ``_PHASE`` / ``_API`` / ``_OP`` / ``_PROFILER`` /
+    ``_DEVICE``, rows without attributes being phases; Kineto ``correlation`` id -> row of the API call that
+    carries it, the last such row winning). ``attrs_in`` (row < ``n`` -> dict or ``TemplateAttrs``, as the
+    reader gives them) is not modified."""
     role_l = [0] * n
     corr_api: dict[int, int] = {}
     rcode = _ROLE_CODE.get
@@ -197,16 +203,62 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
         ro = rcode(str((a.shared if type(a) is TemplateAttrs else a).get("chrome.cat")), 0)
         if ro:
             role_l[r] = ro
-            if ro == 1:
+            if ro == _API:
                 cr = a.get("correlation")
                 if type(cr) is int:
                     corr_api[cr] = r
-    role = np.asarray(role_l, np.int8)
-    parent_l = parent.tolist()
-    phase_anc: dict[int, int] = {}
+    return role_l, corr_api
 
-    def phase_above(r: int) -> int:
+
+class _KinetoMapping:
+    """One mapping of a Kineto ``Timeline`` (``map_kineto``), run once, in this order: ``map_rows``,
+    ``place_api_calls``, ``apply_updates``, ``build``. Holds the input, the copies of the columns and tables
+    the mapping rewrites (the input's arrays and lists are never written; its attribute dicts are, see
+    ``with_keys``), the column updates gathered as (row, value) and the caches of what depends only on a
+    name or an args template."""
+
+    def __init__(self, tl: Timeline) -> None:
+        """Classifies the rows (``_roles``) and copies what the mapping rewrites; ``tl`` has rows."""
+        self.tl = tl
+        c = tl.cols
+        n = tl.n
+        self.attrs_in: Mapping[int, Any] = tl.attrs  # dicts and TemplateAttrs
+        self.start = c["start"].tolist()
+        self.ph_list = c["phase"].tolist()
+        self.tl_phases = tl.phases
+        self.role_l, self.corr_api = _roles(self.attrs_in, n)
+        self.role = np.asarray(self.role_l, np.int8)
+        self.parent_l = c["parent"].tolist()
+        self.phase_anc: dict[int, int] = {}  # row -> its innermost phase ancestor (phase_above's memo)
+        self.phases = list(tl.phases)
+        self.phase_ix = {p: i for i, p in enumerate(self.phases)}
+        self.new_phase = c["phase"].copy()
+        self.new_kind = c["kind"].copy()
+        self.new_lane = c["lane"].copy()
+        self.new_dev = c["device"].copy()
+        self.gpu_start, self.gpu_end = c["gpu_start"].copy(), c["gpu_end"].copy()
+        self.new_parent = c["parent"].copy()
+        self.attrs: dict[int, Mapping] = dict(self.attrs_in)
+        self.names = dict(tl.names)
+        devices = sorted({int(d) for d in np.unique(c["device"][self.role == _DEVICE]).tolist() if d >= 0})
+        self.only_dev = devices[0] if len(devices) == 1 else -1  # a sync span's device: the trace's only one
+        self.lanes = list(tl.lanes)
+        self.lane_ix = {ln: i for i, ln in enumerate(self.lanes)}
+        self.api_lane_of: dict[int, int] = {}
+        self.templates: dict[tuple, dict] = {}  # with_keys' new templates
+        self.dev_static: dict[tuple[str, int], tuple[dict, int]] = {}  # device_static's cache
+        self.plans: dict[tuple, tuple[dict, tuple, Any, int]] = {}  # map_device's _template_plan cache
+        # Column updates are gathered as (row, value) and applied at once by apply_updates (a numpy item
+        # assignment per row costs more than the rest of the row's work).
+        self.set_parent: list[tuple[int, int]] = []
+        self.set_phase: list[tuple[int, int]] = []
+        self.set_kind: list[tuple[int, int]] = []
+        self.set_dev: list[tuple[int, int]] = []
+        self.no_gpu: list[int] = []
+
+    def phase_above(self, r: int) -> int:
         """The innermost phase (user annotation) at or above row ``r``'s parent, -1 if none."""
+        parent_l, role_l, phase_anc = self.parent_l, self.role_l, self.phase_anc
         path = []
         p = parent_l[r]
         while p >= 0 and role_l[p] != 0:
@@ -220,46 +272,30 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             phase_anc[q] = p
         return p
 
-    phases = list(tl_phases)
-    phase_ix = {p: i for i, p in enumerate(phases)}
-
-    def pid(name: str) -> int:
-        i = phase_ix.get(name)
+    def pid(self, name: str) -> int:
+        """The id of ``name`` in the new phase (span name) table, appended on first use."""
+        i = self.phase_ix.get(name)
         if i is None:
-            i = phase_ix[name] = len(phases)
-            phases.append(name)
+            i = self.phase_ix[name] = len(self.phases)
+            self.phases.append(name)
         return i
 
-    new_phase = phase_col.copy()
-    new_kind = c["kind"].copy()
-    new_lane = c["lane"].copy()
-    new_dev = c["device"].copy()
-    gpu_start, gpu_end = c["gpu_start"].copy(), c["gpu_end"].copy()
-    new_parent = parent.copy()
-    attrs: dict[int, Mapping] = dict(attrs_in)
-    names = dict(tl.names)
-    devices = sorted({int(d) for d in np.unique(c["device"][role == 4]).tolist() if d >= 0})
-    only_dev = devices[0] if len(devices) == 1 else -1
-    lanes = list(tl.lanes)
-    lane_ix = {ln: i for i, ln in enumerate(lanes)}
-    api_lane_of: dict[int, int] = {}
-
-    def api_lane(li: int) -> int:
-        j = api_lane_of.get(li)
+    def api_lane(self, li: int) -> int:
+        """The index of the ``api:THREAD`` lane beside lane ``li`` (appended on first use, same host, pid and
+        device; a ``thread:`` prefix is dropped from the name)."""
+        j = self.api_lane_of.get(li)
         if j is None:
-            ln = lanes[li]
+            ln = self.lanes[li]
             base = ln.name[len("thread:"):] if ln.name.startswith("thread:") else ln.name
             al = Lane(ln.host, ln.pid, ln.device, A.API_LANE_PREFIX + base)
-            j = lane_ix.get(al)
+            j = self.lane_ix.get(al)
             if j is None:
-                j = lane_ix[al] = len(lanes)
-                lanes.append(al)
-            api_lane_of[li] = j
+                j = self.lane_ix[al] = len(self.lanes)
+                self.lanes.append(al)
+            self.api_lane_of[li] = j
         return j
 
-    templates: dict[tuple, dict] = {}
-
-    def with_keys(a: Mapping, key: tuple, static: dict, per_row: dict) -> Mapping:
+    def with_keys(self, a: Mapping, key: tuple, static: dict, per_row: dict) -> Mapping:
         """``a`` plus ``static`` and ``per_row``. The reader's own dicts gain them in place; a shared
         ``TemplateAttrs`` stays shared: one template per (args template, ``key``), the per-row values (the
         args' own and ``per_row``) in the overlay, as the reader and the cache keep them."""
@@ -269,25 +305,25 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
             return a
         if isinstance(a, TemplateAttrs):
             tk = (id(a.shared), key, tuple(per_row))
-            tpl = templates.get(tk)
+            tpl = self.templates.get(tk)
             if tpl is None:
                 tpl = dict(a.shared)
                 tpl.update(static)
                 tpl.update(dict.fromkeys(per_row, 0))
-                templates[tk] = tpl
+                self.templates[tk] = tpl
             return TemplateAttrs(tpl, a.keys_ + tuple(per_row), a.values_ + tuple(per_row.values()))
         out = dict(a)
         out.update(static)
         out.update(per_row)
         return out
 
-    # What depends only on a device row's (category, name) or an API call's name: computed once each.
-    dev_static: dict[tuple[str, int], tuple[dict, int]] = {}
-
-    def device_static(k: str, name_id: int) -> tuple[dict, int]:
-        hit = dev_static.get((k, name_id))
+    def device_static(self, k: str, name_id: int) -> tuple[dict, int]:
+        """(the activity attributes that depend only on a device row's category ``k`` and name, the id of its
+        span name: the kernel's short name, ``[CUDA memcpy KIND]``, ``[CUDA memset]``); computed once per
+        (category, name). The dict is shared: callers copy it before changing it."""
+        hit = self.dev_static.get((k, name_id))
         if hit is None:
-            name = tl_phases[name_id]
+            name = self.tl_phases[name_id]
             static: dict[str, Any] = {A.SOURCE: "kineto"}
             if k == "kernel":
                 full = demangle(name)
@@ -302,111 +338,140 @@ def map_kineto(tl: Timeline, head: Mapping[str, Any] | None = None) -> Timeline:
                 m = _MEMSET.match(name)
                 static[A.MEMSET_KIND] = A.memory_kind(m.group(1)) if m else "UNKNOWN"
                 short = A.MEMSET_NAME
-            hit = dev_static[(k, name_id)] = (static, pid(short))
+            hit = self.dev_static[(k, name_id)] = (static, self.pid(short))
         return hit
 
-    plans: dict[tuple, tuple[dict, tuple, Any, int]] = {}
-    host_kind, sync_kind = KIND_CODES["host"], KIND_CODES["sync"]
-    role_static = {2: {A.ROLE: "op"}, 3: {A.ROLE: "profiler"}}
-    no_row: dict = {}
-    # Column updates are gathered as (row, value) and applied at once (a numpy item assignment per row costs more
-    # than the rest of the row's work).
-    set_parent: list[tuple[int, int]] = []
-    set_phase: list[tuple[int, int]] = []
-    set_kind: list[tuple[int, int]] = []
-    set_dev: list[tuple[int, int]] = []
-    set_lane: list[tuple[int, int]] = []
-    no_gpu: list[int] = []
-    for r, a in attrs_in.items():
-        ro = role_l[r]
-        if ro == 0:
-            continue
-        if ro == 4:
-            nid = ph_list[r]
-            if type(a) is TemplateAttrs:  # the reader's shared args: stay shared (see _template_plan)
-                sh, ks, vals = a.shared, a.keys_, a.values_
-                cr = vals[ks.index("correlation")] if "correlation" in ks else sh.get("correlation")
-                launch = corr_api.get(cr) if type(cr) is int else None
-                pk = (id(sh), ks, nid, launch is not None and ph_list[launch])
-                plan = plans.get(pk)
-                if plan is None:
-                    k = str(sh.get("chrome.cat"))
-                    api = tl_phases[ph_list[launch]] if launch is not None else None
-                    plan = plans[pk] = _template_plan(device_static(k, nid), sh, ks, k, api, launch is not None)
-                tpl, keys, pick, short_id = plan
-                extra = pick(vals) if pick is not None else ()
-                if launch is not None:
-                    extra = (*extra, start[launch])
-                attrs[r] = TemplateAttrs(tpl, keys, vals + extra)
+    def map_rows(self) -> None:
+        """One pass over the rows with attributes: each non-phase row's attributes are rewritten (``self.attrs``)
+        and its column changes gathered, by role (``map_device``, ``map_api``, ``map_host``)."""
+        role_l = self.role_l
+        map_device, map_api, map_host = self.map_device, self.map_api, self.map_host
+        for r, a in self.attrs_in.items():
+            ro = role_l[r]
+            if ro == _PHASE:
+                continue
+            if ro == _DEVICE:
+                map_device(r, a)
+            elif ro == _API:
+                map_api(r, a)
             else:
-                k = str(a.get("chrome.cat"))
-                cr = a.get("correlation")
-                launch = corr_api.get(cr) if type(cr) is int else None
+                map_host(r, a, ro)
+
+    def map_device(self, r: int, a: Mapping) -> None:
+        """Device row ``r`` (attributes ``a``) -> a kernel / memcpy / memset activity span: activity attributes
+        (``_plan``; a ``TemplateAttrs`` stays shared, see ``_template_plan``), the launching API call (found by
+        ``correlation``) and its start, the span name, and as parent the innermost phase around the launching
+        call (or around the row when no call launched it)."""
+        nid = self.ph_list[r]
+        tl_phases, ph_list, corr_api = self.tl_phases, self.ph_list, self.corr_api
+        if type(a) is TemplateAttrs:  # the reader's shared args: stay shared (see _template_plan)
+            sh, ks, vals = a.shared, a.keys_, a.values_
+            cr = vals[ks.index("correlation")] if "correlation" in ks else sh.get("correlation")
+            launch = corr_api.get(cr) if type(cr) is int else None
+            pk = (id(sh), ks, nid, launch is not None and ph_list[launch])
+            plan = self.plans.get(pk)
+            if plan is None:
+                k = str(sh.get("chrome.cat"))
                 api = tl_phases[ph_list[launch]] if launch is not None else None
-                static, short_id, _ = _plan(device_static(k, nid), a, (), k, api)
-                per_row = {A.LAUNCH_API_START: start[launch]} if launch is not None else no_row
-                attrs[r] = with_keys(a, (nid, api, k), static, per_row)
+                plan = self.plans[pk] = _template_plan(self.device_static(k, nid), sh, ks, k, api, launch is not None)
+            tpl, keys, pick, short_id = plan
+            extra = pick(vals) if pick is not None else ()
             if launch is not None:
-                p = launch if role_l[launch] == 0 else phase_above(launch)
-            else:
-                p = phase_above(r)
-            set_parent.append((r, p))
-            set_phase.append((r, short_id))  # the span's name (Kineto's own name: cuda.kernel.name / the copy kinds)
-            names.pop(r, None)
-        elif ro == 1:
-            nid = ph_list[r]
-            name = tl_phases[nid]
-            sync = KINETO_SYNC_APIS.get(name)
-            if sync is not None:  # a host wait: an activity span on the thread's lane
-                cr = a.get("correlation")
-                per_row = {A.CORRELATION: cr} if type(cr) is int else no_row
-                attrs[r] = with_keys(a, (nid, "sync"), {A.API: name, A.SOURCE: "kineto", A.ACTIVITY: "sync",
-                                                        A.SYNC_TYPE: sync}, per_row)
-                set_kind.append((r, sync_kind))
-                set_dev.append((r, only_dev))
-                set_phase.append((r, pid(A.sync_name(sync))))
-                names.pop(r, None)
-                set_parent.append((r, phase_above(r)))
-            else:  # the span's name is the API; its args keep Kineto's "correlation"
-                if type(a) is dict:  # the reader's own dict: in place (the common case, inline)
-                    a[A.ROLE] = "api"
-                    a[A.API] = name
-                else:
-                    attrs[r] = with_keys(a, (nid, "api"), {A.ROLE: "api", A.API: name}, no_row)
-                # (kind and lane: set for all API calls at once below)
+                extra = (*extra, self.start[launch])
+            self.attrs[r] = TemplateAttrs(tpl, keys, vals + extra)
         else:
-            if type(a) is dict:
-                a[A.ROLE] = "op" if ro == 2 else "profiler"
-            else:
-                attrs[r] = with_keys(a, (ro,), role_static[ro], no_row)
-            if ro == 3:
-                no_gpu.append(r)
-                set_kind.append((r, host_kind))
-    api = role == 1
-    sync_ids = [i for i, p in enumerate(tl_phases) if p in KINETO_SYNC_APIS]
-    if sync_ids:
-        api &= ~np.isin(phase_col, np.asarray(sync_ids))
-    if api.any():  # API calls: host kind, on their thread's api: lane
-        new_kind[api] = host_kind
-        lanes_used = np.unique(c["lane"][api])
-        to_api = np.arange(len(tl.lanes), dtype=np.int64)
-        to_api[lanes_used] = [api_lane(int(li)) for li in lanes_used.tolist()]
-        new_lane[api] = to_api[c["lane"][api]]
-    for col, upd in ((new_parent, set_parent), (new_phase, set_phase), (new_kind, set_kind), (new_dev, set_dev),
-                     (new_lane, set_lane)):
-        if upd:
-            rows_, vals_ = zip(*upd, strict=True)
-            col[np.asarray(rows_, np.int64)] = np.asarray(vals_, col.dtype)
-    if no_gpu:
-        gpu_start[no_gpu] = gpu_end[no_gpu] = -1
-    res = kineto_resource(head)
-    res[A.SOURCE] = "kineto"
-    resources = [*tl.resources, res]
-    span_id = c["span_id"]
-    psid = np.where(new_parent >= 0, span_id[np.maximum(new_parent, 0)], 0).astype(np.uint64)
-    cols = {k: v for k, v in c.items() if k not in ("parent", "depth")}
-    cols.update(phase=new_phase, kind=new_kind, lane=new_lane, device=new_dev, gpu_start=gpu_start, gpu_end=gpu_end,
-                parent_span_id=psid, resource=np.full(n, len(resources) - 1, np.int32))
-    out = Timeline.from_unsorted(cols, phases, lanes, resources, tl.trace_ids, attrs, names)
-    out.load_report = tl.load_report
-    return out
+            k = str(a.get("chrome.cat"))
+            cr = a.get("correlation")
+            launch = corr_api.get(cr) if type(cr) is int else None
+            api = tl_phases[ph_list[launch]] if launch is not None else None
+            static, short_id, _ = _plan(self.device_static(k, nid), a, (), k, api)
+            per_row = {A.LAUNCH_API_START: self.start[launch]} if launch is not None else {}
+            self.attrs[r] = self.with_keys(a, (nid, api, k), static, per_row)
+        if launch is not None:
+            p = launch if self.role_l[launch] == _PHASE else self.phase_above(launch)
+        else:
+            p = self.phase_above(r)
+        self.set_parent.append((r, p))
+        self.set_phase.append((r, short_id))  # the span's name (Kineto's own name: cuda.kernel.name / the copy kinds)
+        self.names.pop(r, None)
+
+    def map_api(self, r: int, a: Mapping) -> None:
+        """CUDA API call ``r`` (attributes ``a``): a synchronising call (``KINETO_SYNC_APIS``) becomes a sync
+        activity span on its thread's lane (device: the trace's only one, else -1; parent: the innermost phase
+        around it); any other gets ``gputrace.role = "api"`` and ``cuda.api`` and keeps its name and Kineto's
+        ``correlation`` (its kind and lane are set by ``place_api_calls``)."""
+        nid = self.ph_list[r]
+        name = self.tl_phases[nid]
+        sync = KINETO_SYNC_APIS.get(name)
+        if sync is not None:  # a host wait: an activity span on the thread's lane
+            cr = a.get("correlation")
+            per_row = {A.CORRELATION: cr} if type(cr) is int else {}
+            self.attrs[r] = self.with_keys(a, (nid, "sync"), {A.API: name, A.SOURCE: "kineto", A.ACTIVITY: "sync",
+                                                              A.SYNC_TYPE: sync}, per_row)
+            self.set_kind.append((r, KIND_CODES["sync"]))
+            self.set_dev.append((r, self.only_dev))
+            self.set_phase.append((r, self.pid(A.sync_name(sync))))
+            self.names.pop(r, None)
+            self.set_parent.append((r, self.phase_above(r)))
+        elif type(a) is dict:  # the reader's own dict: in place (the common case, inline)
+            a[A.ROLE] = "api"
+            a[A.API] = name
+        else:
+            self.attrs[r] = self.with_keys(a, (nid, "api"), {A.ROLE: "api", A.API: name}, {})
+
+    def map_host(self, r: int, a: Mapping, ro: int) -> None:
+        """Operator (``ro == _OP``) or profiler-bookkeeping (``_PROFILER``) row ``r``: ``gputrace.role`` set;
+        a profiler row also becomes host kind with no GPU times."""
+        role = "op" if ro == _OP else "profiler"
+        if type(a) is dict:
+            a[A.ROLE] = role
+        else:
+            self.attrs[r] = self.with_keys(a, (ro,), {A.ROLE: role}, {})
+        if ro == _PROFILER:
+            self.no_gpu.append(r)
+            self.set_kind.append((r, KIND_CODES["host"]))
+
+    def place_api_calls(self) -> None:
+        """Every non-sync API call: host kind, moved to its thread's ``api:`` lane (``api_lane``, new lanes
+        appended in the order of the threads' lane indices)."""
+        c = self.tl.cols
+        api = self.role == _API
+        sync_ids = [i for i, p in enumerate(self.tl_phases) if p in KINETO_SYNC_APIS]
+        if sync_ids:
+            api &= ~np.isin(c["phase"], np.asarray(sync_ids))
+        if api.any():
+            self.new_kind[api] = KIND_CODES["host"]
+            lanes_used = np.unique(c["lane"][api])
+            to_api = np.arange(len(self.tl.lanes), dtype=np.int64)
+            to_api[lanes_used] = [self.api_lane(int(li)) for li in lanes_used.tolist()]
+            self.new_lane[api] = to_api[c["lane"][api]]
+
+    def apply_updates(self) -> None:
+        """Writes the gathered (row, value) updates into the new columns, and clears the GPU times of the
+        profiler's rows."""
+        for col, upd in ((self.new_parent, self.set_parent), (self.new_phase, self.set_phase),
+                         (self.new_kind, self.set_kind), (self.new_dev, self.set_dev)):
+            if upd:
+                rows_, vals_ = zip(*upd, strict=True)
+                col[np.asarray(rows_, np.int64)] = np.asarray(vals_, col.dtype)
+        if self.no_gpu:
+            self.gpu_start[self.no_gpu] = self.gpu_end[self.no_gpu] = -1
+
+    def build(self, head: Mapping[str, Any]) -> Timeline:
+        """The mapped ``Timeline``: the new columns (parents as span ids, so nesting is recomputed), tables and
+        attributes, every row on one new resource (``kineto_resource(head)`` plus ``gputrace.source``), the
+        input's load report."""
+        tl, c, n = self.tl, self.tl.cols, self.tl.n
+        res = kineto_resource(head)
+        res[A.SOURCE] = "kineto"
+        resources = [*tl.resources, res]
+        span_id = c["span_id"]
+        new_parent = self.new_parent
+        psid = np.where(new_parent >= 0, span_id[np.maximum(new_parent, 0)], 0).astype(np.uint64)
+        cols = {k: v for k, v in c.items() if k not in ("parent", "depth")}
+        cols.update(phase=self.new_phase, kind=self.new_kind, lane=self.new_lane, device=self.new_dev,
+                    gpu_start=self.gpu_start, gpu_end=self.gpu_end, parent_span_id=psid,
+                    resource=np.full(n, len(resources) - 1, np.int32))
+        out = Timeline.from_unsorted(cols, self.phases, self.lanes, resources, tl.trace_ids, self.attrs, self.names)
+        out.load_report = tl.load_report
+        return out
