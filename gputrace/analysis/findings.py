@@ -75,26 +75,108 @@ def _roots(ctx: Context) -> set[str]:
     return {u["path"].split("/", 1)[0] for u in ctx.data.get("unattributed", []) if u.get("path")}
 
 
+def _startup_window(ctx: Context) -> list[tuple[int, int]]:
+    """The union of the processes' start-up intervals (``data["startup"]``, gputrace/analysis/startup.py),
+    sorted, disjoint: the wall time that start-up took, counted once."""
+    spans = sorted((int(d["start_ns"]), int(d["end_ns"])) for d in ctx.data.get("startup") or []
+                   if int(d["end_ns"]) > int(d["start_ns"]))
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _overlap(s: int, e: int, window: list[tuple[int, int]]) -> int:
+    """How much of [s, e) lies in ``window`` (disjoint intervals)."""
+    return sum(max(0, min(e, b) - max(s, a)) for a, b in window)
+
+
+def _names(what: str) -> list[str]:
+    """'A, B and C' -> ['A', 'B', 'C'] (the host work a gap names, as the stalls text lists it)."""
+    head, _, last = what.rpartition(" and ")
+    return [*head.split(", "), last] if head else [what]
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _idle_split(ctx: Context, s: dict, window: list[tuple[int, int]]) -> tuple[int, bool]:
+    """(the part of an idle stall's lost time inside start-up, whether the whole stall is start-up): a
+    leading gap at least half inside start-up is the wait for the first GPU work, all of it start-up."""
+    lost = int(s["lost_ns"])
+    over = min(lost, _overlap(int(s.get("start", 0)), int(s.get("end", 0)), window)) if window else 0
+    return over, bool(over) and "(leading)" in s["text"].partition(" while ")[0] and over * 2 >= lost
+
+
+def _startup(ctx: Context) -> list[Finding]:
+    """Start-up: from each process's root span to its first phase or GPU activity (a launcher's: to its
+    children's first work), merged over processes; one finding, saving = that wall time, counted once
+    (not an overlap to win: shorten imports and initialisation, or amortise them over a longer run)."""
+    st = ctx.data.get("startup") or []
+    window = _startup_window(ctx)
+    total = sum(b - a for a, b in window)
+    if total < ctx.min_ns:
+        return []
+    parts = []
+    for d in st:
+        who = d["process"] + (" (launcher, no GPU work)" if d.get("launcher") else "")
+        parts.append(f"{who} {fmt_ns(d['duration_ns'])} until {d['ends_at']}")
+    idle = sorted({f"GPU {s['device']}" for s in ctx.data.get("stalls", [])
+                   if s.get("category") == "idle" and _idle_split(ctx, s, window)[1]})
+    if idle:
+        parts.append(f"{', '.join(idle)} idle until its first work (not listed again)")
+    return [Finding(
+        "startup", f"start-up: {fmt_ns(total)} before the first phase or GPU work (interpreter, imports, CUDA "
+                   "context, set-up): shorten it or amortise it over a longer run",
+        "; ".join(parts), int(total), "start-up")]
+
+
 def _gpu_idle(ctx: Context) -> list[Finding]:
-    """GPU idle while the host runs X: the idle stalls (grouped gaps) with the host phase named; saving
+    return [f for f, _ in _idle_findings(ctx)]
+
+
+def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
+    """The gpu-idle-host findings, each with the main host work its gap names (first in the list).
+
+    GPU idle while the host runs X: the idle stalls (grouped gaps) with the host phase named; saving
     = the idle time (upper bound: what overlapping that host work with the GPU could win). A leading gap
     (before the device's first GPU work) whose main host work is a top-level span with time no phase
     explains is start-up (interpreter, imports, CUDA context, set-up), and is titled so: nothing to overlap."""
     out = []
     roots = _roots(ctx)
+    window = _startup_window(ctx)
+    launchers = {d["process"] for d in ctx.data.get("startup") or [] if d.get("launcher")}
     for s in ctx.data.get("stalls", []):
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
+        over, merged = _idle_split(ctx, s, window)
+        lost = int(s["lost_ns"]) - over
+        if merged or lost < ctx.min_ns:
+            continue  # start-up: the startup finding counts it
         text = s["text"]
         head, _, what = text.partition(" while ")
         what = (what or "the host recorded no work").split(" ran on the host", 1)[0].removeprefix("mostly ")
+        notes = [f"{fmt_ns(over)} of it in start-up, counted there"] if over else []
+        if launchers and not what.startswith("the host recorded no work"):
+            names = _names(what)
+            kept = [n for n in names if n not in launchers]
+            if not kept:
+                continue  # only a launcher (torchrun's process) ran: not the GPU's work to overlap
+            if len(kept) < len(names):
+                what = _join(kept)
+                notes.append("launcher " + ", ".join(sorted(launchers & set(names))) + " not counted as host work")
         title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
         if what.startswith("the host recorded no work"):
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
         elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
             title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
                      f"set-up in no phase; host: {what})")
-        out.append(Finding("gpu-idle-host", title, text, int(s["lost_ns"]), f"GPU {s['device']}"))
+        evidence = text + "".join(f"; {n}" for n in notes)
+        out.append((Finding("gpu-idle-host", title, evidence, lost, f"GPU {s['device']}"), _names(what)[0]))
     return out[:3]
 
 
@@ -177,29 +259,51 @@ def _sync_waits(ctx: Context) -> list[Finding]:
 def _unattributed(ctx: Context) -> list[Finding]:
     """Unattributed host time: time inside a phase that no child phase covers; saving = that time
     (unknown work: instrument it to learn what it is)."""
+    start_up: dict[str, int] = {}
+    idle_claims = _idle_findings(ctx)
+    for d in ctx.data.get("startup") or []:
+        start_up[d["process"]] = start_up.get(d["process"], 0) + int(d["duration_ns"])
     out = []
-    for u in ctx.data.get("unattributed", [])[:3]:
-        if u["unattributed_ns"] < ctx.min_ns:
+    for u in ctx.data.get("unattributed", []):
+        ns, dur = int(u["unattributed_ns"]), int(u["duration_ns"])
+        excl = min(ns, start_up.get(u["path"], 0))  # a process root: its start-up is the startup finding's
+        ns, dur = ns - excl, dur - excl
+        # ... and GPU-idle findings whose main host work is this root claim that host time already.
+        idle = min(ns, sum(f.saving_ns for f, main in idle_claims if main == u["path"]))
+        if ns - idle < ctx.min_ns:
             continue
-        out.append(Finding(
-            "unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
-            f"{fmt_ns(u['unattributed_ns'])} of {fmt_ns(u['duration_ns'])} ({u['fraction']:.0%}) over "
-            f"{u['count']} instance(s)", int(u["unattributed_ns"]), u["path"]))
-    return out
+        evidence = (f"{fmt_ns(ns)} of {fmt_ns(dur)} ({ns / dur if dur else 0.0:.0%}) over {u['count']} instance(s)"
+                    + (f"; start-up ({fmt_ns(excl)}) excluded, see the startup finding" if excl else "")
+                    + (f"; {fmt_ns(idle)} of it with the GPU idle, counted in gpu-idle-host" if idle else ""))
+        ns -= idle
+        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
+                           evidence, ns, u["path"]))
+    out.sort(key=lambda f: -f.saving_ns)
+    return out[:3]
 
 
 def _exposed_comm(ctx: Context) -> list[Finding]:
     """Exposed communication: a rank's communication time no compute overlapped; saving = that time
     (upper bound: overlap it with compute, e.g. bucketed all-reduce during backward)."""
+    slow = _straggler(ctx)
+    srank = ctx.comm["stragglers"][0]["rank"] if slow else None
     out = []
     for r in ctx.comm.get("ranks", []):
-        if r["exposed_ns"] < ctx.min_ns:
+        claimed = 0
+        if slow and r["rank"] != srank:  # its waits for the straggler: the straggler finding's saving
+            waits = sum(int((c.get("waits") or {}).get(r["rank"], (c.get("waits") or {}).get(str(r["rank"]), 0)))
+                        for c in ctx.comm.get("collectives", []) if c.get("last_rank") == srank)
+            claimed = min(int(r["exposed_ns"]), waits)
+        saving = int(r["exposed_ns"]) - claimed
+        if saving < ctx.min_ns:
             continue
         share = r["overlap_ns"] / r["comm_ns"] if r["comm_ns"] else 0.0
-        out.append(Finding(
-            "exposed-comm", f"rank {r['rank']}: communication not overlapped with compute",
-            f"{r['calls']} collective(s) ({r['source']}): {fmt_ns(r['comm_ns'])}, {share:.0%} overlapped, "
-            f"{fmt_ns(r['exposed_ns'])} exposed", int(r["exposed_ns"]), f"rank {r['rank']}"))
+        evidence = (f"{r['calls']} collective(s) ({r['source']}): {fmt_ns(r['comm_ns'])}, {share:.0%} overlapped, "
+                    f"{fmt_ns(r['exposed_ns'])} exposed")
+        if claimed:
+            evidence += f"; {fmt_ns(claimed)} of it waiting for straggler rank {srank}, counted in that finding"
+        out.append(Finding("exposed-comm", f"rank {r['rank']}: communication not overlapped with compute",
+                           evidence, saving, f"rank {r['rank']}"))
     return out
 
 
@@ -234,6 +338,7 @@ def _pinning(ctx: Context) -> list[Finding]:
 
 #: The rules, in the order the Findings table documents them (docs/findings.md).
 RULES: tuple[Rule, ...] = (
+    Rule("startup", "process start-up before the first phase or GPU work", _startup),
     Rule("gpu-idle-host", "GPU idle while the host runs something else", _gpu_idle),
     Rule("launch-bound", "phases whose kernels leave the GPU idle between launches", _launch_bound),
     Rule("pageable-copy", "host<->device copies from pageable memory", _pageable),

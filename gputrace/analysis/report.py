@@ -40,6 +40,7 @@ from gputrace.analysis.stalls import (
     unattributed_stalls,
     wait_stalls,
 )
+from gputrace.analysis.startup import startup_intervals
 from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.waits import HostWaits, host_waits
@@ -125,6 +126,7 @@ class TimelineAnalysis:
     gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
     api_calls: list[dict] = field(default_factory=list)  # `api_calls.api_call_table`: CUDA API calls per name
     comm: dict = field(default_factory=dict)  # `collectives.collectives`: ranks, matched collectives, stragglers
+    startup: list[dict] = field(default_factory=list)  # `startup.startup_intervals`: per process
 
     @property
     def listed(self) -> list[Stall]:
@@ -145,6 +147,7 @@ class TimelineAnalysis:
             "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
             "pinning_summary": pinning_summary(self.pinning, self.wall_ns),
             "unattributed": self.unattributed_paths,
+            "startup": self.startup,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,
             "api_calls": self.api_calls,
@@ -161,7 +164,7 @@ class TimelineAnalysis:
         d = {"wall_ns": self.wall_ns, "stalls": [s.to_dict() for s in self.listed],
              "phases": [{"phase": names[i]} for i in sorted(set(self.phases.phase.tolist()))],
              "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
-             "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity}
+             "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity, "startup": self.startup}
         return findings(d, self.comm)
 
     def emulated_note(self) -> str:
@@ -256,5 +259,6 @@ def analyse_timeline(
         gpu_activity=gpu_summary(tl, top=top, launch=launch) if critical else {},
         api_calls=api_call_table(tl, top=top),
         comm=collectives(tl, top=top),
+        startup=startup_intervals(tl),
     )
 

@@ -8,7 +8,7 @@ injected slowdowns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,14 +16,16 @@ from gputrace.phases import phase_kind
 from gputrace.timeline.model import KIND_CODES, Lane, Timeline
 
 
-def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, trace_id: str = "t0") -> Timeline:
-    """A Timeline from span dicts (one trace, one resource).
+def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, trace_id: str = "t0",
+                  resources: Sequence[Mapping] | None = None) -> Timeline:
+    """A Timeline from span dicts (one trace; one resource, or ``resources`` and a ``resource`` index per span).
 
     Keys: ``name`` (phase), ``start``, ``end`` (ns; required); optional ``id`` (any hashable,
     default the list position), ``parent`` (an ``id``), ``device`` (default -1), ``lane``
     (default ``stream:0`` for gpu-kind spans on a device, else ``thread:main``), ``kind``
     (default from the phase vocabulary), ``gpu_start``/``gpu_end``, ``circuit``, ``batch``,
-    ``bytes``, ``host`` (default ``h``), ``attrs`` (dict). Raises ValueError naming the span
+    ``bytes``, ``host`` (default ``h``), ``pid`` (default 1), ``resource`` (index into ``resources``,
+    default 0), ``attrs`` (dict). Raises ValueError naming the span
     on end < start or an unknown parent id.
     """
     spans = list(spans)
@@ -53,7 +55,8 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
         k = sp.get("kind", phase_kind(name))
         dev = int(sp.get("device", -1))
         ln = sp.get("lane") or ("stream:0" if (k == "gpu" and dev >= 0) else "thread:main")
-        lane_obj = Lane(sp.get("host", "h"), 1, dev, ln)  # as the reader does: a lane is (device, name)
+        # as the reader does: a lane is (host, pid, device, name)
+        lane_obj = Lane(sp.get("host", "h"), int(sp.get("pid", 1)), dev, ln)
         lane[i] = lane_ix.setdefault(lane_obj, len(lane_ix))
         if lane[i] == len(lanes):
             lanes.append(lane_obj)
@@ -81,10 +84,11 @@ def make_timeline(spans: Iterable[Mapping], resource: Mapping | None = None, tra
     full: dict[str, np.ndarray] = dict(cols)
     full.update(phase=phase, lane=lane, kind=kind, span_id=span_id, parent_span_id=parent_id)
     full["status"] = np.zeros(n, np.int8)  # STATUS_UNSET
-    full["resource"] = np.zeros(n, np.int32)
+    full["resource"] = np.array([int(sp.get("resource", 0)) for sp in spans], np.int32)
     full["trace"] = np.zeros(n, np.int32)
-    res = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": trace_id}
-    return Timeline.from_unsorted(full, phases, lanes, [res], [trace_id], attrs)
+    one = dict(resource) if resource is not None else {"service.name": "synthetic", "gputrace.run_id": trace_id}
+    res_list = [dict(r) for r in resources] if resources is not None else [one]
+    return Timeline.from_unsorted(full, phases, lanes, res_list, [trace_id], attrs)
 
 
 #: Default pipeline for `synthetic_run`: (path, mean seconds, kind). Children follow parents.

@@ -1,0 +1,97 @@
+"""Process start-up: the time from a process's root span to its first phase or first GPU activity.
+
+Under ``gputrace record`` each process has one root span (named after its command) that covers all its
+host work. Before the program's first phase or first GPU activity, whichever comes first, that root runs
+the interpreter, ``import torch``, the CUDA context and whatever set-up the program does outside phases:
+start-up. It is defined here once, per process (``host``, ``pid``), and the findings share it
+(``gputrace.analysis.findings``): the root's unattributed time excludes it, GPU-idle gaps inside it are not
+listed separately, and one ``startup`` finding reports it (docs/findings.md).
+
+A *launcher* is a process with neither phases (besides its root) nor GPU activity that is the parent
+(resource attribute ``process.parent_pid``) of processes that have some: torchrun's own Python process.
+Its start-up runs from its root's start to its children's first phase or GPU activity.
+
+A process has a start-up only when it has a root: a top-level phase row covering every host row of the
+process (a ``record`` root; Kineto and Nsight traces usually have none, so nothing is inferred there).
+Pure; any thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gputrace.analysis._common import device_activity, host_rows
+from gputrace.analysis.api_calls import phase_mask
+from gputrace.timeline.model import Timeline
+
+
+def _parent_pid(tl: Timeline, rows: np.ndarray) -> int | None:
+    """The ``process.parent_pid`` of any resource these rows come from, else None."""
+    for r in np.unique(tl.cols["resource"][rows]).tolist():
+        if 0 <= r < len(tl.resources):
+            v = tl.resources[r].get("process.parent_pid")
+            try:
+                return int(v) if v is not None else None
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def startup_intervals(tl: Timeline) -> list[dict]:
+    """One entry per process that has a root span and a non-empty start-up, by start:
+    ``process`` (the root's name), ``host``, ``pid``, ``start_ns``/``end_ns`` (epoch ns), ``duration_ns``,
+    ``ends_at`` (plain text: what ended it: ``first phase NAME``, ``first GPU activity (GPU n)`` or, for a
+    launcher, ``its child processes' first work``), ``launcher`` (bool). Names come from the trace: escape
+    them before they reach markup."""
+    if tl.n == 0 or not tl.lanes:
+        return []
+    c = tl.cols
+    lane_host = np.array([ln.host for ln in tl.lanes], dtype=object)
+    lane_pid = np.array([ln.pid for ln in tl.lanes], dtype=np.int64)
+    pid = lane_pid[c["lane"]]
+    host = lane_host[c["lane"]]
+    pm = phase_mask(tl)
+    hm = np.zeros(tl.n, bool)
+    hm[host_rows(tl)] = True
+    act_rows, act_s, _ = device_activity(tl)
+    procs: dict[tuple[str, int], dict] = {}
+    for h, p in sorted({(str(a), int(b)) for a, b in zip(host.tolist(), pid.tolist(), strict=True)}):
+        mine = (pid == p) & (host == h)
+        hrows = np.flatnonzero(mine & hm)
+        if not len(hrows):
+            continue
+        lo, hi = int(c["start"][hrows].min()), int(c["end"][hrows].max())
+        roots = np.flatnonzero(mine & pm & hm & (c["parent"] < 0) & (c["start"] <= lo) & (c["end"] >= hi))
+        if not len(roots):
+            continue
+        root = int(roots[0])
+        first, ends_at = None, ""
+        ph = np.flatnonzero(mine & pm)
+        ph = ph[ph != root]
+        if len(ph):
+            f = int(ph[np.argmin(c["start"][ph])])
+            first, ends_at = int(c["start"][f]), f"first phase {tl.phases[int(c['phase'][f])]}"
+        am = (pid[act_rows] == p) & (host[act_rows] == h)
+        if am.any():
+            i = int(np.argmin(np.where(am, act_s, np.iinfo(np.int64).max)))
+            if first is None or int(act_s[i]) < first:
+                first = int(act_s[i])
+                ends_at = f"first GPU activity (GPU {int(c['device'][act_rows[i]])})"
+        procs[(h, p)] = {"process": tl.phases[int(c["phase"][root])], "host": h, "pid": p,
+                         "start_ns": int(c["start"][root]), "first": first, "ends_at": ends_at,
+                         "parent": _parent_pid(tl, np.flatnonzero(mine))}
+    out = []
+    for (h, p), d in procs.items():
+        first, launcher, ends_at = d["first"], False, d["ends_at"]
+        if first is None:  # no work of its own: a launcher if its children have some
+            kids = [k["first"] for (kh, _), k in procs.items()
+                    if kh == h and k["parent"] == p and k["first"] is not None]
+            if not kids:
+                continue
+            first, launcher, ends_at = min(kids), True, "its child processes' first work"
+        if first <= d["start_ns"]:
+            continue
+        out.append({"process": d["process"], "host": h, "pid": p, "start_ns": d["start_ns"], "end_ns": first,
+                    "duration_ns": first - d["start_ns"], "ends_at": ends_at, "launcher": launcher})
+    out.sort(key=lambda d: (d["start_ns"], d["host"], d["pid"]))
+    return out
