@@ -143,11 +143,13 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
     """The gpu-idle-host findings, each with the main host work its gap names (first in the list).
 
     GPU idle while the host runs X: the idle stalls (grouped gaps) with the host phase named; saving
-    = the idle time (upper bound: what overlapping that host work with the GPU could win). A leading gap
-    (before the device's first GPU work) whose main host work is a top-level span with time no phase
-    explains is start-up (interpreter, imports, CUDA context, set-up), and is titled so: nothing to overlap."""
+    = the idle time outside start-up (upper bound: what overlapping that host work with the GPU could win).
+    A leading gap at least half inside start-up (``data["startup"]``) is left to the startup finding; a
+    launcher's root is not named as host work, and a gap under launchers alone is not listed. In a document
+    without start-up data, a leading gap whose main host work is a top-level span with time no phase explains
+    is titled as start-up (interpreter, imports, CUDA context, set-up): nothing to overlap."""
     out = []
-    roots = _roots(ctx)
+    roots = set() if "startup" in ctx.data else _roots(ctx)  # the old start-up title: documents without start-up
     window = _startup_window(ctx)
     launchers = {d["process"] for d in ctx.data.get("startup") or [] if d.get("launcher")}
     for s in ctx.data.get("stalls", []):
