@@ -86,6 +86,13 @@ def test_a_launcher_without_gpu_work_is_not_blamed():
     assert not [f for f in got if f.rule == "gpu-idle-host" and "python torchrun" in f.title]
     [s] = [f for f in got if f.rule == "startup"]
     assert s.saving_ns == 500 * MS and "launcher, no GPU work" in s.evidence  # the union, counted once
+    # Gaps after start-up that name the launcher: it is not the host work; under the launcher alone, not listed.
+    d = {"wall_ns": 1000 * MS, "startup": startup_intervals(tl), "stalls": [
+        {"category": "idle", "text": f"GPU 0 idle 100 ms (trailing) while {who} ran on the host", "lost_ns": 100 * MS,
+         "device": 0, "start": 900 * MS, "end": 1000 * MS} for who in ("python torchrun and python ddp.py",
+                                                                        "python torchrun")]}
+    [g] = [f for f in findings(d) if f.rule == "gpu-idle-host"]
+    assert "runs python ddp.py:" in g.title and "launcher python torchrun not counted" in g.evidence
     # A process without GPU work that starts nothing with work is no launcher and has no start-up.
     alone = make_timeline([{"name": "python tool.py", "start": 0, "end": 100 * MS}])
     assert startup_intervals(alone) == []
