@@ -44,6 +44,11 @@ _NAMED_COLLECTIVE = re.compile(
     r"^(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier)$", re.IGNORECASE)
 
 
+def is_collective_name(name: str) -> bool:
+    """Whether a host span name is a collective call (torch.distributed's, or a range named after one)."""
+    return bool(_HOST_COLLECTIVE.match(name) or _NAMED_COLLECTIVE.match(name))
+
+
 def is_comm_kernel(name: str) -> bool:
     """Whether a kernel name (full or short) is an NCCL communication kernel."""
     return bool(_NCCL_KERNEL.search(name.strip()))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from gputrace.analysis._common import fmt_ns
+from gputrace.analysis.collectives import is_collective_name
 
 #: Pinned host-to-device bandwidth assumed when the trace shows no pinned copy of at least
 #: ``PINNED_MIN_BYTES`` (GB/s: bytes per ns). A PCIe Gen4 x16 link moves about 25 GB/s pinned.
@@ -152,6 +153,8 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
     roots = set() if "startup" in ctx.data else _roots(ctx)  # the old start-up title: documents without start-up
     window = _startup_window(ctx)
     launchers = {d["process"] for d in ctx.data.get("startup") or [] if d.get("launcher")}
+    slow = _straggler(ctx)
+    pool = slow[0].saving_ns if slow else 0  # the straggler's waits: idle while waiting at a collective is theirs
     for s in ctx.data.get("stalls", []):
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
@@ -171,6 +174,12 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             if len(kept) < len(names):
                 what = _join(kept)
                 notes.append("launcher " + ", ".join(sorted(launchers & set(names))) + " not counted as host work")
+        if pool and is_collective_name(_names(what)[0]):
+            claim = min(lost, pool)
+            pool, lost = pool - claim, lost - claim
+            notes.append(f"{fmt_ns(claim)} of it waiting for the straggler ({slow[0].where}), counted in that finding")
+            if lost < ctx.min_ns:
+                continue
         title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
         if what.startswith("the host recorded no work"):
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"

@@ -129,6 +129,22 @@ def test_straggler_and_exposed_comm_are_not_double_counted():
     assert next(r for r in RULES if r.name == "exposed-comm").check(ctx(c)) == []
 
 
+def test_gpu_idle_while_waiting_for_the_straggler_is_the_straggler_finding():
+    stall = {"category": "idle", "text": "GPU 0 idle 52 ms x 3 (156 ms) while mostly all_reduce ran on the host",
+             "lost_ns": 156 * MS, "device": 0, "start": 0, "end": 0}
+    rules = tuple(r for r in RULES if r.name in ("straggler", "gpu-idle-host"))
+    got = findings({"wall_ns": 1000 * MS, "stalls": [stall]}, comm(205 * MS), min_ns=10 * MS, rules=rules)
+    assert [f.rule for f in got] == ["straggler"]  # the 156 ms are within the 200 ms of waits it counts
+    # More idle than the waits: the rest stays and cites the straggler; without a straggler all of it stays.
+    big = {**stall, "lost_ns": 300 * MS}
+    got = findings({"wall_ns": 1000 * MS, "stalls": [big]}, comm(205 * MS), min_ns=10 * MS, rules=rules)
+    [g] = [f for f in got if f.rule == "gpu-idle-host"]
+    assert g.saving_ns == 100 * MS and "waiting for the straggler (rank 1)" in g.evidence
+    got = findings({"wall_ns": 1000 * MS, "stalls": [stall]}, comm(205 * MS) | {"stragglers": []},
+                   min_ns=10 * MS, rules=rules)
+    assert [(f.rule, f.saving_ns) for f in got] == [("gpu-idle-host", 156 * MS)]
+
+
 def test_startup_rule_fires_and_stays_silent():
     rule = next(r for r in RULES if r.name == "startup")
     st = [{"process": "python a.py", "host": "h", "pid": 1, "start_ns": 0, "end_ns": 300 * MS,
