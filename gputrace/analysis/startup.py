@@ -46,17 +46,16 @@ def startup_intervals(tl: Timeline) -> list[dict]:
     if tl.n == 0 or not tl.lanes:
         return []
     c = tl.cols
-    lane_host = np.array([ln.host for ln in tl.lanes], dtype=object)
-    lane_pid = np.array([ln.pid for ln in tl.lanes], dtype=np.int64)
-    pid = lane_pid[c["lane"]]
-    host = lane_host[c["lane"]]
+    keys = sorted({(ln.host, int(ln.pid)) for ln in tl.lanes})
+    lane_proc = np.array([keys.index((ln.host, int(ln.pid))) for ln in tl.lanes], dtype=np.int64)
+    proc = lane_proc[c["lane"]]  # row -> index into keys (one process: host, pid)
     pm = phase_mask(tl)
     hm = np.zeros(tl.n, bool)
     hm[host_rows(tl)] = True
     act_rows, act_s, _ = device_activity(tl)
     procs: dict[tuple[str, int], dict] = {}
-    for h, p in sorted({(str(a), int(b)) for a, b in zip(host.tolist(), pid.tolist(), strict=True)}):
-        mine = (pid == p) & (host == h)
+    for k, (h, p) in enumerate(keys):
+        mine = proc == k
         hrows = np.flatnonzero(mine & hm)
         if not len(hrows):
             continue
@@ -71,7 +70,7 @@ def startup_intervals(tl: Timeline) -> list[dict]:
         if len(ph):
             f = int(ph[np.argmin(c["start"][ph])])
             first, ends_at = int(c["start"][f]), f"first phase {tl.phases[int(c['phase'][f])]}"
-        am = (pid[act_rows] == p) & (host[act_rows] == h)
+        am = proc[act_rows] == k
         if am.any():
             i = int(np.argmin(np.where(am, act_s, np.iinfo(np.int64).max)))
             if first is None or int(act_s[i]) < first:
