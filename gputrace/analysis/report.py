@@ -157,6 +157,13 @@ class TimelineAnalysis:
         d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
         return d
 
+    def add_gpu_activity(self, tl: Timeline) -> None:
+        """Compute the GPU-activity tables (`gpu_summary.gpu_summary` of ``tl``, the Timeline analysed) into
+        ``gpu_activity`` when they are missing: what ``analyse_timeline(critical=True)`` includes, for a caller
+        that analysed with ``critical=False`` first (the TUI: stalls first, then the findings that read them)."""
+        if not self.gpu_activity:
+            self.gpu_activity = gpu_summary(tl, top=self.listing.top, launch=self.launch)
+
     def findings(self) -> list[Finding]:
         """The ranked findings (``gputrace.analysis.findings``) over this analysis, as ``to_dict()["findings"]``
         gives them, without building the whole document (the TUI's stalls panel lists them)."""
@@ -221,7 +228,7 @@ def analyse_timeline(
     """Run every single-run analysis once and rank the stalls (see module docstring).
 
     ``critical``: compute the critical path summary and the GPU-activity tables (the TUI skips
-    them: no panel shows them).
+    them here and adds the GPU-activity tables after, `TimelineAnalysis.add_gpu_activity`).
     Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
     if top < 0:
         raise ValueError(f"top must be >= 0, got {top}")
@@ -240,7 +247,7 @@ def analyse_timeline(
         shown += 1
     hidden = stalls[shown:]
     listing = Listing(int(min_lost_ns), top, shown, len(hidden), int(sum(s.lost_ns for s in hidden)))
-    return TimelineAnalysis(
+    out = TimelineAnalysis(
         spans=tl.n,
         t0=tl.t0,
         wall_ns=wall,
@@ -256,9 +263,11 @@ def analyse_timeline(
         unattributed_paths=un.by_path(tl),
         launch=launch,
         emulated=emulated_costs(tl),
-        gpu_activity=gpu_summary(tl, top=top, launch=launch) if critical else {},
         api_calls=api_call_table(tl, top=top),
         comm=collectives(tl, top=top),
         startup=startup_intervals(tl),
     )
+    if critical:
+        out.add_gpu_activity(tl)
+    return out
 

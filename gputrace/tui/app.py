@@ -37,7 +37,7 @@ from gputrace.timeline.model import Timeline
 from gputrace.tui.guard import while_mounted
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.loader import LoadError, Part, Update, batch_updates
-from gputrace.tui.overlays import Overlays, compute_overlays
+from gputrace.tui.overlays import Overlays, StallItem, compute_overlays, finding_items
 from gputrace.tui.screenshots import preserve_space, screenshot_svg
 from gputrace.tui.timeline_screen import TimelineScreen
 from gputrace.tui.widgets import QUIT_BINDING, ErrorScreen, HelpScreen
@@ -61,8 +61,17 @@ class LoadFailed(Message):
 @dataclass
 class Analysed(Message):
     generation: int
-    overlays: Overlays
+    overlays: Overlays  # findings pending (``findings_pending``): `FindingsFound` brings them
     stats: Iterable[PhaseStat]  # a list, or the analysis's PhaseTable (rows built when iterated)
+
+
+@dataclass
+class FindingsFound(Message):
+    """The findings of analysis ``generation`` (rows for the stalls panel), or ``notes`` saying why none."""
+
+    generation: int
+    items: list[StallItem]
+    notes: list[str]
 
 
 class GputraceApp(App[None]):
@@ -227,20 +236,39 @@ class GputraceApp(App[None]):
         tl = index.timeline
         t = time.monotonic()
         try:
-            # The composition `gputrace report` prints: one policy, the same rows.
+            # The composition `gputrace report` prints: one policy, the same rows. The stalls first (no
+            # GPU-activity tables), then the findings, which need those tables: the panel fills in two steps.
             analysis = analyse_timeline(tl, by_device=by_device, critical=False)
-            ov = compute_overlays(tl, index.origin, analysis)
+            ov = compute_overlays(tl, index.origin, analysis, findings=False)
             stats: Iterable[PhaseStat] = analysis.phases
         except Exception as e:  # noqa: BLE001 - analysis must never take the viewer down; shown in the stalls panel
             ov, stats = Overlays(notes=[f"analysis failed: {type(e).__name__}: {e}"]), []
-        self._analysis_cost = time.monotonic() - t
+            analysis = None
         self.post_message(Analysed(gen, ov, stats))
+        if analysis is None or get_current_worker().is_cancelled:
+            self._analysis_cost = time.monotonic() - t
+            return
+        notes: list[str] = []
+        try:
+            items = finding_items(tl, analysis)  # the same `findings` over the same tables as `report --json`
+        except Exception as e:  # noqa: BLE001 - as above: shown in the stalls panel instead of the findings
+            items, notes = [], [f"findings failed: {type(e).__name__}: {e}"]
+        self._analysis_cost = time.monotonic() - t
+        self.post_message(FindingsFound(gen, items, notes))
 
     @while_mounted
     def on_analysed(self, msg: Analysed) -> None:
         if msg.generation != self._analysis_gen:
             return
         self.main.show_analysis(msg.overlays, msg.stats)
+        if self.loaded.is_set() and not msg.overlays.findings_pending:
+            self.analysed.set()
+
+    @while_mounted
+    def on_findings_found(self, msg: FindingsFound) -> None:
+        if msg.generation != self._analysis_gen:
+            return
+        self.main.show_findings(msg.items, msg.notes)
         if self.loaded.is_set():
             self.analysed.set()
 

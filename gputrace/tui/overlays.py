@@ -51,12 +51,34 @@ class Overlays:
     """
 
     gaps: dict[tuple, IntervalIndex] = field(default_factory=dict)
-    items: list[StallItem] = field(default_factory=list)
+    items: list[StallItem] = field(default_factory=list)  # the findings (category "finding") first, then stalls
     notes: list[str] = field(default_factory=list)  # what could not be computed, and why
+    findings_pending: bool = False  # the findings are still being computed (`with_findings` adds them)
     marks_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     marks_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     marks_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     marks_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+
+
+#: The note the stalls panel shows while the findings are computed.
+FINDINGS_PENDING = "findings: computing the GPU-activity tables..."
+
+
+def finding_items(tl: Timeline, analysis: TimelineAnalysis) -> list[StallItem]:
+    """The report's ranked findings (`TimelineAnalysis.findings`, what ``report --json`` lists under
+    "findings") as stalls-panel rows; Enter zooms to the whole run. Adds the GPU-activity tables the
+    findings read to ``analysis`` when it lacks them (`TimelineAnalysis.add_gpu_activity`)."""
+    analysis.add_gpu_activity(tl)
+    return [StallItem("finding", f"{f.title} ({f.evidence})", tl.t0, tl.t1, -1, -1, f.saving_ns)
+            for f in analysis.findings()]
+
+
+def with_findings(ov: Overlays, findings: Sequence[StallItem], notes: Sequence[str] = ()) -> None:
+    """Put ``findings`` in place of ``ov``'s finding rows (above the stalls) and end its pending state:
+    the pending note goes, ``notes`` (e.g. why the findings failed) come first."""
+    ov.items = list(findings) + [it for it in ov.items if it.category != "finding"]
+    ov.notes = list(notes) + [n for n in ov.notes if n != FINDINGS_PENDING]
+    ov.findings_pending = False
 
 
 #: How each mark kind is drawn over a bar: (kind, glyph, colour key).
@@ -87,13 +109,16 @@ def marks_by_level(ov: Overlays | None, idx: TimelineIndex | None) -> dict[tuple
     return out
 
 
-def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | None = None) -> Overlays:
+def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | None = None, *,
+                     findings: bool = True) -> Overlays:
     """Overlays and stall rows from `gputrace.analysis.report.analyse_timeline` (computed here
     when ``analysis`` is None): the composition ``gputrace report`` prints, under its listing
     policy, so the panel lists the same rows as the report for one file.
 
     Every gap and mark is drawn (totals count every gap); ``items`` are the listed stalls,
-    largest time lost first, and ``notes`` ends with the listing line (what was left out)."""
+    largest time lost first, and ``notes`` ends with the listing line (what was left out).
+    ``findings``: list the analysis's findings above the stalls; False leaves them out and marks them
+    pending (`FINDINGS_PENDING` note) for `with_findings` to add once computed."""
     out = Overlays()
     if tl.n == 0:
         return out
@@ -110,8 +135,10 @@ def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | Non
     if analysis.launch is not None and len(analysis.launch):
         launch_gap_marks(tl, analysis.launch, marks)
     # The report's Findings first (what to fix; zoom: the whole run), then the listed stalls.
-    out.items = [StallItem("finding", f"{f.title} ({f.evidence})", tl.t0, tl.t1, -1, -1, f.saving_ns)
-                 for f in analysis.findings()]
+    out.items = finding_items(tl, analysis) if findings else []
+    out.findings_pending = not findings
+    if not findings:
+        out.notes.append(FINDINGS_PENDING)
     out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
     if analysis.emulated:
         out.notes.append(analysis.emulated_note())

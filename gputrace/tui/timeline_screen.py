@@ -39,7 +39,7 @@ from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import View, format_duration
 from gputrace.tui.legend import Legend
 from gputrace.tui.loader import Update
-from gputrace.tui.overlays import Overlays, StallItem
+from gputrace.tui.overlays import Overlays, StallItem, with_findings
 from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPanel
 from gputrace.tui.query import QueryError, match_mask
 from gputrace.tui.range_stats import range_summary
@@ -178,11 +178,19 @@ class TimelineScreen(Screen[None]):
 
     @while_mounted
     def show_analysis(self, overlays: Overlays, stats: Iterable[PhaseStat]) -> None:
-        """Analysis results: drawn on the timeline, listed in the summary and stalls panels."""
+        """Analysis results: drawn on the timeline, listed in the summary and stalls panels. While the
+        findings are pending, the previous analysis's findings stay listed until `show_findings`."""
+        if overlays.findings_pending:
+            overlays.items = [it for it in self.overlays.items if it.category == "finding"] + overlays.items
         self.overlays = overlays
         self.query_one(Gantt).set_overlays(overlays)
         self.query_one(SummaryPanel).show(stats)
         self.query_one(StallsPanel).show(overlays.items, overlays.notes)
+
+    def show_findings(self, items: list[StallItem], notes: list[str]) -> None:
+        """The findings of the shown analysis (`overlays.with_findings`), listed above its stalls."""
+        with_findings(self.overlays, items, notes)
+        self.query_one(StallsPanel).show(self.overlays.items, self.overlays.notes)
 
     def _focus(self, phase: str, quiet: bool = False) -> bool:
         """Select the earliest span of ``phase`` and zoom the Gantt to it. False if there is none (with a

@@ -45,8 +45,8 @@ def test_tui_report_and_json_list_the_same_stalls_and_phases(fixture, request):
 
     items, notes, phases = asyncio.run(go())
     assert items, "the sample traces all have stalls"
-    # The report's findings open the panel as they open the report (these samples have no GPU-activity spans,
-    # whose rules the TUI does not evaluate), then the same stalls.
+    # The report's findings open the panel as they open the report (all rules: tests/tui/test_findings_tui.py
+    # checks the GPU-activity ones on traces with kernels), then the same stalls.
     found = [(f["rule"], f["saving_ns"]) for f in doc["findings"]]
     assert [(it[1], it[2]) for it in items[:len(found)]] == [
         (f"{f['title']} ({f['evidence']})", f["saving_ns"]) for f in doc["findings"]]
