@@ -15,12 +15,6 @@ from tests.unit.timeline_equality import assert_same_timeline
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
 
-@pytest.fixture
-def small_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUTRACE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("GPUTRACE_CACHE_MIN_BYTES", "0")
-    return tmp_path / "cache"
-
 
 def _copy(tmp_path, name="sample_2gpu.jsonl"):
     p = tmp_path / name
