@@ -4,10 +4,8 @@ per-step figures match an independent count, and a kernel time perturbed by 3 % 
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import importlib.util
 import math
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,7 +14,6 @@ import pytest
 from gputrace import activity as A
 from gputrace.analysis.activity_index import KERNEL, activity_index
 from gputrace.kernel_names import display_name
-from gputrace.timeline.load import read_any
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "foreign"
@@ -31,19 +28,6 @@ def ag():
     spec.loader.exec_module(mod)
     yield mod
     sys.modules.pop("agreement", None)
-
-
-@pytest.fixture(scope="module")
-def kineto():
-    return read_any([DATA / "train_kineto.json.gz"])
-
-
-@pytest.fixture(scope="module")
-def nsys(tmp_path_factory):
-    p = tmp_path_factory.mktemp("agree") / "train_nsys.sqlite"
-    with gzip.open(DATA / "train_nsys.sqlite.gz") as f, open(p, "wb") as out:
-        shutil.copyfileobj(f, out)
-    return read_any([p])
 
 
 def _kernel_ms_in_train(tl) -> float:

@@ -4,8 +4,6 @@ opens on the findings a GPU engineer acts on."""
 
 from __future__ import annotations
 
-import gzip
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -15,23 +13,9 @@ from gputrace import activity as A
 from gputrace.analysis.activity_index import KERNEL, MEMCPY, SYNC, activity_index
 from gputrace.analysis.report import analyse_timeline
 from gputrace.kernel_names import display_name
-from gputrace.timeline.load import read_any
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "foreign"
 STEP_PHASES = {"preprocess", "h2d", "forward", "backward", "optimizer", "loss_sync"}
-
-
-@pytest.fixture(scope="module")
-def kineto():
-    return read_any([DATA / "train_kineto.json.gz"])
-
-
-@pytest.fixture(scope="module")
-def nsys(tmp_path_factory):
-    p = tmp_path_factory.mktemp("nsys") / "train_nsys.sqlite"
-    with gzip.open(DATA / "train_nsys.sqlite.gz") as f, open(p, "wb") as out:
-        shutil.copyfileobj(f, out)
-    return read_any([p])
 
 
 def _kernels_in_train(tl) -> Counter:
