@@ -102,13 +102,15 @@ def lane_column(label: str) -> str:
     """The summary's column name for a prover lane label, in the names ``report`` and the TUI use
     (``gputrace.analysis.lanes``): ``host`` -> ``CPU``, ``cpu:N`` (a CPU-backend worker lane) ->
     ``CPU thread:cpu-worker-N``, ``cuda:N`` -> ``GPU N``."""
+    from gputrace.analysis.lanes import device_name
+
     kind, _, index = label.partition(":")
     if label == "host":
-        return "CPU"
+        return device_name(-1)
     if kind == "cpu" and index:
-        return f"CPU thread:cpu-worker-{index}"
-    if kind == "cuda" and index:
-        return f"GPU {index}"
+        return f"{device_name(-1)} thread:cpu-worker-{index}"
+    if kind == "cuda" and index.isdigit():
+        return device_name(int(index))
     return label
 
 
