@@ -23,12 +23,12 @@ mkdir -p "$OUT"
     --runs 3 --prime 1 --warmup 0 --shuffle --cuda-activity --deadline "$DEADLINE" --backend "$BACKEND" \
     --constraints "2^$LOGN" --batch "$BATCH" --key-dir "$OUT/keys" --out "$OUT/experiment" \
     > "$OUT/ab.txt" 2> "$OUT/ab.log"
-echo "gputrace ab exit $?"
+echo "gputrace ab exit $? ($SECONDS s)"
 "$PYTHON" "$HERE/replicates.py" "$OUT/experiment" --expect b1=pin,unpin --expect reload=load_bases,sync \
     --expect pageable=load_bases --expect syncmsm=sync --expect windows=msm_a,msm_b_g1,msm_l --expect g2end=b_g2,sync \
     --null null \
     --json "$OUT/replicates.json" > "$OUT/replicates.md"
-echo "replicates exit $?"
+echo "replicates exit $? ($SECONDS s)"
 tar czf "$OUT/traces.tgz" --exclude keys --exclude proofs -C "$OUT" experiment
 head -60 "$OUT/ab.txt"
 cat "$OUT/replicates.md"
