@@ -13,10 +13,8 @@ import shutil
 import pytest
 
 import gputrace
-from gputrace.prover.keygen import cache as keycache
-from gputrace.prover.keygen import fingerprint_record as fr
-from gputrace.prover.keygen import keys, template
 from gputrace.prover.circuit import CIRCUIT_ID, CircuitShape
+from gputrace.prover.keygen import cache as keycache, fingerprint_record as fr, keys, template
 
 SHAPE = CircuitShape(1, 2)
 
@@ -281,3 +279,40 @@ def test_loaded_digest_is_of_the_snapshot_and_needs_its_files(tmp_path):
     assert fr.loaded_digest(files, None) is None and fr.loaded_digest(None, source_snapshot.SNAPSHOT) is None
     moved = dict(files, **{"gputrace.prover.r1cs": tmp_path / "r1cs.py"})
     assert fr.loaded_digest(moved, source_snapshot.SNAPSHOT) is None  # imported from another file
+
+
+def test_second_load_of_an_unchanged_key_is_served_from_memory(key_dir, monkeypatch):
+    """One process proving twice (``gputrace ab``) reads pk.npz once; a rewritten file is read again."""
+    keycache.drop_resident()
+    reads = []
+    real = keys.load_pk
+
+    def counting(path, **kw):
+        reads.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(keys, "load_pk", counting)
+    first = keycache.get_keys(SHAPE, key_dir, seed=1)
+    second = keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(reads) == 1 and second.pk is first.pk
+    pk_path = first.directory / "pk.npz"
+    data = pk_path.read_bytes()
+    pk_path.write_bytes(data)  # same bytes, new mtime: the file may have changed, so it is read again
+    third = keycache.get_keys(SHAPE, key_dir, seed=1)
+    assert len(reads) == 2 and third.pk is not first.pk
+    keycache.drop_resident()
+
+
+def test_key_load_phase_says_where_the_key_came_from(key_dir, tmp_path):
+    keycache.drop_resident()
+    trace = tmp_path / "t.jsonl"
+    gputrace.configure(trace_file=str(trace))
+    try:
+        keycache.get_keys(SHAPE, key_dir, seed=1)
+        keycache.get_keys(SHAPE, key_dir, seed=1)
+    finally:
+        gputrace.shutdown()
+        keycache.drop_resident()
+    text = trace.read_text()
+    assert text.count('"key.source"') == 2
+    assert '"stringValue":"file"' in text.replace(" ", "") and '"stringValue":"memory"' in text.replace(" ", "")

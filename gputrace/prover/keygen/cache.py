@@ -16,6 +16,7 @@ read from a record, no synthesis) or ``miss`` (R1CS built: no usable record, or 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,8 +123,9 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, worker
     directory = key_directory(key_dir, shape, fp, seed)
     pk_path = directory / "pk.npz"
     if _have_keys(directory, seed):
-        with gputrace.phase("key_load", kind="host"):
-            pk = keys.load_pk(pk_path, expect_fingerprint=fp)
+        with gputrace.phase("key_load", kind="host") as p:
+            pk, source = _load_resident(pk_path, fp)
+            p.set("key.source", source)
         return KeySet(pk, directory / "vk.json", directory, True, time.perf_counter() - t0, fp, seed)
     if built is None:  # the keys went away between the check above and here
         built, fp = _template(shape, where)
@@ -139,6 +141,35 @@ def get_keys(shape: CircuitShape, key_dir: Path, seed: int | None = None, worker
     with gputrace.phase("key_save", kind="host"):
         keys.save_keys(directory, pk, vk, CIRCUIT_ID, meta)
     return KeySet(pk, directory / "vk.json", directory, False, time.perf_counter() - t0, fp, seed)
+
+
+#: The last proving key read from a file, kept for the next prove of the same process (``gputrace ab`` proves
+#: many times in one process; a prover service keeps its keys resident the same way). One entry, so a process
+#: never holds two keys' memory: ``str(pk path) -> (file signature, ProvingKey)``. Guarded by ``_RESIDENT_LOCK``.
+_RESIDENT: dict[str, tuple[tuple[int, int, int, int], ProvingKey]] = {}
+_RESIDENT_LOCK = threading.Lock()
+
+
+def _load_resident(pk_path: Path, fingerprint: str) -> tuple[ProvingKey, str]:
+    """(key, ``"memory"`` or ``"file"``): the resident key when ``pk_path`` is the file it was read from, unchanged
+    (device, inode, size and mtime) and of ``fingerprint``; else read (``keys.load_pk``, whose errors propagate)
+    and kept in its place. The key is never mutated after loading, so sharing it between proves is safe."""
+    st = pk_path.stat()
+    sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _RESIDENT_LOCK:
+        hit = _RESIDENT.get(str(pk_path))
+        if hit is not None and hit[0] == sig and hit[1].fingerprint == fingerprint:
+            return hit[1], "memory"
+        _RESIDENT.clear()  # release the old key before reading the new one
+        pk = keys.load_pk(pk_path, expect_fingerprint=fingerprint)
+        _RESIDENT[str(pk_path)] = (sig, pk)
+        return pk, "file"
+
+
+def drop_resident() -> None:
+    """Forget the resident key (tests; a caller that needs the memory back)."""
+    with _RESIDENT_LOCK:
+        _RESIDENT.clear()
 
 
 def _template(shape: CircuitShape, where: str) -> tuple[_Built, str]:
