@@ -15,12 +15,13 @@ DEADLINE=${4:-420}
 PYTHON=${PYTHON:-python3}
 SWITCHES=${SWITCHES:-b1,pageable,reload,syncmsm,windows,null}   # SWITCHES=b1,pageable,syncmsm,windows,g2end,null:
                                                                # the five without reload (whose ~11 s runs fill the call)
+RUNS=${RUNS:-3}             # rounds of the design (each a complete replicate); --deadline may end it sooner
 BACKEND=${BACKEND:-cuda}   # BACKEND=cpu: a dry run of the same pipeline on a machine without a GPU (the switches
                            # then act only where the CPU backend has the code path: b1, d4, null)
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 "$PYTHON" -m gputrace ab --switches "$SWITCHES" --design factorial --fraction half \
-    --runs 3 --prime 1 --warmup 0 --shuffle --cuda-activity --deadline "$DEADLINE" --backend "$BACKEND" \
+    --runs "$RUNS" --prime 1 --warmup 0 --shuffle --cuda-activity --deadline "$DEADLINE" --backend "$BACKEND" \
     --constraints "2^$LOGN" --batch "$BATCH" --key-dir "$OUT/keys" --out "$OUT/experiment" \
     > "$OUT/ab.txt" 2> "$OUT/ab.log"
 echo "gputrace ab exit $? ($SECONDS s)"

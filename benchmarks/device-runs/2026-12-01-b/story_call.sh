@@ -12,7 +12,7 @@ python3 -c "import elftools, cupti.cupti; print('cupti-python imports')" || exit
 R=/tmp/results; mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee $R/gpu.txt
 start=$(date +%s)
-SWITCHES=b1,pageable,syncmsm,windows,g2end,null timeout -s INT -k 20 $((DEADLINE + 150)) \
+RUNS=10 SWITCHES=b1,pageable,syncmsm,windows,g2end,null timeout -s INT -k 20 $((DEADLINE + 150)) \
     bash examples/seed_story/gpu_story.sh /tmp/story 22 4 "$DEADLINE" > $R/story.log 2>&1
 echo "story wall $(( $(date +%s) - start )) s" | tee -a $R/story.log
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee -a $R/gpu.txt
