@@ -30,6 +30,6 @@ echo "gputrace ab exit $? ($SECONDS s)"
     --null null \
     --json "$OUT/replicates.json" > "$OUT/replicates.md"
 echo "replicates exit $? ($SECONDS s)"
-tar czf "$OUT/traces.tgz" --exclude keys --exclude proofs -C "$OUT" experiment
+[ "${TARBALL:-1}" = 1 ] && tar czf "$OUT/traces.tgz" --exclude keys --exclude proofs -C "$OUT" experiment   # TARBALL=0: none
 head -60 "$OUT/ab.txt"
 cat "$OUT/replicates.md"
