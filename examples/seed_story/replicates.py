@@ -5,6 +5,9 @@ design. This script fits the factorial model (``effects.fit_effects``: main effe
 each complete round alone and, per switch, counts the rounds in which its main effect on ``(prove)`` is called
 (Holm, as ``ab`` does) with the expected sign *and* its expected phase is among the phases the term significantly
 moves. A control switch (``--null``) must be called in none. The pooled fit over every round is reported beside.
+Each round also holds one all-on and one no-switch run (when the design has both corners), so each round's sum of
+fitted terms is checked against its own measured all vs none (``effects.Decomposition``); a line after the table
+counts the rounds in which the decomposition accounts for the measured total.
 
     python examples/seed_story/replicates.py EXPERIMENT_DIR --expect b1=pin,unpin --expect reload=load_bases,sync \\
         --null null [--json OUT.json]
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,6 +44,35 @@ class SwitchTally:
     called: int = 0
     found: int = 0
     effects: list[float] = field(default_factory=list)  # e2e relative effect per round
+
+
+@dataclass
+class RoundDecomposition:
+    """One complete round's all vs none: ``verdict`` (``accounts``, ``does not``, ``not measured``, ``no interval``:
+    `effects.Decomposition`), the measured total and the model's total with its interval (fractions; NaN when
+    absent)."""
+
+    round: int
+    verdict: str
+    measured: float
+    model: float
+    low: float
+    high: float
+
+
+def decomposition_counts(per_round: Sequence[RoundDecomposition]) -> tuple[int, int]:
+    """(rounds whose decomposition accounts for the measured total, rounds where that could be decided)."""
+    decided = [d for d in per_round if d.verdict in ("accounts", "does not")]
+    return sum(d.verdict == "accounts" for d in decided), len(decided)
+
+
+def _round_decomposition(k: int, fr: FactorialResult) -> RoundDecomposition:
+    d = fr.decomposition
+    if d is None:
+        return RoundDecomposition(k, "not measured", *(4 * [float("nan")]))
+    if d.scale == "log":
+        return RoundDecomposition(k, d.verdict, d.measured_rel, d.rel, d.rel_low, d.rel_high)
+    return RoundDecomposition(k, d.verdict, d.measured, d.estimate, d.low, d.high)  # ns (linear scale)
 
 
 def by_round(runs: Mapping[Variant, Sequence[RunMeasures]]) -> dict[int, dict[Variant, list[RunMeasures]]]:
@@ -77,18 +110,33 @@ def tally(fr: FactorialResult, tallies: dict[str, SwitchTally]) -> None:
 
 
 def replicates(exp_dir: Path, expect: Mapping[str, list[str]], confidence: float = 0.95
-               ) -> tuple[dict[str, SwitchTally], FactorialResult, int]:
-    """(tallies per switch, the pooled fit over every measured run, number of complete rounds fitted)."""
+               ) -> tuple[dict[str, SwitchTally], FactorialResult, int, list[RoundDecomposition]]:
+    """(tallies per switch, the pooled fit over every measured run, number of complete rounds fitted, each round's
+    all-vs-none decomposition against its own all-on and no-switch runs)."""
     exp = Experiment.load(exp_dir)
     if exp.design != "factorial":
         raise ValueError(f"{exp_dir}: a {exp.design} experiment; replicates need a factorial one")
     runs = exp.measures()
     tallies = {s: SwitchTally(s, list(expect.get(s, []))) for s in exp.switches}
     rounds = by_round(runs)
-    for one in rounds.values():
-        tally(fit_effects(one, exp.switches, confidence), tallies)
+    per_round = []
+    for k, one in rounds.items():
+        fr = fit_effects(one, exp.switches, confidence)
+        tally(fr, tallies)
+        per_round.append(_round_decomposition(k, fr))
     pooled = fit_effects({v: rs for v, rs in runs.items() if rs}, exp.switches, confidence)
-    return tallies, pooled, len(rounds)
+    return tallies, pooled, len(rounds), per_round
+
+
+def decomposition_line(per_round: Sequence[RoundDecomposition], pooled: FactorialResult) -> str:
+    """'decomposition accounts for the measured total in K of N rounds; pooled: <the pooled fit's all vs none>'."""
+    k, n = decomposition_counts(per_round)
+    text = f"decomposition accounts for the measured total in {k} of {n} rounds"
+    undecided = len(per_round) - n
+    if undecided:
+        why = sorted({d.verdict for d in per_round if d.verdict not in ("accounts", "does not")})
+        text += f" ({undecided} more could not be checked: {', '.join(why)})"
+    return text + "; pooled: " + pooled.predicted_line()
 
 
 def markdown(tallies: Mapping[str, SwitchTally], pooled: FactorialResult, nrounds: int, null: Sequence[str]) -> str:
@@ -122,14 +170,24 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         expect[name.strip().lower()] = [p.strip() for p in phases.split(",") if p.strip()]
     try:
-        tallies, pooled, n = replicates(args.experiment, expect, args.confidence)
+        tallies, pooled, n, per_round = replicates(args.experiment, expect, args.confidence)
     except (OSError, ValueError) as exc:
         print(f"replicates: {exc}", file=sys.stderr)
         return 1
     print(markdown(tallies, pooled, n, [s.lower() for s in args.null]))
+    print()
+    print(decomposition_line(per_round, pooled))
     if args.json is not None:
-        args.json.write_text(json.dumps({"rounds": n, "switches": [asdict(t) for t in tallies.values()]}, indent=1))
+        k, decided = decomposition_counts(per_round)
+        dec = {"accounts": k, "rounds": decided, "per_round": [_finite(asdict(d)) for d in per_round],
+               "pooled": pooled.decomposition.to_dict() if pooled.decomposition is not None else None}
+        args.json.write_text(json.dumps({"rounds": n, "switches": [asdict(t) for t in tallies.values()],
+                                         "decomposition": dec}, indent=1))
     return 0
+
+
+def _finite(d: dict) -> dict:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
 if __name__ == "__main__":

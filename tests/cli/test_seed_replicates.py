@@ -38,6 +38,36 @@ def test_rounds_as_repeated_experiments(tmp_path):
     assert doc["slow"]["found"] == 2
     assert doc["null"]["called"] == 0 and doc["other"]["called"] == 0
     assert "| null | control (must not be called) | 0 / 2 |" in r.stdout
+    # Each round has one all-on and one no-switch run; with no interaction of three switches the round's sum of
+    # terms accounts for its measured all vs none, and so does the pooled fit.
+    dec = json.loads((tmp_path / "r.json").read_text())["decomposition"]
+    assert dec["rounds"] == 2 and dec["accounts"] == 2 and [d["round"] for d in dec["per_round"]] == [0, 1]
+    assert all(d["low"] <= d["measured"] <= d["high"] for d in dec["per_round"])
+    assert dec["pooled"]["verdict"] == "accounts" and {dec["pooled"]["n_all"], dec["pooled"]["n_none"]} <= {2, 3}
+    assert ("decomposition accounts for the measured total in 2 of 2 rounds; pooled: all vs none, (prove): measured +"
+            in r.stdout)
+
+
+def test_a_three_way_interaction_is_left_out_of_the_decomposition(tmp_path):
+    """msm_a five times as long only when a, b and c are all on: the model of main effects and two-way interactions
+    cannot carry it, so the pooled decomposition does not account for the measured all vs none."""
+    n = {"k": 0}
+
+    def runner(switches, path):
+        n["k"] += 1
+        write_otlp_jsonl(switch_run(switches, 50_000 + n["k"], effects={"a*b*c": {"msm_a": 4.0}}), path)
+
+    u = ("a", "b", "c")
+    run_experiment(runner, factorial(u, "full"), 6, tmp_path / "x", design="factorial", switches=u)
+    r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "x"), "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    dec = json.loads((tmp_path / "r.json").read_text())["decomposition"]
+    assert dec["pooled"]["verdict"] == "does not" and dec["pooled"]["remainder_low"] > 0
+    assert dec["rounds"] == len(dec["per_round"]) == 6  # one run per variant and round: 8 runs, 7 parameters, 1 df
+    assert 0 <= dec["accounts"] <= 6 and dec["accounts"] == sum(d["verdict"] == "accounts" for d in dec["per_round"])
+    assert f"decomposition accounts for the measured total in {dec['accounts']} of 6 rounds; pooled:" in r.stdout
+    assert "does not account for the measured total; the interactions of three or more switches" in r.stdout
 
 
 def test_bad_expect_is_refused(tmp_path):

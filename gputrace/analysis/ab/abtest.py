@@ -6,7 +6,8 @@ which phases.
 * one-at-a-time: each switch alone against none, and all against all-but-that-switch
   (leave-one-out). A switch that hurts only in the presence of the others (alone not slower,
   leave-one-out slower) is flagged as acting through an interaction.
-* factorial: `effects.fit_effects` (main effects and two-way interactions per phase).
+* factorial: `effects.fit_effects` (main effects and two-way interactions per phase), and
+  whether the sum of the terms accounts for the measured all vs none (`effects.Decomposition`).
 
 Pure numpy/scipy over `RunMeasures`; any thread.
 """
@@ -160,6 +161,7 @@ class ABReport:
             d["factorial"] = {
                 "model": fr.model, "df": fr.df, "terms": fr.terms, "e2e": fr.e2e_path,
                 "culprits": [c.describe() for c in fr.culprits], "helpers": [c.describe() for c in fr.helpers],
+                "decomposition": fr.decomposition.to_dict() if fr.decomposition is not None else None,
                 "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                              for k, v in e.__dict__.items()} for e in fr.effects],
             }
@@ -232,6 +234,8 @@ def analyse(
     elif (head := e2e_row(rep.comparisons[0][1])) is not None and head.verdict == "too few runs":
         # Too few runs of those two corners alone; the model pools every run.
         rep.conclusions[0] = fr.predicted_line()
+    else:
+        rep.conclusions.insert(1, fr.predicted_line())  # does the decomposition add up to the measured total?
     rep.conclusions += fr.summary_lines()
     if has_activity(fr):
         rep.evidence = evidence_table(fr, runs)

@@ -9,7 +9,10 @@ with ``y = log(time)`` when every run has the phase (effects are ratios: ``a_i``
 ratio of switch i alone against the baseline, ``c_ij`` the extra log ratio when i and j are
 both on) and ``y = time`` in ns when some variants lack the phase (``pin`` exists only with
 pinning on). With 0/1 coding, all-on versus all-off is exactly the sum of the terms, so the
-end-to-end change splits into named pieces. Intervals are t intervals from the residual
+end-to-end change splits into named pieces; on the end-to-end key that sum gets its own interval
+(the contrast of every term) and is checked against the all-on and no-switch runs measured
+(`decomposition.Decomposition`): when the measured total falls outside the interval, interactions of three or
+more switches, which the model leaves out, carry the difference. Intervals are t intervals from the residual
 variance (replicate runs give the degrees of freedom); a term is *significant* when its
 interval excludes zero. If the design cannot separate the interactions (rank deficient), only
 main effects are fitted and ``model`` says so. Pure numpy/scipy; any thread.
@@ -25,6 +28,7 @@ import numpy as np
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import aligned_values
+from gputrace.analysis.ab.decomposition import Decomposition, decomposition
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
@@ -92,7 +96,8 @@ class FactorialResult:
     ``"main effects and two-way interactions"`` or ``"main effects only (...)"``; ``df``:
     residual degrees of freedom; ``effects``: every (key, term); ``e2e_path``: the key used
     for the end-to-end attribution; ``culprits``/``helpers``: significant terms slowing /
-    speeding the end-to-end time, largest first."""
+    speeding the end-to-end time, largest first; ``decomposition``: the end-to-end key's
+    all-on-vs-none total, model against measured (None when that key was not fitted)."""
 
     switches: tuple[str, ...]
     terms: list[str]
@@ -103,6 +108,7 @@ class FactorialResult:
     e2e_path: str
     culprits: list[Culprit] = field(default_factory=list)
     helpers: list[Culprit] = field(default_factory=list)
+    decomposition: Decomposition | None = None
 
     def for_key(self, path: str, device: int | None = None, clock: str = "host") -> list[Effect]:
         return [e for e in self.effects if e.path == path and e.device == device and e.clock == clock]
@@ -111,16 +117,12 @@ class FactorialResult:
         return [e for e in self.effects if e.term == term]
 
     def predicted_line(self) -> str:
-        """All switches on against none, as the model predicts it for the end-to-end key (the
-        sum of every term: exact with 0/1 coding)."""
-        es = self.for_key(self.e2e_path)
-        if not es:
+        """All switches on against none on the end-to-end key: the model's total (the sum of every
+        term, exact with 0/1 coding) with its interval, the measured total, and whether the first
+        accounts for the second (`Decomposition.describe`)."""
+        if self.decomposition is None:
             return "all vs none (model): no end-to-end measurement"
-        if es[0].scale == "log":
-            total = math.expm1(sum(e.estimate for e in es))
-            return f"all vs none (model, every run pooled): {self.e2e_path} {total:+.1%}"
-        tot = sum(e.ns for e in es)
-        return f"all vs none (model, every run pooled): {self.e2e_path} {'+' if tot >= 0 else '-'}{fmt_ns(abs(tot))}"
+        return self.decomposition.describe()
 
     def summary_lines(self) -> list[str]:
         out = [c.describe() for c in self.culprits]
@@ -214,6 +216,8 @@ def fit_effects(
     keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
     effects: list[Effect] = []
     nan = float("nan")
+    e2e = PROVE_PATH if any(k[0] == PROVE_PATH for k in keys) else RUN_PATH
+    dec = None
     for key in keys:
         y, _, _ = aligned_values(allruns, allruns, key)
         if np.all(y == 0):
@@ -226,7 +230,9 @@ def fit_effects(
             s2 = float(resid @ resid) / df
             se = np.sqrt(np.maximum(np.diag(xtx_inv) * s2, 0.0))
         else:
-            se = np.full(p, nan)
+            s2, se = nan, np.full(p, nan)
+        if key == (e2e, None, "host"):
+            dec = decomposition(e2e, log, X, yy, beta, xtx_inv, s2, df, tq, p_terms, coded.astype(bool), confidence)
         base = math.exp(beta[0]) if log else beta[0]
         called = _holm_terms(se, beta, df, p_terms, confidence)
         for t in range(1, p_terms):
@@ -247,9 +253,7 @@ def fit_effects(
                 ns, nl, nh = est, lo, hi
             effects.append(Effect(key[0], key[1], key[2], terms[t], "log" if log else "linear", est, lo, hi,
                                   rel, rl, rh, ns, nl, nh, pv, bool(sig)))
-    present = {k[0] for k in keys}
-    e2e = PROVE_PATH if PROVE_PATH in present else RUN_PATH
-    res = FactorialResult(names, terms[1:], model, df, confidence, effects, e2e)
+    res = FactorialResult(names, terms[1:], model, df, confidence, effects, e2e, decomposition=dec)
     e2e_paths = {RUN_PATH, PROVE_PATH}
     for e in res.for_key(e2e):
         if not e.significant:
