@@ -6,9 +6,10 @@ Usage: python3 benchmarks/bench_key_load.py [--gib 1.0] [--repeats 5] [--dir DIR
 Writes a synthetic ``pk.npz`` through ``keys.save_keys`` (a seeded 1x2 test key whose five query blocks are
 replaced by rows in the real key's proportions: ``a``, ``b_g1``, ``l``, ``h`` of n 96-byte G1 rows and ``b_g2``
 of n 192-byte G2 rows, 576 n bytes in all), reads it once so every timing reads from the page cache, then
-times the two readers interleaved (old, new, old, new, ...) and prints medians and the ratio measured in the
-same run. ``load_pk`` is timed whole (it also parses ``meta`` and decodes the five fixed points, < 1 ms);
-the rows it returns are checked equal to the old read's.
+times the readers interleaved (old, new, ..., old, new, ...) and prints medians and the ratio to the old read
+measured in the same run. ``load_pk`` is timed whole (it also parses ``meta`` and decodes the five fixed
+points, < 1 ms); two more rows time ``npz_read.read_npz`` without the CRC-32 check and on one thread. The rows
+``load_pk`` returns are checked equal to the old read's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gputrace.prover.circuit import validate_shape  # noqa: E402
 from gputrace.prover.keygen import keys  # noqa: E402
 from gputrace.prover.keygen.cache import get_keys  # noqa: E402
+from gputrace.prover.keygen.npz_read import read_npz  # noqa: E402
 
 QUERIES = {"a": 96, "b_g1": 96, "b_g2": 192, "l": 96, "h": 96}
 
@@ -61,27 +63,30 @@ def main(argv: list[str] | None = None) -> int:
         path.read_bytes()  # into the page cache
         print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
               f"load {os.getloadavg()[0]:.1f}, {size / 1e9:.2f} GB pk.npz, median of {a.repeats}")
-        times: dict[str, list[float]] = {"old": [], "new": []}
+        readers = {
+            "old: np.load + z[k]": old_read,
+            "new: keys.load_pk": keys.load_pk,
+            "new, no CRC check": lambda p: read_npz(p, verify=False),
+            "new, one thread": lambda p: read_npz(p, threads=1),
+        }
+        times: dict[str, list[float]] = {label: [] for label in readers}
         for _ in range(a.repeats):
-            t = time.perf_counter()
-            ref = old_read(path)
-            times["old"].append(time.perf_counter() - t)
-            del ref
-            t = time.perf_counter()
-            pk = keys.load_pk(path)
-            times["new"].append(time.perf_counter() - t)
-            del pk
+            for label, read in readers.items():
+                t = time.perf_counter()
+                got = read(path)
+                times[label].append(time.perf_counter() - t)
+                del got
         ref = old_read(path)
         pk = keys.load_pk(path)
         assert pk.raw is not None
         for k in QUERIES:
             assert np.array_equal(pk.raw[k], ref[k]), k
         del ref, pk
-    old = statistics.median(times["old"])
-    print(f"| reader                        | median s |   GB/s | vs old |")
-    print(f"|-------------------------------|----------|--------|--------|")
-    for label, key in (("old: np.load + z[k]", "old"), ("new: keys.load_pk", "new")):
-        m = statistics.median(times[key])
+    old = statistics.median(times["old: np.load + z[k]"])
+    print("| reader                        | median s |   GB/s | vs old |")
+    print("|-------------------------------|----------|--------|--------|")
+    for label, ts in times.items():
+        m = statistics.median(ts)
         print(f"| {label:<29} | {m:8.3f} | {size / m / 1e9:6.2f} | {old / m:5.2f}x |")
     return 0
 
