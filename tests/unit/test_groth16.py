@@ -6,9 +6,9 @@ import shutil
 import pytest
 from py_arkworks_bls12381 import G1Point
 
-from gputrace.prover.keygen import keys
 from gputrace.prover.circuit import CircuitShape
 from gputrace.prover.field import R
+from gputrace.prover.keygen import keys
 from gputrace.prover.keygen.cache import get_keys
 from gputrace.prover.options import ProveOptions
 from gputrace.prover.pipeline import run_prove
@@ -99,10 +99,64 @@ def test_bad_proving_key_meta_names_file_and_field(proved, key_dir, tmp_path):
             keys.load_pk(p, expect_fingerprint=ks.fingerprint)
         assert str(p) in str(ei.value)
     raw = (ks.directory / "pk.npz").read_bytes()
-    p.write_bytes(raw[: len(raw) // 2])  # an interrupted copy of a cached key
-    with pytest.raises(keys.KeyError_, match="cannot read proving key") as ei:
-        keys.load_pk(p)
+    for cut in (len(raw) // 2, 100, len(raw) - 1):  # interrupted copies of a cached key
+        p.write_bytes(raw[:cut])
+        with pytest.raises(keys.KeyError_, match="cannot read proving key") as ei:
+            keys.load_pk(p)
+        assert str(p) in str(ei.value)
+
+
+def test_proving_key_round_trips_through_pk_npz(tmp_path):
+    """load_pk gives what np.load reads (rows in stored order, C-contiguous) and the key that was generated."""
+    import numpy as np
+
+    ks = get_keys(CircuitShape(1, 2), tmp_path, seed=1)
+    assert not ks.cached  # ks.pk is setup's key, not one read back
+    pk = keys.load_pk(ks.directory / "pk.npz", expect_fingerprint=ks.fingerprint)
+    with np.load(ks.directory / "pk.npz") as z:
+        for name in ("a", "b_g1", "b_g2", "l", "h"):
+            assert pk.raw[name].dtype == np.uint8 and pk.raw[name].flags.c_contiguous, name
+            assert np.array_equal(pk.raw[name], z[name]), name
+            assert np.array_equal(getattr(pk, name).rows, z[name]), name
+    saved = ks.pk
+    for f in ("alpha_g1", "beta_g1", "delta_g1", "beta_g2", "delta_g2"):
+        assert getattr(pk, f) == getattr(saved, f), f
+    for name in ("a", "b_g1", "b_g2", "l", "h"):
+        assert list(getattr(pk, name)) == list(getattr(saved, name)), name
+    assert (pk.domain_size, pk.num_inputs, pk.num_vars, pk.fingerprint) == (
+        saved.domain_size, saved.num_inputs, saved.num_vars, saved.fingerprint)
+
+
+def test_a_flipped_byte_in_pk_npz_names_the_file_and_member(proved, key_dir, tmp_path):
+    import struct
+    import zipfile
+
+    ks = get_keys(CircuitShape(1, 2), key_dir)
+    src = ks.directory / "pk.npz"
+    with zipfile.ZipFile(src) as zf:
+        info = zf.getinfo("b_g2.npy")
+    raw = bytearray(src.read_bytes())
+    name_len, extra_len = struct.unpack("<2H", raw[info.header_offset + 26:info.header_offset + 30])
+    raw[info.header_offset + 30 + name_len + extra_len + info.file_size - 1] ^= 0x80  # the last G2 row's last byte
+    p = tmp_path / "pk.npz"
+    p.write_bytes(bytes(raw))
+    with pytest.raises(keys.KeyError_, match="cannot read proving key .*'b_g2.npy'") as ei:
+        keys.load_pk(p, expect_fingerprint=ks.fingerprint)
     assert str(p) in str(ei.value)
+
+
+def test_a_compressed_pk_npz_still_loads(proved, key_dir, tmp_path):
+    import numpy as np
+
+    ks = get_keys(CircuitShape(1, 2), key_dir)
+    with np.load(ks.directory / "pk.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    p = tmp_path / "pk.npz"
+    np.savez_compressed(p, **arrays)
+    pk = keys.load_pk(p, expect_fingerprint=ks.fingerprint)
+    for name in ("a", "b_g1", "b_g2", "l", "h"):
+        assert np.array_equal(pk.raw[name], arrays[name]), name
+    assert pk.delta_g2 == ks.pk.delta_g2
 
 
 def test_key_rows_stored_column_major_give_the_same_affine_limbs(proved, key_dir, tmp_path):

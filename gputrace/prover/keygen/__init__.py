@@ -9,6 +9,7 @@ Modules, each importing only those listed before it (plus the circuit modules be
 * ``setup``: the key types (``ProvingKey``, ``VerifyingKey``) and the two generators, ``generate`` (host) and
   ``generate_device`` (CUDA, through ``gputrace.prover.backends.cuda_fixed_base``: CuPy stays in
   ``backends/cuda*``, imported only when the device path runs);
+* ``npz_read``: ``read_npz``, ``np.load`` of an ``.npz`` without zipfile's copies for stored members, CRC-checked;
 * ``keys``: the key files (``pk.npz``, ``vk.json``), their checks and errors;
 * ``fingerprint_record``: recorded R1CS fingerprints, so a cache hit skips the template synthesis;
 * ``cache``: ``get_keys``, which finds a shape's keys or generates and saves them.
