@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from gputrace.trace import clock
@@ -105,6 +106,9 @@ class CuptiCollector:
         self._cupti: Any = None  # the cupti module once start() imported it
         self._kinds: list = []
         self._api_names: dict = {}
+        #: record kind (int, as CUPTI gives it) -> converter (record -> plain dict), or False for a kind not
+        #: used; built from the enum-name maps on the first buffer (``converters``).
+        self._conv: dict | None = None
         self.xkind = 0  # ExternalCorrelationKind.CUSTOM0 as an int (set by start)
         self.push = self.pop = None
 
@@ -117,13 +121,7 @@ class CuptiCollector:
             raise CuptiUnavailable(f"cupti-python not usable: {type(e).__name__}: {e}") from None
         self._cupti = cupti
         AK = cupti.ActivityKind
-        self._kind_names = {int(m): m.name for m in AK}
-        self._memcpy_names = {int(m): m.name for m in cupti.ActivityMemcpyKind}
-        self._mem_names = {int(m): m.name for m in cupti.ActivityMemoryKind}
-        self._sync_names = {int(m): m.name for m in cupti.ActivitySynchronizationType}
-        self._ext_names = {int(m): m.name for m in cupti.ExternalCorrelationKind}
-        self._api_domain = {int(AK.RUNTIME): cupti.CallbackDomain.RUNTIME_API,
-                            int(AK.DRIVER): cupti.CallbackDomain.DRIVER_API}
+        self.load_names(cupti)
         self.version = _version()
         try:
             cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)  # OS thread ids, as phases record
@@ -150,6 +148,19 @@ class CuptiCollector:
         except Exception as e:  # noqa: BLE001 reported as CuptiUnavailable
             self._disable()
             raise CuptiUnavailable(f"CUPTI timestamp unavailable: {type(e).__name__}: {e}") from None
+
+    def load_names(self, cupti) -> None:
+        """Enum value -> member name maps of ``cupti`` (or a stand-in with the same enums), and the per-kind
+        converters built from them (``converters``)."""
+        AK = cupti.ActivityKind
+        self._kind_names = {int(m): m.name for m in AK}
+        self._memcpy_names = {int(m): m.name for m in cupti.ActivityMemcpyKind}
+        self._mem_names = {int(m): m.name for m in cupti.ActivityMemoryKind}
+        self._sync_names = {int(m): m.name for m in cupti.ActivitySynchronizationType}
+        self._ext_names = {int(m): m.name for m in cupti.ExternalCorrelationKind}
+        self._api_domain = {int(AK.RUNTIME): cupti.CallbackDomain.RUNTIME_API,
+                            int(AK.DRIVER): cupti.CallbackDomain.DRIVER_API}
+        self._conv = None
 
     def _restrict_api(self, cupti) -> None:
         """Switch off the API calls that neither launch, copy, set nor wait (fewer records, less overhead).
@@ -261,20 +272,34 @@ class CuptiCollector:
         return self.buffer_bytes, 0
 
     def _completed(self, activities) -> None:
-        # Never raise into CUPTI: a failing record is counted as dropped.
+        """CUPTI's buffer-completed callback (CUPTI's thread, holding the GIL: kept short). Never raises into
+        CUPTI: a record that fails to convert is counted in ``dropped`` and conversion goes on with the next.
+        One ``try`` per buffer, not per record: after a failure the loop resumes on the same iterator. (A
+        buffer whose iteration itself raises counts one drop and keeps what came before.)"""
         self.buffers += 1
-        out = []
-        conv = self._plain
-        for a in activities:
+        table = self._conv if self._conv is not None else self.converters()
+        get = table.get
+        out: list = []
+        app = out.append
+        it = iter(activities)
+        a: Any = _NOTHING
+        while True:
             try:
-                r = conv(a)
+                for a in it:
+                    f = get(a.kind)
+                    if f is None:
+                        f = self._resolve(a.kind)
+                    if f:
+                        app(f(a))
+                    a = _NOTHING  # (so an exception with a is _NOTHING came from the iteration itself)
+                break
             except Exception as e:  # noqa: BLE001 counted as dropped, recorded in self.errors
                 self.dropped += 1
                 if len(self.errors) < 20:
-                    self.errors.append(f"record: {type(e).__name__}: {e}")
-                continue
-            if r is not None:
-                out.append(r)
+                    self.errors.append(f"{'record' if a is not _NOTHING else 'buffer'}: {type(e).__name__}: {e}")
+                if a is _NOTHING:  # the buffer's iteration failed: the rest of it is lost
+                    break
+                a = _NOTHING
         with self._lock:
             room = self.max_pending - len(self._pending)
             if room < len(out):
@@ -283,8 +308,49 @@ class CuptiCollector:
             self._pending.extend(out)
             self.records += len(out)
 
+    def converters(self) -> dict:
+        """The per-kind converters (int kind -> function of one record returning its plain dict; False for
+        kinds not used), built from the enum-name maps. Each gives exactly the dict ``_plain`` gives."""
+        table: dict = {}
+        for k, name in self._kind_names.items():
+            table[k] = self._converter(k, name) or False
+        self._conv = table
+        return table
+
+    def _resolve(self, kind) -> Any:
+        """Converter of a kind value not in the table yet (an enum member hashing apart from its int, or a
+        kind CUPTI's enum does not name): looked up by ``int``, remembered. Raises like ``int(kind)``."""
+        table = self._conv if self._conv is not None else self.converters()
+        f = table.get(int(kind))
+        if f is None:
+            f = False  # (a kind the enum does not name: not used, as _plain)
+        table[kind] = f
+        return f
+
+    def _converter(self, k: int, kind: str) -> Callable[[Any], dict] | None:
+        if kind == "CONCURRENT_KERNEL":
+            return _kernel
+        if kind == "KERNEL":
+            return _kernel_legacy
+        if kind == "MEMCPY":
+            return _memcpy_converter(self._memcpy_names, self._mem_names)
+        if kind == "MEMSET":
+            return _memset_converter(self._mem_names)
+        if kind == "SYNCHRONIZATION":
+            return _sync_converter(self._sync_names)
+        if kind in ("RUNTIME", "DRIVER"):
+            return _api_converter(k, kind, self._api_names, self._api_name)
+        if kind == "EXTERNAL_CORRELATION":
+            return _external_converter(self._ext_names)
+        if kind == "MARKER":
+            return _marker
+        return None
+
     def _plain(self, a) -> dict | None:
-        """One CUPTI record object -> plain dict (``cupti_spans``' format), or None for kinds not used."""
+        """One CUPTI record object -> plain dict (``cupti_spans``' format), or None for kinds not used.
+
+        The reference conversion, one record at a time: ``_completed`` uses the per-kind ``converters``
+        (cheaper per record: see there); tests and ``benchmarks/bench_cupti_convert.py`` hold the two equal."""
         kind = self._kind_names.get(int(a.kind), str(a.kind))
         if kind in ("CONCURRENT_KERNEL", "KERNEL"):
             r = {f: getattr(a, f) for f in _KERNEL_FIELDS}
@@ -341,6 +407,101 @@ class CuptiCollector:
             "gputrace.cupti.dropped": int(self.dropped),
             "gputrace.cupti.records": int(self.records),
         }
+
+
+#: A value no record is: ``_completed``'s "between records".
+_NOTHING = object()
+
+
+# The converters below spell each kind's fields out in a dict display, reading attributes directly: on
+# CPython 3.11 that builds a 17-field kernel dict in ~0.33 us, where ``{f: getattr(a, f) for f in FIELDS}``
+# takes ~0.73 us and ``dict(zip(FIELDS, attrgetter(*FIELDS)(a)))`` ~0.74 us (benchmarks/RESULTS.md, issue 24).
+# Keys and order are ``_plain``'s; tests/unit/test_cupti_collect.py holds every kind equal to it.
+
+
+def _kernel(a) -> dict:
+    return {"start": a.start, "end": a.end, "device_id": a.device_id, "context_id": a.context_id,
+            "stream_id": a.stream_id, "correlation_id": a.correlation_id, "name": a.name, "grid_x": a.grid_x,
+            "grid_y": a.grid_y, "grid_z": a.grid_z, "block_x": a.block_x, "block_y": a.block_y,
+            "block_z": a.block_z, "registers_per_thread": a.registers_per_thread,
+            "static_shared_memory": a.static_shared_memory, "dynamic_shared_memory": a.dynamic_shared_memory,
+            "kind": "CONCURRENT_KERNEL"}
+
+
+def _kernel_legacy(a) -> dict:  # (CUPTI's older, serialising KERNEL kind: same fields)
+    r = _kernel(a)
+    r["kind"] = "KERNEL"
+    return r
+
+
+def _memcpy_converter(copy_names: dict, mem_names: dict) -> Callable[[Any], dict]:
+    copy = copy_names.get
+    mem = mem_names.get
+
+    def conv(a) -> dict:
+        return {"start": a.start, "end": a.end, "device_id": a.device_id, "context_id": a.context_id,
+                "stream_id": a.stream_id, "correlation_id": a.correlation_id, "bytes": a.bytes,
+                "copy_kind": copy(int(a.copy_kind), "UNKNOWN"), "src_kind": mem(int(a.src_kind), "UNKNOWN"),
+                "dst_kind": mem(int(a.dst_kind), "UNKNOWN"), "kind": "MEMCPY"}
+
+    return conv
+
+
+def _memset_converter(mem_names: dict) -> Callable[[Any], dict]:
+    mem = mem_names.get
+
+    def conv(a) -> dict:
+        return {"start": a.start, "end": a.end, "device_id": a.device_id, "context_id": a.context_id,
+                "stream_id": a.stream_id, "correlation_id": a.correlation_id, "bytes": a.bytes,
+                "memory_kind": mem(int(a.memory_kind), "UNKNOWN"), "kind": "MEMSET"}
+
+    return conv
+
+
+def _sync_converter(sync_names: dict) -> Callable[[Any], dict]:
+    sync = sync_names.get
+
+    def conv(a) -> dict:
+        return {"start": a.start, "end": a.end, "context_id": a.context_id, "stream_id": a.stream_id,
+                "correlation_id": a.correlation_id, "cuda_event_id": a.cuda_event_id,
+                "type": sync(int(a.type), "UNKNOWN"), "kind": "SYNCHRONIZATION"}
+
+    return conv
+
+
+def _api_converter(k: int, kind: str, cache: dict, api_name: Callable[[int, int], str]) -> Callable[[Any], dict]:
+    """Runtime/driver API records; ``cache`` is the collector's (kind, cbid) -> name map ``api_name`` fills."""
+    known = cache.get
+
+    def conv(a) -> dict:
+        cbid = a.cbid
+        r = {"start": a.start, "end": a.end, "correlation_id": a.correlation_id, "cbid": cbid,
+             "thread_id": a.thread_id, "process_id": a.process_id}
+        key = (k, int(cbid))
+        r["name"] = known(key) or api_name(*key)
+        r["kind"] = kind
+        return r
+
+    return conv
+
+
+def _external_converter(ext_names: dict) -> Callable[[Any], dict]:
+    ext = ext_names.get
+
+    def conv(a) -> dict:
+        return {"correlation_id": a.correlation_id, "external_id": a.external_id,
+                "external_kind": ext(int(a.external_kind), "UNKNOWN"), "kind": "EXTERNAL_CORRELATION"}
+
+    return conv
+
+
+def _marker(a) -> dict:
+    try:
+        thread = a.object_id.pt.thread_id
+    except Exception:  # noqa: BLE001 a record without a thread id keeps thread None
+        thread = None
+    return {"id": a.id, "timestamp": a.timestamp, "flags": int(a.flags_), "name": a.name or "",
+            "domain": a.domain or "", "thread_id": thread, "kind": "MARKER"}
 
 
 def _version() -> str:

@@ -7,6 +7,11 @@ Contract
   environment variable must be set before ``gputrace.trace`` is imported.
 * With no tool attached the ``nvtx`` package hands back a ``DummyDomain`` whose calls do nothing;
   ``ENABLED`` is then False and the hot path skips the calls entirely (same effect, ~120 ns less per phase).
+* NVTX attaches a tool only through ``NVTX_INJECTION64_PATH`` (Nsight Systems and ``gputrace record`` set
+  it). Without that variable this module does not import ``nvtx`` at all (``domain`` is None): the ``nvtx``
+  package imports numpy, ~50-110 ms that every process of a ``gputrace record`` launch paid at start, even
+  ``python -c pass`` and workers that never touch CUDA (issue 24). ``GPUTRACE_NVTX=1`` imports it anyway
+  (a tool injected some other way, e.g. linked statically).
 * ``attributes(name, device, payload)`` returns a pre-built ``EventAttributes``: message = phase name
   (a registered string), colour = ``gputrace.phases.phase_color(name)`` (ARGB), category = device index
   (categories are named ``gpu N``; -1/None means no category), payload = ``bytes`` when given (uint64).
@@ -16,23 +21,32 @@ Contract
 
 from __future__ import annotations
 
+import os
 from typing import Any
-
-import nvtx
 
 from gputrace.phases import phase_color
 
 DOMAIN_NAME = "gputrace"
 _CACHE_MAX = 8192
 
-domain = nvtx.get_domain(DOMAIN_NAME)
+
+def tool_configured() -> bool:
+    """True when NVTX can have a tool attached here (``NVTX_INJECTION64_PATH`` set, or ``GPUTRACE_NVTX=1``)."""
+    return bool(os.environ.get("NVTX_INJECTION64_PATH")) or os.environ.get("GPUTRACE_NVTX", "") == "1"
+
+
+domain: Any = None
+if tool_configured():
+    import nvtx
+
+    domain = nvtx.get_domain(DOMAIN_NAME)
 # Bound below: the nvtx library's functions when a tool is attached, None otherwise.
 handle: Any
 push_range: Any
 pop_range: Any
 start_range: Any
 end_range: Any
-ENABLED: bool = type(domain).__name__ != "DummyDomain"
+ENABLED: bool = domain is not None and type(domain).__name__ != "DummyDomain"
 
 if ENABLED:
     # The module-level functions of nvtx._lib.lib take (attributes, domain handle) positionally: ~50 ns

@@ -20,7 +20,6 @@ import atexit
 import gc
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -407,7 +406,7 @@ def configure(
     disabled = _ph.DISABLED or _ph.env_disabled()
     if disabled and not _ph.DISABLED:
         _ph.disable()  # GPUTRACE_DISABLE set after import: honour it from here on
-    run_id = secrets.token_hex(8)
+    run_id = os.urandom(8).hex()  # (as secrets.token_hex(8), without importing hmac and hashlib)
     res = build_resource(service_name, run_id, config, resource, collect_gpu_info=collect_gpu_info)
     rec = Recorder(
         all_sinks, res, run_id=run_id, flush_interval_s=flush_interval_s, buffer_size=buffer_size, id_seed=id_seed

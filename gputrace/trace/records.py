@@ -14,7 +14,7 @@ taken once (``clock.EPOCH_OFFSET_NS``), so times are monotonic within a run.
 
 from __future__ import annotations
 
-import secrets
+import os
 
 from gputrace.otlp.ids import STATUS_ERROR
 from gputrace.phases import phase_kind
@@ -36,8 +36,8 @@ class IdSource:
 
     def __init__(self, seed: int | None = None) -> None:
         if seed is None:
-            self.span_salt = secrets.randbits(64)
-            self.trace_salt = secrets.randbits(64) or 1
+            self.span_salt = int.from_bytes(os.urandom(8), "big")  # (secrets.randbits: hmac, hashlib)
+            self.trace_salt = int.from_bytes(os.urandom(8), "big") or 1
         else:
             self.span_salt = (seed * 0xD6E8FEB86659FD93) & _MASK64
             self.trace_salt = ((seed + 1) * 0xA0761D6478BD642F) & _MASK64 or 1

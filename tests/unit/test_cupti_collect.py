@@ -124,3 +124,99 @@ def test_start_without_cupti_raises_unavailable(monkeypatch):
     with pytest.raises(CuptiUnavailable, match="cupti-python not usable"):
         CuptiCollector().start()
     assert "not usable" in available()
+
+
+# -- the per-kind converters (issue 24) against the reference conversion ``_plain`` -----------------------------
+class AllKinds(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    KERNEL = 3
+    DRIVER = 5
+    RUNTIME = 6
+    CONCURRENT_KERNEL = 10
+    MARKER = 12
+    OVERHEAD = 25
+    EXTERNAL_CORRELATION = 31
+    SYNCHRONIZATION = 38
+
+
+class FakeCuptiAllKinds(FakeCupti):
+    ActivityKind = AllKinds
+    ActivitySynchronizationType = enum.IntEnum("ST2", {"UNKNOWN": 0, "EVENT_SYNCHRONIZE": 1, "STREAM_SYNCHRONIZE": 3})
+
+    def get_callback_name(self, domain, cbid):
+        return {(2, 41): "cudaMemcpyAsync_v3020", (1, 307): "cuLaunchKernel"}[(domain, cbid)]
+
+
+def _every_kind():
+    dev = {"start": 5, "end": 9, "device_id": 0, "context_id": 1, "stream_id": 7, "correlation_id": 3}
+    kernel = {**vars(_kernel(3)), **dev}
+    return [
+        NS(**{**kernel, "kind": 10}),
+        NS(**{**kernel, "kind": 3}),  # the older KERNEL kind
+        NS(kind=1, **dev, bytes=64, copy_kind=1, src_kind=1, dst_kind=3),
+        NS(kind=1, **dev, bytes=64, copy_kind=99, src_kind=1, dst_kind=42),  # values the enums lack: UNKNOWN
+        NS(kind=2, **dev, bytes=4096, memory_kind=3),
+        NS(kind=38, start=1, end=2, context_id=1, stream_id=7, correlation_id=4, cuda_event_id=0xFFFFFFFF, type=3),
+        NS(kind=6, start=0, end=1, correlation_id=4, cbid=41, thread_id=99, process_id=9),
+        NS(kind=5, start=0, end=1, correlation_id=3, cbid=307, thread_id=99, process_id=9),
+        NS(kind=5, start=0, end=1, correlation_id=3, cbid=9999, thread_id=99, process_id=9),  # unnamed call
+        NS(kind=31, correlation_id=3, external_id=17, external_kind=5),
+        NS(kind=12, id=1, timestamp=3, flags_=2, name="step", domain=None, object_id=NS(pt=NS(thread_id=99))),
+        NS(kind=12, id=2, timestamp=4, flags_=4, name=None, domain="d", object_id=None),  # no thread id
+        NS(kind=AllKinds.CONCURRENT_KERNEL, **{k: v for k, v in kernel.items() if k != "kind"}),  # an enum member
+    ]
+
+
+def _all_kinds_collector(**kw):
+    c = CuptiCollector(**kw)
+    c._cupti = FakeCuptiAllKinds()
+    c.load_names(c._cupti)
+    return c
+
+
+def test_converters_give_exactly_the_reference_dicts_for_every_kind():
+    c = _all_kinds_collector()
+    recs = _every_kind()
+    want = [c._plain(a) for a in recs]
+    assert {r["kind"] for r in want} == {"CONCURRENT_KERNEL", "KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION",
+                                         "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION", "MARKER"}
+    c._completed(recs + [NS(kind=25), NS(kind=77)])  # kinds not used (one the enum lacks): skipped, not dropped
+    got = c.collect()
+    assert got == want
+    assert [list(r) for r in got] == [list(r) for r in want]  # same keys in the same order (the dump's JSON)
+    assert [type(v) for r in got for v in r.values()] == [type(v) for r in want for v in r.values()]
+    assert c.dropped == 0 and c.records == len(recs)
+
+
+class _Raising:
+    """A record whose every attribute but ``kind`` raises (a view into a buffer gone bad)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"cannot read {name}")
+
+
+def test_a_record_raising_on_attribute_access_is_dropped_and_the_rest_kept():
+    c = _all_kinds_collector()
+    good = _every_kind()
+    c._completed([_Raising(10), good[0], _Raising(1), _Raising(31), good[2], NS(), good[6]])  # NS(): no kind
+    got = c.collect()
+    assert got == [c._plain(good[0]), c._plain(good[2]), c._plain(good[6])]
+    assert c.dropped == 4 and c.records == 3
+    assert c.errors[0] == "record: RuntimeError: cannot read start"
+
+
+def test_a_buffer_whose_iteration_fails_keeps_what_came_before():
+    c = _all_kinds_collector()
+    good = _every_kind()
+
+    def buffer():
+        yield good[0]
+        raise OSError("buffer gone")
+
+    c._completed(buffer())
+    assert c.collect() == [c._plain(good[0])] and c.dropped == 1
+    assert c.errors[0] == "buffer: OSError: buffer gone"

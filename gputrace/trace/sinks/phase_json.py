@@ -21,6 +21,8 @@ per span on the CI box. Here:
 
 from __future__ import annotations
 
+import sys
+
 import orjson
 
 from gputrace.otlp.encode import attributes_json, json_string
@@ -212,8 +214,16 @@ _HEX_LUT = None
 def _id_table(ids, n0: int, k: int) -> tuple[list[int], list[str]]:
     """Span ids for counter values n0+1 .. n0+k (``IdSource.next_span_id``'s bijection) and their 16-digit
     hex, computed with numpy for the whole batch: several times cheaper per span than Python int
-    arithmetic and formatting on the CI box (64-bit products of Python ints allocate)."""
+    arithmetic and formatting on the CI box (64-bit products of Python ints allocate). Small batches, and
+    batches of a process that has not imported numpy (a bare process of a ``gputrace record`` launch: its
+    root span alone), take the plain Python way: importing numpy costs more than it saves there."""
     global _HEX_LUT
+    if k < 64 or (k < 20_000 and "numpy" not in sys.modules):
+        if k <= 0:
+            return [], []
+        salt = ids.span_salt
+        vs = [((n * _GOLDEN) & _MASK64) ^ salt for n in range(n0 + 1, n0 + k + 1)]
+        return vs, [f"{v:016x}" for v in vs]
     import numpy as np
 
     if _HEX_LUT is None:

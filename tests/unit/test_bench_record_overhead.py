@@ -1,0 +1,125 @@
+"""benchmarks/real_programs/bench_record_overhead.py without torch: the paired design (four runs per repeat in a
+rotated order, per-repeat ratios, their median and interval, the A/A control), the budget, the --json output, and
+summary.py still reading its BENCH line and table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "real_programs" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def perf_counter(self):
+        return self.t
+
+
+def _fake_runs(bench, monkeypatch, drift, per_run_s=10.0):
+    """run_once replaced: step ms = a drifting machine speed (per repeat) x the mode's true cost."""
+    cost = {"plain": 1.0, "plain_aa": 1.0, "record": 1.02, "profiler": 1.10}
+    clock = FakeClock()
+    monkeypatch.setattr(bench, "time", clock)
+    calls = []
+
+    def run_once(cmd, timeout):
+        clock.t += per_run_s
+        mode = "record" if "record" in cmd else "profiler" if "--profile" in cmd else "plain"
+        calls.append(mode)
+        return 10.0 * drift[(len(calls) - 1) // 4] * cost[mode], "cpu", "none"
+
+    monkeypatch.setattr(bench, "run_once", run_once)
+    return calls
+
+
+def test_paired_ratios_cancel_a_drifting_machine_and_summary_reads_the_output(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    drift = [1.0, 1.3, 0.8, 1.15, 0.9, 1.25, 1.05, 0.85]  # run-to-run spread far above the 2 % to find
+    calls = _fake_runs(bench, monkeypatch, drift)
+    rc = bench.main(["--repeats", "8", "--work", str(tmp_path / "w"), "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    # four runs per repeat, the order rotating: every mode takes every position twice in 8 repeats
+    orders = [tuple(calls[i:i + 4]) for i in range(0, 32, 4)]
+    assert orders[0] == ("plain", "record", "profiler", "plain") and orders[1] == ("record", "profiler", "plain",
+                                                                                     "plain")
+    assert [bench.order_of(r) for r in range(4)] == [bench.MODES[r:] + bench.MODES[:r] for r in range(4)]
+    d = json.loads((tmp_path / "b.json").read_text())
+    assert d["design"] == "paired" and d["repeats"] == 8 and len(d["per_repeat"]) == 8
+    # the per-repeat ratios see through the drift exactly; an unpaired median of medians would not
+    assert all(abs(x - 1.02) < 1e-12 for x in d["paired"]["record"]["ratios"])
+    assert abs(d["ratio_to_plain"]["record"] - 1.02) < 1e-12 and abs(d["ratio_to_plain"]["profiler"] - 1.10) < 1e-12
+    assert d["ratio_to_plain"]["plain_aa"] == 1.0 and d["paired"]["plain_aa"]["spread"] == 0.0
+    assert d["record_within_3pct"] and d["record_within_3pct_resolved"] and d["record_below_profiler"]
+    lo, hi = d["ratio_ci95"]["record"]
+    assert lo <= 1.02 <= hi
+    for key in ("device", "ranges", "steps", "median_step_ms", "runs_ms", "failed_runs", "wall_s"):
+        assert key in d  # (the keys the unpaired version wrote are still there)
+    assert "repeat 3 ratios (order plain_aa plain record profiler): record=1.020 profiler=1.100 plain_aa=1.000" in out
+    assert "noise floor (A/A, plain_aa / plain)" in out
+    bench_line = [ln for ln in out.splitlines() if ln.startswith("BENCH ")][-1]
+    assert bench_line.startswith("BENCH record_x=1.020 profiler_x=1.100 record_within_3pct=1 "
+                                 "record_below_profiler=1 failed_runs=0 ")
+    # summary.py reads the log as run_all.sh leaves it
+    (tmp_path / "bench.log").write_text(out)
+    lines = _load("summary").lines(tmp_path)
+    assert lines[1] == bench_line
+    assert re.fullmatch(r"bench median step ms: plain [0-9.]+ 1\.000 \| record [0-9.]+ 1\.020 \| "
+                        r"profiler [0-9.]+ 1\.100", lines[2]), lines[2]
+
+
+def test_noise_shows_in_the_interval_and_the_a_a_control(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    import random
+
+    rng = random.Random(3)
+    clock = FakeClock()
+    monkeypatch.setattr(bench, "time", clock)
+
+    def run_once(cmd, timeout):
+        clock.t += 1.0
+        mode = "record" if "record" in cmd else "profiler" if "--profile" in cmd else "plain"
+        return 10.0 * {"plain": 1.0, "record": 1.02, "profiler": 1.1}[mode] * rng.uniform(0.9, 1.1), "cpu", "none"
+
+    monkeypatch.setattr(bench, "run_once", run_once)
+    bench.main(["--repeats", "6", "--work", str(tmp_path), "--json", str(tmp_path / "b.json")])
+    d = json.loads((tmp_path / "b.json").read_text())
+    aa = d["paired"]["plain_aa"]
+    assert aa["spread"] > 0.02 and len(aa["ratios"]) == 6  # the noise floor is visible ...
+    lo, hi = d["ratio_ci95"]["record"]
+    assert lo < 1.03 < hi and not d["record_within_3pct_resolved"]  # ... and 3 % is then not resolved
+    assert "NOT resolved" in capsys.readouterr().out
+
+
+def test_budget_stops_starting_repeats_and_a_failed_run_is_left_out(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    calls = _fake_runs(bench, monkeypatch, [1.0] * 10, per_run_s=10.0)  # 40 s per repeat
+    real = bench.run_once
+
+    def failing(cmd, timeout):
+        if len(calls) == 5:  # repeat 1's second run (profiler)
+            calls.append("x")
+            raise RuntimeError("boom")
+        return real(cmd, timeout)
+
+    monkeypatch.setattr(bench, "run_once", failing)
+    rc = bench.main(["--repeats", "10", "--budget-s", "100", "--work", str(tmp_path), "--json",
+                     str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "FAILED: boom" in out
+    assert "budget of 100 s: stopping after 2 repeats" in out  # a third would have ended at 120 s
+    d = json.loads((tmp_path / "b.json").read_text())
+    assert d["repeats"] == 2 and d["repeats_asked"] == 10 and d["failed_runs"] == ["profiler"]
+    assert len(d["paired"]["record"]["ratios"]) == 2 and len(d["paired"]["profiler"]["ratios"]) == 1
