@@ -55,6 +55,7 @@ except ImportError as exc:  # pragma: no cover - exercised on machines without C
 import gputrace
 
 from ..encoding import g1_to_affine_limbs
+from ..host_copy import parallel_copy
 from ..msm_plan import MsmPlan
 from ..tail_split import ones_indices_counted, split_tail
 from .base import (
@@ -83,12 +84,13 @@ STAGE_CHUNK = 16 << 20
 
 def _upload_staged(dst, arr: np.ndarray, stream) -> None:
     """Copy contiguous host ``arr`` into device ``dst`` (same byte size) on ``stream`` through two page-locked
-    chunks of ``STAGE_CHUNK`` bytes from CuPy's pinned pool, used in turn: numpy copies a chunk (the GIL released)
-    while the DMA of the other runs; returns when the last copy is done. A pageable upload of the 100-200 MB of one
-    proving-key query held up the CUDA calls of the process's other threads for its whole length (RESULTS.md, "The
-    host share off the workers"); page-locking a whole query instead (the version before) cost a ~200 MB
-    ``cudaHostAlloc`` whenever two devices loaded at once (two GPUs' loaders, the pool holding one), inside the
-    timed run. Two 16 MB chunks per loader come back from the pool every time after the first."""
+    chunks of ``STAGE_CHUNK`` bytes from CuPy's pinned pool, used in turn: a chunk is copied
+    (``host_copy.parallel_copy``: a few threads, the GIL released) while the DMA of the other runs; returns when
+    the last copy is done. A pageable upload of the 100-200 MB of one proving-key query held up the CUDA calls of
+    the process's other threads for its whole length (RESULTS.md, "The host share off the workers");
+    page-locking a whole query instead (the version before) cost a ~200 MB ``cudaHostAlloc`` whenever two
+    devices loaded at once (two GPUs' loaders, the pool holding one), inside the timed run. Two 16 MB chunks per
+    loader come back from the pool every time after the first."""
     src = arr.reshape(-1).view(np.uint8)
     nbytes = src.nbytes
     if nbytes != dst.nbytes:
@@ -104,7 +106,7 @@ def _upload_staged(dst, arr: np.ndarray, stream) -> None:
         if done[k] is not None:
             check("cudaEventSynchronize(staging chunk)", done[k].synchronize)
         n = min(chunk, nbytes - off)
-        np.copyto(bufs[k][:n], src[off:off + n])
+        parallel_copy(bufs[k][:n], src[off:off + n])  # a few threads: one memcpy thread bounded the upload
         check(f"cudaMemcpyAsync(H2D staged chunk, {n} bytes)", cupy.cuda.runtime.memcpyAsync, dst.data.ptr + off,
               bufs[k].ctypes.data, n, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
         ev = cupy.cuda.Event(disable_timing=True)
