@@ -16,6 +16,44 @@ from gputrace.timeline.runs import PROCESS_KEYS, RUN_KEYS, run_index  # noqa: F4
 GPU_KIND = KIND_CODES["gpu"]
 SYNC_KIND = KIND_CODES["sync"]
 PIN_KIND = KIND_CODES["pin"]
+#: The most ``(start, end)`` pairs a stall, an unattributed path or a launch-gap row carries into the
+#: ``report --json`` document; more are coarsened (see :func:`merged_pairs`).
+MAX_INTERVALS = 256
+
+
+def merged_pairs(s, e, cap: int = MAX_INTERVALS) -> list[list[int]]:
+    """The union of intervals [s, e) as sorted, disjoint ``[start, end]`` pairs (plain ints, JSON-able), at
+    most ``cap`` of them: beyond that the shortest holes between pairs are closed, so the pairs cover the
+    union and a little more (an upper bound of the wall time, never less)."""
+    return merged_pairs_by_group(np.zeros(len(s), np.int64), s, e, 1, cap)[0]
+
+
+def merged_pairs_by_group(g, s, e, ngroups: int, cap: int = MAX_INTERVALS) -> list[list[list[int]]]:
+    """:func:`merged_pairs` of each group ``0 <= g < ngroups`` at once (one union pass); a list per group."""
+    s = np.asarray(s, np.int64)
+    e = np.asarray(e, np.int64)
+    out: list[list[list[int]]] = [[] for _ in range(ngroups)]
+    if len(s) == 0:
+        return out
+    ug, us, ue = union_by_group(np.asarray(g, np.int64), s, e)
+    keep = ue > us
+    ug, us, ue = ug[keep], us[keep], ue[keep]
+    bounds = np.flatnonzero(np.r_[True, ug[1:] != ug[:-1], True]) if len(ug) else np.zeros(1, np.int64)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        out[int(ug[a])] = _coarsened(us[a:b], ue[a:b], cap)
+    return out
+
+
+def _coarsened(us: np.ndarray, ue: np.ndarray, cap: int) -> list[list[int]]:
+    """Disjoint sorted pairs, at most ``cap``: beyond that the shortest holes between them are closed."""
+    if len(us) > cap > 0:
+        holes = us[1:] - ue[:-1]
+        open_ = np.zeros(len(holes), bool)
+        open_[np.argsort(-holes, kind="stable")[: cap - 1]] = True  # keep the cap - 1 longest holes
+        starts = np.r_[0, np.flatnonzero(open_) + 1]
+        ends = np.r_[np.flatnonzero(open_), len(us) - 1]
+        us, ue = us[starts], ue[ends]
+    return [[a, b] for a, b in zip(us.tolist(), ue.tolist(), strict=True)]
 
 
 def row_hosts(tl: Timeline) -> tuple[np.ndarray, list[str]]:

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gputrace import activity as A
+from gputrace.analysis._common import merged_pairs
 from gputrace.analysis.activity_index import KERNEL, activity_index
 from gputrace.timeline.model import Timeline
 
@@ -96,7 +97,8 @@ def _covered(s: np.ndarray, e: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> in
 def collectives(tl: Timeline, top: int = 20) -> dict:
     """``{"ranks": [...], "collectives": [...], "stragglers": [...]}``; empty lists when the trace has fewer
     than one rank. ``ranks``: per rank ``rank``, ``source`` ("nccl kernels" / "host calls"), ``comm_ns``,
-    ``overlap_ns``, ``exposed_ns``, ``calls``. ``collectives`` (at most ``top``, longest wait first): ``name``,
+    ``overlap_ns``, ``exposed_ns``, ``calls``, ``intervals`` (its communication on the epoch clock, ``[start,
+    end]`` pairs: ``_common.merged_pairs``). ``collectives`` (at most ``top``, longest wait first): ``name``,
     ``index`` (n-th of that name), ``last_rank``, ``wait_ns`` (summed over the other ranks), ``waits``
     ({rank: ns}). ``stragglers``: per rank that arrived last at least once, most often last first: ``rank``,
     ``last`` (how many collectives), ``of`` (matched collectives), ``caused_ns`` (the others' summed wait),
@@ -143,7 +145,7 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
         comp = on & ~kcomm
         overlap = _covered(cs, ce, ks[comp], ke[comp]) if len(cs) and comp.any() else 0
         ranks_out.append({"rank": rk, "source": source, "comm_ns": comm, "overlap_ns": overlap,
-                          "exposed_ns": comm - overlap, "calls": len(ev)})
+                          "exposed_ns": comm - overlap, "calls": len(ev), "intervals": merged_pairs(cs, ce)})
         events[rk] = sorted(ev, key=lambda t: t[2])
     matched: list[dict] = []
     if len(events) >= 2:

@@ -4,7 +4,9 @@ A device's activity is the union of its device intervals (CUDA-event times where
 recorded, else the host times of ``gpu``-kind spans; on a device with GPU activity spans, only
 those: kernel truth, see `_common.device_activity`; ``IdleGaps.kernel_basis`` says which, per
 device group). An
-idle gap is time between two merged activity segments of one device in one run; with
+idle gap is time between two merged activity segments of one device in one run (runs that overlap
+in time, such as the ranks of one job read from separate files, are one: a device is idle only when no
+process uses it); with
 ``edges=True`` the time from the run's first span to the device's first activity (and
 from its last activity to the run's end) counts too, marked as leading/trailing.
 
@@ -149,6 +151,33 @@ def _empty(tl: Timeline, hosts: list[str], runs: list[str]) -> IdleGaps:
                     has_activity=np.zeros(0, bool))
 
 
+def _parallel_runs(tl: Timeline, run: np.ndarray, runs: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Runs whose extents overlap in time merged into one (row -> merged run, labels joined with ``+``).
+
+    A GPU is idle only when no process uses it: processes read from separate files (``report rank0.json
+    rank1.json``: one run each) that ran at the same time share their devices' timeline, so their activity
+    is one union per (host, device) and a gap is time none of them ran anything there. Runs one after the
+    other (an A/B session in one file) stay apart: the time between them is nobody's idle time."""
+    if len(runs) < 2 or tl.n == 0:
+        return run, runs
+    lo, hi = run_extents(tl, run, len(runs))
+    present = np.flatnonzero(lo <= hi)
+    merged = np.arange(len(runs), dtype=np.int64)
+    cur, cur_end = -1, None
+    for r in present[np.argsort(lo[present], kind="stable")].tolist():
+        if cur >= 0 and cur_end is not None and int(lo[r]) < cur_end:
+            merged[r] = cur
+            cur_end = max(cur_end, int(hi[r]))
+        else:
+            cur, cur_end = r, int(hi[r])
+    if (merged == np.arange(len(runs))).all():
+        return run, runs
+    keep = sorted(set(merged.tolist()))
+    labels = ["+".join(runs[k] for k in range(len(runs)) if merged[k] == m) for m in keep]
+    dense = np.searchsorted(np.asarray(keep, np.int64), merged)
+    return dense[run], labels
+
+
 def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activity_for: int | None = 20_000) -> IdleGaps:
     """Idle gaps of every device, each at least ``min_gap_ns`` long (see module docstring).
 
@@ -156,7 +185,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     have ``has_activity`` False and no entries (on a million-span trace with half a
     million sub-microsecond gaps, pairing every gap costs seconds and tells nothing).
     """
-    run, runs = run_index(tl)
+    run, runs = _parallel_runs(tl, *run_index(tl))
     host, hosts = row_hosts(tl)
     rows, s, e = device_activity(tl)
     if len(rows) == 0:

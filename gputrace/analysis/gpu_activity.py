@@ -35,6 +35,7 @@ from gputrace.analysis._common import (
     device_activity,
     gaps_between,
     group_ids,
+    merged_pairs_by_group,
     offsets_from_counts,
     pair_overlaps,
     row_hosts,
@@ -206,7 +207,9 @@ class LaunchGaps:
     def by_phase(self, top_activity: int = 3) -> list[dict]:
         """Totals per (phase name, device), largest gap first, root phases (a ``prove``: their gaps are the
         GPU's idle time of the whole run) after the others: instances, bracket/window/busy/kernel/gap ns,
-        kernels, unattributed ns (None if no instance had a known thread) and the top host activities."""
+        kernels, unattributed ns (None if no instance had a known thread), the top host activities and
+        ``intervals``: the union of the holes, ``[start, end]`` pairs (at most ``MAX_INTERVALS``: see
+        ``_common.merged_pairs``)."""
         acc: dict[tuple[int, int], dict] = {}
         for i in range(len(self)):
             key = (int(self.phase[i]), int(self.device[i]))
@@ -214,8 +217,9 @@ class LaunchGaps:
             if d is None:
                 d = acc[key] = {"phase": self.phases[key[0]], "device": key[1], "basis": KERNELS, "instances": 0,
                                 "bracket_ns": 0, "busy_ns": 0, "kernel_ns": 0, "gap_ns": 0, "kernels": 0,
-                                "unattributed_ns": None, "_act": {}, "bracket": set(), "root": True}
+                                "unattributed_ns": None, "_act": {}, "bracket": set(), "root": True, "_rows": []}
             d["instances"] += 1
+            d["_rows"].append(i)
             d["root"] &= bool(self.is_root[i]) if self.is_root is not None else False
             d["bracket_ns"] += int(self.bracket_ns[i])
             d["busy_ns"] += int(self.busy_ns[i])
@@ -228,11 +232,17 @@ class LaunchGaps:
             a, b = int(self.act_offsets[i]), int(self.act_offsets[i + 1])
             for p, n in zip(self.act_phase[a:b].tolist(), self.act_ns[a:b].tolist(), strict=True):
                 d["_act"][p] = d["_act"].get(p, 0) + n
+        entry_group = np.zeros(len(self), np.int64)
+        for k, d in enumerate(acc.values()):
+            entry_group[d.pop("_rows")] = k
+        owner = np.repeat(np.arange(len(self)), np.diff(self.hole_offsets))
+        pairs = merged_pairs_by_group(entry_group[owner], self.hole_start, self.hole_end, len(acc))
         out = []
-        for d in acc.values():
+        for k, d in enumerate(acc.values()):
             act = sorted(d.pop("_act").items(), key=lambda kv: -kv[1])[:top_activity]
             d["host_activity"] = [{"phase": self.phases[p], "ns": n} for p, n in act]
             d["bracket"] = "/".join(sorted(d["bracket"]))
+            d["intervals"] = pairs[k]
             out.append(d)
         out.sort(key=lambda d: (d["root"], -d["gap_ns"]))
         return out

@@ -26,7 +26,7 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.api_calls import api_call_table, phase_mask
 from gputrace.analysis.collectives import collectives
 from gputrace.analysis.critical_path import critical_path_summary
-from gputrace.analysis.findings import Finding, findings
+from gputrace.analysis.findings import Finding, default_min_ns, findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
@@ -155,6 +155,7 @@ class TimelineAnalysis:
             "emulated": self.emulated,
         }
         d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
+        _drop_unused_intervals(d)
         return d
 
     def add_gpu_activity(self, tl: Timeline) -> None:
@@ -183,6 +184,21 @@ class TimelineAnalysis:
 
 
 EMULATED_PREFIX = "gputrace.emulated."
+
+
+def _drop_unused_intervals(d: dict) -> None:
+    """Empty the ``intervals`` of entries too small to be a finding (under ``findings.default_min_ns``): the
+    rules skip them before any interval is read, so the document reads back to the same findings, smaller."""
+    floor = default_min_ns(int(d.get("wall_ns") or 0))
+
+    def slim(rows: list[dict], key: str) -> list[dict]:  # copies: the analysis keeps its own lists
+        return [{**r, "intervals": []} if r.get("intervals") and int(r.get(key) or 0) < floor else r for r in rows]
+
+    d["stalls"] = slim(d.get("stalls") or [], "lost_ns")
+    d["unattributed"] = slim(d.get("unattributed") or [], "unattributed_ns")
+    if d.get("gpu_activity"):
+        d["gpu_activity"] = {**d["gpu_activity"], "launch_gaps": slim(d["gpu_activity"].get("launch_gaps") or [],
+                                                                      "gap_ns")}
 
 
 def emulated_costs(tl: Timeline) -> dict:

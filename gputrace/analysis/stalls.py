@@ -17,7 +17,10 @@ and the instance's size, in half-decade buckets (a factor of ~3.2), so a 5 ms ga
 folded into "19 µs x 34" as its tail.
 
 A `Stall`'s ``lost_ns`` is the sum over its instances; ``start``/``end`` the extent of them
-all (what a viewer zooms to); ``row`` the span of the largest instance (-1 when none).
+all (what a viewer zooms to); ``row`` the span of the largest instance (-1 when none). An idle
+stall also carries ``host`` (the host name) and ``intervals``: its gaps as ``(start, end)`` pairs, sorted
+and disjoint (``_common.merged_pairs``: at most ``MAX_INTERVALS``, the shortest holes between them closed
+beyond that), so the findings can count each second of wall time once (gputrace/analysis/findings.py).
 Categories can overlap in time (a host wait during a GPU idle gap is in both), so the list
 is a ranking, not a partition: its rows do not add up to the run. Pure numpy; any thread.
 """
@@ -28,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gputrace.analysis._common import fmt_ns, group_ids
+from gputrace.analysis._common import fmt_ns, group_ids, merged_pairs
 from gputrace.analysis.gaps import EDGE_NAMES, IdleGaps
 from gputrace.analysis.gpu_activity import LaunchGaps
 from gputrace.analysis.unattributed import Unattributed
@@ -54,9 +57,13 @@ class Stall:
     end: int
     row: int = -1
     device: int = -1
+    host: str = ""
+    intervals: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["intervals"] = [list(p) for p in self.intervals]
+        return d
 
 
 def _times(each: int, count: int, total: int) -> str:
@@ -112,7 +119,9 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
                 text = head + f" while mostly {gaps.phases[t]} ran on the host"
         if len(gaps.hosts) > 1:
             text = f"{gaps.hosts[int(gaps.host[big])]}: {text}"
-        out.append(Stall("idle", text, len(idx), total, each, int(dur[big]), s, e, -1, int(gaps.device[big])))
+        iv = tuple((a, b) for a, b in merged_pairs(gaps.start[idx], gaps.end[idx]))
+        out.append(Stall("idle", text, len(idx), total, each, int(dur[big]), s, e, -1, int(gaps.device[big]),
+                         gaps.hosts[int(gaps.host[big])], iv))
     return out
 
 

@@ -11,7 +11,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gputrace.analysis._common import group_ids, offsets_from_counts, quantiles_sorted, run_extents, run_index
+from gputrace.analysis._common import (
+    group_ids,
+    offsets_from_counts,
+    quantiles_sorted,
+    run_extents,
+    run_index,
+    union_by_group,
+)
 from gputrace.timeline.model import Timeline
 
 
@@ -51,15 +58,21 @@ class PhaseStat:
 
 
 def wall_ns(tl: Timeline) -> int:
-    """Sum over runs of each run's extent (first start to last end, host or device clock).
+    """The wall time of the runs: the union of each run's extent (first start to last end, host or device
+    clock) on the one epoch clock.
 
-    Several runs merged into one Timeline do not count the idle time between them.
+    Several runs merged into one Timeline do not count the idle time between them; runs that overlap in time
+    (the ranks of one job read from separate files) count the time they share once.
     """
     if tl.n == 0:
         return 0
     run, labels = run_index(tl)
     mins, maxs = run_extents(tl, run, len(labels))
-    return int((maxs - mins).sum())
+    ok = maxs >= mins
+    if not ok.any():
+        return 0
+    _, us, ue = union_by_group(np.zeros(int(ok.sum()), np.int64), mins[ok], maxs[ok])
+    return int((ue - us).sum())
 
 
 def _group_stats(gid: np.ndarray, dur: np.ndarray, ngroups: int):

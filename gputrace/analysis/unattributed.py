@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from gputrace.analysis._common import GPU_KIND, fmt_ns, offsets_from_counts, uncovered
+from gputrace.analysis._common import GPU_KIND, fmt_ns, merged_pairs_by_group, offsets_from_counts, uncovered
 from gputrace.timeline.model import Timeline
 
 
@@ -54,16 +54,25 @@ class Unattributed:
 
     def by_path(self, tl: Timeline) -> list[dict]:
         """Totals per phase path (``prove/ntt``): ``{"path", "count", "duration_ns",
-        "unattributed_ns", "fraction"}``, largest first. ``tl`` is the Timeline analysed."""
+        "unattributed_ns", "fraction", "intervals"}``, largest first. ``tl`` is the Timeline analysed.
+        ``intervals``: the union of the path's uncovered pieces over its instances, ``[start, end]`` pairs on
+        the epoch clock (instances in parallel processes overlap there: the union is the wall time they took;
+        at most ``MAX_INTERVALS`` pairs, see ``_common.merged_pairs``)."""
         acc: dict[str, list[int]] = {}
-        for r, d, u in zip(self.row.tolist(), self.duration_ns.tolist(), self.unattributed_ns.tolist(), strict=True):
-            a = acc.setdefault(tl.path(r), [0, 0, 0])
-            a[0] += 1
-            a[1] += d
-            a[2] += u
+        entry_path = np.zeros(len(self.row), np.int64)  # entry -> position of its path in acc
+        for i, (r, d, u) in enumerate(zip(self.row.tolist(), self.duration_ns.tolist(), self.unattributed_ns.tolist(),
+                                          strict=True)):
+            p = tl.path(r)
+            a = acc.setdefault(p, [len(acc), 0, 0, 0])
+            entry_path[i] = a[0]
+            a[1] += 1
+            a[2] += d
+            a[3] += u
+        owner = np.repeat(np.arange(len(self.row)), np.diff(self.piece_offsets))
+        pairs = merged_pairs_by_group(entry_path[owner], self.piece_start, self.piece_end, len(acc))
         out: list[dict[str, Any]] = [
-            {"path": p, "count": c, "duration_ns": d, "unattributed_ns": u, "fraction": u / d if d else 0.0}
-            for p, (c, d, u) in acc.items()]
+            {"path": p, "count": c, "duration_ns": d, "unattributed_ns": u, "fraction": u / d if d else 0.0,
+             "intervals": pairs[k]} for p, (k, c, d, u) in acc.items()]
         out.sort(key=lambda x: -x["unattributed_ns"])
         return out
 
