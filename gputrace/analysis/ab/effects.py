@@ -10,7 +10,7 @@ with ``y = log(time)`` when every run has the phase (effects are ratios) and ``y
 when some variants lack the phase (``pin`` exists only with pinning on). What is reported per
 term (`Effect`) is on the scale of a change, not the coefficient:
 
-* a switch's *main effect* is ``2 b_i``: the average change when it goes off -> on, averaged over
+* a switch's *main effect* is ``2 b_i``: its change when it goes off -> on, averaged over
   the design's settings of the other switches (not its effect with every other switch off);
 * a two-way *interaction* is ``4 b_ij = y11 - y10 - y01 + y00``: the extra change when both are
   on beyond their two separate changes (the same number the 0/1-coded coefficient gives).
