@@ -1,12 +1,13 @@
 """Each round of a factorial ``gputrace ab`` experiment as a repeated experiment: is every injected effect found?
 
 A round of an interleaved factorial experiment runs every variant once, so it is a complete replicate of the
-design. This script fits the factorial model (``effects.fit_effects``: main effects and two-way interactions) on
-each complete round alone and, per switch, counts the rounds in which its main effect on ``(prove)`` is called
-(Holm, as ``ab`` does) with the expected sign *and* its expected phase is among the phases the term significantly
-moves. A control switch (``--null``) must be called in none. The pooled fit over every round is reported beside.
-Each round also holds one all-on and one no-switch run (when the design has both corners), so each round's sum of
-fitted terms is checked against its own measured all vs none (``effects.Decomposition``); a line after the table
+design. This script fits the factorial model (``effects.fit_effects``: main effects and two-way interactions, effect
+coding, so a main effect is the switch's change averaged over the other switches' settings) on each complete round
+alone and, per switch, counts the rounds in which its main effect on ``(prove)`` is called (Holm, as ``ab`` does)
+with the expected sign *and* its expected phase is among the phases the term significantly moves. A control switch
+(``--null``) must be called in none. The pooled fit over every round is reported beside. Each round also holds one
+all-on and one no-switch run (when the design has both corners), so each round's model total (the sum of the main
+effects) is checked against its own measured all vs none (``decomposition.Decomposition``); a line after the table
 counts the rounds in which the decomposition accounts for the measured total.
 
     python examples/seed_story/replicates.py EXPERIMENT_DIR --expect b1=pin,unpin --expect reload=load_bases,sync \\
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gputrace.analysis.ab.design import Variant
-from gputrace.analysis.ab.effects import FactorialResult, fit_effects
+from gputrace.analysis.ab.effects import CODING, FactorialResult, fit_effects
 from gputrace.analysis.ab.experiment import Experiment
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
@@ -142,7 +143,7 @@ def decomposition_line(per_round: Sequence[RoundDecomposition], pooled: Factoria
 def markdown(tallies: Mapping[str, SwitchTally], pooled: FactorialResult, nrounds: int, null: Sequence[str]) -> str:
     e2e = {e.term: e for e in pooled.for_key(pooled.e2e_path)}
     out = [f"{nrounds} complete rounds, each fitted alone (main effects and two-way interactions, Holm at "
-           f"{pooled.confidence:.0%}); pooled fit over every run: {pooled.df} residual df.", "",
+           f"{pooled.confidence:.0%}; {CODING}); pooled fit over every run: {pooled.df} residual df.", "",
            "| switch | expected phase | called / rounds | found in the right phase | median effect per round | pooled effect [interval] |",
            "| --- | --- | --- | --- | --- | --- |"]
     for s, t in tallies.items():

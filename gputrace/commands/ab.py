@@ -149,7 +149,9 @@ def render_report(rep, console, top: int, only_changed: bool = False) -> None:
         console.print(t)
     if rep.factorial is not None:
         fr = rep.factorial
-        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df)",
+        from gputrace.analysis.ab.effects import CODING
+
+        t = Table(title=f"Factorial effects on {markup(fr.e2e_path)} ({fr.model}, {fr.df} residual df; {CODING})",
                   title_justify="left")
         for col in ("term", "effect", f"{fr.confidence:.0%} interval", "time", "p", "significant"):
             t.add_column(col)

@@ -1,11 +1,13 @@
-"""The factorial model's all-on-vs-none total (the sum of its terms) with an interval, checked against the
-measured all vs none: it accounts for it without a three-way interaction and says it does not with a large one."""
+"""The factorial model's all-on-vs-none total (in effect coding the sum of the main effects: the two-way interactions
+cancel between the corners) with an interval, checked against the measured all vs none: it accounts for it without a
+three-way interaction and says it does not with a large one."""
 
 import json
 import math
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from gputrace.analysis.ab.abtest import analyse
 from gputrace.analysis.ab.design import factorial
@@ -33,18 +35,40 @@ def _runs(rounds, three=0.0, sigma=0.02, seed=0, fraction="full"):
     return runs
 
 
+def _drift0(seed: int) -> float:
+    """Round 0's drift in `_runs` (its first draw)."""
+    return float(np.random.default_rng(seed).normal(0, 0.05))
+
+
 def test_without_a_three_way_interaction_the_interval_holds_the_measured_total():
     for seed in range(10):
         d = fit_effects(_runs(3, seed=seed), U).decomposition
-        assert d is not None and d.path == PROVE_PATH and d.terms == 6 and d.n_all == 3 and d.n_none == 3
+        assert d is not None and d.path == PROVE_PATH and (d.terms, d.cancelled) == (3, 3)
+        assert d.n_all == 3 and d.n_none == 3
         assert d.verdict == "accounts" and d.low <= d.measured <= d.high
         assert d.rel_low < TRUE_TOTAL < d.rel_high
         assert "the decomposition accounts for the measured total" in d.describe()
-    # The total is the sum of the table's terms, and with no noise it is the true total.
-    fr = fit_effects(_runs(2, sigma=1e-6, seed=1), U)
-    assert abs(fr.decomposition.estimate - sum(e.estimate for e in fr.for_key(PROVE_PATH))) < 1e-12
-    assert abs(fr.decomposition.rel - TRUE_TOTAL) < 1e-4 and abs(fr.decomposition.measured_rel - TRUE_TOTAL) < 1e-4
-    assert abs(fr.decomposition.ns - 1e8 * TRUE_TOTAL) < 1e8 * 0.05  # at the baseline level (round 0's drift)
+    # The total is the sum of the main effects in the table (with noise too: it is the same contrast).
+    fr = fit_effects(_runs(3, seed=2), U)
+    mains = [e for e in fr.for_key(PROVE_PATH) if "*" not in e.term]
+    assert len(mains) == 3 and fr.decomposition.estimate == pytest.approx(sum(e.estimate for e in mains), abs=1e-12)
+
+
+def test_noise_free_total_is_the_sum_of_the_main_effects_exactly():
+    """No noise (round drift only, which the blocks absorb): each main effect is the switch's log change averaged over
+    the other two switches' four settings, their sum is the all-on-vs-none total exactly, and the two-way
+    interaction a*b, which is in both corners, adds nothing to it."""
+    fr = fit_effects(_runs(2, sigma=0.0, seed=1), U)
+    by = {e.term: e for e in fr.for_key(PROVE_PATH)}
+    # a: log 1.20 with b off, log 1.20 + log 1.10 with b on -> mean log 1.20 + log(1.10) / 2; b likewise; c alone.
+    main = {"a": math.log(1.20) + math.log(1.10) / 2, "b": math.log(0.90) + math.log(1.10) / 2, "c": math.log(1.05)}
+    for s, want in main.items():
+        assert by[s].estimate == pytest.approx(want, abs=1e-12)
+    assert by["a*b"].estimate == pytest.approx(math.log(1.10), abs=1e-12)
+    d = fr.decomposition
+    assert d.estimate == pytest.approx(sum(main.values()), abs=1e-12) == pytest.approx(math.log1p(TRUE_TOTAL))
+    assert d.rel == pytest.approx(TRUE_TOTAL, abs=1e-12) and d.measured_rel == pytest.approx(TRUE_TOTAL, abs=1e-12)
+    assert d.ns == pytest.approx(1e8 * math.exp(_drift0(1)) * TRUE_TOTAL, rel=1e-9)  # at round 0's all-off level
 
 
 def test_a_large_three_way_interaction_is_what_the_decomposition_misses():
@@ -56,6 +80,14 @@ def test_a_large_three_way_interaction_is_what_the_decomposition_misses():
         assert 0.0 < d.remainder_low < math.log(1.5) / 4 < d.remainder_high
         text = d.describe()
         assert "does not account for the measured total" in text and "three or more switches" in text
+    # Without noise: the three-way term T confined to the all-on corner is T/8 x_a x_b x_c + lower terms in +-1
+    # coding; x_a x_b x_c is +1 at all-on and -1 at none, so the model's total misses exactly 2 T / 8 = T / 4.
+    fr = fit_effects(_runs(4, three=math.log(1.5), sigma=0.0), U)
+    d = fr.decomposition
+    assert d.verdict == "does not" and d.remainder == pytest.approx(math.log(1.5) / 4, abs=1e-12)
+    assert d.measured == pytest.approx(math.log1p(TRUE_TOTAL) + math.log(1.5), abs=1e-12)
+    mains = sum(e.estimate for e in fr.for_key(PROVE_PATH) if "*" not in e.term)
+    assert d.estimate == pytest.approx(mains, abs=1e-12) and d.remainder_low > 0
 
 
 def test_the_interval_narrows_with_more_rounds():
@@ -83,11 +115,12 @@ def test_ab_report_prints_and_carries_the_decomposition():
     rep = analyse(_runs(4, seed=3), "factorial", U)
     assert rep.conclusions[0].startswith("all vs none: (prove) +")
     assert rep.conclusions[1].startswith("all vs none, (prove): measured +") and "(geometric means of 4 and 4 runs)" \
-        in rep.conclusions[1] and "model (sum of 6 terms, every run pooled) +" in rep.conclusions[1]
+        in rep.conclusions[1] and ("model (sum of the 3 main effects, every run pooled; the 3 two-way interactions "
+                                   "cancel between the corners) +") in rep.conclusions[1]
     doc = json.loads(json.dumps(rep.to_dict(), allow_nan=False))
     dec = doc["factorial"]["decomposition"]
     for k in ("rel", "rel_low", "rel_high", "ns", "ns_low", "ns_high", "measured_rel", "measured_ns", "remainder_low",
-              "remainder_high", "n_all", "n_none", "terms", "verdict", "text"):
+              "remainder_high", "n_all", "n_none", "terms", "cancelled", "verdict", "text"):
         assert k in dec
     assert dec["verdict"] == "accounts" and dec["n_all"] == 4 and dec["rel_low"] < dec["measured_rel"] < dec["rel_high"]
     half = analyse(_runs(3, fraction="half"), "factorial", U).to_dict()["factorial"]["decomposition"]

@@ -1,11 +1,14 @@
-"""Experimental designs and factorial effects: an injected interaction is found."""
+"""Experimental designs and factorial effects: an injected interaction is found; main effects in effect coding are
+the average of the switch's conditional effects and are estimated more tightly than 0/1-coded coefficients."""
+
+import math
 
 import numpy as np
 import pytest
 
 from gputrace.analysis.ab.design import factorial, one_at_a_time, opt_sets, parse_switches, schedule
-from gputrace.analysis.ab.effects import fit_effects
-from gputrace.analysis.ab.measures import run_measures
+from gputrace.analysis.ab.effects import design_matrix, fit_effects
+from gputrace.analysis.ab.measures import PROVE_PATH, RunMeasures, run_measures
 from gputrace.testing.synth import switch_run
 
 
@@ -40,6 +43,9 @@ EFFECTS = {
     "a*b": {"msm_l": 0.60},             # only a and b together slow msm_l
     "b": {"msm_a": -0.25},              # b alone speeds msm_a
 }
+# Effect coding: a's main effect on msm_l is its log change averaged over b's two levels, 0 with b off and log 1.6
+# with b on, so exp(log(1.6) / 2) - 1 = +26.5 % (and b's the same); the interaction y11 - y10 - y01 + y00 is log 1.6.
+MAIN_MSM_L = math.exp((0.0 + math.log(1.6)) / 2) - 1.0
 
 
 def _fit(seed, reps=3):
@@ -63,7 +69,9 @@ def test_injected_interaction_found():
         ab = res.for_key("prove/msm_l")
         by = {e.term: e for e in ab}
         found_inter += by["a*b"].significant and 0.4 < by["a*b"].rel < 0.8
-        wrong += sum(by[t].significant for t in ("a", "c", "a*c", "b*c"))
+        for t in ("a", "b"):
+            assert by[t].significant and abs(by[t].rel - MAIN_MSM_L) < 0.1
+        wrong += sum(by[t].significant for t in ("c", "a*c", "b*c"))
         syn = {e.term: e for e in res.for_key("prove/synthesis")}
         found_c += syn["c"].significant and 0.1 < syn["c"].rel < 0.3
         # pin exists only with b: fitted on the linear scale, b adds ~0.5 ms per circuit.
@@ -76,7 +84,71 @@ def test_injected_interaction_found():
         msm_a = {e.term: e for e in res.for_key("prove/msm_a")}
         assert msm_a["b"].significant and -0.35 < msm_a["b"].rel < -0.15
     assert found_inter == len(seeds) and found_c == len(seeds)
-    assert wrong <= 2  # 4 null terms x 4 seeds at 95 %
+    assert wrong <= 2  # 3 null terms x 4 seeds at 95 %
+
+
+def _noise_free(effects, u=("a", "b", "c"), fraction="full", reps=1, sigma=0.0, seed=0):
+    """Runs whose log time is the sum of the active terms' log changes (a term is active when all its switches are
+    on), plus noise of sd ``sigma``; variant -> runs, and variant -> its noise-free log time."""
+    rng = np.random.default_rng(seed)
+    runs, truth = {}, {}
+    for v in factorial(u, fraction):
+        x = sum(e for t, e in effects.items() if all(p in v.switches for p in t.split("*")))
+        truth[v.switches] = x
+        runs[v] = [RunMeasures(f"{v.name}-{r}", r, {}, {(PROVE_PATH, None, "host"): {(-1, -1): 1e8 * math.exp(
+            x + rng.normal(0, sigma))}}) for r in range(reps)]
+    return runs, truth
+
+
+def test_main_effect_is_the_average_of_the_conditional_effects():
+    """With a and b interacting, a's main effect is the mean of its effect with b off and with b on (over c's
+    levels too); the interaction is the difference of those two; ns is at the all-off level."""
+    effects = {"a": math.log(1.20), "b": math.log(0.90), "c": math.log(1.05), "a*b": math.log(1.10)}
+    runs, y = _noise_free(effects)
+    by = {e.term: e for e in fit_effects(runs, ("a", "b", "c")).for_key(PROVE_PATH)}
+    on = [frozenset(s) for s in ("", "c")]
+    b_off = np.mean([y[s | {"a"}] - y[s] for s in on])  # log(1.20)
+    b_on = np.mean([y[s | {"a", "b"}] - y[s | {"b"}] for s in on])  # log(1.20 * 1.10)
+    assert b_off == pytest.approx(math.log(1.20)) and b_on == pytest.approx(math.log(1.32))
+    assert by["a"].estimate == pytest.approx((b_off + b_on) / 2, abs=1e-12)
+    assert by["a"].rel == pytest.approx(1.20 * math.sqrt(1.10) - 1, abs=1e-12)
+    assert by["a"].ns == pytest.approx(1e8 * (1.20 * math.sqrt(1.10) - 1), rel=1e-9)
+    assert by["a*b"].estimate == pytest.approx(b_on - b_off, abs=1e-12) and by["a*b"].rel == pytest.approx(0.10)
+    # b's main effect averages its 0.90 with a off and 0.90 * 1.10 with a on; c interacts with nothing.
+    assert by["b"].rel == pytest.approx(0.90 * math.sqrt(1.10) - 1, abs=1e-12)
+    assert by["c"].rel == pytest.approx(0.05, abs=1e-12) and by["a*c"].rel == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize(("u", "fraction", "ratio"), [(("a", "b", "c"), "full", math.sqrt(3)),
+                                                      (("a", "b", "c", "d", "e", "f"), "half", math.sqrt(6))])
+def test_effect_coding_narrows_the_main_effects(u, fraction, ratio):
+    """Same data, same residual variance: the 0/1-coded coefficient of a switch (its effect with every other switch
+    off) carries the variance of its k - 1 interaction columns, so its standard error is sqrt(k) times that of the
+    +-1-coded main effect in an orthogonal design (2^3: sqrt 3; 2^(6-1), as in the H200 experiment: sqrt 6)."""
+    runs, _ = _noise_free({u[0]: 0.1, f"{u[0]}*{u[1]}": 0.05}, u, fraction, reps=3, sigma=0.05, seed=4)
+    fr = fit_effects(runs, u)
+    assert fr.model == "main effects and two-way interactions"
+    from scipy import stats
+
+    tq = stats.t.ppf(0.975, fr.df)
+    se_effect = {e.term: (e.high - e.low) / (2 * tq) for e in fr.for_key(PROVE_PATH)}
+    # The 0/1 fit, by hand.
+    coded = np.array([[s in v.switches for s in u] for v, rs in runs.items() for _ in rs], np.float64)
+    y = np.log([r.values[(PROVE_PATH, None, "host")][(-1, -1)] for rs in runs.values() for r in rs])
+    X01 = np.column_stack([np.ones(len(coded))] + [coded[:, i] for i in range(len(u))]
+                          + [coded[:, i] * coded[:, j] for i in range(len(u)) for j in range(i + 1, len(u))])
+    beta01, *_ = np.linalg.lstsq(X01, y, rcond=None)
+    s2 = float(np.sum((y - X01 @ beta01) ** 2)) / fr.df
+    se01 = np.sqrt(np.diag(np.linalg.inv(X01.T @ X01)) * s2)
+    X, _ = design_matrix(coded.astype(np.int64), u, True)
+    assert np.allclose(X @ np.linalg.lstsq(X, y, rcond=None)[0], X01 @ beta01)  # same fit, other parameters
+    for i, s in enumerate(u):
+        assert se_effect[s] < se01[1 + i]
+        assert se01[1 + i] / se_effect[s] == pytest.approx(ratio, rel=1e-9)
+    # Interactions mean the same in both codings: same estimate, same standard error.
+    k = len(u) + 1
+    assert {e.term: e for e in fr.for_key(PROVE_PATH)}[f"{u[0]}*{u[1]}"].estimate == pytest.approx(beta01[k])
+    assert se_effect[f"{u[0]}*{u[1]}"] == pytest.approx(se01[k], rel=1e-9)
 
 
 def test_half_fraction_too_small_falls_back():

@@ -2,6 +2,7 @@
 one-at-a-time and factorial attribution of an injected regression."""
 
 import json
+import math
 
 import pytest
 
@@ -84,8 +85,17 @@ def test_factorial_names_the_interaction(tmp_path):
     assert {"b1", "a2", "b1*d4"} <= terms
     inter = [c for c in fr.culprits if c.term == "b1*d4"][0]
     assert inter.phases[0].path == "prove/msm_a"
-    assert any(h.term == "d4" for h in fr.helpers)
     assert any("the interaction b1 x d4 makes the run" in line for line in rep.conclusions)
+    # d4's main effect on msm_a averages x0.7 (b1 off) and x0.7 x 1.8 (b1 on): 0.7 sqrt(1.8) - 1 = -6.1 %; its effect
+    # with b1 off is the main effect less half the interaction (x_b1 = -1), log 0.7.
+    msm_a = {e.term: e for e in fr.for_key("prove/msm_a")}
+    assert msm_a["d4"].significant and abs(msm_a["d4"].rel - (0.7 * math.sqrt(1.8) - 1)) < 0.03
+    assert abs(msm_a["d4"].estimate - msm_a["b1*d4"].estimate / 2 - math.log(0.7)) < 0.05
+    # End to end that average is a wash (msm_a is a small share of the run), so d4 is no helper there.
+    assert not any(h.term == "d4" for h in fr.helpers)
+    # The conclusions say once that a main effect is an average: on the first main effect's line.
+    noted = [line for line in rep.conclusions if "on average over the other switches' settings" in line]
+    assert len(noted) == 1 and noted[0].startswith("b1 makes the run +")
 
 
 def test_prime_runs_come_first_and_stay_out_of_the_analysis(tmp_path):

@@ -6,8 +6,9 @@ which phases.
 * one-at-a-time: each switch alone against none, and all against all-but-that-switch
   (leave-one-out). A switch that hurts only in the presence of the others (alone not slower,
   leave-one-out slower) is flagged as acting through an interaction.
-* factorial: `effects.fit_effects` (main effects and two-way interactions per phase), and
-  whether the sum of the terms accounts for the measured all vs none (`effects.Decomposition`).
+* factorial: `effects.fit_effects` (main effects, averaged over the other switches' settings,
+  and two-way interactions per phase; effect coding), and whether the model's all-on-vs-none
+  total (the sum of the main effects) accounts for the measured one (`decomposition.Decomposition`).
 
 Pure numpy/scipy over `RunMeasures`; any thread.
 """
@@ -22,7 +23,7 @@ from typing import Any
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import ComparisonResult, PhaseComparison, compare_measures
 from gputrace.analysis.ab.design import Variant
-from gputrace.analysis.ab.effects import FactorialResult, fit_effects
+from gputrace.analysis.ab.effects import CODING, FactorialResult, fit_effects
 from gputrace.analysis.ab.evidence import PhaseEvidence, evidence_table, has_activity
 from gputrace.analysis.ab.measures import COPY_CLOCK, GAP_CLOCK, KERNEL_CLOCK, PROVE_PATH, RUN_PATH, RunMeasures
 
@@ -159,7 +160,7 @@ class ABReport:
         if self.factorial is not None:
             fr = self.factorial
             d["factorial"] = {
-                "model": fr.model, "df": fr.df, "terms": fr.terms, "e2e": fr.e2e_path,
+                "model": fr.model, "coding": CODING, "df": fr.df, "terms": fr.terms, "e2e": fr.e2e_path,
                 "culprits": [c.describe() for c in fr.culprits], "helpers": [c.describe() for c in fr.helpers],
                 "decomposition": fr.decomposition.to_dict() if fr.decomposition is not None else None,
                 "effects": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)

@@ -1,8 +1,10 @@
-"""Does the factorial model's decomposition add up? All switches on against none on the end-to-end key: the sum of
-every fitted term (exact for the model with 0/1 coding) with its interval from that contrast, beside the total
-measured from the all-on and the no-switch runs, and the verdict (`Decomposition`). Interactions of three or more
-switches are left out of the model (`effects`); when the measured total falls outside the model total's interval,
-they carry the difference. Called by `effects.fit_effects` for the end-to-end key only. Pure numpy; any thread.
+"""Does the factorial model's decomposition add up? All switches on against none on the end-to-end key: the model's
+contrast between those two corners, ``c = x_all - x_none`` over the design's columns, with its interval, beside the
+total measured from the all-on and the no-switch runs, and the verdict (`Decomposition`). In the effect (+-1) coding
+of `effects` a two-way column is +1 in both corners and cancels, so the total is the sum of the switches' main
+effects (``2 b_i`` each). Interactions of three or more switches are left out of the model; when the measured total
+falls outside the model total's interval, they carry the difference. Called by `effects.fit_effects` for the
+end-to-end key only. Pure numpy; any thread.
 """
 
 from __future__ import annotations
@@ -21,16 +23,19 @@ def _signed_ns(ns: float) -> str:
 
 @dataclass(frozen=True)
 class Decomposition:
-    """All switches on against none on the end-to-end key: the model's total (the sum of every
-    fitted term, exact with 0/1 coding) with its interval, beside the total measured from the
-    all-on and the no-switch runs.
+    """All switches on against none on the end-to-end key: the model's total (the sum of the
+    switches' main effects; the two-way interactions cancel between the corners) with its
+    interval, beside the total measured from the all-on and the no-switch runs.
 
     * ``path``: the key; ``scale``: ``log`` or ``linear`` (as its `Effect` rows); ``terms``: how
-      many terms the total sums (round blocks and the intercept are not terms).
+      many terms the total sums, i.e. the columns that differ between the two corners (the main
+      effects); ``cancelled``: fitted terms equal in both corners, which drop out (the two-way
+      interactions; 0 for a main-effects-only model). Round blocks and the intercept are not terms.
     * ``estimate``/``low``/``high``: the model total on the fitted scale, its interval from the
       contrast ``c'beta`` (variance ``c'(X'X)^-1 c s^2``, t with the residual df; NaN without
       residual df); ``rel``/``rel_low``/``rel_high`` as fractions (log scale only, else NaN);
-      ``ns``/``ns_low``/``ns_high`` in ns at the model's baseline level.
+      ``ns``/``ns_low``/``ns_high`` in ns at the model's baseline level (its prediction for the
+      all-off row, first round when blocked).
     * ``n_all``/``n_none``: all-on and no-switch runs measured (0 when the design lacks that
       corner); ``measured``: their difference on the fitted scale (mean log difference, i.e. the
       ratio of geometric means; or the difference of means in ns); ``measured_rel``,
@@ -45,6 +50,7 @@ class Decomposition:
     path: str
     scale: str
     terms: int
+    cancelled: int
     confidence: float
     estimate: float
     low: float
@@ -73,9 +79,13 @@ class Decomposition:
         return one(x) + (f" [{one(lo)}, {one(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else " [no interval]")
 
     def describe(self) -> str:
-        """'all vs none, (prove): measured +30.1% (geometric means of 3 and 3 runs); model (sum of 6 terms) +29.4%
-        [+25.0%, +33.9%]: the decomposition accounts for the measured total'."""
-        model = f"model (sum of {self.terms} terms, every run pooled) {self._fmt(self.estimate, self.low, self.high)}"
+        """'all vs none, (prove): measured +30.1% (geometric means of 3 and 3 runs); model (sum of the 3 main effects,
+        every run pooled; the 3 two-way interactions cancel between the corners) +29.4% [+25.0%, +33.9%]: the
+        decomposition accounts for the measured total'."""
+        what = f"sum of the {self.terms} main effects, every run pooled"
+        if self.cancelled:
+            what += f"; the {self.cancelled} two-way interactions cancel between the corners"
+        model = f"model ({what}) {self._fmt(self.estimate, self.low, self.high)}"
         if self.verdict == "not measured":
             miss = " and ".join(w for w, n in (("no all-on run", self.n_all), ("no run with every switch off",
                                                                                   self.n_none)) if not n)
@@ -101,12 +111,15 @@ class Decomposition:
 
 
 def decomposition(path: str, log: bool, X: np.ndarray, yy: np.ndarray, beta: np.ndarray, xtx_inv: np.ndarray,
-                   s2: float, df: int, tq: float, p_terms: int, coded: np.ndarray, confidence: float) -> Decomposition:
-    """The model's all-on-vs-none total for one key (columns 1..p_terms-1 of ``X`` are the terms;
-    any after are round blocks) and the measured one from the all-on and all-off rows of ``coded``."""
+                  s2: float, df: int, tq: float, x_none: np.ndarray, x_all: np.ndarray, coded: np.ndarray,
+                  confidence: float) -> Decomposition:
+    """The model's all-on-vs-none total for one key and the measured one from the all-on and all-off rows of
+    ``coded``. ``x_none``/``x_all``: the two corners as rows of ``X`` (column 0 the intercept; round-block columns
+    0, so the contrast leaves the blocks out and ``x_none`` is the first round's baseline)."""
     nan = float("nan")
-    c = np.zeros(X.shape[1])
-    c[1:p_terms] = 1.0
+    c = x_all - x_none
+    terms = int(np.count_nonzero(c))
+    cancelled = int(np.count_nonzero((c[1:] == 0) & (x_all[1:] != 0)))
     g = xtx_inv @ c
     est = float(c @ beta)
     if df > 0:
@@ -131,7 +144,7 @@ def decomposition(path: str, log: bool, X: np.ndarray, yy: np.ndarray, beta: np.
         else:
             meas_ns = meas
     if log:
-        base = math.exp(float(beta[0]))
+        base = math.exp(float(x_none @ beta))
         rel, rl, rh = math.expm1(est), math.expm1(lo), math.expm1(hi)
         ns, nl, nh = base * rel, base * rl, base * rh
     else:
@@ -143,5 +156,5 @@ def decomposition(path: str, log: bool, X: np.ndarray, yy: np.ndarray, beta: np.
         verdict = "no interval"
     else:
         verdict = "accounts" if lo <= meas <= hi else "does not"
-    return Decomposition(path, "log" if log else "linear", p_terms - 1, confidence, est, lo, hi, rel, rl, rh, ns, nl,
-                         nh, n_all, n_none, meas, meas_rel, meas_ns, rem, rlo, rhi, verdict)
+    return Decomposition(path, "log" if log else "linear", terms, cancelled, confidence, est, lo, hi, rel, rl, rh, ns,
+                         nl, nh, n_all, n_none, meas, meas_rel, meas_ns, rem, rlo, rhi, verdict)

@@ -1,21 +1,32 @@
 """Switch effects from a factorial experiment: main effects and two-way interactions per
 phase by least squares, and which term explains the end-to-end change, through which phases.
 
-Model per measurement key (phase path, device, clock), one row per run::
+Model per measurement key (phase path, device, clock), one row per run, in effect coding (the
+usual one in design of experiments)::
 
-    y = b0 + sum_i a_i x_i + sum_{i<j} c_ij x_i x_j + e,   x_i = 1 if switch i is on, else 0
+    y = b0 + sum_i b_i x_i + sum_{i<j} b_ij x_i x_j + e,   x_i = +1 if switch i is on, else -1
 
-with ``y = log(time)`` when every run has the phase (effects are ratios: ``a_i`` is the log
-ratio of switch i alone against the baseline, ``c_ij`` the extra log ratio when i and j are
-both on) and ``y = time`` in ns when some variants lack the phase (``pin`` exists only with
-pinning on). With 0/1 coding, all-on versus all-off is exactly the sum of the terms, so the
-end-to-end change splits into named pieces; on the end-to-end key that sum gets its own interval
-(the contrast of every term) and is checked against the all-on and no-switch runs measured
-(`decomposition.Decomposition`): when the measured total falls outside the interval, interactions of three or
-more switches, which the model leaves out, carry the difference. Intervals are t intervals from the residual
-variance (replicate runs give the degrees of freedom); a term is *significant* when its
-interval excludes zero. If the design cannot separate the interactions (rank deficient), only
-main effects are fitted and ``model`` says so. Pure numpy/scipy; any thread.
+with ``y = log(time)`` when every run has the phase (effects are ratios) and ``y = time`` in ns
+when some variants lack the phase (``pin`` exists only with pinning on). What is reported per
+term (`Effect`) is on the scale of a change, not the coefficient:
+
+* a switch's *main effect* is ``2 b_i``: its change when it goes off -> on, averaged over
+  the design's settings of the other switches (not its effect with every other switch off);
+* a two-way *interaction* is ``4 b_ij = y11 - y10 - y01 + y00``: the extra change when both are
+  on beyond their two separate changes (the same number the 0/1-coded coefficient gives).
+
+Scaling leaves t statistics and p-values alone; ``ns`` values are at the model's prediction for
+the all-off row. With +-1 columns each main effect is estimated from every run (in a full or
+resolution V design the columns are orthogonal), so its interval is narrower than that of a
+0/1-coded coefficient, which carries its interaction columns' variance. All switches on against
+none is the contrast ``x_all - x_none``: the two-way columns are +1 in both corners and cancel, so
+the model's total is the sum of the main effects; on the end-to-end key it gets its own interval
+and is checked against the all-on and no-switch runs measured (`decomposition.Decomposition`):
+when the measured total falls outside the interval, interactions of three or more switches, which
+the model leaves out, carry the difference. Intervals are t intervals from the residual variance
+(replicate runs give the degrees of freedom); a term is *significant* when Holm over the key's
+terms calls it. If the design cannot separate the interactions (rank deficient), only main
+effects are fitted and ``model`` says so. Pure numpy/scipy; any thread.
 """
 
 from __future__ import annotations
@@ -32,9 +43,17 @@ from gputrace.analysis.ab.decomposition import Decomposition, decomposition
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
+CODING = "main effects averaged over the other switches' settings (effect coding)"
+
 
 def _signed_ns(ns: float) -> str:
     return ("+" if ns >= 0 else "-") + fmt_ns(abs(ns))
+
+
+def term_scale(term: str) -> int:
+    """What the +-1-coded coefficient of ``term`` is multiplied by to report it as a change: 2 for a main
+    effect (off -> on is a step of 2 in x), 4 for a two-way interaction (``y11 - y10 - y01 + y00``)."""
+    return 2 ** (term.count("*") + 1)
 
 
 @dataclass(frozen=True)
@@ -42,12 +61,16 @@ class Effect:
     """One model term on one key.
 
     * ``path``/``device``/``clock``: the key; ``term``: ``"b1"`` or ``"b1*d4"``.
-    * ``scale``: ``log`` or ``linear``; ``estimate``/``low``/``high``: the coefficient and its
-      interval on that scale (NaN bounds without residual degrees of freedom).
+    * ``scale``: ``log`` or ``linear``; ``estimate``/``low``/``high``: the effect and its interval
+      on that scale (NaN bounds without residual degrees of freedom): ``2 b`` for a main effect
+      (the average off -> on change over the other switches' settings), ``4 b`` for a two-way
+      interaction (``y11 - y10 - y01 + y00``), ``b`` the +-1-coded coefficient (module doc).
     * ``rel``/``rel_low``/``rel_high``: as a fraction (log scale only: exp(x) - 1; NaN on linear).
-    * ``ns``/``ns_low``/``ns_high``: in nanoseconds at the baseline level (all switches off).
-    * ``p_value``: two-sided t test of the coefficient; ``significant``: called by Holm over the
-      terms of this key at ``1 - confidence`` (the interval is the term's own).
+    * ``ns``/``ns_low``/``ns_high``: in nanoseconds at the baseline level (all switches off: the
+      model's prediction for that row, first round when blocked).
+    * ``p_value``: two-sided t test of the coefficient (the scaling leaves it alone);
+      ``significant``: called by Holm over the terms of this key at ``1 - confidence`` (the
+      interval is the term's own).
     """
 
     path: str
@@ -83,11 +106,14 @@ class Culprit:
     e2e: Effect
     phases: list[Effect]
 
-    def describe(self) -> str:
+    def describe(self, note: bool = False) -> str:
+        """'b1 makes the run +8.1% slower (+1.9 s), through prove/pin +1.8 s, ...'; ``note`` adds, for a main
+        effect, that it is an average over the other switches' settings (said once per report)."""
         via = ", ".join(f"{p.path} {_signed_ns(p.ns)}" for p in self.phases[:5]) or "no single phase"
         word = "slower" if self.e2e.ns > 0 else "faster"
         what = "the interaction " + self.term.replace("*", " x ") if "*" in self.term else self.term
-        return f"{what} makes the run {self.e2e.rel:+.1%} {word} ({_signed_ns(self.e2e.ns)}), through {via}"
+        avg = " on average over the other switches' settings" if note and "*" not in self.term else ""
+        return f"{what} makes the run {self.e2e.rel:+.1%} {word}{avg} ({_signed_ns(self.e2e.ns)}), through {via}"
 
 
 @dataclass
@@ -117,16 +143,21 @@ class FactorialResult:
         return [e for e in self.effects if e.term == term]
 
     def predicted_line(self) -> str:
-        """All switches on against none on the end-to-end key: the model's total (the sum of every
-        term, exact with 0/1 coding) with its interval, the measured total, and whether the first
-        accounts for the second (`Decomposition.describe`)."""
+        """All switches on against none on the end-to-end key: the model's total (the sum of the main
+        effects; the two-way interactions cancel between the corners) with its interval, the measured
+        total, and whether the first accounts for the second (`Decomposition.describe`)."""
         if self.decomposition is None:
             return "all vs none (model): no end-to-end measurement"
         return self.decomposition.describe()
 
     def summary_lines(self) -> list[str]:
-        out = [c.describe() for c in self.culprits]
-        out += [c.describe() for c in self.helpers]
+        """The culprits' then the helpers' sentences; the first main effect among them says it is an average."""
+        out: list[str] = []
+        noted = False
+        for c in self.culprits + self.helpers:
+            note = not noted and "*" not in c.term
+            noted |= note
+            out.append(c.describe(note))
         if not out:
             out.append(f"no switch or interaction changes {self.e2e_path} significantly at {self.confidence:.0%} "
                        "confidence")
@@ -134,18 +165,26 @@ class FactorialResult:
 
 
 def design_matrix(coded: np.ndarray, names: Sequence[str], interactions: bool) -> tuple[np.ndarray, list[str]]:
-    """Columns: intercept, one per switch, and (optionally) one per pair (products)."""
-    cols = [np.ones(len(coded))]
+    """Effect-coded columns from 0/1 ``coded`` (rows: runs, columns: switches on): intercept, one per
+    switch (``x = 2c - 1``, +-1) and (optionally) one per pair (products of those, +-1)."""
+    x = 2.0 * np.asarray(coded, np.float64).reshape(len(coded), len(names)) - 1.0
+    cols = [np.ones(len(x))]
     terms = ["(baseline)"]
     for i, s in enumerate(names):
-        cols.append(coded[:, i].astype(np.float64))
+        cols.append(x[:, i])
         terms.append(s)
     if interactions:
         for i in range(len(names)):
             for j in range(i + 1, len(names)):
-                cols.append((coded[:, i] * coded[:, j]).astype(np.float64))
+                cols.append(x[:, i] * x[:, j])
                 terms.append(f"{names[i]}*{names[j]}")
     return np.stack(cols, axis=1), terms
+
+
+def _corner(names: Sequence[str], interactions: bool, on: int, width: int) -> np.ndarray:
+    """The design row with every switch ``on`` (1) or off (0), padded with zeros to ``width`` (round blocks)."""
+    row = design_matrix(np.full((1, len(names)), on), names, interactions)[0][0]
+    return np.r_[row, np.zeros(width - len(row))]
 
 
 def _phase_list(effects: list[Effect], e2e_paths: set[str], sign: float, floor_ns: float = 0.0) -> list[Effect]:
@@ -191,9 +230,11 @@ def fit_effects(
     X, terms = design_matrix(coded, names, interactions)
     model = "main effects and two-way interactions" if interactions else "main effects only"
     if np.linalg.matrix_rank(X) < X.shape[1]:
+        interactions = False
         X, terms = design_matrix(coded, names, False)
         model = "main effects only (the design aliases the two-way interactions)"
     p_terms = X.shape[1]
+    scale = np.array([1.0] + [float(term_scale(t)) for t in terms[1:]])
     rounds = [r.round for r in allruns]
     if all(r is not None for r in rounds) and len(set(rounds)) > 1:
         # Interleaved rounds: one fixed effect per round soaks up load that drifts between
@@ -206,6 +247,9 @@ def fit_effects(
             model += ", blocked by round"
     n, p = X.shape
     df = n - p
+    # The two corners as rows of X (round blocks at the reference round, 0): the baseline level for ``ns``
+    # and the all-on-vs-none contrast.
+    x_none, x_all = (_corner(names, interactions, on, p) for on in (0, 1))
     xtx_inv = np.linalg.pinv(X.T @ X)
     tq = stats.t.ppf(0.5 + confidence / 2, df) if df > 0 else float("nan")
     keys = sorted({k for r in allruns for k in r.values}, key=lambda k: (k[0], -9 if k[1] is None else k[1], k[2]))
@@ -232,16 +276,17 @@ def fit_effects(
         else:
             s2, se = nan, np.full(p, nan)
         if key == (e2e, None, "host"):
-            dec = decomposition(e2e, log, X, yy, beta, xtx_inv, s2, df, tq, p_terms, coded.astype(bool), confidence)
-        base = math.exp(beta[0]) if log else beta[0]
+            dec = decomposition(e2e, log, X, yy, beta, xtx_inv, s2, df, tq, x_none, x_all, coded.astype(bool),
+                                confidence)
+        base = math.exp(float(x_none @ beta)) if log else nan
         called = _holm_terms(se, beta, df, p_terms, confidence)
         for t in range(1, p_terms):
-            est = float(beta[t])
-            lo, hi = (est - tq * se[t], est + tq * se[t]) if df > 0 else (nan, nan)
-            if df > 0 and se[t] > 0:
-                pv = float(2 * stats.t.sf(abs(est) / se[t], df))
+            est, sd = float(scale[t] * beta[t]), float(scale[t] * se[t])
+            lo, hi = (est - tq * sd, est + tq * sd) if df > 0 else (nan, nan)
+            if df > 0 and sd > 0:
+                pv = float(2 * stats.t.sf(abs(est) / sd, df))
             elif df > 0:
-                pv = 0.0 if est != 0 else 1.0
+                pv = 0.0 if est != 0 else 1.0  # noise-free fit
             else:
                 pv = nan
             sig = bool(called[t - 1])
