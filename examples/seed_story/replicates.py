@@ -14,8 +14,9 @@ counts the rounds in which the decomposition accounts for the measured total.
         --null null [--json OUT.json]
 
 ``--expect SWITCH=PHASE[,PHASE]``: the switch's effect counts as found in the right phase when any listed phase
-name (the last part of a path, ``prove/pin`` -> ``pin``) is among its significant host-phase effects with the
-e2e effect's sign. Prints a Markdown table; exit 0 (the numbers are the result, not a gate).
+name (the last part of a path, ``prove/pin`` -> ``pin``) is among the phases it significantly moves with the e2e
+effect's sign, on the host bracket or, with ``ab --cuda-activity``, on the phase's GPU busy time, kernels, sync waits
+or copies (``_PHASE_CLOCKS``). Prints a Markdown table; exit 0 (the numbers are the result, not a gate).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.effects import CODING, FactorialResult, fit_effects
 from gputrace.analysis.ab.experiment import Experiment
-from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
+from gputrace.analysis.ab.measures import COPY_CLOCK, KERNEL_CLOCK, PROVE_PATH, RUN_PATH, SYNC_CLOCK, RunMeasures
 
 
 @dataclass
@@ -86,11 +87,19 @@ def by_round(runs: Mapping[Variant, Sequence[RunMeasures]]) -> dict[int, dict[Va
     return {k: d for k, d in sorted(rounds.items()) if len(d) == len(runs)}
 
 
+#: Clocks on which a phase counts as moved: its host bracket, and (``ab --cuda-activity``) the GPU work it
+#: enqueued, its kernels, its sync waits and its copies. A pageable upload made on the loader's stream shows as
+#: copy time and GPU busy time in ``load_bases`` while the host bracket shrinks (the driver's copy returns early).
+#: Launch gaps are left out: idle time moves wherever the host waits, not where the cause is.
+_PHASE_CLOCKS = ("host", "gpu busy", KERNEL_CLOCK, SYNC_CLOCK)
+
+
 def _phase_hits(fr: FactorialResult, term: str, sign: float) -> set[str]:
-    """Last path parts of the host phases ``term`` significantly moves with ``sign``."""
+    """Last path parts of the phases ``term`` significantly moves with ``sign`` on a ``_PHASE_CLOCKS`` clock or a
+    copy clock (``copy HtoD PAGEABLE``...)."""
     return {e.path.rsplit("/", 1)[-1] for e in fr.effects
-            if e.term == term and e.device is None and e.clock == "host" and e.significant and e.ns * sign > 0
-            and e.path not in (PROVE_PATH, RUN_PATH, "prove")}
+            if e.term == term and e.device is None and (e.clock in _PHASE_CLOCKS or e.clock.startswith(COPY_CLOCK))
+            and e.significant and e.ns * sign > 0 and e.path not in (PROVE_PATH, RUN_PATH, "prove")}
 
 
 def tally(fr: FactorialResult, tallies: dict[str, SwitchTally]) -> None:
@@ -144,12 +153,14 @@ def markdown(tallies: Mapping[str, SwitchTally], pooled: FactorialResult, nround
     e2e = {e.term: e for e in pooled.for_key(pooled.e2e_path)}
     out = [f"{nrounds} complete rounds, each fitted alone (main effects and two-way interactions, Holm at "
            f"{pooled.confidence:.0%}; {CODING}); pooled fit over every run: {pooled.df} residual df.", "",
-           "| switch | expected phase | called / rounds | found in the right phase | median effect per round | pooled effect [interval] |",
+           "| switch | expected phase | called / rounds | found in the right phase | median effect per round "
+           "| pooled effect [interval] |",
            "| --- | --- | --- | --- | --- | --- |"]
     for s, t in tallies.items():
         med = sorted(t.effects)[len(t.effects) // 2] if t.effects else float("nan")
         e = e2e.get(s)
-        pooled_s = "-" if e is None else (f"{e.rel:+.1%} [{e.rel_low:+.1%}, {e.rel_high:+.1%}]" + (" called" if e.significant else ""))
+        pooled_s = "-" if e is None else (f"{e.rel:+.1%} [{e.rel_low:+.1%}, {e.rel_high:+.1%}]"
+                                          + (" called" if e.significant else ""))
         role = "control (must not be called)" if s in null else ", ".join(t.expect) or "-"
         out.append(f"| {s} | {role} | {t.called} / {t.rounds} | {t.found} / {t.rounds} | {med:+.1%} | {pooled_s} |")
     return "\n".join(out)

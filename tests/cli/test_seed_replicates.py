@@ -74,3 +74,36 @@ def test_bad_expect_is_refused(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--expect", "b1"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2 and "SWITCH=PHASE" in r.stderr
+
+
+def _load_replicates():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_replicates", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the class body runs
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_phase_counts_as_moved_on_its_gpu_evidence_not_on_launch_gaps():
+    """A pageable key upload: ``load_bases``' host bracket shrinks while its copies and GPU busy time grow; the
+    phase is found through that evidence. Launch gaps in ``b_g2`` (waiting elsewhere) do not count."""
+    from gputrace.analysis.ab.effects import Effect, FactorialResult
+
+    mod = _load_replicates()
+
+    def eff(path, clock, ns, sig=True, term="pageable"):
+        return Effect(path, None, clock, term, "log", 0.1, 0.05, 0.15, 0.1, 0.05, 0.15, ns, ns / 2, ns * 2, 1e-9, sig)
+
+    effects = [eff("(prove)", "host", 170e6), eff("prove/load_bases", "host", -188e6),
+               eff("prove/b_g2", "launch gaps", 90e6), eff("prove/msm_l", "kernels", 5e6, sig=False)]
+    fr = FactorialResult(("pageable",), ["pageable"], "main effects", 10, 0.95, effects, "(prove)")
+    assert mod._phase_hits(fr, "pageable", 1.0) == set()
+    fr.effects.append(eff("prove/load_bases", "copy HtoD PAGEABLE", 328e6))
+    assert mod._phase_hits(fr, "pageable", 1.0) == {"load_bases"}
+    fr.effects[-1] = eff("prove/load_bases", "gpu busy", 282e6)
+    assert mod._phase_hits(fr, "pageable", 1.0) == {"load_bases"}
+    assert mod._phase_hits(fr, "pageable", -1.0) == {"load_bases"}  # the host bracket moved the other way
+    fr.effects.append(eff("prove/msm_l", "kernels", 9e6, term="windows"))
+    assert mod._phase_hits(fr, "windows", 1.0) == {"msm_l"}
