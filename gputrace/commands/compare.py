@@ -13,7 +13,7 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from gputrace.textsafe import console, markup, rich_text, visible
+from gputrace.textsafe import console, markup, rich_text
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -145,10 +145,19 @@ def table_cells(r) -> tuple[str, ...]:
             ("+" if diff >= 0 else "-") + fmt_ns(abs(diff)), _pct(median_change(r)), shift, ci, p)
 
 
+def environment_panel(warnings: list[str]):
+    """The red panel naming environment differences: one line per warning, each escaped (trace text) and then
+    joined with real line breaks."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    return Panel(Text("\n").join(rich_text(w) for w in warnings),
+                 title="[bold]WARNING: the runs' environments differ[/]", border_style="bold red", style="red")
+
+
 def render_comparison(res, console, top: int = 40, title: str = "Comparison", only_changed: bool = False) -> None:
     """Print a ComparisonResult: environment warnings (stderr-loud), the table, outliers. Trace-derived
     text (phase paths, run labels, environment values) goes in through gputrace.textsafe."""
-    from rich.panel import Panel
     from rich.table import Table
 
     from gputrace.analysis._common import fmt_ns
@@ -156,9 +165,7 @@ def render_comparison(res, console, top: int = 40, title: str = "Comparison", on
 
     env = res.environment
     if env.warnings:
-        console.print(Panel(rich_text("\n".join(visible(w) for w in env.warnings)),
-                            title="[bold]WARNING: the runs' environments differ[/]", border_style="bold red",
-                            style="red"))
+        console.print(environment_panel(env.warnings))
     if env.config_diffs:
         console.print(rich_text(f"configuration: {env.config_summary()}"))
     nb, nv = len(res.base_labels), len(res.variant_labels)

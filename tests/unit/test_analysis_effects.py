@@ -173,3 +173,22 @@ def test_factorial_terms_held_together_by_holm():
     assert _holm_terms(se, beta, df, 4, 0.95).tolist() == [True, False, False]
     assert _holm_terms(se, beta, df, 4, 0.90).tolist() == [True, True, True]
     assert _holm_terms(se, beta, 0, 4, 0.95).tolist() == [False, False, False]  # no residual df: nothing called
+
+
+def test_a_term_with_no_host_phase_is_named_through_its_gpu_evidence():
+    """A pageable key upload: load_bases' host bracket shrinks while its pageable copies grow; the culprit line
+    names the copies (one clock per phase, the largest), not 'no single phase'."""
+    from gputrace.analysis.ab.effects import Culprit, Effect, _phase_list
+
+    def eff(path, clock, ns, sig=True):
+        return Effect(path, None, clock, "pageable", "log", 0.1, 0.05, 0.15, 0.1, 0.05, 0.15, ns, ns, ns, 1e-9, sig)
+
+    e2e = eff("(prove)", "host", 169e6)
+    effects = [e2e, eff("prove/load_bases", "host", -188e6), eff("prove/load_bases", "copy HtoD PAGEABLE", 329e6),
+               eff("prove/load_bases", "gpu busy", 282e6), eff("prove", "gpu busy", 280e6),
+               eff("prove/b_g2", "launch gaps", 90e6), eff("prove/msm_l", "copy DtoH PAGEABLE", 9e6, sig=False)]
+    via = _phase_list(effects, {"(prove)", "(run)"}, 1.0)
+    assert [(e.path, e.clock) for e in via] == [("prove/load_bases", "copy HtoD PAGEABLE")]
+    assert "through prove/load_bases copy HtoD PAGEABLE +329 ms" in Culprit("pageable", e2e, via).describe()
+    effects.append(eff("prove/sync", "host", 40e6))  # a host phase moving with the run is preferred
+    assert [(e.path, e.clock) for e in _phase_list(effects, {"(prove)", "(run)"}, 1.0)] == [("prove/sync", "host")]

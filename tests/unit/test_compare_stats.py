@@ -331,3 +331,32 @@ def test_one_slowed_phase_is_found_alone_across_rows():
         alone_none += all(r.path in own for r in per_row.rows if r.verdict in ("slower", "faster"))
     assert found == 10 and alone >= 9
     assert alone_none <= 7  # the old per-row verdicts call something else in some comparisons
+
+
+def test_per_run_cupti_clock_figures_are_not_environment_differences():
+    """Each process measures its own CUPTI clock offset and makes its own number of records; a changed CUPTI
+    version or dropped records are still named."""
+    def res(off, rec, ver="13.0", dropped=0):
+        return {"gputrace.cupti.clock_offset_ns": off, "gputrace.cupti.clock_offset_first_ns": off,
+                "gputrace.cupti.clock_bracket_ns": off * 3, "gputrace.cupti.clock_max_drift_ns": off // 2,
+                "gputrace.cupti.records": rec, "gputrace.cupti.version": ver, "gputrace.cupti.dropped": dropped}
+
+    assert check_environment([res(119, 7000), res(114, 7100)], [res(117, 9000), res(110, 9050)]).ok
+    chk = check_environment([res(119, 7000)], [res(117, 7000, ver="13.1", dropped=5)])
+    assert set(chk.differences) == {"gputrace.cupti.version", "gputrace.cupti.dropped"}
+
+
+def test_environment_warnings_print_one_per_line():
+    """The warning panel breaks its lines for real; a control character inside a value stays escaped."""
+    from rich.console import Console
+
+    from gputrace.commands.compare import environment_panel
+
+    a = {"gputrace.git.commit": "abc", "host.name": "x"}
+    b = {"gputrace.git.commit": "de\nf", "host.name": "y"}
+    env = check_environment([a], [b])
+    con = Console(width=200, record=True, force_terminal=False)
+    con.print(environment_panel(env.warnings))
+    lines = [ln for ln in con.export_text().splitlines() if "environment differs" in ln]
+    assert len(lines) == 2 and "\\x0a" not in lines[0] + lines[1].split("de")[0]
+    assert any("de\\x0af" in ln or "de\\nf" in ln for ln in lines)

@@ -109,7 +109,8 @@ class Culprit:
     def describe(self, note: bool = False) -> str:
         """'b1 makes the run +8.1% slower (+1.9 s), through prove/pin +1.8 s, ...'; ``note`` adds, for a main
         effect, that it is an average over the other switches' settings (said once per report)."""
-        via = ", ".join(f"{p.path} {_signed_ns(p.ns)}" for p in self.phases[:5]) or "no single phase"
+        via = ", ".join(f"{p.path}{'' if p.clock == 'host' else ' ' + p.clock} {_signed_ns(p.ns)}"
+                        for p in self.phases[:5]) or "no single phase"
         word = "slower" if self.e2e.ns > 0 else "faster"
         what = "the interaction " + self.term.replace("*", " x ") if "*" in self.term else self.term
         avg = " on average over the other switches' settings" if note and "*" not in self.term else ""
@@ -187,18 +188,30 @@ def _corner(names: Sequence[str], interactions: bool, on: int, width: int) -> np
     return np.r_[row, np.zeros(width - len(row))]
 
 
+#: Clocks of GPU evidence a term acts through when no host bracket moves with it (``ab --cuda-activity``): a
+#: pageable key upload made on a loader stream grows ``load_bases``' copy and GPU time while its bracket shrinks.
+_EVIDENCE_VIA = ("gpu busy", "copy ")
+
+
 def _phase_list(effects: list[Effect], e2e_paths: set[str], sign: float, floor_ns: float = 0.0) -> list[Effect]:
     """Significant same-sign phase effects (all devices, host clock) of at least ``floor_ns``,
     nesting de-duplicated: a path is dropped when a listed descendant carries at least half
-    its time."""
-    cand = [e for e in effects if e.significant and e.device is None and e.clock == "host" and e.path not in e2e_paths
+    its time. When no host phase qualifies, the same from the GPU evidence (GPU busy time and copies per
+    phase), largest first."""
+    out = _nested(effects, e2e_paths, sign, floor_ns, lambda c: c == "host")
+    return out or _nested(effects, e2e_paths, sign, floor_ns, lambda c: c.startswith(_EVIDENCE_VIA))
+
+
+def _nested(effects: list[Effect], e2e_paths: set[str], sign: float, floor_ns: float, clock_ok) -> list[Effect]:
+    cand = [e for e in effects if e.significant and e.device is None and clock_ok(e.clock) and e.path not in e2e_paths
             and e.path != "prove" and e.ns * sign > 0 and abs(e.ns) >= floor_ns]
     cand.sort(key=lambda e: -abs(e.ns))
-    keep = []
+    keep, seen = [], set()
     for e in cand:
         desc = [d for d in cand if d.path.startswith(e.path + "/")]
-        if any(abs(d.ns) >= 0.5 * abs(e.ns) for d in desc):
+        if e.path in seen or any(abs(d.ns) >= 0.5 * abs(e.ns) for d in desc):
             continue
+        seen.add(e.path)  # one clock per phase: its largest
         keep.append(e)
     return keep
 

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 #: Attributes that change every run by design.
-VOLATILE = frozenset({"process.pid", "gputrace.run_id", "service.instance.id", "process.start_time"})
+#: Resource attributes that differ between any two runs by nature (ids, start times, the CUPTI clock offset measured
+#: in each process, the number of records a run made): never an environment difference.
+VOLATILE = frozenset({"process.pid", "gputrace.run_id", "service.instance.id", "process.start_time",
+                      "gputrace.cupti.clock_bracket_ns", "gputrace.cupti.clock_max_drift_ns",
+                      "gputrace.cupti.clock_offset_first_ns", "gputrace.cupti.clock_offset_ns",
+                      "gputrace.cupti.records"})
 CONFIG_PREFIX = "gputrace.config."
 
 
