@@ -22,6 +22,8 @@ KERNEL_NAME = "cuda.kernel.name"  # demangled full name (the span name is the sh
 GRID, BLOCK = "cuda.grid", "cuda.block"  # [x, y, z]
 REGISTERS = "cuda.registers_per_thread"
 SHARED_STATIC, SHARED_DYNAMIC = "cuda.shared_memory.static", "cuda.shared_memory.dynamic"
+#: Static plus dynamic shared memory, where a source gives only the sum (Kineto's "shared memory").
+SHARED_TOTAL = "cuda.shared_memory.total"
 STREAM = "cuda.stream"
 CORRELATION = "cuda.correlation_id"
 API = "cuda.api"

@@ -103,3 +103,13 @@ def test_report_cli_opens_on_findings_with_one_line_names(tmp_path):
     assert "preprocess" in "\n".join(lines[:8])
     # no name wraps: a C++ kernel name shows once, on one line, elided
     assert "at::native::vectorized_elementwise_kernel<…>" in out and "{lambda" not in out
+
+
+def test_kineto_shared_memory_is_the_sum_not_the_static_part():
+    """Kineto writes static + dynamic shared memory as one "shared memory" value; it maps to the total."""
+    from gputrace.timeline.load import read_any
+
+    tl = read_any(DATA / "train_kineto.json.gz")
+    kernels = [a for a in tl.attrs.values() if a.get("gputrace.activity") == "kernel"]
+    assert kernels and all("cuda.shared_memory.static" not in a for a in kernels)
+    assert any(a.get("cuda.shared_memory.total", 0) > 0 for a in kernels)

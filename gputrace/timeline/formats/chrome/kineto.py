@@ -115,9 +115,10 @@ def _int(v: Any) -> int | None:
 
 
 #: Kineto args of a device row -> activity attribute; the value is copied as Kineto wrote it (present or not).
+#: Kineto's "shared memory" is static plus dynamic (a kernel CUPTI reports as 0 + 512 bytes reads 512 there).
 _DEVICE_FIELDS: tuple[tuple[str, str], ...] = (
     ("stream", A.STREAM), ("correlation", A.CORRELATION), ("registers per thread", A.REGISTERS),
-    ("shared memory", A.SHARED_STATIC), ("grid", A.GRID), ("block", A.BLOCK))
+    ("shared memory", A.SHARED_TOTAL), ("grid", A.GRID), ("block", A.BLOCK))
 
 
 def _plan(dev: tuple[dict, int], fixed: Mapping, per_row_keys: tuple, cat: str,
