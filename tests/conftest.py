@@ -45,6 +45,17 @@ def _private_trace_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def _no_resident_key():
+    """Each test starts as a fresh process would: no proving key resident from an earlier test
+    (``keygen.cache`` keeps the last key read, for a process that proves many times)."""
+    from gputrace.prover.keygen import cache
+
+    cache.drop_resident()
+    yield
+    cache.drop_resident()
+
+
+@pytest.fixture(autouse=True)
 def _default_recursion_limit():
     sys.setrecursionlimit(_RECURSION_LIMIT)
     yield

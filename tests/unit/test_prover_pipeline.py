@@ -224,6 +224,9 @@ def test_host_b_g2_bases_decode_once_while_synthesis_runs(tmp_path, key_dir, mon
     opts = dict(challenges=3, depth=2, batch=1, devices=1, key_dir=key_dir, configure_tracer=False,
                 synthesis_workers=1, backend="cpu")
     run_prove(ProveOptions(out_dir=tmp_path / "first", **opts))  # the key made (or found) and cached
+    from gputrace.prover.keygen import cache as keycache
+
+    keycache.drop_resident()  # read pk.npz again, as a fresh process does (a resident key is decoded already)
     monkeypatch.setattr(host_msm, "MIN_PART", 2)  # the b_g2 split into parts, as at 2^20
     monkeypatch.setattr(pipeline, "cpu_threads", lambda: 4)
     real_decode, real_synth = fixed_base.decode_g2, pipeline.synthesize_witness
