@@ -1,17 +1,31 @@
 """A local OTLP trace receiver: gRPC ``TraceService/Export`` and HTTP ``POST /v1/traces``.
 
 Every accepted request becomes one OTLP JSON line (the file-exporter format gputrace reads: hex
-ids, camelCase, integer enums, 64-bit numbers as strings), appended to ``out_path`` and flushed
-before the sender gets its response, so nothing received is lost when the viewer closes. The same
-lines are kept in a bounded in-memory queue that a viewer drains (:meth:`OtlpReceiver.drain`);
-when undrained lines exceed ``max_buffer_bytes`` the oldest are dropped from the queue (they stay
-in the file) and counted in :attr:`ReceiverStats.dropped_lines`. ``max_buffer_bytes=0`` keeps no
-queue at all, for a viewer that follows the file instead.
+ids, camelCase, integer enums, 64-bit numbers as strings), appended to ``out_path`` (unbuffered: in the
+OS's hands) before the sender gets its response, so nothing received is lost when the viewer closes. A
+line is written whole or not at all: when the write fails (a full disk), the file is cut back to its
+length before the write and the sender is answered 503 (gRPC: ``UNAVAILABLE``), never success; one
+receiver per file. The same lines are kept in a bounded in-memory queue that a viewer drains
+(:meth:`OtlpReceiver.drain`); when undrained lines exceed ``max_buffer_bytes`` the oldest are dropped from
+the queue (they stay in the file) and counted in :attr:`ReceiverStats.dropped_lines`.
+``max_buffer_bytes=0`` keeps no queue at all, for a viewer that follows the file instead.
 
 Addresses: loopback only (``127.0.0.1``, ``::1``, ``localhost``) unless ``allow_remote=True``; any
 other address raises :class:`ReceiverAddressError` at construction. Port 0 binds an ephemeral
 port (read :attr:`grpc_port` / :attr:`http_port` after :meth:`start`). Either address may be None
 to leave that protocol off.
+
+Retries: delivery from an OTLP sender is at-least-once (it sends a request again when it got no answer,
+and the answer can be lost after the spans were stored: the sender hung up or its connection broke in
+between). The receiver stores such a request once: it remembers a digest of the last ``dedup_window``
+(default ``DEDUP_WINDOW``, 4096) requests it stored (``receiver_retries``: BLAKE2b-256 of the body after
+gunzip, or of a gRPC request's deterministic serialization) and answers a byte-identical body again as it
+did the first time (200, with the same ``partial_success`` if any) without storing it, counted in
+:attr:`ReceiverStats.duplicates`. A body that differs in any byte (same span ids or not) is stored. Outside
+the window a retry is stored again: one that arrives after ``dedup_window`` other requests were stored
+since, or after a restart of the process (the window is not persisted); ``dedup_window=0`` turns it off.
+A request whose store failed is not remembered, so its retry is stored. The check, the write and the
+remembering happen under the file lock, so two connections delivering the same body at once store it once.
 
 What is stored is validated first (``receiver_validate.clean_request``): only spans a strict read of
 the file accepts (integer times in range, end not before start, hex ids of the right length, status
@@ -48,22 +62,28 @@ import base64
 import collections
 import dataclasses
 import errno
+import io
 import ipaddress
 import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
 from gputrace.interop.receiver_http import Http, Http6, make_handler
+from gputrace.interop.receiver_retries import RecentRequests, request_digest
 from gputrace.interop.receiver_validate import clean_request
 from gputrace.otlp.ids import hex_id
 
-__all__ = ["ListenFailed", "OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json", "parse_address"]
+__all__ = ["DEDUP_WINDOW", "ListenFailed", "OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json",
+           "parse_address"]
 
 _ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
+
+#: Stored requests remembered by default so that a sender's retry of one is not stored again (module doc).
+DEDUP_WINDOW = 4096
 
 
 class ReceiverAddressError(ValueError):
@@ -118,6 +138,7 @@ class ReceiverStats:
     rejected: int = 0  # requests refused (bad body, too large, wrong type, nothing valid)
     rejected_spans: int = 0  # spans left out of otherwise stored requests (partial success)
     abandoned: int = 0  # valid requests not stored because their sender had left before the answer
+    duplicates: int = 0  # retries of a request already stored (same body, within the window): answered, not stored
 
 
 def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
@@ -204,6 +225,7 @@ class OtlpReceiver:
         timeout_s: float = 10.0,
         max_workers: int = 32,
         max_pending: int = 256,
+        dedup_window: int = DEDUP_WINDOW,
     ) -> None:
         if grpc_addr is None and http_addr is None:
             raise ReceiverAddressError("both grpc_addr and http_addr are None: nothing to listen on")
@@ -221,8 +243,10 @@ class OtlpReceiver:
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0
         self._counts = dict(requests=0, spans=0, bytes_written=0, dropped_lines=0, rejected=0, rejected_spans=0,
-                            abandoned=0)
-        self._file: BinaryIO | None = None
+                            abandoned=0, duplicates=0)
+        self._recent = RecentRequests(dedup_window)  # digests of stored requests; under _lock
+        self._torn = False  # the file ends in a torn line a failed write could not cut off; under _lock
+        self._file: io.FileIO | None = None
         self._grpc_server: Any = None  # a grpc.Server once started (grpcio ships no annotations)
         self._http_server: Http | None = None
         self._http_thread: threading.Thread | None = None
@@ -237,7 +261,7 @@ class OtlpReceiver:
             if self._file is not None:
                 return self
             self.out_path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.out_path, "ab")
+            self._file = open(self.out_path, "ab", buffering=0)  # (each line one write, no buffer to flush)
             try:
                 if self._grpc_hp is not None:
                     self._start_grpc(*self._grpc_hp)
@@ -319,11 +343,17 @@ class OtlpReceiver:
                 if not context.is_active():  # the caller cancelled or its deadline passed: store nothing
                     receiver._abandon(n)
                     context.abort(grpc.StatusCode.CANCELLED, "the caller left before the answer")
+                stored = False
                 if n:
-                    receiver._ingest(line, n)
+                    digest = request_digest(b"proto", request.SerializeToString(deterministic=True))
+                    try:
+                        stored = receiver._ingest(line, n, digest)
+                    except OSError as exc:  # nothing written (a full disk, stopping): the sender may retry
+                        context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored: {exc}")
                 resp = trace_service_pb2.ExportTraceServiceResponse()
                 if rejected:
-                    receiver._reject_spans(rejected)
+                    if stored:  # (a retry's rejected spans were counted the first time)
+                        receiver._reject_spans(rejected)
                     resp.partial_success.rejected_spans = rejected
                     resp.partial_success.error_message = why
                 return resp
@@ -363,15 +393,22 @@ class OtlpReceiver:
         self._http_thread.start()
 
     # ---- data -------------------------------------------------------------------------------
-    def _ingest(self, line: bytes, spans: int) -> None:
-        """Append one request line to the file (flushed) and the queue. Any handler thread."""
+    def _ingest(self, line: bytes, spans: int, digest: bytes | None = None) -> bool:
+        """Append one request line to the file and the queue; True when stored, False when ``digest`` (see
+        ``receiver_retries.request_digest``; None: not remembered) is that of a request stored within the
+        window, which is then not stored again. Raises OSError with nothing written and nothing remembered
+        when the line cannot be written. Any handler thread."""
         with self._lock:
             f = self._file
             if f is None:
                 raise OSError("receiver is stopped")
-            f.write(line + b"\n")
-            f.flush()
             c = self._counts
+            if digest is not None and self._recent.seen(digest):
+                c["duplicates"] += 1
+                return False
+            self._append(f, line + b"\n")
+            if digest is not None:
+                self._recent.remember(digest)
             c["requests"] += 1
             c["spans"] += spans
             c["bytes_written"] += len(line) + 1
@@ -382,6 +419,29 @@ class OtlpReceiver:
                 self._queued_bytes -= len(self._queue.popleft())
                 c["dropped_lines"] += 1
             self._cond.notify_all()
+            return True
+
+    def _append(self, f: io.FileIO, data: bytes) -> None:
+        """Write all of ``data`` at the end of ``f`` (unbuffered), or raise OSError with the file cut back to
+        its length before (a short write, then ENOSPC, leaves no partial line that the next one would be
+        glued to). If even the cut fails, the next line starts on a line of its own. Under ``_lock``."""
+        if self._torn:
+            data = b"\n" + data
+        start = os.fstat(f.fileno()).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                n = f.write(view)
+                if not n:
+                    raise OSError(errno.EIO, "the trace file took no bytes")
+                view = view[n:]
+        except OSError:
+            try:
+                os.ftruncate(f.fileno(), start)
+            except OSError:
+                self._torn = True
+            raise
+        self._torn = False
 
     def _reject(self) -> None:
         """Count one refused request. Any handler thread."""

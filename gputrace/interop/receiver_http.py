@@ -18,8 +18,10 @@ instead of starving behind kept-alive ones.
 
 Stored only if still wanted: right before a request's spans are appended, the handler checks that the
 client has not closed its side (a sender that gave up and left gets nothing stored, and is counted in
-``abandoned``); the file is then flushed before the answer is sent. Handlers only call the receiver's
-thread-safe ``_ingest`` / ``_reject`` / ``_abandon``.
+``abandoned``); the line is in the file before the answer is sent. A retry of a request already stored
+(the same body after gunzip, within the receiver's window: ``receiver_retries``) is answered as the first
+time and not stored again. Handlers only call the receiver's thread-safe ``_ingest`` / ``_reject`` /
+``_abandon`` / ``_reject_spans``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, ClassVar, cast
 
 import orjson
 
+from gputrace.interop.receiver_retries import request_digest
 from gputrace.interop.receiver_validate import RequestRejected, clean_request
 
 __all__ = ["Http", "Http6", "make_handler", "json_request", "BACKLOG"]
@@ -298,8 +301,9 @@ class _OtlpHandler(BaseHTTPRequestHandler):
     """``POST /v1/traces`` (module doc); ``make_handler`` binds a subclass to its receiver. Runs on a pool thread
     of ``Http``, one connection per instance. A POST goes through named steps, each answering the request
     itself (and returning None) when it refuses it: ``_read_body`` (length, size, gzip), ``_decode`` (protobuf
-    or JSON into a line to store), ``_store`` (unless the client left), ``_answer`` (200, with ``partialSuccess``
-    when spans were rejected). Every refusal goes through ``_error``, which counts it and closes the connection."""
+    or JSON into a line to store), ``_store`` (unless the client left, or a retry of a request stored already),
+    ``_answer`` (200, with ``partialSuccess`` when spans were rejected). Every refusal goes through ``_error``,
+    which counts it and closes the connection."""
 
     protocol_version = "HTTP/1.1"
     server_version = "gputrace-otlp"
@@ -383,7 +387,7 @@ class _OtlpHandler(BaseHTTPRequestHandler):
         if decoded is None:
             return
         line, n, rejected, why = decoded
-        if self._store(line, n, rejected, proto):
+        if self._store(line, n, rejected, proto, request_digest(b"proto" if proto else b"json", body)):
             self._answer(rejected, why, proto)
 
     def _read_body(self, proto: bool) -> bytes | None:
@@ -443,20 +447,23 @@ class _OtlpHandler(BaseHTTPRequestHandler):
                          "application/json", False)
         return None
 
-    def _store(self, line: bytes, n: int, rejected: int, proto: bool) -> bool:
-        """Stores ``line`` (``n`` spans; ``rejected`` more left out) unless the client has left; True when the
-        request is to be answered 200. A client that left gets nothing stored (counted as abandoned) and its
-        connection closed; a failed write is answered 503."""
+    def _store(self, line: bytes, n: int, rejected: int, proto: bool, digest: bytes) -> bool:
+        """Stores ``line`` (``n`` spans; ``rejected`` more left out) unless the client has left or ``digest`` (of
+        the body) is that of a request already stored; True when the request is to be answered 200 (a retry:
+        as the first time). A client that left gets nothing stored (counted as abandoned) and its connection
+        closed; a failed write (nothing written, nothing remembered) is answered 503, which senders retry."""
         if self._client_left():  # it gave up (timed out, cancelled): store nothing it was not told of
             self.receiver._abandon(n)
             self.close_connection = True
             return False
         if n:
             try:
-                self.receiver._ingest(line, n)
+                stored = self.receiver._ingest(line, n, digest)
             except OSError as exc:
-                self._error(503, str(exc), proto)
+                self._error(503, f"not stored: {exc}", proto)
                 return False
+            if not stored:  # a retry: its rejected spans were counted the first time
+                return True
         if rejected:
             self.receiver._reject_spans(rejected)
         return True

@@ -128,10 +128,15 @@ JSON_REQ = {"resourceSpans": [{"resource": {"attributes": [{"key": "host.name", 
                                                           "startTimeUnixNano": "1000", "endTimeUnixNano": "2000"}]}]}]}
 
 
+def _json_req(i: int) -> bytes:
+    """JSON_REQ with span id number ``i`` (> 0; same length): another request, not a retry of the first."""
+    return orjson.dumps(JSON_REQ).replace(b"b7ad6b7169203331", f"{i:016x}".encode())
+
+
 def test_http_json_and_gzip_bodies(receiver):
     code, body = _post(receiver.http_endpoint, orjson.dumps(JSON_REQ), "application/json")
     assert code == 200 and orjson.loads(body) == {}
-    code, _ = _post(receiver.http_endpoint, gzip.compress(orjson.dumps(JSON_REQ)), "application/json", {"Content-Encoding": "gzip"})
+    code, _ = _post(receiver.http_endpoint, gzip.compress(_json_req(2)), "application/json", {"Content-Encoding": "gzip"})
     assert code == 200
     assert receiver.stats().spans == 2
     tl = read_trace(receiver.out_path)
@@ -199,8 +204,8 @@ def test_buffer_is_bounded_and_file_keeps_everything(tmp_path):
     line_len = len(orjson.dumps(JSON_REQ))
     r = OtlpReceiver(None, "127.0.0.1:0", tmp_path / "b.jsonl", max_buffer_bytes=3 * line_len).start()
     try:
-        for _ in range(10):
-            assert _post(r.http_endpoint, orjson.dumps(JSON_REQ), "application/json")[0] == 200
+        for i in range(10):
+            assert _post(r.http_endpoint, _json_req(i + 1), "application/json")[0] == 200
         st = r.stats()
         assert st.buffered_lines == 3 and st.dropped_lines == 7 and st.buffered_bytes <= 3 * line_len
         assert len(r.drain()) == 3
