@@ -122,7 +122,8 @@ class CuptiCollector:
         self.xkind = 0  # ExternalCorrelationKind.CUSTOM0 as an int (set by start)
         self.push = self.pop = None
         # -- pause/resume (any thread; serialised by _toggle) --
-        self._toggle = threading.Lock()
+        # (re-entrant: a SIGTERM handler's shutdown can run stop() on a thread inside pause or resume)
+        self._toggle = threading.RLock()
         #: (trace epoch ns, thread name) of the pause in force, or None while collecting.
         self._paused_at: tuple[int, str] | None = None
         #: (start ns, end ns, thread name) of the first MAX_PAUSED_KEPT pauses that ended, oldest first.
