@@ -8,6 +8,9 @@ Record::
         ...
     summary = gputrace.shutdown()
 
+Under ``gputrace record``, ``gputrace.record_control.pause()`` / ``resume()`` switch CUDA activity collection
+off and on (docs/record.md).
+
 Importing this package loads neither CuPy, Textual nor the OpenTelemetry SDK; names are
 resolved lazily on first use.
 """
@@ -27,6 +30,7 @@ _LAZY = {
     "shutdown": "gputrace.trace",
     "get_recorder": "gputrace.trace",
     "MemorySink": "gputrace.trace",
+    "record_control": "gputrace.trace",
     "Timeline": "gputrace.timeline",
     "Lane": "gputrace.timeline",
     "read_trace": "gputrace.timeline",

@@ -25,6 +25,29 @@ gives no ratio for that mode); the exit status is then 1. ``--budget-s``: no rep
 many seconds at the mean pace of the repeats so far (whole repeats only; each repeat is four runs).
 
     python benchmarks/real_programs/bench_record_overhead.py --steps 30 --repeats 8 --work /tmp/bro
+
+In-process figure (``--inprocess``): on the H200, two plain runs of train_step.py differ by 26-33 % in median step
+(process-to-process noise: allocator, clocks, placement), so no affordable number of process-level repeats
+resolves 3 %. ``--inprocess`` also runs, ``--inprocess-runs`` times, ``gputrace record -- python train_step.py
+--steps N --toggle-blocks K``: inside one recorded process, pairs of K-step blocks with CUDA activity
+collection on and paused (``gputrace.record_control``), in a seeded random order within each pair. Each run
+prints a ``TOGGLE`` line: the median over pairs of (on block median / off block median) and a bootstrap
+interval over pairs. The in-process figure is the median of the runs' ratios; its interval is the envelope of
+the runs' intervals (lowest low to highest high), and 3 % counts as resolved when that envelope lies on one
+side of 1.03.
+
+Which figure answers issue 24's 3 % target: the in-process one, for what it measures: **the cost of
+collection** (CUPTI recording kernels, copies, API calls and NVTX markers, and the exporter turning them into
+spans), free of process-to-process noise. What it does not include is the cost of the tool being attached at
+all, the difference between an 'off' block and a run with no instrumentation: the bootstrap
+(``sitecustomize``), the recorder's exporter thread, the NVTX injection library loaded, the root span, the
+hot path's external-correlation pushes of ``gputrace.phase`` (none in train_step.py's default NVTX ranges).
+That remainder is what the process-level table measures together with collection, and its A/A noise
+cannot resolve it; it is expected to be small (nothing is recorded per CUDA call while paused), but it is
+not measured to 3 % here. Report both, and say which is which.
+
+    python benchmarks/real_programs/bench_record_overhead.py --repeats 2 --inprocess --inprocess-runs 3 \
+        --inprocess-steps 600 --toggle-blocks 10
 """
 
 from __future__ import annotations
@@ -102,6 +125,55 @@ def summarize(per_repeat: list[dict]) -> dict:
     return out
 
 
+def _toggle_module():
+    """benchmarks/real_programs/_toggle.py (loaded by path: this file also runs loaded by path, in tests)."""
+    import importlib.util
+
+    mod = sys.modules.get("_toggle")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("_toggle", HERE / "_toggle.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules["_toggle"] = mod
+    return mod
+
+
+def inprocess_command(steps: int, k: int, work: Path, i: int, extra: list[str]) -> list[str]:
+    """``gputrace record -- python train_step.py --steps N --toggle-blocks K`` (run ``i``'s trace in ``work``)."""
+    prog = [sys.executable, str(HERE / "train_step.py"), "--steps", str(steps), "--quiet", "--toggle-blocks", str(k),
+            *extra]
+    return [sys.executable, "-m", "gputrace", "record", "--trace", str(work / f"toggle-{i}.jsonl"), "--", *prog]
+
+
+def run_toggle(cmd: list[str], timeout: float) -> dict:
+    """The TOGGLE figures of one in-process run (``_toggle.parse``); raises RuntimeError with the run's output
+    when it fails or toggling was unavailable (no CUPTI: nothing to pause)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    got = _toggle_module().parse(p.stdout)
+    if p.returncode != 0 or got is None:
+        why = "toggling unavailable (no CUDA activity collected)" if "TOGGLE unavailable" in p.stdout else ""
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode} {why}:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return got
+
+
+def summarize_inprocess(runs: list[dict], target: float = 1.03) -> dict:
+    """The in-process figure of the runs' TOGGLE figures: the median of their ratios, the envelope of their
+    intervals, and whether ``target`` is met (median) and resolved (the envelope on one side of it)."""
+    ratios = [r["ratio"] for r in runs if r["ratio"] == r["ratio"]]
+    los = [r["ci95"][0] for r in runs if r["ci95"][0] == r["ci95"][0]]
+    his = [r["ci95"][1] for r in runs if r["ci95"][1] == r["ci95"][1]]
+    nan = math.nan
+    med = statistics.median(ratios) if ratios else nan
+    lo = min(los) if los and len(los) == len(runs) else nan
+    hi = max(his) if his and len(his) == len(runs) else nan
+    return {"ratios": ratios, "ratio": med, "envelope95": [lo, hi],
+            "spread": (max(ratios) - min(ratios)) if ratios else nan,
+            "within_3pct": bool(med <= target), "resolved_3pct": bool(lo == lo and not lo <= target <= hi)}
+
+
 def _fmt(x: float, digits: int = 3) -> str:
     return "nan" if x != x else f"{x:.{digits}f}"
 
@@ -128,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
                          "so far (whole repeats only)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--keep", action="store_true", help="keep every trace (default: only the last of each mode)")
+    ap.add_argument("--inprocess", action="store_true",
+                    help="also measure in one process: record -- train_step.py --toggle-blocks K (see above)")
+    ap.add_argument("--inprocess-runs", type=int, default=3, help="in-process runs (default 3)")
+    ap.add_argument("--inprocess-steps", type=int, default=600, help="timed steps per in-process run (default 600)")
+    ap.add_argument("--toggle-blocks", type=int, default=10, metavar="K",
+                    help="steps per on/off block in the in-process runs (default 10)")
     ap.add_argument("extra", nargs="*", help="more train_step.py arguments (after --)")
     a = ap.parse_args(argv)
     work = a.work or Path(tempfile.mkdtemp(prefix="bench_record_"))
@@ -181,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
            "paired": paired, "per_repeat": per_repeat, "runs_ms": per, "record_within_3pct": ok_3,
            "record_within_3pct_resolved": resolved_3, "record_below_profiler": ok_prof, "failed_runs": failed,
            "wall_s": round(time.perf_counter() - t_all, 1)}
+    inproc = None
+    if a.inprocess:
+        inproc = _inprocess(a, work, t_all, failed)
+        out["inprocess"] = inproc
+        out["wall_s"] = round(time.perf_counter() - t_all, 1)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
     aa = paired["plain_aa"]
@@ -206,12 +289,64 @@ def main(argv: list[str] | None = None) -> int:
           f"{'resolved' if resolved_3 else 'NOT resolved'} (95 % interval {_fmt(ci['record'][0])}-"
           f"{_fmt(ci['record'][1])}); sign test record > plain in {paired['record']['above_1']} of "
           f"{paired['record']['counted']} repeats, p={paired['record']['sign_p']:.3f}")
+    more = ""
+    if inproc is not None:
+        _print_inprocess(inproc)
+        env = inproc["envelope95"]
+        more = (f" inprocess_x={_fmt(inproc['ratio'], 4)} inprocess_ci={_fmt(env[0], 4)}-{_fmt(env[1], 4)} "
+                f"inprocess_runs={len(inproc['runs'])} inprocess_within_3pct={int(inproc['within_3pct'])} "
+                f"inprocess_resolved_3pct={int(inproc['resolved_3pct'])}")
     print(f"BENCH record_x={ratio['record']:.3f} profiler_x={ratio['profiler']:.3f} "
           f"record_within_3pct={int(ok_3)} record_below_profiler={int(ok_prof)} failed_runs={len(failed)} "
           f"record_ci={_fmt(ci['record'][0])}-{_fmt(ci['record'][1])} aa_x={aa['median']:.3f} "
           f"aa_spread={_fmt(aa['spread'])} pairs={len(paired['record']['ratios'])} "
-          f"resolved_3pct={int(resolved_3)}")
+          f"resolved_3pct={int(resolved_3)}{more}")
     return 1 if failed else 0
+
+
+def _inprocess(a, work: Path, t_all: float, failed: list[str]) -> dict:
+    """The in-process runs (``--inprocess``): each a TOGGLE figure; the budget applies as to the repeats."""
+    runs: list[dict] = []
+    t0 = time.perf_counter()
+    for i in range(a.inprocess_runs):
+        spent = time.perf_counter() - t_all
+        pace = (time.perf_counter() - t0) / i if i else 0.0
+        if i and spent + pace > a.budget_s:
+            print(f"budget of {a.budget_s:.0f} s: stopping after {i} in-process runs", flush=True)
+            break
+        cmd = inprocess_command(a.inprocess_steps, a.toggle_blocks, work, i, a.extra)
+        try:
+            got = run_toggle(cmd, a.timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            failed.append("inprocess")
+            print(f"inprocess run {i} FAILED: {e}", flush=True)
+            continue
+        got["run"] = i
+        runs.append(got)
+        print(f"inprocess run {i} ratio={_fmt(got['ratio'], 4)} ci95={_fmt(got['ci95'][0], 4)}-"
+              f"{_fmt(got['ci95'][1], 4)} on_ms={_fmt(got['on_median_ms'])} off_ms={_fmt(got['off_median_ms'])} "
+              f"pairs={got['pairs']}", flush=True)
+        if not a.keep and i < a.inprocess_runs - 1:
+            (work / f"toggle-{i}.jsonl").unlink(missing_ok=True)
+    return {"design": "in-process on/off blocks", "steps": a.inprocess_steps, "k": a.toggle_blocks,
+            "runs_asked": a.inprocess_runs, "runs": runs, **summarize_inprocess(runs)}
+
+
+def _print_inprocess(d: dict) -> None:
+    print(f"\nin-process collection cost ({len(d['runs'])} runs of record -- train_step.py --steps {d['steps']} "
+          f"--toggle-blocks {d['k']}): per run, median over block pairs of on/off block medians")
+    print(f"{'run':>4s} {'on ms':>9s} {'off ms':>9s} {'on/off':>8s} {'95% interval':>17s} {'pairs':>6s}")
+    for r in d["runs"]:
+        interval = f"[{_fmt(r['ci95'][0], 4)}, {_fmt(r['ci95'][1], 4)}]"
+        print(f"{r['run']:>4d} {_fmt(r['on_median_ms']):>9s} {_fmt(r['off_median_ms']):>9s} {_fmt(r['ratio'], 4):>8s} "
+              f"{interval:>17s} {r['pairs']:>6d}")
+    env = d["envelope95"]
+    print(f"in-process on/off: median over runs {_fmt(d['ratio'], 4)}, runs' intervals span {_fmt(env[0], 4)}-"
+          f"{_fmt(env[1], 4)}, run-to-run spread {_fmt(d['spread'], 4)}")
+    print(f"collection <= 1.03 x paused (the figure for issue 24's 3 % target: what collecting costs): "
+          f"{'yes' if d['within_3pct'] else 'no'} (median), {'resolved' if d['resolved_3pct'] else 'NOT resolved'}"
+          f" (every run's interval on one side of 1.03). Not in it: the tool attached with collection paused vs "
+          f"no instrumentation, which only the process-level table sees, inside its A/A noise")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,21 @@ last step (the export is not in the step times).
     python benchmarks/real_programs/train_step.py --steps 20
     gputrace record --trace train.jsonl -- python benchmarks/real_programs/train_step.py --steps 20
     python benchmarks/real_programs/train_step.py --steps 20 --profile train_kineto.json
+
+``--toggle-blocks K`` (under ``gputrace record``): what collection costs, measured inside this one process. After
+warm-up the timed steps run in pairs of blocks of K steps, one block with CUDA activity collection on and one
+with it paused (``gputrace.record_control``), the order within each pair drawn from a seeded generator
+(``--toggle-seed``); collection is switched between steps (each ends in ``loss.item()``, so the GPU is idle),
+outside the step timer. ``_toggle.py`` turns the blocks into one more line, after ``STEPS`` (whose median then
+mixes on and off steps):
+
+    TOGGLE on_median_ms=9.812 off_median_ms=9.640 ratio=1.0180 pairs=12 ci95=1.0060-1.0310 k=10 steps=240
+
+ratio: the median over pairs of (on block median / off block median); ci95: a bootstrap interval of it over
+pairs. Steps past the last whole pair run with collection on. Not under ``gputrace record`` (or with CUPTI off)
+it prints ``TOGGLE unavailable (not under gputrace record)`` and times the steps as usual.
+
+    gputrace record --trace t.jsonl -- python benchmarks/real_programs/train_step.py --steps 240 --toggle-blocks 10
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ import statistics
 import sys
 import time
 
+import _toggle
 import torch
 from _ranges import HOWS, named_range, resolve
 from torch.utils.data import DataLoader, Dataset
@@ -77,7 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=None, help="default 2048 on CUDA, 256 on CPU")
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ap.add_argument("--toggle-blocks", type=int, default=0, metavar="K",
+                    help="under gputrace record: alternate blocks of K timed steps with collection on and off and "
+                         "print a TOGGLE line (default 0: off)")
+    ap.add_argument("--toggle-seed", type=int, default=24, help="seed of the on/off order within pairs (default 24)")
     a = ap.parse_args(argv)
+    if a.toggle_blocks < 0 or (a.toggle_blocks and a.steps < 2 * a.toggle_blocks):
+        ap.error(f"--toggle-blocks K needs K >= 0 and --steps >= 2K (got K={a.toggle_blocks}, steps={a.steps})")
+    if a.toggle_blocks and a.profile:
+        ap.error("--toggle-blocks and --profile measure different things: use one")
     dev = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
     cuda = dev == "cuda"
     batch = a.batch or (1024 if cuda else 64)
@@ -97,7 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     times: list[float] = []
     it = iter(loader)
     loss = torch.zeros(())
+    blocks = None  # _toggle.Blocks while toggling collection (--toggle-blocks under gputrace record)
     for i in range(total):
+        j = i - a.warmup
+        if a.toggle_blocks and j == 0:
+            control = _toggle.find_control()
+            if control is None:
+                print(_toggle.UNAVAILABLE, flush=True)
+            else:
+                blocks = _toggle.Blocks(control, a.steps, a.toggle_blocks, a.toggle_seed)
+        if blocks is not None and j >= 0:
+            blocks.before(j)  # (between steps: the last one ended in loss.item(), the GPU is idle)
         if i == a.warmup and a.profile:
             acts = [torch.profiler.ProfilerActivity.CPU]
             if cuda:
@@ -122,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         dt = (time.perf_counter() - t0) * 1e3
         if i >= a.warmup:
             times.append(dt)
+            if blocks is not None:
+                blocks.after(j, dt)
             if not a.quiet:
                 print(f"step {i - a.warmup} ms={dt:.3f} loss={lv:.4f}", flush=True)
     if prof is not None:
@@ -132,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     med = statistics.median(times) if times else float("nan")
     print(f"STEPS median_ms={med:.3f} n={len(times)} device={dev} ranges={how} profile={int(bool(a.profile))}",
           flush=True)
+    if blocks is not None:
+        figures = blocks.finish()
+        if not a.quiet:
+            for b, (on, ts) in enumerate(blocks.blocks):
+                print(f"block {b} collection={'on' if on else 'off'} median_ms={statistics.median(ts):.3f}")
+        print(_toggle.line(figures, a.toggle_blocks), flush=True)
     return 0
 
 

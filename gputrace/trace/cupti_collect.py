@@ -19,6 +19,13 @@ Clock: ``offset_ns`` = trace epoch ns - CUPTI timestamp, measured by bracketing 
 between two reads of the trace clock (best of several: the narrowest bracket), re-measured at every
 ``collect`` so drift never accumulates; ``offset_first_ns`` and ``max_drift_ns`` say how far it moved.
 
+Pause and resume (``pause``/``resume``, public as ``gputrace.trace.record_control``): from any thread, CUPTI's
+buffers are flushed and every activity kind ``start`` enabled is disabled, later enabled again (with the same
+per-call API restriction); nothing is registered again. Each pause is kept as an interval on the trace clock
+(``paused``; the recorder writes one ``gputrace.record.paused`` span per interval and the resource attributes
+of ``resource()``), so a reader never takes a paused interval for an idle GPU. Toggle failures never raise:
+they are kept in ``errors`` and ``toggle_errors`` (resource ``gputrace.record.pause_errors``).
+
 Raises ``CuptiUnavailable`` from ``start()`` when the package, the library or a GPU is missing.
 """
 
@@ -76,6 +83,9 @@ _MEMCPY_FIELDS = _DEVICE_FIELDS + ("bytes",)
 _MEMSET_FIELDS = _DEVICE_FIELDS + ("bytes",)
 _SYNC_FIELDS = ("start", "end", "context_id", "stream_id", "correlation_id", "cuda_event_id")
 _API_FIELDS = ("start", "end", "correlation_id", "cbid", "thread_id", "process_id")
+#: Paused intervals kept for the resource attribute ``gputrace.record.paused_ns`` (the first ones; all are
+#: counted in ``gputrace.record.paused_count`` / ``paused_total_ns`` and each still becomes a span).
+MAX_PAUSED_KEPT = 1024
 
 
 class CuptiCollector:
@@ -111,6 +121,17 @@ class CuptiCollector:
         self._conv: dict | None = None
         self.xkind = 0  # ExternalCorrelationKind.CUSTOM0 as an int (set by start)
         self.push = self.pop = None
+        # -- pause/resume (any thread; serialised by _toggle) --
+        # (re-entrant: a SIGTERM handler's shutdown can run stop() on a thread inside pause or resume)
+        self._toggle = threading.RLock()
+        #: (trace epoch ns, thread name) of the pause in force, or None while collecting.
+        self._paused_at: tuple[int, str] | None = None
+        #: (start ns, end ns, thread name) of the first MAX_PAUSED_KEPT pauses that ended, oldest first.
+        self.paused: list[tuple[int, int, str]] = []
+        self.paused_count = 0
+        self.paused_total_ns = 0
+        self.toggle_errors: list[str] = []
+        self._paused_new: list[tuple[int, int, str]] = []  # ended, not yet taken by ``take_paused``
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -162,7 +183,7 @@ class CuptiCollector:
                             int(AK.DRIVER): cupti.CallbackDomain.DRIVER_API}
         self._conv = None
 
-    def _restrict_api(self, cupti) -> None:
+    def _restrict_api(self, cupti, report: bool = True) -> None:
         """Switch off the API calls that neither launch, copy, set nor wait (fewer records, less overhead).
         Best effort: a CUPTI without per-callback control keeps every API record."""
         for _dom, enum_name, fn_name in ((cupti.CallbackDomain.RUNTIME_API, "RuntimeApiTraceCbid",
@@ -182,22 +203,107 @@ class CuptiCollector:
                     enable(int(m), 1 if any(s in name for s in _API_KEEP) else 0)
                 except Exception:  # noqa: BLE001 counted and logged below
                     failed += 1
-            if failed:
+            if failed and report:
                 self.errors.append(f"{fn_name}: {failed} callback ids refused")
 
     def stop(self) -> list:
-        """Flush everything CUPTI holds, disable collection; returns the last records."""
-        cupti = self._cupti
-        if cupti is None:
-            return []
-        try:
-            cupti.activity_flush_all(1)
-        except Exception as e:  # noqa: BLE001 recorded in self.errors
-            self.errors.append(f"flush: {e}")
-        self._disable()
-        out = self._swap()
-        self._cupti = None
+        """Flush everything CUPTI holds, disable collection; returns the last records. A pause in force ends
+        here (its interval is closed at this time)."""
+        with self._toggle:
+            cupti = self._cupti
+            if cupti is None:
+                return []
+            try:
+                cupti.activity_flush_all(1)
+            except Exception as e:  # noqa: BLE001 recorded in self.errors
+                self.errors.append(f"flush: {e}")
+            self._disable()
+            if self._paused_at is not None:
+                self._end_pause(clock.now_ns())
+            out = self._swap()
+            self._cupti = None
+            return out
+
+    # -- pause / resume (any thread) ----------------------------------------------------------------
+    def pause(self) -> bool:
+        """Stop collecting until ``resume``: flush CUPTI's buffers (records made so far are kept; their
+        conversion runs on this thread), then disable every activity kind ``start`` enabled. Any thread.
+        Returns True when collection is paused after the call (also when it already was: idempotent), False
+        when this collector is not collecting (never started, or stopped). Never raises: a refused flush or
+        disable is kept in ``errors`` and ``toggle_errors``, and the pause still counts (``resume`` enables
+        every kind again). Work already enqueued on the GPU may or may not be recorded: pause where the GPU is
+        synchronised (after a step's ``loss.item()``, say)."""
+        with self._toggle:
+            cupti = self._cupti
+            if cupti is None:
+                return False
+            if self._paused_at is not None:
+                return True
+            try:
+                cupti.activity_flush_all(1)
+            except Exception as e:  # noqa: BLE001 recorded in errors
+                self._toggle_error(f"pause: flush: {type(e).__name__}: {e}")
+            t = clock.now_ns()
+            for k in self._kinds:
+                try:
+                    cupti.activity_disable(k)
+                except Exception as e:  # noqa: BLE001 recorded in errors
+                    self._toggle_error(f"pause: disable {k}: {type(e).__name__}: {e}")
+            self._paused_at = (t, threading.current_thread().name)
+            return True
+
+    def resume(self) -> bool:
+        """Collect again after ``pause``: enable every activity kind ``start`` enabled (the same kinds, the
+        same per-call API restriction; no callback is registered again). Any thread. Returns True when
+        collecting after the call (also when it was not paused: idempotent), False when this collector is not
+        collecting. Never raises (failures as in ``pause``)."""
+        with self._toggle:
+            cupti = self._cupti
+            if cupti is None:
+                return False
+            if self._paused_at is None:
+                return True
+            api = False
+            for k in self._kinds:
+                try:
+                    cupti.activity_enable(k)
+                except Exception as e:  # noqa: BLE001 recorded in errors
+                    self._toggle_error(f"resume: enable {k}: {type(e).__name__}: {e}")
+                    continue
+                api = api or int(k) in getattr(self, "_api_domain", {})
+            if api:  # (whether enabling the API kinds resets CUPTI's per-call switches: set them again)
+                try:
+                    self._restrict_api(cupti, report=False)
+                except Exception as e:  # noqa: BLE001 recorded in errors
+                    self._toggle_error(f"resume: restrict API: {type(e).__name__}: {e}")
+            self._end_pause(clock.now_ns())
+            return True
+
+    @property
+    def is_paused(self) -> bool:
+        return self._paused_at is not None
+
+    def take_paused(self) -> list[tuple[int, int, str]]:
+        """(start ns, end ns, thread name) of the pauses that ended since the last call (exporter thread)."""
+        with self._toggle:
+            out, self._paused_new = self._paused_new, []
         return out
+
+    def _end_pause(self, t_end: int) -> None:  # (holding _toggle)
+        assert self._paused_at is not None
+        t0, name = self._paused_at
+        self._paused_at = None
+        iv = (t0, max(t0, t_end), name)
+        self.paused_count += 1
+        self.paused_total_ns += iv[1] - iv[0]
+        if len(self.paused) < MAX_PAUSED_KEPT:
+            self.paused.append(iv)
+        self._paused_new.append(iv)
+
+    def _toggle_error(self, msg: str) -> None:
+        if len(self.toggle_errors) < 20:
+            self.toggle_errors.append(msg)
+            self.errors.append(msg)
 
     def _disable(self) -> None:
         for k in self._kinds:
@@ -406,7 +512,23 @@ class CuptiCollector:
             "gputrace.cupti.clock_bracket_ns": int(self.offset_bracket_ns),
             "gputrace.cupti.dropped": int(self.dropped),
             "gputrace.cupti.records": int(self.records),
+            **self.paused_resource(),
         }
+
+    def paused_resource(self) -> dict:
+        """``gputrace.record.paused_*`` resource attributes (none before the first pause): count, total ns,
+        and the intervals as a flat list ``[start0, end0, start1, end1, ...]`` of trace epoch ns (the first
+        MAX_PAUSED_KEPT), plus ``gputrace.record.pause_errors`` when a toggle failed."""
+        if not self.paused_count and self._paused_at is None and not self.toggle_errors:
+            return {}
+        out: dict = {
+            "gputrace.record.paused_count": int(self.paused_count),
+            "gputrace.record.paused_total_ns": int(self.paused_total_ns),
+            "gputrace.record.paused_ns": [int(t) for iv in self.paused for t in iv[:2]],
+        }
+        if self.toggle_errors:
+            out["gputrace.record.pause_errors"] = list(self.toggle_errors)
+        return out
 
 
 #: A value no record is: ``_completed``'s "between records".

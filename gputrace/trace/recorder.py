@@ -41,6 +41,9 @@ _active: Recorder | None = None
 _last_summary: RunSummary | None = None
 _atexit_registered = False
 
+#: Name of the span of each interval CUDA activity collection was paused (``gputrace.trace.record_control``).
+PAUSED_SPAN = "gputrace.record.paused"
+
 #: Set while ``gputrace record`` runs this process (``gputrace.trace.launch.process``): ``inherit()`` returns
 #: (sinks, resource) that every recorder configured here also gets (so a program that calls ``configure()``
 #: itself still writes into the launch's trace), and ``on_stop(recorder, summary)`` is called at the end of
@@ -217,6 +220,9 @@ class Recorder:
         join.offset_ns = self.cupti.offset_ns
         spans = join.add(records)
         spans.extend(join.take(final))
+        take_paused = getattr(self.cupti, "take_paused", None)
+        if take_paused is not None:
+            spans.extend(self._paused_span(*iv) for iv in take_paused())
         if final:
             # The last lines carry the final counters (dropped, records, clock drift).
             res = self.cupti.resource()
@@ -238,6 +244,18 @@ class Recorder:
             except Exception as e:  # noqa: BLE001 recorded in the sink's stats
                 s.stats.add(dropped=n, error=f"{type(e).__name__}: {e}")
         return n
+
+    def _paused_span(self, start_ns: int, end_ns: int, thread: str) -> dict:
+        """One interval CUDA activity collection was paused (``record_control.pause``): a span named
+        ``gputrace.record.paused`` under the process's root span (``gputrace record``) on a lane of its own, so
+        a reader never takes the interval for an idle GPU."""
+        sid = self.ids.next_span_id()
+        root = self.join.root if self.join is not None else None
+        tid, psid = (root[0], root[1]) if root is not None else ((self.ids.trace_salt << 64) | sid, None)
+        return {"trace_id": tid, "span_id": sid, "parent_span_id": psid, "name": PAUSED_SPAN,
+                "start_ns": int(start_ns), "end_ns": int(end_ns),
+                "attributes": {"gputrace.lane": f"thread:{PAUSED_SPAN}", "gputrace.source": "gputrace",
+                               "gputrace.record.paused": True, "gputrace.record.paused_by": thread}}
 
     def _drain_phases(self, final: bool) -> int:
         phases = self._collect()

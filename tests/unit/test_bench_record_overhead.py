@@ -123,3 +123,57 @@ def test_budget_stops_starting_repeats_and_a_failed_run_is_left_out(tmp_path, mo
     d = json.loads((tmp_path / "b.json").read_text())
     assert d["repeats"] == 2 and d["repeats_asked"] == 10 and d["failed_runs"] == ["profiler"]
     assert len(d["paired"]["record"]["ratios"]) == 2 and len(d["paired"]["profiler"]["ratios"]) == 1
+
+
+def test_inprocess_runs_are_reported_beside_the_process_level_table(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    _fake_runs(bench, monkeypatch, [1.0, 1.2])
+    figures = iter([(1.012, 1.004, 1.021), (1.018, 1.009, 1.026), (1.010, 1.001, 1.019)])
+    cmds = []
+
+    def run_toggle(cmd, timeout):
+        cmds.append(cmd)
+        r, lo, hi = next(figures)
+        return {"on_median_ms": 10.0 * r, "off_median_ms": 10.0, "ratio": r, "pairs": 12, "ci95": [lo, hi]}
+
+    monkeypatch.setattr(bench, "run_toggle", run_toggle)
+    rc = bench.main(["--repeats", "2", "--inprocess", "--inprocess-runs", "3", "--inprocess-steps", "240",
+                     "--toggle-blocks", "10", "--work", str(tmp_path), "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and len(cmds) == 3
+    cmd = cmds[0]
+    assert cmd[1:4] == ["-m", "gputrace", "record"] and cmd[cmd.index("--") + 2].endswith("train_step.py")
+    assert cmd[-5:] == ["--steps", "240", "--quiet", "--toggle-blocks", "10"]
+    d = json.loads((tmp_path / "b.json").read_text())
+    ip = d["inprocess"]
+    assert ip["ratio"] == 1.012 and ip["envelope95"] == [1.001, 1.026] and len(ip["runs"]) == 3
+    assert ip["within_3pct"] and ip["resolved_3pct"] and ip["k"] == 10 and ip["steps"] == 240
+    assert d["design"] == "paired" and "ratio_to_plain" in d  # the process-level keys stay
+    assert "in-process collection cost (3 runs" in out and "resolved (every run's interval" in out
+    bench_line = [ln for ln in out.splitlines() if ln.startswith("BENCH ")][-1]
+    assert bench_line.startswith("BENCH record_x=")
+    assert bench_line.endswith("inprocess_x=1.0120 inprocess_ci=1.0010-1.0260 inprocess_runs=3 "
+                               "inprocess_within_3pct=1 inprocess_resolved_3pct=1")
+    assert out.rstrip().splitlines()[-1] == bench_line  # still last
+
+
+def test_inprocess_summary_is_not_resolved_when_a_run_straddles_the_target():
+    bench = _load("bench_record_overhead")
+    runs = [{"ratio": 1.02, "ci95": [1.01, 1.03]}, {"ratio": 1.025, "ci95": [1.015, 1.04]}]
+    s = bench.summarize_inprocess(runs)
+    assert s["within_3pct"] and not s["resolved_3pct"] and s["envelope95"] == [1.01, 1.04]
+    s = bench.summarize_inprocess([{"ratio": 1.05, "ci95": [1.04, 1.06]}])
+    assert not s["within_3pct"] and s["resolved_3pct"]
+
+
+def test_run_toggle_reads_the_toggle_line_and_refuses_unavailable():
+    import sys
+
+    import pytest
+
+    bench = _load("bench_record_overhead")
+    line = "TOGGLE on_median_ms=10.100 off_median_ms=10.000 ratio=1.0100 pairs=4 ci95=1.0000-1.0200 k=5 steps=40"
+    got = bench.run_toggle([sys.executable, "-c", f"print('STEPS x'); print({line!r})"], 60)
+    assert got["ratio"] == 1.01 and got["pairs"] == 4 and got["ci95"] == [1.0, 1.02]
+    with pytest.raises(RuntimeError, match="toggling unavailable"):
+        bench.run_toggle([sys.executable, "-c", "print('TOGGLE unavailable (not under gputrace record)')"], 60)

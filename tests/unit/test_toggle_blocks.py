@@ -1,0 +1,124 @@
+"""benchmarks/real_programs/_toggle.py (train_step.py --toggle-blocks) without torch: the on/off plan, pairs,
+the per-pair ratio with its bootstrap interval on synthetic step times, and the TOGGLE line."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("_toggle", ROOT / "benchmarks" / "real_programs" / "_toggle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+T = _load()
+
+
+def _run(plan, k, true_ratio, seed=1, drift=0.0, noise=0.03):
+    """Synthetic timed blocks: a base step of 10 ms that drifts by ``drift`` (relative) over the run, noise of
+    ``noise`` (relative, normal), and the collection cost ``true_ratio`` on 'on' steps."""
+    rng = random.Random(seed)
+    n = len(plan) * k
+    blocks = []
+    for b, on in enumerate(plan):
+        ts = []
+        for s in range(k):
+            base = 10.0 * (1 + drift * (b * k + s) / n)
+            ts.append(base * (true_ratio if on else 1.0) * (1 + rng.gauss(0, noise)))
+        blocks.append((on, ts))
+    return blocks
+
+
+def test_plan_has_one_on_and_one_off_block_per_pair_in_a_seeded_order():
+    p = T.plan(40, seed=24)
+    assert len(p) == 80
+    pairs = [tuple(p[i:i + 2]) for i in range(0, 80, 2)]
+    assert set(pairs) == {(True, False), (False, True)}  # both orders occur
+    firsts = sum(1 for a, _ in pairs if a)
+    assert 10 <= firsts <= 30  # randomised, not alternating or fixed
+    assert T.plan(40, seed=24) == p and T.plan(40, seed=25) != p
+    assert T.plan(0) == [] and T.pairs_for(240, 10) == 12 and T.pairs_for(239, 10) == 11 and T.pairs_for(5, 0) == 0
+
+
+def test_a_five_percent_cost_is_recovered_within_its_interval():
+    k = 10
+    s = T.summarize(_run(T.plan(12), k, 1.05, drift=0.3))
+    lo, hi = s["ci95"]
+    assert s["pairs"] == 12 and len(s["ratios"]) == 12
+    assert lo <= 1.05 <= hi and hi - lo < 0.05
+    assert abs(s["ratio"] - 1.05) < 0.02
+    assert lo > 1.0  # resolved: the interval excludes 'no cost'
+    assert s["on_median_ms"] > s["off_median_ms"]
+
+
+def test_no_cost_gives_an_interval_around_one_despite_drift():
+    s = T.summarize(_run(T.plan(12), 10, 1.0, seed=3, drift=0.5))
+    lo, hi = s["ci95"]
+    assert lo <= 1.0 <= hi and abs(s["ratio"] - 1.0) < 0.02
+
+
+def test_pairs_that_are_not_one_on_one_off_or_empty_are_left_out():
+    blocks = [(True, [11.0]), (False, [10.0]), (True, [11.0]), (True, [11.0]), (False, []), (True, [1.0]),
+              (False, [10.0])]  # the last block has no partner
+    s = T.summarize(blocks)
+    assert s["pairs"] == 1 and s["ratios"] == [1.1] and math.isnan(s["ci95"][0])
+
+
+def test_line_round_trips_and_unavailable_parses_to_none():
+    s = T.summarize(_run(T.plan(6), 5, 1.05))
+    text = "step 0 ms=1\nSTEPS median_ms=10 n=60 device=cuda ranges=nvtx profile=0\n" + T.line(s, 5) + "\n"
+    got = T.parse(text)
+    assert got["pairs"] == 6 and abs(got["ratio"] - s["ratio"]) < 1e-4
+    assert abs(got["ci95"][0] - s["ci95"][0]) < 1e-4 and abs(got["on_median_ms"] - s["on_median_ms"]) < 1e-3
+    assert T.line(s, 5).endswith(" k=5 steps=60")
+    assert T.parse(T.UNAVAILABLE) is None
+    empty = T.summarize([])
+    assert empty["pairs"] == 0 and T.parse(T.line(empty))["pairs"] == 0
+
+
+class LoggingControl:
+    def __init__(self):
+        self.on = True
+        self.calls = []
+
+    def pause(self, drain=False):
+        assert drain  # the on block's export work is done before the off block starts
+        self.calls.append("pause")
+        self.on = False
+        return True
+
+    def resume(self):
+        self.calls.append("resume")
+        self.on = True
+        return True
+
+
+def test_blocks_switch_collection_at_block_starts_and_time_each_step_in_its_block():
+    ctl = LoggingControl()
+    b = T.Blocks(ctl, steps=45, k=10, seed=7)  # 2 pairs; steps 40-44 outside any block, collection on
+    seen = []
+    for j in range(45):
+        b.before(j)
+        seen.append(ctl.on)
+        b.after(j, 10.0 if not ctl.on else 10.5)
+    assert b.states == T.plan(2, 7) and len(b.blocks) == 4
+    assert seen[:40] == [s for s in b.states for _ in range(10)] and all(seen[40:])
+    assert [on for on, _ in b.blocks] == b.states and all(len(ts) == 10 for _, ts in b.blocks)
+    assert len(ctl.calls) == 5  # one switch per block, one resume after the last pair
+    s = b.finish()
+    assert ctl.on and ctl.calls[-1] == "resume"
+    assert s["pairs"] == 2 and s["ratio"] == 1.05
+
+
+def test_find_control_is_none_outside_record():
+    from gputrace.trace import recorder
+
+    recorder.shutdown()
+    assert T.find_control() is None
