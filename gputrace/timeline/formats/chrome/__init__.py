@@ -27,7 +27,9 @@ that GPU's stream lane, the rest to ``thread:<thread_name>``. Nesting comes from
 (``gputrace.timeline.nesting``); a GPU event whose ``args.correlation`` matches a CPU runtime call gets that
 call's enclosing span as its parent. Instant, counter, flow and async events are skipped (counted in the
 ``skipped`` entry of ``from_chrome``'s ``stats``). Modules: ``scan`` (the streaming JSON scanner), ``typed``
-and ``batch`` (our own files, column-wise), ``foreign`` (other tools' events), ``args_share``.
+and ``batch`` (our own files, column-wise), ``foreign`` (other tools' events), ``args_share``, ``kineto``
+(PyTorch-profiler rows onto the GPU-activity conventions; ``kineto_roles``, ``kineto_device``,
+``kineto_mapping``).
 
 Pure functions; no threads. Errors name the file and the event index. Importing this package imports none
 of its modules (the format table loads them by name).
