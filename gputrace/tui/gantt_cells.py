@@ -1,9 +1,9 @@
 """What one screen row of the Gantt draws: the cells of a `RowSpec` at a view, and the measuring
 decorations (range shading, the time cursor, marks) over them.
 
-Pure (numpy, no Textual): the `gputrace.tui.gantt.Gantt` widget calls these from ``render_line`` on
-the UI thread and turns the cells into a `Strip`; tests call them directly. Times are relative
-nanoseconds (`gputrace.tui.layout`).
+Pure (numpy, no Textual): the Gantt (`gputrace.tui.gantt_display.GanttDisplay`) calls these from
+``render_line`` on the UI thread and turns the cells into a `Strip` (`gputrace.tui.gantt_strip`);
+tests call them directly. Times are relative nanoseconds (`gputrace.tui.layout`).
 """
 
 from __future__ import annotations
