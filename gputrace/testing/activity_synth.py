@@ -40,101 +40,136 @@ def activity_run(kernels: int = 2000, gpus: int = 1, kernels_per_phase: int = 20
     rnd = random.Random(seed)
     res = {"service.name": "prover", "host.name": "gpu-node", "process.pid": 4242,
            "gputrace.run_id": f"activity-{seed}", "gputrace.config.b1": pin}
-    phases: list[dict] = []
-    recs: list[dict] = []
-    sid = 1
-    corr = 1
-    t = T0_NS
+    run = _Run()
     per_batch = max(1, gpus * len(_PHASES) * kernels_per_phase)
     batches = max(1, -(-kernels // per_batch))
     done = 0
+    for _ in range(batches):
+        root_start = run.t
+        root = run.sid + 1
+        run.phase("prove", run.t, run.t, None, "thread:main")  # end fixed below
+        root_ix = len(run.phases) - 1
+        run.t += 200_000
+        for dev in range(gpus):
+            _h2d(run, dev, root)
+        for name in _PHASES:
+            for dev in range(gpus):
+                if done >= kernels:
+                    break
+                done += _gpu_phase(run, name, dev, root, min(kernels_per_phase, kernels - done), rnd, scale,
+                                   launch_gap_ns, kernel_ns)
+        _stream_sync(run, gpus - 1, root)
+        run.phases[root_ix].update(start_ns=root_start, end_ns=run.t)
+        run.t += 300_000
+    return res, run.phases, run.recs
 
-    def phase(name, s, e, parent, lane, dev=None, gpu=None):
-        nonlocal sid
-        sid += 1
+
+class _Run:
+    """What ``activity_run`` has built so far: the phase span dicts, the CUPTI-like records, the last span id
+    given, the next correlation id and the host's current time (ns). One run, one thread."""
+
+    def __init__(self) -> None:
+        self.phases: list[dict] = []
+        self.recs: list[dict] = []
+        self.sid = 1
+        self.corr = 1
+        self.t = T0_NS
+
+    def phase(self, name, s, e, parent, lane, dev=None, gpu=None) -> int:
+        """Append a phase span (a new span id, returned) on ``lane``; with ``dev``, a GPU phase of that device;
+        ``gpu``: its (start, end) GPU times."""
+        self.sid += 1
         a = {"gputrace.lane": lane}
         if dev is not None:
             a["gputrace.device"] = dev
             a["gputrace.kind"] = "gpu"
         if gpu is not None:
             a["gputrace.gpu.start_ns"], a["gputrace.gpu.end_ns"] = gpu
-        phases.append(
-            {"span_id": sid, "parent_span_id": parent, "name": name, "start_ns": s, "end_ns": e, "attributes": a}
+        self.phases.append(
+            {"span_id": self.sid, "parent_span_id": parent, "name": name, "start_ns": s, "end_ns": e, "attributes": a}
         )
-        return sid
+        return self.sid
 
-    for _ in range(batches):
-        root_start = t
-        root = sid + 1
-        phase("prove", t, t, None, "thread:main")  # end fixed below
-        root_ix = len(phases) - 1
-        t += 200_000
-        for dev in range(gpus):  # h2d: a pinned and a pageable copy
-            s0 = t
-            h2d = phase("h2d", s0, s0, root, "stream:1", dev, None)
-            h2d_ix = len(phases) - 1
-            for src, nb in (("PINNED", 64 << 20), ("PAGEABLE", 16 << 20)):
-                recs.append(
-                    {"kind": "RUNTIME", "start": t, "end": t + 5_000, "name": "cudaMemcpyAsync", "correlation_id": corr}
-                )
-                dur = int(nb / (25.0 if src == "PINNED" else 6.0))  # bytes / (GB/s) = ns
-                recs.append({"kind": "MEMCPY", "start": t + 8_000, "end": t + 8_000 + dur, "device_id": dev,
-                             "stream_id": 1, "correlation_id": corr, "copy_kind": "CUPTI_ACTIVITY_MEMCPY_KIND_HTOD",
-                             "src_kind": f"CUPTI_ACTIVITY_MEMORY_KIND_{src}",
-                             "dst_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE", "bytes": nb, "phase": h2d})
-                corr += 1
-                t += 8_000 + dur + 2_000
-            phases[h2d_ix].update(end_ns=t)
-            phases[h2d_ix]["attributes"].update({"gputrace.gpu.start_ns": s0 + 8_000, "gputrace.gpu.end_ns": t})
-        for name in _PHASES:
-            for dev in range(gpus):
-                if done >= kernels:
-                    break
-                s0 = t
-                ph = phase(name, s0, s0, root, "stream:1", dev, None)
-                ph_ix = len(phases) - 1
-                recs.append(
-                    {"kind": "RUNTIME", "start": t, "end": t + 3_000, "name": "cudaMemsetAsync", "correlation_id": corr}
-                )
-                recs.append({"kind": "MEMSET", "start": t + 4_000, "end": t + 6_000, "device_id": dev, "stream_id": 1,
-                             "correlation_id": corr, "memory_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE",
-                             "bytes": 1 << 20, "phase": ph})
-                corr += 1
-                gpu_free = t + 6_000
-                names = _KERNELS.get(name, _DEFAULT_KERNELS)
-                for k in range(min(kernels_per_phase, kernels - done)):
-                    t += int(launch_gap_ns * (0.5 + rnd.random()))  # host work before the launch
-                    recs.append({"kind": "RUNTIME", "start": t, "end": t + 4_000, "name": "cudaLaunchKernel",
-                                 "correlation_id": corr})
-                    ks = max(t + 6_000, gpu_free)
-                    ke = ks + int(kernel_ns * scale[names[k % len(names)]] * (0.5 + rnd.random()))
-                    recs.append({"kind": "KERNEL", "start": ks, "end": ke, "device_id": dev, "stream_id": 1,
-                                 "correlation_id": corr, "name": names[k % len(names)],
-                                 "grid_x": 1024, "grid_y": 1, "grid_z": 1, "block_x": 256,
-                                 "block_y": 1, "block_z": 1, "registers_per_thread": 64 + 8 * (k % 2),
-                                 "static_shared_memory": 0, "dynamic_shared_memory": 16384, "phase": ph})
-                    corr += 1
-                    gpu_free = ke
-                    t += 4_000
-                    done += 1
-                t = max(t, gpu_free - 10_000)
-                phases[ph_ix].update(end_ns=t)
-                phases[ph_ix]["attributes"].update(
-                    {"gputrace.gpu.start_ns": s0 + 2_000, "gputrace.gpu.end_ns": gpu_free + 1_000}
-                )
-                t = max(t, gpu_free + 1_000)
-        # The host waits for the last GPU's stream at the end of the batch.
-        recs.append(
-            {"kind": "RUNTIME", "start": t, "end": t + 50_000, "name": "cudaStreamSynchronize", "correlation_id": corr}
+
+def _h2d(run: _Run, dev: int, root: int) -> None:
+    """An ``h2d`` phase of GPU ``dev`` under ``root``: a pinned and a pageable host-to-device copy, each
+    launched by a ``cudaMemcpyAsync``; advances the run's time past them."""
+    s0 = run.t
+    h2d = run.phase("h2d", s0, s0, root, "stream:1", dev, None)
+    h2d_ix = len(run.phases) - 1
+    for src, nb in (("PINNED", 64 << 20), ("PAGEABLE", 16 << 20)):
+        t = run.t
+        run.recs.append(
+            {"kind": "RUNTIME", "start": t, "end": t + 5_000, "name": "cudaMemcpyAsync", "correlation_id": run.corr}
         )
-        recs.append({"kind": "SYNCHRONIZATION", "start": t, "end": t + 50_000, "device_id": gpus - 1, "stream_id": 1,
-                     "type": "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "correlation_id": corr,
-                     "thread": "main", "phase": root})
+        dur = int(nb / (25.0 if src == "PINNED" else 6.0))  # bytes / (GB/s) = ns
+        run.recs.append({"kind": "MEMCPY", "start": t + 8_000, "end": t + 8_000 + dur, "device_id": dev,
+                         "stream_id": 1, "correlation_id": run.corr, "copy_kind": "CUPTI_ACTIVITY_MEMCPY_KIND_HTOD",
+                         "src_kind": f"CUPTI_ACTIVITY_MEMORY_KIND_{src}",
+                         "dst_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE", "bytes": nb, "phase": h2d})
+        run.corr += 1
+        run.t = t + 8_000 + dur + 2_000
+    run.phases[h2d_ix].update(end_ns=run.t)
+    run.phases[h2d_ix]["attributes"].update({"gputrace.gpu.start_ns": s0 + 8_000, "gputrace.gpu.end_ns": run.t})
+
+
+def _gpu_phase(run: _Run, name: str, dev: int, root: int, n_kernels: int, rnd: random.Random,
+               scale: dict[str, float], launch_gap_ns: int, kernel_ns: int) -> int:
+    """A GPU phase ``name`` of GPU ``dev`` under ``root`` on ``stream:1``: a memset, then ``n_kernels``
+    kernels, each after a random host delay (``rnd``, ``launch_gap_ns``) and its ``cudaLaunchKernel``,
+    lasting a random multiple of ``kernel_ns`` times its ``scale``; advances the run's time past the
+    phase. Returns ``n_kernels``."""
+    t = run.t
+    corr = run.corr
+    recs = run.recs
+    s0 = t
+    ph = run.phase(name, s0, s0, root, "stream:1", dev, None)
+    ph_ix = len(run.phases) - 1
+    recs.append(
+        {"kind": "RUNTIME", "start": t, "end": t + 3_000, "name": "cudaMemsetAsync", "correlation_id": corr}
+    )
+    recs.append({"kind": "MEMSET", "start": t + 4_000, "end": t + 6_000, "device_id": dev, "stream_id": 1,
+                 "correlation_id": corr, "memory_kind": "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE",
+                 "bytes": 1 << 20, "phase": ph})
+    corr += 1
+    gpu_free = t + 6_000
+    names = _KERNELS.get(name, _DEFAULT_KERNELS)
+    for k in range(n_kernels):
+        t += int(launch_gap_ns * (0.5 + rnd.random()))  # host work before the launch
+        recs.append({"kind": "RUNTIME", "start": t, "end": t + 4_000, "name": "cudaLaunchKernel",
+                     "correlation_id": corr})
+        ks = max(t + 6_000, gpu_free)
+        ke = ks + int(kernel_ns * scale[names[k % len(names)]] * (0.5 + rnd.random()))
+        recs.append({"kind": "KERNEL", "start": ks, "end": ke, "device_id": dev, "stream_id": 1,
+                     "correlation_id": corr, "name": names[k % len(names)],
+                     "grid_x": 1024, "grid_y": 1, "grid_z": 1, "block_x": 256,
+                     "block_y": 1, "block_z": 1, "registers_per_thread": 64 + 8 * (k % 2),
+                     "static_shared_memory": 0, "dynamic_shared_memory": 16384, "phase": ph})
         corr += 1
-        t += 100_000
-        phases[root_ix].update(start_ns=root_start, end_ns=t)
-        t += 300_000
-    return res, phases, recs
+        gpu_free = ke
+        t += 4_000
+    t = max(t, gpu_free - 10_000)
+    run.phases[ph_ix].update(end_ns=t)
+    run.phases[ph_ix]["attributes"].update(
+        {"gputrace.gpu.start_ns": s0 + 2_000, "gputrace.gpu.end_ns": gpu_free + 1_000}
+    )
+    run.t = max(t, gpu_free + 1_000)
+    run.corr = corr
+    return n_kernels
+
+
+def _stream_sync(run: _Run, dev: int, root: int) -> None:
+    """The host's ``cudaStreamSynchronize`` on GPU ``dev``'s stream at the end of a batch (its record under
+    ``root``); advances the run's time past it."""
+    t = run.t
+    run.recs.append(
+        {"kind": "RUNTIME", "start": t, "end": t + 50_000, "name": "cudaStreamSynchronize", "correlation_id": run.corr}
+    )
+    run.recs.append({"kind": "SYNCHRONIZATION", "start": t, "end": t + 50_000, "device_id": dev, "stream_id": 1,
+                     "type": "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "correlation_id": run.corr,
+                     "thread": "main", "phase": root})
+    run.corr += 1
+    run.t = t + 100_000
 
 
 def _lines(res, phases, recs, trace_id, spans_per_line=2048):

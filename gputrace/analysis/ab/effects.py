@@ -240,24 +240,7 @@ def fit_effects(
     distinct = len({tuple(r) for r in coded.tolist()})
     if distinct < len(names) + 1:
         raise ValueError(f"{distinct} distinct variants cannot separate {len(names)} switches (need {len(names) + 1})")
-    X, terms = design_matrix(coded, names, interactions)
-    model = "main effects and two-way interactions" if interactions else "main effects only"
-    if np.linalg.matrix_rank(X) < X.shape[1]:
-        interactions = False
-        X, terms = design_matrix(coded, names, False)
-        model = "main effects only (the design aliases the two-way interactions)"
-    p_terms = X.shape[1]
-    scale = np.array([1.0] + [float(term_scale(t)) for t in terms[1:]])
-    rounds = [r.round for r in allruns]
-    if all(r is not None for r in rounds) and len(set(rounds)) > 1:
-        # Interleaved rounds: one fixed effect per round soaks up load that drifts between
-        # rounds (a randomised complete block design), if the design stays estimable.
-        levels = sorted({int(r) for r in rounds if r is not None})[1:]
-        blocks = np.array([[1.0 if r == lv else 0.0 for lv in levels] for r in rounds])
-        Xb = np.hstack([X, blocks])
-        if np.linalg.matrix_rank(Xb) == Xb.shape[1] and Xb.shape[0] > Xb.shape[1]:
-            X = Xb
-            model += ", blocked by round"
+    X, terms, model, interactions, p_terms = _design(coded, names, interactions, [r.round for r in allruns])
     n, p = X.shape
     df = n - p
     # The two corners as rows of X (round blocks at the reference round, 0): the baseline level for ``ns``
@@ -265,12 +248,8 @@ def fit_effects(
     x_none, x_all = (_corner(names, interactions, on, p) for on in (0, 1))
     xtx_inv = np.linalg.pinv(X.T @ X)
     tq = stats.t.ppf(0.5 + confidence / 2, df) if df > 0 else float("nan")
-    keys = sorted({k for r in allruns for k in r.values}, key=lambda k: (k[0], -9 if k[1] is None else k[1], k[2]))
-    devs: dict[tuple, set] = {}
-    for k in keys:
-        if k[1] is not None:
-            devs.setdefault((k[0], k[2]), set()).add(k[1])
-    keys = [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
+    scale = np.array([1.0] + [float(term_scale(t)) for t in terms[1:]])
+    keys = _fitted_keys(allruns)
     effects: list[Effect] = []
     nan = float("nan")
     e2e = PROVE_PATH if any(k[0] == PROVE_PATH for k in keys) else RUN_PATH
@@ -293,27 +272,84 @@ def fit_effects(
                                 confidence)
         base = math.exp(float(x_none @ beta)) if log else nan
         called = _holm_terms(se, beta, df, p_terms, confidence)
-        for t in range(1, p_terms):
-            est, sd = float(scale[t] * beta[t]), float(scale[t] * se[t])
-            lo, hi = (est - tq * sd, est + tq * sd) if df > 0 else (nan, nan)
-            if df > 0 and sd > 0:
-                pv = float(2 * stats.t.sf(abs(est) / sd, df))
-            elif df > 0:
-                pv = 0.0 if est != 0 else 1.0  # noise-free fit
-            else:
-                pv = nan
-            sig = bool(called[t - 1])
-            if log:
-                rel, rl, rh = math.expm1(est), math.expm1(lo), math.expm1(hi)
-                ns, nl, nh = base * rel, base * rl, base * rh
-            else:
-                rel = rl = rh = nan
-                ns, nl, nh = est, lo, hi
-            effects.append(Effect(key[0], key[1], key[2], terms[t], "log" if log else "linear", est, lo, hi,
-                                  rel, rl, rh, ns, nl, nh, pv, bool(sig)))
+        effects.extend(_key_effects(key, terms, p_terms, scale, beta, se, called, df, tq, log, base))
     res = FactorialResult(names, terms[1:], model, df, confidence, effects, e2e, decomposition=dec)
+    _attribute(res)
+    return res
+
+
+def _design(coded: np.ndarray, names: tuple[str, ...], interactions: bool,
+            rounds: list) -> tuple[np.ndarray, list[str], str, bool, int]:
+    """(design matrix, term names, model description, whether interactions are fitted, number of model
+    terms before any round blocks) for runs coded ``coded`` in rounds ``rounds`` (None: not
+    interleaved). Interactions are dropped where the design aliases them; with interleaved rounds, one
+    fixed effect per round after the first is appended where the design stays estimable."""
+    X, terms = design_matrix(coded, names, interactions)
+    model = "main effects and two-way interactions" if interactions else "main effects only"
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        interactions = False
+        X, terms = design_matrix(coded, names, False)
+        model = "main effects only (the design aliases the two-way interactions)"
+    p_terms = X.shape[1]
+    if all(r is not None for r in rounds) and len(set(rounds)) > 1:
+        # Interleaved rounds: one fixed effect per round soaks up load that drifts between
+        # rounds (a randomised complete block design), if the design stays estimable.
+        levels = sorted({int(r) for r in rounds if r is not None})[1:]
+        blocks = np.array([[1.0 if r == lv else 0.0 for lv in levels] for r in rounds])
+        Xb = np.hstack([X, blocks])
+        if np.linalg.matrix_rank(Xb) == Xb.shape[1] and Xb.shape[0] > Xb.shape[1]:
+            X = Xb
+            model += ", blocked by round"
+    return X, terms, model, interactions, p_terms
+
+
+def _fitted_keys(allruns: list[RunMeasures]) -> list[tuple]:
+    """The measurement keys (path, device, clock) to fit, in report order: every key measured in a run,
+    except per-device keys of a (path, clock) measured on one device only."""
+    keys = sorted({k for r in allruns for k in r.values}, key=lambda k: (k[0], -9 if k[1] is None else k[1], k[2]))
+    devs: dict[tuple, set] = {}
+    for k in keys:
+        if k[1] is not None:
+            devs.setdefault((k[0], k[2]), set()).add(k[1])
+    return [k for k in keys if k[1] is None or len(devs.get((k[0], k[2]), ())) > 1]
+
+
+def _key_effects(key: tuple, terms: list[str], p_terms: int, scale: np.ndarray, beta: np.ndarray, se: np.ndarray,
+                 called: np.ndarray, df: int, tq: float, log: bool, base: float) -> list[Effect]:
+    """The ``Effect`` of each model term after the intercept among the first ``p_terms`` (``called``: Holm's
+    verdicts on them) of one key's fit (``beta``/``se``: coefficients and standard errors; ``log``: fitted on
+    log times, ``base`` then the all-off level in ns; ``tq``: the t quantile of the interval, ``df`` its
+    degrees of freedom)."""
+    from scipy import stats
+
+    nan = float("nan")
+    out = []
+    for t in range(1, p_terms):
+        est, sd = float(scale[t] * beta[t]), float(scale[t] * se[t])
+        lo, hi = (est - tq * sd, est + tq * sd) if df > 0 else (nan, nan)
+        if df > 0 and sd > 0:
+            pv = float(2 * stats.t.sf(abs(est) / sd, df))
+        elif df > 0:
+            pv = 0.0 if est != 0 else 1.0  # noise-free fit
+        else:
+            pv = nan
+        sig = bool(called[t - 1])
+        if log:
+            rel, rl, rh = math.expm1(est), math.expm1(lo), math.expm1(hi)
+            ns, nl, nh = base * rel, base * rl, base * rh
+        else:
+            rel = rl = rh = nan
+            ns, nl, nh = est, lo, hi
+        out.append(Effect(key[0], key[1], key[2], terms[t], "log" if log else "linear", est, lo, hi,
+                          rel, rl, rh, ns, nl, nh, pv, bool(sig)))
+    return out
+
+
+def _attribute(res: FactorialResult) -> None:
+    """Fill ``res.culprits``/``res.helpers``: each term significant on the end-to-end key, with the phases
+    it acts through (``_phase_list``), largest first."""
     e2e_paths = {RUN_PATH, PROVE_PATH}
-    for e in res.for_key(e2e):
+    for e in res.for_key(res.e2e_path):
         if not e.significant:
             continue
         sign = 1.0 if e.ns > 0 else -1.0
@@ -321,7 +357,6 @@ def fit_effects(
         (res.culprits if sign > 0 else res.helpers).append(c)
     res.culprits.sort(key=lambda c: -c.e2e.ns)
     res.helpers.sort(key=lambda c: c.e2e.ns)
-    return res
 
 
 def _holm_terms(se: np.ndarray, beta: np.ndarray, df: int, p_terms: int, confidence: float) -> np.ndarray:

@@ -156,98 +156,126 @@ class OursBatch(ColumnState):
             return False
         xs = [ev for ev, ph in zip(events, phs, strict=True) if ph == "X"]
         metas = [ev for ev, ph in zip(events, phs, strict=True) if ph == "M"]
-        nx = len(xs)
-        if nx:
-            ts_l = [ev.get("ts") for ev in xs]
-            dur_l = [ev.get("dur", 0) for ev in xs]
-            args = [ev.get("args") or {} for ev in xs]
-            if not ({type(v) for v in ts_l} | {type(v) for v in dur_l}) <= _NUM or not all(
-                    type(a) is dict and a.keys() <= _OURS_ARGS for a in args):
+        e = None
+        if xs:
+            e = self._add_ours_spans(xs)
+            if e is None:
                 return False
-            lane_of = self._track_lanes
-            keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
-            try:
-                lanes = [lane_of[k] for k in keys]
-            except (KeyError, TypeError):
-                if not self._learn_tracks(keys):
-                    return False
-                lanes = [lane_of[k] for k in keys]
-            ts_us, dur_us = np.asarray(ts_l, np.float64), np.asarray(dur_l, np.float64)
-            if not times_ok(ts_us, dur_us):
-                return False  # the per-event path raises its error
-            ts = np.rint(ts_us * 1000).astype(np.int64)
-            dur = np.rint(dur_us * 1000).astype(np.int64)
-            if (dur < 0).any():
-                return False
-            names = [str(ev.get("name", "")) for ev in xs]
-            phases = [str(a.get("phase", nm)) for a, nm in zip(args, names, strict=True)]
-            pix = self.phase_ix
-            for ph in dict.fromkeys(phases):  # first appearance order, as the per-event path
-                if ph not in pix:
-                    pix[ph] = len(self.phases)
-                    self.phases.append(ph)
-            kinds = [KIND_CODES.get(str(a["kind"]), 0) if "kind" in a else
-                     KIND_CODES.get(phase_kind(ph), 0) for a, ph in zip(args, phases, strict=True)]
-            h_ts = [a.get("host.ts_us") for a in args]
-            g_ts = [a.get("gpu.ts_us") for a in args]
-            if not ({type(v) for v in h_ts} | {type(v) for v in g_ts}) <= _NUM_OR_NONE:
-                return False
-            h_dur = [a.get("host.dur_us", 0) if h is not None else 0 for a, h in zip(args, h_ts, strict=True)]
-            g_dur = [a.get("gpu.dur_us", 0) if g is not None else 0 for a, g in zip(args, g_ts, strict=True)]
-            if not ({type(v) for v in h_dur} | {type(v) for v in g_dur}) <= _NUM:
-                return False
-            s, e = ts, ts + dur
-            host = np.array([h is not None for h in h_ts])
-            gpu = np.array([g is not None for g in g_ts]) & ~host
-            hs_us = np.asarray([h if h is not None else 0 for h in h_ts], np.float64)
-            gs_us = np.asarray([g if g is not None else 0 for g in g_ts], np.float64)
-            hd_us, gd_us = np.asarray(h_dur, np.float64), np.asarray(g_dur, np.float64)
-            if not times_ok(hs_us, gs_us, hd_us, gd_us) or (hd_us < 0).any() or (gd_us < 0).any():
-                return False  # the per-event path raises its error
-            hs = np.rint(hs_us * 1000).astype(np.int64)
-            hd = np.rint(hd_us * 1000).astype(np.int64)
-            gs = np.rint(gs_us * 1000).astype(np.int64)
-            gd = np.rint(gd_us * 1000).astype(np.int64)
-            start = np.where(host, hs, s)
-            end = np.where(host, hs + hd, e)
-            g0 = np.where(host, s, np.where(gpu, gs, 0))
-            g1 = np.where(host, e, np.where(gpu, gs + gd, 0))
-
-            def ints(key):
-                return [v if type(v) is int else -1 for v in (a.get(key) for a in args)]
-
-            nres = len(self.resources)
-            res = [r if type(r) is int and 0 <= r < nres else -1 for r in (a.get("resource") for a in args)]
-            status = [STATUS.get(a.get("status"), 0) for a in args]
-            sid = [hex_int(a.get("span_id", "")) for a in args]
-            psid = [hex_int(a.get("parent_span_id", "")) for a in args]
-            tix = self.trace_ix
-            trs = [a.get("trace_id") for a in args]
-            for t in dict.fromkeys(trs):
-                if type(t) is str and t not in tix:
-                    tix[t] = len(self.trace_ids)
-                    self.trace_ids.append(t)
-            trace = [tix[t] if type(t) is str else -1 for t in trs]
-            i0 = len(self.start)
-            for j, (a, nm, ph) in enumerate(zip(args, names, phases, strict=True)):
-                n_ = a.get("name", nm)
-                if n_ != ph:
-                    self.names[i0 + j] = str(n_)
-            self.start.frombytes(start.tobytes())
-            self.end.frombytes(end.tobytes())
-            self.gstart.frombytes(g0.tobytes())
-            self.gend.frombytes(g1.tobytes())
-            self.hasg.frombytes((host | gpu).astype(np.int8).tobytes())
-            self.circuit.extend(ints("circuit"))
-            self.batch.extend(ints("batch"))
-            self.nbytes.extend(ints("bytes"))
-            self.kind.extend(kinds)
-            self.status.extend(status)
-            self.phase.extend([pix[ph] for ph in phases])
-            self.lane.extend(lanes)
-            self.span_id.extend([x or (i0 + j + 1) for j, x in enumerate(sid)])
-            self.parent_sid.extend(psid)
-            self.trace.extend(trace)
-            self.resource.extend(res)
-        self._finish_batch(len(events), e if nx else None, dict_meta_names(metas))
+        self._finish_batch(len(events), e, dict_meta_names(metas))
         return True
+
+    def _add_ours_spans(self, xs: list[dict]) -> np.ndarray | None:
+        """Append the columns of the ``X`` events ``xs`` (non-empty dicts); returns their ends (``ts + dur``,
+        ns), or None where ``_add_ours_batch`` refuses the batch (tracks learnt and phases registered
+        on the way are kept, as they always were)."""
+        ts_l = [ev.get("ts") for ev in xs]
+        dur_l = [ev.get("dur", 0) for ev in xs]
+        args = [ev.get("args") or {} for ev in xs]
+        if not ({type(v) for v in ts_l} | {type(v) for v in dur_l}) <= _NUM or not all(
+                type(a) is dict and a.keys() <= _OURS_ARGS for a in args):
+            return None
+        lane_of = self._track_lanes
+        keys = [(ev.get("pid"), ev.get("tid")) for ev in xs]
+        try:
+            lanes = [lane_of[k] for k in keys]
+        except (KeyError, TypeError):
+            if not self._learn_tracks(keys):
+                return None
+            lanes = [lane_of[k] for k in keys]
+        ts_us, dur_us = np.asarray(ts_l, np.float64), np.asarray(dur_l, np.float64)
+        if not times_ok(ts_us, dur_us):
+            return None  # the per-event path raises its error
+        ts = np.rint(ts_us * 1000).astype(np.int64)
+        dur = np.rint(dur_us * 1000).astype(np.int64)
+        if (dur < 0).any():
+            return None
+        names = [str(ev.get("name", "")) for ev in xs]
+        phases = [str(a.get("phase", nm)) for a, nm in zip(args, names, strict=True)]
+        pix = self.phase_ix
+        for ph in dict.fromkeys(phases):  # first appearance order, as the per-event path
+            if ph not in pix:
+                pix[ph] = len(self.phases)
+                self.phases.append(ph)
+        kinds = [KIND_CODES.get(str(a["kind"]), 0) if "kind" in a else
+                 KIND_CODES.get(phase_kind(ph), 0) for a, ph in zip(args, phases, strict=True)]
+        e = ts + dur
+        times = _dict_times(args, ts, e)
+        if times is None:
+            return None
+        self._extend_ours(args, names, phases, kinds, lanes, times)
+        return e
+
+    def _extend_ours(self, args: list[dict], names: list[str], phases: list[str], kinds: list[int],
+                     lanes: list[int], times: tuple[np.ndarray, ...]) -> None:
+        """Append the columns of spans with these ``args``, event names, phases (registered), kind codes,
+        lanes and ``_dict_times``; registers new trace ids in first appearance order. Refuses nothing."""
+        start, end, g0, g1, hasg = times
+
+        def ints(key):
+            return [v if type(v) is int else -1 for v in (a.get(key) for a in args)]
+
+        nres = len(self.resources)
+        res = [r if type(r) is int and 0 <= r < nres else -1 for r in (a.get("resource") for a in args)]
+        status = [STATUS.get(a.get("status"), 0) for a in args]
+        sid = [hex_int(a.get("span_id", "")) for a in args]
+        psid = [hex_int(a.get("parent_span_id", "")) for a in args]
+        tix = self.trace_ix
+        trs = [a.get("trace_id") for a in args]
+        for t in dict.fromkeys(trs):
+            if type(t) is str and t not in tix:
+                tix[t] = len(self.trace_ids)
+                self.trace_ids.append(t)
+        trace = [tix[t] if type(t) is str else -1 for t in trs]
+        i0 = len(self.start)
+        for j, (a, nm, ph) in enumerate(zip(args, names, phases, strict=True)):
+            n_ = a.get("name", nm)
+            if n_ != ph:
+                self.names[i0 + j] = str(n_)
+        self.start.frombytes(start.tobytes())
+        self.end.frombytes(end.tobytes())
+        self.gstart.frombytes(g0.tobytes())
+        self.gend.frombytes(g1.tobytes())
+        self.hasg.frombytes(hasg.astype(np.int8).tobytes())
+        self.circuit.extend(ints("circuit"))
+        self.batch.extend(ints("batch"))
+        self.nbytes.extend(ints("bytes"))
+        self.kind.extend(kinds)
+        self.status.extend(status)
+        pix = self.phase_ix
+        self.phase.extend([pix[ph] for ph in phases])
+        self.lane.extend(lanes)
+        self.span_id.extend([x or (i0 + j + 1) for j, x in enumerate(sid)])
+        self.parent_sid.extend(psid)
+        self.trace.extend(trace)
+        self.resource.extend(res)
+
+
+def _dict_times(args: list[dict], s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """(start, end, gpu start, gpu end, has GPU times) in ns of spans with these ``args`` and event times
+    ``s``/``e`` (ns): a span with ``host.ts_us`` is its host times and the event's its GPU times; one with
+    only ``gpu.ts_us`` the event's times and those GPU times. None where such a time is not a number,
+    not finite, too large (``times_ok``) or a duration negative. Pure."""
+    h_ts = [a.get("host.ts_us") for a in args]
+    g_ts = [a.get("gpu.ts_us") for a in args]
+    if not ({type(v) for v in h_ts} | {type(v) for v in g_ts}) <= _NUM_OR_NONE:
+        return None
+    h_dur = [a.get("host.dur_us", 0) if h is not None else 0 for a, h in zip(args, h_ts, strict=True)]
+    g_dur = [a.get("gpu.dur_us", 0) if g is not None else 0 for a, g in zip(args, g_ts, strict=True)]
+    if not ({type(v) for v in h_dur} | {type(v) for v in g_dur}) <= _NUM:
+        return None
+    host = np.array([h is not None for h in h_ts])
+    gpu = np.array([g is not None for g in g_ts]) & ~host
+    hs_us = np.asarray([h if h is not None else 0 for h in h_ts], np.float64)
+    gs_us = np.asarray([g if g is not None else 0 for g in g_ts], np.float64)
+    hd_us, gd_us = np.asarray(h_dur, np.float64), np.asarray(g_dur, np.float64)
+    if not times_ok(hs_us, gs_us, hd_us, gd_us) or (hd_us < 0).any() or (gd_us < 0).any():
+        return None  # the per-event path raises its error
+    hs = np.rint(hs_us * 1000).astype(np.int64)
+    hd = np.rint(hd_us * 1000).astype(np.int64)
+    gs = np.rint(gs_us * 1000).astype(np.int64)
+    gd = np.rint(gd_us * 1000).astype(np.int64)
+    start = np.where(host, hs, s)
+    end = np.where(host, hs + hd, e)
+    g0 = np.where(host, s, np.where(gpu, gs, 0))
+    g1 = np.where(host, e, np.where(gpu, gs + gd, 0))
+    return start, end, g0, g1, host | gpu

@@ -178,6 +178,33 @@ def _codes(vals: list, code: Callable[[Any], int], dtype: type, distinct: dict |
     return np.fromiter(map(table.__getitem__, vals), dtype, len(vals))
 
 
+def _typed_times(args: list, ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """(start, end, gpu start, gpu end, has GPU times, event end) in ns of spans with these ``args`` and
+    ``X`` times (us): a span with ``host.ts_us`` is its host times and the event's its GPU times; one with
+    only ``gpu.ts_us`` the event's times and those GPU times. None where a time is not finite, too large
+    (``times_ok``) or a duration negative. Pure."""
+    hs_us, gs_us = _col(args, "host_ts", np.float64), _col(args, "gpu_ts", np.float64)
+    hd_us, gd_us = _col(args, "host_dur", np.float64), _col(args, "gpu_dur", np.float64)
+    host = ~np.isnan(hs_us)
+    has_gpu = ~np.isnan(gs_us)
+    hd_us, gd_us = np.where(host, hd_us, 0.0), np.where(has_gpu, gd_us, 0.0)
+    if not times_ok(ts_us, dur_us, hs_us[host], gs_us[has_gpu], hd_us, gd_us) or (
+            (dur_us < 0) | (hd_us < 0) | (gd_us < 0)).any():
+        return None
+    ts, dur = _ns(ts_us), _ns(dur_us)
+    gpu = has_gpu & ~host
+    hs = _ns(np.where(host, hs_us, 0.0))
+    hd = _ns(hd_us)
+    gs = _ns(np.where(has_gpu, gs_us, 0.0))
+    gd = _ns(gd_us)
+    s, e = ts, ts + dur
+    start = np.where(host, hs, s)
+    end = np.where(host, hs + hd, e)
+    g0 = np.where(host, s, np.where(gpu, gs, 0))
+    g1 = np.where(host, e, np.where(gpu, gs + gd, 0))
+    return start, end, g0, g1, host | gpu, e
+
+
 class OursTyped(ColumnState):
     """Mixin of ``chrome_import._Events``: a TypedBatch of a gputrace export into columns."""
 
@@ -192,97 +219,101 @@ class OursTyped(ColumnState):
         else:
             xs = [e for e in events if type(e) is XEvent] if XEvent in types else []
             metas = [e for e in events if type(e) is MEvent] if MEvent in types else []
-        nx = len(xs)
-        if nx:
-            try:
-                ts_us, dur_us = _col(xs, "ts", np.float64), _col(xs, "dur", np.float64)
-                pid, tid = _col(xs, "pid", np.int64), _col(xs, "tid", np.int64)
-            except (TypeError, OverflowError):  # pid/tid absent, or beyond int64
+        e = None
+        if xs:
+            e = self._add_typed_spans(xs)
+            if e is None:
                 return False
-            args = list(map(attrgetter("args"), xs))
-            hs_us, gs_us = _col(args, "host_ts", np.float64), _col(args, "gpu_ts", np.float64)
-            hd_us, gd_us = _col(args, "host_dur", np.float64), _col(args, "gpu_dur", np.float64)
-            host = ~np.isnan(hs_us)
-            has_gpu = ~np.isnan(gs_us)
-            hd_us, gd_us = np.where(host, hd_us, 0.0), np.where(has_gpu, gd_us, 0.0)
-            if not times_ok(ts_us, dur_us, hs_us[host], gs_us[has_gpu], hd_us, gd_us) or (
-                    (dur_us < 0) | (hd_us < 0) | (gd_us < 0)).any():
-                return False  # the per-event path raises its error
-            ts, dur = _ns(ts_us), _ns(dur_us)
-            lanes = self._typed_lanes(pid, tid)
-            if lanes is None:
-                return False
-            # From here on nothing is refused.
-            ev_names = list(map(attrgetter("name"), xs))
-            phases = list(map(attrgetter("phase"), args))
-            uniq = dict.fromkeys(phases)
-            if UNSET in uniq:
-                phases = [ev if p is UNSET else p for p, ev in zip(phases, ev_names, strict=True)]
-                uniq = dict.fromkeys(phases)
-            pix = self.phase_ix
-            for ph in uniq:  # first appearance order, as the per-event path
-                if ph not in pix:
-                    pix[ph] = len(self.phases)
-                    self.phases.append(ph)
-            phase_col = np.fromiter(map(pix.__getitem__, phases), np.int32, nx)
-            kinds_l = list(map(attrgetter("kind"), args))
-            uniq = dict.fromkeys(kinds_l)
-            if UNSET in uniq:
-                kinds_l = [phase_kind(ph) if k is UNSET else k for k, ph in zip(kinds_l, phases, strict=True)]
-                uniq = dict.fromkeys(kinds_l)
-            kinds = _codes(kinds_l, lambda k: KIND_CODES.get(k, 0), np.int8, uniq)
-            gpu = has_gpu & ~host
-            hs = _ns(np.where(host, hs_us, 0.0))
-            hd = _ns(hd_us)
-            gs = _ns(np.where(has_gpu, gs_us, 0.0))
-            gd = _ns(gd_us)
-            s, e = ts, ts + dur
-            start = np.where(host, hs, s)
-            end = np.where(host, hs + hd, e)
-            g0 = np.where(host, s, np.where(gpu, gs, 0))
-            g1 = np.where(host, e, np.where(gpu, gs + gd, 0))
-            nres = len(self.resources)
-            res = _col(args, "resource", np.int64)
-            res = np.where((res >= 0) & (res < nres), res, -1).astype(np.int32)
-            status = _codes(list(map(attrgetter("status"), args)), lambda v: STATUS.get(v, 0), np.int8)
-            i0 = len(self.start)
-            sid = hex_ids(list(map(attrgetter("span_id"), args)))
-            sid = np.where(sid != 0, sid, np.arange(i0 + 1, i0 + nx + 1, dtype=np.uint64))
-            psid = hex_ids(list(map(attrgetter("parent_span_id"), args)))
-            tix = self.trace_ix
-            trs = list(map(attrgetter("trace_id"), args))
-            uniq = dict.fromkeys(trs)
-            for t in uniq:
-                if t is not None and t not in tix:
-                    tix[t] = len(self.trace_ids)
-                    self.trace_ids.append(t)
-            trace = _codes(trs, lambda t: tix[t] if t is not None else -1, np.int32, uniq)
-            # The span's name where it differs from its phase: args.name, else the event's name.
-            arg_names = list(map(attrgetter("name"), args))
-            names = ev_names if dict.fromkeys(arg_names).keys() == {UNSET} else [
-                ev if n_ is UNSET else n_ for n_, ev in zip(arg_names, ev_names, strict=True)]
-            if names != phases:
-                for j in np.flatnonzero(np.fromiter(map(ne, names, phases), bool, nx)).tolist():
-                    self.names[i0 + j] = names[j]
-            self.start.frombytes(start.tobytes())
-            self.end.frombytes(end.tobytes())
-            self.gstart.frombytes(g0.tobytes())
-            self.gend.frombytes(g1.tobytes())
-            self.hasg.frombytes((host | gpu).astype(np.int8).tobytes())
-            self.circuit.frombytes(_col(args, "circuit", np.int64).tobytes())
-            self.batch.frombytes(_col(args, "batch", np.int64).tobytes())
-            self.nbytes.frombytes(_col(args, "bytes", np.int64).tobytes())
-            self.kind.frombytes(kinds.tobytes())
-            self.status.frombytes(status.tobytes())
-            self.phase.frombytes(phase_col.tobytes())
-            self.lane.frombytes(lanes.tobytes())
-            self.span_id.frombytes(sid.astype(np.uint64).tobytes())
-            self.parent_sid.frombytes(psid.tobytes())
-            self.trace.frombytes(trace.tobytes())
-            self.resource.frombytes(res.tobytes())
-        self._finish_batch(len(events), e if nx else None, [
+        self._finish_batch(len(events), e, [
             (ev.name, ev.pid, ev.tid, _meta_label(ev.args if ev.args is not None else _NO_META_ARGS)) for ev in metas])
         return True
+
+    def _add_typed_spans(self, xs: list) -> np.ndarray | None:
+        """Append the columns of the ``X`` events ``xs`` (non-empty); returns their ends (``ts + dur``, ns),
+        or None, having changed nothing, where ``_add_ours_typed`` refuses the batch."""
+        nx = len(xs)
+        try:
+            ts_us, dur_us = _col(xs, "ts", np.float64), _col(xs, "dur", np.float64)
+            pid, tid = _col(xs, "pid", np.int64), _col(xs, "tid", np.int64)
+        except (TypeError, OverflowError):  # pid/tid absent, or beyond int64
+            return None
+        args = list(map(attrgetter("args"), xs))
+        times = _typed_times(args, ts_us, dur_us)
+        if times is None:
+            return None  # the per-event path raises its error
+        lanes = self._typed_lanes(pid, tid)
+        if lanes is None:
+            return None
+        # From here on nothing is refused.
+        start, end, g0, g1, hasg, e = times
+        ev_names = list(map(attrgetter("name"), xs))
+        phases, phase_col, kinds = self._typed_phases(args, ev_names)
+        nres = len(self.resources)
+        res = _col(args, "resource", np.int64)
+        res = np.where((res >= 0) & (res < nres), res, -1).astype(np.int32)
+        status = _codes(list(map(attrgetter("status"), args)), lambda v: STATUS.get(v, 0), np.int8)
+        i0 = len(self.start)
+        sid = hex_ids(list(map(attrgetter("span_id"), args)))
+        sid = np.where(sid != 0, sid, np.arange(i0 + 1, i0 + nx + 1, dtype=np.uint64))
+        psid = hex_ids(list(map(attrgetter("parent_span_id"), args)))
+        trace = self._typed_traces(args)
+        # The span's name where it differs from its phase: args.name, else the event's name.
+        arg_names = list(map(attrgetter("name"), args))
+        names = ev_names if dict.fromkeys(arg_names).keys() == {UNSET} else [
+            ev if n_ is UNSET else n_ for n_, ev in zip(arg_names, ev_names, strict=True)]
+        if names != phases:
+            for j in np.flatnonzero(np.fromiter(map(ne, names, phases), bool, nx)).tolist():
+                self.names[i0 + j] = names[j]
+        self.start.frombytes(start.tobytes())
+        self.end.frombytes(end.tobytes())
+        self.gstart.frombytes(g0.tobytes())
+        self.gend.frombytes(g1.tobytes())
+        self.hasg.frombytes(hasg.astype(np.int8).tobytes())
+        self.circuit.frombytes(_col(args, "circuit", np.int64).tobytes())
+        self.batch.frombytes(_col(args, "batch", np.int64).tobytes())
+        self.nbytes.frombytes(_col(args, "bytes", np.int64).tobytes())
+        self.kind.frombytes(kinds.tobytes())
+        self.status.frombytes(status.tobytes())
+        self.phase.frombytes(phase_col.tobytes())
+        self.lane.frombytes(lanes.tobytes())
+        self.span_id.frombytes(sid.astype(np.uint64).tobytes())
+        self.parent_sid.frombytes(psid.tobytes())
+        self.trace.frombytes(trace.tobytes())
+        self.resource.frombytes(res.tobytes())
+        return e
+
+    def _typed_phases(self, args: list, ev_names: list) -> tuple[list, np.ndarray, np.ndarray]:
+        """Each span's phase (``args.phase``, else the event's name), registering new phases in first
+        appearance order (as the per-event path); returns (phases, phase column int32, kind codes int8;
+        ``args.kind``, else the phase's kind)."""
+        phases = list(map(attrgetter("phase"), args))
+        uniq = dict.fromkeys(phases)
+        if UNSET in uniq:
+            phases = [ev if p is UNSET else p for p, ev in zip(phases, ev_names, strict=True)]
+            uniq = dict.fromkeys(phases)
+        pix = self.phase_ix
+        for ph in uniq:  # first appearance order, as the per-event path
+            if ph not in pix:
+                pix[ph] = len(self.phases)
+                self.phases.append(ph)
+        phase_col = np.fromiter(map(pix.__getitem__, phases), np.int32, len(phases))
+        kinds_l = list(map(attrgetter("kind"), args))
+        uniq = dict.fromkeys(kinds_l)
+        if UNSET in uniq:
+            kinds_l = [phase_kind(ph) if k is UNSET else k for k, ph in zip(kinds_l, phases, strict=True)]
+            uniq = dict.fromkeys(kinds_l)
+        return phases, phase_col, _codes(kinds_l, lambda k: KIND_CODES.get(k, 0), np.int8, uniq)
+
+    def _typed_traces(self, args: list) -> np.ndarray:
+        """Each span's trace index (int32; -1: none), registering new trace ids in first appearance order."""
+        tix = self.trace_ix
+        trs = list(map(attrgetter("trace_id"), args))
+        uniq = dict.fromkeys(trs)
+        for t in uniq:
+            if t is not None and t not in tix:
+                tix[t] = len(self.trace_ids)
+                self.trace_ids.append(t)
+        return _codes(trs, lambda t: tix[t] if t is not None else -1, np.int32, uniq)
 
     def _typed_lanes(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray | None:
         """Lane index (int32) per event from its (pid, tid) track; None if a track is unknown."""

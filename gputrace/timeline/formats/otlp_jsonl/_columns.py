@@ -86,9 +86,29 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
     span_id = id_column(list(map(_g_sid, spans)), "spanId", mark, allow_empty=False)
     parent_span_id = id_column(list(map(_g_pid, spans)), "parentSpanId", mark, allow_empty=True)
 
-    # ---- status
-    statuses = list(map(_g_status, spans))
     attrs: dict[int, dict] = {}
+    status = _status_column(spans, attrs, mark)
+    kind = it.kind_by_phase[phase]
+    lane_code = np.full(n, -1, np.int64)
+    cols = _attribute_columns(spans, fast, kind, lane_code, attrs, it, mark)
+    lane = _lane_column(res, cols["device"], lane_code, attrs, it)
+
+    out = dict(cols)
+    out.update(
+        start=start, end=end, phase=phase, lane=lane, kind=kind, status=status,
+        resource=res.astype(np.int32), trace=trace, span_id=span_id, parent_span_id=parent_span_id,
+    )
+    if bad:
+        out, attrs = _drop_rows(out, attrs, okmask)
+    return out, attrs, sorted((i, f, m) for i, (f, m) in bad.items())
+
+
+def _status_column(spans: list, attrs: dict[int, dict], mark) -> np.ndarray:
+    """The batch's ``status`` column (int8, 0..2). A span whose code is neither 0..2 nor a
+    ``STATUS_CODE_*`` name (or its digits) is ``mark``-ed and given 0; a non-empty status message is
+    put in ``attrs[row]["status.message"]`` (``attrs`` must hold no entry yet for such a row)."""
+    n = len(spans)
+    statuses = list(map(_g_status, spans))
     if statuses.count(NO_STATUS) == n:  # no span has a status (identity first: C speed)
         status = np.zeros(n, dtype=np.int8)
         statuses = []
@@ -114,8 +134,17 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
         for i, st in enumerate(statuses):
             if st.message:
                 attrs[i] = {"status.message": st.message}
+    return status
 
-    # ---- attributes, flattened over the batch
+
+def _attribute_columns(spans: list, fast: list | None, kind: np.ndarray, lane_code: np.ndarray,
+                       attrs: dict[int, dict], it: Interner, mark) -> dict[str, np.ndarray]:
+    """The optional attribute columns (device, circuit, batch, nbytes, gpu_start, gpu_end; -1 where
+    absent) of the batch, flattened over it. Also writes, in place: ``kind`` (per row, from
+    ``gputrace.kind``), ``lane_code`` (lane name code per row, -1 where the span names no lane) and
+    ``attrs`` (the attributes that are not columns, by row). An invalid value is ``mark``-ed.
+    ``fast``: as for ``spans_to_columns``."""
+    n = len(spans)
     cols: dict[str, np.ndarray] = {
         "device": np.full(n, -1, np.int16),
         "circuit": np.full(n, -1, np.int32),
@@ -124,8 +153,6 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
         "gpu_start": np.full(n, -1, np.int64),
         "gpu_end": np.full(n, -1, np.int64),
     }
-    kind = it.kind_by_phase[phase]
-    lane_code = np.full(n, -1, np.int64)
     if fast:
         gen = np.ones(n, dtype=bool)
         for _, _, brows in fast:
@@ -138,63 +165,85 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
         attr_lists = list(map(_g_attrs, spans))
     lens = np.fromiter(map(len, attr_lists), np.int64, len(attr_lists))
     flat = list(chain.from_iterable(attr_lists))
-    if flat:
-        # fromiter(dtype=object) skips the per-element sequence checks of ``arr[:] = list``.
-        vals = np.fromiter(map(_g_value, flat), dtype=object, count=len(flat))
-        codes = np.fromiter(map(KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
-        rows = np.repeat(gen_rows, lens)
-        first = np.zeros(n, dtype=np.int64)
-        starts = np.zeros(len(lens), dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        first[gen_rows] = starts
-        present = np.bincount(codes, minlength=N_COLUMN_KEYS + 1)
-        for c in np.flatnonzero(present[:N_COLUMN_KEYS]).tolist():
-            key = COLUMN_KEYS[c]
-            colname, typ = COLUMN_ATTRS[key]
-            idx = np.flatnonzero(codes == c)
-            sel = vals[idx]  # object-array gather: C speed
-            r = rows[idx]
-            if typ == "int":
-                v = int_values(sel, idx, rows, first, colname, mark)
-                cols[colname][r] = v
-            else:
-                strs = list(map(_g_str, sel))
-                if None in strs:
-                    for j, s in enumerate(strs):
-                        if s is None:
-                            p = int(idx[j])
-                            try:
-                                pv = py_value(sel[j])
-                            except ValueError:  # nested too deeply: not a lane/kind either
-                                pv = None
-                            if colname == "lane" and type(pv) is int:  # lane written as a bare int
-                                strs[j] = f"stream:{pv}"
-                            else:
-                                strs[j] = ""
-                                mark(int(rows[p]), f"attributes[{p - int(first[rows[p]])}].value",
-                                     f"expected stringValue for {key}, got {describe_value(sel[j])}")
-                if colname == "lane":
-                    set_lanes(lane_code, r, strs, it)
-                else:
-                    set_kinds(kind, r, strs)
-        if present[N_COLUMN_KEYS]:
-            idx = np.flatnonzero(codes == N_COLUMN_KEYS)
-            for p, r in zip(idx.tolist(), rows[idx].tolist(), strict=True):
-                d = attrs.get(r)
-                if d is None:
-                    d = attrs[r] = {}
-                kv = flat[p]
-                v = kv.value
-                s = v.stringValue
-                if s is None:
-                    try:
-                        s = py_value(v)
-                    except ValueError as e:  # ValueTooDeep: the span is dropped with a clear reason
-                        mark(r, f"attributes[{p - int(first[r])}].value", str(e))
-                        continue
-                d[kv.key] = s
+    if not flat:
+        return cols
+    # fromiter(dtype=object) skips the per-element sequence checks of ``arr[:] = list``.
+    vals = np.fromiter(map(_g_value, flat), dtype=object, count=len(flat))
+    codes = np.fromiter(map(KeyCodes.instance.__getitem__, map(_g_key, flat)), np.int16, len(flat))
+    rows = np.repeat(gen_rows, lens)
+    first = np.zeros(n, dtype=np.int64)
+    starts = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    first[gen_rows] = starts
+    present = np.bincount(codes, minlength=N_COLUMN_KEYS + 1)
+    for c in np.flatnonzero(present[:N_COLUMN_KEYS]).tolist():
+        key = COLUMN_KEYS[c]
+        colname, typ = COLUMN_ATTRS[key]
+        idx = np.flatnonzero(codes == c)
+        sel = vals[idx]  # object-array gather: C speed
+        r = rows[idx]
+        if typ == "int":
+            v = int_values(sel, idx, rows, first, colname, mark)
+            cols[colname][r] = v
+            continue
+        strs = list(map(_g_str, sel))
+        if None in strs:
+            _repair_strings(strs, sel, idx, rows, first, key, colname, mark)
+        if colname == "lane":
+            set_lanes(lane_code, r, strs, it)
+        else:
+            set_kinds(kind, r, strs)
+    if present[N_COLUMN_KEYS]:
+        _other_attrs(flat, np.flatnonzero(codes == N_COLUMN_KEYS), rows, first, attrs, mark)
+    return cols
 
-    # ---- lanes: (resource, device, lane name); missing names from thread.* or the service
+
+def _repair_strings(strs: list, sel: np.ndarray, idx: np.ndarray, rows: np.ndarray, first: np.ndarray,
+                    key: str, colname: str, mark) -> None:
+    """Replace, in place, each None in ``strs`` (the ``stringValue``s of the values ``sel`` of the
+    string column attribute ``key``, at flat positions ``idx``): a bare int lane becomes
+    ``stream:<int>``, anything else "" with its row ``mark``-ed (``rows``/``first``: each flat
+    position's row and each row's first flat position)."""
+    for j, s in enumerate(strs):
+        if s is None:
+            p = int(idx[j])
+            try:
+                pv = py_value(sel[j])
+            except ValueError:  # nested too deeply: not a lane/kind either
+                pv = None
+            if colname == "lane" and type(pv) is int:  # lane written as a bare int
+                strs[j] = f"stream:{pv}"
+            else:
+                strs[j] = ""
+                mark(int(rows[p]), f"attributes[{p - int(first[rows[p]])}].value",
+                     f"expected stringValue for {key}, got {describe_value(sel[j])}")
+
+
+def _other_attrs(flat: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, attrs: dict[int, dict],
+                 mark) -> None:
+    """Put the attributes at flat positions ``idx`` of ``flat`` (keys that are not columns) into
+    ``attrs[row]``, as Python values; a value nested too deeply ``mark``s its row instead."""
+    for p, r in zip(idx.tolist(), rows[idx].tolist(), strict=True):
+        d = attrs.get(r)
+        if d is None:
+            d = attrs[r] = {}
+        kv = flat[p]
+        v = kv.value
+        s = v.stringValue
+        if s is None:
+            try:
+                s = py_value(v)
+            except ValueError as e:  # ValueTooDeep: the span is dropped with a clear reason
+                mark(r, f"attributes[{p - int(first[r])}].value", str(e))
+                continue
+        d[kv.key] = s
+
+
+def _lane_column(res: np.ndarray, device: np.ndarray, lane_code: np.ndarray, attrs: dict[int, dict],
+                 it: Interner) -> np.ndarray:
+    """Each row's index in ``it.lanes`` (int32), by (resource, device, lane name); adds new lanes to
+    ``it``. A row without a lane name (``lane_code`` < 0) is named from its ``thread.name`` or
+    ``thread.id`` attribute, else from its resource's service (``lane_code`` is filled in place)."""
     missing = np.flatnonzero(lane_code < 0)
     if len(missing):
         for r in missing.tolist():
@@ -204,7 +253,7 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
                 tn = d.get("thread.name") or d.get("thread.id")
             name = f"thread:{tn}" if tn not in (None, "") else f"span:{it.res_service[int(res[r])]}"
             lane_code[r] = it.lane_name_code(name)
-    triples, inv = _distinct_lanes(res.astype(np.int64), cols["device"].astype(np.int64), lane_code)
+    triples, inv = _distinct_lanes(res.astype(np.int64), device.astype(np.int64), lane_code)
     lane_map = np.empty(len(triples), dtype=np.int32)
     for j, (ri, dv, lc) in enumerate(triples):
         ln = Lane(it.res_host[ri], it.res_pid[ri], dv, it.lane_names[lc])
@@ -213,20 +262,17 @@ def spans_to_columns(spans: list, res: np.ndarray, it: Interner, fast: list | No
             li = it.lane_ix[ln] = len(it.lanes)
             it.lanes.append(ln)
         lane_map[j] = li
-    lane = lane_map[inv]
+    return lane_map[inv]
 
-    out = dict(cols)
-    out.update(
-        start=start, end=end, phase=phase, lane=lane, kind=kind, status=status,
-        resource=res.astype(np.int32), trace=trace, span_id=span_id, parent_span_id=parent_span_id,
-    )
-    if bad:
-        keep = np.flatnonzero(okmask)
-        out = {k: v[keep] for k, v in out.items()}
-        newrow = np.full(n, -1, dtype=np.int64)
-        newrow[keep] = np.arange(len(keep))
-        attrs = {int(newrow[r]): d for r, d in attrs.items() if okmask[r]}
-    return out, attrs, sorted((i, f, m) for i, (f, m) in bad.items())
+
+def _drop_rows(out: dict[str, np.ndarray], attrs: dict[int, dict],
+               okmask: np.ndarray) -> tuple[dict[str, np.ndarray], dict[int, dict]]:
+    """The columns and ``attrs`` of the rows where ``okmask`` is true, ``attrs`` re-keyed by their new rows."""
+    keep = np.flatnonzero(okmask)
+    out = {k: v[keep] for k, v in out.items()}
+    newrow = np.full(len(okmask), -1, dtype=np.int64)
+    newrow[keep] = np.arange(len(keep))
+    return out, {int(newrow[r]): d for r, d in attrs.items() if okmask[r]}
 
 
 #: Largest table of (resource, device, lane name) combinations indexed directly by ``_distinct_lanes``.

@@ -24,7 +24,7 @@ Pure; runs on the caller's thread.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
 
 import numpy as np
@@ -138,6 +138,7 @@ def readback_timeline(tl: Timeline, path: str | os.PathLike, lines: int, groups:
 
 
 def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarray, consume: bool) -> Timeline:
+    """``readback_timeline``'s work; raises _Refuse where the read-back cannot be predicted exactly."""
     cols = tl.cols
     n = tl.n
 
@@ -157,7 +158,31 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
         raise _Refuse  # the reader refuses such spans
     out["start"], out["end"] = start, end
 
-    # Resources as written (one per group), numbered as the reader does: the same text, one entry.
+    resources, group_res = _resources(groups)
+    sizes = [len(g.rows) for g in groups]
+    out["resource"] = np.repeat(np.array(group_res or [0], np.int32)[:len(sizes)], sizes).astype(np.int32)
+    out["device"], out["lane"], lanes = _lanes(tl, col("lane")[rows], out["resource"], resources)
+    out["phase"], phases = _phases(tl, col("phase"), rows)
+    _column_attrs(col, rows, out)
+
+    # Ids: span ids as written; parent ids from the parent row's span id, else the column.
+    out["span_id"] = ids[rows]
+    par = col("parent")[rows]
+    out["parent_span_id"] = np.where(par >= 0, ids[np.maximum(par, 0)], col("parent_span_id")[rows]).astype(np.uint64)
+
+    out["trace"], trace_ids = _traces(tl, col("trace")[rows], groups, sizes)
+
+    attrs = _attrs(tl, rows, n)
+    back = Timeline.from_unsorted(out, phases, lanes, resources, trace_ids, attrs, consume=True)
+    back.load_report = LoadReport(files=[str(path)], lines=lines, spans=n)
+    return back
+
+
+def _resources(groups: list[Group]) -> tuple[list[dict], list[int]]:
+    """The resources as written (one per group), numbered as the reader does (the same text, one entry),
+    and each group's resource number. Raises _Refuse for a value the reader would give back otherwise,
+    and for two equal resources written in different key orders (whole and parallel reads number them
+    differently)."""
     res_ix: dict[bytes, int] = {}
     resources: list[dict] = []
     group_res = []
@@ -170,21 +195,25 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
         group_res.append(res_ix[text])
     if len({orjson.dumps(r, option=orjson.OPT_SORT_KEYS) for r in resources}) != len(resources):
         raise _Refuse  # equal resources in two key orders: whole and parallel reads number them differently
-    sizes = [len(g.rows) for g in groups]
-    out["resource"] = np.repeat(np.array(group_res or [0], np.int32)[:len(sizes)], sizes).astype(np.int32)
+    return resources, group_res
 
-    # Lanes: (resource host, resource pid, gputrace.device, gputrace.lane).
-    lane = col("lane")[rows]
+
+def _lanes(tl: Timeline, lane: np.ndarray, resource: np.ndarray,
+           resources: list[dict]) -> tuple[np.ndarray, np.ndarray, list[Lane]]:
+    """The read-back's ``device`` (int16) and ``lane`` (int32) columns and its lanes, for file rows whose
+    ``tl`` lane is ``lane`` and resource number ``resource``: a lane is (resource host, resource pid,
+    ``gputrace.device``, ``gputrace.lane``), numbered in ascending (resource, ``tl`` lane) order. Raises
+    _Refuse for a device beyond int16."""
+    n = len(lane)
     dev_of_lane = np.array([ln.device for ln in tl.lanes] or [0], dtype=np.int64)
     if len(tl.lanes) and (dev_of_lane.max() > 32767):
         raise _Refuse
     device = np.where(dev_of_lane[lane] >= 0, dev_of_lane[lane], -1) if n else np.empty(0, np.int64)
-    out["device"] = device.astype(np.int16)
     res_hp = []
     for rd in resources:
         pid = rd.get("process.pid", -1)
         res_hp.append((str(rd.get("host.name", "") or "unknown"), pid if type(pid) is int else -1))
-    key = out["resource"].astype(np.int64) * (len(tl.lanes) + 1) + lane
+    key = resource.astype(np.int64) * (len(tl.lanes) + 1) + lane
     ukeys, inv = np.unique(key, return_inverse=True)
     lanes: list[Lane] = []
     lane_ix: dict[Lane, int] = {}
@@ -197,11 +226,16 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
         lane_map[j] = lane_ix.setdefault(ln, len(lanes))
         if lane_map[j] == len(lanes):
             lanes.append(ln)
-    out["lane"] = lane_map[inv.reshape(-1)] if n else np.empty(0, np.int32)
+    return device.astype(np.int16), lane_map[inv.reshape(-1)] if n else np.empty(0, np.int32), lanes
 
-    # Phases: span names (``names`` where a row has one, else its phase's), sorted.
+
+def _phases(tl: Timeline, phase: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The read-back's ``phase`` column (of file rows ``rows``; ``phase``: ``tl``'s column, in ``tl``'s row
+    order) and its phase table: span names (``tl.names`` where a row has one, else its phase's), sorted.
+    Raises _Refuse for a name that is not a str."""
+    n = len(rows)
     extra = list(dict.fromkeys(nm for nm in tl.names.values() if nm))
-    code = col("phase").astype(np.int64)
+    code = phase.astype(np.int64)
     if extra:
         at = {nm: len(tl.phases) + j for j, nm in enumerate(extra)}
         for r, nm in tl.names.items():
@@ -217,9 +251,14 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
     at_sorted = {nm: i for i, nm in enumerate(phases)}
     remap = np.zeros(len(table) or 1, dtype=np.int32)
     remap[used] = [at_sorted[nm] for nm in names]
-    out["phase"] = remap[code] if n else np.empty(0, np.int32)
+    return remap[code] if n else np.empty(0, np.int32), phases
 
-    # Column attributes as the writer writes them (absent: -1).
+
+def _column_attrs(col: Callable[[str], np.ndarray], rows: np.ndarray, out: dict[str, np.ndarray]) -> None:
+    """Put into ``out`` the column attributes of file rows ``rows`` as the writer writes them (absent: -1):
+    kind, circuit, batch, nbytes, gpu_start, gpu_end (both or neither), status. ``col``: ``tl``'s column
+    by name. Raises _Refuse for a status code above 2."""
+    n = len(rows)
     kind = col("kind")[rows]
     out["kind"] = np.where(np.isin(kind, list(KIND_NAMES)), kind, 0).astype(np.int8)
     for name in ("circuit", "batch", "nbytes"):
@@ -233,13 +272,13 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
         raise _Refuse
     out["status"] = status.astype(np.int8)
 
-    # Ids: span ids as written; parent ids from the parent row's span id, else the column.
-    out["span_id"] = ids[rows]
-    par = col("parent")[rows]
-    out["parent_span_id"] = np.where(par >= 0, ids[np.maximum(par, 0)], col("parent_span_id")[rows]).astype(np.uint64)
 
-    # Trace ids: the row's (normalised as the reader does), else the group's; first-appearance order.
-    tcode = trace_codes(tl, col("trace")[rows])
+def _traces(tl: Timeline, trace: np.ndarray, groups: list[Group], sizes: list[int]) -> tuple[np.ndarray, list[str]]:
+    """The read-back's ``trace`` column and trace ids, for file rows whose ``tl`` trace column is ``trace``:
+    the row's id (normalised as the reader does), else its group's fallback; ids in first-appearance
+    order. Raises _Refuse for an id that is not 32 hex digits, or is all zeros."""
+    n = len(trace)
+    tcode = trace_codes(tl, trace)
     ntids = len(tl.trace_ids)
     written = np.where(tcode < ntids, tcode, ntids + np.repeat(np.arange(len(groups)), sizes))  # row ids, then groups
     texts = list(tl.trace_ids) + [g.fallback_trace for g in groups]
@@ -257,12 +296,7 @@ def _readback(tl: Timeline, path, lines: int, groups: list[Group], ids: np.ndarr
         umap[j] = trace_ix.setdefault(h, len(trace_ids))
         if umap[j] == len(trace_ids):
             trace_ids.append(h)
-    out["trace"] = umap[winv.reshape(-1)] if n else np.empty(0, np.int32)
-
-    attrs = _attrs(tl, rows, n)
-    back = Timeline.from_unsorted(out, phases, lanes, resources, trace_ids, attrs, consume=True)
-    back.load_report = LoadReport(files=[str(path)], lines=lines, spans=n)
-    return back
+    return umap[winv.reshape(-1)] if n else np.empty(0, np.int32), trace_ids
 
 
 def _attrs(tl: Timeline, rows: np.ndarray, n: int) -> dict[int, Mapping]:

@@ -113,13 +113,31 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
             templates: dict, slow) -> tuple[list[list[str] | None], dict[int, str]]:
     """The variable text of each span of ``rows``, field by field (see ``_PIECES``; None: empty on every
     row), and the whole text of the spans written by the per-row path (row position -> text)."""
-    c = tl.cols
     n = len(rows)
     fields: list[list[str] | None] = [None] * len(_FIELD_AT)
     if n == 0:
         return fields, {}
+    _id_fields(tl, rows, ids, fallback_trace, fields)
+    _name_time_fields(tl, rows, fields)
+    _column_attr_fields(tl, rows, fields)
+    slow_rows = _row_attr_fields(tl, rows, shared_text, templates, fields)
+    st = np.maximum(tl.cols["status"][rows], 0)
+    idx = np.flatnonzero(st)
+    if len(idx):
+        fields[_STATUS] = _where(n, idx, (f',"status":{{"code":{x}}}' for x in st[idx].tolist()))
+    slow_text = {}
+    if slow_rows:
+        slow_rows.sort()
+        slow_text = dict(zip(slow_rows, map(span_json, slow(rows[slow_rows])), strict=True))
+    return fields, slow_text
 
-    # Ids.
+
+def _id_fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str,
+               fields: list[list[str] | None]) -> None:
+    """Fill ``fields``' span id, parent span id (pieces only where a row has a parent) and trace id (the
+    row's, else ``fallback_trace``; each distinct one encoded once) for the non-empty ``rows``."""
+    c = tl.cols
+    n = len(rows)
     fields[_SID] = _hex16(ids[rows])
     par = c["parent"][rows]
     pval = np.where(par >= 0, ids[np.maximum(par, 0)], c["parent_span_id"][rows].astype(np.uint64))
@@ -128,14 +146,16 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
         fields[_PPRE] = _where(n, has, ',"parentSpanId":"')
         fields[_PHEX] = _where(n, has, _hex16(pval[has]))
         fields[_PEND] = _where(n, has, '"')
-
-    # Trace ids: the row's, else the group's; encoded once per distinct one.
     t = trace_codes(tl, c["trace"][rows])
     texts = list(tl.trace_ids) + [fallback_trace]
     ttxt = {k: hex_id(texts[k], 16) for k in np.unique(t).tolist()}
     fields[_TID] = list(map(ttxt.__getitem__, t.tolist()))
 
-    # Names.
+
+def _name_time_fields(tl: Timeline, rows: np.ndarray, fields: list[list[str] | None]) -> None:
+    """Fill ``fields``' name (``tl.names`` where a row has one, else its phase's; each phase encoded once),
+    start and end for ``rows``."""
+    c = tl.cols
     ph = c["phase"][rows]
     ptxt = {k: json_string(tl.phases[k]) for k in np.unique(ph).tolist()}
     name = list(map(ptxt.__getitem__, ph.tolist()))
@@ -148,7 +168,12 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
     fields[_START] = list(map(str, c["start"][rows].tolist()))
     fields[_END] = list(map(str, c["end"][rows].tolist()))
 
-    # Column attributes: lane (+ device) and kind once per pair, the optional ones where set.
+
+def _column_attr_fields(tl: Timeline, rows: np.ndarray, fields: list[list[str] | None]) -> None:
+    """Fill ``fields``' column attributes for ``rows``: lane (+ device) and kind, encoded once per
+    (lane, kind) pair; circuit, batch, nbytes and the GPU times (both or neither) where set (>= 0)."""
+    c = tl.cols
+    n = len(rows)
     lane, kind = c["lane"][rows].astype(np.int64), c["kind"][rows].astype(np.int64)
     pair = lane * 256 + (kind & 255)
     lk = {}
@@ -171,83 +196,82 @@ def _fields(tl: Timeline, rows: np.ndarray, ids: np.ndarray, fallback_trace: str
     if len(idx):
         fields[_GPUF] = _where(n, idx, map(_GPU.__mod__, zip(g0[idx].tolist(), g1[idx].tolist(), strict=True)))
 
-    # Row attributes: a RowAttrs without clashes is its overlay values through a %-template per overlay key
-    # set (ints only: %d would also take a bool or a float) and its shared dict's text (one object); a
-    # TemplateAttrs one %-format of its template; a plain dict of ints and strings one %-format per layout
-    # and string values.
-    slow_rows: list[int] = []
-    if tl.attrs:
-        fi: list[int] = []
-        ft: list[str] = []
-        fv: list[tuple] = []
-        fs: list[str] = []
-        row_attrs: Mapping[int, Mapping] = tl.attrs  # RowAttrs and TemplateAttrs are Mappings, not dicts
-        for i, ra in enumerate(map(row_attrs.get, rows.tolist())):
-            if ra is None:
-                continue
-            if type(ra) is RowAttrs:
-                key: tuple = (id(ra.shared), ra.keys_)
-                tm = templates.get(key, _MISS)
-                if tm is _MISS:
-                    tm = templates[key] = _template(ra, shared_text)
-                if tm is None:
-                    slow_rows.append(i)
-                else:
-                    fi.append(i)
-                    ft.append(tm[0])
-                    fv.append(ra.values_)
-                    fs.append(tm[1])
-            elif type(ra) is TemplateAttrs:
-                key = (id(ra.shared), ra.keys_, TemplateAttrs)
-                tm = templates.get(key, _MISS)
-                if tm is _MISS:
-                    tm = templates[key] = _template_format(ra)
-                if tm is None:
-                    slow_rows.append(i)
-                else:
-                    fi.append(i)
-                    ft.append(tm[0])
-                    fv.append(ra.values_ if tm[1] is None else tuple(map(ra.values_.__getitem__, tm[1])))
-                    fs.append("")
-            elif type(ra) is dict and ra:
-                vals = tuple(ra.values())
-                sig = (tuple(ra), tuple(map(type, vals)))
-                dm = templates.get(sig, _MISS)
-                if dm is _MISS:
-                    dm = templates[sig] = _dict_layout(sig[0], sig[1])
-                fmt = None
-                if dm is not None:
-                    int_at, str_at, baked = dm
-                    strs = tuple(map(vals.__getitem__, str_at))
-                    fmt = baked.get(strs)
-                    if fmt is None and len(baked) < _MAX_BAKED:
-                        fmt = baked[strs] = _dict_format(sig[0], sig[1], strs)
-                if fmt is None:
-                    slow_rows.append(i)
-                else:
-                    fi.append(i)
-                    ft.append(fmt)
-                    fv.append(tuple(map(vals.__getitem__, int_at)))
-                    fs.append("")
-            elif ra:
-                slow_rows.append(i)
-        if fi and not set(map(type, chain.from_iterable(fv))) <= {int}:
-            keep = [j for j, vals in enumerate(fv) if all(type(v) is int for v in vals)]
-            slow_rows.extend(fi[j] for j in set(range(len(fi))).difference(keep))
-            fi, ft, fv, fs = [fi[j] for j in keep], [ft[j] for j in keep], [fv[j] for j in keep], [fs[j] for j in keep]
-        if fi:
-            fields[_OVER] = _where(n, fi, map(str.__mod__, ft, fv))
-            fields[_SHARED] = _where(n, fi, fs)
 
-    st = np.maximum(c["status"][rows], 0)
-    idx = np.flatnonzero(st)
-    if len(idx):
-        fields[_STATUS] = _where(n, idx, (f',"status":{{"code":{x}}}' for x in st[idx].tolist()))
-    slow_text = {}
-    if slow_rows:
-        slow_rows.sort()
-        slow_text = dict(zip(slow_rows, map(span_json, slow(rows[slow_rows])), strict=True))
-    return fields, slow_text
+def _row_attr_fields(tl: Timeline, rows: np.ndarray, shared_text: dict, templates: dict,
+                     fields: list[list[str] | None]) -> list[int]:
+    """Fill ``fields``' overlay and shared-dict texts of ``rows``' row attributes; returns the positions
+    (in ``rows``, unsorted) of the rows the per-row path must write instead.
+
+    A RowAttrs without clashes is its overlay values through a %-template per overlay key set (ints only:
+    %d would also take a bool or a float) and its shared dict's text (one object); a TemplateAttrs one
+    %-format of its template; a plain dict of ints and strings one %-format per layout and string values.
+    ``templates`` caches all of these (``_MISS``: not looked at yet; None: per-row path)."""
+    slow_rows: list[int] = []
+    if not tl.attrs:
+        return slow_rows
+    n = len(rows)
+    fi: list[int] = []
+    ft: list[str] = []
+    fv: list[tuple] = []
+    fs: list[str] = []
+    row_attrs: Mapping[int, Mapping] = tl.attrs  # RowAttrs and TemplateAttrs are Mappings, not dicts
+    for i, ra in enumerate(map(row_attrs.get, rows.tolist())):
+        if ra is None:
+            continue
+        if type(ra) is RowAttrs:
+            key: tuple = (id(ra.shared), ra.keys_)
+            tm = templates.get(key, _MISS)
+            if tm is _MISS:
+                tm = templates[key] = _template(ra, shared_text)
+            if tm is None:
+                slow_rows.append(i)
+            else:
+                fi.append(i)
+                ft.append(tm[0])
+                fv.append(ra.values_)
+                fs.append(tm[1])
+        elif type(ra) is TemplateAttrs:
+            key = (id(ra.shared), ra.keys_, TemplateAttrs)
+            tm = templates.get(key, _MISS)
+            if tm is _MISS:
+                tm = templates[key] = _template_format(ra)
+            if tm is None:
+                slow_rows.append(i)
+            else:
+                fi.append(i)
+                ft.append(tm[0])
+                fv.append(ra.values_ if tm[1] is None else tuple(map(ra.values_.__getitem__, tm[1])))
+                fs.append("")
+        elif type(ra) is dict and ra:
+            vals = tuple(ra.values())
+            sig = (tuple(ra), tuple(map(type, vals)))
+            dm = templates.get(sig, _MISS)
+            if dm is _MISS:
+                dm = templates[sig] = _dict_layout(sig[0], sig[1])
+            fmt = None
+            if dm is not None:
+                int_at, str_at, baked = dm
+                strs = tuple(map(vals.__getitem__, str_at))
+                fmt = baked.get(strs)
+                if fmt is None and len(baked) < _MAX_BAKED:
+                    fmt = baked[strs] = _dict_format(sig[0], sig[1], strs)
+            if fmt is None:
+                slow_rows.append(i)
+            else:
+                fi.append(i)
+                ft.append(fmt)
+                fv.append(tuple(map(vals.__getitem__, int_at)))
+                fs.append("")
+        elif ra:
+            slow_rows.append(i)
+    if fi and not set(map(type, chain.from_iterable(fv))) <= {int}:
+        keep = [j for j, vals in enumerate(fv) if all(type(v) is int for v in vals)]
+        slow_rows.extend(fi[j] for j in set(range(len(fi))).difference(keep))
+        fi, ft, fv, fs = [fi[j] for j in keep], [ft[j] for j in keep], [fv[j] for j in keep], [fs[j] for j in keep]
+    if fi:
+        fields[_OVER] = _where(n, fi, map(str.__mod__, ft, fv))
+        fields[_SHARED] = _where(n, fi, fs)
+    return slow_rows
 
 
 # A span's text is these pieces, the fields (None) filled by ``_fields``, then joined; spans are separated by
