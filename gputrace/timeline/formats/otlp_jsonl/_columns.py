@@ -194,7 +194,7 @@ def _attribute_columns(spans: list, fast: list | None, kind: np.ndarray, lane_co
         else:
             set_kinds(kind, r, strs)
     if present[N_COLUMN_KEYS]:
-        _other_attrs(flat, np.flatnonzero(codes == N_COLUMN_KEYS), rows, first, attrs, mark)
+        _row_dict_attrs(flat, np.flatnonzero(codes == N_COLUMN_KEYS), rows, first, attrs, mark)
     return cols
 
 
@@ -219,7 +219,7 @@ def _repair_strings(strs: list, sel: np.ndarray, idx: np.ndarray, rows: np.ndarr
                      f"expected stringValue for {key}, got {describe_value(sel[j])}")
 
 
-def _other_attrs(flat: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, attrs: dict[int, dict],
+def _row_dict_attrs(flat: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, attrs: dict[int, dict],
                  mark) -> None:
     """Put the attributes at flat positions ``idx`` of ``flat`` (keys that are not columns) into
     ``attrs[row]``, as Python values; a value nested too deeply ``mark``s its row instead."""
