@@ -220,7 +220,7 @@ def _repair_strings(strs: list, sel: np.ndarray, idx: np.ndarray, rows: np.ndarr
 
 
 def _row_dict_attrs(flat: list, idx: np.ndarray, rows: np.ndarray, first: np.ndarray, attrs: dict[int, dict],
-                 mark) -> None:
+                    mark) -> None:
     """Put the attributes at flat positions ``idx`` of ``flat`` (keys that are not columns) into
     ``attrs[row]``, as Python values; a value nested too deeply ``mark``s its row instead."""
     for p, r in zip(idx.tolist(), rows[idx].tolist(), strict=True):
