@@ -95,14 +95,18 @@ def unobserved(tl: Timeline) -> Unobserved:
         res = c["resource"]
         dev_rows = np.flatnonzero(c["device"] >= 0)
         ks, ss, es = [], [], []
+        procs: dict[tuple[int, int, int], list[int]] = {}  # (host, resource, pid) -> its paused rows
         for r in rows.tolist():
-            same = (host[dev_rows] == host[r]) & ((res[dev_rows] == res[r]) | (pid[dev_rows] == pid[r]))
+            procs.setdefault((int(host[r]), int(res[r]), int(pid[r])), []).append(r)
+        for (h, rs, p), prow in procs.items():
+            same = (host[dev_rows] == h) & ((res[dev_rows] == rs) | (pid[dev_rows] == p))
+            pr = np.asarray(prow, np.int64)
             for d in np.unique(c["device"][dev_rows[same]]).tolist():
-                ks.append(int(host[r]) * 65536 + int(d))
-                ss.append(int(c["start"][r]))
-                es.append(int(c["end"][r]))
+                ks.append(np.full(len(pr), h * 65536 + int(d), np.int64))
+                ss.append(c["start"][pr])
+                es.append(c["end"][pr])
         if ks:
-            g, s, e = union_by_group(np.asarray(ks, np.int64), np.asarray(ss, np.int64), np.asarray(es, np.int64))
+            g, s, e = union_by_group(np.concatenate(ks), np.concatenate(ss), np.concatenate(es))
             for k in np.unique(g).tolist():
                 m = g == k
                 out.by_device[(k // 65536, k % 65536)] = (s[m], e[m])
