@@ -18,6 +18,9 @@ import re
 ACTIVITY = "gputrace.activity"  # "kernel" / "memcpy" / "memset" / "sync"
 SOURCE = "gputrace.source"  # "cupti" / "nsys" / "kineto"
 ROLE = "gputrace.role"  # rows that are not phases: "api" (CUDA API call), "op" (framework operator), "profiler"
+#: True on the span of an interval CUDA activity collection was paused (``gputrace.trace.record_control``; name
+#: ``PAUSED``, lane ``thread:`` + ``PAUSED``): not a phase, and no activity was recorded in it (docs/record.md).
+PAUSED = "gputrace.record.paused"
 KERNEL_NAME = "cuda.kernel.name"  # demangled full name (the span name is the short name)
 GRID, BLOCK = "cuda.grid", "cuda.block"  # [x, y, z]
 REGISTERS = "cuda.registers_per_thread"

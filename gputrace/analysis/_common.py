@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gputrace.analysis.activity_index import SYNC, activity_index
+from gputrace.analysis.activity_index import SYNC, activity_index, attr_scan
 from gputrace.timeline.model import KIND_CODES, Timeline
 
 # Run grouping lives with the readers (the entrance splits files into runs); re-exported here.
@@ -110,14 +110,15 @@ def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray
 
 def host_rows(tl: Timeline) -> np.ndarray:
     """Rows that are host-side work: no device time and kind other than ``gpu``; profiler bookkeeping
-    rows (``gputrace.analysis.api_calls.profiler_rows``) are not work."""
+    rows (``gputrace.analysis.api_calls.profiler_rows``) and the spans of paused CUDA collection
+    (``gputrace.analysis.unobserved``) are not work."""
     from gputrace.analysis.api_calls import profiler_rows
 
     c = tl.cols
     m = (c["gpu_start"] < 0) & (c["kind"] != GPU_KIND)
-    prof = profiler_rows(tl)
-    if len(prof):
-        m[prof] = False
+    for rows in (profiler_rows(tl), attr_scan(tl).paused if tl.n else ()):
+        if len(rows):
+            m[rows] = False
     return np.flatnonzero(m)
 
 

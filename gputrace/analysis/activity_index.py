@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gputrace.activity import ACTIVITY, ROLE, STREAM
+from gputrace.activity import ACTIVITY, PAUSED, ROLE, STREAM
 from gputrace.timeline.model import Timeline
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
@@ -59,9 +59,10 @@ class AttrScan:
     """What one pass over ``Timeline.attrs`` finds (see :func:`attr_scan`). ``act_rows``/``act_what``/
     ``act_stream``: rows whose ``gputrace.activity`` is one of ``WHAT_NAMES``, ascending, with its code and
     ``cuda.stream`` (-1 where absent or not an int); ``api``: rows with ``gputrace.role == "api"``;
-    ``profiler``: rows with ``gputrace.role == "profiler"``; ``tagged``: rows holding a ``gputrace.activity``
-    or a ``gputrace.role`` key (whatever its value). ``api``, ``profiler`` and ``tagged`` follow the
-    attributes' order."""
+    ``profiler``: rows with ``gputrace.role == "profiler"``; ``paused``: the spans of intervals CUDA activity
+    collection was paused (``gputrace.record.paused`` true: ``gputrace.trace.record_control``); ``tagged``: rows
+    holding a ``gputrace.activity`` or a ``gputrace.role`` key (whatever its value), and the paused rows.
+    ``api``, ``profiler``, ``paused`` and ``tagged`` follow the attributes' order."""
 
     act_rows: np.ndarray
     act_what: np.ndarray
@@ -69,17 +70,21 @@ class AttrScan:
     api: np.ndarray
     profiler: np.ndarray
     tagged: np.ndarray
+    paused: np.ndarray
 
 
 def _classify(a) -> tuple:
-    """(activity code or None, stream, role, tagged) of one attribute Mapping: the per-row reference."""
+    """(activity code or None, stream, role, tagged) of one attribute Mapping: the per-row reference. A paused
+    span's role is ``PAUSED`` (its attribute, not a ``gputrace.role`` value: what the recorder writes)."""
     w = a.get(ACTIVITY)
     code = _WHAT_CODES.get(w) if w is not None else None
     st = a.get(STREAM) if code is not None else None
+    if a.get(PAUSED) is True:
+        return code, (st if isinstance(st, int) else -1), PAUSED, True
     return code, (st if isinstance(st, int) else -1), a.get(ROLE), (ACTIVITY in a or ROLE in a)
 
 
-_READ = (ACTIVITY, STREAM, ROLE)
+_READ = (ACTIVITY, STREAM, ROLE, PAUSED)
 _SCANS: dict[int, tuple[weakref.ref, AttrScan]] = {}
 
 
@@ -95,6 +100,7 @@ def attr_scan(tl: Timeline) -> AttrScan:
     streams: list[int] = []
     api: list[int] = []
     prof: list[int] = []
+    paused: list[int] = []
     tagged: list[int] = []
     by_shared: dict[int, tuple] = {}  # id(shared dict) -> _classify(shared dict); all alive in tl.attrs
     plain_keys: dict[int, bool] = {}  # id(overlay keys tuple) -> it holds none of _READ
@@ -126,10 +132,13 @@ def attr_scan(tl: Timeline) -> AttrScan:
                 api.append(r)
             elif role == "profiler":
                 prof.append(r)
+            elif role == PAUSED:
+                paused.append(r)
     r_ = np.asarray(rows, np.int64)
     o = np.argsort(r_, kind="stable")
     scan = AttrScan(r_[o], np.asarray(codes, np.int8)[o], np.asarray(streams, np.int64)[o],
-                    np.asarray(api, np.int64), np.asarray(prof, np.int64), np.asarray(tagged, np.int64))
+                    np.asarray(api, np.int64), np.asarray(prof, np.int64), np.asarray(tagged, np.int64),
+                    np.asarray(paused, np.int64))
     for k in [k for k, (ref, _) in _SCANS.items() if ref() is None]:
         _SCANS.pop(k, None)
     _SCANS[id(tl)] = (weakref.ref(tl), scan)

@@ -20,7 +20,9 @@ to which), and at most the wall time that the claimed intervals and the earlier 
 intervals (pageable copies, pinning, any rule over an older document) left. So the table's savings add up to
 at most ``wall_ns``, the union of the runs' extents. GPU idle is the device's: one ``gpu-idle-host``
 finding per (host, device), over the union of every process's activity on it (gaps.py); two GPUs idle at
-the same moment save that moment once (the second is named in the first's evidence).
+the same moment save that moment once (the second is named in the first's evidence). Wall time in which no GPU
+was observed (CUDA collection paused, the document's ``unobserved``: gputrace/analysis/unobserved.py) is in no
+finding: nothing is known about the GPUs there.
 
 To add a rule: write ``def _rule(ctx) -> list[Finding]``, add one ``Rule`` row to :data:`RULES`, and give it
 a test where it fires and one where it stays silent (tests/unit/test_findings.py).
@@ -464,12 +466,16 @@ def _label(f: Finding) -> str:
     return f"{f.rule} ({f.where})" if f.where else f.rule
 
 
-def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0) -> list[Finding]:
+def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved: Iterable = ()) -> list[Finding]:
     """Each second of wall time in at most one finding (see the module docstring): ``found`` with savings
     bounded by the wall time each can still claim, in :data:`CLAIM_ORDER`; findings left under ``min_ns``
     are dropped; the rest keep their order of ``found``. With ``wall_ns`` > 0 (the union of the runs'
     extents, which every interval of a trace lies in) the savings add up to at most it: a finding gets at
-    most the wall time that the claimed intervals and the earlier findings without intervals left."""
+    most the wall time that the claimed intervals and the earlier findings without intervals left.
+    ``unobserved``: ``(start, end)`` pairs of wall time in which no GPU was observed (CUDA collection paused:
+    ``gputrace.analysis.unobserved``): no finding claims them, and they are not wall time left to claim."""
+    unseen = _merge(unobserved)
+    unseen_ns = _length(unseen)
     claimed: list[Span] = []
     owners: list[tuple[str, list[Span]]] = []
     owner_ix: list[int] = []
@@ -478,15 +484,21 @@ def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0) -> list[Fin
     scalar_total = 0
     for i, f in sorted(enumerate(found), key=lambda p: _claim_key(p[1])):
         notes = []
-        left = max(0, wall_ns - _length(claimed) - scalar_total) if wall_ns > 0 else None
+        left = max(0, wall_ns - unseen_ns - _length(claimed) - scalar_total) if wall_ns > 0 else None
         saving = f.saving_ns
         if f.intervals:
             iv = _merge(f.intervals)
             span = _length(iv)
+            if unseen:
+                iv = _minus(iv, unseen)
+                if _length(iv) < span:
+                    notes.append(f"{fmt_ns(span - _length(iv))} of it with CUDA collection paused (not observed), "
+                                 "not counted")
             own = _minus(iv, claimed)
             saving = min(saving, _length(own))
             if span < f.saving_ns:
                 notes.append(f"{fmt_ns(span)} of wall time (processes in parallel counted once)")
+            span = _length(iv)
             if saving < min(f.saving_ns, span):
                 taken = sorted(((lbl, _length(iv) - _length(_minus(iv, o)), k) for (lbl, o), k in zip(owners, owner_ix,
                                                                                                      strict=True)),
@@ -528,6 +540,6 @@ def findings(data: dict, comm: dict | None = None, min_ns: int | None = None,
     out: list[Finding] = []
     for rule in rules:
         out.extend(rule.check(ctx))
-    out = account(out, wall, ctx.min_ns)
+    out = account(out, wall, ctx.min_ns, (data.get("unobserved") or {}).get("intervals") or ())
     out.sort(key=lambda f: (-f.saving_ns, f.rule, f.where))
     return out

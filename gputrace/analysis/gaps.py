@@ -37,6 +37,7 @@ from gputrace.analysis._common import (
     union_by_group,
 )
 from gputrace.analysis.gpu_activity import activity_index
+from gputrace.analysis.unobserved import observed_parts, unobserved
 from gputrace.timeline.model import Timeline
 
 BETWEEN, LEADING, TRAILING = 0, 1, 2
@@ -89,7 +90,8 @@ class IdleGaps:
       largest first. ``has_activity[i]`` is False where it was not measured (see
       ``activity_for`` in `gpu_idle_gaps`).
     * ``busy_ns``: per device group (same order as ``groups``), the total active time;
-      ``groups``: list of (run, host, device) tuples of names/ints.
+      ``groups``: list of (run, host, device) tuples of names/ints; ``unobserved_ns``: per group, the
+      time collection was paused (``gputrace.analysis.unobserved``): no gap lies in it.
     """
 
     device: np.ndarray
@@ -108,6 +110,8 @@ class IdleGaps:
     busy_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     has_activity: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     kernel_basis: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per group: activity spans used
+    #: per group: time of the run's extent the device was not observed (paused collection), in no gap
+    unobserved_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return int(len(self.start))
@@ -216,6 +220,14 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         parts_e += [lead_e[m1], trail_e[m2]]
         parts_k += [np.full(int(m1.sum()), LEADING, np.int64), np.full(int(m2.sum()), TRAILING, np.int64)]
     gg, gs, ge, gk = (np.concatenate(p) for p in (parts_g, parts_s, parts_e, parts_k))
+    unobs = unobserved(tl)
+    un_ns = np.zeros(len(first), np.int64)
+    if unobs:  # a paused collection: neither busy nor idle (gputrace.analysis.unobserved)
+        i, gs, ge = observed_parts(unobs, g_host[gg], g_dev[gg], gs, ge)
+        gg, gk = gg[i], gk[i]
+        rmin, rmax = run_extents(tl, run, len(runs))
+        for g in range(len(first)):
+            un_ns[g] = unobs.ns_within((int(g_host[g]), int(g_dev[g])), int(rmin[g_run[g]]), int(rmax[g_run[g]]))
     keep = (ge - gs) >= max(min_gap_ns, 1)
     gg, gs, ge, gk = gg[keep], gs[keep], ge[keep], gk[keep]
     order = np.lexsort((gs, gg))
@@ -244,6 +256,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         runs=runs,
         groups=[(runs[int(r)], hosts[int(h)], int(d)) for r, h, d in zip(g_run, g_host, g_dev, strict=True)],
         busy_ns=busy,
+        unobserved_ns=un_ns,
         has_activity=has_act,
         kernel_basis=activity_index(tl).mask(tl.n)[grow],
     )

@@ -58,13 +58,15 @@ from gputrace.analysis.activity_index import (  # noqa: F401 (re-exported: the n
     activity_index,
 )
 from gputrace.analysis.launch_host import host_in_holes, thread_keys
+from gputrace.analysis.unobserved import observed_parts, unobserved
 from gputrace.timeline.model import Timeline
 
 
 # ---- device busy / idle --------------------------------------------------------------------
 @dataclass(frozen=True)
 class DeviceBusy:
-    """One device of one run. ``window_ns``: the run's extent; ``busy_ns``: union of device work;
+    """One device of one run. ``window_ns``: the run's extent less ``unobserved_ns`` (the time CUDA collection
+    was paused: ``gputrace.analysis.unobserved``), the observed window; ``busy_ns``: union of device work;
     ``kernel_ns``: union of kernels alone; ``idle_ns`` = window - busy. ``basis``: "kernels" or
     "brackets" (no activity spans on this device: busy is the union of event brackets / ``gpu``
     phases, an upper bound). ``kernels``/``copies``/``memsets``: counts (0 on brackets)."""
@@ -80,6 +82,7 @@ class DeviceBusy:
     kernels: int
     copies: int
     memsets: int
+    unobserved_ns: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -91,6 +94,7 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
     run, runs = run_index(tl)
     host, hosts = row_hosts(tl)
     rmin, rmax = run_extents(tl, run, len(runs))
+    unobs = unobserved(tl)
     dw = idx.device_work()
     a_rows, a_s, a_e, a_w = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw]
     b_rows, b_s, b_e = device_activity(tl, kernel_truth=False)
@@ -119,10 +123,11 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
             if basis == BRACKETS and key in with_activity:
                 continue
             with_activity.add(key)
-            window = int(rmax[key[0]] - rmin[key[0]])
+            un = unobs.ns_within((key[1], key[2]), int(rmin[key[0]]), int(rmax[key[0]])) if unobs else 0
+            window = max(int(rmax[key[0]] - rmin[key[0]]) - un, int(busy[g]))
             out.append(DeviceBusy(runs[key[0]], hosts[key[1]], key[2], basis, window, int(busy[g]), int(kern[g]),
                                   max(window - int(busy[g]), 0), int(counts[0][g]), int(counts[1][g]),
-                                  int(counts[2][g])))
+                                  int(counts[2][g]), un))
     out.sort(key=lambda d: (d.run, d.host, d.device))
     return out
 
@@ -140,7 +145,8 @@ class LaunchGaps:
       ``kernel_ns``: union of kernels alone; ``kernels``: kernel count.
     * Holes (CSR): entry ``i``'s launch gaps are ``hole_start/hole_end[hole_offsets[i]:hole_offsets[i+1]]``:
       the parts of its window in which the *device* ran nothing (time the stream spent on earlier work of
-      other phases is not a gap); ``gap_ns``: their sum. So window = busy + other phases' work + gap.
+      other phases is not a gap, nor is time CUDA collection was paused: ``gputrace.analysis.unobserved``);
+      ``gap_ns``: their sum. So window = busy + other phases' work + gap (+ unobserved time).
     * Host activity in the holes on the launching thread (CSR, largest first):
       ``act_phase``/``act_ns`` over ``act_offsets``; ``unattributed_ns``: hole time in which the thread
       was in no child span (the phase's own code, or no span at all). ``thread_known`` is False where
@@ -295,6 +301,10 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
     a_key = host[a_rows] * stride + a_dev + 1
     g_dkey = host[g_row] * stride + g_dev + 1
     hg, hs, he = _idle_in_windows(a_key, a_s, a_e, g_dkey, w_s, w_e)
+    unobs = unobserved(tl)
+    if unobs:  # paused collection: no launch gap there (gputrace.analysis.unobserved)
+        i, hs, he = observed_parts(unobs, host[g_row[hg]], g_dev[hg], hs, he)
+        hg = hg[i]
     o = np.lexsort((hs, hg))
     hg, hs, he = hg[o], hs[o], he[o]
     hole_off = offsets_from_counts(np.bincount(hg, minlength=ng))

@@ -43,6 +43,7 @@ from gputrace.analysis.stalls import (
 from gputrace.analysis.startup import startup_intervals
 from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
+from gputrace.analysis.unobserved import unobserved
 from gputrace.analysis.waits import HostWaits, host_waits
 from gputrace.timeline.model import Timeline
 
@@ -80,9 +81,11 @@ class Listing:
 @dataclass(frozen=True)
 class DeviceIdle:
     """One device's totals over every gap: ``busy_ns`` (union of its activity), ``idle_ns``
-    (all gaps, leading and trailing included: busy + idle is the device's share of the run
+    (all gaps, leading and trailing included: busy + idle is the device's observed share of the run
     extents), ``gaps`` (count) and ``longest_ns``; ``basis``: "kernels" (GPU activity spans),
-    "brackets" (CUDA events / ``gpu`` phases: busy is an upper bound) or "mixed" (some runs each)."""
+    "brackets" (CUDA events / ``gpu`` phases: busy is an upper bound) or "mixed" (some runs each);
+    ``unobserved_ns``: time of the run extents in which CUDA collection was paused (neither busy nor idle:
+    the idle share is of the observed window, busy + idle)."""
 
     device: int
     busy_ns: int
@@ -90,6 +93,7 @@ class DeviceIdle:
     gaps: int
     longest_ns: int
     basis: str = "brackets"
+    unobserved_ns: int = 0
 
     @property
     def idle_share(self) -> float:
@@ -100,7 +104,7 @@ class DeviceIdle:
         share = self.idle_share
         return {"device": self.device, "busy_ns": self.busy_ns, "idle_ns": self.idle_ns,
                 "idle_share": None if share != share else share, "gaps": self.gaps, "longest_ns": self.longest_ns,
-                "basis": self.basis}
+                "basis": self.basis, "unobserved_ns": self.unobserved_ns}
 
 
 @dataclass
@@ -127,6 +131,8 @@ class TimelineAnalysis:
     api_calls: list[dict] = field(default_factory=list)  # `api_calls.api_call_table`: CUDA API calls per name
     comm: dict = field(default_factory=dict)  # `collectives.collectives`: ranks, matched collectives, stragglers
     startup: list[dict] = field(default_factory=list)  # `startup.startup_intervals`: per process
+    #: `unobserved_summary`: time CUDA collection was paused (no GPU figure counts it; no finding claims it)
+    unobserved: dict = field(default_factory=dict)
 
     @property
     def listed(self) -> list[Stall]:
@@ -148,6 +154,7 @@ class TimelineAnalysis:
             "pinning_summary": pinning_summary(self.pinning, self.wall_ns),
             "unattributed": self.unattributed_paths,
             "startup": self.startup,
+            "unobserved": self.unobserved,
             "critical_path": self.critical_path,
             "gpu_activity": self.gpu_activity,
             "api_calls": self.api_calls,
@@ -172,7 +179,8 @@ class TimelineAnalysis:
         d = {"wall_ns": self.wall_ns, "stalls": [s.to_dict() for s in self.listed],
              "phases": [{"phase": names[i]} for i in sorted(set(self.phases.phase.tolist()))],
              "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
-             "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity, "startup": self.startup}
+             "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity, "startup": self.startup,
+             "unobserved": self.unobserved}
         return findings(d, self.comm)
 
     def emulated_note(self) -> str:
@@ -213,13 +221,29 @@ def emulated_costs(tl: Timeline) -> dict:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def unobserved_summary(tl: Timeline, gaps: IdleGaps) -> dict:
+    """The time CUDA activity collection was paused (``gputrace.analysis.unobserved``): ``intervals``, the wall
+    time in which none of the devices with activity was observed (what no finding claims), ``ns`` its length,
+    and ``per_device`` (host, device, ns, intervals). Empty when nothing was paused."""
+    u = unobserved(tl)
+    if not u:
+        return {}
+    ix = {h: i for i, h in enumerate(u.hosts)}
+    wall = u.wall((ix[h], d) for _, h, d in gaps.groups if h in ix) if gaps.groups else []
+    return {"ns": sum(b - a for a, b in wall), "intervals": wall, "per_device": u.per_device()}
+
+
 def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
     """Per-device totals over every gap in ``gaps`` (all runs and hosts together)."""
     busy: dict[int, int] = {}
+    unobs: dict[int, int] = {}
     bases: dict[int, set] = {}
-    kb = gaps.kernel_basis.tolist() if len(gaps.kernel_basis) == len(gaps.groups) else [False] * len(gaps.groups)
-    for (_, _, dev), b, k in zip(gaps.groups, gaps.busy_ns.tolist(), kb, strict=True):
+    ng = len(gaps.groups)
+    kb = gaps.kernel_basis.tolist() if len(gaps.kernel_basis) == ng else [False] * ng
+    un = gaps.unobserved_ns.tolist() if len(gaps.unobserved_ns) == ng else [0] * ng
+    for (_, _, dev), b, k, u in zip(gaps.groups, gaps.busy_ns.tolist(), kb, un, strict=True):
         busy[dev] = busy.get(dev, 0) + int(b)
+        unobs[dev] = unobs.get(dev, 0) + int(u)
         bases.setdefault(dev, set()).add("kernels" if k else "brackets")
     idle, count, longest = {}, {}, {}
     dur = gaps.duration
@@ -227,7 +251,8 @@ def device_idle(gaps: IdleGaps) -> list[DeviceIdle]:
         m = gaps.device == d
         idle[d], count[d], longest[d] = int(dur[m].sum()), int(m.sum()), int(dur[m].max())
     return [DeviceIdle(d, busy.get(d, 0), idle.get(d, 0), count.get(d, 0), longest.get(d, 0),
-                       "mixed" if len(bases.get(d, ())) > 1 else next(iter(bases.get(d, {"brackets"}))))
+                       "mixed" if len(bases.get(d, ())) > 1 else next(iter(bases.get(d, {"brackets"}))),
+                       unobs.get(d, 0))
             for d in sorted(set(busy) | set(idle))]
 
 
@@ -282,6 +307,7 @@ def analyse_timeline(
         api_calls=api_call_table(tl, top=top),
         comm=collectives(tl, top=top),
         startup=startup_intervals(tl),
+        unobserved=unobserved_summary(tl, gaps),
     )
     if critical:
         out.add_gpu_activity(tl)

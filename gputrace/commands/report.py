@@ -178,13 +178,18 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     gi = data["gpu_idle"]
     if gi["per_device"]:
         t = Table(title=f"GPU idle (every gap counted: {gi['gaps']:,})", title_justify="left")
-        for col in ("device", "busy", "idle", "idle share", "gaps", "longest gap", "basis"):
+        paused = any(d.get("unobserved_ns") for d in gi["per_device"])  # record_control.pause(): not observed
+        for col in ("device", "busy", "idle", "idle share", "gaps", "longest gap", "basis",
+                    *(("unobserved",) if paused else ())):
             t.add_column(col, justify="left" if col == "device" else "right")
         for d in gi["per_device"]:
             share = "-" if d["idle_share"] is None else f"{d['idle_share']:.1%}"
             _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), share, f"{d['gaps']:,}",
-                      _fmt(d["longest_ns"]), d["basis"])
+                      _fmt(d["longest_ns"]), d["basis"], *((_fmt(d.get("unobserved_ns") or 0),) if paused else ()))
         console.print(t)
+        if paused:
+            console.print("unobserved: CUDA activity collection was paused (record_control.pause), neither busy nor "
+                          "idle; idle share is of the observed time (busy + idle)", style="dim")
 
     if data["stalls"]:
         t = Table(title="Stalls (repeats grouped, largest time lost first)", title_justify="left")

@@ -42,14 +42,20 @@ def render_gpu(g: dict, console, fmt) -> None:
         return t
 
     if g["devices"]:
+        paused = any(d.get("unobserved_ns") for d in g["devices"])  # record_control.pause(): not observed
         t = table("GPU busy (union of kernels and copies where recorded; else event brackets, an upper bound)",
-                  ("device", "basis", "busy", "kernels busy", "idle", "idle share", "kernels", "copies", "memsets"))
+                  ("device", "basis", "busy", "kernels busy", "idle", "idle share", "kernels", "copies", "memsets",
+                   *(("unobserved",) if paused else ())))
         for d in g["devices"]:
             kb = d["basis"] == "kernels"
             row(t, f"{d['host']} {_dev(d['device'])}", d["basis"], fmt(d["busy_ns"]),
                 fmt(d["kernel_ns"]) if kb else "-", fmt(d["idle_ns"]), _pct(d["idle_ns"], d["window_ns"]),
-                str(d["kernels"]) if kb else "-", str(d["copies"]) if kb else "-", str(d["memsets"]) if kb else "-")
+                str(d["kernels"]) if kb else "-", str(d["copies"]) if kb else "-", str(d["memsets"]) if kb else "-",
+                *((fmt(d.get("unobserved_ns") or 0),) if paused else ()))
         console.print(t)
+        if paused:
+            console.print("  unobserved: CUDA activity collection was paused (record_control.pause); idle share is "
+                          "of the observed time", style="dim")
     if not g["activity_spans"]:
         if g["devices"]:
             console.print("  No kernel/copy activity in this trace: GPU time is from CUDA-event brackets only "

@@ -14,12 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gputrace.activity import PAUSED
 from gputrace.analysis.lanes import device_name
 from gputrace.textsafe import visible
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import IntervalIndex, TimelineIndex
 
 HOST, DEVICE, LANE, GPU = "host", "device", "lane", "gpu"
+#: The lane of the intervals CUDA activity collection was paused (``record_control.pause``), and its label:
+#: no GPU activity was recorded there, so the device rows show neither work nor idle gaps in them.
+PAUSED_LANE = f"thread:{PAUSED}"
+PAUSED_LABEL = "CUDA collection paused (not recorded)"
 
 
 
@@ -76,7 +81,8 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
             for k in lanes:
                 lane = tl.lanes[k]
                 li = index.lanes[k]
-                name = f"   {visible(lane.name)}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                shown = PAUSED_LABEL if lane.name == PAUSED_LANE else visible(lane.name)
+                name = f"   {shown}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
                 if compact:
                     label = name
                     rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev)))

@@ -68,7 +68,8 @@ def test_report_json_numbers(trace):
     waits = {w["phase"]: w for w in d["host_waits"]}
     assert waits["sync"]["wait_ns"] == 5 * MS
     idle = {x["device"]: x for x in d["gpu_idle"]["per_device"]}
-    assert idle[1] == {"device": 1, "busy_ns": 15 * MS, "idle_ns": 85 * MS, "idle_share": 0.85, "gaps": 2, "longest_ns": 45 * MS, "basis": "brackets"}
+    assert idle[1] == {"device": 1, "busy_ns": 15 * MS, "idle_ns": 85 * MS, "idle_share": 0.85, "gaps": 2,
+                       "longest_ns": 45 * MS, "basis": "brackets", "unobserved_ns": 0}
     stalls = d["stalls"]
     assert [s["lost_ns"] for s in stalls] == sorted((s["lost_ns"] for s in stalls), reverse=True)
     assert {"idle", "wait", "pin", "unattributed"} <= {s["category"] for s in stalls}
