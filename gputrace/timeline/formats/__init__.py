@@ -74,8 +74,8 @@ NATIVE = "otlp"
 
 #: The formats, in sniffing order (the native format is the fallback, so it sniffs nothing).
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",
-           sniff=f"{_PKG}.nsys.sniff:is_nsys",
+    Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite); .gz compresses",
+           sniff=f"{_PKG}.nsys.sniff:is_nsys", sniff_gzip=True,
            read=f"{_PKG}.nsys.read:read_nsys", read_options=("host", "runtime", "correlation_ids")),
     Format("chrome", "Chrome Trace Event / Perfetto JSON (ui.perfetto.dev, chrome://tracing); .gz compresses",
            sniff=f"{_PKG}.chrome.sniff:is_chrome", sniff_gzip=True,

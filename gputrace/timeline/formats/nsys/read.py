@@ -53,6 +53,7 @@ import numpy as np
 from gputrace.activity import API_LANE_PREFIX
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline._gc import collector_paused
+from gputrace.timeline._lines import is_gzip
 from gputrace.timeline.formats.nsys.columns import PID_MASK, CorrIndex, Rows, groups, int_columns, shifted
 from gputrace.timeline.formats.nsys.device import ApiCalls, Device
 from gputrace.timeline.formats.nsys.sqlite import (
@@ -85,6 +86,7 @@ def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime:
     ``correlation_ids=True`` also puts ``cuda.correlation_id`` on the API-call rows (device rows always
     carry it, with ``cuda.launch.api_start_ns``, on a small per-row ``RowAttrs`` over one dict shared by
     launches with identical static attributes).
+    A gzip-compressed export (``rep.sqlite.gz``) is read through a temporary decompressed copy (``gunzip.py``).
     Raises :class:`NsysFormatError` for files that are not SQLite or have no nsys tables, and
     ``FileNotFoundError`` for a missing file.
 
@@ -98,9 +100,20 @@ def read_nsys(path: str | os.PathLike[str], *, host: str | None = None, runtime:
     if p.suffix in (".nsys-rep", ".qdrep"):
         raise NsysFormatError(f"{p}: this is an Nsight Systems report; export it first: "
                               f"nsys export --type sqlite -o {p.with_suffix('.sqlite')} {p}")
+    if is_gzip(p):  # rep.sqlite.gz: read from a decompressed temporary copy, named as the file given
+        from gputrace.timeline.formats.nsys.gunzip import gunzipped
+
+        with gunzipped(p) as plain:
+            return _read_file(plain, p, host, runtime, correlation_ids)
     if not is_nsys_sqlite(p):
         raise NsysFormatError(f"{p}: not a SQLite file (expected the output of `nsys export --type sqlite`)")
-    rep = open_report(p)
+    return _read_file(p, p, host, runtime, correlation_ids)
+
+
+def _read_file(real: Path, p: Path, host: str | None, runtime: bool, correlation_ids: bool) -> Timeline:
+    """``read_nsys`` of the SQLite file ``real``, every message naming ``p`` (the file the user gave)."""
+    rep = open_report(real)
+    rep.path = p
     try:
         known = {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
                  "CUPTI_ACTIVITY_KIND_MEMCPY"}
