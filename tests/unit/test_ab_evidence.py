@@ -110,3 +110,25 @@ def test_opt_sets_lines_carry_the_kernel_line():
     lines = {ln.split(":")[0]: ln for ln in rep.conclusions}
     assert lines["kern vs none"].endswith("-> kernels")
     assert lines["gaps vs none"].endswith("-> host timing") and "launch gaps +" in lines["gaps vs none"]
+
+
+def test_a_tiny_kernel_change_is_not_the_cause_and_copies_can_be():
+    """CUPTI kernel times are nearly noise-free, so a 0.9 ms kernel change is significant under a bracket that moved
+    by 188 ms, and still not its cause; a pageable upload's +329 ms of copies is."""
+    from gputrace.analysis.ab.effects import Effect
+    from gputrace.analysis.ab.evidence import COPIES, MATERIAL, CopyEvidence
+
+    def eff(ns, sig=True):
+        return Effect("p", None, "host", "s", "log", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, ns, ns, ns, 0.01, sig)
+
+    pe = PhaseEvidence("b1", "prove/msm_h", eff(43.8e6), eff(-0.242e6), eff(30.9e6), None)
+    classify(pe)
+    assert pe.verdict == HOST_TIMING and pe.because == ["launch gaps +30.9 ms", "kernels -242 µs"]
+    copies = [CopyEvidence("HtoD PAGEABLE", eff(329e6), None, 7.4), CopyEvidence("HtoD PINNED", eff(-51.3e6), 47.2, None)]
+    pe = PhaseEvidence("pageable", "prove/load_bases", eff(-188e6), eff(-0.886e6), eff(-97.8e6), eff(-28.2e6), copies)
+    classify(pe)
+    assert pe.verdict == COPIES and pe.because == ["copies HtoD PAGEABLE +329 ms", "copies HtoD PINNED -51.3 ms"]
+    assert pe.describe().endswith("-> copies (copies HtoD PAGEABLE +329 ms, copies HtoD PINNED -51.3 ms)")
+    pe = PhaseEvidence("s", "prove/msm_a", eff(10e6), eff(MATERIAL * 10e6), None, None)
+    classify(pe)
+    assert pe.verdict == KERNELS  # at the bar exactly

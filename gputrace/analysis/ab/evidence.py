@@ -5,9 +5,14 @@ evidence is the same term's fitted effect on that phase's GPU activity (``measur
 kernels it enqueued, the launch gaps inside it, the host's sync waits in it and its copies per direction and host
 memory kind, with the copies' bandwidth with the switch on and off. The verdict:
 
-* ``kernels``: the kernel time moved significantly (the GPU did different work);
-* ``host timing``: the bracket moved but the kernels did not; ``because`` names what did (launch gaps, sync
-  waits, copies), or is empty when nothing on the GPU side moved (host code, waits on other threads);
+* ``kernels``: the kernel time moved significantly, by at least ``MATERIAL`` of the bracket's change (the GPU did
+  different work);
+* ``copies``: not the kernels, but the copy time moved significantly, by at least ``MATERIAL`` of the bracket's
+  change (the GPU moved bytes differently: a pageable upload, a new copy);
+* ``host timing``: the bracket moved but neither the kernels nor the copies did, materially; ``because`` names
+  what did (launch gaps, sync waits, small kernel or copy changes), or is empty when nothing on the GPU side moved
+  (host code, waits on other threads). CUPTI kernel times are nearly noise-free, so a kernel change of a few
+  microseconds under a bracket that moved by milliseconds is significant and still not the cause;
 * ``no kernel data``: the runs carry no GPU activity for that phase (a host phase, or CUPTI was off).
 
 Pure Python over ``effects.FactorialResult``; any thread.
@@ -32,7 +37,9 @@ from gputrace.analysis.ab.measures import (
     RunMeasures,
 )
 
-KERNELS, HOST_TIMING, NO_DATA = "kernels", "host timing", "no kernel data"
+KERNELS, COPIES, HOST_TIMING, NO_DATA = "kernels", "copies", "host timing", "no kernel data"
+#: The share of the bracket's change that the kernels' (or the copies') change must reach to be named the cause.
+MATERIAL = 0.25
 
 
 @dataclass
@@ -156,9 +163,15 @@ def classify(pe: PhaseEvidence) -> None:
     if pe.kernels is None and pe.gaps is None and not pe.copies and pe.syncs is None:
         pe.verdict, pe.because = NO_DATA, []
         return
-    if pe.kernels is not None and pe.kernels.significant:
+    floor = MATERIAL * abs(pe.bracket.ns)
+    if pe.kernels is not None and pe.kernels.significant and abs(pe.kernels.ns) >= floor:
         pe.verdict = KERNELS
         pe.because = []
+        return
+    moved = [c for c in pe.copies if c.effect.significant]
+    if moved and abs(sum(c.effect.ns for c in moved)) >= floor:
+        pe.verdict = COPIES
+        pe.because = [f"copies {c.kind} {_signed(c.effect.ns)}" for c in moved]
         return
     pe.verdict = HOST_TIMING
     why = []
@@ -166,7 +179,9 @@ def classify(pe: PhaseEvidence) -> None:
         why.append(f"launch gaps {_signed(pe.gaps.ns)}")
     if pe.syncs is not None and pe.syncs.significant:
         why.append(f"sync waits {_signed(pe.syncs.ns)}")
-    why += [f"copies {c.kind} {_signed(c.effect.ns)}" for c in pe.copies if c.effect.significant]
+    if pe.kernels is not None and pe.kernels.significant:
+        why.append(f"kernels {_signed(pe.kernels.ns)}")
+    why += [f"copies {c.kind} {_signed(c.effect.ns)}" for c in moved]
     pe.because = why
 
 
