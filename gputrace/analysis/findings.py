@@ -7,22 +7,10 @@ estimated saving is at least ``Context.min_ns`` (default 1 % of the wall time, a
 are ranked by saving, largest first. Savings are estimates of what the fix could win, stated per rule
 (upper bounds where the rule says so), never measured gains.
 
-**Each second of wall time in at most one finding** (:func:`account`). A saving is wall time the fix
-could remove from the job, so it is measured on the job's one timeline (the epoch clock all processes
-share), never summed over processes: a finding carries the wall-clock ``intervals`` its saving comes from
-(GPU idle gaps, unattributed pieces, launch gaps, sync waits, start-up, the ranks' waits for a straggler,
-a rank's communication), merged, so two ranks idling at the same moment count that moment once. Findings
-claim wall time in :data:`CLAIM_ORDER`, the most specific first: start-up, the straggler's waits, exposed
-communication, sync waits, pageable copies, pinning, launch gaps, unattributed host time inside a named
-phase (deepest first), GPU idle per device, and last a process root's host time in no phase. A finding's
-saving is at most the part of its intervals no earlier finding claimed (its evidence says how much went
-to which), and at most the wall time that the claimed intervals and the earlier findings without
-intervals (pageable copies, pinning, any rule over an older document) left. So the table's savings add up to
-at most ``wall_ns``, the union of the runs' extents. GPU idle is the device's: one ``gpu-idle-host``
-finding per (host, device), over the union of every process's activity on it (gaps.py); two GPUs idle at
-the same moment save that moment once (the second is named in the first's evidence). Wall time in which no GPU
-was observed (CUDA collection paused, the document's ``unobserved``: gputrace/analysis/unobserved.py) is in no
-finding: nothing is known about the GPUs there.
+**Each second of wall time in at most one finding**: :func:`account` (gputrace/analysis/findings_account.py)
+bounds each finding's saving by the wall-clock ``intervals`` it carries, claimed in :data:`CLAIM_ORDER`, so
+the table's savings add up to at most ``wall_ns``, the union of the runs' extents. GPU idle is the device's:
+one ``gpu-idle-host`` finding per (host, device), over the union of every process's activity on it (gaps.py).
 
 To add a rule: write ``def _rule(ctx) -> list[Finding]``, add one ``Rule`` row to :data:`RULES`, and give it
 a test where it fires and one where it stays silent (tests/unit/test_findings.py).
@@ -32,11 +20,16 @@ Pure; any thread; raises nothing on missing sections (a rule whose inputs are ab
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.collectives import is_collective_name
+from gputrace.analysis.findings_account import CLAIM_ORDER, Finding, Span, account, merge_spans
+
+# Finding, Span, account and CLAIM_ORDER live in findings_account.py and are re-exported here.
+__all__ = ["ASSUMED_PINNED_GBPS", "CLAIM_ORDER", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_KERNELS", "LAUNCH_GAP_MAX",
+           "PINNED_MIN_BYTES", "RULES", "Context", "Finding", "Rule", "Span", "account", "default_min_ns", "findings"]
 
 #: Pinned host-to-device bandwidth assumed when the trace shows no pinned copy of at least
 #: ``PINNED_MIN_BYTES`` (GB/s: bytes per ns). A PCIe Gen4 x16 link moves about 25 GB/s pinned.
@@ -48,27 +41,6 @@ LAUNCH_BOUND_BUSY = 0.5
 LAUNCH_BOUND_KERNELS = 4
 #: ... with gaps of at most this much per kernel on average (ns): launching and dispatching, not waiting.
 LAUNCH_GAP_MAX = 1_000_000
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One row of the Findings table: ``rule`` (the RULES name), ``title`` (what to fix, one line),
-    ``evidence`` (the figures behind it), ``saving_ns`` (estimated time saved), ``where`` (phase, device or
-    rank it concerns). Text is built from trace names: escape it before it reaches markup."""
-
-    rule: str
-    title: str
-    evidence: str
-    saving_ns: int
-    where: str = ""
-    #: The wall-clock intervals (epoch ns, sorted, disjoint) the saving comes from; () when the rule has none.
-    #: Not part of the JSON document: :func:`account` turns them into the saving.
-    intervals: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("intervals")
-        return d
 
 
 @dataclass
@@ -93,42 +65,6 @@ class Rule:
     check: Callable[[Context], list[Finding]]
 
 
-Span = tuple[int, int]
-
-
-def _merge(pairs: Iterable) -> list[Span]:
-    """Sorted, disjoint union of ``(start, end)`` pairs (empty ones dropped; touching ones joined)."""
-    out: list[Span] = []
-    for a, b in sorted((int(p[0]), int(p[1])) for p in pairs if int(p[1]) > int(p[0])):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _length(iv: list[Span]) -> int:
-    return sum(b - a for a, b in iv)
-
-
-def _minus(a: list[Span], b: list[Span]) -> list[Span]:
-    """``a`` less ``b`` (both sorted and disjoint)."""
-    out: list[Span] = []
-    j = 0
-    for s, e in a:
-        while j < len(b) and b[j][1] <= s:
-            j += 1
-        k, cur = j, s
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
-            k += 1
-        if cur < e:
-            out.append((cur, e))
-    return out
-
-
 def _roots(ctx: Context) -> set[str]:
     """Names of the top-level spans (a process's root under ``record``) that have unattributed time."""
     return {u["path"].split("/", 1)[0] for u in ctx.data.get("unattributed", []) if u.get("path")}
@@ -137,7 +73,7 @@ def _roots(ctx: Context) -> set[str]:
 def _startup_window(ctx: Context) -> list[tuple[int, int]]:
     """The union of the processes' start-up intervals (``data["startup"]``, gputrace/analysis/startup.py),
     sorted, disjoint: the wall time that start-up took, counted once."""
-    return _merge((d["start_ns"], d["end_ns"]) for d in ctx.data.get("startup") or [])
+    return merge_spans((d["start_ns"], d["end_ns"]) for d in ctx.data.get("startup") or [])
 
 
 def _overlap(s: int, e: int, window: list[tuple[int, int]]) -> int:
@@ -203,7 +139,7 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         evidence = "; ".join(f.evidence for f in parts[:3])
         if len(parts) > 3:
             evidence += f"; {len(parts) - 3} more idle stretch(es), {fmt_ns(sum(f.saving_ns for f in parts[3:]))}"
-        iv = tuple(_merge(p for f in parts for p in f.intervals)) if all(f.intervals for f in parts) else ()
+        iv = tuple(merge_spans(p for f in parts for p in f.intervals)) if all(f.intervals for f in parts) else ()
         out.append(Finding("gpu-idle-host", parts[0].title, f"{fmt_ns(total)} idle in all: {evidence}", total, where,
                            iv))
     return out
@@ -258,7 +194,7 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
                      f"set-up in no phase; host: {what})")
         evidence = text + "".join(f"; {n}" for n in notes)
         where = f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
-        iv = tuple(_merge(s.get("intervals") or ()))
+        iv = tuple(merge_spans(s.get("intervals") or ()))
         out.append((Finding("gpu-idle-host", title, evidence, lost, where, iv), _names(what)[0]))
     return out
 
@@ -284,7 +220,7 @@ def _launch_bound(ctx: Context) -> list[Finding]:
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
             f"({r['busy_ns'] / width:.0%}); launch gaps {fmt_ns(r['gap_ns'])} over {r['instances']} run(s)",
-            int(r["gap_ns"]), f"{r['phase']} GPU {r['device']}", tuple(_merge(r.get("intervals") or ()))))
+            int(r["gap_ns"]), f"{r['phase']} GPU {r['device']}", tuple(merge_spans(r.get("intervals") or ()))))
     return out
 
 
@@ -342,7 +278,7 @@ def _sync_waits(ctx: Context) -> list[Finding]:
         out.append(Finding(
             "sync-wait", f"{phase} blocks the host in {typ} syncs: sync later or less often",
             f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it", ns, phase,
-            tuple(_merge(spans.get((phase, typ)) or ()))))
+            tuple(merge_spans(spans.get((phase, typ)) or ()))))
     return out
 
 
@@ -367,7 +303,7 @@ def _unattributed(ctx: Context) -> list[Finding]:
                     + (f"; {fmt_ns(idle)} of it with the GPU idle, counted in gpu-idle-host" if idle else ""))
         ns -= idle
         out.append(Finding("unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
-                           evidence, ns, u["path"], tuple(_merge(u.get("intervals") or ()))))
+                           evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ()))))
     out.sort(key=lambda f: -f.saving_ns)
     return out[:3]
 
@@ -393,7 +329,7 @@ def _exposed_comm(ctx: Context) -> list[Finding]:
         if claimed:
             evidence += f"; {fmt_ns(claimed)} of it waiting for straggler rank {srank}, counted in that finding"
         out.append(Finding("exposed-comm", f"rank {r['rank']}: communication not overlapped with compute",
-                           evidence, saving, f"rank {r['rank']}", tuple(_merge(r.get("intervals") or ()))))
+                           evidence, saving, f"rank {r['rank']}", tuple(merge_spans(r.get("intervals") or ()))))
     return out
 
 
@@ -411,7 +347,7 @@ def _straggler(ctx: Context) -> list[Finding]:
     coll = ctx.comm.get("collectives", [])
     iv: list[Span] = []
     if coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
-        iv = _merge((int(c["start"]) - int(w), int(c["start"])) for c in coll if c.get("last_rank") == s["rank"]
+        iv = merge_spans((int(c["start"]) - int(w), int(c["start"])) for c in coll if c.get("last_rank") == s["rank"]
                     for w in (c.get("waits") or {}).values())
     return [Finding(
         "straggler", f"rank {s['rank']} is the straggler: the other ranks wait for it at collectives",
@@ -446,84 +382,6 @@ RULES: tuple[Rule, ...] = (
     Rule("straggler", "the rank the others wait for at collectives", _straggler),
     Rule("pinning-loss", "pinning that costs more than it wins", _pinning),
 )
-
-
-#: The order in which findings claim wall time, the most specific first (see the module docstring).
-#: ``unattributed`` of a phase inside a process (a path with ``/``) claims before ``gpu-idle-host``, the
-#: deepest path first; of a top-level span (a process root: its host code in no phase) after it.
-CLAIM_ORDER = ("startup", "straggler", "exposed-comm", "sync-wait", "pageable-copy", "pinning-loss", "launch-bound",
-               "unattributed", "gpu-idle-host", "unattributed-root")
-
-
-def _claim_key(f: Finding) -> tuple:
-    name = "unattributed-root" if f.rule == "unattributed" and "/" not in f.where else f.rule
-    order = CLAIM_ORDER.index(name) if name in CLAIM_ORDER else len(CLAIM_ORDER)
-    depth = -f.where.count("/") if f.rule == "unattributed" else 0
-    return (order, depth, -f.saving_ns, f.where)
-
-
-def _label(f: Finding) -> str:
-    return f"{f.rule} ({f.where})" if f.where else f.rule
-
-
-def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved: Iterable = ()) -> list[Finding]:
-    """Each second of wall time in at most one finding (see the module docstring): ``found`` with savings
-    bounded by the wall time each can still claim, in :data:`CLAIM_ORDER`; findings left under ``min_ns``
-    are dropped; the rest keep their order of ``found``. With ``wall_ns`` > 0 (the union of the runs'
-    extents, which every interval of a trace lies in) the savings add up to at most it: a finding gets at
-    most the wall time that the claimed intervals and the earlier findings without intervals left.
-    ``unobserved``: ``(start, end)`` pairs of wall time in which no GPU was observed (CUDA collection paused:
-    ``gputrace.analysis.unobserved``): no finding claims them, and they are not wall time left to claim."""
-    unseen = _merge(unobserved)
-    unseen_ns = _length(unseen)
-    claimed: list[Span] = []
-    owners: list[tuple[str, list[Span]]] = []
-    owner_ix: list[int] = []
-    new: dict[int, Finding] = {}
-    also: dict[int, list[str]] = {}  # a finding -> the same rule's findings at the same time (e.g. GPU 1 idle too)
-    scalar_total = 0
-    for i, f in sorted(enumerate(found), key=lambda p: _claim_key(p[1])):
-        notes = []
-        left = max(0, wall_ns - unseen_ns - _length(claimed) - scalar_total) if wall_ns > 0 else None
-        saving = f.saving_ns
-        if f.intervals:
-            iv = _merge(f.intervals)
-            span = _length(iv)
-            if unseen:
-                iv = _minus(iv, unseen)
-                if _length(iv) < span:
-                    notes.append(f"{fmt_ns(span - _length(iv))} of it with CUDA collection paused (not observed), "
-                                 "not counted")
-            own = _minus(iv, claimed)
-            saving = min(saving, _length(own))
-            if span < f.saving_ns:
-                notes.append(f"{fmt_ns(span)} of wall time (processes in parallel counted once)")
-            span = _length(iv)
-            if saving < min(f.saving_ns, span):
-                taken = sorted(((lbl, _length(iv) - _length(_minus(iv, o)), k) for (lbl, o), k in zip(owners, owner_ix,
-                                                                                                     strict=True)),
-                               key=lambda t: -t[1])
-                taken = [t for t in taken if t[1] > 0 and (t is taken[0] or t[1] * 100 >= f.saving_ns)]
-                notes.append(", ".join(f"{fmt_ns(ns)} of it counted in {lbl}" for lbl, ns, _ in taken[:2])
-                             + (f" and {len(taken) - 2} more" if len(taken) > 2 else ""))
-                for _, ns, k in taken[:1]:
-                    if found[k].rule == f.rule and f.where:
-                        also.setdefault(k, []).append(f"{f.where} {fmt_ns(ns)}")
-            claimed = _merge([*claimed, *own])
-            owners.append((_label(f), own))
-            owner_ix.append(i)
-        if left is not None and left < saving:
-            notes.append(f"capped at the {fmt_ns(left)} of wall time no other finding counts")
-            saving = left
-        if not f.intervals:
-            scalar_total += saving
-        new[i] = f if not notes else replace(f, saving_ns=int(saving), evidence=f.evidence + "; " + "; ".join(notes))
-    for k, names in also.items():  # e.g. GPU 0 and GPU 1 idle at once: the second counted in the first, say so
-        same = ", ".join(names)
-        new[k] = replace(new[k], evidence=f"{new[k].evidence}; at the same time (counted here once): {same}")
-    # Invariant: each interval finding's saving lies in its own claimed intervals (disjoint), each other
-    # finding's within the wall left, so the sum is at most |claimed| + scalar_total <= wall_ns.
-    return [new[i] for i in range(len(found)) if new[i].saving_ns >= min_ns and new[i].saving_ns > 0]
 
 
 def default_min_ns(wall_ns: int) -> int:

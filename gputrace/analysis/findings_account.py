@@ -1,0 +1,165 @@
+"""Each second of wall time in at most one finding: the :class:`Finding` record and :func:`account`, which
+turns the findings' wall-clock intervals into savings that add up to at most the wall time (docs/findings.md,
+"Each second in one finding"). The rules that make findings are in gputrace/analysis/findings.py.
+
+A saving is wall time the fix could remove from the job, so it is measured on the job's one timeline (the
+epoch clock all processes share), never summed over processes: a finding carries the wall-clock ``intervals``
+its saving comes from (GPU idle gaps, unattributed pieces, launch gaps, sync waits, start-up, the ranks' waits
+for a straggler, a rank's communication), merged, so two ranks idling at the same moment count that moment once.
+Findings claim wall time in :data:`CLAIM_ORDER`, the most specific first: start-up, the straggler's waits,
+exposed communication, sync waits, pageable copies, pinning, launch gaps, unattributed host time inside a named
+phase (deepest first), GPU idle per device, and last a process root's host time in no phase. A finding's
+saving is at most the part of its intervals no earlier finding claimed (its evidence says how much went to
+which), and at most the wall time that the claimed intervals and the earlier findings without intervals
+(pageable copies, pinning, any rule over an older document) left. So the table's savings add up to at most
+``wall_ns``, the union of the runs' extents. Two GPUs idle at the same moment save that moment once (the second
+is named in the first's evidence). Wall time in which no GPU was observed (CUDA collection paused, the
+document's ``unobserved``: gputrace/analysis/unobserved.py) is in no finding: nothing is known about the GPUs
+there.
+
+Pure; any thread; raises nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+
+from gputrace.analysis._common import fmt_ns
+
+__all__ = ["CLAIM_ORDER", "Finding", "Span", "account", "merge_spans"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of the Findings table: ``rule`` (the name of its row in findings.RULES), ``title`` (what to fix),
+    ``evidence`` (the figures behind it), ``saving_ns`` (estimated time saved), ``where`` (phase, device or
+    rank it concerns). Text is built from trace names: escape it before it reaches markup."""
+
+    rule: str
+    title: str
+    evidence: str
+    saving_ns: int
+    where: str = ""
+    #: The wall-clock intervals (epoch ns, sorted, disjoint) the saving comes from; () when the rule has none.
+    #: Not part of the JSON document: :func:`account` turns them into the saving.
+    intervals: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("intervals")
+        return d
+
+
+Span = tuple[int, int]
+
+
+def merge_spans(pairs: Iterable) -> list[Span]:
+    """Sorted, disjoint union of ``(start, end)`` pairs (empty ones dropped; touching ones joined)."""
+    out: list[Span] = []
+    for a, b in sorted((int(p[0]), int(p[1])) for p in pairs if int(p[1]) > int(p[0])):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _length(iv: list[Span]) -> int:
+    return sum(b - a for a, b in iv)
+
+
+def _minus(a: list[Span], b: list[Span]) -> list[Span]:
+    """``a`` less ``b`` (both sorted and disjoint)."""
+    out: list[Span] = []
+    j = 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k, cur = j, s
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+#: The order in which findings claim wall time, the most specific first (see the module docstring).
+#: ``unattributed`` of a phase inside a process (a path with ``/``) claims before ``gpu-idle-host``, the
+#: deepest path first; of a top-level span (a process root: its host code in no phase) after it.
+CLAIM_ORDER = ("startup", "straggler", "exposed-comm", "sync-wait", "pageable-copy", "pinning-loss", "launch-bound",
+               "unattributed", "gpu-idle-host", "unattributed-root")
+
+
+def _claim_key(f: Finding) -> tuple:
+    name = "unattributed-root" if f.rule == "unattributed" and "/" not in f.where else f.rule
+    order = CLAIM_ORDER.index(name) if name in CLAIM_ORDER else len(CLAIM_ORDER)
+    depth = -f.where.count("/") if f.rule == "unattributed" else 0
+    return (order, depth, -f.saving_ns, f.where)
+
+
+def _label(f: Finding) -> str:
+    return f"{f.rule} ({f.where})" if f.where else f.rule
+
+
+def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved: Iterable = ()) -> list[Finding]:
+    """Each second of wall time in at most one finding (see the module docstring): ``found`` with savings
+    bounded by the wall time each can still claim, in :data:`CLAIM_ORDER`; findings left under ``min_ns``
+    are dropped; the rest keep their order of ``found``. With ``wall_ns`` > 0 (the union of the runs'
+    extents, which every interval of a trace lies in) the savings add up to at most it: a finding gets at
+    most the wall time that the claimed intervals and the earlier findings without intervals left.
+    ``unobserved``: ``(start, end)`` pairs of wall time in which no GPU was observed (CUDA collection paused:
+    ``gputrace.analysis.unobserved``): no finding claims them, and they are not wall time left to claim."""
+    unseen = merge_spans(unobserved)
+    unseen_ns = _length(unseen)
+    claimed: list[Span] = []
+    owners: list[tuple[str, list[Span]]] = []
+    owner_ix: list[int] = []
+    new: dict[int, Finding] = {}
+    also: dict[int, list[str]] = {}  # a finding -> the same rule's findings at the same time (e.g. GPU 1 idle too)
+    scalar_total = 0
+    for i, f in sorted(enumerate(found), key=lambda p: _claim_key(p[1])):
+        notes = []
+        left = max(0, wall_ns - unseen_ns - _length(claimed) - scalar_total) if wall_ns > 0 else None
+        saving = f.saving_ns
+        if f.intervals:
+            iv = merge_spans(f.intervals)
+            span = _length(iv)
+            if unseen:
+                iv = _minus(iv, unseen)
+                if _length(iv) < span:
+                    notes.append(f"{fmt_ns(span - _length(iv))} of it with CUDA collection paused (not observed), "
+                                 "not counted")
+            own = _minus(iv, claimed)
+            saving = min(saving, _length(own))
+            if span < f.saving_ns:
+                notes.append(f"{fmt_ns(span)} of wall time (processes in parallel counted once)")
+            span = _length(iv)
+            if saving < min(f.saving_ns, span):
+                taken = sorted(((lbl, _length(iv) - _length(_minus(iv, o)), k) for (lbl, o), k in zip(owners, owner_ix,
+                                                                                                     strict=True)),
+                               key=lambda t: -t[1])
+                taken = [t for t in taken if t[1] > 0 and (t is taken[0] or t[1] * 100 >= f.saving_ns)]
+                notes.append(", ".join(f"{fmt_ns(ns)} of it counted in {lbl}" for lbl, ns, _ in taken[:2])
+                             + (f" and {len(taken) - 2} more" if len(taken) > 2 else ""))
+                for _, ns, k in taken[:1]:
+                    if found[k].rule == f.rule and f.where:
+                        also.setdefault(k, []).append(f"{f.where} {fmt_ns(ns)}")
+            claimed = merge_spans([*claimed, *own])
+            owners.append((_label(f), own))
+            owner_ix.append(i)
+        if left is not None and left < saving:
+            notes.append(f"capped at the {fmt_ns(left)} of wall time no other finding counts")
+            saving = left
+        if not f.intervals:
+            scalar_total += saving
+        new[i] = f if not notes else replace(f, saving_ns=int(saving), evidence=f.evidence + "; " + "; ".join(notes))
+    for k, names in also.items():  # e.g. GPU 0 and GPU 1 idle at once: the second counted in the first, say so
+        same = ", ".join(names)
+        new[k] = replace(new[k], evidence=f"{new[k].evidence}; at the same time (counted here once): {same}")
+    # Invariant: each interval finding's saving lies in its own claimed intervals (disjoint), each other
+    # finding's within the wall left, so the sum is at most |claimed| + scalar_total <= wall_ns.
+    return [new[i] for i in range(len(found)) if new[i].saving_ns >= min_ns and new[i].saving_ns > 0]
