@@ -27,6 +27,11 @@ of ``resource()``), so a reader never takes a paused interval for an idle GPU. T
 they are kept in ``errors`` and ``toggle_errors`` (resource ``gputrace.record.pause_errors``).
 
 Raises ``CuptiUnavailable`` from ``start()`` when the package, the library or a GPU is missing.
+
+Parts kept in their own modules: ``cupti_convert`` (record -> plain dict: the per-kind converters ``_completed``
+uses, the reference ``_plain``, the enum-name maps), ``cupti_pause`` (the paused intervals and toggle errors),
+``cupti_probe`` (``available``, ``library_path``, the package versions; re-exported here). None imports
+``cupti`` at import time.
 """
 
 from __future__ import annotations
@@ -37,55 +42,19 @@ from collections.abc import Callable
 from typing import Any
 
 from gputrace.trace import clock
+from gputrace.trace.cupti_convert import RecordConverter
+from gputrace.trace.cupti_pause import MAX_PAUSED_KEPT, PauseLog
+from gputrace.trace.cupti_probe import available, library_path, version
 
-__all__ = ["CuptiCollector", "CuptiUnavailable", "available", "library_path"]
+__all__ = ["MAX_PAUSED_KEPT", "CuptiCollector", "CuptiUnavailable", "available", "library_path"]
 
 
 class CuptiUnavailable(RuntimeError):
     """CUPTI cannot collect here (no cupti-python, no CUPTI library, no CUDA driver or GPU)."""
 
 
-def available() -> str | None:
-    """None when CUPTI can be imported, else a one-line reason."""
-    try:
-        import cupti  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - ImportError, or the library failing to load (OSError, RuntimeError)
-        return f"cupti-python not usable: {type(e).__name__}: {e}"
-    return None
-
-
-def library_path() -> str | None:
-    """Path of the CUPTI shared library (for ``NVTX_INJECTION64_PATH``), or None. Loads no CUDA driver."""
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        return str(load_nvidia_dynamic_lib("cupti").abs_path)
-    except Exception:  # noqa: BLE001 any failure: fall back to the glob below
-        pass
-    import glob
-    import importlib.util
-
-    spec = importlib.util.find_spec("nvidia")
-    for root in list(spec.submodule_search_locations or []) if spec else []:
-        for pat in ("**/lib/libcupti.so*", "**/lib64/libcupti.so*"):
-            hits = sorted(glob.glob(f"{root}/{pat}", recursive=True))
-            if hits:
-                return hits[0]
-    return None
-
-
 # API calls kept (by callback-name substring): what launches device work, copies, sets or waits.
 _API_KEEP = ("Launch", "Memcpy", "Memset", "Synchronize", "StreamWaitEvent", "GraphLaunch")
-_DEVICE_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id")
-_KERNEL_FIELDS = _DEVICE_FIELDS + ("name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                   "registers_per_thread", "static_shared_memory", "dynamic_shared_memory")
-_MEMCPY_FIELDS = _DEVICE_FIELDS + ("bytes",)
-_MEMSET_FIELDS = _DEVICE_FIELDS + ("bytes",)
-_SYNC_FIELDS = ("start", "end", "context_id", "stream_id", "correlation_id", "cuda_event_id")
-_API_FIELDS = ("start", "end", "correlation_id", "cbid", "thread_id", "process_id")
-#: Paused intervals kept for the resource attribute ``gputrace.record.paused_ns`` (the first ones; all are
-#: counted in ``gputrace.record.paused_count`` / ``paused_total_ns`` and each still becomes a span).
-MAX_PAUSED_KEPT = 1024
 
 
 class CuptiCollector:
@@ -115,23 +84,15 @@ class CuptiCollector:
         self._lock = threading.Lock()
         self._cupti: Any = None  # the cupti module once start() imported it
         self._kinds: list = []
-        self._api_names: dict = {}
-        #: record kind (int, as CUPTI gives it) -> converter (record -> plain dict), or False for a kind not
-        #: used; built from the enum-name maps on the first buffer (``converters``).
-        self._conv: dict | None = None
+        #: enum-name maps, API call names and the per-kind converter table (``cupti_convert``).
+        self._convert = RecordConverter(self._callback_name)
         self.xkind = 0  # ExternalCorrelationKind.CUSTOM0 as an int (set by start)
         self.push = self.pop = None
         # -- pause/resume (any thread; serialised by _toggle) --
         # (re-entrant: a SIGTERM handler's shutdown can run stop() on a thread inside pause or resume)
         self._toggle = threading.RLock()
-        #: (trace epoch ns, thread name) of the pause in force, or None while collecting.
-        self._paused_at: tuple[int, str] | None = None
-        #: (start ns, end ns, thread name) of the first MAX_PAUSED_KEPT pauses that ended, oldest first.
-        self.paused: list[tuple[int, int, str]] = []
-        self.paused_count = 0
-        self.paused_total_ns = 0
-        self.toggle_errors: list[str] = []
-        self._paused_new: list[tuple[int, int, str]] = []  # ended, not yet taken by ``take_paused``
+        #: the pause in force, the pauses that ended and the toggle errors (``cupti_pause``).
+        self._pauses = PauseLog()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,7 +104,7 @@ class CuptiCollector:
         self._cupti = cupti
         AK = cupti.ActivityKind
         self.load_names(cupti)
-        self.version = _version()
+        self.version = version()
         try:
             cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)  # OS thread ids, as phases record
         except Exception as e:  # noqa: BLE001 recorded in self.errors
@@ -173,15 +134,7 @@ class CuptiCollector:
     def load_names(self, cupti) -> None:
         """Enum value -> member name maps of ``cupti`` (or a stand-in with the same enums), and the per-kind
         converters built from them (``converters``)."""
-        AK = cupti.ActivityKind
-        self._kind_names = {int(m): m.name for m in AK}
-        self._memcpy_names = {int(m): m.name for m in cupti.ActivityMemcpyKind}
-        self._mem_names = {int(m): m.name for m in cupti.ActivityMemoryKind}
-        self._sync_names = {int(m): m.name for m in cupti.ActivitySynchronizationType}
-        self._ext_names = {int(m): m.name for m in cupti.ExternalCorrelationKind}
-        self._api_domain = {int(AK.RUNTIME): cupti.CallbackDomain.RUNTIME_API,
-                            int(AK.DRIVER): cupti.CallbackDomain.DRIVER_API}
-        self._conv = None
+        self._convert.load_names(cupti)
 
     def _restrict_api(self, cupti, report: bool = True) -> None:
         """Switch off the API calls that neither launch, copy, set nor wait (fewer records, less overhead).
@@ -218,8 +171,8 @@ class CuptiCollector:
             except Exception as e:  # noqa: BLE001 recorded in self.errors
                 self.errors.append(f"flush: {e}")
             self._disable()
-            if self._paused_at is not None:
-                self._end_pause(clock.now_ns())
+            if self._pauses.at is not None:
+                self._pauses.end(clock.now_ns())
             out = self._swap()
             self._cupti = None
             return out
@@ -237,7 +190,7 @@ class CuptiCollector:
             cupti = self._cupti
             if cupti is None:
                 return False
-            if self._paused_at is not None:
+            if self._pauses.at is not None:
                 return True
             try:
                 cupti.activity_flush_all(1)
@@ -249,7 +202,7 @@ class CuptiCollector:
                     cupti.activity_disable(k)
                 except Exception as e:  # noqa: BLE001 recorded in errors
                     self._toggle_error(f"pause: disable {k}: {type(e).__name__}: {e}")
-            self._paused_at = (t, threading.current_thread().name)
+            self._pauses.begin(t, threading.current_thread().name)
             return True
 
     def resume(self) -> bool:
@@ -261,7 +214,7 @@ class CuptiCollector:
             cupti = self._cupti
             if cupti is None:
                 return False
-            if self._paused_at is None:
+            if self._pauses.at is None:
                 return True
             api = False
             for k in self._kinds:
@@ -270,39 +223,43 @@ class CuptiCollector:
                 except Exception as e:  # noqa: BLE001 recorded in errors
                     self._toggle_error(f"resume: enable {k}: {type(e).__name__}: {e}")
                     continue
-                api = api or int(k) in getattr(self, "_api_domain", {})
+                api = api or int(k) in self._convert.api_kinds
             if api:  # (whether enabling the API kinds resets CUPTI's per-call switches: set them again)
                 try:
                     self._restrict_api(cupti, report=False)
                 except Exception as e:  # noqa: BLE001 recorded in errors
                     self._toggle_error(f"resume: restrict API: {type(e).__name__}: {e}")
-            self._end_pause(clock.now_ns())
+            self._pauses.end(clock.now_ns())
             return True
 
     @property
     def is_paused(self) -> bool:
-        return self._paused_at is not None
+        return self._pauses.at is not None
+
+    @property
+    def paused(self) -> list[tuple[int, int, str]]:
+        """(start ns, end ns, thread name) of the first MAX_PAUSED_KEPT pauses that ended, oldest first."""
+        return self._pauses.paused
+
+    @property
+    def paused_count(self) -> int:
+        return self._pauses.count
+
+    @property
+    def paused_total_ns(self) -> int:
+        return self._pauses.total_ns
+
+    @property
+    def toggle_errors(self) -> list[str]:
+        return self._pauses.toggle_errors
 
     def take_paused(self) -> list[tuple[int, int, str]]:
         """(start ns, end ns, thread name) of the pauses that ended since the last call (exporter thread)."""
         with self._toggle:
-            out, self._paused_new = self._paused_new, []
-        return out
-
-    def _end_pause(self, t_end: int) -> None:  # (holding _toggle)
-        assert self._paused_at is not None
-        t0, name = self._paused_at
-        self._paused_at = None
-        iv = (t0, max(t0, t_end), name)
-        self.paused_count += 1
-        self.paused_total_ns += iv[1] - iv[0]
-        if len(self.paused) < MAX_PAUSED_KEPT:
-            self.paused.append(iv)
-        self._paused_new.append(iv)
+            return self._pauses.take()
 
     def _toggle_error(self, msg: str) -> None:
-        if len(self.toggle_errors) < 20:
-            self.toggle_errors.append(msg)
+        if self._pauses.error(msg):
             self.errors.append(msg)
 
     def _disable(self) -> None:
@@ -383,8 +340,9 @@ class CuptiCollector:
         One ``try`` per buffer, not per record: after a failure the loop resumes on the same iterator. (A
         buffer whose iteration itself raises counts one drop and keeps what came before.)"""
         self.buffers += 1
-        table = self._conv if self._conv is not None else self.converters()
-        get = table.get
+        convert = self._convert
+        get = convert.table().get
+        resolve = convert.resolve
         out: list = []
         app = out.append
         it = iter(activities)
@@ -394,7 +352,7 @@ class CuptiCollector:
                 for a in it:
                     f = get(a.kind)
                     if f is None:
-                        f = self._resolve(a.kind)
+                        f = resolve(a.kind)
                     if f:
                         app(f(a))
                     a = _NOTHING  # (so an exception with a is _NOTHING came from the iteration itself)
@@ -415,91 +373,17 @@ class CuptiCollector:
             self.records += len(out)
 
     def converters(self) -> dict:
-        """The per-kind converters (int kind -> function of one record returning its plain dict; False for
-        kinds not used), built from the enum-name maps. Each gives exactly the dict ``_plain`` gives."""
-        table: dict = {}
-        for k, name in self._kind_names.items():
-            table[k] = self._converter(k, name) or False
-        self._conv = table
-        return table
+        """The per-kind converters (``RecordConverter.converters``): int kind -> function of one record returning
+        its plain dict, False for kinds not used. Each gives exactly the dict ``_plain`` gives."""
+        return self._convert.converters()
 
-    def _resolve(self, kind) -> Any:
-        """Converter of a kind value not in the table yet (an enum member hashing apart from its int, or a
-        kind CUPTI's enum does not name): looked up by ``int``, remembered. Raises like ``int(kind)``."""
-        table = self._conv if self._conv is not None else self.converters()
-        f = table.get(int(kind))
-        if f is None:
-            f = False  # (a kind the enum does not name: not used, as _plain)
-        table[kind] = f
-        return f
+    @property
+    def _plain(self) -> Callable[[Any], dict | None]:
+        """The reference conversion of one record (``RecordConverter.plain``)."""
+        return self._convert.plain
 
-    def _converter(self, k: int, kind: str) -> Callable[[Any], dict] | None:
-        if kind == "CONCURRENT_KERNEL":
-            return _kernel
-        if kind == "KERNEL":
-            return _kernel_legacy
-        if kind == "MEMCPY":
-            return _memcpy_converter(self._memcpy_names, self._mem_names)
-        if kind == "MEMSET":
-            return _memset_converter(self._mem_names)
-        if kind == "SYNCHRONIZATION":
-            return _sync_converter(self._sync_names)
-        if kind in ("RUNTIME", "DRIVER"):
-            return _api_converter(k, kind, self._api_names, self._api_name)
-        if kind == "EXTERNAL_CORRELATION":
-            return _external_converter(self._ext_names)
-        if kind == "MARKER":
-            return _marker
-        return None
-
-    def _plain(self, a) -> dict | None:
-        """One CUPTI record object -> plain dict (``cupti_spans``' format), or None for kinds not used.
-
-        The reference conversion, one record at a time: ``_completed`` uses the per-kind ``converters``
-        (cheaper per record: see there); tests and ``benchmarks/bench_cupti_convert.py`` hold the two equal."""
-        kind = self._kind_names.get(int(a.kind), str(a.kind))
-        if kind in ("CONCURRENT_KERNEL", "KERNEL"):
-            r = {f: getattr(a, f) for f in _KERNEL_FIELDS}
-        elif kind == "MEMCPY":
-            r = {f: getattr(a, f) for f in _MEMCPY_FIELDS}
-            r["copy_kind"] = self._memcpy_names.get(int(a.copy_kind), "UNKNOWN")
-            r["src_kind"] = self._mem_names.get(int(a.src_kind), "UNKNOWN")
-            r["dst_kind"] = self._mem_names.get(int(a.dst_kind), "UNKNOWN")
-        elif kind == "MEMSET":
-            r = {f: getattr(a, f) for f in _MEMSET_FIELDS}
-            r["memory_kind"] = self._mem_names.get(int(a.memory_kind), "UNKNOWN")
-        elif kind == "SYNCHRONIZATION":
-            r = {f: getattr(a, f) for f in _SYNC_FIELDS}
-            r["type"] = self._sync_names.get(int(a.type), "UNKNOWN")
-        elif kind in ("RUNTIME", "DRIVER"):
-            r = {f: getattr(a, f) for f in _API_FIELDS}
-            r["name"] = self._api_name(int(a.kind), int(a.cbid))
-        elif kind == "EXTERNAL_CORRELATION":
-            r = {"correlation_id": a.correlation_id, "external_id": a.external_id,
-                 "external_kind": self._ext_names.get(int(a.external_kind), "UNKNOWN")}
-        elif kind == "MARKER":
-            try:
-                thread = a.object_id.pt.thread_id
-            except Exception:  # noqa: BLE001 a record without a thread id keeps thread None
-                thread = None
-            r = {"id": a.id, "timestamp": a.timestamp, "flags": int(a.flags_), "name": a.name or "",
-                 "domain": a.domain or "", "thread_id": thread}
-        else:
-            return None
-        r["kind"] = kind
-        return r
-
-    def _api_name(self, kind: int, cbid: int) -> str:
-        key = (kind, cbid)
-        n = self._api_names.get(key)
-        if n is None:
-            try:
-                n = str(self._cupti.get_callback_name(self._api_domain[kind], cbid))
-            except Exception:  # noqa: BLE001 an unnamed call keeps its id as name
-                n = f"cbid {cbid}"
-            n = n.split("_v", 1)[0] if "_v" in n and n.rsplit("_v", 1)[-1].isdigit() else n
-            self._api_names[key] = n
-        return n
+    def _callback_name(self, domain: Any, cbid: int) -> Any:
+        return self._cupti.get_callback_name(domain, cbid)
 
     # -- resource -----------------------------------------------------------------------------------
     def resource(self) -> dict:
@@ -516,123 +400,11 @@ class CuptiCollector:
         }
 
     def paused_resource(self) -> dict:
-        """``gputrace.record.paused_*`` resource attributes (none before the first pause): count, total ns,
-        and the intervals as a flat list ``[start0, end0, start1, end1, ...]`` of trace epoch ns (the first
-        MAX_PAUSED_KEPT), plus ``gputrace.record.pause_errors`` when a toggle failed."""
-        if not self.paused_count and self._paused_at is None and not self.toggle_errors:
-            return {}
-        out: dict = {
-            "gputrace.record.paused_count": int(self.paused_count),
-            "gputrace.record.paused_total_ns": int(self.paused_total_ns),
-            "gputrace.record.paused_ns": [int(t) for iv in self.paused for t in iv[:2]],
-        }
-        if self.toggle_errors:
-            out["gputrace.record.pause_errors"] = list(self.toggle_errors)
-        return out
+        """``gputrace.record.paused_*`` resource attributes (``PauseLog.resource``; none before the first
+        pause)."""
+        return self._pauses.resource()
 
 
 #: A value no record is: ``_completed``'s "between records".
 _NOTHING = object()
 
-
-# The converters below spell each kind's fields out in a dict display, reading attributes directly: on
-# CPython 3.11 that builds a 17-field kernel dict in ~0.33 us, where ``{f: getattr(a, f) for f in FIELDS}``
-# takes ~0.73 us and ``dict(zip(FIELDS, attrgetter(*FIELDS)(a)))`` ~0.74 us (benchmarks/RESULTS.md, issue 24).
-# Keys and order are ``_plain``'s; tests/unit/test_cupti_collect.py holds every kind equal to it.
-
-
-def _kernel(a) -> dict:
-    return {"start": a.start, "end": a.end, "device_id": a.device_id, "context_id": a.context_id,
-            "stream_id": a.stream_id, "correlation_id": a.correlation_id, "name": a.name, "grid_x": a.grid_x,
-            "grid_y": a.grid_y, "grid_z": a.grid_z, "block_x": a.block_x, "block_y": a.block_y,
-            "block_z": a.block_z, "registers_per_thread": a.registers_per_thread,
-            "static_shared_memory": a.static_shared_memory, "dynamic_shared_memory": a.dynamic_shared_memory,
-            "kind": "CONCURRENT_KERNEL"}
-
-
-def _kernel_legacy(a) -> dict:  # (CUPTI's older, serialising KERNEL kind: same fields)
-    r = _kernel(a)
-    r["kind"] = "KERNEL"
-    return r
-
-
-def _memcpy_converter(copy_names: dict, mem_names: dict) -> Callable[[Any], dict]:
-    copy = copy_names.get
-    mem = mem_names.get
-
-    def conv(a) -> dict:
-        return {"start": a.start, "end": a.end, "device_id": a.device_id, "context_id": a.context_id,
-                "stream_id": a.stream_id, "correlation_id": a.correlation_id, "bytes": a.bytes,
-                "copy_kind": copy(int(a.copy_kind), "UNKNOWN"), "src_kind": mem(int(a.src_kind), "UNKNOWN"),
-                "dst_kind": mem(int(a.dst_kind), "UNKNOWN"), "kind": "MEMCPY"}
-
-    return conv
-
-
-def _memset_converter(mem_names: dict) -> Callable[[Any], dict]:
-    mem = mem_names.get
-
-    def conv(a) -> dict:
-        return {"start": a.start, "end": a.end, "device_id": a.device_id, "context_id": a.context_id,
-                "stream_id": a.stream_id, "correlation_id": a.correlation_id, "bytes": a.bytes,
-                "memory_kind": mem(int(a.memory_kind), "UNKNOWN"), "kind": "MEMSET"}
-
-    return conv
-
-
-def _sync_converter(sync_names: dict) -> Callable[[Any], dict]:
-    sync = sync_names.get
-
-    def conv(a) -> dict:
-        return {"start": a.start, "end": a.end, "context_id": a.context_id, "stream_id": a.stream_id,
-                "correlation_id": a.correlation_id, "cuda_event_id": a.cuda_event_id,
-                "type": sync(int(a.type), "UNKNOWN"), "kind": "SYNCHRONIZATION"}
-
-    return conv
-
-
-def _api_converter(k: int, kind: str, cache: dict, api_name: Callable[[int, int], str]) -> Callable[[Any], dict]:
-    """Runtime/driver API records; ``cache`` is the collector's (kind, cbid) -> name map ``api_name`` fills."""
-    known = cache.get
-
-    def conv(a) -> dict:
-        cbid = a.cbid
-        r = {"start": a.start, "end": a.end, "correlation_id": a.correlation_id, "cbid": cbid,
-             "thread_id": a.thread_id, "process_id": a.process_id}
-        key = (k, int(cbid))
-        r["name"] = known(key) or api_name(*key)
-        r["kind"] = kind
-        return r
-
-    return conv
-
-
-def _external_converter(ext_names: dict) -> Callable[[Any], dict]:
-    ext = ext_names.get
-
-    def conv(a) -> dict:
-        return {"correlation_id": a.correlation_id, "external_id": a.external_id,
-                "external_kind": ext(int(a.external_kind), "UNKNOWN"), "kind": "EXTERNAL_CORRELATION"}
-
-    return conv
-
-
-def _marker(a) -> dict:
-    try:
-        thread = a.object_id.pt.thread_id
-    except Exception:  # noqa: BLE001 a record without a thread id keeps thread None
-        thread = None
-    return {"id": a.id, "timestamp": a.timestamp, "flags": int(a.flags_), "name": a.name or "",
-            "domain": a.domain or "", "thread_id": thread, "kind": "MARKER"}
-
-
-def _version() -> str:
-    from importlib import metadata
-
-    parts = []
-    for dist in ("cupti-python", "nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12"):
-        try:
-            parts.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return "; ".join(parts) or "unknown"

@@ -44,12 +44,7 @@ class FakeCupti:
 def _collector(**kw):
     c = CuptiCollector(**kw)
     cupti = c._cupti = FakeCupti()
-    c._kind_names = {int(m): m.name for m in AK}
-    c._memcpy_names = {int(m): m.name for m in cupti.ActivityMemcpyKind}
-    c._mem_names = {int(m): m.name for m in cupti.ActivityMemoryKind}
-    c._sync_names = {int(m): m.name for m in cupti.ActivitySynchronizationType}
-    c._ext_names = {int(m): m.name for m in cupti.ExternalCorrelationKind}
-    c._api_domain = {int(AK.RUNTIME): 1, int(AK.DRIVER): 2}
+    c.load_names(cupti)  # (API domains: RUNTIME -> 1, DRIVER -> 2, as FakeCupti.CallbackDomain)
     return c
 
 
@@ -220,3 +215,21 @@ def test_a_buffer_whose_iteration_fails_keeps_what_came_before():
     c._completed(buffer())
     assert c.collect() == [c._plain(good[0])] and c.dropped == 1
     assert c.errors[0] == "buffer: OSError: buffer gone"
+
+
+def test_the_split_modules_keep_the_collectors_names_importable_and_import_no_cupti():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from gputrace.trace.cupti_collect import (MAX_PAUSED_KEPT, CuptiCollector, CuptiUnavailable, available,\n"
+            "    library_path)\n"
+            "from gputrace.trace import cupti_convert, cupti_pause, cupti_probe\n"
+            "assert available is cupti_probe.available and library_path is cupti_probe.library_path\n"
+            "assert MAX_PAUSED_KEPT == cupti_pause.MAX_PAUSED_KEPT == 1024\n"
+            "c = CuptiCollector()\n"
+            "assert c.paused == [] and c.paused_count == 0 and c.toggle_errors == [] and not c.is_paused\n"
+            "assert c.resource()['gputrace.cupti.records'] == 0 and c.paused_resource() == {}\n"
+            "assert 'cupti' not in sys.modules, 'cupti imported at import time'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
