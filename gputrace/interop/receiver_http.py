@@ -70,6 +70,16 @@ def json_request(body: bytes) -> tuple[bytes, int, int, str]:
     return clean_request(d)
 
 
+
+def _send_best_effort(sock, data: bytes) -> None:
+    """Send a short answer to a connection about to be closed: at most a second, errors ignored (the peer may be
+    gone; the connection is closed next either way)."""
+    try:
+        sock.settimeout(1.0)
+        sock.sendall(data)
+    except OSError:
+        pass
+
 class _Prefixed(io.RawIOBase):
     """A connection's input: the bytes ``HeaderWait`` already read, then the socket's reader."""
 
@@ -139,11 +149,7 @@ class HeaderWait:
         except (KeyError, ValueError):
             pass
         if answer:
-            try:
-                sock.settimeout(1.0)
-                sock.sendall(answer)
-            except OSError:
-                pass
+            _send_best_effort(sock, answer)
         self._dropped(sock)
 
     def _run(self) -> None:
@@ -220,11 +226,7 @@ class Http(HTTPServer):
     def process_request(self, request, client_address) -> None:  # accept thread
         if not self._slots.acquire(blocking=False):
             self.busy_refusals += 1
-            try:
-                request.settimeout(1.0)
-                request.sendall(_BUSY)
-            except OSError:
-                pass
+            _send_best_effort(request, _BUSY)
             self.shutdown_request(request)
             return
         try:
