@@ -62,7 +62,7 @@ class CopyEvidence:
 @dataclass
 class PhaseEvidence:
     """A term's effect on one phase path: ``bracket`` (host clock), the evidence effects (None where the runs have
-    no such measurement), ``verdict`` and ``because`` (the evidence that moved, for ``host timing``)."""
+    no such measurement), ``verdict`` and ``because`` (the evidence that moved, for ``copies`` and ``host timing``)."""
 
     term: str
     path: str
