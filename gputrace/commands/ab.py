@@ -51,8 +51,8 @@ def register(sub) -> argparse.ArgumentParser:
     pr.add_argument("--cuda-activity", action="store_true",
                     help="collect CUDA activity (CUPTI: kernels, copies, syncs) in every run, and give each factorial "
                          "verdict its kernel evidence (kernel time, launch gaps, copies by memory kind with GB/s, "
-                         "sync waits); a phase whose bracket moved but neither its kernels nor its copies did is called host "
-                         "timing")
+                         "sync waits); a phase whose bracket moved but neither its kernels nor its copies did is "
+                         "called host timing")
     p.add_argument("--deadline", type=float, default=None, metavar="S",
                    help="start no run that would end more than S seconds after the first (predicted from earlier runs "
                         "of its variant); then analyse what ran: a time-boxed call keeps its results")
