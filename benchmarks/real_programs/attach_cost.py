@@ -35,7 +35,8 @@ import time
 import torch
 
 
-def _launch_ns(t: torch.Tensor, calls: int, chunk: int) -> float:
+def _launch_ns(t: torch.Tensor, calls: int, chunk: int, chunks: list[float] | None = None) -> float:
+    """ns per launch over ``calls`` launches; ``chunks`` gets each chunk's ns per launch."""
     total = 0
     done = 0
     clock = time.perf_counter_ns
@@ -44,7 +45,10 @@ def _launch_ns(t: torch.Tensor, calls: int, chunk: int) -> float:
         t0 = clock()
         for _ in range(n):
             t.add_(1)
-        total += clock() - t0
+        dt = clock() - t0
+        total += dt
+        if chunks is not None:
+            chunks.append(dt / n)
         torch.cuda.synchronize()
         done += n
     return total / calls
@@ -73,7 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=20000, help="launches (and NVTX pairs) per repeat (default 20000)")
     ap.add_argument("--repeats", type=int, default=15, help="repeats per mode (default 15)")
     ap.add_argument("--chunk", type=int, default=200, help="launches between synchronisations (default 200)")
+    ap.add_argument("--switch-interval-ms", type=float, default=None,
+                    help="sys.setswitchinterval for this run (the GIL hand-over period; Python's default is 5 ms)")
+    ap.add_argument("--detach", action="store_true",
+                    help="under record, last: pause, detach CUPTI (cupti.finalize) and time 'detached' repeats, "
+                         "then attach again (callbacks registered, kinds enabled) and time 'reattached' repeats; "
+                         "prints how many records each phase produced")
     a = ap.parse_args(argv)
+    if a.switch_interval_ms is not None:
+        sys.setswitchinterval(a.switch_interval_ms / 1e3)
     if not torch.cuda.is_available():
         print("ATTACH unavailable (no CUDA)", flush=True)
         return 2
@@ -82,23 +94,66 @@ def main(argv: list[str] | None = None) -> int:
     _nvtx_ns(2000)
     control = _control()
     modes = ["on", "paused"] if control is not None else ["plain"]
-    got: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in modes}
+    got: dict[str, tuple[list[float], list[float], list[float]]] = {m: ([], [], []) for m in modes}
+
+    def measure(m: str) -> None:
+        torch.cuda.synchronize()
+        got.setdefault(m, ([], [], []))
+        got[m][0].append(_launch_ns(t, a.calls, a.chunk, got[m][2]))
+        got[m][1].append(_nvtx_ns(a.calls))
+
     for r in range(a.repeats):
         order = modes if r % 2 == 0 else modes[::-1]
         for m in order:
             if control is not None:
                 (control.pause(drain=True) if m == "paused" else control.resume())
-            torch.cuda.synchronize()
-            got[m][0].append(_launch_ns(t, a.calls, a.chunk))
-            got[m][1].append(_nvtx_ns(a.calls))
-    if control is not None:
+            measure(m)
+    if control is not None and a.detach:
+        _detach_probe(control, a.repeats, measure)
+    elif control is not None:
         control.resume()
-    for m in modes:
-        launch, nvtx = got[m]
+    for m, (launch, nvtx, chunks) in got.items():
+        q = statistics.quantiles(chunks, n=10)
         print(f"ATTACH mode={m} launch_ns={statistics.median(launch):.1f} nvtx_ns={statistics.median(nvtx):.1f} "
-              f"repeats={a.repeats} calls={a.calls} launch_min_ns={min(launch):.1f} launch_max_ns={max(launch):.1f}",
+              f"repeats={len(launch)} calls={a.calls} launch_min_ns={min(launch):.1f} launch_max_ns={max(launch):.1f} "
+              f"chunk_p50_ns={statistics.median(chunks):.1f} chunk_p90_ns={q[-1]:.1f} chunk_max_ns={max(chunks):.1f}",
               flush=True)
     return 0
+
+
+def _detach_probe(control, repeats: int, measure) -> None:
+    """Pause, detach CUPTI from the process (``cupti.finalize``), time 'detached'; attach again and time
+    'reattached'. Prints the collector's record count after each phase (a reattach that collects nothing shows
+    as no growth)."""
+    from cupti import cupti
+
+    from gputrace.trace import recorder
+
+    col = recorder.get_recorder().cupti
+    control.pause(drain=True)
+    n0 = col.records
+    try:
+        cupti.finalize()
+    except Exception as e:  # noqa: BLE001 reported, the probe ends
+        print(f"DETACH finalize failed: {type(e).__name__}: {e}", flush=True)
+        return
+    for _ in range(repeats):
+        measure("detached")
+    col.pause()  # (flushes: nothing should come)
+    n1 = col.records
+    try:
+        cupti.activity_register_callbacks(col._requested, col._completed)
+    except Exception as e:  # noqa: BLE001 reported, the probe ends
+        print(f"DETACH register callbacks failed: {type(e).__name__}: {e}", flush=True)
+        return
+    control.resume()
+    for _ in range(repeats):
+        measure("reattached")
+    control.pause()
+    n2 = col.records
+    control.resume()
+    print(f"DETACH records_before={n0} records_while_detached={n1 - n0} records_after_reattach={n2 - n1} "
+          f"errors={col.errors[-5:]!r}", flush=True)
 
 
 if __name__ == "__main__":
