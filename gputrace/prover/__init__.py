@@ -15,7 +15,7 @@ from . import source_snapshot  # noqa: F401
 
 _LAZY = {
     "run_prove": "gputrace.prover.pipeline",
-    "config_for": "gputrace.prover.pipeline",
+    "config_for": "gputrace.prover.run_config",
     "ProveOptions": "gputrace.prover.options",
     "ProveResult": "gputrace.prover.options",
     "parse_opts": "gputrace.prover.options",

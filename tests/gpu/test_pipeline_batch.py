@@ -122,12 +122,12 @@ def test_key_upload_through_pinned_staging(gpu, monkeypatch):
     gives; G2 too."""
     from py_arkworks_bls12381 import G2Point
 
-    from gputrace.prover.backends import cuda as cuda_backend
+    from gputrace.prover.backends import cuda_host
     from gputrace.prover.encoding import g2_to_affine_limbs
     from gputrace.prover.field import limbs_to_scalars
 
-    monkeypatch.setattr(cuda_backend, "STAGE_MIN_BYTES", 0)
-    monkeypatch.setattr(cuda_backend, "STAGE_CHUNK", 4000)  # 19,200 bytes of G1 bases: 5 chunks, the last short
+    monkeypatch.setattr(cuda_host, "STAGE_MIN_BYTES", 0)
+    monkeypatch.setattr(cuda_host, "STAGE_CHUNK", 4000)  # 19,200 bytes of G1 bases: 5 chunks, the last short
     rng = random.Random(SEED + 1)
     pts = [G1Point() * to_scalar(rng.randrange(1, R)) for _ in range(200)]
     limbs = ints_to_limbs([rng.randrange(R) for _ in range(200)])
@@ -135,7 +135,7 @@ def test_key_upload_through_pinned_staging(gpu, monkeypatch):
     host = np.arange(3001, dtype=np.uint64)  # 24,008 bytes: 7 chunks through the two buffers
     dst = cupy.empty(host.shape, dtype=np.uint64)
     stream = cupy.cuda.Stream(non_blocking=True)
-    cuda_backend._upload_staged(dst, host, stream)
+    cuda_host._upload_staged(dst, host, stream)
     assert np.array_equal(dst.get(), host)
     lane = gpu.lanes(0)[0]
     assert gpu.msm_g1(gpu.load_bases("a", pts, 0), limbs, lane=lane) == want, f"seed {SEED}"

@@ -165,16 +165,16 @@ def test_config_for_matches_what_run_records(tmp_path, key_dir):
 
 def test_no_synthesis_process_beyond_the_challenges(tmp_path, key_dir, monkeypatch):
     """--synthesis-workers 16 on a K = 3 circuit: 3 parts, so 3 processes are forked, not 16."""
-    from gputrace.prover import pipeline
+    from gputrace.prover import batch_run
 
     started = []
-    real = pipeline._synthesis_processes
+    real = batch_run._synthesis_processes
 
     def spy(n):
         started.append(n)
         return real(n)
 
-    monkeypatch.setattr(pipeline, "_synthesis_processes", spy)
+    monkeypatch.setattr(batch_run, "_synthesis_processes", spy)
     res = run_prove(ProveOptions(challenges=3, depth=2, batch=1, devices=1, out_dir=tmp_path, key_dir=key_dir,
                                  configure_tracer=False, synthesis_workers=16))
     assert res.verified == [True] and started == [3]
@@ -219,7 +219,7 @@ def test_impossible_batch_and_device_counts_are_refused(monkeypatch, tmp_path):
 def test_host_b_g2_bases_decode_once_while_synthesis_runs(tmp_path, key_dir, monkeypatch):
     """A cached key's b_g2 query (lazy ``PointRows``) is decoded once, and started before the circuit's synthesis
     ends (first on the b_g2 pool, while the circuits synthesize), not inside the first b_g2 after it."""
-    from gputrace.prover import fixed_base, host_msm, pipeline
+    from gputrace.prover import batch_run, fixed_base, host_msm
 
     opts = dict(challenges=3, depth=2, batch=1, devices=1, key_dir=key_dir, configure_tracer=False,
                 synthesis_workers=1, backend="cpu")
@@ -228,8 +228,8 @@ def test_host_b_g2_bases_decode_once_while_synthesis_runs(tmp_path, key_dir, mon
 
     keycache.drop_resident()  # read pk.npz again, as a fresh process does (a resident key is decoded already)
     monkeypatch.setattr(host_msm, "MIN_PART", 2)  # the b_g2 split into parts, as at 2^20
-    monkeypatch.setattr(pipeline, "cpu_threads", lambda: 4)
-    real_decode, real_synth = fixed_base.decode_g2, pipeline.synthesize_witness
+    monkeypatch.setattr(batch_run, "cpu_threads", lambda: 4)
+    real_decode, real_synth = fixed_base.decode_g2, batch_run.synthesize_witness
     decodes, started, waited = [], threading.Event(), []
 
     def decode(buf):
@@ -243,7 +243,7 @@ def test_host_b_g2_bases_decode_once_while_synthesis_runs(tmp_path, key_dir, mon
         return real_synth(*a, **kw)
 
     monkeypatch.setattr(fixed_base, "decode_g2", decode)
-    monkeypatch.setattr(pipeline, "synthesize_witness", synth)
+    monkeypatch.setattr(batch_run, "synthesize_witness", synth)
     res = run_prove(ProveOptions(out_dir=tmp_path / "second", **opts))
     assert res.key_cached and res.verified == [True]
     assert waited == [True] and len(decodes) == 1 and decodes[0].startswith("b_g2-pool")

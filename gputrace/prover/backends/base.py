@@ -1,9 +1,10 @@
 """The prover backend interface: everything that differs between the CPU and the CUDA path.
 
-The pipeline (``gputrace.prover.pipeline``) owns the order of phases, the threads, the tracing
-spans and the Groth16 algebra; a backend only moves data and does the heavy arithmetic. The
-CPU backend (``backends/cpu.py``) implements this now; the CuPy backend (``backends/cuda.py``)
-implements the same class. This file is a contract: keep it stable.
+The pipeline (``gputrace.prover.pipeline`` and the modules it drives: ``batch_run``, ``batch_flow``,
+``device_flow``, ``assemble``) owns the order of phases, the threads, the tracing spans and the Groth16
+algebra; a backend only moves data and does the heavy arithmetic. The CPU backend (``backends/cpu.py``)
+implements this now; the CuPy backend (``backends/cuda.py``, over ``cuda_core.py``) implements the same class.
+This file is a contract: keep it stable.
 
 Data representation (shared by every backend)
 ---------------------------------------------
