@@ -27,7 +27,13 @@ Span ids, trace ids, attributes and epoch times are all derived later on the exp
 (``gputrace.trace.records``). Where the nanoseconds go: docs/tracer.md, "Performance".
 
 ``GPUTRACE_DISABLE=1`` (read at import) binds ``phase``/``start_phase`` to functions returning one shared no-op
-object; the decorator form then returns the function unchanged.
+object; the decorator form then returns the function unchanged (``gputrace.trace.noop_phase``).
+
+Module layout: this module owns the globals the hot path reads without a lock and every function that reads or
+rebinds them (``Phase``, the pool's ``recycle``, the control API, ``disable``), because a function reads the
+globals of the module it is defined in. Its parts without such state live below it and are bound here at
+import: the per-thread state record (``gputrace.trace.thread_state``) and the no-op phase
+(``gputrace.trace.noop_phase``); both names stay importable from here.
 """
 
 from __future__ import annotations
@@ -41,6 +47,14 @@ from time import perf_counter_ns as _pc
 from typing import Any
 
 from gputrace.trace import nvtx_support as _nv
+from gputrace.trace.noop_phase import (
+    NOOP as NOOP,
+    _disabled_current_context,
+    _disabled_phase,
+    _disabled_start_phase,
+    env_disabled as env_disabled,
+)
+from gputrace.trace.thread_state import _ThreadState
 
 __all__ = ["Phase", "phase", "start_phase", "current_context", "DISABLED"]
 
@@ -79,24 +93,6 @@ _xnext = itertools.count(1).__next__
 # collection stops: phases still open must pop what they pushed). False: enter/exit take the plain path,
 # which tests this one flag instead of three.
 _SLOW = _NV
-
-
-class _ThreadState:
-    """Per-thread recorder state. ``buf``/``dropped`` are written by the owning thread only
-    (and by threads ending a ``start_phase`` handle); the exporter thread only reads ``dropped``
-    and removes a prefix of ``buf``."""
-
-    __slots__ = ("buf", "cur", "dropped", "ident", "name", "thread", "lane")
-
-    def __init__(self) -> None:
-        t = threading.current_thread()
-        self.buf: list = []
-        self.cur = None
-        self.dropped = 0
-        self.ident = threading.get_native_id()  # the OS thread id, as Nsight Systems shows it
-        self.name = t.name
-        self.thread = t
-        self.lane = "thread:" + t.name
 
 
 def _new_state() -> _ThreadState:
@@ -581,54 +577,6 @@ def current_context():
         return _local.st.cur
     except AttributeError:
         return None
-
-
-class _NoopPhase(itertools.repeat):
-    """The shared no-op returned when GPUTRACE_DISABLE=1. Stateless, so one instance serves every thread.
-
-    ``__enter__``/``__exit__`` are C slot wrappers, so ``with`` runs no Python frame (measured -76 ns per
-    phase against a Python ``__enter__``/``__exit__`` pair): ``repeat.__iter__`` returns the object itself,
-    and ``object.__init__`` accepts and ignores extra arguments when the type defines ``__new__`` but not
-    ``__init__`` (as ``itertools.repeat`` subclasses do), returning None, so exceptions propagate. The
-    instance repeats nothing (``times=0``) if anyone iterates it.
-    """
-
-    __slots__ = ()
-    __enter__ = itertools.repeat.__iter__
-    __exit__ = object.__init__
-
-    def __call__(self, fn):
-        return fn
-
-    def set(self, key, value):
-        return self
-
-    def end(self, error=None):
-        return False
-
-
-NOOP = _NoopPhase(None, 0)
-
-
-def _disabled_phase(name, *, device=None, bytes=None, stream=None, **kw):
-    # The three named parameters of phase() and nothing more: keyword arguments that bind to named
-    # parameters need no kwargs-dict entries (with device= and bytes=: 427 ns against 584 ns for
-    # (name, **kw)), while every extra unused default costs ~30 ns on a bare call (all eight named:
-    # 560 ns bare, against 454 ns here and 372 ns for (name, **kw)).
-    return NOOP
-
-
-def _disabled_start_phase(name, **kw):
-    return NOOP
-
-
-def _disabled_current_context():
-    return None
-
-
-def env_disabled() -> bool:
-    """True when GPUTRACE_DISABLE is set to something other than '', 0, false, no, off."""
-    return os.environ.get("GPUTRACE_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def disable() -> None:
