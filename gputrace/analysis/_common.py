@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gputrace.analysis.activity_index import SYNC, activity_index, attr_scan
+from gputrace.analysis.activity_index import SYNC, activity_index, attr_scan, profiler_rows
 from gputrace.timeline.model import KIND_CODES, Timeline
 
 # Run grouping lives with the readers (the entrance splits files into runs); re-exported here.
@@ -110,10 +110,8 @@ def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray
 
 def host_rows(tl: Timeline) -> np.ndarray:
     """Rows that are host-side work: no device time and kind other than ``gpu``; profiler bookkeeping
-    rows (``gputrace.analysis.api_calls.profiler_rows``) and the spans of paused CUDA collection
+    rows (``gputrace.analysis.activity_index.profiler_rows``) and the spans of paused CUDA collection
     (``gputrace.analysis.unobserved``) are not work."""
-    from gputrace.analysis.api_calls import profiler_rows
-
     c = tl.cols
     m = (c["gpu_start"] < 0) & (c["kind"] != GPU_KIND)
     for rows in (profiler_rows(tl), attr_scan(tl).paused if tl.n else ()):
@@ -161,6 +159,20 @@ def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         combined = combined * radix + code
     u, first, inv = np.unique(combined, return_index=True, return_inverse=True)
     return inv.reshape(-1).astype(np.int64), first.astype(np.int64)
+
+
+def sum_count_max(key: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct value of ``key``: the sum, count and maximum of ``d`` (equal-length arrays, ``d`` integer).
+
+    Returns (keys, inverse, total, count, max): ``keys`` the distinct values ascending (``np.unique``), ``inverse``
+    each element's index into them (1-D), ``total`` float64 sums, ``count`` and ``max`` (int64) per key."""
+    uk, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    tot = np.bincount(inv, weights=d.astype(np.float64), minlength=len(uk))
+    cnt = np.bincount(inv, minlength=len(uk))
+    mx = np.zeros(len(uk), np.int64)
+    np.maximum.at(mx, inv, d)
+    return uk, inv, tot, cnt, mx
 
 
 def offsets_from_counts(counts: np.ndarray) -> np.ndarray:

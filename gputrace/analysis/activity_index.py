@@ -3,8 +3,9 @@
 :func:`activity_index` finds them in one pass over ``Timeline.attrs`` and caches the result per Timeline
 object (a Timeline is immutable), so every analysis of one Timeline shares it. The pass (:func:`attr_scan`)
 also collects the rows that ``gputrace.analysis.api_calls`` needs (API calls, profiler rows, rows that are not
-phases), so a Timeline's attributes are walked once, and a ``RowAttrs`` row whose overlay holds none of the
-keys read is answered from its shared dict once per shared dict (a million kernel launches share a handful).
+phases; :func:`profiler_rows` itself is here, below ``_common``, which needs it too), so a Timeline's attributes
+are walked once, and a ``RowAttrs`` row whose overlay holds none of the keys read is answered from its shared
+dict once per shared dict (a million kernel launches share a handful).
 Pure; any thread (the caches are dicts of weak references: a race computes twice, never wrongly).
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gputrace.activity import ACTIVITY, PAUSED, ROLE, STREAM
+from gputrace.activity import ACTIVITY, PAUSED, ROLE, SOURCE, STREAM
 from gputrace.timeline.model import Timeline
 from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
@@ -143,6 +144,15 @@ def attr_scan(tl: Timeline) -> AttrScan:
         _SCANS.pop(k, None)
     _SCANS[id(tl)] = (weakref.ref(tl), scan)
     return scan
+
+
+def profiler_rows(tl: Timeline) -> np.ndarray:
+    """Row numbers of profiler bookkeeping (``gputrace.role = "profiler"``: Kineto's ``PyTorch Profiler (0)``
+    span, buffer requests, device-side annotation copies): not host work. Only Kineto traces have them
+    (others: an empty array, without a pass over the attributes); cached while ``tl`` lives."""
+    if not any(res.get(SOURCE) == "kineto" for res in tl.resources):
+        return np.zeros(0, np.int64)
+    return attr_scan(tl).profiler
 
 
 _CACHE: dict[int, tuple[weakref.ref, ActivityIndex]] = {}

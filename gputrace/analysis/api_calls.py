@@ -9,7 +9,8 @@ profiler bookkeeping (``"profiler"``). The Phases table lists only phases; API c
 
 Pure; any thread. The attributes are read by one pass shared with ``activity_index``
 (``gputrace.analysis.activity_index.attr_scan``); :func:`phase_mask` is cached per Timeline object, as
-``activity_index`` is.
+``activity_index`` is. :func:`profiler_rows` lives with that pass in ``activity_index`` (so
+``_common.host_rows`` reads it without importing this module, which imports ``_common``); it is re-exported here.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ import weakref
 import numpy as np
 
 from gputrace import activity as A
-from gputrace.analysis.activity_index import attr_scan
+from gputrace.analysis._common import sum_count_max
+from gputrace.analysis.activity_index import attr_scan, profiler_rows
 from gputrace.timeline.model import Timeline
+
+__all__ = ["api_call_table", "api_rows", "phase_ids", "phase_mask", "profiler_rows"]
 
 _CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 
@@ -33,15 +37,6 @@ def api_rows(tl: Timeline) -> np.ndarray:
         m |= np.isin(tl.cols["lane"], np.asarray(api_lanes))
     m[attr_scan(tl).api] = True
     return m
-
-
-def profiler_rows(tl: Timeline) -> np.ndarray:
-    """Row numbers of profiler bookkeeping (``gputrace.role = "profiler"``: Kineto's ``PyTorch Profiler (0)``
-    span, buffer requests, device-side annotation copies): not host work. Only Kineto traces have them
-    (others: an empty array, without a pass over the attributes); cached while ``tl`` lives."""
-    if not any(res.get(A.SOURCE) == "kineto" for res in tl.resources):
-        return np.zeros(0, np.int64)
-    return attr_scan(tl).profiler
 
 
 def phase_mask(tl: Timeline) -> np.ndarray:
@@ -72,12 +67,7 @@ def api_call_table(tl: Timeline, top: int = 20) -> list[dict]:
     c = tl.cols
     d = (c["end"][rows] - c["start"][rows]).astype(np.int64)
     ph = c["phase"][rows]
-    uk, inv = np.unique(ph, return_inverse=True)
-    inv = inv.reshape(-1)
-    tot = np.bincount(inv, weights=d.astype(np.float64), minlength=len(uk))
-    cnt = np.bincount(inv, minlength=len(uk))
-    mx = np.zeros(len(uk), np.int64)
-    np.maximum.at(mx, inv, d)
+    uk, _, tot, cnt, mx = sum_count_max(ph, d)
     out: list[dict] = [{"api": tl.phases[int(p)], "count": int(cnt[j]), "total_ns": int(tot[j]),
                         "mean_ns": float(tot[j] / cnt[j]), "max_ns": int(mx[j])} for j, p in enumerate(uk.tolist())]
     out.sort(key=lambda r: (-int(r["total_ns"]), str(r["api"])))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from gputrace import activity as A
+from gputrace.analysis._common import sum_count_max
 from gputrace.analysis.gpu_activity import KERNEL, KERNELS, MEMCPY, SYNC, ActivityIndex, activity_index
 from gputrace.kernel_names import display_name
 from gputrace.timeline.model import Timeline
@@ -145,12 +146,7 @@ def kernel_table(tl: Timeline, idx: ActivityIndex | None = None) -> list[dict]:
     dev = c["device"][rows].astype(np.int64)
     nph = len(tl.phases) + 1
     key = ((pphase + 1) * nph + kphase) * 65536 + (dev + 1)
-    uk, inv = np.unique(key, return_inverse=True)
-    inv = inv.reshape(-1)
-    tot = np.bincount(inv, weights=d.astype(np.float64), minlength=len(uk))
-    cnt = np.bincount(inv, minlength=len(uk))
-    mx = np.zeros(len(uk), np.int64)
-    np.maximum.at(mx, inv, d)
+    uk, inv, tot, cnt, mx = sum_count_max(key, d)
     first = np.zeros(len(uk), np.int64)
     first[inv[::-1]] = rows[::-1]  # a row of each group (the first): its full name
     out = []

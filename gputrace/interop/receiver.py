@@ -42,8 +42,8 @@ a head over 64 KiB, 503 with ``Retry-After`` when its connection pool is full. g
 validation (``INVALID_ARGUMENT`` when nothing can be stored, ``partial_success`` otherwise) and size
 limit (``RESOURCE_EXHAUSTED`` above it).
 
-Limits: listen backlog ``receiver_http.BACKLOG`` (512); an HTTP connection waits for its request head
-without a worker (``receiver_http.HeaderWait``, at most ``timeout_s``), then is served by a pool of
+Limits: listen backlog ``receiver_http_server.BACKLOG`` (512); an HTTP connection waits for its request head
+without a worker (``receiver_http_server.HeaderWait``, at most ``timeout_s``), then is served by a pool of
 ``max_workers`` threads (default 32); at most ``max_workers + max_pending`` connections are open (then
 503); a worker's connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is
 disconnected, a kept-alive one idles at most 2 s, and while connections wait every answer closes its
@@ -56,73 +56,36 @@ under one lock.
 :meth:`start`, so importing this module is cheap.
 """
 
+
 from __future__ import annotations
 
-import base64
 import collections
 import dataclasses
 import errno
 import io
-import ipaddress
 import os
-import socket
 import threading
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from gputrace.interop.receiver_address import (
+    ListenFailed,
+    ReceiverAddressError,
+    bind_problem,
+    listen_failed,
+    parse_address,
+)
+from gputrace.interop.receiver_convert import request_to_dict, request_to_json
 from gputrace.interop.receiver_http import Http, Http6, make_handler
 from gputrace.interop.receiver_retries import RecentRequests, request_digest
 from gputrace.interop.receiver_validate import clean_request
-from gputrace.otlp.ids import hex_id
 
 __all__ = ["DEDUP_WINDOW", "ListenFailed", "OtlpReceiver", "ReceiverAddressError", "ReceiverStats", "request_to_json",
-           "parse_address"]
+           "parse_address", "request_to_dict"]
 
-_ID_FIELDS = (("traceId", 16), ("spanId", 8), ("parentSpanId", 8))
 
 #: Stored requests remembered by default so that a sender's retry of one is not stored again (module doc).
 DEDUP_WINDOW = 4096
-
-
-class ReceiverAddressError(ValueError):
-    """An address that is malformed, or not loopback while ``allow_remote`` is False."""
-
-
-class ListenFailed(OSError):
-    """A port could not be bound; ``str()`` is one plain sentence (``port 4317 (OTLP/gRPC) is already in
-    use by another program``), without errno text or gRPC's log hints."""
-
-    def __str__(self) -> str:
-        return str(self.strerror)
-
-
-def _bind_problem(host: str, port: int, what: str) -> ListenFailed | None:
-    """Try to bind ``host:port`` as a listener would (SO_REUSEADDR, as gRPC and ``Http`` set it), so a
-    busy port is reported in words before gRPC's C core logs its own line about it. Port 0: None."""
-    if port == 0:
-        return None
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(fam, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except OSError as exc:
-        return _listen_failed(exc, port, what)
-    return None
-
-
-def _listen_failed(exc: OSError, port: int, what: str) -> ListenFailed:
-    if exc.errno == errno.EADDRINUSE:
-        why = f"port {port} ({what}) is already in use by another program"
-    elif exc.errno in (errno.EACCES, errno.EPERM):
-        why = f"port {port} ({what}) needs privileges (ports below 1024 do): choose a higher port"
-    elif exc.errno == errno.EADDRNOTAVAIL:
-        why = f"the address for {what} is not one of this machine's"
-    else:
-        why = f"port {port} ({what}): {(exc.strerror or str(exc)).rstrip('.').lower()}"
-    return ListenFailed(exc.errno or 0, why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,75 +102,6 @@ class ReceiverStats:
     rejected_spans: int = 0  # spans left out of otherwise stored requests (partial success)
     abandoned: int = 0  # valid requests not stored because their sender had left before the answer
     duplicates: int = 0  # retries of a request already stored (same body, within the window): answered, not stored
-
-
-def parse_address(addr: str, allow_remote: bool = False) -> tuple[str, int]:
-    """``"host:port"`` / ``"[v6]:port"`` -> (host, port); refuses non-loopback unless allowed."""
-    if not isinstance(addr, str) or ":" not in addr:
-        raise ReceiverAddressError(f"address {addr!r}: expected HOST:PORT (e.g. 127.0.0.1:4317)")
-    host, _, port_s = addr.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        port = int(port_s)
-    except ValueError:
-        raise ReceiverAddressError(f"address {addr!r}: port {port_s!r} is not a number") from None
-    if not 0 <= port <= 65535 or not host:
-        raise ReceiverAddressError(f"address {addr!r}: expected HOST:PORT with port 0-65535")
-    if not allow_remote and not _is_loopback(host):
-        raise ReceiverAddressError(
-            f"address {addr!r} is not loopback; the receiver accepts unauthenticated data, so it listens on "
-            "this machine only (127.0.0.1, ::1 or localhost). To receive from elsewhere, forward a port to it "
-            "(e.g. ssh -L) or put an OpenTelemetry Collector in front; the Python API takes allow_remote=True")
-    return host, port
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except socket.gaierror:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
-
-
-def _b64_to_hex(v: str, nbytes: int) -> str:
-    # hex_id checks the length (16-byte trace ids, 8-byte span ids) as the file spec wants.
-    return hex_id(base64.b64decode(v), nbytes)
-
-
-def request_to_json(req: Any) -> tuple[bytes, int]:
-    """A protobuf ``ExportTraceServiceRequest`` -> (one OTLP JSON line without newline, span count),
-    unvalidated (the receiver stores ``clean_request(request_to_dict(req))`` instead).
-    Raises ValueError for an id of the wrong length."""
-    d = request_to_dict(req)
-    n = sum(len(ss.get("spans", ())) for rs in d.get("resourceSpans", ()) for ss in rs.get("scopeSpans", ()))
-    return orjson.dumps(d), n
-
-
-def request_to_dict(req: Any) -> dict:
-    """A protobuf ``ExportTraceServiceRequest`` -> its OTLP JSON mapping as a dict.
-
-    ``MessageToDict`` gives camelCase, integer enums and 64-bit ints as strings, as the OTLP JSON
-    mapping wants, but base64 ids; ids (span, parent, link) are rewritten as lowercase hex.
-    Raises ValueError for an id of the wrong length.
-    """
-    from google.protobuf.json_format import MessageToDict
-
-    d = MessageToDict(req, use_integers_for_enums=True)
-    for rs in d.get("resourceSpans", ()):
-        for ss in rs.get("scopeSpans", ()):
-            for span in ss.get("spans", ()):
-                for key, nbytes in _ID_FIELDS:
-                    if key in span:
-                        span[key] = _b64_to_hex(span[key], nbytes)
-                for link in span.get("links", ()):
-                    for key, nbytes in _ID_FIELDS[:2]:
-                        if key in link:
-                            link[key] = _b64_to_hex(link[key], nbytes)
-    return d
 
 
 class OtlpReceiver:
@@ -323,7 +217,7 @@ class OtlpReceiver:
     def _start_grpc(self, host: str, port: int) -> None:
         from concurrent import futures
 
-        problem = _bind_problem(host, port, "OTLP/gRPC")
+        problem = bind_problem(host, port, "OTLP/gRPC")
         if problem is not None:
             raise problem
         # gRPC's C core logs bind failures to stderr itself (over the TUI); the error raised says it once.
@@ -385,7 +279,7 @@ class OtlpReceiver:
             server = cls((host, port), make_handler(self, trace_service_pb2, request_to_dict, self.timeout_s),
                          max_workers=self.max_workers, max_pending=self.max_pending, head_timeout_s=self.timeout_s)
         except OSError as exc:
-            raise _listen_failed(exc, port, "OTLP/HTTP") from None
+            raise listen_failed(exc, port, "OTLP/HTTP") from None
         self._http_server = server
         self.http_port = server.server_address[1]
         self._http_thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="gputrace-otlp-http",
