@@ -34,163 +34,43 @@ flipped bit, a truncated or absurd entry is a miss, never a traceback, a hang, a
 
 Every function swallows OSError and malformed entries (a miss, never a failed read): the cache can
 only make a read faster. Thread-safe (no shared state; atomic renames).
+
+This module holds ``load`` and ``store`` and re-exports the public names of its parts: ``_cache_key``
+(settings, ``source_key``, ``wanted``, the entry path and format version), ``_cache_file`` (the entry file's
+layout and prefix), ``_cache_attrs`` (row attributes as tables and back) and ``_cache_prune`` (``prune``,
+``clear``). Import them from here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 import tempfile
-import time
 import zlib
-from itertools import chain, repeat
-from pathlib import Path
 
 import msgspec
 import numpy as np
 
+from gputrace.timeline._cache_attrs import _attr_tables, _attrs
+from gputrace.timeline._cache_file import _INDEX, _MAGIC, _MAX_PATH, _open_entry, _pad, _read_prefix
+from gputrace.timeline._cache_key import (
+    EDGE_BYTES as EDGE_BYTES,
+    FORMAT as FORMAT,
+    FULL_HASH_BYTES as FULL_HASH_BYTES,
+    SAMPLE_BYTES as SAMPLE_BYTES,
+    SAMPLES as SAMPLES,
+    _entry,
+    _version,
+    cache_dir,
+    enabled,
+    min_bytes,
+    source_key,
+    wanted as wanted,
+)
+from gputrace.timeline._cache_prune import clear, prune
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.model import COLUMNS, Lane, Timeline
-from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
 __all__ = ["cache_dir", "enabled", "min_bytes", "source_key", "load", "store", "clear", "prune"]
-
-# 2: RowAttrs rows stored as (shared dict, overlay keys, int64 overlay values); 3: TemplateAttrs too; 4: the
-# source path in front, CRC-32s of header and columns, ctime and a content fingerprint in the key
-FORMAT = 4
-
-#: Files up to this size are fingerprinted by a hash of all their bytes.
-FULL_HASH_BYTES = 1 << 20
-#: Bigger files: their first and last EDGE_BYTES, and SAMPLES blocks of SAMPLE_BYTES spread evenly between.
-EDGE_BYTES = 64 << 10
-SAMPLES = 16
-SAMPLE_BYTES = 4096
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, ""))
-    except ValueError:
-        return default
-
-
-def enabled() -> bool:
-    return os.environ.get("GPUTRACE_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
-
-
-def min_bytes() -> int:
-    return _env_int("GPUTRACE_CACHE_MIN_BYTES", 16 << 20)
-
-
-def cache_dir() -> Path:
-    d = os.environ.get("GPUTRACE_CACHE_DIR")
-    if d:
-        return Path(d)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gputrace" / "timelines"
-
-
-def source_key(path) -> dict | None:
-    """What identifies the trace's content: absolute path, size, mtime, ctime, inode, device and a fingerprint
-    of the bytes (see the module docstring; None: no regular file, or it cannot be read)."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        fingerprint = _fingerprint(path, st.st_size)
-    except OSError:
-        return None
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "ctime_ns": st.st_ctime_ns, "ino": st.st_ino, "dev": st.st_dev, "content": fingerprint}
-
-
-def _fingerprint(path, size: int) -> str:
-    """A hash of the file's bytes: all of them up to ``FULL_HASH_BYTES``, else its edges and evenly spread
-    samples (cheap for a big file: about 200 KB read). Raises OSError."""
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        if size <= FULL_HASH_BYTES:
-            h.update(f.read(FULL_HASH_BYTES + 1))
-        else:
-            h.update(f.read(EDGE_BYTES))
-            span = size - 2 * EDGE_BYTES - SAMPLE_BYTES
-            for i in range(SAMPLES):
-                f.seek(EDGE_BYTES + max(span, 0) * (2 * i + 1) // (2 * SAMPLES))
-                h.update(f.read(SAMPLE_BYTES))
-            f.seek(max(size - EDGE_BYTES, 0))
-            h.update(f.read(EDGE_BYTES))
-    return h.hexdigest()
-
-
-def wanted(path) -> bool:
-    """Whether reads of ``path`` go through the cache (enabled, big enough, a regular file)."""
-    if not enabled():
-        return False
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_size >= min_bytes()
-
-
-def _entry(abspath: str) -> Path:
-    digest = hashlib.blake2b(abspath.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-    return cache_dir() / (digest + ".gtc")
-
-
-def _version() -> str:
-    import gputrace
-
-    return f"{FORMAT}:{gputrace.__version__}"
-
-
-# ---- the entry file ----------------------------------------------------------------------
-# Layout: _MAGIC | source path length (u32) | source path (UTF-8, surrogateescape) | header length (u64) |
-# CRC-32 of the header (u32) | CRC-32 of the body (u32) | header (msgpack) | body (the columns, 64-byte aligned).
-# The source path comes first so that pruning reads a few bytes per entry; little-endian throughout.
-_MAGIC = b"GPUTRC4\n"
-_ALIGN = 64
-_INDEX = ("phase", "lane", "resource", "trace")  # columns indexing a table: checked before use
-_MAX_PATH = 1 << 16
-
-
-def _pad(n: int) -> int:
-    return -n % _ALIGN
-
-
-def _open_entry(entry: Path):
-    """The entry file opened for reading, or None where it is not a regular file (a FIFO, a directory, a
-    symlink): opened without blocking and without following a symlink, then checked. Raises OSError."""
-    fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _read_prefix(f, size: int) -> tuple[str, int, int, int] | None:
-    """(source path, header length, header CRC, body CRC) of an open entry of ``size`` bytes, positioned at
-    its header; None where the prefix is not ours or its lengths do not fit in the file."""
-    fixed = f.read(len(_MAGIC) + 4)
-    if len(fixed) != len(_MAGIC) + 4 or fixed[:len(_MAGIC)] != _MAGIC:
-        return None
-    plen = int.from_bytes(fixed[len(_MAGIC):], "little")
-    if plen > _MAX_PATH or len(_MAGIC) + 4 + plen + 16 > size:
-        return None
-    raw = f.read(plen)
-    rest = f.read(16)
-    if len(raw) != plen or len(rest) != 16:
-        return None
-    mlen = int.from_bytes(rest[:8], "little")
-    if f.tell() + mlen > size:
-        return None
-    return (raw.decode("utf-8", "surrogateescape"), mlen, int.from_bytes(rest[8:12], "little"),
-            int.from_bytes(rest[12:], "little"))
 
 
 # ---- load --------------------------------------------------------------------------------
@@ -264,125 +144,6 @@ def _timeline(meta: dict, arrays: dict) -> Timeline | None:
     return tl
 
 
-def _attrs(meta: dict, arrays: dict) -> dict | None:
-    """Row -> attributes: plain dicts (shared ones stored once) and ``RowAttrs`` rebuilt over their shared
-    dict from the overlay keys and int64 values (a million kernel launches stay a few dicts). None if
-    inconsistent."""
-    dicts = meta["attr_dicts"]
-    rows, ix, okey = arrays["attr_rows"], arrays["attr_ix"], arrays["attr_okeys"]
-    vals = arrays["attr_ovals"]
-    keys = [tuple(str(k) for k in ks) for ks in meta["overlay_keys"]]
-    kinds = [_OVERLAID.get(str(c)) for c in meta["overlay_kinds"]]
-    if len(ix) != len(rows) or len(okey) != len(rows) or (len(ix) and int(ix.max()) >= len(dicts)):
-        return None
-    if len(kinds) != len(keys) or None in kinds:
-        return None
-    table = np.empty(len(dicts), dtype=object)
-    for j, d in enumerate(dicts):  # (one by one: a list of dicts could be read as nested sequences)
-        table[j] = d
-    objs = table[ix]  # object-array gathers and assignments: no Python loop per row
-    over = np.flatnonzero(okey >= 0)
-    if len(over):
-        if int(okey.max()) >= len(keys):
-            return None
-        width = np.array([len(k) for k in keys], dtype=np.int64)[okey[over]]
-        if int(width.sum()) != len(vals):
-            return None
-        start = np.zeros(len(over), np.int64)
-        np.cumsum(width[:-1], out=start[1:])
-        for k in np.unique(okey[over]).tolist():  # a few overlay key sets: one pass each
-            sel = np.flatnonzero(okey[over] == k)
-            w = len(keys[k])
-            at = start[sel]
-            shared = objs[over[sel]].tolist()
-            cls = kinds[k]
-            if cls is TemplateAttrs and not all(type(dicts[j]) is dict and set(keys[k]) <= dicts[j].keys()
-                                                for j in np.unique(ix[over[sel]]).tolist()):
-                return None  # a template is a dict holding every key of its rows
-            values = zip(*(vals[at + j].tolist() for j in range(w)), strict=True) if w else repeat((), len(sel))
-            made = map(cls, shared, repeat(keys[k]), values)
-            objs[over[sel]] = np.fromiter(made, dtype=object, count=len(sel))
-    elif len(vals):
-        return None
-    objs = objs.tolist()
-    return dict(zip(rows.tolist(), objs, strict=True))
-
-
-_AttrTables = tuple[list[dict], np.ndarray, np.ndarray, list[list[str]], list[str], np.ndarray]
-#: The overlaid Mappings a cache entry rebuilds, by the name it stores for their key sets.
-_OVERLAID: dict[str, type[RowAttrs]] = {"row": RowAttrs, "template": TemplateAttrs}
-_KIND_OF = {v: k for k, v in _OVERLAID.items()}
-
-
-def _attr_tables(tl: Timeline) -> _AttrTables:
-    """(dicts, dict index per attribute row, overlay-key index per row (-1: a plain dict), overlay key
-    sets, their kinds (``_OVERLAID``), overlay values): shared dicts once, a ``RowAttrs`` or
-    ``TemplateAttrs`` with int64 overlay values as its shared dict plus those values (any other is stored
-    as a plain dict)."""
-    values = list(tl.attrs.values())  # dicts and RowAttrs
-    return _attr_tables_int64(values) or _attr_tables_rowwise(values)
-
-
-def _attr_tables_int64(values: list) -> _AttrTables | None:
-    """``_attr_tables`` where every ``RowAttrs`` overlay holds int64 values (one check over all of them:
-    a million kernel launches), else None."""
-    dicts: list[dict] = []
-    seen: dict[int, int] = {}  # id(dict) -> index: shared attribute dicts are stored once
-    key_ix: dict[tuple, int] = {}
-    ix: list[int] = []
-    okey: list[int] = []
-    overlays: list[tuple] = []
-    for a in values:
-        if type(a) in _KIND_OF:
-            ks = (type(a), a.keys_)
-            k = key_ix.get(ks)
-            if k is None:
-                k = key_ix[ks] = len(key_ix)
-            okey.append(k)
-            overlays.append(a.values_)
-            a = a.shared
-        else:
-            okey.append(-1)
-        d = seen.get(id(a))
-        if d is None:
-            d = seen[id(a)] = len(dicts)
-            dicts.append(a if type(a) is dict else dict(a))  # other Mappings are stored as plain dicts
-        ix.append(d)
-    flat = list(chain.from_iterable(overlays))
-    if flat and not (set(map(type, flat)) == {int} and -(1 << 63) <= min(flat) and max(flat) < (1 << 63)):
-        return None
-    return (dicts, np.array(ix, dtype=np.int32), np.array(okey, dtype=np.int32), [list(k) for _, k in key_ix],
-            [_KIND_OF[c] for c, _ in key_ix], np.array(flat, dtype=np.int64))
-
-
-def _attr_tables_rowwise(values: list) -> _AttrTables:
-    """``_attr_tables`` deciding row by row (some overlay holds other values)."""
-    dicts: list[dict] = []
-    seen: dict[int, int] = {}
-    key_ix: dict[tuple, int] = {}
-    n = len(values)
-    ix = np.empty(n, dtype=np.int32)
-    okey = np.full(n, -1, dtype=np.int32)
-    flat: list = []
-    lo, hi = -(1 << 63), (1 << 63) - 1
-    for j, a in enumerate(values):
-        if type(a) in _KIND_OF and all(type(v) is int and lo <= v <= hi for v in a.values_):
-            ks = (type(a), a.keys_)
-            k = key_ix.get(ks)
-            if k is None:
-                k = key_ix[ks] = len(key_ix)
-            okey[j] = k
-            flat.extend(a.values_)
-            a = a.shared
-        d = seen.get(id(a))
-        if d is None:
-            d = seen[id(a)] = len(dicts)
-            dicts.append(a if type(a) is dict else dict(a))  # other Mappings are stored as plain dicts
-        ix[j] = d
-    kinds = [_KIND_OF[c] for c, _ in key_ix]
-    return dicts, ix, okey, [list(k) for _, k in key_ix], kinds, np.array(flat, dtype=np.int64)
-
-
 # ---- store -------------------------------------------------------------------------------
 def store(path, tl: Timeline, key: dict | None) -> bool:
     """Write ``tl`` as the entry of ``path``, whose ``source_key`` taken *before* reading was ``key``.
@@ -440,77 +201,3 @@ def store(path, tl: Timeline, key: dict | None) -> bool:
                 os.unlink(tmp)
             except OSError:
                 pass
-
-
-#: A temporary entry older than this is a leftover of a store that died (a live store takes seconds).
-_STALE_TMP_S = 3600
-
-
-def _source_of(entry: Path) -> str | None:
-    """The trace path an entry was stored for, from its prefix; None where it is not a current entry."""
-    try:
-        f = _open_entry(entry)
-        if f is None:
-            return None
-        with f:
-            prefix = _read_prefix(f, os.fstat(f.fileno()).st_size)
-    except (OSError, UnicodeError):
-        return None
-    return None if prefix is None else prefix[0]
-
-
-def prune(d: Path | None = None) -> int:
-    """Drop the entries whose trace is gone, those not of this format (an older gputrace's, damaged ones),
-    temporary files left by a store that died, then the least recently used entries past
-    ``$GPUTRACE_CACHE_MAX_BYTES``. Run after every store; returns how many files were removed."""
-    d = cache_dir() if d is None else d
-    removed = 0
-    entries = []
-    now = time.time()
-    try:
-        listing = list(d.iterdir())
-    except OSError:
-        return 0
-    for p in listing:
-        try:
-            st = p.lstat()
-            if p.name.startswith(".tmp-"):
-                if now - st.st_mtime > _STALE_TMP_S:
-                    p.unlink()
-                    removed += 1
-                continue
-            if p.suffix != ".gtc":
-                continue
-            src = _source_of(p) if stat.S_ISREG(st.st_mode) else None
-            if src is None or not os.path.isfile(src) or _entry(src).name != p.name:
-                p.unlink()
-                removed += 1
-                continue
-        except OSError:
-            continue
-        entries.append((st.st_mtime, st.st_size, p))
-    limit = _env_int("GPUTRACE_CACHE_MAX_BYTES", 4 << 30)
-    total = sum(s for _, s, _ in entries)
-    for _, size, p in sorted(entries, key=lambda e: e[0]):
-        if total <= limit:
-            break
-        try:
-            p.unlink()
-            total -= size
-            removed += 1
-        except OSError:
-            pass
-    return removed
-
-
-def clear() -> int:
-    """Remove every entry (and leftover temporary files); returns how many files were removed."""
-    n = 0
-    d = cache_dir()
-    for p in list(d.glob("*.gtc")) + list(d.glob(".tmp-*")):
-        try:
-            p.unlink()
-            n += 1
-        except OSError:
-            pass
-    return n

@@ -10,7 +10,7 @@ import random
 import msgspec
 import pytest
 
-import gputrace.timeline.formats.chrome.read as imp
+import gputrace.timeline.formats.chrome.events as chrome_events
 import gputrace.timeline.formats.chrome.scan as scan
 from gputrace.timeline.formats.chrome.read import ChromeFormatError, from_chrome, read_chrome
 from gputrace.timeline.formats.chrome.foreign import ForeignBatch
@@ -103,7 +103,7 @@ def _kineto(n: int, seed: int = 1, paired: bool = True) -> dict:
 @pytest.mark.parametrize("reads, min_run", [(997, 1), (1 << 14, 64), (1 << 20, 64), (1 << 20, 1)])
 def test_kineto_batches_same_as_per_event(tmp_path, monkeypatch, batches, reads, min_run):
     monkeypatch.setattr(scan, "READ_BYTES", reads)
-    monkeypatch.setattr(imp, "_MIN_RUN", min_run)
+    monkeypatch.setattr(chrome_events, "_MIN_RUN", min_run)
     for seed, doc in enumerate([KINETO, _kineto(400), _kineto(300, seed=7)]):
         p = tmp_path / f"k{seed}.json"
         p.write_text(json.dumps(doc, indent=1 if seed else None))

@@ -26,8 +26,10 @@ and ``B``/``E`` pairs onto lanes: events with ``args.device`` and ``args.stream`
 that GPU's stream lane, the rest to ``thread:<thread_name>``. Nesting comes from time containment per lane
 (``gputrace.timeline.nesting``); a GPU event whose ``args.correlation`` matches a CPU runtime call gets that
 call's enclosing span as its parent. Instant, counter, flow and async events are skipped (counted in the
-``skipped`` entry of ``from_chrome``'s ``stats``). Modules: ``scan`` (the streaming JSON scanner), ``typed``
-and ``batch`` (our own files, column-wise), ``foreign`` (other tools' events), ``args_share``, ``kineto``
+``skipped`` entry of ``from_chrome``'s ``stats``). Modules: ``read`` (the entrance), ``events`` (the
+accumulator and its per-event path), ``fields`` (field checks, ``ChromeFormatError``), ``scan`` (the
+streaming JSON scanner), ``typed`` and ``batch`` (our own files, column-wise), ``foreign`` (other tools'
+events), ``args_share``, ``kineto``
 (PyTorch-profiler rows onto the GPU-activity conventions; ``kineto_roles``, ``kineto_device``,
 ``kineto_mapping``).
 

@@ -1,7 +1,7 @@
 """The batch path of the Chrome reader for gputrace's own exports: a batch of events becomes columns
 through one list comprehension per field (the per-event path costs about 10 us an event).
 
-A mixin of ``chrome_import._Events`` (its columns, tables and ``_lane``); used only while reading a
+A mixin of ``events._Events`` (its columns, tables and ``_lane``); used only while reading a
 file that announced itself as a gputrace export (``otherData.generator``) before its events. Not
 thread-safe (one reader per accumulator).
 """
@@ -60,7 +60,7 @@ def dict_meta_names(metas: list[dict]) -> list[tuple[Any, Any, Any, str]]:
 
 class ColumnState:
     """The accumulator state the column paths (this module's and ``chrome_typed``'s) share with
-    ``chrome_import._Events``, which sets all of it in its ``__init__`` and defines ``_lane``."""
+    ``events._Events``, which sets all of it in its ``__init__`` and defines ``_lane``."""
 
     source: str
     ours: bool

@@ -1,13 +1,13 @@
 """The batch path of the Chrome reader for other tools' traces (PyTorch profiler / Kineto,
 ``chrome://tracing``): a batch of events becomes columns through one pass per field, where the
-per-event path (``chrome_import._Events._row``) costs several microseconds an event.
+per-event path (``events._Events._row``) costs several microseconds an event.
 
 Batches are decoded straight into msgspec Structs (``decode_foreign``; ``gc=False``, fields read by
 ``attrgetter`` instead of a ``dict.get`` each); a batch with an event of another shape (an unknown
 ``ph``, a non-object) is decoded into orjson dicts, whose batch path takes only the runs between
 ``B``/``E`` events. ``B``/``E`` pairs in a typed batch are matched in file order per (pid, tid), across
 batches, on a copy of the open stacks kept only when the batch is taken (``_add_foreign_paired``). A
-mixin of ``chrome_import._Events``. Only for batches it can map exactly as the per-event path does:
+mixin of ``events._Events``. Only for batches it can map exactly as the per-event path does:
 numeric ``ts`` (and ``dur >= 0``), ``args`` a dict (or absent), hashable tracks. Anything else returns
 False, having changed nothing, and the per-event path handles the batch (as dicts) with its exact
 errors (file, event index, field). ``tests/unit/test_chrome_foreign.py`` compares the paths.
@@ -147,7 +147,7 @@ def _int_or_neg1(v: Any) -> int:
 
 
 class ForeignBatch(ColumnState):
-    # More of the accumulator's state (set in ``chrome_import._Events.__init__``).
+    # More of the accumulator's state (set in ``events._Events.__init__``).
     attrs: dict[int, Mapping]
     lane_ix: dict[Any, int]
     correlation: dict[int, int]

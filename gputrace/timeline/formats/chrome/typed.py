@@ -4,7 +4,7 @@ columns with numpy, without a dict per event.
 ``decode_ours(text)`` decodes one batch (``[...]`` JSON text) into a :class:`TypedBatch` when every
 event has the shape gputrace's writer produces (``X``/``M``/flow events; ``args`` holding only the
 keys the writer puts there, with their JSON types), else into plain ``orjson`` objects. A mixin
-(:class:`OursTyped`, of ``chrome_import._Events``) turns a ``TypedBatch`` into columns; it returns
+(:class:`OursTyped`, of ``events._Events``) turns a ``TypedBatch`` into columns; it returns
 False, having changed nothing, for anything its columns cannot express exactly (e.g. ``ts`` missing on
 an ``X`` event), and the caller then re-decodes ``TypedBatch.text`` with orjson for the dict paths,
 which also raise the exact errors (file, event index, field). The result is the same Timeline as the
@@ -206,7 +206,7 @@ def _typed_times(args: list, ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.
 
 
 class OursTyped(ColumnState):
-    """Mixin of ``chrome_import._Events``: a TypedBatch of a gputrace export into columns."""
+    """Mixin of ``events._Events``: a TypedBatch of a gputrace export into columns."""
 
     def _add_ours_typed(self, events: list) -> bool:
         """The columns of a TypedBatch's events (same values as ``_add_ours_batch`` of the same
