@@ -28,6 +28,7 @@ ranges per step (the counts from a recorded trace of the step), beside the step'
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -83,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="under record, last: pause, detach CUPTI (cupti.finalize) and time 'detached' repeats, "
                          "then attach again (callbacks registered, kinds enabled) and time 'reattached' repeats; "
                          "prints how many records each phase produced")
+    ap.add_argument("--gc", choices=("on", "off"), default="on",
+                    help="off: gc.disable() for the whole run (the process's, so the recorder's threads too)")
     a = ap.parse_args(argv)
+    if a.gc == "off":
+        gc.disable()
     if a.switch_interval_ms is not None:
         sys.setswitchinterval(a.switch_interval_ms / 1e3)
     if not torch.cuda.is_available():
@@ -95,12 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     control = _control()
     modes = ["on", "paused"] if control is not None else ["plain"]
     got: dict[str, tuple[list[float], list[float], list[float]]] = {m: ([], [], []) for m in modes}
+    gcs = _GcLog()
 
     def measure(m: str) -> None:
         torch.cuda.synchronize()
         got.setdefault(m, ([], [], []))
+        gcs.mode = m
         got[m][0].append(_launch_ns(t, a.calls, a.chunk, got[m][2]))
         got[m][1].append(_nvtx_ns(a.calls))
+        gcs.mode = None
 
     for r in range(a.repeats):
         order = modes if r % 2 == 0 else modes[::-1]
@@ -108,17 +116,53 @@ def main(argv: list[str] | None = None) -> int:
             if control is not None:
                 (control.pause(drain=True) if m == "paused" else control.resume())
             measure(m)
-    if control is not None and a.detach:
-        _detach_probe(control, a.repeats, measure)
-    elif control is not None:
+    if control is not None:
         control.resume()
+    _report(got, gcs, a.calls)
+    if control is not None and a.detach:
+        done = set(got)
+        _detach_probe(control, a.repeats, measure)
+        _report({m: v for m, v in got.items() if m not in done}, gcs, a.calls)
+    gcs.close()
+    return 0
+
+
+def _report(got: dict, gcs: _GcLog, calls: int) -> None:
     for m, (launch, nvtx, chunks) in got.items():
         q = statistics.quantiles(chunks, n=10)
         print(f"ATTACH mode={m} launch_ns={statistics.median(launch):.1f} nvtx_ns={statistics.median(nvtx):.1f} "
-              f"repeats={len(launch)} calls={a.calls} launch_min_ns={min(launch):.1f} launch_max_ns={max(launch):.1f} "
+              f"repeats={len(launch)} calls={calls} launch_min_ns={min(launch):.1f} launch_max_ns={max(launch):.1f} "
               f"chunk_p50_ns={statistics.median(chunks):.1f} chunk_p90_ns={q[-1]:.1f} chunk_max_ns={max(chunks):.1f}",
               flush=True)
-    return 0
+        print(gcs.line(m), flush=True)
+
+
+class _GcLog:
+    """Collections per generation (count, total and longest ms, any thread) while ``mode`` is set."""
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+        self._t0 = 0
+        self._at: str | None = None
+        self.by: dict[tuple[str, int], list[float]] = {}
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0, self._at = time.perf_counter_ns(), self.mode
+        elif self._at is not None:
+            ms = (time.perf_counter_ns() - self._t0) / 1e6
+            self.by.setdefault((self._at, int(info["generation"])), []).append(ms)
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._cb)
+
+    def line(self, mode: str) -> str:
+        parts = []
+        for g in (0, 1, 2):
+            ms = self.by.get((mode, g), [])
+            parts.append(f"gen{g}_n={len(ms)} gen{g}_ms={sum(ms):.1f} gen{g}_max_ms={max(ms, default=0.0):.1f}")
+        return f"GC mode={mode} " + " ".join(parts)
 
 
 def _detach_probe(control, repeats: int, measure) -> None:
@@ -131,6 +175,7 @@ def _detach_probe(control, repeats: int, measure) -> None:
 
     col = recorder.get_recorder().cupti
     control.pause(drain=True)
+    print("DETACH finalizing", flush=True)
     n0 = col.records
     try:
         cupti.finalize()
@@ -139,6 +184,7 @@ def _detach_probe(control, repeats: int, measure) -> None:
         return
     for _ in range(repeats):
         measure("detached")
+    print("DETACH detached repeats done", flush=True)
     col.pause()  # (flushes: nothing should come)
     n1 = col.records
     try:
