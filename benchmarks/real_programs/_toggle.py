@@ -11,7 +11,12 @@ Stdlib only, no torch (gputrace only imported by ``find_control``): importable a
 says what each block does, ``Blocks`` switches collection at block starts and keeps each step's time in its
 block, ``summarize`` turns the timed blocks into the figures, ``line`` prints them as one machine-readable line:
 
-    TOGGLE on_median_ms=9.812 off_median_ms=9.640 ratio=1.018 pairs=12 ci95=1.006-1.031 k=10 steps=240
+    TOGGLE on_median_ms=9.812 off_median_ms=9.640 ratio=1.018 pairs=12 ci95=1.006-1.031 k=10 steps=240 \
+        mean_ratio=1.022 mean_ci95=1.004-1.041 pair_ms=98.1/96.4,...
+
+``ratio`` is robust (medians: a rare slow step does not move it); ``mean_ratio`` is what the program pays in
+time (all 'on' step time over all 'off' step time; stalls count), with a bootstrap interval over pairs.
+``pair_ms`` gives each pair's summed on/off step times, so runs can be pooled (``pooled``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import statistics
 UNAVAILABLE = "TOGGLE unavailable (not under gputrace record)"
 LINE_RE = re.compile(
     r"^TOGGLE on_median_ms=(?P<on>[0-9.]+|nan) off_median_ms=(?P<off>[0-9.]+|nan) ratio=(?P<ratio>[0-9.]+|nan) "
-    r"pairs=(?P<pairs>\d+) ci95=(?P<lo>[0-9.]+|nan)-(?P<hi>[0-9.]+|nan)", re.MULTILINE)
+    r"pairs=(?P<pairs>\d+) ci95=(?P<lo>[0-9.]+|nan)-(?P<hi>[0-9.]+|nan)(?P<rest>[^\n]*)", re.MULTILINE)
+MEAN_RE = re.compile(r" mean_ratio=(?P<m>[0-9.]+|nan) mean_ci95=(?P<lo>[0-9.]+|nan)-(?P<hi>[0-9.]+|nan)"
+                     r"(?: pair_ms=(?P<pairs>[0-9.,/]*))?")
 
 
 def plan(pairs: int, seed: int = 24) -> list[bool]:
@@ -101,13 +108,59 @@ def bootstrap_ci(xs: list[float], n: int = 4000, level: float = 0.95, seed: int 
     return meds[int((1 - level) / 2 * n)], meds[min(n - 1, int((1 + level) / 2 * n))]
 
 
+def sum_ratio_ci(pair_ms: list[tuple[float, float]], n: int = 4000, level: float = 0.95,
+                 seed: int = 24) -> tuple[float, float]:
+    """Percentile bootstrap interval of sum(on) / sum(off) over pairs (resampling pairs); (nan, nan) under 2."""
+    if len(pair_ms) < 2:
+        return math.nan, math.nan
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        pick = rng.choices(pair_ms, k=len(pair_ms))
+        off = sum(b for _, b in pick)
+        out.append(sum(a for a, _ in pick) / off if off > 0 else math.nan)
+    out.sort()
+    return out[int((1 - level) / 2 * n)], out[min(n - 1, int((1 + level) / 2 * n))]
+
+
+def pooled(runs: list[list[tuple[float, float]]], n: int = 4000, level: float = 0.95,
+           seed: int = 24) -> dict:
+    """Several runs' ``pair_ms`` pooled: ``ratio`` (median of all pairs' on/off ratios) and ``mean_ratio``
+    (all on time / all off time), each with a two-level bootstrap interval (resample runs, then pairs within
+    each drawn run: pairs of one process are not independent of each other). Runs with no pairs are left out;
+    nan figures when no run has pairs, nan intervals when fewer than two runs do."""
+    runs = [r for r in runs if r]
+    nan = math.nan
+    if not runs:
+        return {"ratio": nan, "ci95": [nan, nan], "mean_ratio": nan, "mean_ci95": [nan, nan], "pairs": 0}
+    flat = [p for r in runs for p in r]
+    ratio = statistics.median(a / b for a, b in flat if b > 0)
+    mean_ratio = sum(a for a, _ in flat) / sum(b for _, b in flat)
+    if len(runs) < 2:
+        return {"ratio": ratio, "ci95": [nan, nan], "mean_ratio": mean_ratio, "mean_ci95": [nan, nan],
+                "pairs": len(flat)}
+    rng = random.Random(seed)
+    meds, means = [], []
+    for _ in range(n):
+        pick = [p for r in rng.choices(runs, k=len(runs)) for p in rng.choices(r, k=len(r))]
+        meds.append(statistics.median(a / b for a, b in pick if b > 0))
+        means.append(sum(a for a, _ in pick) / sum(b for _, b in pick))
+    meds.sort()
+    means.sort()
+    i, j = int((1 - level) / 2 * n), min(n - 1, int((1 + level) / 2 * n))
+    return {"ratio": ratio, "ci95": [meds[i], meds[j]], "mean_ratio": mean_ratio, "mean_ci95": [means[i], means[j]],
+            "pairs": len(flat)}
+
+
 def summarize(blocks: list[tuple[bool, list[float]]]) -> dict:
     """The figures of timed blocks, in run order, each (collection on?, step times in ms); consecutive blocks
     2i and 2i+1 form pair i (one on, one off, as ``plan`` gives them; a pair that is not one of each, or has
     an empty block, is left out). Returns ``on_median_ms`` / ``off_median_ms`` (medians over all steps of
     each state), ``ratios`` (per pair: on block median / off block median), ``ratio`` (their median),
-    ``ci95`` and ``pairs``."""
+    ``ci95`` and ``pairs``; ``pair_ms`` (per pair: summed on step ms, summed off step ms), ``mean_ratio`` (all on
+    time / all off time) and ``mean_ci95`` (``sum_ratio_ci``)."""
     ratios: list[float] = []
+    pair_ms: list[tuple[float, float]] = []
     on_steps: list[float] = []
     off_steps: list[float] = []
     for i in range(0, len(blocks) - 1, 2):
@@ -119,6 +172,7 @@ def summarize(blocks: list[tuple[bool, list[float]]]) -> dict:
         if m_off <= 0:
             continue
         ratios.append(statistics.median(on) / m_off)
+        pair_ms.append((sum(on), sum(off)))
         on_steps += on
         off_steps += off
     nan = math.nan
@@ -126,7 +180,9 @@ def summarize(blocks: list[tuple[bool, list[float]]]) -> dict:
     return {"on_median_ms": statistics.median(on_steps) if on_steps else nan,
             "off_median_ms": statistics.median(off_steps) if off_steps else nan,
             "ratios": ratios, "ratio": statistics.median(ratios) if ratios else nan, "ci95": [lo, hi],
-            "pairs": len(ratios)}
+            "pairs": len(ratios), "pair_ms": pair_ms,
+            "mean_ratio": sum(on_steps) / sum(off_steps) if off_steps and sum(off_steps) > 0 else nan,
+            "mean_ci95": list(sum_ratio_ci(pair_ms))}
 
 
 def _f(x: float, digits: int) -> str:
@@ -139,6 +195,10 @@ def line(s: dict, k: int | None = None) -> str:
            f"ratio={_f(s['ratio'], 4)} pairs={s['pairs']} ci95={_f(s['ci95'][0], 4)}-{_f(s['ci95'][1], 4)}")
     if k is not None:
         out += f" k={k} steps={2 * k * s['pairs']}"
+    if "mean_ratio" in s:
+        mlo, mhi = s["mean_ci95"]
+        out += (f" mean_ratio={_f(s['mean_ratio'], 4)} mean_ci95={_f(mlo, 4)}-{_f(mhi, 4)} pair_ms="
+                + ",".join(f"{a:.3f}/{b:.3f}" for a, b in s.get("pair_ms", [])))
     return out
 
 
@@ -148,5 +208,12 @@ def parse(text: str) -> dict | None:
     if not found:
         return None
     m = found[-1]
-    return {"on_median_ms": float(m["on"]), "off_median_ms": float(m["off"]), "ratio": float(m["ratio"]),
-            "pairs": int(m["pairs"]), "ci95": [float(m["lo"]), float(m["hi"])]}
+    out = {"on_median_ms": float(m["on"]), "off_median_ms": float(m["off"]), "ratio": float(m["ratio"]),
+           "pairs": int(m["pairs"]), "ci95": [float(m["lo"]), float(m["hi"])]}
+    x = MEAN_RE.search(m["rest"])
+    if x is not None:
+        out["mean_ratio"] = float(x["m"])
+        out["mean_ci95"] = [float(x["lo"]), float(x["hi"])]
+        out["pair_ms"] = [(float(a), float(b)) for a, b in
+                          (p.split("/") for p in (x["pairs"] or "").split(",") if "/" in p)]
+    return out

@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="under record, last: pause, detach CUPTI (cupti.finalize) and time 'detached' repeats, "
                          "then attach again (callbacks registered, kinds enabled) and time 'reattached' repeats; "
                          "prints how many records each phase produced")
+    ap.add_argument("--variants", action="store_true",
+                    help="under record, diagnosis: also time 'on-noexport' (the recorder's exporter kept idle during "
+                         "the timed loops) and 'on-fastcb' (CUPTI's buffer-completed callback replaced by one that "
+                         "only counts; those records are lost)")
     ap.add_argument("--gc", choices=("on", "off"), default="on",
                     help="off: gc.disable() for the whole run (the process's, so the recorder's threads too)")
     a = ap.parse_args(argv)
@@ -99,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     _nvtx_ns(2000)
     control = _control()
     modes = ["on", "paused"] if control is not None else ["plain"]
+    if control is not None and a.variants:
+        modes += ["on-noexport", "on-fastcb"]
+    variant = _Variants() if control is not None and a.variants else None
     got: dict[str, tuple[list[float], list[float], list[float]]] = {m: ([], [], []) for m in modes}
     gcs = _GcLog()
 
@@ -115,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         for m in order:
             if control is not None:
                 (control.pause(drain=True) if m == "paused" else control.resume())
+            if variant is not None:
+                variant.enter(m, control)
             measure(m)
+            if variant is not None:
+                variant.leave(m, control)
     if control is not None:
         control.resume()
     _report(got, gcs, a.calls)
@@ -125,6 +136,42 @@ def main(argv: list[str] | None = None) -> int:
         _report({m: v for m, v in got.items() if m not in done}, gcs, a.calls)
     gcs.close()
     return 0
+
+
+class _Variants:
+    """The diagnosis modes of ``--variants`` (entered with collection on, between timed loops)."""
+
+    def __init__(self) -> None:
+        from cupti import cupti
+
+        from gputrace.trace import recorder
+
+        self.cupti = cupti
+        self.rec = recorder.get_recorder()
+        self.col = self.rec.cupti
+        self.counted = 0
+
+    def _count(self, activities) -> None:
+        self.counted += sum(1 for _ in activities)
+
+    def enter(self, m: str, control) -> None:
+        if m == "on-noexport":
+            self.rec.drain()
+            self.rec._drain_lock.acquire()  # the exporter's next drain waits here until leave()
+        elif m == "on-fastcb":
+            control.pause(drain=True)
+            self.cupti.activity_register_callbacks(self.col._requested, self._count)
+            control.resume()
+
+    def leave(self, m: str, control) -> None:
+        if m == "on-noexport":
+            self.rec._drain_lock.release()
+            self.rec.drain()
+        elif m == "on-fastcb":
+            control.pause()
+            self.cupti.activity_register_callbacks(self.col._requested, self.col._completed)
+            control.resume()
+            print(f"FASTCB counted={self.counted}", flush=True)
 
 
 def _report(got: dict, gcs: _GcLog, calls: int) -> None:

@@ -163,7 +163,17 @@ def test_inprocess_summary_is_not_resolved_when_a_run_straddles_the_target():
     s = bench.summarize_inprocess(runs)
     assert s["within_3pct"] and not s["resolved_3pct"] and s["envelope95"] == [1.01, 1.04]
     s = bench.summarize_inprocess([{"ratio": 1.05, "ci95": [1.04, 1.06]}])
-    assert not s["within_3pct"] and s["resolved_3pct"]
+    assert not s["within_3pct"] and s["resolved_3pct"] and "pooled" not in s
+
+
+def test_summarize_inprocess_pools_the_runs_pairs_when_the_lines_carry_them():
+    bench = _load("bench_record_overhead")
+    runs = [{"ratio": 1.01, "ci95": [1.0, 1.02], "pair_ms": [(101.0, 100.0), (100.5, 100.0), (101.5, 100.0)]},
+            {"ratio": 1.01, "ci95": [1.0, 1.03], "pair_ms": [(101.0, 100.0), (102.0, 100.0), (100.0, 100.0)]}]
+    s = bench.summarize_inprocess(runs)
+    pool = s["pooled"]
+    assert pool["pairs"] == 6 and abs(pool["mean_ratio"] - 606.0 / 600.0) < 1e-9
+    assert pool["mean_within_3pct"] and pool["mean_resolved_3pct"] and pool["mean_ci95"][1] < 1.03
 
 
 def test_run_toggle_reads_the_toggle_line_and_refuses_unavailable():

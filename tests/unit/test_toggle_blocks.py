@@ -77,7 +77,38 @@ def test_line_round_trips_and_unavailable_parses_to_none():
     got = T.parse(text)
     assert got["pairs"] == 6 and abs(got["ratio"] - s["ratio"]) < 1e-4
     assert abs(got["ci95"][0] - s["ci95"][0]) < 1e-4 and abs(got["on_median_ms"] - s["on_median_ms"]) < 1e-3
-    assert T.line(s, 5).endswith(" k=5 steps=60")
+    assert " k=5 steps=60 mean_ratio=" in T.line(s, 5)
+    assert abs(got["mean_ratio"] - s["mean_ratio"]) < 1e-4 and len(got["pair_ms"]) == 6
+    assert all(abs(a - c) < 1e-3 and abs(b - d) < 1e-3 for (a, b), (c, d) in zip(got["pair_ms"], s["pair_ms"], strict=True))
+    old = "TOGGLE on_median_ms=10.100 off_median_ms=10.000 ratio=1.0100 pairs=4 ci95=1.0000-1.0200 k=5 steps=40"
+    assert "mean_ratio" not in T.parse(old) and T.parse(old)["pairs"] == 4  # lines without the mean still read
+
+
+def test_mean_ratio_counts_rare_stalls_that_the_median_ratio_ignores():
+    k = 10
+    blocks = _run(T.plan(12), k, 1.0, seed=5, noise=0.01)
+    for on, ts in blocks:  # one step in five of every 'on' block stalls by 4 ms (a 40 % step)
+        if on:
+            for i in range(0, len(ts), 5):
+                ts[i] += 4.0
+    s = T.summarize(blocks)
+    assert abs(s["ratio"] - 1.0) < 0.01  # the medians do not see it
+    assert abs(s["mean_ratio"] - 1.08) < 0.01  # the time paid: 2 stalls of 4 ms per 100 ms block
+    lo, hi = s["mean_ci95"]
+    assert 1.0 < lo <= 1.08 <= hi
+
+
+def test_pooled_runs_give_a_two_level_interval_narrower_than_one_run():
+    runs = []
+    for seed in range(4):
+        s = T.summarize(_run(T.plan(30), 10, 1.02, seed=seed, noise=0.03))
+        runs.append(s["pair_ms"])
+    one = T.summarize(_run(T.plan(30), 10, 1.02, seed=0, noise=0.03))
+    got = T.pooled(runs)
+    assert got["pairs"] == 120
+    assert got["ci95"][0] <= 1.02 <= got["ci95"][1] and got["mean_ci95"][0] <= 1.02 <= got["mean_ci95"][1]
+    assert got["ci95"][1] - got["ci95"][0] < one["ci95"][1] - one["ci95"][0]
+    assert math.isnan(T.pooled([runs[0]])["ci95"][0]) and T.pooled([])["pairs"] == 0
     assert T.parse(T.UNAVAILABLE) is None
     empty = T.summarize([])
     assert empty["pairs"] == 0 and T.parse(T.line(empty))["pairs"] == 0
