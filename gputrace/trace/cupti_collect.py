@@ -11,8 +11,16 @@ Threads
   ``activity_flush_all``). ``_completed`` turns each record into a plain dict (``cupti_spans`` documents
   them: the record objects are views into CUPTI's buffer, valid only inside the callback) and appends them to
   a bounded list; records past ``max_pending`` are counted in ``dropped`` and not kept.
-* ``collect()`` (the recorder's exporter thread) asks CUPTI to hand over completed buffers, re-measures the
-  clock offset and swaps the list out. Nothing here runs on a caller's thread except ``push``/``pop`` of the
+* ``collect()`` (the recorder's exporter thread) re-measures the clock offset and swaps the list out. It asks
+  CUPTI to hand buffers over (``activity_flush_all``) only when CUPTI's worker thread has delivered none for
+  ``idle_flush_s``, or when forced: measured on the H200 (benchmarks/real_programs/attach_cost.py
+  ``--variants``), a flush from the exporter while the program launches makes CUPTI run the completion
+  callback on the exporter thread, and the launching thread then stalls for up to seconds (a chunk of 200
+  launches took 2.4 s; the median launch cost 10x). With the exporter not flushing, or with a completion
+  callback that does no work, no launch stalled. So full buffers come from CUPTI's own worker thread (woken
+  every ``flush_period_ms``), a busy program never sees a flush from the exporter, and a quiet one has its
+  records handed over within about ``idle_flush_s`` (a flush with few records to convert). ``pause``, ``stop``
+  and ``collect(force=True)`` flush everything. Nothing here runs on a caller's thread except ``push``/``pop`` of the
   external correlation id, which the hot path calls directly (``activity_push_external_correlation_id``).
 
 Clock: ``offset_ns`` = trace epoch ns - CUPTI timestamp, measured by bracketing ``cupti.get_timestamp()``
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,11 +71,19 @@ class CuptiCollector:
 
     ``markers``: also collect NVTX markers (needs ``NVTX_INJECTION64_PATH`` pointing at the CUPTI library
     before the program's first NVTX call; ``gputrace record`` sets it). ``buffer_bytes``: size of each buffer
-    handed to CUPTI. ``max_pending``: records held between two ``collect`` calls before new ones are dropped.
+    handed to CUPTI (2 MiB: some 10,000-20,000 records, so CUPTI's worker hands buffers over often in a busy
+    program). ``max_pending``: records held between two ``collect`` calls before new ones are dropped.
+    ``idle_flush_s``: ``collect`` flushes CUPTI only after this long without a delivery. ``flush_period_ms``:
+    CUPTI's worker-thread flush period (``cuptiActivityFlushPeriod``; 0 leaves CUPTI's heuristics).
     """
 
-    def __init__(self, *, markers: bool = False, buffer_bytes: int = 8 << 20, max_pending: int = 1 << 21) -> None:
+    def __init__(self, *, markers: bool = False, buffer_bytes: int = 2 << 20, max_pending: int = 1 << 21,
+                 idle_flush_s: float = 2.0, flush_period_ms: int = 500) -> None:
         self.markers = markers
+        self.idle_flush_s = float(idle_flush_s)
+        self.flush_period_ms = int(flush_period_ms)
+        #: time.monotonic() of the last buffer delivery or flush (``collect`` flushes after idle_flush_s of none).
+        self._last_delivery = time.monotonic()
         #: Also append every plain record to this file as JSON lines (``GPUTRACE_CUPTI_DUMP``); None: off.
         self.dump_path = os.environ.get("GPUTRACE_CUPTI_DUMP") or None
         self.buffer_bytes = int(buffer_bytes)
@@ -122,6 +139,12 @@ class CuptiCollector:
             self._disable()
             raise CuptiUnavailable(f"CUPTI activity API refused: {type(e).__name__}: {e}") from None
         self._restrict_api(cupti)
+        period = getattr(cupti, "activity_flush_period", None)
+        if self.flush_period_ms > 0 and period is not None:
+            try:
+                period(self.flush_period_ms)
+            except Exception as e:  # noqa: BLE001 recorded in self.errors (CUPTI's heuristics then decide)
+                self.errors.append(f"activity_flush_period: {e}")
         self.xkind = int(cupti.ExternalCorrelationKind.CUSTOM0)
         self.push = cupti.activity_push_external_correlation_id
         self.pop = cupti.activity_pop_external_correlation_id
@@ -281,15 +304,18 @@ class CuptiCollector:
 
     # -- exporter thread ----------------------------------------------------------------------------
     def collect(self, force: bool = False) -> list:
-        """Records completed since the last call (exporter thread). ``force`` also hands over the records of
-        buffers not yet full (CUPTI's forced flush)."""
+        """Records delivered since the last call (exporter thread). CUPTI is flushed here only when ``force``
+        (every buffer, full or not: CUPTI's forced flush) or when nothing was delivered for ``idle_flush_s``
+        (the buffers with completed records; see the module docstring for why not at every call)."""
         cupti = self._cupti
         if cupti is None:
             return self._swap()
-        try:
-            cupti.activity_flush_all(1 if force else 0)
-        except Exception as e:  # noqa: BLE001 recorded in self.errors
-            self.errors.append(f"flush: {e}")
+        if force or time.monotonic() - self._last_delivery >= self.idle_flush_s:
+            try:
+                cupti.activity_flush_all(1 if force else 0)
+            except Exception as e:  # noqa: BLE001 recorded in self.errors
+                self.errors.append(f"flush: {e}")
+            self._last_delivery = time.monotonic()
         self.measure_offset()
         return self._swap()
 
@@ -340,6 +366,7 @@ class CuptiCollector:
         One ``try`` per buffer, not per record: after a failure the loop resumes on the same iterator. (A
         buffer whose iteration itself raises counts one drop and keeps what came before.)"""
         self.buffers += 1
+        self._last_delivery = time.monotonic()
         convert = self._convert
         get = convert.table().get
         resolve = convert.resolve

@@ -233,3 +233,29 @@ def test_the_split_modules_keep_the_collectors_names_importable_and_import_no_cu
             "assert 'cupti' not in sys.modules, 'cupti imported at import time'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_collect_flushes_cupti_only_when_forced_or_after_a_quiet_spell(monkeypatch):
+    """A flush from the exporter while the program launches stalls the launching thread (H200, attach_cost.py
+    --variants): ``collect`` leaves full buffers to CUPTI's worker and flushes only when forced or when no
+    buffer came for ``idle_flush_s``."""
+    from gputrace.trace import cupti_collect
+
+    now = [100.0]
+    monkeypatch.setattr(cupti_collect.time, "monotonic", lambda: now[0])
+    c = _collector(idle_flush_s=2.0)
+    flushes = []
+    c._cupti.activity_flush_all = flushes.append
+    c._completed([_kernel(1)])  # CUPTI's worker delivered a buffer at t=100
+    now[0] = 101.5
+    assert len(c.collect()) == 1 and flushes == []  # busy: no flush from the exporter
+    now[0] = 102.4
+    c._completed([_kernel(2)])
+    now[0] = 104.0
+    assert len(c.collect()) == 1 and flushes == []  # 1.6 s since the last delivery
+    now[0] = 104.5
+    assert c.collect() == [] and flushes == [0]  # quiet for 2.1 s: completed buffers asked for
+    now[0] = 105.0
+    assert c.collect() == [] and flushes == [0]  # the flush counts as a delivery: not again at once
+    assert c.collect(force=True) == [] and flushes == [0, 1]  # forced: every buffer, at any time
+    assert c.errors == []
