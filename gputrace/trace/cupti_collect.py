@@ -11,17 +11,12 @@ Threads
   ``activity_flush_all``). ``_completed`` turns each record into a plain dict (``cupti_spans`` documents
   them: the record objects are views into CUPTI's buffer, valid only inside the callback) and appends them to
   a bounded list; records past ``max_pending`` are counted in ``dropped`` and not kept.
-* ``collect()`` (the recorder's exporter thread) re-measures the clock offset and swaps the list out. It asks
-  CUPTI to hand buffers over (``activity_flush_all``) only when CUPTI's worker thread has delivered none for
-  ``idle_flush_s``, or when forced: measured on the H200 (benchmarks/real_programs/attach_cost.py
-  ``--variants``), a flush from the exporter while the program launches makes CUPTI run the completion
-  callback on the exporter thread, and the launching thread then stalls for up to seconds (a chunk of 200
-  launches took 2.4 s; the median launch cost 10x). With the exporter not flushing, or with a completion
-  callback that does no work, no launch stalled. So full buffers come from CUPTI's own worker thread (woken
-  every ``flush_period_ms``), a busy program never sees a flush from the exporter, and a quiet one has its
-  records handed over within about ``idle_flush_s`` (a flush with few records to convert). ``pause``, ``stop``
-  and ``collect(force=True)`` flush everything. Nothing here runs on a caller's thread except ``push``/``pop`` of the
-  external correlation id, which the hot path calls directly (``activity_push_external_correlation_id``).
+* ``collect()`` (the recorder's exporter thread) re-measures the clock offset and swaps the list out. It
+  flushes CUPTI (``activity_flush_all``) only when forced or after ``idle_flush_s`` without a delivery: an
+  exporter flush while the program launches runs the conversion on the exporter thread and stalls the
+  launching thread (up to seconds on the H200; docs/tracer.md). Full buffers come from CUPTI's worker thread;
+  ``pause``, ``stop`` and ``collect(force=True)`` flush everything. Nothing here runs on a caller's thread
+  except ``push``/``pop`` of the external correlation id, which the hot path calls directly.
 
 Clock: ``offset_ns`` = trace epoch ns - CUPTI timestamp, measured by bracketing ``cupti.get_timestamp()``
 between two reads of the trace clock (best of several: the narrowest bracket), re-measured at every
@@ -38,7 +33,8 @@ Raises ``CuptiUnavailable`` from ``start()`` when the package, the library or a 
 
 Parts kept in their own modules: ``cupti_convert`` (record -> plain dict: the per-kind converters ``_completed``
 uses, the reference ``_plain``, the enum-name maps), ``cupti_pause`` (the paused intervals and toggle errors),
-``cupti_probe`` (``available``, ``library_path``, the package versions; re-exported here). None imports
+``cupti_probe`` (``available``, ``library_path``, the package versions; re-exported here), ``cupti_api_filter``
+(which API calls are recorded). None imports
 ``cupti`` at import time.
 """
 
@@ -51,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputrace.trace import clock
+from gputrace.trace.cupti_api_filter import restrict_api
 from gputrace.trace.cupti_convert import RecordConverter
 from gputrace.trace.cupti_pause import MAX_PAUSED_KEPT, PauseLog
 from gputrace.trace.cupti_probe import available, library_path, version
@@ -63,9 +60,6 @@ class CuptiUnavailable(RuntimeError):
 
 
 # API calls kept (by callback-name substring): what launches device work, copies, sets or waits.
-_API_KEEP = ("Launch", "Memcpy", "Memset", "Synchronize", "StreamWaitEvent", "GraphLaunch")
-
-
 class CuptiCollector:
     """One CUPTI activity session per process (CUPTI's activity API is process-wide).
 
@@ -160,27 +154,11 @@ class CuptiCollector:
         self._convert.load_names(cupti)
 
     def _restrict_api(self, cupti, report: bool = True) -> None:
-        """Switch off the API calls that neither launch, copy, set nor wait (fewer records, less overhead).
-        Best effort: a CUPTI without per-callback control keeps every API record."""
-        for _dom, enum_name, fn_name in ((cupti.CallbackDomain.RUNTIME_API, "RuntimeApiTraceCbid",
-                                         "activity_enable_runtime_api"),
-                                        (cupti.CallbackDomain.DRIVER_API, "DriverApiTraceCbid",
-                                         "activity_enable_driver_api")):
-            cbids = getattr(cupti, enum_name, None)
-            enable = getattr(cupti, fn_name, None)
-            if cbids is None or enable is None:
-                continue
-            failed = 0
-            for m in cbids:
-                name = m.name
-                if name.endswith(("INVALID", "SIZE", "FORCE_INT")):
-                    continue
-                try:  # one at a time: CUPTI refuses ids it does not know (reserved, removed calls)
-                    enable(int(m), 1 if any(s in name for s in _API_KEEP) else 0)
-                except Exception:  # noqa: BLE001 counted and logged below
-                    failed += 1
-            if failed and report:
-                self.errors.append(f"{fn_name}: {failed} callback ids refused")
+        """Switch off the API calls that neither launch, copy, set nor wait (``cupti_api_filter``); refusals go
+        to ``errors`` when ``report``."""
+        problems = restrict_api(cupti)
+        if report:
+            self.errors.extend(problems)
 
     def stop(self) -> list:
         """Flush everything CUPTI holds, disable collection; returns the last records. A pause in force ends
