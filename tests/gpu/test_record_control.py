@@ -12,17 +12,12 @@ import pytest
 cupy = pytest.importorskip("cupy")
 pytest.importorskip("cupti")
 
+from gputrace.testing.gpu_kernels import SPIN_NS  # noqa: E402
 from gputrace.trace import MemorySink, configure, record_control, shutdown  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-_SPIN = r"""
-extern "C" __global__ void spin_ns(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-}
-"""
+_SPIN = SPIN_NS
 
 _BEFORE_NS, _PAUSED_NS, _AFTER_NS = 1_000_000, 3_000_000, 5_000_000
 
