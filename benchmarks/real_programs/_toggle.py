@@ -17,6 +17,11 @@ block, ``summarize`` turns the timed blocks into the figures, ``line`` prints th
 ``ratio`` is robust (medians: a rare slow step does not move it); ``mean_ratio`` is what the program pays in
 time (all 'on' step time over all 'off' step time; stalls count), with a bootstrap interval over pairs.
 ``pair_ms`` gives each pair's summed on/off step times, so runs can be pooled (``pooled``).
+
+The same blocks measure ``torch.profiler`` (train_step.py ``--toggle-profiler``): ``ProfilerToggle`` has the
+``pause``/``resume`` of ``gputrace.record_control``, but 'on' opens a profiler session (from a factory callable;
+no torch here) and 'off' closes it, so ``Blocks`` drives both tools alike. ``pooled_ratio_ci`` compares two
+tools' pooled runs (the ratio of their time-weighted on/off ratios, with a two-level bootstrap interval).
 """
 
 from __future__ import annotations
@@ -95,8 +100,65 @@ class Blocks:
             self.blocks[b][1].append(ms)
 
     def finish(self) -> dict:
-        self.control.resume()
+        """Collection back on (``resume``), or, for a control with ``close()`` (``ProfilerToggle``), its last
+        session closed; then ``summarize``'s figures of the blocks."""
+        close = getattr(self.control, "close", None)
+        if callable(close):
+            close()
+        else:
+            self.control.resume()
         return summarize(self.blocks)
+
+
+class ProfilerToggle:
+    """A ``Blocks`` control that turns a profiler on and off, one session per 'on' block: ``resume()`` opens a
+    fresh session (``make()``, then ``__enter__``), closing the open one first (two 'on' blocks in a row, across
+    pairs, get a session each); ``pause(drain=...)`` closes the open one, if any (``sync()`` first, so the device
+    work of the 'on' block is in it; then ``__exit__(None, None, None)``). ``drain`` is accepted and ignored: a
+    closed session keeps its events in memory, nothing is exported (export cost is per session, not per step).
+    ``close()`` closes the open session, if any (``Blocks.finish`` calls it); it may be called again.
+    ``sessions`` counts the sessions opened; ``switch_ms`` sums the time spent opening and closing them (outside
+    the step timer, not in the figures). Main thread; the session's own exceptions propagate, and a session whose
+    ``__exit__`` raised is not closed again."""
+
+    def __init__(self, make, sync=None, clock=None) -> None:
+        import time
+
+        self.make = make
+        self.sync = sync
+        self.clock = clock or time.perf_counter
+        self.session = None
+        self.sessions = 0
+        self.switch_ms = 0.0
+
+    @property
+    def on(self) -> bool:
+        return self.session is not None
+
+    def resume(self) -> bool:
+        self.pause()
+        t0 = self.clock()
+        prof = self.make()
+        prof.__enter__()
+        self.session = prof
+        self.sessions += 1
+        self.switch_ms += (self.clock() - t0) * 1e3
+        return True
+
+    def pause(self, drain: bool = False) -> bool:
+        prof, self.session = self.session, None
+        if prof is not None:
+            t0 = self.clock()
+            try:
+                if self.sync is not None:
+                    self.sync()
+            finally:
+                prof.__exit__(None, None, None)
+                self.switch_ms += (self.clock() - t0) * 1e3
+        return True
+
+    def close(self) -> None:
+        self.pause()
 
 
 def bootstrap_ci(xs: list[float], n: int = 4000, level: float = 0.95, seed: int = 24) -> tuple[float, float]:
@@ -150,6 +212,41 @@ def pooled(runs: list[list[tuple[float, float]]], n: int = 4000, level: float = 
     i, j = int((1 - level) / 2 * n), min(n - 1, int((1 + level) / 2 * n))
     return {"ratio": ratio, "ci95": [meds[i], meds[j]], "mean_ratio": mean_ratio, "mean_ci95": [means[i], means[j]],
             "pairs": len(flat)}
+
+
+def pooled_ratio_ci(a_runs: list[list[tuple[float, float]]], b_runs: list[list[tuple[float, float]]],
+                    n: int = 4000, level: float = 0.95, seed: int = 24) -> dict:
+    """Two tools' runs (each run a ``pair_ms`` list) compared: ``a`` and ``b`` are each tool's pooled
+    ``mean_ratio`` (all on time / all off time over all its runs' pairs), ``ratio`` is ``a / b`` (below 1: tool
+    a costs less than tool b), ``ci95`` its percentile bootstrap interval: per resample, each tool's runs are
+    drawn with replacement, then pairs within each drawn run (as ``pooled``), independently for the two tools.
+    Runs with no pairs are left out; nan figures when a tool has no pairs, a nan interval when either tool has
+    fewer than two runs."""
+    a_runs = [r for r in a_runs if r]
+    b_runs = [r for r in b_runs if r]
+    nan = math.nan
+
+    def mean(runs):
+        off = sum(b for r in runs for _, b in r)
+        return sum(a for r in runs for a, _ in r) / off if off > 0 else nan
+
+    a, b = (mean(a_runs), mean(b_runs)) if a_runs and b_runs else (nan, nan)
+    ratio = a / b if b == b and b > 0 else nan
+    out = {"a": a, "b": b, "ratio": ratio, "ci95": [nan, nan], "runs": [len(a_runs), len(b_runs)]}
+    if len(a_runs) < 2 or len(b_runs) < 2:
+        return out
+    rng = random.Random(seed)
+    xs = []
+    for _ in range(n):
+        ra = [rng.choices(r, k=len(r)) for r in rng.choices(a_runs, k=len(a_runs))]
+        rb = [rng.choices(r, k=len(r)) for r in rng.choices(b_runs, k=len(b_runs))]
+        ma, mb = mean(ra), mean(rb)
+        xs.append(ma / mb if mb == mb and mb > 0 else nan)
+    xs = sorted(x for x in xs if x == x)
+    if xs:
+        m = len(xs)
+        out["ci95"] = [xs[int((1 - level) / 2 * m)], xs[min(m - 1, int((1 + level) / 2 * m))]]
+    return out
 
 
 def summarize(blocks: list[tuple[bool, list[float]]]) -> dict:

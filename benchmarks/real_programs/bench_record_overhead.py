@@ -48,6 +48,20 @@ not measured to 3 % here. Report both, and say which is which.
 
     python benchmarks/real_programs/bench_record_overhead.py --repeats 2 --inprocess --inprocess-runs 3 \
         --inprocess-steps 600 --toggle-blocks 10
+
+``--inprocess-profiler`` (implies ``--inprocess``): issue 24's second target, record below ``torch.profiler``,
+measured the same in-process way. Each record run is followed by ``python train_step.py --steps N --quiet
+--toggle-blocks K --toggle-profiler`` (not under record: 'on' blocks each in a torch.profiler session with CPU
+and CUDA activities, nothing exported), so the runs go record, profiler, record, profiler, ... and drift hits
+both; the budget counts whole (record, profiler) rounds. The profiler's runs are summarized like record's
+(per run, pooled), and the two compared: record's pooled time-weighted ratio (all on / all off step time) over
+the profiler's, with a bootstrap interval (``_toggle.pooled_ratio_ci``: runs, then pairs within each run,
+resampled independently for the two tools); "record < profiler: resolved" when that interval lies below 1. New
+JSON keys ``inprocess.profiler`` and ``inprocess.record_vs_profiler``; the ``BENCH`` line gains ``prof_*`` and
+``rec_vs_prof*`` fields (after the others).
+
+    python benchmarks/real_programs/bench_record_overhead.py --repeats 1 --inprocess-profiler --inprocess-runs 4 \
+        --inprocess-steps 600 --toggle-blocks 10
 """
 
 from __future__ import annotations
@@ -146,6 +160,12 @@ def inprocess_command(steps: int, k: int, work: Path, i: int, extra: list[str]) 
     return [sys.executable, "-m", "gputrace", "record", "--trace", str(work / f"toggle-{i}.jsonl"), "--", *prog]
 
 
+def profiler_command(steps: int, k: int, extra: list[str]) -> list[str]:
+    """``python train_step.py --steps N --quiet --toggle-blocks K --toggle-profiler`` (not under record)."""
+    return [sys.executable, str(HERE / "train_step.py"), "--steps", str(steps), "--quiet", "--toggle-blocks", str(k),
+            "--toggle-profiler", *extra]
+
+
 def run_toggle(cmd: list[str], timeout: float) -> dict:
     """The TOGGLE figures of one in-process run (``_toggle.parse``); raises RuntimeError with the run's output
     when it fails or toggling was unavailable (no CUPTI: nothing to pause)."""
@@ -213,10 +233,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="also measure in one process: record -- train_step.py --toggle-blocks K (see above)")
     ap.add_argument("--inprocess-runs", type=int, default=3, help="in-process runs (default 3)")
     ap.add_argument("--inprocess-steps", type=int, default=600, help="timed steps per in-process run (default 600)")
+    ap.add_argument("--inprocess-profiler", action="store_true",
+                    help="also measure torch.profiler in-process (train_step.py --toggle-profiler), each run after "
+                         "a record run, and compare the two (implies --inprocess; see above)")
     ap.add_argument("--toggle-blocks", type=int, default=10, metavar="K",
                     help="steps per on/off block in the in-process runs (default 10)")
     ap.add_argument("extra", nargs="*", help="more train_step.py arguments (after --)")
     a = ap.parse_args(argv)
+    a.inprocess = a.inprocess or a.inprocess_profiler
     work = a.work or Path(tempfile.mkdtemp(prefix="bench_record_"))
     work.mkdir(parents=True, exist_ok=True)
     per: dict[str, list[float]] = {m: [] for m in MODES}
@@ -310,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             more += (f" inprocess_mean_x={_fmt(pool['mean_ratio'], 4)} inprocess_mean_ci={_fmt(pool['mean_ci95'][0], 4)}"
                      f"-{_fmt(pool['mean_ci95'][1], 4)} inprocess_pooled_x={_fmt(pool['ratio'], 4)} "
                      f"inprocess_pooled_ci={_fmt(pool['ci95'][0], 4)}-{_fmt(pool['ci95'][1], 4)}")
+        more += _bench_profiler_fields(inproc)
     print(f"BENCH record_x={ratio['record']:.3f} profiler_x={ratio['profiler']:.3f} "
           f"record_within_3pct={int(ok_3)} record_below_profiler={int(ok_prof)} failed_runs={len(failed)} "
           f"record_ci={_fmt(ci['record'][0])}-{_fmt(ci['record'][1])} aa_x={aa['median']:.3f} "
@@ -319,31 +344,78 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _inprocess(a, work: Path, t_all: float, failed: list[str]) -> dict:
-    """The in-process runs (``--inprocess``): each a TOGGLE figure; the budget applies as to the repeats."""
+    """The in-process runs (``--inprocess``): each a TOGGLE figure; the budget applies as to the repeats. With
+    ``--inprocess-profiler`` each record run is followed by a profiler run, and the budget counts the pair."""
     runs: list[dict] = []
+    prof_runs: list[dict] = []
+    with_prof = bool(getattr(a, "inprocess_profiler", False))
     t0 = time.perf_counter()
     for i in range(a.inprocess_runs):
         spent = time.perf_counter() - t_all
         pace = (time.perf_counter() - t0) / i if i else 0.0
         if i and spent + pace > a.budget_s:
-            print(f"budget of {a.budget_s:.0f} s: stopping after {i} in-process runs", flush=True)
+            print(f"budget of {a.budget_s:.0f} s: stopping after {i} in-process "
+                  f"{'rounds (record, profiler)' if with_prof else 'runs'}", flush=True)
             break
-        cmd = inprocess_command(a.inprocess_steps, a.toggle_blocks, work, i, a.extra)
-        try:
-            got = run_toggle(cmd, a.timeout)
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            failed.append("inprocess")
-            print(f"inprocess run {i} FAILED: {e}", flush=True)
-            continue
-        got["run"] = i
-        runs.append(got)
-        print(f"inprocess run {i} ratio={_fmt(got['ratio'], 4)} ci95={_fmt(got['ci95'][0], 4)}-"
-              f"{_fmt(got['ci95'][1], 4)} on_ms={_fmt(got['on_median_ms'])} off_ms={_fmt(got['off_median_ms'])} "
-              f"pairs={got['pairs']} mean_ratio={_fmt(got.get('mean_ratio', math.nan), 4)}", flush=True)
+        tools = [("record", "inprocess", inprocess_command(a.inprocess_steps, a.toggle_blocks, work, i, a.extra),
+                  runs)]
+        if with_prof:
+            tools.append(("profiler", "inprocess_profiler",
+                          profiler_command(a.inprocess_steps, a.toggle_blocks, a.extra), prof_runs))
+        for tool, label, cmd, into in tools:
+            try:
+                got = run_toggle(cmd, a.timeout)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                failed.append(label)
+                print(f"{label} run {i} FAILED: {e}", flush=True)
+                continue
+            got["run"] = i
+            into.append(got)
+            print(f"{label} run {i} ratio={_fmt(got['ratio'], 4)} ci95={_fmt(got['ci95'][0], 4)}-"
+                  f"{_fmt(got['ci95'][1], 4)} on_ms={_fmt(got['on_median_ms'])} off_ms={_fmt(got['off_median_ms'])} "
+                  f"pairs={got['pairs']} mean_ratio={_fmt(got.get('mean_ratio', math.nan), 4)}", flush=True)
         if not a.keep and i < a.inprocess_runs - 1:
             (work / f"toggle-{i}.jsonl").unlink(missing_ok=True)
-    return {"design": "in-process on/off blocks", "steps": a.inprocess_steps, "k": a.toggle_blocks,
-            "runs_asked": a.inprocess_runs, "runs": runs, **summarize_inprocess(runs)}
+    out = {"design": "in-process on/off blocks", "steps": a.inprocess_steps, "k": a.toggle_blocks,
+           "runs_asked": a.inprocess_runs, "runs": runs, **summarize_inprocess(runs)}
+    if with_prof:
+        out["profiler"] = {"runs": prof_runs, **summarize_profiler(prof_runs)}
+        out["record_vs_profiler"] = compare_inprocess(runs, prof_runs)
+    return out
+
+
+def summarize_profiler(runs: list[dict]) -> dict:
+    """The in-process figures of torch.profiler's runs: as ``summarize_inprocess`` without the 3 % verdicts
+    (the 3 % target is record's)."""
+    s = summarize_inprocess(runs)
+    out = {k: v for k, v in s.items() if "3pct" not in k}
+    if "pooled" in s:
+        out["pooled"] = {k: v for k, v in s["pooled"].items() if "3pct" not in k}
+    return out
+
+
+def compare_inprocess(rec_runs: list[dict], prof_runs: list[dict]) -> dict:
+    """Record against torch.profiler, in-process: ``_toggle.pooled_ratio_ci`` of the two tools' runs' pairs
+    (``record``, ``profiler``: each tool's pooled all on / all off step time; ``ratio``: record's over the
+    profiler's, with ``ci95``), ``record_below_profiler`` (ratio < 1) and ``resolved`` (the interval below 1)."""
+    c = _toggle_module().pooled_ratio_ci([r.get("pair_ms") or [] for r in rec_runs],
+                                         [r.get("pair_ms") or [] for r in prof_runs])
+    lo, hi = c["ci95"]
+    return {"record": c["a"], "profiler": c["b"], "ratio": c["ratio"], "ci95": [lo, hi], "runs": c["runs"],
+            "record_below_profiler": bool(c["ratio"] < 1.0), "resolved": bool(hi == hi and hi < 1.0)}
+
+
+def _bench_profiler_fields(d: dict) -> str:
+    """The BENCH line's fields of ``--inprocess-profiler`` ('' without it)."""
+    p, c = d.get("profiler"), d.get("record_vs_profiler")
+    if p is None or c is None:
+        return ""
+    pool = p.get("pooled") or {}
+    mlo, mhi = pool.get("mean_ci95", [math.nan, math.nan])
+    return (f" prof_x={_fmt(p['ratio'], 4)} prof_runs={len(p['runs'])} "
+            f"prof_mean_x={_fmt(pool.get('mean_ratio', math.nan), 4)} prof_mean_ci={_fmt(mlo, 4)}-{_fmt(mhi, 4)} "
+            f"rec_vs_prof={_fmt(c['ratio'], 4)} rec_vs_prof_ci={_fmt(c['ci95'][0], 4)}-{_fmt(c['ci95'][1], 4)} "
+            f"rec_below_prof={int(c['record_below_profiler'])} rec_below_prof_resolved={int(c['resolved'])}")
 
 
 def _print_inprocess(d: dict) -> None:
@@ -368,6 +440,31 @@ def _print_inprocess(d: dict) -> None:
               f"stalls counted) {_fmt(pool['mean_ratio'], 4)} [{_fmt(pool['mean_ci95'][0], 4)}, "
               f"{_fmt(pool['mean_ci95'][1], 4)}]: <= 1.03 {'yes' if pool['mean_within_3pct'] else 'no'}, "
               f"{'resolved' if pool['mean_resolved_3pct'] else 'NOT resolved'}")
+    if "profiler" in d and "record_vs_profiler" in d:
+        _print_profiler(d["profiler"], d["record_vs_profiler"], d["steps"], d["k"])
+
+
+def _print_profiler(p: dict, c: dict, steps: int, k: int) -> None:
+    print(f"\nin-process torch.profiler cost ({len(p['runs'])} runs of train_step.py --steps {steps} --toggle-blocks "
+          f"{k} --toggle-profiler, each after a record run; CPU + CUDA activities, nothing exported)")
+    print(f"{'run':>4s} {'on ms':>9s} {'off ms':>9s} {'on/off':>8s} {'95% interval':>17s} {'pairs':>6s} {'mean':>8s}")
+    for r in p["runs"]:
+        interval = f"[{_fmt(r['ci95'][0], 4)}, {_fmt(r['ci95'][1], 4)}]"
+        print(f"{r['run']:>4d} {_fmt(r['on_median_ms']):>9s} {_fmt(r['off_median_ms']):>9s} {_fmt(r['ratio'], 4):>8s} "
+              f"{interval:>17s} {r['pairs']:>6d} {_fmt(r.get('mean_ratio', math.nan), 4):>8s}")
+    pool = p.get("pooled")
+    if pool:
+        print(f"profiler pooled over runs ({pool['pairs']} pairs): median on/off {_fmt(pool['ratio'], 4)} "
+              f"[{_fmt(pool['ci95'][0], 4)}, {_fmt(pool['ci95'][1], 4)}]; time paid {_fmt(pool['mean_ratio'], 4)} "
+              f"[{_fmt(pool['mean_ci95'][0], 4)}, {_fmt(pool['mean_ci95'][1], 4)}]")
+    lo, hi = c["ci95"]
+    verdict = "resolved" if c["resolved"] else "NOT resolved"
+    print(f"record vs torch.profiler (in-process, time paid: all on / all off step time): record "
+          f"{_fmt(c['record'], 4)} / profiler {_fmt(c['profiler'], 4)} = {_fmt(c['ratio'], 4)} [{_fmt(lo, 4)}, "
+          f"{_fmt(hi, 4)}] (bootstrap: runs, then pairs, each tool alone; {c['runs'][0]} + {c['runs'][1]} runs): "
+          f"record < profiler: {verdict}" + ("" if c["resolved"] else
+                                            f" ({'below' if c['record_below_profiler'] else 'not below'} 1, "
+                                            f"interval not wholly below 1)"))
 
 
 if __name__ == "__main__":

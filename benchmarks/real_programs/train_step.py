@@ -38,6 +38,18 @@ pairs. Steps past the last whole pair run with collection on. Not under ``gputra
 it prints ``TOGGLE unavailable (not under gputrace record)`` and times the steps as usual.
 
     gputrace record --trace t.jsonl -- python benchmarks/real_programs/train_step.py --steps 240 --toggle-blocks 10
+
+``--toggle-profiler`` (with ``--toggle-blocks K``, *not* under ``gputrace record``): the same blocks, the same plan
+and the same TOGGLE line, for ``torch.profiler``: each 'on' block runs inside its own
+``torch.profiler.profile(activities=[CPU, CUDA when available])`` session, started at the block's start and
+stopped at its end (after a device synchronize), both between steps and outside the step timer; 'off' blocks run
+with no profiler (``_toggle.ProfilerToggle``). Nothing is exported: an export costs per session, not per step,
+and is not what a step pays. A line ``toggle: torch.profiler sessions=N switch_ms=...`` (sessions opened, time
+spent opening and closing them, outside the figures) comes before the TOGGLE line. Refused with an argparse error
+with ``--profile``; under ``gputrace record`` with CUDA activity collecting it prints ``TOGGLE refused: ...``
+and exits 3 (two CUPTI users in one process would conflict).
+
+    python benchmarks/real_programs/train_step.py --steps 240 --toggle-blocks 10 --toggle-profiler
 """
 
 from __future__ import annotations
@@ -97,7 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="under gputrace record: alternate blocks of K timed steps with collection on and off and "
                          "print a TOGGLE line (default 0: off)")
     ap.add_argument("--toggle-seed", type=int, default=24, help="seed of the on/off order within pairs (default 24)")
+    ap.add_argument("--toggle-profiler", action="store_true",
+                    help="with --toggle-blocks, not under gputrace record: 'on' blocks each in a torch.profiler "
+                         "session (CPU + CUDA activities), 'off' blocks with none; nothing exported")
     a = ap.parse_args(argv)
+    if a.toggle_profiler and a.profile:
+        ap.error("--toggle-profiler and --profile both run torch.profiler: use one")
+    if a.toggle_profiler and not a.toggle_blocks:
+        ap.error("--toggle-profiler needs --toggle-blocks K")
     if a.toggle_blocks < 0 or (a.toggle_blocks and a.steps < 2 * a.toggle_blocks):
         ap.error(f"--toggle-blocks K needs K >= 0 and --steps >= 2K (got K={a.toggle_blocks}, steps={a.steps})")
     if a.toggle_blocks and a.profile:
@@ -122,44 +141,58 @@ def main(argv: list[str] | None = None) -> int:
     it = iter(loader)
     loss = torch.zeros(())
     blocks = None  # _toggle.Blocks while toggling collection (--toggle-blocks under gputrace record)
-    for i in range(total):
-        j = i - a.warmup
-        if a.toggle_blocks and j == 0:
-            control = _toggle.find_control()
-            if control is None:
-                print(_toggle.UNAVAILABLE, flush=True)
-            else:
-                blocks = _toggle.Blocks(control, a.steps, a.toggle_blocks, a.toggle_seed)
-        if blocks is not None and j >= 0:
-            blocks.before(j)  # (between steps: the last one ended in loss.item(), the GPU is idle)
-        if i == a.warmup and a.profile:
-            acts = [torch.profiler.ProfilerActivity.CPU]
-            if cuda:
-                acts.append(torch.profiler.ProfilerActivity.CUDA)
-            prof = torch.profiler.profile(activities=acts)
-            prof.__enter__()
-        t0 = time.perf_counter()
-        with named_range("train_step", how):
-            with named_range("data", how):
-                x, y = next(it)
-            with named_range("h2d", how):
-                xb, yb = x.to(dev), y.to(dev)  # pageable host memory -> device, on purpose
-            with named_range("forward", how):
-                loss = torch.nn.functional.cross_entropy(model(xb), yb)
-            with named_range("backward", how):
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-            with named_range("optimizer", how):
-                opt.step()
-            with named_range("sync", how):
-                lv = float(loss.item())  # the host waits for the GPU here
-        dt = (time.perf_counter() - t0) * 1e3
-        if i >= a.warmup:
-            times.append(dt)
-            if blocks is not None:
-                blocks.after(j, dt)
-            if not a.quiet:
-                print(f"step {i - a.warmup} ms={dt:.3f} loss={lv:.4f}", flush=True)
+    ptoggle = None  # _toggle.ProfilerToggle (--toggle-profiler); an open session is closed in finally
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    try:
+        for i in range(total):
+            j = i - a.warmup
+            if a.toggle_blocks and j == 0:
+                control = _toggle.find_control()
+                if a.toggle_profiler:
+                    if control is not None:  # (checked here: CUDA activity collection starts with CUDA use)
+                        print("TOGGLE refused: --toggle-profiler under gputrace record with CUDA activity "
+                              "collecting (torch.profiler and the recorder would both use CUPTI); run it "
+                              "without gputrace record", flush=True)
+                        return 3
+                    ptoggle = _toggle.ProfilerToggle(lambda: torch.profiler.profile(activities=acts),
+                                                     sync=torch.cuda.synchronize if cuda else None)
+                    blocks = _toggle.Blocks(ptoggle, a.steps, a.toggle_blocks, a.toggle_seed)
+                elif control is None:
+                    print(_toggle.UNAVAILABLE, flush=True)
+                else:
+                    blocks = _toggle.Blocks(control, a.steps, a.toggle_blocks, a.toggle_seed)
+            if blocks is not None and j >= 0:
+                blocks.before(j)  # (between steps: the last one ended in loss.item(), the GPU is idle)
+            if i == a.warmup and a.profile:
+                prof = torch.profiler.profile(activities=acts)
+                prof.__enter__()
+            t0 = time.perf_counter()
+            with named_range("train_step", how):
+                with named_range("data", how):
+                    x, y = next(it)
+                with named_range("h2d", how):
+                    xb, yb = x.to(dev), y.to(dev)  # pageable host memory -> device, on purpose
+                with named_range("forward", how):
+                    loss = torch.nn.functional.cross_entropy(model(xb), yb)
+                with named_range("backward", how):
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                with named_range("optimizer", how):
+                    opt.step()
+                with named_range("sync", how):
+                    lv = float(loss.item())  # the host waits for the GPU here
+            dt = (time.perf_counter() - t0) * 1e3
+            if i >= a.warmup:
+                times.append(dt)
+                if blocks is not None:
+                    blocks.after(j, dt)
+                if not a.quiet:
+                    print(f"step {i - a.warmup} ms={dt:.3f} loss={lv:.4f}", flush=True)
+    finally:
+        if ptoggle is not None:
+            ptoggle.close()
     if prof is not None:
         if cuda:
             torch.cuda.synchronize()
@@ -170,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     if blocks is not None:
         figures = blocks.finish()
+        if ptoggle is not None:
+            print(f"toggle: torch.profiler sessions={ptoggle.sessions} switch_ms={ptoggle.switch_ms:.1f} "
+                  f"(activities {'+'.join(x.name for x in acts)}; nothing exported)", flush=True)
         if not a.quiet:
             for b, (on, ts) in enumerate(blocks.blocks):
                 print(f"block {b} collection={'on' if on else 'off'} median_ms={statistics.median(ts):.3f}")

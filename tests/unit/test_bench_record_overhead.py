@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,3 +188,118 @@ def test_run_toggle_reads_the_toggle_line_and_refuses_unavailable():
     assert got["ratio"] == 1.01 and got["pairs"] == 4 and got["ci95"] == [1.0, 1.02]
     with pytest.raises(RuntimeError, match="toggling unavailable"):
         bench.run_toggle([sys.executable, "-c", "print('TOGGLE unavailable (not under gputrace record)')"], 60)
+
+
+def _toggle_figures(true_ratio, seed, pairs=30, noise=0.02):
+    """What run_toggle returns for one run whose 'on' steps cost ``true_ratio`` (pair sums of 10 steps of ~10 ms)."""
+    import random
+
+    rng = random.Random(seed)
+    pair_ms = [(100.0 * true_ratio * (1 + rng.gauss(0, noise)), 100.0 * (1 + rng.gauss(0, noise)))
+               for _ in range(pairs)]
+    r = statistics.median(a / b for a, b in pair_ms)
+    return {"on_median_ms": 10.0 * true_ratio, "off_median_ms": 10.0, "ratio": r, "pairs": pairs,
+            "ci95": [r - 0.01, r + 0.01], "mean_ratio": sum(a for a, _ in pair_ms) / sum(b for _, b in pair_ms),
+            "mean_ci95": [r - 0.01, r + 0.01], "pair_ms": pair_ms}
+
+
+def _fake_toggles(bench, monkeypatch, rec=1.02, prof=1.10, fail_profiler_run=None):
+    cmds = []
+
+    def run_toggle(cmd, timeout):
+        cmds.append(cmd)
+        tool = "profiler" if "--toggle-profiler" in cmd else "record"
+        if tool == "profiler" and len([c for c in cmds if "--toggle-profiler" in c]) - 1 == fail_profiler_run:
+            raise RuntimeError("TOGGLE refused")
+        return _toggle_figures(rec if tool == "record" else prof, seed=len(cmds))
+
+    monkeypatch.setattr(bench, "run_toggle", run_toggle)
+    return cmds
+
+
+def test_inprocess_profiler_runs_alternate_with_record_and_are_compared(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    _fake_runs(bench, monkeypatch, [1.0, 1.2])
+    cmds = _fake_toggles(bench, monkeypatch, rec=1.02, prof=1.10)
+    rc = bench.main(["--repeats", "1", "--inprocess-profiler", "--inprocess-runs", "4", "--inprocess-steps", "600",
+                     "--toggle-blocks", "10", "--work", str(tmp_path), "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and len(cmds) == 8
+    tools = ["profiler" if "--toggle-profiler" in c else "record" for c in cmds]
+    assert tools == ["record", "profiler"] * 4  # interleaved: drift hits both
+    p = cmds[1]
+    assert "gputrace" not in p and p[1].endswith("train_step.py")  # the profiler runs are not under record
+    assert p[2:] == ["--steps", "600", "--quiet", "--toggle-blocks", "10", "--toggle-profiler"]
+    assert cmds[0][1:4] == ["-m", "gputrace", "record"]
+    d = json.loads((tmp_path / "b.json").read_text())
+    ip = d["inprocess"]
+    assert len(ip["runs"]) == 4 and len(ip["profiler"]["runs"]) == 4 and "within_3pct" in ip
+    assert "within_3pct" not in ip["profiler"] and "mean_within_3pct" not in ip["profiler"]["pooled"]
+    assert abs(ip["profiler"]["pooled"]["mean_ratio"] - 1.10) < 0.01
+    c = ip["record_vs_profiler"]
+    want = 1.02 / 1.10
+    assert abs(c["ratio"] - want) < 0.01 and c["ci95"][0] <= want <= c["ci95"][1] < 1.0
+    assert c["record_below_profiler"] and c["resolved"] and c["runs"] == [4, 4]
+    assert abs(c["record"] - ip["pooled"]["mean_ratio"]) < 1e-12
+    assert "in-process torch.profiler cost (4 runs" in out
+    assert "record < profiler: resolved" in out
+    bench_line = [ln for ln in out.splitlines() if ln.startswith("BENCH ")][-1]
+    assert out.rstrip().splitlines()[-1] == bench_line
+    f = dict(kv.split("=", 1) for kv in bench_line.split()[1:])
+    assert f["prof_runs"] == "4" and abs(float(f["prof_mean_x"]) - 1.10) < 0.01
+    assert abs(float(f["rec_vs_prof"]) - want) < 0.01 and f["rec_below_prof"] == "1"
+    assert f["rec_below_prof_resolved"] == "1" and float(f["rec_vs_prof_ci"].split("-")[1]) < 1.0
+    for key in ("record_x", "profiler_x", "inprocess_x", "inprocess_mean_x", "inprocess_pooled_ci"):
+        assert key in f  # the existing fields stay
+    (tmp_path / "bench.log").write_text(out)
+    assert _load("summary").lines(tmp_path)[1] == bench_line
+
+
+def test_inprocess_profiler_not_resolved_when_the_tools_cost_the_same(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    _fake_runs(bench, monkeypatch, [1.0])
+    _fake_toggles(bench, monkeypatch, rec=1.05, prof=1.05)
+    bench.main(["--repeats", "1", "--inprocess-profiler", "--inprocess-runs", "3", "--work", str(tmp_path),
+                "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    c = json.loads((tmp_path / "b.json").read_text())["inprocess"]["record_vs_profiler"]
+    assert c["ci95"][0] <= 1.0 <= c["ci95"][1] and not c["resolved"]
+    assert "record < profiler: NOT resolved" in out and " rec_below_prof_resolved=0" in out
+
+
+def test_inprocess_profiler_budget_counts_rounds_and_a_failed_profiler_run_is_left_out(tmp_path, monkeypatch,
+                                                                                        capsys):
+    bench = _load("bench_record_overhead")
+    _fake_runs(bench, monkeypatch, [1.0] * 2, per_run_s=10.0)  # one repeat: 40 s
+    clock = bench.time
+    cmds = _fake_toggles(bench, monkeypatch, fail_profiler_run=1)
+    fake = bench.run_toggle
+
+    def timed(cmd, timeout):
+        clock.t += 20.0  # each in-process run 20 s: a round of two 40 s
+        return fake(cmd, timeout)
+
+    monkeypatch.setattr(bench, "run_toggle", timed)
+    rc = bench.main(["--repeats", "1", "--inprocess-profiler", "--inprocess-runs", "5", "--budget-s", "170",
+                     "--work", str(tmp_path), "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "inprocess_profiler run 1 FAILED: TOGGLE refused" in out
+    assert "budget of 170 s: stopping after 3 in-process rounds (record, profiler)" in out  # 40 + 3 x 40 = 160 s
+    assert len(cmds) == 6
+    d = json.loads((tmp_path / "b.json").read_text())
+    assert d["failed_runs"] == ["inprocess_profiler"]
+    ip = d["inprocess"]
+    assert [r["run"] for r in ip["runs"]] == [0, 1, 2] and [r["run"] for r in ip["profiler"]["runs"]] == [0, 2]
+    assert ip["record_vs_profiler"]["runs"] == [3, 2]
+
+
+def test_inprocess_without_the_profiler_flag_runs_no_profiler(tmp_path, monkeypatch, capsys):
+    bench = _load("bench_record_overhead")
+    _fake_runs(bench, monkeypatch, [1.0])
+    cmds = _fake_toggles(bench, monkeypatch)
+    bench.main(["--repeats", "1", "--inprocess", "--inprocess-runs", "2", "--work", str(tmp_path), "--json",
+                str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert len(cmds) == 2 and not any("--toggle-profiler" in c for c in cmds)
+    assert "profiler" not in json.loads((tmp_path / "b.json").read_text())["inprocess"]
+    assert " prof_x=" not in out and "torch.profiler cost" not in out

@@ -153,3 +153,123 @@ def test_find_control_is_none_outside_record():
 
     recorder.shutdown()
     assert T.find_control() is None
+
+
+class FakeProfiler:
+    """A stand-in for torch.profiler.profile: logs its sessions' enter/exit (and the device syncs) in ``log``."""
+
+    made = 0
+
+    def __init__(self, log):
+        FakeProfiler.made += 1
+        self.n = FakeProfiler.made
+        self.log = log
+
+    def __enter__(self):
+        self.log.append(("enter", self.n))
+        return self
+
+    def __exit__(self, *exc):
+        assert exc == (None, None, None)
+        self.log.append(("exit", self.n))
+        return False
+
+
+def _profiler_toggle(log):
+    FakeProfiler.made = 0
+    return T.ProfilerToggle(lambda: FakeProfiler(log), sync=lambda: log.append(("sync",)))
+
+
+def test_profiler_blocks_open_one_session_per_on_block_and_none_in_off_blocks():
+    log = []
+    ctl = _profiler_toggle(log)
+    steps, k, seed = 80, 10, 3
+    b = T.Blocks(ctl, steps=steps, k=k, seed=seed)
+    states = T.plan(4, seed)
+    # the last block is 'on' (its session is still open when the loop ends), and blocks 3 and 4 (two pairs) are
+    # both 'on': a session each
+    assert states == [True, False, False, True, True, False, False, True]
+    open_at = []
+    for j in range(steps):
+        b.before(j)
+        open_at.append(ctl.on)
+        b.after(j, 11.0 if ctl.on else 10.0)
+    assert open_at == [s for s in states for _ in range(k)]  # a session open in every 'on' step, none in 'off'
+    on_blocks = sum(states)
+    assert ctl.sessions == on_blocks and ctl.on
+    s = b.finish()
+    assert not ctl.on and log[-1] == ("exit", on_blocks)  # finish() closed the last session
+    # sessions strictly one after another, each synced before it stops, and none left open
+    expect = []
+    for n in range(1, on_blocks + 1):
+        expect += [("enter", n), ("sync",), ("exit", n)]
+    assert log == expect
+    assert s["pairs"] == 4 and s["ratio"] == 1.1 and abs(s["mean_ratio"] - 1.1) < 1e-12
+    ctl.close()
+    assert log == expect  # a second close does nothing
+
+
+def test_profiler_blocks_with_an_off_last_block_and_a_tail():
+    log = []
+    ctl = _profiler_toggle(log)
+    seed = 10
+    assert T.plan(2, seed) == [False, True, True, False]
+    b = T.Blocks(ctl, steps=45, k=10, seed=seed)  # 2 pairs, then 5 steps outside any block (profiled)
+    for j in range(45):
+        b.before(j)
+        assert ctl.on == (T.plan(2, seed)[j // 10] if j < 40 else True)
+        b.after(j, 10.0)
+    b.finish()
+    assert not ctl.on and ctl.sessions == 3  # two 'on' blocks and the tail
+    assert [e for e in log if e[0] != "sync"] == [("enter", 1), ("exit", 1), ("enter", 2), ("exit", 2),
+                                                   ("enter", 3), ("exit", 3)]
+
+
+def test_profiler_toggle_closes_a_session_whose_sync_raises_and_counts_switch_time():
+    log = []
+    t = iter(range(100))
+    FakeProfiler.made = 0
+    ctl = T.ProfilerToggle(lambda: FakeProfiler(log), sync=lambda: 1 / 0, clock=lambda: next(t) / 1e3)
+    ctl.sync = None
+    ctl.resume()
+    assert ctl.resume() and ctl.sessions == 2 and log == [("enter", 1), ("exit", 1), ("enter", 2)]
+    ctl.sync = lambda: 1 / 0
+    import pytest
+
+    with pytest.raises(ZeroDivisionError):
+        ctl.pause(drain=True)
+    assert not ctl.on and log[-1] == ("exit", 2)  # closed in finally
+    ctl.close()
+    assert log[-1] == ("exit", 2) and len(log) == 4
+    assert ctl.switch_ms == 4.0  # 1 ms per open and per close on the fake clock
+
+
+def _pairs(true_ratio, n, seed, noise=0.03, base=100.0):
+    rng = random.Random(seed)
+    return [(base * true_ratio * (1 + rng.gauss(0, noise)), base * (1 + rng.gauss(0, noise))) for _ in range(n)]
+
+
+def test_pooled_ratio_ci_recovers_a_known_ratio_of_two_tools_costs():
+    rec = [_pairs(1.02, 30, seed) for seed in range(4)]
+    prof = [_pairs(1.10, 30, 100 + seed) for seed in range(4)]
+    got = T.pooled_ratio_ci(rec, prof)
+    want = 1.02 / 1.10
+    lo, hi = got["ci95"]
+    assert abs(got["a"] - T.pooled(rec)["mean_ratio"]) < 1e-12 and abs(got["b"] - T.pooled(prof)["mean_ratio"]) < 1e-12
+    assert abs(got["ratio"] - got["a"] / got["b"]) < 1e-12
+    assert lo <= want <= hi and hi < 1.0 and hi - lo < 0.03  # resolved: record below the profiler
+    assert abs(got["ratio"] - want) < 0.01 and got["runs"] == [4, 4]
+    # one tool against itself (other noise draws): the interval holds 1
+    same = T.pooled_ratio_ci(rec, [_pairs(1.02, 30, 200 + s) for s in range(4)])
+    assert same["ci95"][0] <= 1.0 <= same["ci95"][1]
+    # no noise: every resample gives the exact answer
+    exact = T.pooled_ratio_ci([[(102.0, 100.0)] * 5] * 3, [[(110.0, 100.0)] * 5] * 2)
+    assert abs(exact["ratio"] - want) < 1e-12 and abs(exact["ci95"][0] - want) < 1e-12 and \
+        abs(exact["ci95"][1] - want) < 1e-12
+
+
+def test_pooled_ratio_ci_needs_two_runs_of_each_tool_for_an_interval():
+    one = T.pooled_ratio_ci([_pairs(1.02, 10, 1)], [_pairs(1.1, 10, 2), _pairs(1.1, 10, 3)])
+    assert one["ratio"] == one["ratio"] and math.isnan(one["ci95"][0])
+    none = T.pooled_ratio_ci([], [_pairs(1.1, 10, 2), []])
+    assert math.isnan(none["ratio"]) and none["runs"] == [0, 1]
