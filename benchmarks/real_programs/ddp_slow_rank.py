@@ -7,9 +7,14 @@ Launch with torchrun (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT`` 
     gputrace record --trace ddp.jsonl -- torchrun --standalone --nproc-per-node 2 ddp_slow_rank.py
     gputrace report ddp.jsonl      # Findings: "rank 1 is the straggler", wait ~ --sleep-ms per collective
 
-The collective runs on the gloo backend with a CPU tensor (gloo works everywhere; both ranks may share one
-GPU). When CUDA is there each iteration also runs a small matmul chain on ``cuda:LOCAL_RANK % device_count``
-(``compute``), so the trace has GPU work beside the collective.
+The collective runs on the gloo backend with a CPU tensor by default (gloo works everywhere; both ranks may share
+one GPU). When CUDA is there each iteration also runs a small matmul chain on ``cuda:LOCAL_RANK % device_count``
+(``compute``), so the trace has GPU work beside the collective. ``--backend nccl`` runs the all_reduce with NCCL
+on a CUDA tensor, one GPU per rank (refused with fewer GPUs than ranks); the ``all_reduce`` range then ends with a
+device synchronize, so its host span covers the wait as with gloo, and the NCCL kernel (CUPTI) shows the same
+wait on the GPU of the rank that arrived first:
+
+    gputrace record --trace nccl.jsonl -- torchrun --standalone --nproc-per-node 2 ddp_slow_rank.py --backend nccl
 
 Each iteration: ``compute`` -> (rank 1 only) ``straggle`` (sleep ``--sleep-ms``, default 50) -> ``all_reduce``
 (the collective, in a range named ``all_reduce``). The ranges are ``gputrace.phase`` when gputrace imports
@@ -47,18 +52,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sleep-ms", type=float, default=50.0, help="rank 1's sleep before each all_reduce")
     ap.add_argument("--numel", type=int, default=1 << 18, help="all_reduce size in float32 elements")
     ap.add_argument("--ranges", choices=("gputrace", "nvtx", "none"), default="gputrace")
+    ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                    help="gloo: CPU tensor, any machine (default); nccl: CUDA tensor, one GPU per rank")
     a = ap.parse_args(argv)
-    dist.init_process_group("gloo")
+    cuda = torch.cuda.is_available()
+    world_env = int(os.environ.get("WORLD_SIZE", "1"))
+    if a.backend == "nccl" and (not cuda or torch.cuda.device_count() < world_env):
+        n = torch.cuda.device_count() if cuda else 0
+        print(f"ddp_slow_rank: --backend nccl needs one GPU per rank: {world_env} ranks, {n} GPU(s) visible",
+              file=sys.stderr)
+        return 2
+    dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     how = resolve(a.ranges)
-    cuda = torch.cuda.is_available()
+    nccl = a.backend == "nccl"
     if cuda:
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         torch.cuda.set_device(dev)
         w = torch.randn(1024, 1024, device=dev) / 32
     else:
         w = torch.randn(256, 256) / 16
-    t = torch.ones(a.numel)
+    t = torch.ones(a.numel, device=dev if nccl else "cpu")
     for _ in range(2):  # warm-up, outside any range: not matched as collectives
         dist.all_reduce(t)
     in_coll: list[float] = []
@@ -78,10 +92,13 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             with named_range("all_reduce", how):
                 dist.all_reduce(t)
+                if nccl:
+                    torch.cuda.synchronize()  # (the host span then covers the wait, as gloo's does)
             in_coll.append((time.perf_counter() - t0) * 1e3)
     dist.barrier()
     print(f"DDP rank={rank} world={world} iters={a.iters} allreduce_median_ms={statistics.median(in_coll):.3f} "
-          f"slept_median_ms={statistics.median(slept) if slept else 0.0:.3f} ranges={how} cuda={int(cuda)}", flush=True)
+          f"slept_median_ms={statistics.median(slept) if slept else 0.0:.3f} ranges={how} cuda={int(cuda)} "
+          f"backend={a.backend}", flush=True)
     dist.destroy_process_group()
     return 0
 
