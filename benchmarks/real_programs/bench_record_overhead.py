@@ -418,14 +418,19 @@ def _bench_profiler_fields(d: dict) -> str:
             f"rec_below_prof={int(c['record_below_profiler'])} rec_below_prof_resolved={int(c['resolved'])}")
 
 
+def _print_runs(runs: list[dict]) -> None:
+    """One row per in-process run: block medians, the median ratio with its interval, pairs, time-weighted ratio."""
+    print(f"{'run':>4s} {'on ms':>9s} {'off ms':>9s} {'on/off':>8s} {'95% interval':>17s} {'pairs':>6s} {'mean':>8s}")
+    for r in runs:
+        interval = f"[{_fmt(r['ci95'][0], 4)}, {_fmt(r['ci95'][1], 4)}]"
+        print(f"{r['run']:>4d} {_fmt(r['on_median_ms']):>9s} {_fmt(r['off_median_ms']):>9s} {_fmt(r['ratio'], 4):>8s} "
+              f"{interval:>17s} {r['pairs']:>6d} {_fmt(r.get('mean_ratio', math.nan), 4):>8s}")
+
+
 def _print_inprocess(d: dict) -> None:
     print(f"\nin-process collection cost ({len(d['runs'])} runs of record -- train_step.py --steps {d['steps']} "
           f"--toggle-blocks {d['k']}): per run, median over block pairs of on/off block medians")
-    print(f"{'run':>4s} {'on ms':>9s} {'off ms':>9s} {'on/off':>8s} {'95% interval':>17s} {'pairs':>6s}")
-    for r in d["runs"]:
-        interval = f"[{_fmt(r['ci95'][0], 4)}, {_fmt(r['ci95'][1], 4)}]"
-        print(f"{r['run']:>4d} {_fmt(r['on_median_ms']):>9s} {_fmt(r['off_median_ms']):>9s} {_fmt(r['ratio'], 4):>8s} "
-              f"{interval:>17s} {r['pairs']:>6d}")
+    _print_runs(d["runs"])
     env = d["envelope95"]
     print(f"in-process on/off: median over runs {_fmt(d['ratio'], 4)}, runs' intervals span {_fmt(env[0], 4)}-"
           f"{_fmt(env[1], 4)}, run-to-run spread {_fmt(d['spread'], 4)}")
@@ -447,11 +452,7 @@ def _print_inprocess(d: dict) -> None:
 def _print_profiler(p: dict, c: dict, steps: int, k: int) -> None:
     print(f"\nin-process torch.profiler cost ({len(p['runs'])} runs of train_step.py --steps {steps} --toggle-blocks "
           f"{k} --toggle-profiler, each after a record run; CPU + CUDA activities, nothing exported)")
-    print(f"{'run':>4s} {'on ms':>9s} {'off ms':>9s} {'on/off':>8s} {'95% interval':>17s} {'pairs':>6s} {'mean':>8s}")
-    for r in p["runs"]:
-        interval = f"[{_fmt(r['ci95'][0], 4)}, {_fmt(r['ci95'][1], 4)}]"
-        print(f"{r['run']:>4d} {_fmt(r['on_median_ms']):>9s} {_fmt(r['off_median_ms']):>9s} {_fmt(r['ratio'], 4):>8s} "
-              f"{interval:>17s} {r['pairs']:>6d} {_fmt(r.get('mean_ratio', math.nan), 4):>8s}")
+    _print_runs(p["runs"])
     pool = p.get("pooled")
     if pool:
         print(f"profiler pooled over runs ({pool['pairs']} pairs): median on/off {_fmt(pool['ratio'], 4)} "
