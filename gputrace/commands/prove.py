@@ -199,6 +199,7 @@ class Interrupts:
         self.grace_s = grace_s
         self.hit = False
         self.reported = False
+        self.done = False
         self._old: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> Interrupts:
@@ -208,9 +209,18 @@ class Interrupts:
 
     def __exit__(self, *exc) -> None:
         # After an interrupt the handler stays: a second Ctrl-C while the interpreter exits must not print a
-        # KeyboardInterrupt traceback from its shutdown.
-        if self._old is not None and not self.hit:
+        # KeyboardInterrupt traceback from its shutdown. After ``finished`` SIGINT stays ignored.
+        if self._old is not None and not self.hit and not self.done:
             signal.signal(signal.SIGINT, self._old)
+
+    def finished(self) -> None:
+        """The command's work is done and the process is about to exit (the CLI's ``prove`` only): from here a
+        SIGINT is ignored. Without it a Ctrl-C that came as the run ended, once the interpreter's finalisation
+        had reset the handler to the default action, ended the process by the signal (status -2, no word)
+        after a run that had succeeded (seen under load in test_prove_interrupt)."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.done = True
 
     def report(self) -> int:
         """Say ``interrupted`` (once) and return the exit status, 130. The cleanup is done: from here on a
@@ -246,7 +256,9 @@ class Interrupts:
 def run(args) -> int:
     with Interrupts() as interrupts:
         try:
-            return _run(args)
+            status = _run(args)
+            interrupts.finished()
+            return status
         except BaseException:
             if interrupts.hit:  # the KeyboardInterrupt, or whatever the run's cleanup raised after it
                 return interrupts.report()

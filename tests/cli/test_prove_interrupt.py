@@ -17,7 +17,11 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")]
 
-SIZE = 1 << 12  # 2 x 2 circuits: about 1 s of synthesis then 3 s of NTTs and MSMs on the CI box
+SIZE = 1 << 12
+#: 6 proofs of 2^12 on 2 devices: a run of ~5.6 s on the 2-core box (2026-12-01), NTTs from ~1.5 s and MSMs from
+#: ~3.5 s after the start, so each delay below lands in its phase. (A batch of 2 had come to end in 2.1 s once key
+#: loading got faster, and three of the four cases skipped as "finished before the interrupt".)
+BATCH = 6
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +37,8 @@ def key_dir(tmp_path_factory):
 def _interrupted(out, key_dir, delays: tuple[float, ...]) -> tuple[subprocess.CompletedProcess, bool]:
     """Run prove in a new session, send SIGINT to its group after each of ``delays`` (seconds, cumulative);
     the finished process and whether any process of its group outlived it by more than 2 s."""
-    cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(SIZE), "--batch", "2", "--devices", "2",
+    cmd = [sys.executable, "-m", "gputrace", "prove", "--constraints", str(SIZE), "--batch", str(BATCH),
+           "--devices", "2",
            "--out", str(out), "--key-dir", str(key_dir), "--trace", str(out / "run.jsonl")]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

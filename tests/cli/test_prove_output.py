@@ -124,3 +124,22 @@ def test_after_the_interrupt_is_reported_a_ctrl_c_is_ignored():
     )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted\n", "True\n")
+
+
+def test_a_ctrl_c_after_the_work_is_done_is_ignored():
+    # A Ctrl-C that came as a successful run ended used to end the process by the signal (-2) once the
+    # interpreter's finalisation had reset the handler; after ``finished`` it is ignored and the status stays 0.
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time\n"
+        "from gputrace.commands.prove import Interrupts\n"
+        "with Interrupts(grace_s=5) as it:\n"
+        "    it.finished()\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.2)\n"
+        "print(it.hit, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr, r.stdout) == (0, "", "False True\n")
