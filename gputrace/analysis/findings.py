@@ -21,13 +21,15 @@ Pure; any thread; raises nothing on missing sections (a rule whose inputs are ab
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.collectives import is_collective_name
 from gputrace.analysis.findings_account import CLAIM_ORDER, Finding, Span, account, merge_spans
+from gputrace.analysis.findings_context import Context, _idle_split, _join, _names, _roots, _startup_window
 
-# Finding, Span, account and CLAIM_ORDER live in findings_account.py and are re-exported here.
+# Finding, Span, account and CLAIM_ORDER live in findings_account.py, Context (and the helpers the rules share to
+# read it) in findings_context.py; the public names are re-exported here.
 __all__ = ["ASSUMED_PINNED_GBPS", "CLAIM_ORDER", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_KERNELS", "LAUNCH_GAP_MAX",
            "PINNED_MIN_BYTES", "RULES", "Context", "Finding", "Rule", "Span", "account", "default_min_ns", "findings"]
 
@@ -43,60 +45,11 @@ LAUNCH_BOUND_KERNELS = 4
 LAUNCH_GAP_MAX = 1_000_000
 
 
-@dataclass
-class Context:
-    """What the rules read: ``data`` (``TimelineAnalysis.to_dict()``), ``comm`` (``collectives()`` output or
-    empty), ``wall_ns`` and ``min_ns`` (the smallest saving listed)."""
-
-    data: dict
-    comm: dict = field(default_factory=dict)
-    wall_ns: int = 0
-    min_ns: int = 100_000
-
-    @property
-    def gpu(self) -> dict:
-        return self.data.get("gpu_activity") or {}
-
-
 @dataclass(frozen=True)
 class Rule:
     name: str
     what: str  # one line: what the rule looks for
     check: Callable[[Context], list[Finding]]
-
-
-def _roots(ctx: Context) -> set[str]:
-    """Names of the top-level spans (a process's root under ``record``) that have unattributed time."""
-    return {u["path"].split("/", 1)[0] for u in ctx.data.get("unattributed", []) if u.get("path")}
-
-
-def _startup_window(ctx: Context) -> list[tuple[int, int]]:
-    """The union of the processes' start-up intervals (``data["startup"]``, gputrace/analysis/startup.py),
-    sorted, disjoint: the wall time that start-up took, counted once."""
-    return merge_spans((d["start_ns"], d["end_ns"]) for d in ctx.data.get("startup") or [])
-
-
-def _overlap(s: int, e: int, window: list[tuple[int, int]]) -> int:
-    """How much of [s, e) lies in ``window`` (disjoint intervals)."""
-    return sum(max(0, min(e, b) - max(s, a)) for a, b in window)
-
-
-def _names(what: str) -> list[str]:
-    """'A, B and C' -> ['A', 'B', 'C'] (the host work a gap names, as the stalls text lists it)."""
-    head, _, last = what.rpartition(" and ")
-    return [*head.split(", "), last] if head else [what]
-
-
-def _join(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def _idle_split(ctx: Context, s: dict, window: list[tuple[int, int]]) -> tuple[int, bool]:
-    """(the part of an idle stall's lost time inside start-up, whether the whole stall is start-up): a
-    leading gap at least half inside start-up is the wait for the first GPU work, all of it start-up."""
-    lost = int(s["lost_ns"])
-    over = min(lost, _overlap(int(s.get("start", 0)), int(s.get("end", 0)), window)) if window else 0
-    return over, bool(over) and "(leading)" in s["text"].partition(" while ")[0] and over * 2 >= lost
 
 
 def _startup(ctx: Context) -> list[Finding]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gputrace.timeline._lane import Lane
 from gputrace.timeline._links import RowLinks
 from gputrace.timeline._rows import break_parent_cycles, chain_depths, row_order, short_depths
 from gputrace.timeline.errors import LoadReport
@@ -51,34 +52,6 @@ COLUMNS: dict[str, np.dtype] = {
     "span_id": np.dtype(np.uint64),
     "parent_span_id": np.dtype(np.uint64),
 }
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One horizontal track: a stream on a device, or a thread on a host.
-
-    ``device`` is the GPU index, or -1 for host-only work (CPU lanes). ``name`` is the
-    lane attribute as recorded (``stream:N`` or ``thread:NAME``).
-    """
-
-    host: str
-    pid: int
-    device: int
-    name: str
-
-    @property
-    def device_label(self) -> str:
-        return "CPU" if self.device < 0 else f"GPU {self.device}"
-
-    @property
-    def group(self) -> tuple[str, str]:
-        """(host, device label): the two outer levels of the lane tree."""
-        return (self.host, self.device_label)
-
-    @property
-    def sort_key(self) -> tuple:
-        # Hosts, then GPUs before CPU lanes, then streams before threads, then name.
-        return (self.host, self.device < 0, self.device, self.pid, not self.name.startswith("stream:"), self.name)
 
 
 def _renumbered(d: Mapping[int, Any] | None, inv: np.ndarray, consume: bool = False) -> dict:
