@@ -18,7 +18,8 @@ results are those of the general path. An accepted span yields exactly the value
 path would produce for it (tests/unit/test_reader_fast.py checks the two paths give identical
 Timelines).
 
-Pure functions; thread-safe.
+Pure functions; thread-safe. The word-level numpy primitives they use (bytes read as words, digits,
+strings decoded once each) are in ``_swar``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from gputrace.otlp.decode import py_value
 from gputrace.otlp.schema import key_value_decoder
+from gputrace.timeline.formats.otlp_jsonl._swar import _digits, _hash, _le, _le4, _strings, _words
 
 # Column keys, in the order of ``_columns.COLUMN_ATTRS`` (codes 0..7); 8 = any other key.
 KNOWN_KEYS = (
@@ -38,13 +40,6 @@ OTHER = len(KNOWN_KEYS)
 _KEY_IS_STR = np.array([False] * 6 + [True, True, False])
 _KEY_LO = np.array([-(1 << 15), -(1 << 31), -(1 << 31)] + [-(1 << 63)] * 6, dtype=np.int64)
 _KEY_HI = np.array([(1 << 15) - 1, (1 << 31) - 1, (1 << 31) - 1] + [(1 << 63) - 1] * 6, dtype=np.int64)
-def _le(b: bytes) -> np.uint64:
-    """8 (or fewer, zero-padded) bytes as the little-endian uint64 a word view reads."""
-    return np.frombuffer(b.ljust(8, b"\0"), dtype="<u8")[0]
-
-
-def _le4(b: bytes) -> np.uint32:
-    return np.frombuffer(b, dtype="<u4")[0]
 
 
 # A known key is identified by the 24 bytes from its first character: the key itself and the
@@ -53,12 +48,6 @@ _KNOWN_WIN = np.array([[_le((k.encode() + b'","value":{"')[8 * j:8 * j + 8]) for
                       dtype=np.uint64)
 _KNOWN_LEN = np.array([len(k) for k in KNOWN_KEYS], dtype=np.int64)
 _KNOWN_W0, _KNOWN_W1, _KNOWN_W2 = (np.ascontiguousarray(_KNOWN_WIN[:, j]) for j in range(3))
-_H1, _H2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
-
-
-def _hash(w0, w1, w2):
-    return w0 ^ (w1 * _H1) ^ (w2 * _H2)
-
 
 with np.errstate(over="ignore"):
     _KNOWN_HASH = _hash(_KNOWN_WIN[:, 0], _KNOWN_WIN[:, 1], _KNOWN_WIN[:, 2])
@@ -73,15 +62,7 @@ _L_INT1, _L_INT2 = _le(b'":{"intV'), _le(b'alue":"')
 _M16, _M56 = np.uint64(0xFFFF), np.uint64((1 << 56) - 1)
 _L_NEXT = _le4(b'"}},')
 _L_LAST = _le4(b'"}}]')
-_ZEROS = np.uint64(0x3030303030303030)
-_HI = np.uint64(0x8080808080808080)
-_P46 = np.uint64(0x4646464646464646)
-# _KEEP[k]: the last k bytes of a little-endian word (the ones nearest the end of the number).
-_KEEP = np.array([0] + [((1 << 64) - 1) << (8 * (8 - k)) & ((1 << 64) - 1) for k in range(1, 9)], dtype=np.uint64)
 _I64_MAX = np.uint64((1 << 63) - 1)
-# _KEEP_LOW[k]: the first k bytes of a little-endian word.
-_KEEP_LOW = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
-_H3 = np.uint64(0x165667B19E3779F9)
 _PAD = b"\0" * 32
 
 
@@ -121,7 +102,6 @@ _ARRAY = b'"arrayValue"'
 _KNOWN_SET = frozenset(KNOWN_KEYS)
 _ELEMENT = b'{"key":"'  # starts every KeyValue; never inside a string (quotes there are escaped)
 _KVLIST = b'"kvlistValue"'
-_NONE = np.array(None, dtype=object)  # compares element-wise with an object array (numpy's stubs refuse a bare None)
 
 
 def _lift_arrays(raws: list) -> tuple[list[int], list[str], list, list[int]]:
@@ -229,56 +209,6 @@ def _drop_repeated_keys(fa: FastAttrs, spans: list[int], keys: list[str]) -> Non
             fa.ok[i] = False
 
 
-def _decode_list(buf: bytes, s: np.ndarray, e: np.ndarray) -> list:
-    """UTF-8 strings ``buf[s:e]`` (None where not valid UTF-8)."""
-    out: list[str | None] = []
-    for i, j in zip(s.tolist(), e.tolist(), strict=True):
-        try:
-            out.append(buf[i:j].decode())
-        except UnicodeDecodeError:
-            out.append(None)
-    return out
-
-
-def _strings(buf: bytes, w32: np.ndarray, s: np.ndarray, e: np.ndarray, span: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """``buf[s:e]`` decoded, as an object array. Strings repeat (lane names, keys), so each
-    distinct one is decoded once: strings up to 24 bytes are grouped by their bytes (read as
-    three words; a hash only picks the candidate, equality is checked word by word). A string
-    that is not valid UTF-8 declines its span (``ok``)."""
-    ln = e - s
-    r = _words(w32, s)
-    f0 = r[:, 0] & _KEEP_LOW[np.minimum(ln, 8)]
-    f1 = r[:, 1] & _KEEP_LOW[np.clip(ln - 8, 0, 8)]
-    f2 = r[:, 2] & _KEEP_LOW[np.clip(ln - 16, 0, 8)]
-    h = _hash(f0, f1, f2) ^ (ln.astype(np.uint64) * _H3)
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    dec = _decode_list(buf, s[first], e[first])
-    out = np.empty(len(s), dtype=object)
-    out[:] = np.array(dec + [None], dtype=object)[:-1][inv]
-    rep = first[inv]
-    alone = np.flatnonzero((ln > 24) | (f0 != f0[rep]) | (f1 != f1[rep]) | (f2 != f2[rep]) | (ln != ln[rep]))
-    if len(alone):
-        out[alone] = np.array(_decode_list(buf, s[alone], e[alone]) + [None], dtype=object)[:-1]
-    bad = np.flatnonzero(np.equal(out, _NONE))
-    if len(bad):
-        ok[span[bad]] = False
-    return out
-
-
-def _digits(w: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Value of the last ``k`` (0..8) ASCII digits of each little-endian word, and whether
-    they are all digits (SWAR: eight digits per 64-bit multiply chain)."""
-    keep = _KEEP[k]
-    x = (w & keep) | (_ZEROS & ~keep)
-    okd = (((x + _P46) | (x - _ZEROS)) & _HI) == 0
-    x = x - _ZEROS
-    x = ((x * np.uint64(10)) + (x >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
-    x = ((x * np.uint64(100)) + (x >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
-    x = ((x * np.uint64(10000)) + (x >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
-    return x, okd
-
-
 def parse_attributes(raws: list, arrays_likely: bool = False) -> FastAttrs:
     """Check and parse the raw ``attributes`` JSON arrays of a group of spans (see module doc).
 
@@ -350,11 +280,6 @@ def _parse(raws: list) -> FastAttrs:
     nat = np.where(ok, qc // 10, 0)
     Q = q[np.repeat(ok, qc)].reshape(-1, 10)
     return _check(buf, a, w4, w32, Q, np.repeat(np.arange(n), nat), nat, ok, off, end)
-
-
-def _words(w32: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """The 32 bytes from each byte position ``idx`` as four little-endian words, shape (len, 4)."""
-    return w32[idx].view("<u8").reshape(-1, 4)
 
 
 def _check(buf, a, w4, w32, Q, span, nat, ok, off, end) -> FastAttrs:

@@ -1,7 +1,8 @@
 """``TraceLoader``: the incremental core of the reader (decoded lines -> column batches).
 
 Shared by ``reader.read_trace``, ``incremental.iter_load``/``follow`` and the worker processes of
-``parallel``. Not thread-safe: feed one loader from one thread. See ``reader`` for the fast path.
+``parallel``. Not thread-safe: feed one loader from one thread. See ``reader`` for the fast path; the lenient
+salvage of a line with a bad field is ``_salvage``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from gputrace.json_depth import depth_scan_needed, too_deep
 from gputrace.otlp.decode import py_value
 from gputrace.otlp.schema import (
     KeyValue,
-    Resource,
-    ResourceSpans,
-    ScopeSpans,
     Span,
     TraceRequest,
     lean_decoder,
@@ -31,6 +29,7 @@ from gputrace.timeline.formats.otlp_jsonl._columns import Interner, spans_to_col
 from gputrace.timeline.formats.otlp_jsonl._decode_errors import describe_msgspec_error
 from gputrace.timeline.formats.otlp_jsonl._fast import parse_attributes
 from gputrace.timeline.formats.otlp_jsonl._interner import sort_phases
+from gputrace.timeline.formats.otlp_jsonl._salvage import _feed_salvage
 from gputrace.timeline.model import COLUMNS, Timeline
 
 #: Spans decoded before they are turned into columns (bounds the memory of decoded objects).
@@ -270,57 +269,8 @@ class TraceLoader:
             return None
         return self.it.resource(key, attrs)
 
-    def _feed_salvage(self, path, line_no: int, line: bytes, err: TraceFormatError) -> None:
-        """Lenient fallback for a line with a bad field: keep the spans that are valid."""
-        try:
-            obj = orjson.loads(line)
-            rss = obj["resourceSpans"]
-            assert isinstance(rss, list)
-        except Exception:  # noqa: BLE001 - any failure here means the line is skipped
-            self.report.add(err, line_skipped=True)
-            return
-        kept = dropped = 0
-        good_rs = []
-        for ri, rs in enumerate(rss):
-            if not isinstance(rs, dict):
-                dropped += 1
-                continue
-            res_obj = rs.get("resource") or {}
-            try:
-                kvs = msgspec.convert((res_obj or {}).get("attributes") or [], list[KeyValue], strict=False)
-            except (msgspec.ValidationError, AttributeError):
-                self.report.add(TraceFormatError(path, line_no, f"resourceSpans[{ri}].resource.attributes",
-                                                 "invalid resource attributes", "bad field"), line_skipped=False)
-                continue
-            good_groups = []
-            for gname in ("scopeSpans", "instrumentationLibrarySpans"):
-                for si, ss in enumerate(rs.get(gname) or []):
-                    spans = (ss or {}).get("spans") if isinstance(ss, dict) else None
-                    good = []
-                    for k, sp in enumerate(spans or []):
-                        try:
-                            good.append(msgspec.convert(sp, Span, strict=False))
-                        except msgspec.ValidationError as e:
-                            fld, msg, reason = describe_msgspec_error(e, orjson.dumps(sp))
-                            base = f"resourceSpans[{ri}].{gname}[{si}].spans[{k}]"
-                            where_ = f"{base}.{fld}" if fld else base
-                            self.report.add(TraceFormatError(path, line_no, where_, msg, reason),
-                                            line_skipped=False, spans=1)
-                            dropped += 1
-                    kept += len(good)
-                    good_groups.append(good)
-            good_rs.append((kvs, good_groups))
-        if not kept:
-            if not dropped:
-                self.report.add(err, line_skipped=True)
-            else:
-                self.report.lines_skipped += 1
-            return
-        req = TraceRequest(resourceSpans=[
-            ResourceSpans(resource=Resource(attributes=kvs), scopeSpans=[ScopeSpans(spans=g) for g in groups])
-            for kvs, groups in good_rs
-        ])
-        self._add_request(path, line_no, req)
+    # Lenient fallback for a line with a bad field (``_salvage``): keep the spans that are valid.
+    _feed_salvage = _feed_salvage
 
     def flush(self) -> None:
         """Turn pending decoded spans into columns (validating ids, times and attributes).

@@ -6,10 +6,10 @@ uncompressed file is therefore cut at line starts into pieces of ``PIECE_BYTES``
 process claims pieces from the front and reads them as one stream with a ``TraceLoader``, while each
 worker process (``_workers``: a fork of the caller where that is safe, else a ``python`` running
 ``_main`` below) claims pieces from the back and reads each with a loader of its own, until the claims
-meet (``_pieces.ClaimBoard``). So the processes end within about one piece of each other however the
-machine's other work slows one of them, and a worker that starts late gets fewer pieces. The parent
-then remaps the pieces' phase, lane, resource and trace tables into one set, in file order, and builds
-one Timeline. With ``workers=2`` that is one extra process: on a 2-core
+meet (``_pieces.ClaimBoard``; a process's reads are ``_part_read``). So the processes end within about
+one piece of each other however the machine's other work slows one of them, and a worker that starts
+late gets fewer pieces. The parent then remaps the pieces' phase, lane, resource and trace tables into
+one set, in file order, and builds one Timeline. With ``workers=2`` that is one extra process: on a 2-core
 machine the parent's core is not left idle and at most one interpreter starts (~0.16 CPU-s; a fork: ~0).
 
 What crosses the process boundary is what our own workers built: numpy columns, lists of strings and
@@ -31,10 +31,9 @@ from itertools import pairwise
 
 import numpy as np
 
-from gputrace.timeline._lines import iter_line_blocks
 from gputrace.timeline.errors import LoadReport, TraceFormatError
 from gputrace.timeline.formats.otlp_jsonl._interner import sort_phases
-from gputrace.timeline.formats.otlp_jsonl._loader import TraceLoader
+from gputrace.timeline.formats.otlp_jsonl._part_read import _read_front, _read_range
 from gputrace.timeline.formats.otlp_jsonl._pieces import (
     PART_ERRORS,
     ClaimBoard,
@@ -50,7 +49,6 @@ __all__ = ["read_parallel", "split_ranges", "default_workers"]
 
 #: Files smaller than this are read in-process (a worker's start-up costs ~0.3 CPU-s).
 MIN_PARALLEL_BYTES = 64 << 20
-_READ = 8 << 20
 
 
 #: Below this many usable CPUs the default is to read in-process. Two suffice since the parent
@@ -135,122 +133,6 @@ def _line_starts(path, size: int, positions) -> list[int]:
                 cuts.append(cut)
     cuts.append(size)
     return cuts
-
-
-class _Bounded:
-    """Reads of a binary file that stop ``left`` bytes on."""
-
-    def __init__(self, f, left: int) -> None:
-        self.f, self.left = f, left
-
-    def read(self, n: int) -> bytes:
-        if self.left <= 0:
-            return b""
-        data = self.f.read(min(n, self.left))
-        self.left -= len(data)
-        return data
-
-
-class _FrontStream:
-    """The caller's reads: the pieces it claims from the front of the board, as one stream (they follow
-    each other in the file). A piece is claimed when the one before has been read; ``stop()`` claims no more."""
-
-    def __init__(self, f, board: ClaimBoard) -> None:
-        self.f, self.board = f, board
-        self.left = 0
-        self.end = 0  # end of the claimed pieces
-        self.pieces = 0  # pieces claimed
-        self.stopped = False
-
-    def read(self, n: int) -> bytes:
-        if self.left <= 0:
-            i = None if self.stopped else self.board.claim_front()
-            if i is None:
-                self.stopped = True
-                return b""
-            a, b = self.board.piece(i)
-            assert i == self.pieces and a == self.end, "the caller's pieces follow each other"
-            self.left, self.end, self.pieces = b - a, b, i + 1
-        data = self.f.read(min(n, self.left))
-        self.left -= len(data)
-        return data
-
-    def stop(self) -> None:
-        self.stopped = True
-
-
-def _read_range(path: str, start: int, end: int, lenient: bool) -> dict:
-    """Load lines in [start, end) of ``path``; line numbers local to the range."""
-    with open(path, "rb") as f:
-        f.seek(start)
-        return _read_stream(path, _Bounded(f, end - start), start, lambda: end, lenient)
-
-
-def _read_front(path: str, board: ClaimBoard, lenient: bool) -> dict:
-    """The caller's share: the pieces it claims from the front, read in order by one loader."""
-    with open(path, "rb") as f:
-        stream = _FrontStream(f, board)
-        res = _read_stream(path, stream, 0, lambda: stream.end, lenient, stream.stop)
-    res["pieces"] = stream.pieces
-    return res
-
-
-def _read_stream(path: str, stream, start: int, end, lenient: bool, stop=None) -> dict:
-    """Load the lines of ``stream`` (the file from ``start`` to ``end()``); on a strict error, ``stop()``
-    is called and the lines up to ``end()`` are counted (the parent needs every part's line count)."""
-    loader = TraceLoader(lenient=lenient)
-    loader.report.files.append(path)
-    line_no = 0
-    error = None
-    try:
-        for line, block, terminated in iter_line_blocks(stream, _READ):
-            if line is None:
-                assert block is not None
-                line_no = loader.feed_block(path, line_no, block)
-            else:
-                line_no += 1
-                loader.feed(path, line_no, line, terminated)
-        loader.flush()
-    except TraceFormatError as e:
-        error = e
-        if stop is not None:
-            stop()
-        line_no = _count_lines(path, start, end())
-    it = loader.it
-    attrs: dict[int, dict] = {}
-    chunks: list[dict[str, np.ndarray]] = []
-    if error is None:
-        chunks = [c for c in loader._chunks if len(c["start"])]
-        for a in loader._chunk_attrs:  # keyed by row across the loader's chunks
-            attrs.update(a)
-    return {
-        "nlines": line_no,
-        "error": error,
-        "report": loader.report,
-        "chunks": chunks,  # column sets, rows in order; Timeline.from_parts joins them
-        "rows": loader._rows if error is None else 0,
-        "attrs": attrs,
-        "phases": it.phases,
-        "trace_ids": it.trace_ids,
-        "resources": it.resources,
-        "lanes": it.lanes,
-    }
-
-
-def _count_lines(path: str, start: int, end: int) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        f.seek(start)
-        left = end - start
-        last = b"\n"
-        while left > 0:
-            data = f.read(min(_READ, left))
-            if not data:
-                break
-            left -= len(data)
-            n += data.count(b"\n")
-            last = data[-1:]
-    return n + (last != b"\n")
 
 
 def _run_workers(path: str, workers: int, lenient: bool) -> list[dict]:
