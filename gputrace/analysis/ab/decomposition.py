@@ -110,6 +110,17 @@ class Decomposition:
         return d
 
 
+def on_scales(est: float, lo: float, hi: float, log: bool, base: float) -> tuple[float, ...]:
+    """(rel, rel_low, rel_high, ns, ns_low, ns_high) of an estimate and its interval: on log times the
+    fractions exp(x) - 1 and those times ``base`` (the baseline level in ns); on linear times NaN fractions
+    and the values themselves as ns."""
+    if log:
+        rel, rl, rh = math.expm1(est), math.expm1(lo), math.expm1(hi)
+        return rel, rl, rh, base * rel, base * rl, base * rh
+    nan = float("nan")
+    return nan, nan, nan, est, lo, hi
+
+
 def decomposition(path: str, log: bool, X: np.ndarray, yy: np.ndarray, beta: np.ndarray, xtx_inv: np.ndarray,
                   s2: float, df: int, tq: float, x_none: np.ndarray, x_all: np.ndarray, coded: np.ndarray,
                   confidence: float) -> Decomposition:
@@ -143,13 +154,7 @@ def decomposition(path: str, log: bool, X: np.ndarray, yy: np.ndarray, beta: np.
             meas_ns = math.exp(float(yy[off].mean())) * meas_rel
         else:
             meas_ns = meas
-    if log:
-        base = math.exp(float(x_none @ beta))
-        rel, rl, rh = math.expm1(est), math.expm1(lo), math.expm1(hi)
-        ns, nl, nh = base * rel, base * rl, base * rh
-    else:
-        rel = rl = rh = nan
-        ns, nl, nh = est, lo, hi
+    rel, rl, rh, ns, nl, nh = on_scales(est, lo, hi, log, math.exp(float(x_none @ beta)) if log else nan)
     if not (n_all and n_none):
         verdict = "not measured"
     elif df <= 0:

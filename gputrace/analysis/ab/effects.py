@@ -39,7 +39,7 @@ import numpy as np
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.ab.compare import aligned_values
-from gputrace.analysis.ab.decomposition import Decomposition, decomposition
+from gputrace.analysis.ab.decomposition import Decomposition, decomposition, on_scales
 from gputrace.analysis.ab.design import Variant
 from gputrace.analysis.ab.measures import PROVE_PATH, RUN_PATH, RunMeasures
 
@@ -334,12 +334,7 @@ def _key_effects(key: tuple, terms: list[str], p_terms: int, scale: np.ndarray, 
         else:
             pv = nan
         sig = bool(called[t - 1])
-        if log:
-            rel, rl, rh = math.expm1(est), math.expm1(lo), math.expm1(hi)
-            ns, nl, nh = base * rel, base * rl, base * rh
-        else:
-            rel = rl = rh = nan
-            ns, nl, nh = est, lo, hi
+        rel, rl, rh, ns, nl, nh = on_scales(est, lo, hi, log, base)
         out.append(Effect(key[0], key[1], key[2], terms[t], "log" if log else "linear", est, lo, hi,
                           rel, rl, rh, ns, nl, nh, pv, bool(sig)))
     return out
