@@ -161,13 +161,31 @@ class ProfilerToggle:
         self.pause()
 
 
+def interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap statistics ``values`` (sorted here; NaNs left out); (nan, nan) when
+    none is a number."""
+    xs = sorted(x for x in values if x == x)
+    if not xs:
+        return math.nan, math.nan
+    m = len(xs)
+    return xs[int((1 - level) / 2 * m)], xs[min(m - 1, int((1 + level) / 2 * m))]
+
+
+def time_ratio(pairs) -> float:
+    """All on time / all off time of (on, off) pairs; nan when there is no off time."""
+    on = off = 0.0
+    for a, b in pairs:
+        on += a
+        off += b
+    return on / off if off > 0 else math.nan
+
+
 def bootstrap_ci(xs: list[float], n: int = 4000, level: float = 0.95, seed: int = 24) -> tuple[float, float]:
     """Percentile bootstrap interval of the median of ``xs`` (resampling its items); (nan, nan) under 2."""
     if len(xs) < 2:
         return math.nan, math.nan
     rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
-    return meds[int((1 - level) / 2 * n)], meds[min(n - 1, int((1 + level) / 2 * n))]
+    return interval([statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n)], level)
 
 
 def sum_ratio_ci(pair_ms: list[tuple[float, float]], n: int = 4000, level: float = 0.95,
@@ -176,13 +194,7 @@ def sum_ratio_ci(pair_ms: list[tuple[float, float]], n: int = 4000, level: float
     if len(pair_ms) < 2:
         return math.nan, math.nan
     rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        pick = rng.choices(pair_ms, k=len(pair_ms))
-        off = sum(b for _, b in pick)
-        out.append(sum(a for a, _ in pick) / off if off > 0 else math.nan)
-    out.sort()
-    return out[int((1 - level) / 2 * n)], out[min(n - 1, int((1 + level) / 2 * n))]
+    return interval([time_ratio(rng.choices(pair_ms, k=len(pair_ms))) for _ in range(n)], level)
 
 
 def pooled(runs: list[list[tuple[float, float]]], n: int = 4000, level: float = 0.95,
@@ -197,7 +209,7 @@ def pooled(runs: list[list[tuple[float, float]]], n: int = 4000, level: float = 
         return {"ratio": nan, "ci95": [nan, nan], "mean_ratio": nan, "mean_ci95": [nan, nan], "pairs": 0}
     flat = [p for r in runs for p in r]
     ratio = statistics.median(a / b for a, b in flat if b > 0)
-    mean_ratio = sum(a for a, _ in flat) / sum(b for _, b in flat)
+    mean_ratio = time_ratio(flat)
     if len(runs) < 2:
         return {"ratio": ratio, "ci95": [nan, nan], "mean_ratio": mean_ratio, "mean_ci95": [nan, nan],
                 "pairs": len(flat)}
@@ -206,12 +218,9 @@ def pooled(runs: list[list[tuple[float, float]]], n: int = 4000, level: float = 
     for _ in range(n):
         pick = [p for r in rng.choices(runs, k=len(runs)) for p in rng.choices(r, k=len(r))]
         meds.append(statistics.median(a / b for a, b in pick if b > 0))
-        means.append(sum(a for a, _ in pick) / sum(b for _, b in pick))
-    meds.sort()
-    means.sort()
-    i, j = int((1 - level) / 2 * n), min(n - 1, int((1 + level) / 2 * n))
-    return {"ratio": ratio, "ci95": [meds[i], meds[j]], "mean_ratio": mean_ratio, "mean_ci95": [means[i], means[j]],
-            "pairs": len(flat)}
+        means.append(time_ratio(pick))
+    return {"ratio": ratio, "ci95": list(interval(meds, level)), "mean_ratio": mean_ratio,
+            "mean_ci95": list(interval(means, level)), "pairs": len(flat)}
 
 
 def pooled_ratio_ci(a_runs: list[list[tuple[float, float]]], b_runs: list[list[tuple[float, float]]],
@@ -227,8 +236,7 @@ def pooled_ratio_ci(a_runs: list[list[tuple[float, float]]], b_runs: list[list[t
     nan = math.nan
 
     def mean(runs):
-        off = sum(b for r in runs for _, b in r)
-        return sum(a for r in runs for a, _ in r) / off if off > 0 else nan
+        return time_ratio(p for r in runs for p in r)
 
     a, b = (mean(a_runs), mean(b_runs)) if a_runs and b_runs else (nan, nan)
     ratio = a / b if b == b and b > 0 else nan
@@ -242,10 +250,7 @@ def pooled_ratio_ci(a_runs: list[list[tuple[float, float]]], b_runs: list[list[t
         rb = [rng.choices(r, k=len(r)) for r in rng.choices(b_runs, k=len(b_runs))]
         ma, mb = mean(ra), mean(rb)
         xs.append(ma / mb if mb == mb and mb > 0 else nan)
-    xs = sorted(x for x in xs if x == x)
-    if xs:
-        m = len(xs)
-        out["ci95"] = [xs[int((1 - level) / 2 * m)], xs[min(m - 1, int((1 + level) / 2 * m))]]
+    out["ci95"] = list(interval(xs, level))
     return out
 
 
@@ -278,7 +283,7 @@ def summarize(blocks: list[tuple[bool, list[float]]]) -> dict:
             "off_median_ms": statistics.median(off_steps) if off_steps else nan,
             "ratios": ratios, "ratio": statistics.median(ratios) if ratios else nan, "ci95": [lo, hi],
             "pairs": len(ratios), "pair_ms": pair_ms,
-            "mean_ratio": sum(on_steps) / sum(off_steps) if off_steps and sum(off_steps) > 0 else nan,
+            "mean_ratio": time_ratio(pair_ms),
             "mean_ci95": list(sum_ratio_ci(pair_ms))}
 
 

@@ -37,7 +37,6 @@ import argparse
 import json
 import math
 import os
-import random
 import re
 import statistics
 import subprocess
@@ -45,6 +44,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+import _toggle
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -86,16 +87,13 @@ def pair_figures(plain: dict, recorded: dict, tolerance: float) -> dict:
     return out
 
 
-def median_ci(xs: list[float], n: int = 4000, level: float = 0.95, seed: int = 24) -> tuple[float, float, float]:
-    """(median, low, high): percentile bootstrap interval of the median, resampling ``xs``; nan where too few."""
+def median_ci(xs: list[float]) -> tuple[float, float, float]:
+    """(median, low, high): the median and its percentile bootstrap interval (``_toggle.bootstrap_ci``); nan
+    where too few."""
     if not xs:
         return math.nan, math.nan, math.nan
-    med = statistics.median(xs)
-    if len(xs) < 2:
-        return med, math.nan, math.nan
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
-    return med, meds[int((1 - level) / 2 * n)], meds[min(n - 1, int((1 + level) / 2 * n))]
+    lo, hi = _toggle.bootstrap_ci(xs)
+    return statistics.median(xs), lo, hi
 
 
 def summarize(pairs: list[dict], launches: float | None = None, ranges: float | None = None,

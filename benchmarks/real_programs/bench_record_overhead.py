@@ -103,14 +103,9 @@ def order_of(r: int) -> tuple[str, ...]:
 
 
 def bootstrap_ci(xs: list[float], n: int = 4000, level: float = 0.95, seed: int = 24) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median of ``xs`` (resampling the repeats); (nan, nan) under 2."""
-    if len(xs) < 2:
-        return math.nan, math.nan
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
-    lo = meds[int((1 - level) / 2 * n)]
-    hi = meds[min(n - 1, int((1 + level) / 2 * n))]
-    return lo, hi
+    """Percentile bootstrap interval of the median of ``xs`` (resampling the repeats); (nan, nan) under 2
+    (``_toggle.bootstrap_ci``)."""
+    return _toggle_module().bootstrap_ci(xs, n, level, seed)
 
 
 def sign_test(xs: list[float], against: float = 1.0) -> tuple[int, int, float]:

@@ -6,13 +6,25 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("bench_attach_cost",
-                                              ROOT / "benchmarks" / "real_programs" / "bench_attach_cost.py")
-B = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(B)
+PROGS = Path(__file__).resolve().parents[2] / "benchmarks" / "real_programs"
+
+
+def _load():
+    """The script as it runs (``python bench_attach_cost.py``: its folder first on sys.path, for ``_toggle``)."""
+    sys.path.insert(0, str(PROGS))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_attach_cost", PROGS / "bench_attach_cost.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(PROGS))
+    return mod
+
+
+B = _load()
 
 # As attach_cost.py printed them on the H200 (benchmarks/real_programs/h200-2026-12-01-c/5-*.log).
 PLAIN = ("ATTACH mode=plain launch_ns=7774.8 nvtx_ns=469.3 repeats=5 calls=20000 launch_min_ns=7289.1 "
