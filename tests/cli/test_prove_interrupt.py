@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+
+from tests.cli.processes import group_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")]
 
@@ -33,29 +34,6 @@ def key_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("interrupt-keys")
     get_keys(shape_for_constraints(SIZE), d)
     return d
-
-
-def _group_alive(pgid: int) -> list[int]:
-    """Processes of group ``pgid`` that still run: zombies (killed, waiting for init to reap them) have ended.
-    Without /proc, every process the group still has."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return []
-        return [pgid]
-    alive = []
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):  # fields: state, ppid, pgrp, ...
-            alive.append(int(d.name))
-    return alive
 
 
 def _interrupted(out, key_dir, delays: tuple[float, ...]) -> tuple[subprocess.CompletedProcess, bool]:
@@ -78,10 +56,10 @@ def _interrupted(out, key_dir, delays: tuple[float, ...]) -> tuple[subprocess.Co
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()
     deadline = time.monotonic() + 5  # (a loaded 2-core box: killed workers can take a moment to exit)
-    left = bool(_group_alive(p.pid))
+    left = bool(group_alive(p.pid))
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = bool(_group_alive(p.pid))
+        left = bool(group_alive(p.pid))
     if left:
         try:
             os.killpg(p.pid, signal.SIGKILL)

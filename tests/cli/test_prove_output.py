@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from rich.console import Console
 
 from gputrace.commands.prove import keys_summary, progress_bar
+from tests.cli.processes import running
 
 
 def _render(progress) -> str:
@@ -82,25 +83,9 @@ def test_cleanup_that_hangs_after_ctrl_c_ends_after_the_grace_time(tmp_path):
     assert (r.returncode, r.stderr) == (130, "interrupted\n")
     child = int(r.stdout.split()[0])
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _running(child):
+    while time.monotonic() < deadline and running(child):
         time.sleep(0.05)
-    assert not _running(child), f"worker process {child} outlived the interrupted command"
-
-
-def _running(pid: int) -> bool:
-    """``pid`` exists and is not a zombie waiting for init to reap it."""
-    import os
-    from pathlib import Path
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
+    assert not running(child), f"worker process {child} outlived the interrupted command"
 
 
 def test_after_the_interrupt_is_reported_a_ctrl_c_is_ignored():

@@ -33,26 +33,22 @@ def report():
     return json.loads(p.stdout)
 
 
-def _ns(t) -> int:
-    return int(t)
-
-
 def test_the_pauses_are_the_off_blocks_and_hold_no_gpu_record():
     spans = _spans()
-    paused = sorted((_ns(s["startTimeUnixNano"]), _ns(s["endTimeUnixNano"])) for s in spans
+    paused = sorted((int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])) for s in spans
                     if s["name"] == "gputrace.record.paused")
     # 12 blocks of 5 steps; off blocks 0, 2, 5-6, 9-10 (seed 24): consecutive off blocks are one pause.
     assert len(paused) == 4
     gpu = [s for s in spans if any(a["key"] == "gputrace.activity" for a in s.get("attributes", []))]
     assert len(gpu) > 1000
     for s in gpu:
-        a, b = _ns(s["startTimeUnixNano"]), _ns(s["endTimeUnixNano"])
+        a, b = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
         assert not any(p0 < a < p1 or p0 < b < p1 for p0, p1 in paused), s["name"]
 
 
 def test_report_counts_paused_time_as_unobserved_not_idle(report):
     spans = _spans()
-    paused_ns = sum(_ns(s["endTimeUnixNano"]) - _ns(s["startTimeUnixNano"]) for s in spans
+    paused_ns = sum(int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"]) for s in spans
                     if s["name"] == "gputrace.record.paused")
     assert report["unobserved"]["ns"] == paused_ns > 300_000_000
     (dev,) = report["gpu_idle"]["per_device"]
