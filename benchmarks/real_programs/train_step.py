@@ -92,6 +92,40 @@ def build_model(width: int, depth: int, classes: int, device: str) -> torch.nn.M
     return torch.nn.Sequential(*layers).to(device)
 
 
+def setup(dev: str, batch: int | None, width: int | None, depth: int, workers: int, total: int):
+    """The model, optimizer and batch iterator of ``total`` steps on ``dev`` (``main`` and kernel_probe.py):
+    ``(iterator, model, optimizer)``; batch and width default to 1024 and 2048 on CUDA, 64 and 256 on CPU."""
+    cuda = dev == "cuda"
+    batch = batch or (1024 if cuda else 64)
+    width = width or (2048 if cuda else 256)
+    classes = 10
+    data = SyntheticBatches(total, batch, width, classes)
+    loader = DataLoader(data, batch_size=None, shuffle=False, num_workers=workers, pin_memory=False,
+                        persistent_workers=False, prefetch_factor=2 if workers else None)
+    model = build_model(width, depth, classes, dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return iter(loader), model, opt
+
+
+def step(it, model: torch.nn.Module, opt, dev: str, how: str) -> float:
+    """One training step in its named ranges: next batch, pageable H2D copy, forward, backward, optimizer,
+    ``loss.item()``; returns the loss."""
+    with named_range("train_step", how):
+        with named_range("data", how):
+            x, y = next(it)
+        with named_range("h2d", how):
+            xb, yb = x.to(dev), y.to(dev)  # pageable host memory -> device, on purpose
+        with named_range("forward", how):
+            loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        with named_range("backward", how):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        with named_range("optimizer", how):
+            opt.step()
+        with named_range("sync", how):
+            return float(loss.item())  # the host waits for the GPU here
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
@@ -123,23 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--toggle-blocks and --profile measure different things: use one")
     dev = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
     cuda = dev == "cuda"
-    batch = a.batch or (1024 if cuda else 64)
-    width = a.width or (2048 if cuda else 256)
-    classes = 10
     how = resolve(a.ranges)
     if not cuda:
         torch.set_num_threads(1)  # the DataLoader workers share the cores; one compute thread keeps timings steady
     total = a.warmup + a.steps
-    data = SyntheticBatches(total, batch, width, classes)
-    loader = DataLoader(data, batch_size=None, shuffle=False, num_workers=a.workers, pin_memory=False,
-                        persistent_workers=False, prefetch_factor=2 if a.workers else None)
-    model = build_model(width, a.depth, classes, dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    it, model, opt = setup(dev, a.batch, a.width, a.depth, a.workers, total)
 
     prof = None
     times: list[float] = []
-    it = iter(loader)
-    loss = torch.zeros(())
     blocks = None  # _toggle.Blocks while toggling collection (--toggle-blocks under gputrace record)
     ptoggle = None  # _toggle.ProfilerToggle (--toggle-profiler); an open session is closed in finally
     acts = [torch.profiler.ProfilerActivity.CPU]
@@ -169,20 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 prof = torch.profiler.profile(activities=acts)
                 prof.__enter__()
             t0 = time.perf_counter()
-            with named_range("train_step", how):
-                with named_range("data", how):
-                    x, y = next(it)
-                with named_range("h2d", how):
-                    xb, yb = x.to(dev), y.to(dev)  # pageable host memory -> device, on purpose
-                with named_range("forward", how):
-                    loss = torch.nn.functional.cross_entropy(model(xb), yb)
-                with named_range("backward", how):
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                with named_range("optimizer", how):
-                    opt.step()
-                with named_range("sync", how):
-                    lv = float(loss.item())  # the host waits for the GPU here
+            lv = step(it, model, opt, dev, how)
             dt = (time.perf_counter() - t0) * 1e3
             if i >= a.warmup:
                 times.append(dt)
