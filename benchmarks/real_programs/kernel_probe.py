@@ -46,6 +46,14 @@ per set with their ratio to the ``kernel`` set.
     python3 benchmarks/real_programs/kernel_probe.py --kinds kernel --steps 200
     python3 benchmarks/real_programs/kernel_probe.py --modes kernel,record,kineto --repeats 2 --steps 200
 
+A set may carry suffixes, to hold the kinds fixed and change what else ``gputrace record`` does differently:
+``+early`` turns collection on before train_step.py touches CUDA (before the context exists, as ``record``
+does; the warm-up steps' kernels are then collected too), ``+inject`` runs the process with
+``NVTX_INJECTION64_PATH`` at the CUPTI library (as ``record`` sets it), so every NVTX push and pop of the step's
+ranges goes through CUPTI (set by ``--modes``; with ``--kinds`` alone the caller sets it):
+
+    python3 benchmarks/real_programs/kernel_probe.py --modes record,record+early,record+inject,record+early+inject
+
 Without torch, CUDA or cupti-python it prints one line ``kernel_probe: missing: ...`` and exits 2.
 """
 
@@ -87,8 +95,9 @@ KINETO_API_OFF = (("RuntimeApiTraceCbid", "activity_enable_runtime_api", "cudaGe
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--kinds", choices=sorted(KIND_SETS), default=None,
-                   help="what is enabled besides CONCURRENT_KERNEL, in this process (default kernel)")
+    g.add_argument("--kinds", default=None, metavar="SET[+early][+inject]",
+                   help="what is enabled besides CONCURRENT_KERNEL, in this process (default kernel); +early: "
+                        "collection on before the CUDA context exists; +inject: NVTX routed to CUPTI")
     g.add_argument("--modes", default=None, metavar="SET,SET,...",
                    help="run each set in its own fresh process, in turn, and compare them")
     ap.add_argument("--repeats", type=int, default=1, help="with --modes: rounds over the sets (default 1)")
@@ -100,16 +109,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=120.0, help="with --modes: seconds per process (default 120)")
     a = ap.parse_args(argv)
     a.kinds = a.kinds or "kernel"
+    if split_mode(a.kinds) is None:
+        ap.error(f"--kinds: unknown set {a.kinds!r}; sets: {','.join(sorted(KIND_SETS))}, each with optional "
+                 f"+early, +inject")
     if a.modes is not None:
         a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
-        bad = [m for m in a.modes if m not in KIND_SETS]
+        bad = [m for m in a.modes if split_mode(m) is None]
         if bad or not a.modes:
-            ap.error(f"--modes: unknown set(s) {','.join(bad) or '(none given)'}; sets: {','.join(sorted(KIND_SETS))}")
+            ap.error(f"--modes: unknown set(s) {','.join(bad) or '(none given)'}; sets: {','.join(sorted(KIND_SETS))}"
+                     f", each with optional +early, +inject")
     if a.repeats < 1:
         ap.error("--repeats must be >= 1")
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
     return a
+
+
+def split_mode(mode: str) -> tuple[str, bool, bool] | None:
+    """``SET[+early][+inject]`` -> (set, early, inject); None when the set or a suffix is unknown."""
+    kinds, *flags = mode.split("+")
+    if kinds not in KIND_SETS or any(f not in ("early", "inject") for f in flags) or len(set(flags)) != len(flags):
+        return None
+    return kinds, "early" in flags, "inject" in flags
 
 
 def short(name: str, width: int = NAME_WIDTH) -> str:
@@ -210,7 +231,8 @@ def compare(results: Sequence[dict[str, Any]], modes: Sequence[str], top: int = 
             v = per[m].get(name)
             cells.append(f"{statistics.median(v):>12.0f}" if v else f"{'-':>12}")
         out.append(f"{name:<{w}} " + " ".join(cells))
-    base = statistics.median(nll["kernel"]) if nll.get("kernel") else None
+    base_mode = next((m for m in modes if m == "kernel"), modes[0] if modes else None)
+    base = statistics.median(nll[base_mode]) if base_mode and nll.get(base_mode) else None
     out.append("")
     for m in modes:
         v = nll[m]
@@ -256,7 +278,7 @@ class Probe:
         from cupti import cupti
 
         self.c = cupti
-        self.set = kinds
+        self.set = kinds  # a KIND_SETS key (no +early/+inject suffix)
         self.kernels: list[tuple[str, int, int]] = []
         self.counts: dict[str, int] = {}
         self.enabled: list[Any] = []
@@ -327,12 +349,16 @@ def run_one(a: argparse.Namespace) -> int:
     from _ranges import resolve
 
     how = resolve(a.ranges)
+    kinds, early, _inject = split_mode(a.kinds) or ("kernel", False, False)
+    probe = Probe(kinds)
+    if early:  # before train_step touches CUDA, as gputrace record starts (warm-up kernels are collected too)
+        probe.start()
     it, model, opt = train_step.setup("cuda", None, None, 4, a.workers, a.warmup + a.steps)
     for _ in range(a.warmup):
         train_step.step(it, model, opt, "cuda", how)
     torch.cuda.synchronize()
-    probe = Probe(a.kinds)
-    probe.start()
+    if not early:
+        probe.start()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         train_step.step(it, model, opt, "cuda", how)
@@ -354,9 +380,19 @@ def run_modes(a: argparse.Namespace) -> int:
     for i, m in enumerate(plan(a.modes, a.repeats)):
         cmd = [sys.executable, os.path.abspath(__file__), "--kinds", m, "--steps", str(a.steps), "--warmup",
                str(a.warmup), "--ranges", a.ranges, "--workers", str(a.workers)]
+        env = dict(os.environ)
+        if (split_mode(m) or ("", False, False))[2]:
+            from gputrace.trace.cupti_probe import library_path
+
+            lib = library_path()
+            if lib is None:
+                print(f"== run {i} kinds={m}: no CUPTI library path for NVTX_INJECTION64_PATH", flush=True)
+                failed += 1
+                continue
+            env["NVTX_INJECTION64_PATH"] = lib
         print(f"== run {i} kinds={m}: {' '.join(cmd[1:])}", flush=True)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=env)
             out, rc = p.stdout + p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")

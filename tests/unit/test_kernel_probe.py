@@ -190,3 +190,25 @@ def test_probe_with_a_stand_in_cupti(kp, monkeypatch):
     p.stop()
     assert p.kernels == [("k", 5, 9)] and p.kind_counts() == {"CONCURRENT_KERNEL": 1, "RUNTIME": 1}
     assert calls[-7] == ("flush", 1) and calls[-1] == ("disable", "DRIVER")
+
+
+def test_mode_suffixes(kp):
+    assert kp.split_mode("record") == ("record", False, False)
+    assert kp.split_mode("record+early+inject") == ("record", True, True)
+    assert kp.split_mode("kineto+inject") == ("kineto", False, True)
+    for bad in ("record+late", "bogus+early", "record+early+early", "+early"):
+        assert kp.split_mode(bad) is None
+    a = kp.parse_args(["--modes", "record,record+early"])
+    assert a.modes == ["record", "record+early"]
+    with pytest.raises(SystemExit):
+        kp.parse_args(["--kinds", "record+late"])
+
+
+def test_compare_without_kernel_set_uses_first_mode(kp):
+    def run(kinds, nll):
+        return {"kinds": kinds, "nll_median_ns": nll, "table": {"nll_loss_forward_x": (nll, 10, nll * 10)}}
+
+    out = kp.compare([run("record", 11500.0), run("record+early", 11776.0)], ["record", "record+early"])
+    nll = {ln.split()[1]: ln for ln in out if ln.startswith("NLL ")}
+    assert "ratio_to_kernel=1.0000" in nll["kinds=record"]
+    assert "ratio_to_kernel=1.0240" in nll["kinds=record+early"]
