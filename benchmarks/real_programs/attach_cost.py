@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
@@ -90,7 +91,14 @@ def main(argv: list[str] | None = None) -> int:
                          "only counts; those records are lost)")
     ap.add_argument("--gc", choices=("on", "off"), default="on",
                     help="off: gc.disable() for the whole run (the process's, so the recorder's threads too)")
+    ap.add_argument("--pin", type=int, default=None, metavar="CPU",
+                    help="run the timing (main) thread on this one CPU (os.sched_setaffinity of the calling thread: "
+                         "threads started before, such as the recorder's, keep their CPUs), so that processes "
+                         "compared with each other do not differ in where the scheduler put them")
     a = ap.parse_args(argv)
+    if a.pin is not None:
+        os.sched_setaffinity(0, {a.pin})
+        print(f"ATTACH pinned main thread to CPU {a.pin}", flush=True)
     if a.gc == "off":
         gc.disable()
     if a.switch_interval_ms is not None:

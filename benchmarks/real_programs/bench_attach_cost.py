@@ -53,8 +53,10 @@ ATTACH_RE = re.compile(r"^ATTACH mode=(?P<mode>[\w-]+) launch_ns=(?P<launch>[0-9
                        re.MULTILINE)
 
 
-def commands(repeats: int, trace: Path) -> dict[str, list[str]]:
+def commands(repeats: int, trace: Path, pin: int | None = None) -> dict[str, list[str]]:
     prog = [sys.executable, str(HERE / "attach_cost.py"), "--repeats", str(repeats)]
+    if pin is not None:
+        prog += ["--pin", str(pin)]
     return {"plain": prog,
             "recorded": [sys.executable, "-m", "gputrace", "record", "--trace", str(trace), "--", *prog]}
 
@@ -99,18 +101,21 @@ def median_ci(xs: list[float]) -> tuple[float, float, float]:
 def summarize(pairs: list[dict], launches: float | None = None, ranges: float | None = None,
               step_ms: float | None = None) -> dict:
     """The figures of the pairs that ran in one machine state: median deltas with intervals, and the attached
-    fraction of a step when its counts are given."""
+    fraction of a step when its counts are given; the same over every pair under ``*_all`` keys (no pair left
+    out: the state filter itself could be biased when being recorded makes the slow state likelier)."""
     kept = [p for p in pairs if p["same_state"]]
     out: dict = {"pairs": len(pairs), "kept": len(kept)}
-    for key in ("d_launch_ns", "d_nvtx_ns"):
-        med, lo, hi = median_ci([p[key] for p in kept])
-        out[key] = med
-        out[key.replace("_ns", "_ci")] = [lo, hi]
+    for suffix, group in (("", kept), ("_all", pairs)):
+        for key in ("d_launch_ns", "d_nvtx_ns"):
+            med, lo, hi = median_ci([p[key] for p in group])
+            out[key.replace("_ns", suffix + "_ns")] = med
+            out[key.replace("_ns", suffix + "_ci")] = [lo, hi]
+        if launches is not None and step_ms:
+            fr = [(p["d_launch_ns"] * launches + p["d_nvtx_ns"] * (ranges or 0)) / (step_ms * 1e6) for p in group]
+            med, lo, hi = median_ci(fr)
+            out.update({"step_frac" + suffix: med, "step_frac" + suffix + "_ci": [lo, hi]})
     if launches is not None and step_ms:
-        fr = [(p["d_launch_ns"] * launches + p["d_nvtx_ns"] * (ranges or 0)) / (step_ms * 1e6) for p in kept]
-        med, lo, hi = median_ci(fr)
-        out.update({"step_frac": med, "step_frac_ci": [lo, hi], "launches_per_step": launches,
-                    "ranges_per_step": ranges or 0, "step_ms": step_ms})
+        out.update({"launches_per_step": launches, "ranges_per_step": ranges or 0, "step_ms": step_ms})
     return out
 
 
@@ -125,16 +130,23 @@ def line(s: dict) -> str:
     if "step_frac" in s:
         out += (f" step_frac={_f(s['step_frac'], 4)} step_frac_ci={_f(s['step_frac_ci'][0], 4)}-"
                 f"{_f(s['step_frac_ci'][1], 4)}")
+    if "d_launch_all_ns" in s:
+        out += (f" | all pairs: d_launch_ns={_f(s['d_launch_all_ns'])} d_launch_ci={_f(s['d_launch_all_ci'][0])}-"
+                f"{_f(s['d_launch_all_ci'][1])}")
+    if "step_frac_all" in s:
+        out += (f" step_frac={_f(s['step_frac_all'], 4)} step_frac_ci={_f(s['step_frac_all_ci'][0], 4)}-"
+                f"{_f(s['step_frac_all_ci'][1], 4)}")
     return out
 
 
 def run_pairs(n: int, repeats: int, work: Path, tolerance: float, timeout: float,
-              runner: Callable[[list[str], float], dict] = run_once) -> tuple[list[dict], list[str]]:
+              runner: Callable[[list[str], float], dict] = run_once,
+              pin: int | None = None) -> tuple[list[dict], list[str]]:
     """``n`` pairs, order alternating; a pair with a failed process is reported and left out."""
     pairs: list[dict] = []
     failed: list[str] = []
     for i in range(n):
-        cmds = commands(repeats, work / f"attach-{i}.jsonl")
+        cmds = commands(repeats, work / f"attach-{i}.jsonl", pin)
         order = ("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")
         got: dict = {}
         for mode in order:
@@ -164,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranges-per-step", type=float, default=None)
     ap.add_argument("--step-ms", type=float, default=None)
     ap.add_argument("--state-tolerance", type=float, default=0.25)
+    ap.add_argument("--pin", type=int, default=None, metavar="CPU",
+                    help="attach_cost.py --pin CPU in every process (its timing thread on that CPU)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per process, seconds")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
@@ -171,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="attach-") as tmp:
         work = a.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        pairs, failed = run_pairs(a.pairs, a.repeats, work, a.state_tolerance, a.timeout)
+        pairs, failed = run_pairs(a.pairs, a.repeats, work, a.state_tolerance, a.timeout, pin=a.pin)
     s = summarize(pairs, a.launches_per_step, a.ranges_per_step, a.step_ms)
     if a.json:
         a.json.write_text(json.dumps({"pairs": pairs, "summary": s, "failed": failed}, indent=1))

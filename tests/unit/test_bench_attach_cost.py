@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -87,3 +88,20 @@ def test_pairs_alternate_their_order_and_a_failed_process_drops_its_pair(tmp_pat
     assert calls == ["plain", "recorded", "recorded", "plain", "plain", "recorded"]
     assert failed == ["pair 1 recorded"] and [p["pair"] for p in pairs] == [0, 2]
     assert all(p["same_state"] for p in pairs)
+
+
+def test_every_pair_is_also_summarised_without_the_state_filter():
+    deltas = [1500.0, 1700.0, 1800.0, 1900.0, 2100.0, 1750.0, 1850.0, 9000.0]
+    s = B.summarize(_pairs(deltas, bad={6, 7}), launches=47, ranges=7, step_ms=7.2)
+    assert s["kept"] == 6 and s["d_launch_ns"] == 1775.0
+    assert s["d_launch_all_ns"] == statistics.median(deltas)
+    assert s["d_launch_all_ci"][1] >= s["d_launch_all_ns"]
+    assert s["step_frac_all"] > s["step_frac"]
+    assert " | all pairs: d_launch_ns=1825.0 " in B.line(s)
+
+
+def test_pin_reaches_both_commands(tmp_path):
+    cmds = B.commands(3, tmp_path / "t.jsonl", pin=5)
+    for c in cmds.values():
+        assert c[-2:] == ["--pin", "5"]
+    assert "--pin" not in B.commands(3, tmp_path / "t.jsonl")["plain"]
