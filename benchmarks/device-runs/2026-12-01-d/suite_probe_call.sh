@@ -11,7 +11,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
 W=/tmp/suite-probe; mkdir -p $W
 T0=$(date +%s); el() { echo "--- $* ($(( $(date +%s) - T0 )) s)"; }
 el "probe"
-W=$W bash benchmarks/device-runs/pending/probe_call_part.sh
+W=$W bash benchmarks/device-runs/2026-12-01-d/probe_call_part.sh
 el "gpu suite"
 timeout 330 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > $W/gpu_pytest.txt 2>&1; echo "pytest exit $?"
 tail -5 $W/gpu_pytest.txt | cut -c1-300
