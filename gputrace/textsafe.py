@@ -80,6 +80,18 @@ def rich_text(value: object, style: str = "") -> Text:
     return Text(visible(value), style=style)
 
 
+def report_width(default: int = 160) -> int | None:
+    """Width for a report Console: None (rich measures the terminal) when stdout is a terminal; else ``COLUMNS``
+    when it holds a positive integer (``COLUMNS=100 gputrace report t.jsonl > r.txt``); else ``default``."""
+    import os
+    import sys
+
+    if sys.stdout.isatty():
+        return None
+    cols = os.environ.get("COLUMNS", "").strip()
+    return int(cols) if cols.isdigit() and int(cols) > 0 else default
+
+
 def console(**kw) -> Console:
     """A rich Console for printing reports that contain trace text: emoji-code replacement and
     highlighting off (keyword arguments pass through). Trace text still goes in via :func:`markup`

@@ -30,6 +30,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _no_columns_from_the_shell():
+    """Reports off a terminal take their width from ``COLUMNS`` when it is set; tests (and the CLI subprocesses
+    they start) see the fixed default unless they set it themselves."""
+    import os
+
+    old = os.environ.pop("COLUMNS", None)
+    yield
+    if old is not None:
+        os.environ["COLUMNS"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _private_trace_cache(tmp_path_factory):
     """Tests (and the CLI subprocesses they start) keep the columnar trace cache in a temporary
     directory, never the user's ~/.cache."""

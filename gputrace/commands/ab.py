@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gputrace.commands.compare import add_stat_options, dump_json, gate, render_comparison
 from gputrace.commands.prove import add_placement_options
-from gputrace.textsafe import console, markup, rich_text
+from gputrace.textsafe import console, markup, report_width, rich_text
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -236,7 +236,7 @@ def run(args) -> int:
         doc["folder"] = str(exp.out_dir)
         dump_json(doc)
         return gate(head, args.fail_on_regression, args.min_time, err, args.allow_undecided) if head is not None else 0
-    out_c = console(width=None if sys.stdout.isatty() else 160)
+    out_c = console(width=report_width())
     render_report(rep, out_c, args.top, args.only_changed)
     out_c.print(rich_text(f"traces and manifest: {exp.out_dir}"))
     return gate(head, args.fail_on_regression, args.min_time, out_c, args.allow_undecided) if head is not None else 0

@@ -13,7 +13,7 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from gputrace.textsafe import console, markup, rich_text
+from gputrace.textsafe import console, markup, report_width, rich_text
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -313,7 +313,7 @@ def run(args) -> int:
         for w in res.environment.warnings:
             err.print(f"[bold red]WARNING[/] {markup(w)}")
         return gate(res, args.fail_on_regression, args.min_time, err, args.allow_undecided)
-    out = console(width=None if sys.stdout.isatty() else 160)
+    out = console(width=report_width())
     render_comparison(res, out, args.top, only_changed=args.only_changed)
     for w in res.environment.warnings:
         err.print(f"[bold red]WARNING[/] {markup(w)}")

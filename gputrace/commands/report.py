@@ -247,7 +247,7 @@ def run(args) -> int:
     import orjson
 
     from gputrace.commands._inputs import read_inputs
-    from gputrace.textsafe import console
+    from gputrace.textsafe import console, report_width
 
     tl = read_inputs("report", args.traces, args.lenient, "the trace holds no spans")
     if tl is None:
@@ -257,5 +257,5 @@ def run(args) -> int:
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return 0
-    render(data, console(width=None if sys.stdout.isatty() else 160), args.phase_rows)
+    render(data, console(width=report_width()), args.phase_rows)
     return 0

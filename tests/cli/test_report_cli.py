@@ -86,3 +86,20 @@ def test_report_errors(tmp_path):
     assert r.returncode == 1 and "missing.jsonl" in r.stderr
     r = gputrace("report", bad, "--min-gap", "soon")
     assert r.returncode == 2 and "duration" in r.stderr
+
+
+def test_report_off_a_terminal_takes_its_width_from_columns(trace):
+    import os
+
+    def widest(env_columns):
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        if env_columns is not None:
+            env["COLUMNS"] = env_columns
+        r = subprocess.run([sys.executable, "-m", "gputrace", "report", str(trace)], capture_output=True, text=True,
+                           cwd=ROOT, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+        return max(len(line) for line in r.stdout.splitlines())
+
+    assert widest("90") <= 90
+    assert 90 < widest(None) <= 160  # the default for a file or a pipe
+    assert 90 < widest("wide") <= 160  # not a number: the default
