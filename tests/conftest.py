@@ -36,6 +36,9 @@ def _no_columns_from_the_shell():
     import os
 
     old = os.environ.pop("COLUMNS", None)
+    # GNU readline, which pytest's capture imports, sets COLUMNS and LINES in the C environment, which
+    # subprocesses inherit but os.environ does not show: unset it there too.
+    os.unsetenv("COLUMNS")
     yield
     if old is not None:
         os.environ["COLUMNS"] = old
