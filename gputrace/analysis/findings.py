@@ -43,6 +43,9 @@ LAUNCH_BOUND_BUSY = 0.5
 LAUNCH_BOUND_KERNELS = 4
 #: ... with gaps of at most this much per kernel on average (ns): launching and dispatching, not waiting.
 LAUNCH_GAP_MAX = 1_000_000
+#: A GPU-idle finding says the host is mostly untraced (add phases) rather than "overlap X with GPU work" when
+#: the host's recorded spans cover less than this share of the idle time (the stall's ``host_busy_ns``).
+UNTRACED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -139,12 +142,16 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             notes.append(f"{fmt_ns(claim)} of it waiting for the straggler ({slow[0].where}), counted in that finding")
             if lost < ctx.min_ns:
                 continue
+        busy = s.get("host_busy_ns", -1)
         title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
         if what.startswith("the host recorded no work"):
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
         elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
             title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
                      f"set-up in no phase; host: {what})")
+        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"]:
+            title = (f"GPU {s['device']} idle while the host is mostly untraced: add phases to see what it does "
+                     f"({busy / max(s['lost_ns'], 1):.0%} in spans: {what})")
         evidence = text + "".join(f"; {n}" for n in notes)
         where = f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
         iv = tuple(merge_spans(s.get("intervals") or ()))

@@ -59,6 +59,8 @@ class Stall:
     device: int = -1
     host: str = ""
     intervals: tuple[tuple[int, int], ...] = ()
+    #: idle stalls: ns of the gaps' time the host spent in recorded spans (-1: not measured, other categories)
+    host_busy_ns: int = -1
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -101,6 +103,8 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
     measured = gaps.has_activity if len(gaps.has_activity) == n else np.ones(n, bool)
     top = np.where(measured, top, NOT_MEASURED).astype(np.int64)
     dur = gaps.duration
+    entries = np.diff(gaps.act_offsets)
+    covered = np.bincount(np.repeat(np.arange(n), entries), weights=gaps.act_ns.astype(np.float64), minlength=n)
     out = []
     for idx, total, each, big, s, e in _grouped([gaps.host, gaps.device, gaps.edge, top], dur, gaps.start, gaps.end):
         if len(idx) == 1:
@@ -120,8 +124,9 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
         if len(gaps.hosts) > 1:
             text = f"{gaps.hosts[int(gaps.host[big])]}: {text}"
         iv = tuple((a, b) for a, b in merged_pairs(gaps.start[idx], gaps.end[idx]))
+        busy = int(covered[idx].sum()) if bool(measured[idx].all()) else -1
         out.append(Stall("idle", text, len(idx), total, each, int(dur[big]), s, e, -1, int(gaps.device[big]),
-                         gaps.hosts[int(gaps.host[big])], iv))
+                         gaps.hosts[int(gaps.host[big])], iv, busy))
     return out
 
 

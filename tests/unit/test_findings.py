@@ -59,6 +59,39 @@ def test_gpu_idle_host():
     assert run("gpu-idle-host", doc(stalls=[{**idle(200 * MS), "category": "launch"}])) == []
 
 
+def test_gpu_idle_while_the_host_is_mostly_untraced_asks_for_phases():
+    text = "GPU 0 idle 5.57 s while preprocess and cudaMalloc ran on the host (host busy 1% of it)"
+    [f] = run("gpu-idle-host", doc(stalls=[{**idle(5570 * MS, text), "host_busy_ns": 56 * MS}]))
+    assert f.title.startswith("GPU 0 idle while the host is mostly untraced: add phases to see what it does")
+    assert "(1% in spans: preprocess and cudaMalloc)" in f.title and f.saving_ns == 5570 * MS
+    # half or more of the gap in recorded spans: that work is what to overlap
+    [f] = run("gpu-idle-host", doc(stalls=[{**idle(200 * MS), "host_busy_ns": 100 * MS}]))
+    assert f.title == "GPU 0 idle while the host runs preprocess: overlap it with GPU work"
+    # not measured (-1, or a document written before the field): the title names the host work as before
+    for extra in ({"host_busy_ns": -1}, {}):
+        [f] = run("gpu-idle-host", doc(stalls=[{**idle(200 * MS), **extra}]))
+        assert "overlap it with GPU work" in f.title
+
+
+def test_idle_stalls_carry_the_hosts_recorded_time_in_their_gaps():
+    from gputrace.analysis.gaps import gpu_idle_gaps
+    from gputrace.analysis.stalls import idle_stalls
+    from gputrace.testing.synth import make_timeline
+
+    def busy_in_gap(spans):
+        tl = make_timeline([
+            {"name": "k1", "start": 0, "end": 10 * MS, "gpu_start": 0, "gpu_end": 10 * MS, "device": 0},
+            *spans,
+            {"name": "k2", "start": 500 * MS, "end": 510 * MS, "gpu_start": 500 * MS, "gpu_end": 510 * MS, "device": 0},
+        ])
+        [s] = idle_stalls(gpu_idle_gaps(tl))
+        assert s.lost_ns == 490 * MS and s.to_dict()["host_busy_ns"] == s.host_busy_ns
+        return s.host_busy_ns
+
+    assert busy_in_gap([{"name": "prep", "start": 10 * MS, "end": 30 * MS}]) == 20 * MS
+    assert busy_in_gap([{"name": "main", "start": 0, "end": 510 * MS}]) == 490 * MS  # a root covers it all
+
+
 def test_gpu_idle_before_the_first_gpu_work_in_no_phase_is_start_up():
     # As in a `record` run of a training script: the GPU idles from the start until the first kernel while the
     # process's root span runs outside any phase (imports, CUDA context); that is start-up, not work to overlap.
