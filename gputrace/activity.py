@@ -42,6 +42,10 @@ ROLES = ("api", "op", "profiler")
 #: Lane-name prefix of CUDA API-call lanes (``api:NAME`` beside the thread lane ``thread:NAME``): a row
 #: there is an API call, not a phase, whatever its attributes.
 API_LANE_PREFIX = "api:"
+#: Lane-name prefix of the lane ``annotations:stream N`` beside a GPU stream's lane ``stream:N``: the profiler's
+#: device-side copy of the host's annotation ranges on that stream (Kineto's ``gpu_user_annotation``), kept
+#: out of every analysis by their ``gputrace.role = "profiler"``.
+ANNOTATION_LANE_PREFIX = "annotations:stream "
 MEMORY_KINDS = ("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
 SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "unknown")

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputrace.activity import ANNOTATION_LANE_PREFIX
+
 
 @dataclass(frozen=True)
 class Lane:
     """One horizontal track: a stream on a device, or a thread on a host.
 
     ``device`` is the GPU index, or -1 for host-only work (CPU lanes). ``name`` is the
-    lane attribute as recorded (``stream:N`` or ``thread:NAME``).
+    lane attribute as recorded (``stream:N`` or ``thread:NAME``; an import adds ``api:NAME`` beside a thread
+    and ``annotations:stream N`` beside a stream).
     """
 
     host: str
@@ -34,5 +37,10 @@ class Lane:
 
     @property
     def sort_key(self) -> tuple:
-        # Hosts, then GPUs before CPU lanes, then streams before threads, then name.
-        return (self.host, self.device < 0, self.device, self.pid, not self.name.startswith("stream:"), self.name)
+        # Hosts, then GPUs before CPU lanes, then streams before threads, then name; a stream's annotation
+        # lane (``annotations:stream N``) right after the stream's own lane (``stream:N``).
+        name = self.name
+        ann = name.startswith(ANNOTATION_LANE_PREFIX)
+        if ann:
+            name = "stream:" + name[len(ANNOTATION_LANE_PREFIX):]
+        return (self.host, self.device < 0, self.device, self.pid, not name.startswith("stream:"), name, ann)

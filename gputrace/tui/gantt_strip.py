@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from gputrace.tui.layout import elide_middle
+from gputrace.tui.layout import elide_middle, fit_lane_label
 from gputrace.tui.palette import Palette
 from gputrace.tui.render import Cells, cells_to_runs
 from gputrace.tui.rows import DEVICE, HOST, RowSpec
@@ -65,8 +65,14 @@ class RowPainter:
         """Row ``spec`` (``cursor``: the focused cursor row) from its ``tw`` timeline ``cells``, padded to
         ``width`` cells. ``pal``: `palette` of the widget's phases."""
         name_style, base = self._name_styles(spec.kind, cursor, pal.background)
-        # Elided in the middle (the distinguishing end stays), then cut to cells: wide names keep the grid.
-        label = set_cell_size(elide_middle(spec.label, NAME_W - 1), NAME_W - 1)
+        # A lane's name fitted to the column keeping what tells it apart (fit_lane_label), any other label
+        # elided in the middle (the distinguishing end stays); then cut to cells: wide names keep the grid.
+        if spec.name:
+            indent = spec.label[:len(spec.label) - len(spec.label.lstrip(" "))]
+            text = indent + fit_lane_label(spec.name, spec.tag, NAME_W - 1 - len(indent))
+        else:
+            text = elide_middle(spec.label, NAME_W - 1)
+        label = set_cell_size(text, NAME_W - 1)
         segs = [Segment(label, name_style), Segment("│", name_style)]
         for text, fg, bg, bold in cells_to_runs(cells):
             segs.append(Segment(text, pal.style(fg, bg, bold, base)))

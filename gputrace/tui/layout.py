@@ -11,6 +11,7 @@ terminal column of the timeline area, split into two *half-cells* for edge preci
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,53 @@ def elide_middle(text: str, width: int) -> str:
     head = (room + 1) // 2
     tail = room - head
     return text[:indent] + body[:head] + "…" + (body[-tail:] if tail else "")
+
+
+#: A lane name's kind prefix (``thread:``, ``stream:``, ``api:``, ``annotations:``): a lower-case word and a colon.
+_KIND = re.compile(r"([a-z][a-z_]{0,15}):")
+#: The words the lane names themselves use for what a lane is (``thread 483 (python3)``, ``stream 7``): before
+#: an id they say nothing a lane's kind and group do not already say.
+_LANE_WORDS = ("thread", "stream")
+#: The kind of a host lane when a label shows none (the CPU group's lanes are threads).
+_DEFAULT_KIND = "thread"
+
+
+def fit_lane_label(name: str, tag: str, width: int) -> str:
+    """A lane's label in ``width`` characters, keeping what tells it from its neighbours. ``name``: the lane
+    name as shown (already made visible: no control characters), ``kind:BODY`` (``thread:main``,
+    ``api:thread 483 (python3)``, ``stream:7``) or free text; ``tag``: what follows it (`` [pid]``) or ``""``.
+
+    A kind the body repeats is never shown twice (``thread:thread 483 (python3)`` -> ``thread 483 (python3)``).
+    Then, only as long as the label is too wide, in this order: the tag goes (it is common to a process's
+    lanes); a lane word before an id goes (``thread 508 (pt_autograd_0)`` -> ``508 (pt_autograd_0)``,
+    ``api:thread 483 (python3)`` -> ``api:483 (python3)``, ``annotations:stream 24`` -> ``annotations:24``);
+    the ``thread:`` kind goes (a host lane without a kind is a thread: ``PyTorch Profiler``); last, the body
+    is cut in the middle (``elide_middle``), the kind kept unless it would take half the width. At most
+    ``width`` characters. Pure; one line in, one line out."""
+    m = _KIND.match(name)
+    kind, body = (m.group(1), name[m.end():]) if m else ("", name)
+    first = body.split(" ", 1)[0].lower()
+    if kind and first == kind:  # thread:thread 483 -> thread 483
+        kind = ""
+
+    def label() -> str:
+        return (f"{kind}:" if kind else "") + body + tag
+
+    if len(label()) <= width:
+        return label()
+    tag = ""
+    if len(label()) > width:
+        word, _, rest = body.partition(" ")
+        if word.lower() in _LANE_WORDS and rest[:1].isdigit():
+            body = rest
+    if len(label()) > width and kind == _DEFAULT_KIND:
+        kind = ""
+    if len(label()) > width:
+        prefix = f"{kind}:" if kind else ""
+        if 2 * len(prefix) > width:  # a column too narrow to spend on the kind
+            return elide_middle(prefix + body, width)
+        return prefix + elide_middle(body, width - len(prefix))
+    return label()
 
 
 def format_bytes(n: int) -> str:

@@ -47,6 +47,10 @@ class RowSpec:
     depth: int = 0
     group: tuple = ()
     collapsed: bool = False
+    #: A lane's first row: its name as shown and what follows it (`` [pid]``), from which the painter fits the
+    #: label to the name column (``layout.fit_lane_label``); ``label`` holds them whole.
+    name: str = ""
+    tag: str = ""
 
 
 def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), show_gpu: bool = True,
@@ -82,19 +86,23 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
                 lane = tl.lanes[k]
                 li = index.lanes[k]
                 shown = PAUSED_LABEL if lane.name == PAUSED_LANE else visible(lane.name)
-                name = f"   {shown}" + (f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else "")
+                tag = f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else ""
+                name = f"   {shown}{tag}"
                 if compact:
                     label = name
-                    rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev)))
+                    rows.append(RowSpec(LANE, label, (LANE, k, -1, 0), lane=k, level=-1, group=(host, dev),
+                                        name=shown, tag=tag))
                     continue
                 for j, lv in enumerate(li.levels):
-                    if j == 0:
+                    first = j == 0
+                    if first:
                         label = name
                     else:
                         label = f"    └ d{lv.depth}" + (f".{lv.sublevel}" if lv.sublevel else "")
                     rows.append(
                         RowSpec(LANE, label, (LANE, k, lv.depth, lv.sublevel), lane=k, level=j,
-                                depth=lv.depth, group=(host, dev))
+                                depth=lv.depth, group=(host, dev), name=shown if first else "",
+                                tag=tag if first else "")
                     )
                 if show_gpu and li.gpu is not None:
                     rows.append(RowSpec(GPU, "    ⤷ device time", (GPU, k), lane=k, group=(host, dev)))

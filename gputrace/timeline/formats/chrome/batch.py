@@ -53,9 +53,16 @@ def hex_int(v: Any) -> int:
     return 0
 
 
+def meta_label(name: Any, args: dict) -> str:
+    """The label a metadata event gives its track: ``args.labels`` of a ``process_labels`` event (Kineto's
+    ``GPU 0`` / ``CPU``), else ``args.name`` (``process_name``, ``thread_name``); ``""`` when absent."""
+    return str(args.get("labels" if name == "process_labels" else "name", ""))
+
+
 def dict_meta_names(metas: list[dict]) -> list[tuple[Any, Any, Any, str]]:
     """(name, pid, tid, label) of metadata events decoded as dicts (``ColumnState._finish_batch``)."""
-    return [(ev.get("name"), ev.get("pid"), ev.get("tid"), str((ev.get("args") or {}).get("name", ""))) for ev in metas]
+    return [(ev.get("name"), ev.get("pid"), ev.get("tid"), meta_label(ev.get("name"), ev.get("args") or {}))
+            for ev in metas]
 
 
 class ColumnState:
@@ -70,6 +77,7 @@ class ColumnState:
     skipped: int
     t_max: int
     proc_names: dict[Any, str]
+    proc_labels: dict[Any, str]
     thread_names: dict[tuple, str]
     start: array[int]
     end: array[int]
@@ -96,7 +104,8 @@ class ColumnState:
     def _finish_batch(self, n_events: int, ends: np.ndarray | None, names: list[tuple[Any, Any, Any, str]]) -> None:
         """Close a batch the column paths took: ``ends`` (its spans' end times, None when it had none)
         raise ``t_max``; the events neither spans nor metadata count as skipped; ``names`` are the
-        metadata events as (name, pid, tid, label), of which process_name/thread_name name tracks."""
+        metadata events as (name, pid, tid, label), of which process_name/thread_name name tracks and
+        process_labels label processes (``meta_label``)."""
         n_spans = 0
         if ends is not None:
             n_spans = len(ends)
@@ -108,6 +117,8 @@ class ColumnState:
         for name, pid, tid, label in names:
             if name == "process_name":
                 self.proc_names[pid] = label
+            elif name == "process_labels":
+                self.proc_labels[pid] = label
             elif name == "thread_name":
                 self.thread_names[(pid, tid)] = label
 

@@ -22,15 +22,18 @@ from typing import Any
 
 import numpy as np
 
+from gputrace.activity import ANNOTATION_LANE_PREFIX
 from gputrace.phases import phase_kind
 from gputrace.timeline.formats.chrome.args_share import ArgsSharer
 from gputrace.timeline.formats.chrome.batch import (
     STATUS as _STATUS,
     OursBatch,
     hex_int as _hex_int,
+    meta_label,
 )
 from gputrace.timeline.formats.chrome.fields import ChromeFormatError, _args, _ident, _ns, _short, _us_ns, _where
 from gputrace.timeline.formats.chrome.foreign import (
+    ANNOTATION_CATS as _ANNOTATION_CATS,
     GPU_CATS as _GPU_CATS,
     RUNTIME_CATS as _RUNTIME_CATS,
     ForeignBatch,
@@ -46,6 +49,9 @@ from gputrace.timeline.nesting import nest_parents
 #: the batch path (``chrome_foreign``); shorter ones, and the ``B``/``E`` events, one by one.
 _MIN_RUN = 64
 
+
+#: A process Kineto labels as a GPU (``process_labels`` ``GPU 0``; older traces name the process so).
+_GPU_LABEL = re.compile(r"\s*GPU\s*(\d{1,5})\s*")
 
 #: The accumulator's column arrays (``_Events.__init__``).
 _COLUMN_ARRAYS = ("start", "end", "gstart", "gend", "hasg", "circuit", "batch", "nbytes", "kind", "status", "phase",
@@ -86,6 +92,7 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         self.t_max = 0
         self.open_b: dict[tuple, list] = {}
         self.proc_names: dict[Any, str] = {}
+        self.proc_labels: dict[Any, str] = {}
         self.thread_names: dict[tuple, str] = {}
         # columns (times relative to ``base``)
         self.start, self.end = array("q"), array("q")
@@ -106,6 +113,7 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         self.trace_ix: dict[str, int] = {}
         self.correlation: dict[int, int] = {}
         self.gpu_rows: list[tuple[int, int]] = []
+        self.gpu_tracks: dict[tuple, tuple] = {}  # (pid, tid) of device rows -> (device, stream), the first's
         self.cat_attrs: dict[str, dict] = {}
         self.args_sharers: dict[str, ArgsSharer] = {}
 
@@ -171,7 +179,9 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             elif ph == "M":
                 name, args = ev.get("name"), _args(ev, src, idx)
                 if name == "process_name":
-                    self.proc_names[_ident(ev, "pid", src, idx)] = str(args.get("name", ""))
+                    self.proc_names[_ident(ev, "pid", src, idx)] = meta_label(name, args)
+                elif name == "process_labels":
+                    self.proc_labels[_ident(ev, "pid", src, idx)] = meta_label(name, args)
                 elif name == "thread_name":
                     self.thread_names[(_ident(ev, "pid", src, idx), _ident(ev, "tid", src, idx))] = str(
                         args.get("name", ""))
@@ -221,14 +231,17 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             name_ = a.pop("name", name)
         else:
             dev, stream = a.get("device"), a.get("stream")
+            ann = cat in _ANNOTATION_CATS
             if cat in _GPU_CATS and is_device(dev) and stream is not None:
-                lk = self._lane(("gpu", dev, stream))
+                lk = self._lane(("gpuann" if ann else "gpu", dev, stream))
                 kind = "gpu"
                 g0, g1, has_g = s, e, True
                 if isinstance(a.get("correlation"), int):
                     self.gpu_rows.append((i, a["correlation"]))
+                if not ann and (pid, tid) not in self.gpu_tracks:
+                    self.gpu_tracks[(pid, tid)] = (dev, stream)
             else:
-                lk = self._lane(("thr", pid, tid))
+                lk = self._lane(("ann" if ann else "thr", pid, tid))
                 kind = phase_kind(name) if name in _vocab() else "host"
                 if cat in _RUNTIME_CATS and isinstance(a.get("correlation"), int):
                     self.correlation[a["correlation"]] = i
@@ -349,8 +362,11 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
         ix: dict[Lane, int] = {}
         remap = np.zeros(max(len(self.lane_keys), 1), np.int32)
         for k, key in enumerate(self.lane_keys):
+            where = self._annotation_stream(key[1], key[2]) if key[0] == "ann" else key[1:]
             if key[0] == "gpu":
                 lane = Lane(self.host, single_pid, key[1], f"stream:{key[2]}")
+            elif key[0] != "thr" and where is not None:  # device-side annotations: beside their stream
+                lane = Lane(self.host, single_pid, where[0], f"{ANNOTATION_LANE_PREFIX}{where[1]}")
             else:
                 _, pid, tid = key
                 tname = tn.get((pid, tid)) or str(tid)
@@ -361,6 +377,21 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
                 out.append(lane)
             remap[k] = j
         return out, remap
+
+
+    def _annotation_stream(self, pid: Any, tid: Any) -> tuple[int, Any] | None:
+        """(GPU, stream) of Kineto's device-side annotations written on track (``pid``, ``tid``): the GPU stream
+        of the trace's device rows on that track, else GPU N of a process the metadata labels ``GPU N`` (the
+        stream: ``tid``, as Kineto writes it); None when the trace does not say (the rows stay on a thread
+        lane)."""
+        where = self.gpu_tracks.get((pid, tid))
+        if where is not None:
+            return where
+        for label in (self.proc_labels.get(pid), self.proc_names.get(pid)):
+            m = _GPU_LABEL.fullmatch(label) if label else None
+            if m is not None and is_device(int(m.group(1))):
+                return int(m.group(1)), tid
+        return None
 
 
 def _pid(v: Any) -> int:

@@ -32,14 +32,26 @@ import orjson
 
 from gputrace.phases import phase_kind
 from gputrace.timeline.formats.chrome.args_share import ArgsSharer
-from gputrace.timeline.formats.chrome.batch import MAX_TIME_US, ColumnState, dict_meta_names, ident_ok, times_ok
+from gputrace.timeline.formats.chrome.batch import (
+    MAX_TIME_US,
+    ColumnState,
+    dict_meta_names,
+    ident_ok,
+    meta_label,
+    times_ok,
+)
 from gputrace.timeline.formats.chrome.typed import TypedBatch
 from gputrace.timeline.model import KIND_CODES
 
-__all__ = ["ForeignBatch", "GPU_CATS", "RUNTIME_CATS", "decode_foreign", "is_device"]
+__all__ = ["ANNOTATION_CATS", "ForeignBatch", "GPU_CATS", "RUNTIME_CATS", "decode_foreign", "is_device"]
 
 #: Kineto categories of device activity (drawn on GPU stream lanes).
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "gpu_op"}
+#: Kineto's device-side copy of a ``record_function`` range: on the lane ``annotations:stream N`` of its GPU
+#: (``events._Events._lanes``), not on the stream's own lane. Kineto writes it with ``pid`` = the GPU index and
+#: ``tid`` = the stream and no ``device``/``stream`` args, so its lane key is ``("ann", pid, tid)`` until the
+#: end of the read says which GPU that is (``("gpuann", device, stream)`` when it has the args).
+ANNOTATION_CATS = {"gpu_user_annotation"}
 #: Kineto categories of host-side CUDA API calls (carry ``args.correlation``).
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 _PAIRED = {"B", "E"}
@@ -132,7 +144,7 @@ def _meta_names(metas: list) -> list[tuple[Any, Any, Any, str]] | None:
         a = ev.args or {}
         if type(a) is not dict:
             return None
-        out.append((ev.name, ev.pid, ev.tid, str(a.get("name", ""))))
+        out.append((ev.name, ev.pid, ev.tid, meta_label(ev.name, a)))
     return out
 
 
@@ -152,6 +164,7 @@ class ForeignBatch(ColumnState):
     lane_ix: dict[Any, int]
     correlation: dict[int, int]
     gpu_rows: list[tuple[int, int]]
+    gpu_tracks: dict[tuple, tuple]  # (pid, tid) of device rows -> (device, stream) of the first of them
     cat_attrs: dict[str, dict]  # category -> the shared attributes of spans without args
     args_sharers: dict[str, ArgsSharer]  # category -> its sharer of args
     open_b: dict[tuple, list]  # (pid, tid) -> stack of open B events (start ns, name, cat, args)
@@ -268,17 +281,25 @@ class ForeignBatch(ColumnState):
             for j in [j for j, c in enumerate(cats) if c in GPU_CATS]:
                 a = args[j]
                 d, st = a.get("device"), a.get("stream")
+                ann = cats[j] in ANNOTATION_CATS
                 if is_device(d) and st is not None:
                     on_gpu[j] = True
-                    keys[j] = ("gpu", d, st)
+                    keys[j] = ("gpuann" if ann else "gpu", d, st)
                     gpu_js.append(j)
+                elif ann:
+                    keys[j] = ("ann", pids[j], tids[j])
             try:
                 distinct_keys = dict.fromkeys(keys)
             except TypeError:  # an unhashable pid/tid/stream: the per-event path reports it
                 return False
-            if not all(k[0] == "gpu" or (ident_ok(k[1]) and ident_ok(k[2])) for k in distinct_keys):
+            if not all(k[0] in ("gpu", "gpuann") or (ident_ok(k[1]) and ident_ok(k[2])) for k in distinct_keys):
                 return False  # a pid/tid beyond 64 bits: the per-event path reports it
             # From here on nothing is refused.
+            tracks = self.gpu_tracks
+            for j in gpu_js:  # which GPU stream each device row's (pid, tid) is, as the per-event path learns it
+                pid, tid = pids[j], tids[j]
+                if keys[j][0] == "gpu" and ident_ok(pid) and ident_ok(tid) and (pid, tid) not in tracks:
+                    tracks[(pid, tid)] = keys[j][1:]
             for key in distinct_keys:  # first appearance order, as the per-event path
                 self._lane(key)
             lane_ix = self.lane_ix

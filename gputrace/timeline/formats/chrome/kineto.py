@@ -23,7 +23,10 @@ rows a CUPTI recording or an Nsight import gives:
 * profiler bookkeeping -> ``gputrace.role = "profiler"``: the ``Trace`` span ``PyTorch Profiler (0)``,
   ``overhead`` rows (``Activity Buffer Request``), ``gpu_user_annotation`` (the device-side copy of an
   annotation: no device time of its own). Rows of any other category (or none) are phases, as in any
-  Chrome trace.
+  Chrome trace. The reader has already put ``gpu_user_annotation`` rows on the lane ``annotations:stream N``
+  of their GPU, next to that stream's lane (``events._Events._lanes``: the GPU of the trace's device rows on
+  the row's pid/tid, else of a process labelled ``GPU N``, else a host thread lane as before); their role
+  keeps them out of GPU busy, idle gaps, findings and the phases tables wherever they sit.
 
 The header's ``distributedInfo`` becomes resource attributes (``gputrace.rank``,
 ``gputrace.world_size``, ``distributedInfo.*``), with ``gputrace.source = "kineto"``.
