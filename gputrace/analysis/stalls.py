@@ -59,7 +59,7 @@ class Stall:
     device: int = -1
     host: str = ""
     intervals: tuple[tuple[int, int], ...] = ()
-    #: idle stalls: ns of the gaps' time the host spent in recorded spans (-1: not measured, other categories)
+    #: idle stalls: ns of the gaps' time in recorded host spans, at most lost_ns (-1: not measured, other categories)
     host_busy_ns: int = -1
 
     def to_dict(self) -> dict:
@@ -124,7 +124,8 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
         if len(gaps.hosts) > 1:
             text = f"{gaps.hosts[int(gaps.host[big])]}: {text}"
         iv = tuple((a, b) for a, b in merged_pairs(gaps.start[idx], gaps.end[idx]))
-        busy = int(covered[idx].sum()) if bool(measured[idx].all()) else -1
+        # (overlaps of several threads' spans add up: capped at the gaps' time)
+        busy = min(int(covered[idx].sum()), total) if bool(measured[idx].all()) else -1
         out.append(Stall("idle", text, len(idx), total, each, int(dur[big]), s, e, -1, int(gaps.device[big]),
                          gaps.hosts[int(gaps.host[big])], iv, busy))
     return out

@@ -1,8 +1,8 @@
 """`gputrace report --json` on the committed PyTorch-profiler fixtures: GPU busy and idle, the idle gaps, the
 findings, the phases and the stalls are the figures recorded in ``tests/golden/kineto_report_figures.json``
-(written by the reader that left Kineto's ``gpu_user_annotation`` rows on a host thread lane). Moving those rows
-to their GPU's ``annotations:stream N`` lane must not change any of them: they are profiler bookkeeping, with
-no device time of their own, and stay out of every analysis."""
+(written by the reader that left Kineto's ``gpu_user_annotation`` rows on a host thread lane; the idle stalls'
+``host_busy_ns`` added since). Moving those rows to their GPU's ``annotations:stream N`` lane must not change any
+of them: they are profiler bookkeeping, with no device time of their own, and stay out of every analysis."""
 
 from __future__ import annotations
 
