@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gputrace.activity import ANNOTATION_LANE_PREFIX
 from gputrace.analysis.lanes import occupies_lane
 from gputrace.timeline.model import Timeline
 
@@ -18,7 +19,8 @@ from gputrace.timeline.model import Timeline
 @dataclass
 class LaneInRange:
     """One lane's share of the range: ``busy_ns`` is the union of its spans clipped to the
-    range (nesting counted once), host waits (``kind=sync``) left out (`occupies_lane`);
+    range (nesting counted once), host waits (``kind=sync``) left out (`occupies_lane`), and 0 on a
+    profiler's annotation lane (``annotations:stream N``: bookkeeping beside a GPU stream, not work);
     ``phases`` the phases that ran, largest clipped time first (a parent's time includes its
     children's, as in a flame view)."""
 
@@ -74,7 +76,7 @@ def range_summary(tl: Timeline, origin: int, t0: float, t1: float, gaps: dict | 
         phases = [(tl.phases[int(p)], int(per[p])) for p in order.tolist() if per[p] > 0]
         ln = tl.lanes[lane]
         label = f"{ln.host}/{ln.device_label}/{ln.name}"
-        w = works[m]
+        w = works[m] & (not ln.name.startswith(ANNOTATION_LANE_PREFIX))
         out.append(LaneInRange(lane, label, union_length(ls[w], le[w]), int(m.sum()), phases))
     out.sort(key=lambda x: -x.busy_ns)
     idle = []

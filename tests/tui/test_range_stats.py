@@ -70,3 +70,20 @@ def test_a_host_side_sync_is_a_wait_not_lane_busy_time():
     cs = np.maximum(tl.cols["start"][other], a + origin)
     ce = np.minimum(tl.cols["end"][other], b + origin)
     assert ln.busy_ns == union_length(cs[ce > cs], ce[ce > cs]) < b - a
+
+
+def test_a_profilers_annotation_lane_is_listed_but_never_busy():
+    """Kineto's gpu_user_annotation rows sit under their GPU (annotations:stream N); measuring a range must not
+    read them as GPU work."""
+    from pathlib import Path
+
+    from gputrace.timeline import read_any
+
+    tl = read_any([Path(__file__).resolve().parents[1] / "data" / "foreign" / "train_kineto.json.gz"])
+    origin = int(tl.t0)
+    s = range_summary(tl, origin, 0, int(tl.t1) - origin)
+    ann = [x for x in s.lanes if x.label.endswith("/annotations:stream 7")]
+    assert len(ann) == 1 and ann[0].spans > 0 and ann[0].phases  # what ran is still listed
+    assert ann[0].busy_ns == 0
+    stream = next(x for x in s.lanes if x.label.endswith("/stream:7"))
+    assert stream.busy_ns > 0
