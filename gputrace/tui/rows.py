@@ -86,7 +86,7 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
                 lane = tl.lanes[k]
                 li = index.lanes[k]
                 shown = PAUSED_LABEL if lane.name == PAUSED_LANE else visible(lane.name)
-                tag = f" [{lane.pid}]" if n_lanes > 1 and _pids(tl, host) > 1 else ""
+                tag = f" [{lane.pid}]" if lane.pid >= 0 and n_lanes > 1 and _pids(tl, host) > 1 else ""
                 name = f"   {shown}{tag}"
                 if compact:
                     label = name
@@ -161,4 +161,5 @@ def groups_of(tl: Timeline, lane: int) -> set[tuple]:
 
 
 def _pids(tl: Timeline, host: str) -> int:
-    return len({ln.pid for ln in tl.lanes if (ln.host or "?") == host})
+    """Processes with lanes on ``host`` (pid -1, a lane of no process such as a GPU stream's, not counted)."""
+    return len({ln.pid for ln in tl.lanes if (ln.host or "?") == host and ln.pid >= 0})

@@ -76,3 +76,16 @@ def test_kineto_lanes_read_in_the_name_column(tmp_path):
     assert "   thread 483 (python3)" in shown and "   api:483 (python3)" in shown
     assert "   508 ([b]red[/b])" in shown  # untrusted text drawn as it is, not as markup
     assert "   thread:other [7]" in shown
+
+
+def test_a_lane_of_no_process_gets_no_pid_tag():
+    """Kineto's GPU stream lanes and its profiler-overhead lane have pid -1: '[-1]' would only be noise, and a
+    trace of one process (plus such lanes) tags no lane at all."""
+    from pathlib import Path
+
+    from gputrace.timeline import read_any
+
+    tl = read_any([Path(__file__).resolve().parents[1] / "data" / "foreign" / "train_kineto.json.gz"])
+    assert {ln.pid for ln in tl.lanes} >= {-1, 483}  # the premise: pid -1 lanes beside one process's
+    rows = [r for r in build_rows(TimelineIndex.build(tl)) if r.kind == LANE and r.name]
+    assert rows and all(r.tag == "" for r in rows)
