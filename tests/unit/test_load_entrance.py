@@ -52,6 +52,53 @@ def test_sniff_by_content_not_name(tmp_path):
     assert both.n == 2 * tl.n
 
 
+def _kineto_doc(devices: int, pretty: bool, first: str = "schemaVersion") -> bytes:
+    """A torch.profiler export as a machine of ``devices`` GPUs writes it: its header (schemaVersion,
+    deviceProperties of every GPU, or a ``metadata`` block) comes before ``traceEvents``."""
+    import json
+
+    props = [{"id": i, "name": "NVIDIA B200", "totalGlobalMem": 191503138816, "computeMajor": 10,
+              "computeMinor": 0, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
+              "regsPerBlock": 65536, "warpSize": 32, "sharedMemPerBlock": 49152, "numSms": 148,
+              "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448,
+              "sharedMemPerMultiprocessor": 233472} for i in range(devices)]
+    head = ({"schemaVersion": 1, "deviceProperties": props} if first == "schemaVersion"
+            else {"metadata": {"profiler": {"notes": "x" * 5000}}})
+    doc = {**head, "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.0, "dur": 5.0,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0.0, "dur": 20.0}]}
+    return json.dumps(doc, indent=4 if pretty else None).encode()
+
+
+@pytest.mark.parametrize("pretty", [True, False])
+@pytest.mark.parametrize("first", ["schemaVersion", "metadata"])
+def test_a_profiler_export_whose_trace_events_come_late_is_chrome(tmp_path, pretty, first):
+    """torch.profiler on an 8-GPU machine writes 8 deviceProperties (on one line: 16 GPUs; or a tool its
+    metadata) before traceEvents, past the 4 KiB the sniffer reads: such files were taken for OTLP JSON Lines
+    and refused."""
+    raw = _kineto_doc(8 if pretty else 16, pretty, first)
+    assert raw.index(b'"traceEvents"') > 4096
+    p = tmp_path / "trace.json.gz"
+    p.write_bytes(gzip.compress(raw))
+    assert sniff(p) == "chrome"
+    tl = read_any(p)
+    assert "k" in tl.phases and "step" in tl.phases
+
+
+def test_otlp_documents_stay_otlp_whatever_their_layout(tmp_path):
+    import json
+
+    from gputrace.timeline.formats.chrome.sniff import is_chrome
+
+    line = _line(0)
+    assert not is_chrome(line)
+    assert not is_chrome(json.dumps(json.loads(line), indent=2).encode())  # one request, pretty-printed
+    assert not is_chrome(b'{"other": 1}')  # one line, no Chrome key: the native reader says what it is
+    assert is_chrome(b'{\n  "other": 1,\n  "traceEvents": []}')
+    assert is_chrome(b'{\n  "anything": {"a": 1}\n}')  # a document over several lines is not JSON Lines
+
+
 def test_read_as_refuses_unknown_kind(tmp_path):
     with pytest.raises(ValueError, match="unknown trace format 'pcap'"):
         read_as(DATA / "sample_2gpu.jsonl", "pcap")
