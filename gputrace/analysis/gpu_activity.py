@@ -57,6 +57,7 @@ from gputrace.analysis.activity_index import (  # noqa: F401 (re-exported: the n
     ActivityIndex,
     activity_index,
 )
+from gputrace.analysis.api_calls import phase_mask
 from gputrace.analysis.launch_host import host_in_holes, thread_keys
 from gputrace.analysis.unobserved import observed_parts, unobserved
 from gputrace.timeline.model import Timeline
@@ -262,11 +263,13 @@ def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:
     act_mask = idx.mask(tl.n)
     dw = idx.device_work()
     a_rows, a_s, a_e, a_w, a_dev = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw], idx.device[dw]
-    # (phase row, activity) pairs: every non-activity ancestor of each activity span.
+    # (phase row, activity) pairs: every phase ancestor of each activity span (not activity, not an API call,
+    # framework operator or profiler row: a Kineto trace nests its phases inside Python frames and operators).
     pr, pa = [], []
+    phase_rows = phase_mask(tl)
 
-    def collect(ai, anc):  # every level: the activities' phase (non-activity) ancestors
-        ph = ~act_mask[anc]
+    def collect(ai, anc):  # every level: the activities' phase ancestors
+        ph = ~act_mask[anc] & phase_rows[anc]
         pr.append(anc[ph])
         pa.append(ai[ph])
 

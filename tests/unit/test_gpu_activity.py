@@ -207,3 +207,36 @@ def test_critical_path_walks_phases_not_kernels(tl):
     cp = critical_path(tl)
     names = {tl.name_of(int(r)) for r in cp.row}
     assert "ntt" in names and not names & {"ntt_a", "ntt_b", "tail", "other", "[CUDA memcpy HtoD]"}
+
+
+def test_launch_gaps_are_per_phase_never_per_python_frame_or_operator(tmp_path):
+    """A torch.profiler trace with Python frames (``with_stack``) nests its annotations inside them
+    (``<string>(1): <module>`` > ``ProfilerStep#6`` > ``aten::mm`` > the launch): launch gaps and the
+    launch-bound finding belong to the annotation, not to the frames and operators around it."""
+    import json
+
+    from gputrace.analysis.gpu_activity import launch_gaps
+    from gputrace.commands.report import analyse
+    from gputrace.timeline import read_any
+
+    ev = [
+        {"ph": "X", "cat": "python_function", "name": "<string>(1): <module>", "pid": 9, "tid": 9, "ts": 0.0,
+         "dur": 5000.0},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#6", "pid": 9, "tid": 9, "ts": 10.0,
+         "dur": 4900.0},
+    ]
+    for i in range(40):  # 40 short kernels, each launched from an operator, 100 µs apart: launch-bound
+        t = 20.0 + 100.0 * i
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 9, "tid": 9, "ts": t, "dur": 8.0})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": t + 1,
+                   "dur": 5.0, "args": {"correlation": i + 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 10, "dur": 4.0,
+                   "args": {"device": 0, "stream": 7, "correlation": i + 1}})
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    tl = read_any(p)
+    lg = launch_gaps(tl)
+    named = {tl.phases[int(ph)] for ph in lg.phase}
+    assert named == {"ProfilerStep#6"}
+    bound = [f for f in analyse(tl)["findings"] if f["rule"] == "launch-bound"]
+    assert [f["title"].split(" is launch-bound")[0] for f in bound] == ["ProfilerStep#6"]
