@@ -161,26 +161,33 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
 
 def _launch_bound(ctx: Context) -> list[Finding]:
     """Launch-bound phases: under a phase with kernel truth that launched at least 4 kernels per instance,
-    the GPU was busy less than half the phase's time, the gaps average at most 1 ms per kernel, and the
-    host spent them in the phase itself (launching), not in other phases; saving = the launch gaps (fuse
-    kernels, CUDA graphs)."""
+    the GPU was busy less than half of its busy time plus its launch gaps, the gaps average at most 1 ms per
+    kernel, and the host spent them in the phase itself (launching), not in other phases; saving = the launch
+    gaps (fuse kernels, CUDA graphs). A hole longer than ``LAUNCH_GAP_MAX`` (where the phase's ``intervals``
+    show it) is not launch overhead but host work or a wait: it is left out of the gaps, said so, and left to
+    the GPU-idle finding (one 0.5 s stall among 500 kernels made a phase 'launch-bound')."""
     out = []
     phases = {p["phase"] for p in ctx.data.get("phases", [])}
     for r in ctx.gpu.get("launch_gaps", []):
-        width = r["busy_ns"] + r["gap_ns"]
-        if width <= 0 or r["gap_ns"] < ctx.min_ns or r["busy_ns"] / width >= LAUNCH_BOUND_BUSY:
+        iv = merge_spans(r.get("intervals") or ())
+        long_ = [(a, b) for a, b in iv if b - a > LAUNCH_GAP_MAX]
+        gap = max(0, int(r["gap_ns"]) - sum(b - a for a, b in long_))
+        width = r["busy_ns"] + gap
+        if width <= 0 or gap < ctx.min_ns or r["busy_ns"] / width >= LAUNCH_BOUND_BUSY:
             continue
-        if r["kernels"] < LAUNCH_BOUND_KERNELS * max(r["instances"], 1) or r["gap_ns"] > LAUNCH_GAP_MAX * r["kernels"]:
+        if r["kernels"] < LAUNCH_BOUND_KERNELS * max(r["instances"], 1) or gap > LAUNCH_GAP_MAX * r["kernels"]:
             continue  # few kernels, or gaps far longer than a launch: a wait, not launch overhead
         # Gaps filled by other phases on the host are "GPU idle while the host runs X", not launch-bound.
         other = sum(a["ns"] for a in r.get("host_activity", []) if a["phase"] in phases and a["phase"] != r["phase"])
-        if other * 2 >= r["gap_ns"]:
+        if other * 2 >= gap:
             continue
+        note = (f"; {len(long_)} hole(s) over {fmt_ns(LAUNCH_GAP_MAX)} ({fmt_ns(sum(b - a for a, b in long_))}) "
+                f"left out: not launch overhead" if long_ else "")
         out.append(Finding(
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
-            f"({r['busy_ns'] / width:.0%}); launch gaps {fmt_ns(r['gap_ns'])} over {r['instances']} run(s)",
-            int(r["gap_ns"]), f"{r['phase']} GPU {r['device']}", tuple(merge_spans(r.get("intervals") or ()))))
+            f"({r['busy_ns'] / width:.0%}); launch gaps {fmt_ns(gap)} over {r['instances']} run(s){note}",
+            gap, f"{r['phase']} GPU {r['device']}", tuple((a, b) for a, b in iv if b - a <= LAUNCH_GAP_MAX)))
     return out
 
 

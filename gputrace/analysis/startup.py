@@ -12,8 +12,10 @@ A *launcher* is a process with neither phases (besides its root) nor GPU activit
 Its start-up runs from its root's start to its children's first phase or GPU activity.
 
 A process has a start-up only when it has a root: a top-level phase row covering every host row of the
-process (a ``record`` root; Kineto and Nsight traces usually have none, so nothing is inferred there).
-Pure; any thread.
+process (a ``record`` root; Nsight traces usually have none, so nothing is inferred there). A PyTorch-profiler
+(Kineto) trace never has one: it records a window of a running program, so an annotation around all of it
+(``execute_...``, ``ProfilerStep#N``) is a step of the program, not its process from start (its resource
+says ``gputrace.source = "kineto"``). Pure; any thread.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def _parent_pid(tl: Timeline, rows: np.ndarray) -> int | None:
             except (TypeError, ValueError):
                 return None
     return None
+
+
+def _profiler_window(tl: Timeline, rows: np.ndarray) -> bool:
+    """Whether these rows come from a PyTorch-profiler (Kineto) trace: a recorded window, no process start."""
+    return any(0 <= r < len(tl.resources) and tl.resources[r].get("gputrace.source") == "kineto"
+               for r in np.unique(tl.cols["resource"][rows]).tolist())
 
 
 def startup_intervals(tl: Timeline) -> list[dict]:
@@ -61,7 +69,7 @@ def startup_intervals(tl: Timeline) -> list[dict]:
             continue
         lo, hi = int(c["start"][hrows].min()), int(c["end"][hrows].max())
         roots = np.flatnonzero(mine & pm & hm & (c["parent"] < 0) & (c["start"] <= lo) & (c["end"] >= hi))
-        if not len(roots):
+        if not len(roots) or _profiler_window(tl, hrows):
             continue
         root = int(roots[0])
         first, ends_at = None, ""

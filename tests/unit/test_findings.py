@@ -125,6 +125,20 @@ def test_launch_bound():
         assert run("launch-bound", doc(phases=phases, gpu={"launch_gaps": [r]})) == [], r
 
 
+def test_launch_bound_leaves_out_holes_longer_than_a_launch():
+    """One 500 ms stall among 527 kernels is host work or a wait, not launch overhead: without it the phase's
+    GPU was busy nearly all the time, so it is not launch-bound (the GPU-idle finding reports the stall)."""
+    small = [(k * MS, k * MS + 500_000) for k in range(40)]  # 40 holes of 0.5 ms: 20 ms of launch gaps
+    stall = [(100 * MS, 600 * MS)]
+    r = {**launch(kernels=527, busy=493 * MS, gap=520 * MS), "intervals": [list(p) for p in small + stall]}
+    assert run("launch-bound", doc(gpu={"launch_gaps": [r]})) == []
+    # the same holes around little GPU work: launch-bound, saving = the short holes only, the stall named
+    r = {**launch(kernels=64, busy=5 * MS, gap=520 * MS), "intervals": [list(p) for p in small + stall]}
+    [f] = run("launch-bound", doc(gpu={"launch_gaps": [r]}))
+    assert f.saving_ns == 20 * MS and f.intervals == tuple(small)
+    assert "launch gaps 20 ms" in f.evidence and "1 hole(s) over 1 ms (500 ms) left out" in f.evidence
+
+
 def test_pageable_copy_uses_the_pinned_bandwidth_of_the_trace():
     pageable = copy("PAGEABLE", 400 << 20, 40 * MS)  # 10.5 GB/s
     pinned = copy("PINNED", 400 << 20, 16 * MS)  # 26 GB/s

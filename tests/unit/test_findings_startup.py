@@ -155,3 +155,27 @@ def test_startup_rule_fires_and_stays_silent():
     assert f.saving_ns == 350 * MS and f.where == "start-up"  # overlapping processes: the wall time, once
     assert rule.check(Context({"startup": [st[0] | {"end_ns": 5 * MS}]}, {}, 1000 * MS, 10 * MS)) == []
     assert rule.check(Context({}, {}, 1000 * MS, 10 * MS)) == []
+
+
+def test_a_profiler_window_has_no_start_up(tmp_path):
+    """A torch.profiler trace records a window of a running program: an annotation around all of it
+    (sglang's ``execute_...``) is a step, not a process from its start, so nothing before its first inner
+    phase is start-up. The same shape recorded by gputrace (a process root) is."""
+    import json
+
+    from gputrace.analysis.startup import startup_intervals
+    from gputrace.timeline import read_any
+
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "execute_15", "pid": 5, "tid": 5, "ts": 0.0, "dur": 1000.0},
+          {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 5, "tid": 5, "ts": 500.0, "dur": 400.0},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 5, "ts": 510.0,
+           "dur": 5.0, "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 520.0, "dur": 100.0,
+           "args": {"device": 0, "stream": 7, "correlation": 1}}]
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    assert startup_intervals(read_any(p)) == []
+    plain = tmp_path / "c.json"  # the same rows in a plain Chrome trace (no Kineto category): a root, a start-up
+    plain.write_text(json.dumps({"traceEvents": [{k: v for k, v in e.items() if k != "cat"} for e in ev[:2]]}))
+    [s] = startup_intervals(read_any(plain))
+    assert s["duration_ns"] == 500_000 and s["ends_at"] == "first phase step"
