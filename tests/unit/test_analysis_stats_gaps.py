@@ -189,6 +189,31 @@ def test_gap_activity_matches_brute_force(seed):
         assert x.measured and x.host_activity == full[(x.device, x.start)]
 
 
+@pytest.mark.parametrize("seed", [5, 6])
+def test_gap_activity_with_a_thread_waiting_through_the_whole_trace(seed):
+    """A second thread's span covering the whole trace (a torch.profiler trace's ``threading.py: wait``) is
+    one long piece among short ones: every gap overlaps it, and the short pieces are still found exactly."""
+    from gputrace.testing.synth import make_timeline
+
+    base = _random_trace(seed)
+    c = base.cols
+    spans = [{"id": f"r{r}", "name": base.phases[int(c["phase"][r])], "start": int(c["start"][r]),
+              "end": int(c["end"][r]), "parent": f"r{int(c['parent'][r])}" if c["parent"][r] >= 0 else None,
+              "lane": base.lanes[int(c["lane"][r])].name,
+              **({"device": int(c["device"][r]), "gpu_start": int(c["gpu_start"][r]), "gpu_end": int(c["gpu_end"][r])}
+                 if c["gpu_start"][r] >= 0 else {"kind": "host"})} for r in range(base.n)]
+    spans.append({"name": "wait", "start": int(c["start"].min()), "end": int(c["end"].max()), "kind": "host",
+                  "lane": "thread:waiter"})
+    tl = make_timeline(spans)
+    g = gpu_idle_gaps(tl)
+    assert len(g) > 5
+    for i in range(len(g)):
+        gap = g.gap(i)
+        want = _brute_activity(tl, gap.start, gap.end)
+        assert want.get("wait") == gap.end - gap.start
+        assert dict(gap.host_activity) == want
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 def test_gaps_match_brute_force(seed):
     tl = _random_trace(seed)
