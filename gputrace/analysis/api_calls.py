@@ -24,7 +24,7 @@ from gputrace.analysis._common import sum_count_max
 from gputrace.analysis.activity_index import attr_scan, profiler_rows
 from gputrace.timeline.model import Timeline
 
-__all__ = ["api_call_table", "api_rows", "phase_ids", "phase_mask", "profiler_rows"]
+__all__ = ["api_call_table", "api_rows", "background_lanes", "phase_ids", "phase_mask", "profiler_rows"]
 
 _CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 
@@ -50,6 +50,32 @@ def phase_mask(tl: Timeline) -> np.ndarray:
         _CACHE.pop(k, None)
     _CACHE[id(tl)] = (weakref.ref(tl), m)
     return m
+
+
+def background_lanes(tl: Timeline) -> np.ndarray:
+    """Bool per lane: a host thread's lane (``thread:NAME``, or a lane of no GPU stream) with rows, none of
+    them a phase, whose thread made no CUDA API call (no row on its ``api:NAME`` lane). Such a thread never
+    marked work nor fed a GPU: in a torch.profiler trace recorded with Python stacks it is tqdm's monitor or a
+    usage reporter waiting through the whole window (``threading.py(359): wait``), and its frames are not the
+    host work a GPU waited for. A ``record`` or Nsight trace has a phase or an API call on every thread that
+    ran anything, so none of its lanes is background."""
+    n = len(tl.lanes)
+    out = np.zeros(n, bool)
+    if tl.n == 0 or n == 0:
+        return out
+    lane = tl.cols["lane"]
+    has_rows = np.bincount(lane, minlength=n) > 0
+    has_phase = np.bincount(lane[phase_mask(tl)], minlength=n) > 0
+    api = api_rows(tl)
+    api_threads = {(ln.host, ln.pid, ln.name[len(A.API_LANE_PREFIX):])
+                   for ln in (tl.lanes[i] for i in np.unique(lane[api]).tolist())
+                   if ln.name.startswith(A.API_LANE_PREFIX)}
+    for i, ln in enumerate(tl.lanes):
+        if not has_rows[i] or has_phase[i] or ln.device >= 0 or ln.name.startswith(A.API_LANE_PREFIX):
+            continue
+        base = ln.name[len("thread:"):] if ln.name.startswith("thread:") else ln.name
+        out[i] = (ln.host, ln.pid, base) not in api_threads
+    return out
 
 
 def phase_ids(tl: Timeline) -> set[int]:

@@ -36,6 +36,7 @@ from gputrace.analysis._common import (
     uncovered,
     union_by_group,
 )
+from gputrace.analysis.api_calls import background_lanes
 from gputrace.analysis.gpu_activity import activity_index
 from gputrace.analysis.unobserved import observed_parts, unobserved
 from gputrace.timeline.model import Timeline
@@ -272,6 +273,9 @@ def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):
     ngap = len(gs)
     z = np.zeros(0, np.int64)
     hrows = host_rows(tl)
+    bg = background_lanes(tl)
+    if bg.any():  # threads that never marked work nor fed a GPU: their frames are not what a GPU waited for
+        hrows = hrows[~bg[tl.cols["lane"][hrows]]]
     if ngap == 0 or len(hrows) == 0:
         return np.zeros(ngap + 1, np.int64), z, z
     c = tl.cols
