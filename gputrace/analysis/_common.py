@@ -78,6 +78,14 @@ def run_extents(tl: Timeline, run: np.ndarray, nruns: int) -> tuple[np.ndarray, 
     return rmin, rmax
 
 
+def host_run_extents(tl: Timeline, run: np.ndarray, host: np.ndarray, nruns: int,
+                     nhosts: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`run_extents` per (run, host): index ``run * nhosts + host``. A device's leading and trailing idle
+    and its busy window end where its own host's recording does: per-rank profiler traces read together cover
+    different windows, and a rank is not idle where it was not recorded."""
+    return run_extents(tl, run.astype(np.int64) * max(nhosts, 1) + host, max(nruns * nhosts, 1))
+
+
 def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows that are device activity, with their activity interval.
 

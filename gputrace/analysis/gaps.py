@@ -28,6 +28,7 @@ from gputrace.analysis._common import (
     gaps_between,
     group_ids,
     host_rows,
+    host_run_extents,
     offsets_from_counts,
     row_hosts,
     run_extents,
@@ -204,8 +205,8 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     bg, bs, be = gaps_between(ug, us, ue)
     parts_g, parts_s, parts_e, parts_k = [bg], [bs], [be], [np.full(len(bg), BETWEEN, np.int64)]
     if edges:
-        # Run extents (host and device clocks) bound leading/trailing gaps.
-        rmin, rmax = run_extents(tl, run, len(runs))
+        # The extents of the device's own (run, host) (host and device clocks) bound leading/trailing gaps.
+        rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
         ng = len(first)
         seg_first, seg_last = segment_bounds(ug)
         fs = np.empty(ng, np.int64)
@@ -213,8 +214,9 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         le = np.empty(ng, np.int64)
         le[ug[seg_last]] = ue[seg_last]
         gi = np.arange(ng, dtype=np.int64)
-        lead_s, lead_e = rmin[g_run], fs
-        trail_s, trail_e = le, rmax[g_run]
+        ext = g_run * max(len(hosts), 1) + g_host
+        lead_s, lead_e = rmin[ext], fs
+        trail_s, trail_e = le, rmax[ext]
         m1, m2 = lead_e > lead_s, trail_e > trail_s
         parts_g += [gi[m1], gi[m2]]
         parts_s += [lead_s[m1], trail_s[m2]]
@@ -226,9 +228,11 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     if unobs:  # a paused collection: neither busy nor idle (gputrace.analysis.unobserved)
         i, gs, ge = observed_parts(unobs, g_host[gg], g_dev[gg], gs, ge)
         gg, gk = gg[i], gk[i]
-        rmin, rmax = run_extents(tl, run, len(runs))
+        rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
+        nh = max(len(hosts), 1)
         for g in range(len(first)):
-            un_ns[g] = unobs.ns_within((int(g_host[g]), int(g_dev[g])), int(rmin[g_run[g]]), int(rmax[g_run[g]]))
+            ext = int(g_run[g]) * nh + int(g_host[g])
+            un_ns[g] = unobs.ns_within((int(g_host[g]), int(g_dev[g])), int(rmin[ext]), int(rmax[ext]))
     keep = (ge - gs) >= max(min_gap_ns, 1)
     gg, gs, ge, gk = gg[keep], gs[keep], ge[keep], gk[keep]
     order = np.lexsort((gs, gg))

@@ -35,11 +35,11 @@ from gputrace.analysis._common import (
     device_activity,
     gaps_between,
     group_ids,
+    host_run_extents,
     merged_pairs_by_group,
     offsets_from_counts,
     pair_overlaps,
     row_hosts,
-    run_extents,
     run_index,
     segment_bounds,
     union_by_group,
@@ -94,7 +94,8 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
     idx = idx or activity_index(tl)
     run, runs = run_index(tl)
     host, hosts = row_hosts(tl)
-    rmin, rmax = run_extents(tl, run, len(runs))
+    rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
+    nh = max(len(hosts), 1)
     unobs = unobserved(tl)
     dw = idx.device_work()
     a_rows, a_s, a_e, a_w = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw]
@@ -124,8 +125,9 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
             if basis == BRACKETS and key in with_activity:
                 continue
             with_activity.add(key)
-            un = unobs.ns_within((key[1], key[2]), int(rmin[key[0]]), int(rmax[key[0]])) if unobs else 0
-            window = max(int(rmax[key[0]] - rmin[key[0]]) - un, int(busy[g]))
+            ext = key[0] * nh + key[1]
+            un = unobs.ns_within((key[1], key[2]), int(rmin[ext]), int(rmax[ext])) if unobs else 0
+            window = max(int(rmax[ext] - rmin[ext]) - un, int(busy[g]))
             out.append(DeviceBusy(runs[key[0]], hosts[key[1]], key[2], basis, window, int(busy[g]), int(kern[g]),
                                   max(window - int(busy[g]), 0), int(counts[0][g]), int(counts[1][g]),
                                   int(counts[2][g]), un))
