@@ -117,6 +117,8 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
     launchers = {d["process"] for d in ctx.data.get("startup") or [] if d.get("launcher")}
     slow = _straggler(ctx)
     pool = slow[0].saving_ns if slow else 0  # the straggler's waits: idle while waiting at a collective is theirs
+    # the longest single call of each CUDA API (report's api_calls table): a gap spent in one call is that call
+    api_max = {str(a["api"]): int(a.get("max_ns") or 0) for a in ctx.data.get("api_calls") or []}
     for s in ctx.data.get("stalls", []):
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
@@ -143,12 +145,17 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             if lost < ctx.min_ns:
                 continue
         busy = s.get("host_busy_ns", -1)
+        main = _names(what)[0]
         title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
         if what.startswith("the host recorded no work"):
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
         elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
             title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
                      f"set-up in no phase; host: {what})")
+        elif api_max.get(main, 0) * 2 >= int(s.get("largest_ns") or s["lost_ns"]):
+            title = (f"GPU {s['device']} idle while the host is blocked in one {main} call "
+                     f"({fmt_ns(api_max[main])}): CUDA context creation or module loading at first use, or a "
+                     f"blocking call; warm up before timing")
         elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"]:
             title = (f"GPU {s['device']} idle while the host is mostly untraced: add phases to see what it does "
                      f"({busy / max(s['lost_ns'], 1):.0%} in spans: {what})")

@@ -73,6 +73,21 @@ def test_gpu_idle_while_the_host_is_mostly_untraced_asks_for_phases():
         assert "overlap it with GPU work" in f.title
 
 
+def test_gpu_idle_while_the_host_is_blocked_in_one_cuda_call():
+    """A torch.profiler window that starts before any CUDA work: the first call creates the context (alexnet:
+    one cudaDeviceGetStreamPriorityRange of 29.9 s in a 30.5 s idle gap). Not work to overlap."""
+    text = "GPU 0 idle 30.5 s (leading) while cudaDeviceGetStreamPriorityRange and aten::uniform_ ran on the host"
+    stall = {**idle(30_500 * MS, text), "largest_ns": 30_500 * MS, "count": 1}
+    calls = [{"api": "cudaDeviceGetStreamPriorityRange", "count": 11, "total_ns": 29_927 * MS, "max_ns": 29_927 * MS}]
+    [f] = run("gpu-idle-host", doc(stalls=[stall], api_calls=calls))
+    assert f.title.startswith("GPU 0 idle while the host is blocked in one cudaDeviceGetStreamPriorityRange call "
+                              "(29.9 s): CUDA context creation or module loading at first use")
+    # calls that each took a small part of the gap are launches among other work: the host work is named
+    short = [{**calls[0], "max_ns": 2 * MS}]
+    [f] = run("gpu-idle-host", doc(stalls=[stall], api_calls=short))
+    assert f.title.startswith("GPU 0 idle while the host runs cudaDeviceGetStreamPriorityRange and aten::uniform_")
+
+
 def test_idle_stalls_carry_the_hosts_recorded_time_in_their_gaps():
     from gputrace.analysis.gaps import gpu_idle_gaps
     from gputrace.analysis.stalls import idle_stalls
