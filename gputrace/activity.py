@@ -145,3 +145,9 @@ def short_kernel_name(full: str) -> str:
     s = s.rsplit(" ", 1)[-1]
     s = s.rsplit("::", 1)[-1]
     return s or full
+
+
+def api_lane_name(thread_lane: str) -> str:
+    """The name of the lane of a thread's CUDA API calls beside its lane ``thread_lane``: ``api:NAME`` for
+    ``thread:NAME`` (another lane name keeps its whole name after ``api:``)."""
+    return API_LANE_PREFIX + (thread_lane[len("thread:"):] if thread_lane.startswith("thread:") else thread_lane)

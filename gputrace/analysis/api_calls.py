@@ -67,14 +67,11 @@ def background_lanes(tl: Timeline) -> np.ndarray:
     has_rows = np.bincount(lane, minlength=n) > 0
     has_phase = np.bincount(lane[phase_mask(tl)], minlength=n) > 0
     api = api_rows(tl)
-    api_threads = {(ln.host, ln.pid, ln.name[len(A.API_LANE_PREFIX):])
-                   for ln in (tl.lanes[i] for i in np.unique(lane[api]).tolist())
-                   if ln.name.startswith(A.API_LANE_PREFIX)}
+    api_lanes = {(ln.host, ln.pid, ln.name) for ln in (tl.lanes[i] for i in np.unique(lane[api]).tolist())}
     for i, ln in enumerate(tl.lanes):
         if not has_rows[i] or has_phase[i] or ln.device >= 0 or ln.name.startswith(A.API_LANE_PREFIX):
             continue
-        base = ln.name[len("thread:"):] if ln.name.startswith("thread:") else ln.name
-        out[i] = (ln.host, ln.pid, base) not in api_threads
+        out[i] = (ln.host, ln.pid, A.api_lane_name(ln.name)) not in api_lanes
     return out
 
 

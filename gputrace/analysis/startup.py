@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gputrace import activity as A
 from gputrace.analysis._common import device_activity, host_rows
 from gputrace.analysis.api_calls import phase_mask
 from gputrace.timeline.model import Timeline
@@ -41,7 +42,7 @@ def _parent_pid(tl: Timeline, rows: np.ndarray) -> int | None:
 
 def _profiler_window(tl: Timeline, rows: np.ndarray) -> bool:
     """Whether these rows come from a PyTorch-profiler (Kineto) trace: a recorded window, no process start."""
-    return any(0 <= r < len(tl.resources) and tl.resources[r].get("gputrace.source") == "kineto"
+    return any(0 <= r < len(tl.resources) and tl.resources[r].get(A.SOURCE) == "kineto"
                for r in np.unique(tl.cols["resource"][rows]).tolist())
 
 

@@ -108,8 +108,7 @@ class KinetoMapping:
         j = self.api_lane_of.get(li)
         if j is None:
             ln = self.lanes[li]
-            base = ln.name[len("thread:"):] if ln.name.startswith("thread:") else ln.name
-            al = Lane(ln.host, ln.pid, ln.device, A.API_LANE_PREFIX + base)
+            al = Lane(ln.host, ln.pid, ln.device, A.api_lane_name(ln.name))
             j = self.lane_ix.get(al)
             if j is None:
                 j = self.lane_ix[al] = len(self.lanes)

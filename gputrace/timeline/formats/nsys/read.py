@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gputrace.activity import API_LANE_PREFIX
+from gputrace.activity import api_lane_name
 from gputrace.phases import PHASES, phase_kind
 from gputrace.timeline._gc import collector_paused
 from gputrace.timeline._lines import is_gzip
@@ -279,8 +279,7 @@ def _api_calls(rep: NsysReport, R: Rows, thread_lane, off: int, correlation_ids:
 def _api_lane(thread: Lane) -> Lane:
     """The lane of a thread's CUDA API calls (``api:NAME`` beside ``thread:NAME``): API calls are not phases
     (gputrace.analysis.api_calls); they still nest under the thread's NVTX ranges (nesting is per OS thread)."""
-    name = thread.name[len("thread:"):] if thread.name.startswith("thread:") else thread.name
-    return Lane(thread.host, thread.pid, thread.device, API_LANE_PREFIX + name)
+    return Lane(thread.host, thread.pid, thread.device, api_lane_name(thread.name))
 
 
 def _assemble(R: Rows, launched, api_rows, runtime, proc_names, host, epoch, path) -> Timeline:
