@@ -138,14 +138,14 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             if len(kept) < len(names):
                 what = _join(kept)
                 notes.append("launcher " + ", ".join(sorted(launchers & set(names))) + " not counted as host work")
-        if pool and is_collective_name(_names(what)[0]):
+        main = _names(what)[0]
+        if pool and is_collective_name(main):
             claim = min(lost, pool)
             pool, lost = pool - claim, lost - claim
             notes.append(f"{fmt_ns(claim)} of it waiting for the straggler ({slow[0].where}), counted in that finding")
             if lost < ctx.min_ns:
                 continue
         busy = s.get("host_busy_ns", -1)
-        main = _names(what)[0]
         title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
         if what.startswith("the host recorded no work"):
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
@@ -162,7 +162,7 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
         evidence = text + "".join(f"; {n}" for n in notes)
         where = f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
         iv = tuple(merge_spans(s.get("intervals") or ()))
-        out.append((Finding("gpu-idle-host", title, evidence, lost, where, iv), _names(what)[0]))
+        out.append((Finding("gpu-idle-host", title, evidence, lost, where, iv), main))
     return out
 
 

@@ -204,9 +204,12 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     busy = np.bincount(ug, weights=(ue - us).astype(np.float64), minlength=len(first)).astype(np.int64)
     bg, bs, be = gaps_between(ug, us, ue)
     parts_g, parts_s, parts_e, parts_k = [bg], [bs], [be], [np.full(len(bg), BETWEEN, np.int64)]
-    if edges:
-        # The extents of the device's own (run, host) (host and device clocks) bound leading/trailing gaps.
+    unobs = unobserved(tl)
+    if edges or unobs:  # each group's (run, host) extents, host and device clocks: its edge gaps and paused time
         rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
+        ext = g_run * max(len(hosts), 1) + g_host
+        g_lo, g_hi = rmin[ext], rmax[ext]
+    if edges:
         ng = len(first)
         seg_first, seg_last = segment_bounds(ug)
         fs = np.empty(ng, np.int64)
@@ -214,25 +217,20 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         le = np.empty(ng, np.int64)
         le[ug[seg_last]] = ue[seg_last]
         gi = np.arange(ng, dtype=np.int64)
-        ext = g_run * max(len(hosts), 1) + g_host
-        lead_s, lead_e = rmin[ext], fs
-        trail_s, trail_e = le, rmax[ext]
+        lead_s, lead_e = g_lo, fs
+        trail_s, trail_e = le, g_hi
         m1, m2 = lead_e > lead_s, trail_e > trail_s
         parts_g += [gi[m1], gi[m2]]
         parts_s += [lead_s[m1], trail_s[m2]]
         parts_e += [lead_e[m1], trail_e[m2]]
         parts_k += [np.full(int(m1.sum()), LEADING, np.int64), np.full(int(m2.sum()), TRAILING, np.int64)]
     gg, gs, ge, gk = (np.concatenate(p) for p in (parts_g, parts_s, parts_e, parts_k))
-    unobs = unobserved(tl)
     un_ns = np.zeros(len(first), np.int64)
     if unobs:  # a paused collection: neither busy nor idle (gputrace.analysis.unobserved)
         i, gs, ge = observed_parts(unobs, g_host[gg], g_dev[gg], gs, ge)
         gg, gk = gg[i], gk[i]
-        rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
-        nh = max(len(hosts), 1)
         for g in range(len(first)):
-            ext = int(g_run[g]) * nh + int(g_host[g])
-            un_ns[g] = unobs.ns_within((int(g_host[g]), int(g_dev[g])), int(rmin[ext]), int(rmax[ext]))
+            un_ns[g] = unobs.ns_within((int(g_host[g]), int(g_dev[g])), int(g_lo[g]), int(g_hi[g]))
     keep = (ge - gs) >= max(min_gap_ns, 1)
     gg, gs, ge, gk = gg[keep], gs[keep], ge[keep], gk[keep]
     order = np.lexsort((gs, gg))
