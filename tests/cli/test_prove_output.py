@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from rich.console import Console
@@ -16,6 +18,11 @@ def _render(progress) -> str:
     buf = io.StringIO()
     Console(file=buf, force_terminal=False, width=100).print(progress.get_renderable())
     return buf.getvalue()
+
+
+def _python(script: str) -> subprocess.CompletedProcess:
+    """``script`` run by a fresh interpreter (``python -c``), its output captured as text."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
 
 
 def test_progress_bar_shows_its_total_from_the_start():
@@ -57,8 +64,6 @@ def test_ctrl_c_while_the_command_modules_load_is_one_line(monkeypatch, capsys):
 def test_cleanup_that_hangs_after_ctrl_c_ends_after_the_grace_time(tmp_path):
     """If what runs after the first Ctrl-C hangs, the process still ends (grace_s later): its worker processes
     killed, 'interrupted' once, exit status 130."""
-    import subprocess
-    import sys
     import time
 
     script = (
@@ -78,7 +83,7 @@ def test_cleanup_that_hangs_after_ctrl_c_ends_after_the_grace_time(tmp_path):
         "        time.sleep(30)  # a cleanup that never ends\n"
     )
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    r = _python(script)
     assert time.monotonic() - t0 < 20
     assert (r.returncode, r.stderr) == (130, "interrupted\n")
     child = int(r.stdout.split()[0])
@@ -92,9 +97,6 @@ def test_after_the_interrupt_is_reported_a_ctrl_c_is_ignored():
     # The interpreter's finalisation resets a Python SIGINT handler to the default action, after atexit hooks;
     # a second Ctrl-C in that window ended the process by the signal (-2), not with 130 (seen under load in
     # test_prove_interrupt's "twice" case). Once the command has reported the interrupt, SIGINT is ignored.
-    import subprocess
-    import sys
-
     script = (
         "import os, signal, sys\n"
         "from gputrace.commands.prove import Interrupts\n"
@@ -107,16 +109,13 @@ def test_after_the_interrupt_is_reported_a_ctrl_c_is_ignored():
         "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
         "sys.exit(status)\n"
     )
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    r = _python(script)
     assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted\n", "True\n")
 
 
 def test_a_ctrl_c_after_the_work_is_done_is_ignored():
     # A Ctrl-C that came as a successful run ended used to end the process by the signal (-2) once the
     # interpreter's finalisation had reset the handler; after ``finished`` it is ignored and the status stays 0.
-    import subprocess
-    import sys
-
     script = (
         "import os, signal, time\n"
         "from gputrace.commands.prove import Interrupts\n"
@@ -126,5 +125,5 @@ def test_a_ctrl_c_after_the_work_is_done_is_ignored():
         "time.sleep(0.2)\n"
         "print(it.hit, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
     )
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    r = _python(script)
     assert (r.returncode, r.stderr, r.stdout) == (0, "", "False True\n")
