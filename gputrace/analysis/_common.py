@@ -217,16 +217,28 @@ def union_by_group(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndar
     e = np.maximum(np.asarray(e, np.int64), s)
     order = np.lexsort((s, g))
     g, s, e = g[order], s[order], e[order]
-    base = int(s.min())
-    stride = int(e.max()) - base + 1
     rank = np.zeros(n, np.int64)
     if n > 1:
         np.cumsum(g[1:] != g[:-1], out=rank[1:])
-    if (int(rank[-1]) + 1) * stride >= 2**62:
-        # Too many groups for the offset trick: per-group loop (rare: hours x millions of groups).
-        parts = [union_by_group(g[rank == r], s[rank == r], e[rank == r]) for r in np.unique(rank)]
-        return tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[return-value]
-    off = rank * stride - base
+    base = int(s.min())
+    stride = int(e.max()) - base + 1
+    if (int(rank[-1]) + 1) * stride < 2**62:
+        first, ends = _merge_sorted(rank, s - base, e - base, stride)
+        return g[first], s[first], ends + base
+    # Times too far apart for the offset trick (a span of hours times millions of groups, or a trace
+    # spanning more than 2**62 ns): merge the times' ranks instead, which only compares them. Ranks run
+    # below 2n, so (groups x stride) stays below 2**62 for any n under 2**30.
+    vals, inv = np.unique(np.concatenate((s, e)), return_inverse=True)
+    inv = inv.reshape(-1).astype(np.int64)
+    first, ends = _merge_sorted(rank, inv[:n], inv[n:], len(vals))
+    return g[first], s[first], vals[ends]
+
+
+def _merge_sorted(rank: np.ndarray, s: np.ndarray, e: np.ndarray, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """The merge of :func:`union_by_group` over intervals sorted by (group rank, start), with times in
+    ``[0, stride)``: the index of each merged segment's first interval, and the segment's end."""
+    n = len(s)
+    off = rank * stride
     ss, ee = s + off, e + off
     cm = np.maximum.accumulate(ee)
     new = np.ones(n, bool)
@@ -235,7 +247,7 @@ def union_by_group(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndar
     last = np.empty_like(first)
     last[:-1] = first[1:] - 1
     last[-1] = n - 1
-    return g[first], s[first], cm[last] - off[last]
+    return first, cm[last] - off[last]
 
 
 def gaps_between(g: np.ndarray, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
