@@ -22,6 +22,7 @@ Pure; any thread; raises nothing.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
@@ -70,13 +71,12 @@ def _length(iv: list[Span]) -> int:
 
 
 def _minus(a: list[Span], b: list[Span]) -> list[Span]:
-    """``a`` less ``b`` (both sorted and disjoint)."""
+    """``a`` less ``b`` (both sorted and disjoint); each of ``a``'s intervals starts its walk of ``b`` by
+    bisection, so the cost follows the pieces of ``b`` that overlap ``a``, not the length of ``b``."""
+    ends = [e for _, e in b]
     out: list[Span] = []
-    j = 0
     for s, e in a:
-        while j < len(b) and b[j][1] <= s:
-            j += 1
-        k, cur = j, s
+        k, cur = bisect_right(ends, s), s
         while k < len(b) and b[k][0] < e:
             if b[k][0] > cur:
                 out.append((cur, b[k][0]))
@@ -85,6 +85,44 @@ def _minus(a: list[Span], b: list[Span]) -> list[Span]:
         if cur < e:
             out.append((cur, e))
     return out
+
+
+class _Claims:
+    """The wall time claimed so far: sorted, disjoint pieces, each tagged with the position of the finding that
+    claimed it (pieces of different findings may touch). :meth:`claim` walks only the pieces that overlap the
+    new intervals (found by bisection), so accounting F findings costs about F x (their intervals + the pieces
+    they overlap), not F x (all pieces) x (all earlier findings) as a scan of every earlier finding did."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.owner: list[int] = []
+        self.total = 0
+
+    def claim(self, iv: list[Span], who: int) -> tuple[list[Span], dict[int, int]]:
+        """Claim ``iv`` (sorted, disjoint) for finding ``who``: returns the part no earlier finding held (now
+        ``who``'s) and, per earlier finding's position, how much of ``iv`` it already held."""
+        own: list[Span] = []
+        held: dict[int, int] = {}
+        starts, ends, owner = self.starts, self.ends, self.owner
+        for s, e in iv:
+            k, cur = bisect_right(ends, s), s
+            while k < len(starts) and starts[k] < e:
+                if starts[k] > cur:
+                    own.append((cur, starts[k]))
+                o = owner[k]
+                held[o] = held.get(o, 0) + min(e, ends[k]) - max(s, starts[k])
+                cur = max(cur, ends[k])
+                k += 1
+            if cur < e:
+                own.append((cur, e))
+        for s, e in own:  # each piece lies in a hole between claimed pieces
+            k = bisect_right(starts, s)
+            starts.insert(k, s)
+            ends.insert(k, e)
+            owner.insert(k, who)
+            self.total += e - s
+        return own, held
 
 
 #: The order in which findings claim wall time, the most specific first (see the module docstring).
@@ -115,15 +153,14 @@ def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved:
     ``gputrace.analysis.unobserved``): no finding claims them, and they are not wall time left to claim."""
     unseen = merge_spans(unobserved)
     unseen_ns = _length(unseen)
-    claimed: list[Span] = []
-    owners: list[tuple[str, list[Span]]] = []
-    owner_ix: list[int] = []
+    claims = _Claims()
+    owners: list[tuple[str, int]] = []  # (label, index in found) of each interval finding, in claim order
     new: dict[int, Finding] = {}
     also: dict[int, list[str]] = {}  # a finding -> the same rule's findings at the same time (e.g. GPU 1 idle too)
     scalar_total = 0
     for i, f in sorted(enumerate(found), key=lambda p: _claim_key(p[1])):
         notes = []
-        left = max(0, wall_ns - unseen_ns - _length(claimed) - scalar_total) if wall_ns > 0 else None
+        left = max(0, wall_ns - unseen_ns - claims.total - scalar_total) if wall_ns > 0 else None
         saving = f.saving_ns
         if f.intervals:
             iv = merge_spans(f.intervals)
@@ -133,24 +170,21 @@ def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved:
                 if _length(iv) < span:
                     notes.append(f"{fmt_ns(span - _length(iv))} of it with CUDA collection paused (not observed), "
                                  "not counted")
-            own = _minus(iv, claimed)
+            own, held = claims.claim(iv, len(owners))
             saving = min(saving, _length(own))
             if span < f.saving_ns:
                 notes.append(f"{fmt_ns(span)} of wall time (processes in parallel counted once)")
             span = _length(iv)
             if saving < min(f.saving_ns, span):
-                taken = sorted(((lbl, _length(iv) - _length(_minus(iv, o)), k) for (lbl, o), k in zip(owners, owner_ix,
-                                                                                                     strict=True)),
-                               key=lambda t: -t[1])
-                taken = [t for t in taken if t[1] > 0 and (t is taken[0] or t[1] * 100 >= f.saving_ns)]
+                taken = [(owners[o][0], ns, owners[o][1])
+                         for o, ns in sorted(held.items(), key=lambda p: (-p[1], p[0])) if ns > 0]
+                taken = [t for t in taken if t is taken[0] or t[1] * 100 >= f.saving_ns]
                 notes.append(", ".join(f"{fmt_ns(ns)} of it counted in {lbl}" for lbl, ns, _ in taken[:2])
                              + (f" and {len(taken) - 2} more" if len(taken) > 2 else ""))
                 for _, ns, k in taken[:1]:
                     if found[k].rule == f.rule and f.where:
                         also.setdefault(k, []).append(f"{f.where} {fmt_ns(ns)}")
-            claimed = merge_spans([*claimed, *own])
-            owners.append((_label(f), own))
-            owner_ix.append(i)
+            owners.append((_label(f), i))
         if left is not None and left < saving:
             notes.append(f"capped at the {fmt_ns(left)} of wall time no other finding counts")
             saving = left

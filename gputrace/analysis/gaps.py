@@ -302,40 +302,34 @@ def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):
     seg_len = np.maximum(se - ss, 1)
     cls = np.ceil(np.log2(seg_len.astype(np.float64))).astype(np.int64)
     cls += np.left_shift(np.int64(1), cls) < seg_len  # (log2 in floats can round a length just past 2^k down)
-    so = np.lexsort((ss, cls, skey))
-    skey_s, cls_s, ss_s, se_s, srow_s = skey[so], cls[so], ss[so], se[so], srow[so]
-    blocks: dict[int, list[tuple[int, int, int]]] = {}  # key -> [(class, lo, hi)] over the sorted arrays
+    # One pass per length class over every gap at once (not per gap group: 10k ranks made 10k groups x
+    # classes of small numpy calls): the class's segments sorted by (key, start) and each gap's candidates
+    # found by binary search on one composite key, (key, time) with both replaced by their ranks.
+    ukeys = np.unique(np.concatenate((skey, gkey)))
+    skey_r, gkey_r = np.searchsorted(ukeys, skey), np.searchsorted(ukeys, gkey)
+    so = np.lexsort((ss, skey_r, cls))
+    cls_s, skey_s, ss_s, se_s, srow_s = cls[so], skey_r[so], ss[so], se[so], srow[so]
+    cuts = np.flatnonzero(np.r_[True, cls_s[1:] != cls_s[:-1], True])
     pg_parts, ov_parts, ph_parts = [], [], []
-    gid, _ = group_ids(gkey, gap_dev)
-    go = np.argsort(gid, kind="stable")
-    bounds = np.searchsorted(gid[go], np.arange(int(gid.max()) + 2))
-    for k in range(len(bounds) - 1):
-        gidx = go[bounds[k] : bounds[k + 1]]
-        if len(gidx) == 0:
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        reach = min(1 << int(cls_s[a]), 2**63 - 1)  # the class's longest segment
+        lo_t = np.maximum(gs, np.iinfo(np.int64).min + reach) - reach  # (saturating: no int64 wrap)
+        times = np.unique(np.concatenate((ss_s[a:b], lo_t, ge)))
+        width = len(times) + 1
+        seg = skey_s[a:b] * width + np.searchsorted(times, ss_s[a:b])  # ascending: (key, start) in the class
+        first = a + np.searchsorted(seg, gkey_r * width + np.searchsorted(times, lo_t), side="left")
+        last = a + np.searchsorted(seg, gkey_r * width + np.searchsorted(times, ge), side="left")
+        cnt = np.maximum(last - first, 0)
+        tot = int(cnt.sum())
+        if tot == 0:
             continue
-        key = int(gkey[gidx[0]])
-        if key not in blocks:
-            lo, hi = np.searchsorted(skey_s, [key, key + 1])
-            cuts = lo + np.flatnonzero(np.diff(cls_s[lo:hi])) + 1
-            edges = [int(lo), *cuts.tolist(), int(hi)] if hi > lo else []
-            blocks[key] = [(int(cls_s[a]), a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
-        g_s, g_e = gs[gidx], ge[gidx]
-        for c_, a, b in blocks[key]:
-            starts = ss_s[a:b]
-            first = a + np.searchsorted(starts, g_s - (1 << int(c_)), side="left")
-            last = a + np.searchsorted(starts, g_e, side="left")
-            cnt = np.maximum(last - first, 0)
-            tot = int(cnt.sum())
-            if tot == 0:
-                continue
-            gi = np.repeat(np.arange(len(gidx), dtype=np.int64), cnt)
-            pos = np.arange(tot, dtype=np.int64) + np.repeat(first - np.cumsum(cnt) + cnt, cnt)
-            ok = se_s[pos] > g_s[gi]
-            gi, pos = gi[ok], pos[ok]
-            g = gidx[gi]
-            pg_parts.append(g)
-            ov_parts.append(np.minimum(se_s[pos], ge[g]) - np.maximum(ss_s[pos], gs[g]))
-            ph_parts.append(c["phase"][srow_s[pos]].astype(np.int64))
+        g = np.repeat(np.arange(ngap, dtype=np.int64), cnt)
+        pos = np.arange(tot, dtype=np.int64) + np.repeat(first - np.cumsum(cnt) + cnt, cnt)
+        ok = se_s[pos] > gs[g]
+        g, pos = g[ok], pos[ok]
+        pg_parts.append(g)
+        ov_parts.append(np.minimum(se_s[pos], ge[g]) - np.maximum(ss_s[pos], gs[g]))
+        ph_parts.append(c["phase"][srow_s[pos]].astype(np.int64))
     if not pg_parts:
         return np.zeros(ngap + 1, np.int64), z, z
     pg, ov, ph = (np.concatenate(p) for p in (pg_parts, ov_parts, ph_parts))

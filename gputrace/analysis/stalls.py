@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gputrace.analysis._common import fmt_ns, group_ids, merged_pairs
+from gputrace.analysis._common import fmt_ns, group_ids, merged_pairs_by_group
 from gputrace.analysis.gaps import EDGE_NAMES, IdleGaps
 from gputrace.analysis.gpu_activity import LaunchGaps
 from gputrace.analysis.unattributed import Unattributed
@@ -75,21 +75,36 @@ def _times(each: int, count: int, total: int) -> str:
     return f"{fmt_ns(each)} x {count:,} ({fmt_ns(total)})"
 
 
-def _grouped(keys: list[np.ndarray], lost: np.ndarray, start: np.ndarray, end: np.ndarray):
-    """Per group of equal keys: (member indices sorted by lost desc, ...) -> yields
-    (indices, total, median, largest index, extent start, extent end), groups in any order."""
-    if len(lost) == 0:
-        return
+def _groups(keys: list[np.ndarray], lost: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """The groups of equal keys at once: (order, bounds, total, median, largest, extent start, extent end).
+    ``order[bounds[k]:bounds[k + 1]]`` are group k's members sorted by lost desc; the other arrays have one
+    entry per group (``largest`` is a member index). Whole-array numpy, so a trace of 10k ranks (30k groups)
+    costs no per-group numpy calls here."""
     # Instances of one kind group only with others of similar size (half-decade buckets), so
     # one 5 ms gap is not hidden as the tail of "19 µs x 34".
     size = np.floor(2 * np.log10(np.maximum(lost, 1).astype(np.float64))).astype(np.int64)
     gid, _ = group_ids(*keys, size)
     order = np.lexsort((-lost, gid))
     bounds = np.flatnonzero(np.r_[True, gid[order][1:] != gid[order][:-1], True])
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        idx = order[a:b]
-        vals = lost[idx]
-        yield idx, int(vals.sum()), int(np.median(vals)), int(idx[0]), int(start[idx].min()), int(end[idx].max())
+    first, n = bounds[:-1], np.diff(bounds)
+    vals = lost[order]
+    total = np.add.reduceat(vals, first)
+    # np.median's value: the middle one, or the mean of the middle two (vals descend within a group)
+    mid_a, mid_b = vals[first + (n - 1) // 2], vals[first + n // 2]
+    median = (mid_a.astype(np.float64) + mid_b.astype(np.float64)) / 2
+    lo = np.minimum.reduceat(start[order], first)
+    hi = np.maximum.reduceat(end[order], first)
+    return order, bounds, total, median, order[first], lo, hi
+
+
+def _grouped(keys: list[np.ndarray], lost: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Per group of equal keys: (member indices sorted by lost desc, ...) -> yields
+    (indices, total, median, largest index, extent start, extent end), groups in any order."""
+    if len(lost) == 0:
+        return
+    order, bounds, total, median, big, lo, hi = _groups(keys, lost, start, end)
+    for k, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
+        yield order[a:b], int(total[k]), int(median[k]), int(big[k]), int(lo[k]), int(hi[k])
 
 
 def idle_stalls(gaps: IdleGaps) -> list[Stall]:
@@ -105,13 +120,23 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
     dur = gaps.duration
     entries = np.diff(gaps.act_offsets)
     covered = np.bincount(np.repeat(np.arange(n), entries), weights=gaps.act_ns.astype(np.float64), minlength=n)
+    order, bounds, totals, medians, bigs, los, his = _groups([gaps.host, gaps.device, gaps.edge, top], dur,
+                                                             gaps.start, gaps.end)
+    first, sizes = bounds[:-1], np.diff(bounds)
+    ngroups = len(first)
+    # each group's gaps as merged pairs, all groups in one union pass
+    ivs = merged_pairs_by_group(np.repeat(np.arange(ngroups), sizes), gaps.start[order], gaps.end[order], ngroups)
+    # (overlaps of several threads' spans add up: capped at the gaps' time)
+    busys = np.add.reduceat(covered[order], first)
+    all_measured = np.logical_and.reduceat(measured[order], first)
     out = []
-    for idx, total, each, big, s, e in _grouped([gaps.host, gaps.device, gaps.edge, top], dur, gaps.start, gaps.end):
-        if len(idx) == 1:
+    for k in range(ngroups):
+        idx_n, total, each, big = int(sizes[k]), int(totals[k]), int(medians[k]), int(bigs[k])
+        if idx_n == 1:
             text = gaps.gap(big).describe()
         else:
             g = gaps.gap(big)
-            head = f"GPU {g.device} idle {_times(each, len(idx), total)}"
+            head = f"GPU {g.device} idle {_times(each, idx_n, total)}"
             if g.edge != "between":
                 head += f" ({EDGE_NAMES[int(gaps.edge[big])]})"
             t = int(top[big])
@@ -123,11 +148,10 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
                 text = head + f" while mostly {gaps.phases[t]} ran on the host"
         if len(gaps.hosts) > 1:
             text = f"{gaps.hosts[int(gaps.host[big])]}: {text}"
-        iv = tuple((a, b) for a, b in merged_pairs(gaps.start[idx], gaps.end[idx]))
-        # (overlaps of several threads' spans add up: capped at the gaps' time)
-        busy = min(int(covered[idx].sum()), total) if bool(measured[idx].all()) else -1
-        out.append(Stall("idle", text, len(idx), total, each, int(dur[big]), s, e, -1, int(gaps.device[big]),
-                         gaps.hosts[int(gaps.host[big])], iv, busy))
+        iv = tuple((a, b) for a, b in ivs[k])
+        busy = min(int(busys[k]), total) if bool(all_measured[k]) else -1
+        out.append(Stall("idle", text, idx_n, total, each, int(dur[big]), int(los[k]), int(his[k]), -1,
+                         int(gaps.device[big]), gaps.hosts[int(gaps.host[big])], iv, busy))
     return out
 
 

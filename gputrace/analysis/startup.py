@@ -56,47 +56,57 @@ def startup_intervals(tl: Timeline) -> list[dict]:
         return []
     c = tl.cols
     keys = sorted({(ln.host, int(ln.pid)) for ln in tl.lanes})
-    lane_proc = np.array([keys.index((ln.host, int(ln.pid))) for ln in tl.lanes], dtype=np.int64)
+    key_ix = {k: i for i, k in enumerate(keys)}
+    lane_proc = np.array([key_ix[(ln.host, int(ln.pid))] for ln in tl.lanes], dtype=np.int64)
     proc = lane_proc[c["lane"]]  # row -> index into keys (one process: host, pid)
+    # Each process's rows as one slice of a stable sort (rows ascending within it), so the loop below costs
+    # the process's own rows, not a pass over the whole trace per process (40k Kineto pids took minutes).
+    by_proc = np.argsort(proc, kind="stable")
+    bounds = np.searchsorted(proc[by_proc], np.arange(len(keys) + 1))
     pm = phase_mask(tl)
     hm = np.zeros(tl.n, bool)
     hm[host_rows(tl)] = True
     act_rows, act_s, _ = device_activity(tl)
+    # Each process's first GPU activity (the first listed among equal starts).
+    act_proc = proc[act_rows]
+    o = np.lexsort((act_s, act_proc))
+    lead = o[np.r_[True, act_proc[o][1:] != act_proc[o][:-1]]] if len(o) else o
+    first_act = dict(zip(act_proc[lead].tolist(), lead.tolist(), strict=True))
     procs: dict[tuple[str, int], dict] = {}
     for k, (h, p) in enumerate(keys):
-        mine = proc == k
-        hrows = np.flatnonzero(mine & hm)
+        mine = by_proc[bounds[k]:bounds[k + 1]]
+        hrows = mine[hm[mine]]
         if not len(hrows):
             continue
         lo, hi = int(c["start"][hrows].min()), int(c["end"][hrows].max())
-        roots = np.flatnonzero(mine & pm & hm & (c["parent"] < 0) & (c["start"] <= lo) & (c["end"] >= hi))
+        roots = hrows[pm[hrows] & (c["parent"][hrows] < 0) & (c["start"][hrows] <= lo) & (c["end"][hrows] >= hi)]
         if not len(roots) or _profiler_window(tl, hrows):
             continue
         root = int(roots[0])
         first, ends_at = None, ""
-        ph = np.flatnonzero(mine & pm)
+        ph = mine[pm[mine]]
         ph = ph[ph != root]
         if len(ph):
             f = int(ph[np.argmin(c["start"][ph])])
             first, ends_at = int(c["start"][f]), f"first phase {tl.phases[int(c['phase'][f])]}"
-        am = proc[act_rows] == k
-        if am.any():
-            i = int(np.argmin(np.where(am, act_s, np.iinfo(np.int64).max)))
-            if first is None or int(act_s[i]) < first:
-                first = int(act_s[i])
-                ends_at = f"first GPU activity (GPU {int(c['device'][act_rows[i]])})"
+        i = first_act.get(k)
+        if i is not None and (first is None or int(act_s[i]) < first):
+            first = int(act_s[i])
+            ends_at = f"first GPU activity (GPU {int(c['device'][act_rows[i]])})"
         procs[(h, p)] = {"process": tl.phases[int(c["phase"][root])], "host": h, "pid": p,
                          "start_ns": int(c["start"][root]), "first": first, "ends_at": ends_at,
-                         "parent": _parent_pid(tl, np.flatnonzero(mine))}
+                         "parent": _parent_pid(tl, mine)}
+    kids: dict[tuple[str, int], list[int]] = {}  # (host, parent pid) -> its children's first work
+    for (h, _), d in procs.items():
+        if d["parent"] is not None and d["first"] is not None:
+            kids.setdefault((h, d["parent"]), []).append(d["first"])
     out = []
     for (h, p), d in procs.items():
         first, launcher, ends_at = d["first"], False, d["ends_at"]
         if first is None:  # no work of its own: a launcher if its children have some
-            kids = [k["first"] for (kh, _), k in procs.items()
-                    if kh == h and k["parent"] == p and k["first"] is not None]
-            if not kids:
+            if (h, p) not in kids:
                 continue
-            first, launcher, ends_at = min(kids), True, "its child processes' first work"
+            first, launcher, ends_at = min(kids[(h, p)]), True, "its child processes' first work"
         if first <= d["start_ns"]:
             continue
         out.append({"process": d["process"], "host": h, "pid": p, "start_ns": d["start_ns"], "end_ns": first,
