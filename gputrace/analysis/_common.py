@@ -5,6 +5,8 @@ Everything here is pure numpy over `Timeline` columns; nothing allocates per spa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gputrace.analysis.activity_index import SYNC, activity_index, attr_scan, profiler_rows
@@ -78,12 +80,31 @@ def run_extents(tl: Timeline, run: np.ndarray, nruns: int) -> tuple[np.ndarray, 
     return rmin, rmax
 
 
-def host_run_extents(tl: Timeline, run: np.ndarray, host: np.ndarray, nruns: int,
-                     nhosts: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`run_extents` per (run, host): index ``run * nhosts + host``. A device's leading and trailing idle
-    and its busy window end where its own host's recording does: per-rank profiler traces read together cover
-    different windows, and a rank is not idle where it was not recorded."""
-    return run_extents(tl, run.astype(np.int64) * max(nhosts, 1) + host, max(nruns * nhosts, 1))
+@dataclass(frozen=True)
+class HostRunExtents:
+    """:func:`run_extents` per (run, host) pair that has rows: ``keys`` (``run * nhosts + host``, sorted), ``lo``
+    and ``hi``. Only the pairs present are kept (a table of every run x every host was quadratic: 10k ranks
+    on 1,250 hosts made 12.5M entries)."""
+
+    nhosts: int
+    keys: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def of(self, run, host) -> tuple[np.ndarray, np.ndarray]:
+        """(first start, last end) of each (run, host) given (arrays or ints; each pair must have rows)."""
+        i = np.searchsorted(self.keys, np.asarray(run, np.int64) * self.nhosts + np.asarray(host, np.int64))
+        return self.lo[i], self.hi[i]
+
+
+def host_run_extents(tl: Timeline, run: np.ndarray, host: np.ndarray, nhosts: int) -> HostRunExtents:
+    """:func:`run_extents` per (run, host). A device's leading and trailing idle and its busy window end where
+    its own host's recording does: per-rank profiler traces read together cover different windows, and a rank is
+    not idle where it was not recorded."""
+    nh = max(nhosts, 1)
+    keys, inv = np.unique(run.astype(np.int64) * nh + host, return_inverse=True)
+    lo, hi = run_extents(tl, inv.reshape(-1), len(keys))
+    return HostRunExtents(nh, keys, lo, hi)
 
 
 def device_activity(tl: Timeline, kernel_truth: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -206,9 +206,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     parts_g, parts_s, parts_e, parts_k = [bg], [bs], [be], [np.full(len(bg), BETWEEN, np.int64)]
     unobs = unobserved(tl)
     if edges or unobs:  # each group's (run, host) extents, host and device clocks: its edge gaps and paused time
-        rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
-        ext = g_run * max(len(hosts), 1) + g_host
-        g_lo, g_hi = rmin[ext], rmax[ext]
+        g_lo, g_hi = host_run_extents(tl, run, host, len(hosts)).of(g_run, g_host)
     if edges:
         ng = len(first)
         seg_first, seg_last = segment_bounds(ug)

@@ -94,8 +94,7 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
     idx = idx or activity_index(tl)
     run, runs = run_index(tl)
     host, hosts = row_hosts(tl)
-    rmin, rmax = host_run_extents(tl, run, host, len(runs), len(hosts))
-    nh = max(len(hosts), 1)
+    extents = host_run_extents(tl, run, host, len(hosts))
     unobs = unobserved(tl)
     dw = idx.device_work()
     a_rows, a_s, a_e, a_w = idx.rows[dw], idx.start[dw], idx.end[dw], idx.what[dw]
@@ -125,9 +124,9 @@ def device_busy(tl: Timeline, idx: ActivityIndex | None = None) -> list[DeviceBu
             if basis == BRACKETS and key in with_activity:
                 continue
             with_activity.add(key)
-            ext = key[0] * nh + key[1]
-            un = unobs.ns_within((key[1], key[2]), int(rmin[ext]), int(rmax[ext])) if unobs else 0
-            window = max(int(rmax[ext] - rmin[ext]) - un, int(busy[g]))
+            lo, hi = (int(x) for x in extents.of(key[0], key[1]))
+            un = unobs.ns_within((key[1], key[2]), lo, hi) if unobs else 0
+            window = max(hi - lo - un, int(busy[g]))
             out.append(DeviceBusy(runs[key[0]], hosts[key[1]], key[2], basis, window, int(busy[g]), int(kern[g]),
                                   max(window - int(busy[g]), 0), int(counts[0][g]), int(counts[1][g]),
                                   int(counts[2][g]), un))

@@ -10,6 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from gputrace.commands.report_gpu import cut_rows, print_cut
 from gputrace.textsafe import rich_text
 
 if TYPE_CHECKING:
@@ -130,10 +131,12 @@ def render_comm(comm: dict, console) -> None:
     t = Table(title="Communication per rank", title_justify="left")
     for col in ("rank", "source", "collectives", "comm", "overlapped", "exposed"):
         t.add_column(col, justify="left" if col in ("rank", "source") else "right")
-    for r in comm["ranks"]:
+    ranks, cut = cut_rows(comm["ranks"], "exposed_ns")
+    for r in ranks:
         _row(t, str(r["rank"]), r["source"], str(r["calls"]), _fmt(r["comm_ns"]), _fmt(r["overlap_ns"]),
              _fmt(r["exposed_ns"]))
     console.print(t)
+    print_cut(console, cut, "ranks", "exposed communication")
     if comm.get("collectives"):
         t = Table(title=f"Collectives matched across ranks ({comm.get('matched', 0)}; longest wait first)",
                   title_justify="left")
@@ -182,11 +185,13 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
         for col in ("device", "busy", "idle", "idle share", "gaps", "longest gap", "basis",
                     *(("unobserved",) if paused else ())):
             t.add_column(col, justify="left" if col == "device" else "right")
-        for d in gi["per_device"]:
+        devices, cut = cut_rows(gi["per_device"], "idle_ns")
+        for d in devices:
             share = "-" if d["idle_share"] is None else f"{d['idle_share']:.1%}"
             _row(t, f"GPU {d['device']}", _fmt(d["busy_ns"]), _fmt(d["idle_ns"]), share, f"{d['gaps']:,}",
                       _fmt(d["longest_ns"]), d["basis"], *((_fmt(d.get("unobserved_ns") or 0),) if paused else ()))
         console.print(t)
+        print_cut(console, cut, "devices", "idle time")
         if paused:
             console.print("unobserved: CUDA activity collection was paused (record_control.pause), neither busy nor "
                           "idle; idle share is of the observed time (busy + idle)", style="dim")

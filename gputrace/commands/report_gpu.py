@@ -16,6 +16,26 @@ def _pct(a, b) -> str:
     return f"{a / b:.1%}" if b else "-"
 
 
+#: The most rows a per-device or per-rank table prints (a job of 10k ranks printed 10k-row tables, most of
+#: the report's time); ``--json`` keeps every row.
+ROW_CAP = 32
+
+
+def cut_rows(rows: list[dict], key: str, cap: int = ROW_CAP) -> tuple[list[dict], int]:
+    """At most ``cap`` of ``rows``, in their order: those with the largest ``row[key]``; and how many were cut."""
+    if len(rows) <= cap:
+        return rows, 0
+    keep = sorted(sorted(range(len(rows)), key=lambda i: -(rows[i].get(key) or 0))[:cap])
+    return [rows[i] for i in keep], len(rows) - cap
+
+
+def print_cut(console, n: int, what: str, key: str) -> None:
+    """The line under a table :func:`cut_rows` cut."""
+    if n:
+        console.print(f"{n:,} more {what} not shown (the {ROW_CAP} with the most {key} are; --json for all)",
+                      style="dim")
+
+
 def render_gpu(g: dict, console, fmt) -> None:
     """Print the tables for ``gpu_summary()`` output ``g`` on a textsafe console; ``fmt``: ns -> text."""
     from rich.table import Table
@@ -46,13 +66,15 @@ def render_gpu(g: dict, console, fmt) -> None:
         t = table("GPU busy (union of kernels and copies where recorded; else event brackets, an upper bound)",
                   ("device", "basis", "busy", "kernels busy", "idle", "idle share", "kernels", "copies", "memsets",
                    *(("unobserved",) if paused else ())))
-        for d in g["devices"]:
+        devices, cut = cut_rows(g["devices"], "idle_ns")
+        for d in devices:
             kb = d["basis"] == "kernels"
             row(t, f"{d['host']} {_dev(d['device'])}", d["basis"], fmt(d["busy_ns"]),
                 fmt(d["kernel_ns"]) if kb else "-", fmt(d["idle_ns"]), _pct(d["idle_ns"], d["window_ns"]),
                 str(d["kernels"]) if kb else "-", str(d["copies"]) if kb else "-", str(d["memsets"]) if kb else "-",
                 *((fmt(d.get("unobserved_ns") or 0),) if paused else ()))
         console.print(t)
+        print_cut(console, cut, "devices", "idle time")
         if paused:
             console.print("  unobserved: CUDA activity collection was paused (record_control.pause); idle share is "
                           "of the observed time", style="dim")
