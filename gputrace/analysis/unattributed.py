@@ -60,9 +60,8 @@ class Unattributed:
         at most ``MAX_INTERVALS`` pairs, see ``_common.merged_pairs``)."""
         acc: dict[str, list[int]] = {}
         entry_path = np.zeros(len(self.row), np.int64)  # entry -> position of its path in acc
-        for i, (r, d, u) in enumerate(zip(self.row.tolist(), self.duration_ns.tolist(), self.unattributed_ns.tolist(),
+        for i, (p, d, u) in enumerate(zip(tl.paths(self.row), self.duration_ns.tolist(), self.unattributed_ns.tolist(),
                                           strict=True)):
-            p = tl.path(r)
             a = acc.setdefault(p, [len(acc), 0, 0, 0])
             entry_path[i] = a[0]
             a[1] += 1

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from gputrace import __version__ as _gputrace_version
+from gputrace.json_depth import CUT, MAX_VALUE_DEPTH
 from gputrace.otlp.ids import SPAN_KIND_INTERNAL, STATUS_UNSET, hex_id
 
 __all__ = [
@@ -56,12 +57,13 @@ def _double(v: float) -> Any:
     return "Infinity" if v > 0 else "-Infinity"
 
 
-def attr_value(v: Any) -> dict:
+def attr_value(v: Any, _depth: int = 0) -> dict:
     """Python value -> OTLP ``AnyValue`` dict.
 
     str, bool, int (as a decimal string), float, bytes (base64), list/tuple (arrayValue) and
     Mapping (kvlistValue) map directly; numpy scalars map through ``.item()``; None becomes an
-    empty AnyValue ``{}``; anything else is written as its ``str()``.
+    empty AnyValue ``{}``; anything else is written as its ``str()``. A list or map nested deeper than
+    ``json_depth.MAX_VALUE_DEPTH`` levels is written as the string ``json_depth.CUT``.
     """
     t = type(v)
     if t is str:
@@ -84,14 +86,17 @@ def attr_value(v: Any) -> dict:
         return {"stringValue": str(v)}
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"bytesValue": base64.b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, (list, tuple, Mapping)) and _depth >= MAX_VALUE_DEPTH:
+        return {"stringValue": CUT}
     if isinstance(v, (list, tuple)):
-        return {"arrayValue": {"values": [attr_value(x) for x in v]}}
+        return {"arrayValue": {"values": [attr_value(x, _depth + 1) for x in v]}}
     if isinstance(v, Mapping):
-        return {"kvlistValue": {"values": [{"key": str(k), "value": attr_value(x)} for k, x in v.items()]}}
+        return {"kvlistValue": {"values": [{"key": str(k), "value": attr_value(x, _depth + 1)}
+                                           for k, x in v.items()]}}
     item = getattr(v, "item", None)  # numpy scalar
     if item is not None and callable(item):
         try:
-            return attr_value(item())
+            return attr_value(item(), _depth)
         except (TypeError, ValueError):
             pass
     return {"stringValue": str(v)}

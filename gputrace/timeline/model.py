@@ -69,6 +69,10 @@ def _renumbered(d: Mapping[int, Any] | None, inv: np.ndarray, consume: bool = Fa
     return dict(zip(inv[rows].tolist(), values, strict=True))
 
 
+#: The most names in a phase path: a row and 256 of its ancestors (``Timeline.parent_chain``'s cap).
+_PATH_NAMES = 257
+
+
 @dataclass(repr=False)
 class Timeline:
     """All spans as columns (see the module docstring for the contract)."""
@@ -349,15 +353,41 @@ class Timeline:
         """Rows from ``row``'s parent up to its root (nearest first)."""
         out: list[int] = []
         p = int(self.cols["parent"][row])
-        while p >= 0 and len(out) < 256:
+        while p >= 0 and len(out) < _PATH_NAMES - 1:
             out.append(p)
             p = int(self.cols["parent"][p])
         return out
 
     def path(self, row: int) -> str:
-        """Slash-joined phase path from the root, e.g. ``prove/ntt/coset_ntt``."""
+        """Slash-joined phase path from the root, e.g. ``prove/ntt/coset_ntt`` (at most the row and 256 of its
+        ancestors, as :meth:`parent_chain`)."""
         chain = [row] + self.parent_chain(row)
         return "/".join(self.phases[int(self.cols["phase"][r])] for r in reversed(chain))
+
+    def paths(self, rows) -> list[str]:
+        """:meth:`path` of each of ``rows``, each row's path built once from its parent's (a parent chain of
+        160k spans cost 256 Python steps per row and path); equal paths are the same string."""
+        parent = self.cols["parent"].tolist()
+        phase = self.cols["phase"].tolist()
+        keep = _PATH_NAMES
+        memo: dict[int, tuple[int, ...]] = {}
+        texts: dict[tuple[int, ...], str] = {}
+        out = []
+        for r in (int(x) for x in rows):
+            up = []
+            p = r
+            while p >= 0 and p not in memo and len(up) <= len(parent):  # (the length guards a cycle)
+                up.append(p)
+                p = parent[p]
+            t = memo[p] if p >= 0 and p in memo else ()
+            for q in reversed(up):
+                t = (*t, phase[q]) if len(t) < keep else (*t[1 - keep:], phase[q])
+                memo[q] = t
+            text = texts.get(t)
+            if text is None:
+                text = texts[t] = "/".join(self.phases[i] for i in t)
+            out.append(text)
+        return out
 
     def children(self, row: int) -> np.ndarray:
         return np.nonzero(self.cols["parent"] == row)[0]

@@ -116,3 +116,36 @@ def test_import_chrome_refuses_with_a_reason(tmp_path, doc, reason):
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert __import__("re").search(reason, r.stderr), r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["otlp", "chrome", "jaeger"])
+def test_args_nested_300_deep_import_and_export(tmp_path, fmt):
+    """``args`` 300 maps (or lists) deep (issue 34: a traceback in every writer, orjson's depth limit 255): each
+    writer keeps the first MAX_VALUE_DEPTH levels and writes the rest as the CUT text; what it writes reads back.
+    (``read_chrome`` and ``import chrome`` read it whole: the reader's depth limit is its decoder's.)"""
+    from gputrace.json_depth import CUT, MAX_VALUE_DEPTH
+    from gputrace.timeline.load import read_any, write_as
+
+    deep: object = {"leaf": 1}
+    for _ in range(300):
+        deep = {"a": deep}
+    deep_list: object = [1]
+    for _ in range(300):
+        deep_list = [deep_list]
+    src = tmp_path / "deep.json"
+    src.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "name": "op", "ts": 0, "dur": 10, "pid": 1, "tid": 1, "args": {"m": deep, "l": deep_list}},
+        {"ph": "X", "name": "child", "ts": 2, "dur": 3, "pid": 1, "tid": 1, "args": {"k": 1}}]}))
+    out = tmp_path / f"deep.{fmt}"
+    write_as(read_chrome(src), out, fmt)
+    if fmt == "jaeger":  # written only (no Jaeger reader): valid JSON with the cut text
+        assert CUT in out.read_text() and json.loads(out.read_text())
+        return
+    back = read_any([out])
+    assert back.n == 2
+    if fmt == "otlp":
+        row = [r for r in range(back.n) if back.name_of(r) == "op"][0]
+        v = back.attrs[row]["m"]
+        for _ in range(MAX_VALUE_DEPTH - 1):
+            v = v["a"]
+        assert v == {"a": CUT}

@@ -60,3 +60,16 @@ def test_report_of_a_trace_spanning_more_than_2_62_ns(tmp_path):
     a = analyse_timeline(tl)
     (dev,) = a.devices
     assert (dev.busy_ns, dev.idle_ns) == (50, big + 100 - 50)  # busy 10 + 40 ns of the whole wall
+
+
+def test_paths_of_a_long_chain_are_built_once_each():
+    """Timeline.paths (unattributed time per path) equals Timeline.path row by row on a 1,000-span chain, where
+    path keeps the row and 256 ancestors (issue 34: 256 Python steps per row made a 300k chain take 45 s)."""
+    from gputrace.testing.synth import make_timeline
+
+    n = 1000
+    tl = make_timeline([{"id": i, "name": f"f{i % 7}", "start": i, "end": 2 * n - i, "parent": i - 1 if i else None}
+                        for i in range(n)])
+    rows = list(range(tl.n))
+    assert tl.paths(rows) == [tl.path(r) for r in rows]
+    assert len(tl.paths([rows[-1]])[0].split("/")) == 257

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from gputrace.json_depth import capped
 from gputrace.timeline.model import KIND_NAMES, Timeline
 
 __all__ = ["to_jaeger", "write_jaeger", "jaeger_tag"]
@@ -48,7 +49,7 @@ def jaeger_tag(key: str, v: Any) -> dict:
         return jaeger_tag(key, item())
     if isinstance(v, str):
         return {"key": key, "type": "string", "value": v}
-    return {"key": key, "type": "string", "value": orjson.dumps(v, default=str).decode()}
+    return {"key": key, "type": "string", "value": orjson.dumps(capped(v), default=str).decode()}
 
 
 def _synthetic_trace_id(resource: dict) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gputrace.json_depth import CUT, MAX_VALUE_DEPTH
 from gputrace.phases import phase_hex
 from gputrace.timeline.model import KIND_NAMES, Timeline
 
@@ -50,17 +51,20 @@ _STREAM_RE = re.compile(r"stream:(\d+)$")
 KIND_CAT = [KIND_NAMES.get(k, "host") for k in range(max(KIND_NAMES) + 1)]
 
 
-def _jsonable(v: Any) -> Any:
+def _jsonable(v: Any, depth: int = 0) -> Any:
+    """``v`` as JSON-able values; lists and maps nested deeper than ``MAX_VALUE_DEPTH`` become ``CUT``."""
     if isinstance(v, (str, bool, int, float)) or v is None:
         return v
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).hex()
+    if isinstance(v, (list, tuple, Mapping)) and depth >= MAX_VALUE_DEPTH:
+        return CUT
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [_jsonable(x, depth + 1) for x in v]
     if isinstance(v, Mapping):  # dicts and RowAttrs (shared + per-row attribute views)
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): _jsonable(x, depth + 1) for k, x in v.items()}
     item = getattr(v, "item", None)
-    return _jsonable(item()) if callable(item) else str(v)
+    return _jsonable(item(), depth) if callable(item) else str(v)
 
 
 def _j(v: Any) -> str:
