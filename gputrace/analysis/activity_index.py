@@ -80,9 +80,11 @@ def _classify(a) -> tuple:
     w = a.get(ACTIVITY)
     code = _WHAT_CODES.get(w) if w is not None else None
     st = a.get(STREAM) if code is not None else None
+    # a stream id the int64 column cannot hold (a hostile trace) is an unknown stream, as a non-integer is
+    st = st if isinstance(st, int) and -(1 << 63) <= st < (1 << 63) else -1
     if a.get(PAUSED) is True:
-        return code, (st if isinstance(st, int) else -1), PAUSED, True
-    return code, (st if isinstance(st, int) else -1), a.get(ROLE), (ACTIVITY in a or ROLE in a)
+        return code, st, PAUSED, True
+    return code, st, a.get(ROLE), (ACTIVITY in a or ROLE in a)
 
 
 _READ = (ACTIVITY, STREAM, ROLE, PAUSED)

@@ -149,3 +149,38 @@ def test_args_nested_300_deep_import_and_export(tmp_path, fmt):
         for _ in range(MAX_VALUE_DEPTH - 1):
             v = v["a"]
         assert v == {"a": CUT}
+
+
+@pytest.mark.parametrize("stream", [2**64 - 1, 2**63, -(2**63) - 1, 2**70])
+def test_a_kineto_stream_beyond_64_bits(tmp_path, stream):
+    """A kernel whose ``args.stream`` is beyond 64 bits (issue 34: an OverflowError traceback from ``report``): one
+    error naming the event and the field where the decoder gives an int; where it gives a float (beyond
+    uint64) the stream is a lane name, and the analyses count it as an unknown stream."""
+    from gputrace.analysis.report import analyse_timeline
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "void gemm<1>(float*)", "pid": 0, "tid": 7, "ts": 10.0, "dur": 3.0,
+           "args": {"device": 0, "stream": stream, "correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "void gemm<2>(float*)", "pid": 0, "tid": 7, "ts": 20.0, "dur": 3.0,
+           "args": {"device": 0, "stream": 7, "correlation": 2}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0.0, "dur": 30.0, "args": {}}]
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    try:
+        tl = read_chrome(p)
+    except ChromeFormatError as e:
+        assert "traceEvents[0]" in str(e) and "args.stream" in str(e) and str(stream) in str(e)
+        return
+    doc = analyse_timeline(tl).to_dict()
+    assert doc["gpu_activity"]["devices"][0]["kernels"] == 2
+
+
+def test_an_otlp_kernel_stream_beyond_64_bits_is_an_unknown_stream():
+    from gputrace.activity import ACTIVITY, STREAM
+    from gputrace.analysis.activity_index import attr_scan
+    from gputrace.testing.synth import make_timeline
+
+    tl = make_timeline([{"name": "k", "start": 0, "end": 5, "device": 0, "kind": "gpu",
+                         "attrs": {ACTIVITY: "kernel", STREAM: 2**70}},
+                        {"name": "k", "start": 6, "end": 9, "device": 0, "kind": "gpu",
+                         "attrs": {ACTIVITY: "kernel", STREAM: 3}}])
+    assert sorted(attr_scan(tl).act_stream.tolist()) == [-1, 3]

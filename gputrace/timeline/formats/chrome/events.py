@@ -29,6 +29,7 @@ from gputrace.timeline.formats.chrome.batch import (
     STATUS as _STATUS,
     OursBatch,
     hex_int as _hex_int,
+    ident_ok,
     meta_label,
 )
 from gputrace.timeline.formats.chrome.fields import ChromeFormatError, _args, _ident, _ns, _short, _us_ns, _where
@@ -233,6 +234,9 @@ class _Events(OursBatch, OursTyped, ForeignBatch):
             dev, stream = a.get("device"), a.get("stream")
             ann = cat in _ANNOTATION_CATS
             if cat in _GPU_CATS and is_device(dev) and stream is not None:
+                if not ident_ok(stream):  # a stream id is a lane key and a 64-bit column in the analyses
+                    raise ChromeFormatError(f"{where or self.source}: field 'args.stream' must be a string or a "
+                                            f"64-bit integer, got {_short(stream)}")
                 lk = self._lane(("gpuann" if ann else "gpu", dev, stream))
                 kind = "gpu"
                 g0, g1, has_g = s, e, True

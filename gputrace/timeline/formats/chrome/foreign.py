@@ -292,8 +292,8 @@ class ForeignBatch(ColumnState):
                 distinct_keys = dict.fromkeys(keys)
             except TypeError:  # an unhashable pid/tid/stream: the per-event path reports it
                 return False
-            if not all(k[0] in ("gpu", "gpuann") or (ident_ok(k[1]) and ident_ok(k[2])) for k in distinct_keys):
-                return False  # a pid/tid beyond 64 bits: the per-event path reports it
+            if not all(ident_ok(k[2]) and (k[0] in ("gpu", "gpuann") or ident_ok(k[1])) for k in distinct_keys):
+                return False  # a pid/tid/stream beyond 64 bits: the per-event path reports it
             # From here on nothing is refused.
             tracks = self.gpu_tracks
             for j in gpu_js:  # which GPU stream each device row's (pid, tid) is, as the per-event path learns it
