@@ -148,3 +148,19 @@ def test_import_and_report_of_such_a_file_print_one_line(tmp_path, command):
     assert out.returncode != 0
     assert "Traceback" not in out.stderr and "OperationalError" not in out.stderr
     assert "table ENUM_CUDA_MEM_KIND: no column id" in out.stderr
+
+
+def test_a_report_without_the_cuda_api_table_reads_its_kernels(tmp_path):
+    """``nsys export`` with the CUDA API trace off has no CUPTI_ACTIVITY_KIND_RUNTIME (issue 34: refused with a
+    numpy IndexError naming the kernel table): the kernels, copies and ranges read, without launching calls."""
+    from gputrace import activity as A
+
+    full = read_nsys(build_report(tmp_path / "full.sqlite"))
+    p = build_report(tmp_path / "no_api.sqlite")
+    _edit(p, "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    tl = read_nsys(p)
+    kernels = [r for r, a in tl.attrs.items() if a.get(A.ACTIVITY) == "kernel"]
+    want = [r for r, a in full.attrs.items() if a.get(A.ACTIVITY) == "kernel"]
+    assert len(kernels) == len(want) > 0
+    assert all(A.API not in tl.attrs[r] for r in kernels)
+    assert not any(ln.name.startswith("api:") for ln in tl.lanes)

@@ -50,6 +50,14 @@ class ApiCalls:
     index: CorrIndex | None = None
     kind: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
 
+    def at(self, col: np.ndarray, rows: np.ndarray, fill: int) -> np.ndarray:
+        """``col`` (one of the per-call columns) at the global API rows ``rows``; ``fill`` where a row is -1 (no
+        launching call: always so in a report without the CUDA API table, where the columns are empty)."""
+        out = np.full(len(rows), fill, np.int64)
+        hit = rows >= 0
+        out[hit] = col[rows[hit] - self.base]
+        return out
+
     def find(self, proc: np.ndarray, corr: np.ndarray) -> np.ndarray:
         """Global row of the launching call per (process, correlation id), -1 where none."""
         if self.index is None:
@@ -95,7 +103,7 @@ class Device:
                                                             f"stream:{key[2]}"))
             lane_of[i] = k
         # The launching API's phase (its name) is part of the static attributes.
-        api_phase = np.where(a >= 0, self.api.phase[np.maximum(a - self.api.base, 0)], -1) if len(a) else a
+        api_phase = self.api.at(self.api.phase, a, -1)
         return start, end, dev, stream, gpid, has_corr, corr, a, lane_of[g], api_phase
 
     def _add(self, table, common, static: tuple[np.ndarray, ...], make, nbytes=-1) -> None:
@@ -121,7 +129,7 @@ class Device:
         # Per-row attributes: the shared dict, overlaid with the correlation id (and the launch call's start).
         shared = [shared_of[i] for i in g.tolist()]
         launched = a >= 0
-        api_start = np.where(launched, self.api.start[np.maximum(a - self.api.base, 0)], 0) if n else a
+        api_start = self.api.at(self.api.start, a, 0)
         if launched.all():
             pairs = zip(corr.tolist(), api_start.tolist(), strict=True)
             objs = list(map(RowAttrs, shared, repeat(_LAUNCH_KEYS), pairs))
