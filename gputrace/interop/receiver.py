@@ -47,8 +47,9 @@ without a worker (``receiver_http_server.HeaderWait``, at most ``timeout_s``), t
 ``max_workers`` threads (default 32); at most ``max_workers + max_pending`` connections are open (then
 503); a worker's connection has a ``timeout_s`` socket timeout (default 10 s) so a stalled client is
 disconnected, a kept-alive one idles at most 2 s, and while connections wait every answer closes its
-connection. A request whose sender left (HTTP: closed its side; gRPC: cancelled) before it is stored is
-not stored (``ReceiverStats.abandoned``). gRPC runs on 4
+connection. A request whose sender left (HTTP: reset its connection; gRPC: cancelled) before it is stored
+is not stored (``ReceiverStats.abandoned``); an HTTP sender that only half-closed (or closed: a FIN cannot
+tell) is stored and answered, its retry recognised by the retry window. gRPC runs on 4
 threads with at most ``max_workers`` concurrent calls (``RESOURCE_EXHAUSTED`` beyond). All of them append
 under one lock.
 :meth:`start` and :meth:`stop` are idempotent and may be called from any thread; :meth:`drain`,

@@ -109,20 +109,25 @@ class _OtlpHandler(BaseHTTPRequestHandler):
             self.rfile = io.BufferedReader(_Prefixed(head, self.rfile))
 
     def _client_left(self) -> bool:
-        """The client closed its side (gave up): nothing it sent is stored. Peeks without consuming."""
+        """The client is gone for sure (its connection reset or in error): nothing it sent is stored. An end of
+        stream alone (a FIN) is not leaving: HTTP lets a client half-close its side once its request is sent
+        (``shutdown(SHUT_WR)``) and still read the answer, and a FIN cannot tell that from a close; such a
+        request is stored and answered (a sender that had in fact closed and retries is recognised by the
+        retry window and stored once). Peeks without consuming."""
         poll = select.poll()  # (a zero-timeout poll first: recv on a socket with a timeout would wait)
-        poll.register(self.connection, select.POLLIN | select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        poll.register(self.connection, select.POLLIN | select.POLLHUP | select.POLLERR)
         events = poll.poll(0)
         if not events:
             return False
-        if events[0][1] & (select.POLLHUP | select.POLLERR):
+        if events[0][1] & select.POLLERR:
             return True
         try:
-            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError, TimeoutError):
             return False
         except OSError:  # reset by the peer
             return True
+        return False
 
     def handle_one_request(self) -> None:
         if self._served:  # waiting for the next request on a kept-alive connection
