@@ -78,6 +78,14 @@ def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[new], np.maximum.reduceat(e, idx)
 
 
+def _by_rank(ranks: np.ndarray) -> dict[int, np.ndarray]:
+    """rank -> the positions in ``ranks`` that hold it (ascending), for ranks >= 0."""
+    o = np.argsort(ranks, kind="stable")
+    r = ranks[o]
+    cut = np.flatnonzero(np.r_[True, r[1:] != r[:-1], True]) if len(r) else np.zeros(1, np.int64)
+    return {int(r[a]): o[a:b] for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True) if r[a] >= 0}
+
+
 def _covered(s: np.ndarray, e: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> int:
     """Total length of the union (s, e) covered by the union (cs, ce)."""
     s, e = _union(s, e)
@@ -109,10 +117,8 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
         return empty
     c = tl.cols
     res = c["resource"]
-    row_rank = np.full(tl.n, -1, np.int64)
-    for i, rk in enumerate(ranks_of_res):
-        if rk is not None:
-            row_rank[res == i] = rk
+    res_rank = np.array([-1 if rk is None else rk for rk in ranks_of_res] + [-1], np.int64)  # (+1: no resource)
+    row_rank = res_rank[np.where((res >= 0) & (res < len(ranks_of_res)), res, len(ranks_of_res))]
     idx = activity_index(tl)
     kr = idx.rows[idx.what == KERNEL]
     ks, ke = idx.start[idx.what == KERNEL], idx.end[idx.what == KERNEL]
@@ -124,15 +130,21 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
     if coll_ids:
         host_coll = np.isin(c["phase"], np.asarray(coll_ids))
     ranks_out, events = [], {}  # events: rank -> list of (name, key, start)
+    # Each rank's kernels (indices into kr) and collective host rows, grouped once: a mask over the whole trace
+    # per rank made 10k ranks cost 10k passes over every row.
+    k_of = _by_rank(row_rank[kr])
+    h_rows = np.flatnonzero(host_coll)
+    h_of = {rk: h_rows[i] for rk, i in _by_rank(row_rank[h_rows]).items()}
+    none = np.zeros(0, np.int64)
     for rk in sorted({int(x) for x in row_rank.tolist() if x >= 0}):
-        on = row_rank[kr] == rk
-        comm_k = on & kcomm
-        if comm_k.any():
+        mine = k_of.get(rk, none)
+        comm_k = mine[kcomm[mine]]
+        if len(comm_k):
             cs, ce, source = ks[comm_k], ke[comm_k], "nccl kernels"
             ev = [(tl.name_of(int(r)), int(idx.stream[np.searchsorted(idx.rows, r)]), int(s))
                   for r, s in zip(kr[comm_k].tolist(), cs.tolist(), strict=True)]
         else:
-            hr = np.flatnonzero(host_coll & (row_rank == rk))
+            hr = h_of.get(rk, none)
             # One kind per collective: the calls (c10d::...), else the program's own named ranges, else the
             # backend's own annotations (gloo:/nccl:).
             hn = [(r, phase_names[int(c["phase"][r])]) for r in hr.tolist()]
@@ -142,8 +154,8 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
             cs, ce, source = c["start"][hr], c["end"][hr], "host calls"
             ev = [(phase_names[int(c["phase"][r])], -1, int(c["start"][r])) for r in use.tolist()]
         comm = int((_union(cs, ce)[1] - _union(cs, ce)[0]).sum()) if len(cs) else 0
-        comp = on & ~kcomm
-        overlap = _covered(cs, ce, ks[comp], ke[comp]) if len(cs) and comp.any() else 0
+        comp = mine[~kcomm[mine]]
+        overlap = _covered(cs, ce, ks[comp], ke[comp]) if len(cs) and len(comp) else 0
         ranks_out.append({"rank": rk, "source": source, "comm_ns": comm, "overlap_ns": overlap,
                           "exposed_ns": comm - overlap, "calls": len(ev), "intervals": merged_pairs(cs, ce)})
         events[rk] = sorted(ev, key=lambda t: t[2])
