@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -44,20 +43,3 @@ def too_deep(text: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     steps = _OPEN[np.frombuffer(body, np.uint8)]
     return bool(steps.size) and int(np.cumsum(steps, dtype=np.int64).max()) > limit
 
-
-#: The deepest nesting of lists and maps a writer keeps in one attribute value (a Chrome trace's ``args`` may
-#: nest as deep as its decoder allows; OTLP spends four JSON levels per map level, so 32 levels stay far
-#: inside ``MAX_JSON_DEPTH``, orjson's 255 and the recursion limit). Deeper parts become :data:`CUT`.
-MAX_VALUE_DEPTH = 32
-#: What stands for a list or map nested deeper than :data:`MAX_VALUE_DEPTH`.
-CUT = f"(nested deeper than {MAX_VALUE_DEPTH} levels: cut)"
-
-
-def capped(v: object, depth: int = MAX_VALUE_DEPTH) -> object:
-    """``v`` with every list, tuple or mapping nested deeper than ``depth`` levels replaced by :data:`CUT`
-    (containers copied as dicts and lists; anything else as it is). Recursion bounded by ``depth``."""
-    if isinstance(v, Mapping):
-        return CUT if depth <= 0 else {k: capped(x, depth - 1) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return CUT if depth <= 0 else [capped(x, depth - 1) for x in v]
-    return v

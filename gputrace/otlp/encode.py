@@ -31,11 +31,13 @@ from typing import Any
 import orjson
 
 from gputrace import __version__ as _gputrace_version
-from gputrace.json_depth import CUT, MAX_VALUE_DEPTH
 from gputrace.otlp.ids import SPAN_KIND_INTERNAL, STATUS_UNSET, hex_id
 
 __all__ = [
+    "CUT",
+    "MAX_WRITE_DEPTH",
     "attr_value",
+    "capped",
     "attributes_json",
     "encode_attributes",
     "encode_span",
@@ -57,13 +59,32 @@ def _double(v: float) -> Any:
     return "Infinity" if v > 0 else "-Infinity"
 
 
+#: The deepest nesting of lists and maps a writer keeps in one attribute value: half the readers' limit
+#: (``decode.MAX_VALUE_DEPTH``, 64), so what any writer writes reads back, and far inside orjson's 255 and the
+#: recursion limit (a Chrome trace's ``args`` may nest as deep as its decoder allows). Deeper parts become
+#: :data:`CUT`. The Chrome and Jaeger writers use it too.
+MAX_WRITE_DEPTH = 32
+#: What stands for a list or map nested deeper than :data:`MAX_WRITE_DEPTH`.
+CUT = f"(nested deeper than {MAX_WRITE_DEPTH} levels: cut)"
+
+
+def capped(v: object, depth: int = MAX_WRITE_DEPTH) -> object:
+    """``v`` with every list, tuple or mapping nested deeper than ``depth`` levels replaced by :data:`CUT`
+    (containers copied as dicts and lists; anything else as it is). Recursion bounded by ``depth``."""
+    if isinstance(v, Mapping):
+        return CUT if depth <= 0 else {k: capped(x, depth - 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return CUT if depth <= 0 else [capped(x, depth - 1) for x in v]
+    return v
+
+
 def attr_value(v: Any, _depth: int = 0) -> dict:
     """Python value -> OTLP ``AnyValue`` dict.
 
     str, bool, int (as a decimal string), float, bytes (base64), list/tuple (arrayValue) and
     Mapping (kvlistValue) map directly; numpy scalars map through ``.item()``; None becomes an
     empty AnyValue ``{}``; anything else is written as its ``str()``. A list or map nested deeper than
-    ``json_depth.MAX_VALUE_DEPTH`` levels is written as the string ``json_depth.CUT``.
+    ``MAX_WRITE_DEPTH`` levels is written as the string ``CUT``.
     """
     t = type(v)
     if t is str:
@@ -86,7 +107,7 @@ def attr_value(v: Any, _depth: int = 0) -> dict:
         return {"stringValue": str(v)}
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"bytesValue": base64.b64encode(bytes(v)).decode("ascii")}
-    if isinstance(v, (list, tuple, Mapping)) and _depth >= MAX_VALUE_DEPTH:
+    if isinstance(v, (list, tuple, Mapping)) and _depth >= MAX_WRITE_DEPTH:
         return {"stringValue": CUT}
     if isinstance(v, (list, tuple)):
         return {"arrayValue": {"values": [attr_value(x, _depth + 1) for x in v]}}

@@ -374,7 +374,7 @@ class Timeline:
         texts: dict[tuple[int, ...], str] = {}
         out = []
         for r in (int(x) for x in rows):
-            up = []
+            up: list[int] = []
             p = r
             while p >= 0 and p not in memo and len(up) <= len(parent):  # (the length guards a cycle)
                 up.append(p)

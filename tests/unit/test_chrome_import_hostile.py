@@ -121,9 +121,9 @@ def test_import_chrome_refuses_with_a_reason(tmp_path, doc, reason):
 @pytest.mark.parametrize("fmt", ["otlp", "chrome", "jaeger"])
 def test_args_nested_300_deep_import_and_export(tmp_path, fmt):
     """``args`` 300 maps (or lists) deep (issue 34: a traceback in every writer, orjson's depth limit 255): each
-    writer keeps the first MAX_VALUE_DEPTH levels and writes the rest as the CUT text; what it writes reads back.
+    writer keeps the first MAX_WRITE_DEPTH levels and writes the rest as the CUT text; what it writes reads back.
     (``read_chrome`` and ``import chrome`` read it whole: the reader's depth limit is its decoder's.)"""
-    from gputrace.json_depth import CUT, MAX_VALUE_DEPTH
+    from gputrace.otlp.encode import CUT, MAX_WRITE_DEPTH
     from gputrace.timeline.load import read_any, write_as
 
     deep: object = {"leaf": 1}
@@ -146,7 +146,7 @@ def test_args_nested_300_deep_import_and_export(tmp_path, fmt):
     if fmt == "otlp":
         row = [r for r in range(back.n) if back.name_of(r) == "op"][0]
         v = back.attrs[row]["m"]
-        for _ in range(MAX_VALUE_DEPTH - 1):
+        for _ in range(MAX_WRITE_DEPTH - 1):
             v = v["a"]
         assert v == {"a": CUT}
 

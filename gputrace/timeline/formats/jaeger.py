@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from gputrace.json_depth import capped
+from gputrace.otlp.encode import capped
 from gputrace.timeline.model import KIND_NAMES, Timeline
 
 __all__ = ["to_jaeger", "write_jaeger", "jaeger_tag"]

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gputrace.json_depth import CUT, MAX_VALUE_DEPTH
+from gputrace.otlp.encode import CUT, MAX_WRITE_DEPTH
 from gputrace.phases import phase_hex
 from gputrace.timeline.model import KIND_NAMES, Timeline
 
@@ -52,12 +52,12 @@ KIND_CAT = [KIND_NAMES.get(k, "host") for k in range(max(KIND_NAMES) + 1)]
 
 
 def _jsonable(v: Any, depth: int = 0) -> Any:
-    """``v`` as JSON-able values; lists and maps nested deeper than ``MAX_VALUE_DEPTH`` become ``CUT``."""
+    """``v`` as JSON-able values; lists and maps nested deeper than ``MAX_WRITE_DEPTH`` become ``CUT``."""
     if isinstance(v, (str, bool, int, float)) or v is None:
         return v
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).hex()
-    if isinstance(v, (list, tuple, Mapping)) and depth >= MAX_VALUE_DEPTH:
+    if isinstance(v, (list, tuple, Mapping)) and depth >= MAX_WRITE_DEPTH:
         return CUT
     if isinstance(v, (list, tuple)):
         return [_jsonable(x, depth + 1) for x in v]
