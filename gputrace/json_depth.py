@@ -42,4 +42,3 @@ def too_deep(text: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     body = _STRING.sub(b'""', text)
     steps = _OPEN[np.frombuffer(body, np.uint8)]
     return bool(steps.size) and int(np.cumsum(steps, dtype=np.int64).max()) > limit
-
