@@ -30,7 +30,6 @@ import re
 from functools import lru_cache
 from typing import Any
 
-
 ELLIPSIS = "…"
 _OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
 
@@ -188,7 +187,8 @@ def _top_args(key: str) -> list[str]:
     if not t.endswith(">"):
         return []
     depth, end = 0, len(t) - 1
-    args, cur = [], []
+    args: list[str] = []
+    cur: list[str] = []
     for i in range(end, -1, -1):
         ch = t[i]
         if ch in ">)]}":

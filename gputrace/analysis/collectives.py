@@ -426,7 +426,7 @@ def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_r
         strag.setdefault(m.last_rank, []).append(m)
     # The straggler is the rank last most often (a one-off, such as a profiler starting late on one rank,
     # does not make a straggler); ``median_wait_ns``: what one collective typically cost the others.
-    out = []
+    out: list[dict[str, Any]] = []
     for rk, ms in strag.items():
         waits = [int(sum(m.waits.values())) for m in ms]
         windows = [(m.arrival - max(m.waits.values()), m.arrival) for m in ms if m.waits and max(m.waits.values()) > 0]

@@ -15,6 +15,8 @@ results. Pure numpy plus small Python loops over groups; any thread.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gputrace import activity as A
@@ -146,18 +148,19 @@ def _full_names(tl: Timeline, rows: np.ndarray) -> list[str]:
     shared: dict[int, object] = {}
     plain: dict[int, bool] = {}
     overlaid = (RowAttrs, TemplateAttrs)
-    attrs, name_of, key = tl.attrs, tl.name_of, A.KERNEL_NAME
+    attrs: dict[int, Any] = tl.attrs  # dicts, RowAttrs, TemplateAttrs (any Mapping)
+    name_of, key = tl.name_of, A.KERNEL_NAME
     for r in rows.tolist():
         a = attrs.get(r)
         v = None
         if a is not None:
             if type(a) in overlaid:
-                ks = a.keys_  # type: ignore[union-attr]
+                ks = a.keys_
                 p = plain.get(id(ks))
                 if p is None:
                     p = plain[id(ks)] = key not in ks
                 if p:
-                    sh = a.shared  # type: ignore[union-attr]
+                    sh = a.shared
                     v = shared.get(id(sh), shared)
                     if v is shared:
                         v = shared[id(sh)] = sh.get(key)
@@ -219,8 +222,8 @@ def kernel_names_table(table: list[dict], top: int = 1000) -> list[dict]:
     for r in table:
         a = acc.get(r["key"])
         if a is None:
-            acc[r["key"]] = {"kernel": r["kernel"], "display": r["display"], "full_name": r["full_name"], "key": r["key"], "count": r["count"],
-                             "total_ns": r["total_ns"], "max_ns": r["max_ns"]}
+            acc[r["key"]] = {"kernel": r["kernel"], "display": r["display"], "full_name": r["full_name"],
+                             "key": r["key"], "count": r["count"], "total_ns": r["total_ns"], "max_ns": r["max_ns"]}
         else:
             a["count"] += r["count"]
             a["total_ns"] += r["total_ns"]
