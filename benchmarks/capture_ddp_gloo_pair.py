@@ -67,6 +67,7 @@ def _rank(rank: int, world: int, out: str, steps: int, late_ms: float, port: int
     b, lt = backward[warm + 1:], late[warm + 1:]  # the profiler's warm-up step is not traced either
     print(f"TRUTH rank={rank} steps={len(b)} backward_median_ms={statistics.median(b):.3f} "
           f"late_median_ms={statistics.median(lt) if lt else 0.0:.3f}", flush=True)
+    print(f"STEPS rank={rank} backward_ms={','.join(f'{x:.3f}' for x in b)}", flush=True)
     dist.destroy_process_group()
 
 

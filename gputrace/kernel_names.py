@@ -208,9 +208,8 @@ def _top_args(key: str) -> list[str]:
     return []
 
 
-def _short_arg(arg: str) -> str:
-    """A template argument for a table cell: nested lists elided, leading namespaces dropped."""
-    a = _elide(arg)
+def _last_part(a: str) -> tuple[str, str]:
+    """(``a`` up to its last top-level ``::``, the part after it)."""
     depth, cut = 0, 0
     for i, ch in enumerate(a):
         if ch in "<([{":
@@ -219,7 +218,18 @@ def _short_arg(arg: str) -> str:
             depth -= 1
         elif depth == 0 and a.startswith("::", i):
             cut = i + 2
-    return a[cut:] or a
+    return a[:max(cut - 2, 0)], a[cut:]
+
+
+def _short_arg(arg: str) -> str:
+    """A template argument for a table cell: nested lists elided, leading namespaces dropped; a lambda keeps the
+    function it is in (``GeluCUDAKernelImpl(…)::…::{lambda(…)#1}``)."""
+    a = _elide(arg)
+    head, last = _last_part(a)
+    if last.startswith("{lambda") and head:
+        outer = head.split("::{lambda", 1)[0]
+        return _last_part(outer)[1] + "::…::" + last if outer != head else _last_part(head)[1] + "::" + last
+    return last or a
 
 
 def distinct_display(names: list[str]) -> dict[str, str]:
@@ -234,15 +244,16 @@ def distinct_display(names: list[str]) -> dict[str, str]:
         if len(ks) == 1:
             out_key[ks[0]] = disp
             continue
-        argl = [_top_args(k) for k in ks]
+        argl = [[_short_arg(x) for x in _top_args(k)] for k in ks]  # compared as shown
         width = max(len(a) for a in argl)
         differ = [i for i in range(width) if len({a[i] if i < len(a) else None for a in argl}) > 1]
         base = disp[:-len("<" + ELLIPSIS + ">")] if disp.endswith("<" + ELLIPSIS + ">") else disp
+        base = _last_part(base)[1] or base  # the template arguments tell them apart: the namespaces can go
         seen: dict[str, int] = {}
         for k, a in zip(ks, argl, strict=True):
             cells: list[str] = []
             for i in range(len(a)):
-                cell = _short_arg(a[i]) if i in differ else ELLIPSIS
+                cell = a[i] if i in differ else ELLIPSIS
                 if not (cell == ELLIPSIS and cells and cells[-1] == ELLIPSIS):
                     cells.append(cell)
             d = f"{base}<{', '.join(cells)}>" if cells and differ else disp
