@@ -20,6 +20,8 @@ timeout 120 py-spy record --gil --subprocesses --format raw -r 400 -o $W/pyspy_g
 timeout 120 py-spy record --subprocesses --format raw -r 400 -o $W/pyspy_all.txt -- python3 -m gputrace record --trace $W/ps2.jsonl -- python3 $P/cnn_step.py --steps 3000 > $W/pyspy_all.log 2>&1; echo "py-spy exit $?"
 tail -2 $W/pyspy_gil.log
 el "whole-process rounds"
+ls -d /opt/nvidia/* /opt/nvidia/*/* 2>/dev/null | head; export PATH=$PATH:$(dirname $(ls /opt/nvidia/*/bin/nsys /opt/nvidia/*/*/bin/nsys /opt/nvidia/*/*/*/bin/nsys 2>/dev/null | head -1) 2>/dev/null); which nsys
 timeout 300 python3 $P/bench_whole_process.py --rounds 5 --modes plain,record,record-host,nsys,profiler -- --steps 300 --warmup 30 2>&1 | tee $W/whole.txt | tail -12
 el "pack"
+rm -f $W/*.jsonl $W/*.nsys-rep
 tar czf $OUT/cost-diag.tgz -C /tmp cost-diag
