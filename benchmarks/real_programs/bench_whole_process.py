@@ -5,8 +5,8 @@ process of ``cnn_step.py`` (or any program printing ``mean_ms=``). A mode's cost
 divided by the plain run's of the same round; the table gives every round, then the median and the worst round.
 
 Modes: ``plain``; ``record`` (``gputrace record``); ``record-host`` (``record --no-cuda-activity``: attached,
-no CUPTI); ``nsys`` (``nsys profile -t cuda,nvtx``, when nsys is on PATH
-or under /opt/nvidia); ``profiler`` (the program's own ``--profile``: torch.profiler CPU + CUDA).
+no CUPTI); ``nsys`` (``nsys profile -t cuda,nvtx``: ``$NSYS``, else nsys on
+PATH or under /opt/nvidia); ``profiler`` (the program's own ``--profile``: torch.profiler CPU + CUDA).
 
     python benchmarks/real_programs/bench_whole_process.py --rounds 9 -- --steps 300 --warmup 30
     python benchmarks/real_programs/bench_whole_process.py --rounds 9 --modes plain,record -- --model matmul
@@ -37,8 +37,12 @@ def nsys_path() -> str | None:
     found = shutil.which("nsys")
     if found:
         return found
+    env = os.environ.get("NSYS")
+    if env:
+        return env
     cands = sorted(glob.glob("/opt/nvidia/nsight-systems*/*/bin/nsys") + glob.glob("/opt/nvidia/nsight-systems*/bin/nsys")
-                   + glob.glob("/usr/local/cuda*/bin/nsys"))
+                   + glob.glob("/usr/local/cuda*/bin/nsys")
+                   + glob.glob("/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"))
     return cands[-1] if cands else None
 
 
