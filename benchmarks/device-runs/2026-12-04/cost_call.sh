@@ -15,6 +15,6 @@ P=benchmarks/real_programs
 el "launch-bound CNN, 9 rounds"
 timeout 330 python3 $P/bench_whole_process.py --rounds 9 --modes plain,record,nsys,profiler -- --steps 300 --warmup 30 2>&1 | tee $W/whole_cnn.txt | tail -8
 el "matmul-bound, 5 rounds"
-timeout 200 python3 $P/bench_whole_process.py --rounds 5 --modes plain,record -- --model matmul --steps 40 --warmup 5 2>&1 | tee $W/whole_matmul.txt | tail -4
+timeout 200 python3 $P/bench_whole_process.py --rounds 5 --modes plain,record -- --model matmul --steps 300 --warmup 10 2>&1 | tee $W/whole_matmul.txt | tail -4
 el "pack"
 tar czf $OUT/cost.tgz -C /tmp cost
