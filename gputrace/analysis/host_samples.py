@@ -110,7 +110,8 @@ def _site_of(hs: HostSamples, stack: int) -> tuple[int, int, bool]:
     if user < 0 and fr:
         lib = fr[0]
     leaf = frames[fr[0]] if fr else None
-    parked = leaf is not None and leaf.kind in (A.FILE_STDLIB, A.FILE_INTERNAL) and leaf.func in PARKED_FUNCS
+    parked = (leaf is not None and leaf.kind in (A.FILE_STDLIB, A.FILE_INTERNAL)
+              and leaf.func.rsplit(".", 1)[-1] in PARKED_FUNCS)  # (Condition.wait: a method's qualified name)
     return user, lib, parked
 
 

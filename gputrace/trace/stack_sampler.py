@@ -145,7 +145,8 @@ class StackSampler:
         self._names: dict[int, str] = {}
         self._dropped = 0
         self.errors = 0
-        self.samples = 0
+        self.samples = 0  # kept
+        self.samples_seen = 0  # kept and dropped
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._roots = _lib_roots()
@@ -219,6 +220,7 @@ class StackSampler:
                 tab.stacks.append(st)
             kept.append((tid, s))
         del frames
+        self.samples_seen += len(kept)
         with self._lock:
             room = self.max_pending - len(self._t)
             if room < len(kept):
