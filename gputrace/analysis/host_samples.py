@@ -160,8 +160,10 @@ class _Sites:
         return out[:top]
 
 
-def window_mask(hs: HostSamples, intervals: Iterable[Sequence[int]], host: str | None = None) -> np.ndarray:
-    """Indices of the samples inside any of ``intervals`` ((start, end) epoch ns), on ``host`` when given."""
+def window_mask(hs: HostSamples, intervals: Iterable[Sequence[int]], host: str | None = None,
+                pid: int | None = None) -> np.ndarray:
+    """Indices of the samples inside any of ``intervals`` ((start, end) epoch ns), on ``host`` (and of process
+    ``pid``) when given."""
     parts = []
     for a, b in intervals:
         sl = hs.window(int(a), int(b))
@@ -170,20 +172,20 @@ def window_mask(hs: HostSamples, intervals: Iterable[Sequence[int]], host: str |
     if not parts:
         return np.zeros(0, np.int64)
     idx = np.unique(np.concatenate(parts))
-    if host is not None and len(idx):
-        ok = np.array([hs.procs[p][0] == host for p in range(len(hs.procs))], bool)
+    if (host is not None or pid is not None) and len(idx):
+        ok = np.array([(host is None or h == host) and (pid is None or p_ == pid) for h, p_, _ in hs.procs], bool)
         idx = idx[ok[hs.proc[idx]]]
     return idx
 
 
 def sites_in(tl: Timeline, intervals: Iterable[Sequence[int]], host: str | None = None,
-             top: int = TOP) -> list[SiteCount]:
-    """The top sites of ``tl``'s host samples inside ``intervals`` (see the module docstring); [] without
-    samples."""
+             top: int = TOP, pid: int | None = None) -> list[SiteCount]:
+    """The top sites of ``tl``'s host samples inside ``intervals`` (on ``host``, of process ``pid``, when given;
+    see the module docstring); [] without samples."""
     hs = host_samples(tl)
     if len(hs) == 0:
         return []
-    return _Sites(tl, hs).count(window_mask(hs, intervals, host), top)
+    return _Sites(tl, hs).count(window_mask(hs, intervals, host, pid), top)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-activity", action="store_true", help="host-side trace only (no CUPTI)")
     p.add_argument("--sample-hz", type=float, default=None, metavar="N",
                    help="Python stack samples per second of every thread of every process (0: off; default: "
-                        "$GPUTRACE_SAMPLE_HZ, else 50)")
+                        "$GPUTRACE_SAMPLE_HZ, else 20)")
     p.add_argument("--service-name", default=None,
                    help="resource service.name of every process (default: each process's command)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [args ...]")

@@ -39,7 +39,7 @@ from gputrace import activity as A
 ENV_HZ = "GPUTRACE_SAMPLE_HZ"
 #: Default rate: the measured cost per sample times this rate stays under 0.5 % of a process's time
 #: (benchmarks/RESULTS.md, "Issue 32: the stack sampler's cost").
-DEFAULT_HZ = 50.0
+DEFAULT_HZ = 20.0
 #: Highest rate accepted (the sampler holds the GIL while it walks the stacks).
 MAX_HZ = 1000.0
 #: Deepest stack kept (frames beyond it, the outermost ones, are cut; the stack ends with a frame "...").
