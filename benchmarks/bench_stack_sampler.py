@@ -19,7 +19,7 @@ more than the effect; the direct figure is the **sampler share**: the sampler th
 (``time.thread_time``, preemption excluded) over the main thread's CPU time in the block, i.e. the part of the
 loop's time the sampler held the GIL, and the same over the block's wall time (per second of a step). Prints the
 default rate rule: the highest candidate rate whose measured cost per wall second and predicted cost (rate x round
-cost at 4 threads, depth 50) are both under 0.5 %.
+cost at 4 threads, depth 50) are both under 0.5 % with a factor 2 to spare (``MARGIN``).
 
     python benchmarks/bench_stack_sampler.py                # ~1-2 min on 2 shared cores
     python benchmarks/bench_stack_sampler.py --quick        # ~25 s, for a smoke test
@@ -40,6 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gputrace.trace.stack_sampler import StackSampler  # noqa: E402
 
 TARGET = 0.005  # 0.5 % of a step
+#: The default must meet the target with this factor to spare: on the shared 2-core machine the same round cost
+#: varied 2x between runs (4 threads at depth 150: 122 and 199 us), and a training process may run more threads.
+MARGIN = 2.0
 
 
 def _park(depth: int, ready: threading.Barrier, stop: threading.Event) -> None:
@@ -170,11 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         med, (lo, hi), share, wall = loop_overhead(hz, a.pairs, chunks, chunk)
         pred = hz * ref / 1e6
         print(f"{hz:>6g} {med:>8.2%} {f'[{lo:.2%}, {hi:.2%}]':>20} {share:>17.3%} {wall:>10.3%} {pred:>23.3%}")
-        if wall < TARGET and pred < TARGET:
+        if wall * MARGIN < TARGET and pred * MARGIN < TARGET:
             ok.append(hz)
     pick = max(ok) if ok else None
     print(f"\nSAMPLER default_rule: highest rate whose measured cost per wall second and predicted cost are < "
-          f"{TARGET:.1%}: "
+          f"{TARGET:.1%} / {MARGIN:g}: "
           f"{pick if pick is not None else 'none'} Hz (round cost at 4 threads, depth 50: {ref:.1f} us)")
     return 0
 

@@ -235,8 +235,8 @@ def headline(sites: Sequence[SiteCount] | Sequence[dict]) -> list[str]:
     """The sites a finding names: the top non-parked site with a user frame, and the next one from another
     process with at least half its samples (two ranks in one gap: each one's line). Accepts records or their
     ``to_dict()`` (a ``report --json`` document)."""
-    recs = [s if isinstance(s, SiteCount) else _from_dict(s) for s in sites]
-    recs = [s for s in recs if s is not None and not s.parked and s.user is not None]
+    maybe = [s if isinstance(s, SiteCount) else _from_dict(s) for s in sites]
+    recs = [s for s in maybe if s is not None and not s.parked and s.user is not None]
     if not recs:
         return []
     first = recs[0]

@@ -158,7 +158,7 @@ def render_host_samples(data: dict, console) -> None:
                     "out)", title_justify="left")
     for col in ("process", "samples", "share", "line (> library call inside it)", "thread"):
         t.add_column(col, justify="right" if col in ("samples", "share") else "left",
-                     **({"overflow": "fold"} if col.startswith("line") else {}))
+                     overflow="fold" if col.startswith("line") else "ellipsis")
     for p in procs:
         who = f"rank {p['rank']} (pid {p['pid']})" if p.get("rank") is not None else f"pid {p['pid']}"
         if not p["sites"]:

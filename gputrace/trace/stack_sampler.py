@@ -32,6 +32,7 @@ import sysconfig
 import threading
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 
 from gputrace import activity as A
 
@@ -189,6 +190,7 @@ class StackSampler:
         tab = self._tab
         fix, sfix = tab.frame_ix, tab.stack_ix
         kept: list[tuple[int, int]] = []
+        f: FrameType | None
         for tid, f in frames.items():
             if tid == me:
                 continue
