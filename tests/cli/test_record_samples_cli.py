@@ -4,14 +4,19 @@ spent its time in (gputrace.trace.stack_sampler -> timeline.samples -> analysis.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# Each test records a process tree (about 7 s, 3 s and 30 s).
+pytestmark = pytest.mark.slow
 
 SCRIPT = textwrap.dedent("""\
     import time
@@ -66,7 +71,28 @@ def test_report_names_the_line_a_plain_script_sleeps_in(tmp_path):
     assert "host_samples" not in json.loads(_gt("report", "--json", "off.jsonl", cwd=tmp_path).stdout)
 
 
-@pytest.mark.slow
+def test_samples_are_flushed_when_the_program_is_terminated(tmp_path):
+    (tmp_path / "forever.py").write_text("import time\n\n\ndef serve():\n    while True:\n        time.sleep(0.01)\n\n\n"
+                                         "serve()\n")
+    p = subprocess.Popen([sys.executable, "-m", "gputrace", "record", "--no-cuda-activity", "--sample-hz", "50",
+                          "--trace", "t.jsonl", "--", "python", "forever.py"], cwd=tmp_path, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    doc = json.loads(_gt("report", "--json", "t.jsonl", cwd=tmp_path).stdout)
+    [proc] = doc["host_samples"]["processes"]
+    assert proc["sites"][0]["user"]["func"] == "serve" and proc["samples"] >= 10
+    # the final drain at SIGTERM wrote the last samples (a periodic drain runs every 0.5 s)
+    from gputrace.timeline.load import read_any
+    from gputrace.timeline.samples import host_samples
+
+    tl = read_any(tmp_path / "t.jsonl")
+    root = next(r for r in range(tl.n) if tl.name_of(r) == "python forever.py")
+    assert int(tl.cols["end"][root]) - int(host_samples(tl).t_ns[-1]) < 200_000_000
+
+
 def test_ddp_plain_under_torchrun_names_rank_1s_late_line(tmp_path):
     pytest.importorskip("torch")
     prog = ROOT / "benchmarks/real_programs/ddp_plain.py"
