@@ -199,10 +199,11 @@ class ProcessSites:
     samples: int
     hz: float
     sites: tuple[SiteCount, ...]
+    command: str = ""  # the process's command label (``gputrace.launch.command``: ``fork: python x.py``), or ""
 
     def to_dict(self) -> dict:
-        return {"host": self.host, "pid": self.pid, "rank": self.rank, "samples": self.samples, "hz": self.hz,
-                "sites": [s.to_dict() for s in self.sites]}
+        return {"host": self.host, "pid": self.pid, "rank": self.rank, "command": self.command,
+                "samples": self.samples, "hz": self.hz, "sites": [s.to_dict() for s in self.sites]}
 
 
 def process_sites(tl: Timeline, top: int = TOP) -> list[ProcessSites]:
@@ -212,10 +213,12 @@ def process_sites(tl: Timeline, top: int = TOP) -> list[ProcessSites]:
         return []
     s = _Sites(tl, hs)
     out = []
-    for p, (host, pid, _) in enumerate(hs.procs):
+    for p, (host, pid, res) in enumerate(hs.procs):
         sel = np.flatnonzero(hs.proc == p)
         sites = [c for c in s.count(sel, 10**9) if not c.parked][:top]
-        out.append(ProcessSites(host, pid, s.rank.get(p), int(len(sel)), hs.hz.get(p, 0.0), tuple(sites)))
+        cmd = tl.resources[res].get("gputrace.launch.command") if 0 <= res < len(tl.resources) else None
+        out.append(ProcessSites(host, pid, s.rank.get(p), int(len(sel)), hs.hz.get(p, 0.0), tuple(sites),
+                                cmd if isinstance(cmd, str) else ""))
     out.sort(key=lambda x: (x.rank is None, x.rank if x.rank is not None else 0, x.host, x.pid))
     return out
 

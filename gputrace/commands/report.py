@@ -161,6 +161,8 @@ def render_host_samples(data: dict, console) -> None:
                      overflow="fold" if col.startswith("line") else "ellipsis")
     for p in procs:
         who = f"rank {p['rank']} (pid {p['pid']})" if p.get("rank") is not None else f"pid {p['pid']}"
+        if str(p.get("command") or "").startswith("fork: "):
+            who += " fork"  # (a DataLoader worker, say: it inherits its parent's rank)
         if not p["sites"]:
             _row(t, who, f"{p['samples']:,}", "-", "(only parked threads)", "")
         for i, site in enumerate(p["sites"]):
