@@ -288,7 +288,10 @@ def _unattributed(ctx: Context) -> list[Finding]:
                     + (f"; start-up ({fmt_ns(excl)}) excluded, see the startup finding" if excl else "")
                     + (f"; {fmt_ns(idle)} of it with the GPU idle, counted in gpu-idle-host" if idle else ""))
         ns -= idle
-        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
+        lines = headline(u.get("samples") or ())  # what the host ran there (stack samples)
+        what = f"mostly {_join(lines)}; add phases to see it" if lines else "add phases to see it"
+        evidence += f"; Python stack samples: {_join(lines)}" if lines else ""
+        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains ({what})",
                            evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ()))))
     out.sort(key=lambda f: -f.saving_ns)
     return out[:3]

@@ -321,3 +321,20 @@ def attach_gpu_activity(tl: Timeline, gpu: dict) -> None:
             out.append({"phase": phase, "type": typ, "samples": [s.to_dict() for s in got]})
     if out:
         gpu["sync_wait_samples"] = out
+
+
+def attach_paths(tl: Timeline, paths: list[dict], top: int = 10) -> list[dict]:
+    """``unattributed_time(...).by_path`` entries, the first ``top`` with ``samples`` (top sites, as dicts) over
+    their uncovered ``intervals``: what the host ran in the time no phase explains. Copies; nothing without
+    samples."""
+    hs = host_samples(tl)
+    if len(hs) == 0:
+        return paths
+    sites = _Sites(tl, hs)
+    out = list(paths)
+    for i, u in enumerate(out[:top]):
+        iv = u.get("intervals") or ()
+        got = sites.count(window_mask(hs, iv), TOP) if iv else []
+        if got:
+            out[i] = {**u, "samples": [c.to_dict() for c in got]}
+    return out

@@ -30,7 +30,13 @@ from gputrace.analysis.findings import Finding, default_min_ns, findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
-from gputrace.analysis.host_samples import attach_gpu_activity, attach_stalls, process_sites, samples_note
+from gputrace.analysis.host_samples import (
+    attach_gpu_activity,
+    attach_paths,
+    attach_stalls,
+    process_sites,
+    samples_note,
+)
 from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
 from gputrace.analysis.stalls import (
     Stall,
@@ -313,7 +319,7 @@ def analyse_timeline(
         stalls=stalls,
         listing=listing,
         critical_path=critical_path_summary(tl) if critical else [],
-        unattributed_paths=un.by_path(tl),
+        unattributed_paths=attach_paths(tl, un.by_path(tl)) if procs else un.by_path(tl),
         launch=launch,
         emulated=emulated_costs(tl),
         api_calls=api_call_table(tl, top=top),

@@ -183,3 +183,16 @@ def test_hostile_names_stay_data(tmp_path):
     render_host_samples(analyse_timeline(tl).to_dict(), console(file=buf, width=200))
     out = buf.getvalue()
     assert "\x1b" not in out and "\x07" not in out and "evil[red].py:1" in out
+
+
+def test_unattributed_time_names_the_line_the_host_ran():
+    root = {"name": "python train.py", "start": 0, "end": 1000 * MS, "kind": "host", "id": "r", "pid": 2}
+    step = {"name": "step", "start": 0, "end": 200 * MS, "kind": "host", "parent": "r", "pid": 2}
+    s = [(t, SLEEP) for t in range(300 * MS, 900 * MS, 10 * MS)] + [(t, COMPUTE) for t in range(0, 200 * MS, 10 * MS)]
+    tl = make_timeline([root, step, sample_span(s, pid=2)], trace_id="ef" * 16)
+    doc = analyse_timeline(tl).to_dict()
+    [u] = [u for u in doc["unattributed"] if u["path"] == "python train.py"]
+    assert u["samples"][0]["user"]["func"] == "load_batch"  # in the 800 ms no phase covers, not in step's 200 ms
+    assert all(x["user"]["line"] != 101 for x in u["samples"])
+    [f] = [f for f in doc["findings"] if f["rule"] == "unattributed"]
+    assert "mostly ddp_plain.py:63 in load_batch" in f["title"], f
