@@ -27,8 +27,9 @@
 * **Per step** (``steps``): where a rank has ``ProfilerStep#N`` ranges (torch.profiler's steps) the matched
   collectives are grouped by the step their last rank arrived in, with each rank's summed wait there. Another
   step detection can hand its steps in (``steps=``).
-* **The straggler's cause** (``stragglers[i]["cause"]``): what the straggler rank ran while the others waited
-  for it (host spans' self time inside those waits, top three names), from the trace's own spans.
+* **The straggler's cause**: what the straggler rank ran while the others waited for it: ``stragglers[i]["cause"]``,
+  the spans innermost on its threads inside those waits (top three names), and ``stragglers[i]["lines"]``, the
+  lines its processes were at then, from ``gputrace record``'s stack samples (``analysis.host_samples``).
 
 Pure; any thread. :func:`collectives` returns plain JSON-able data.
 """
@@ -44,8 +45,9 @@ import numpy as np
 
 from gputrace import activity as A
 from gputrace.analysis._common import merged_pairs
-from gputrace.analysis.activity_index import KERNEL, activity_index, profiler_rows
+from gputrace.analysis.activity_index import KERNEL, activity_index, attr_scan
 from gputrace.analysis.collective_match import CollEvent, Matched, match, op_of
+from gputrace.analysis.host_samples import sites_in
 from gputrace.timeline.model import Timeline
 
 RANK_KEYS = ("gputrace.rank", "rank", "distributedInfo.rank")
@@ -277,7 +279,7 @@ def _cause(tl: Timeline, row_rank: np.ndarray, rank: int, windows: list[tuple[in
         return []
     c = tl.cols
     host = (c["gpu_start"] < 0) & (c["kind"] != 1) & (row_rank == rank)
-    pr = profiler_rows(tl)
+    pr = attr_scan(tl).profiler  # Kineto's bookkeeping, the recorder's sample batches
     if len(pr):
         host[pr] = False
     if coll_rows:
@@ -295,6 +297,18 @@ def _cause(tl: Timeline, row_rank: np.ndarray, rank: int, windows: list[tuple[in
             n = UNTRACED_IN_STEP if _STEP.match(n) else n  # a step's own time: code no span inside it covers
             names[n] = names.get(n, 0) + ns
     return [{"name": n, "ns": ns} for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top]]
+
+
+def _lines(tl: Timeline, rank: int, windows: list[tuple[int, int]], top: int = 3) -> list[dict]:
+    """The lines ``rank``'s processes were at while the others waited for it, from the recorder's stack samples
+    (``host_samples.sites_in``): sites with a user frame, busy ones first, then those waiting in a blocking call
+    (a ``time.sleep`` or a queue read in the program is the straggler's own line too); [] without samples."""
+    if not windows:
+        return []
+    sites = [x for x in sites_in(tl, windows, top=50) if x.rank == rank and x.user is not None]
+    sites.sort(key=lambda x: (x.parked, -x.count))
+    return [{"site": x.label(), "samples": x.count, "parked": x.parked, "pid": x.pid, "thread": x.thread}
+            for x in sites[:top]]
 
 
 def collectives(tl: Timeline, top: int = 20,
@@ -335,7 +349,7 @@ def collectives(tl: Timeline, top: int = 20,
     cap = [r for r, a in tl.attrs.items() if a.get(_CAPTURE_OP) is not None]
     if cap:
         host_coll[np.asarray(cap, np.int64)] = True
-    pr = profiler_rows(tl)  # the profiler's device-side copies of annotations (gpu_user_annotation) are not calls
+    pr = attr_scan(tl).profiler  # Kineto's bookkeeping, the recorder's sample batches  # the profiler's device-side copies of annotations (gpu_user_annotation) are not calls
     if len(pr):
         host_coll[pr] = False
     content = _Content(tl)
@@ -432,6 +446,7 @@ def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_r
         windows = [(m.arrival - max(m.waits.values()), m.arrival) for m in ms if m.waits and max(m.waits.values()) > 0]
         out.append({"rank": rk, "last": len(ms), "of": len(found), "caused_ns": int(sum(waits)),
                     "median_wait_ns": int(np.median(waits)),
-                    "cause": _cause(tl, row_rank, rk, windows, coll_rows.get(rk, set()))})
+                    "cause": _cause(tl, row_rank, rk, windows, coll_rows.get(rk, set())),
+                    "lines": _lines(tl, rk, windows)})
     out.sort(key=lambda s: (-s["last"], -s["caused_ns"]))
     return out

@@ -343,8 +343,12 @@ def _straggler(ctx: Context) -> list[Finding]:
     cause = s.get("cause") or []
     ran = (f"; meanwhile rank {s['rank']} ran " + ", ".join(f"{c['name']} {fmt_ns(c['ns'])}" for c in cause)
            if cause else "")
+    lines = s.get("lines") or []
+    if lines:  # the stack samples name the line (docs/findings.md, "Ranks and collectives")
+        ran += f"; rank {s['rank']} was at " + ", ".join(f"{x['site']} ({x['samples']} samples)" for x in lines[:2])
     return [Finding(
-        "straggler", f"rank {s['rank']} is the straggler: the other ranks wait for it at collectives",
+        "straggler", f"rank {s['rank']} is the straggler" + (f" (at {lines[0]['site']})" if lines else "")
+        + ": the other ranks wait for it at collectives",
         f"last at {s['last']} of {s['of']} collectives; the others waited {fmt_ns(s['median_wait_ns'])} per "
         f"collective (median), {fmt_ns(s['caused_ns'])} in all{ran}", int(s["caused_ns"]), f"rank {s['rank']}",
         tuple(iv))]
