@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from gputrace import activity as A
-from gputrace.analysis._common import merged_pairs
+from gputrace.analysis._common import merged_pairs_by_group
 from gputrace.analysis.activity_index import KERNEL, activity_index, attr_scan
 from gputrace.analysis.collective_match import CollEvent, Matched, match, op_of
 from gputrace.analysis.host_samples import sites_in
@@ -71,6 +71,10 @@ _GROUP_KEYS = ("gputrace.collective.group", "Process Group Name")
 _SEQ_KEYS = ("gputrace.collective.seq", "Seq")
 _OP_KEYS = ("gputrace.collective.op", "Collective name")
 _CAPTURE_OP = "gputrace.collective.op"
+#: Span names of the torch capture that are not a named range above (docs/record.md, "torch capture").
+_CAPTURE_ONLY_NAMES = frozenset(("reduce", "gather", "scatter"))
+#: Above this many host rows inside the straggler's windows its cause is not computed (a Python sweep per row).
+CAUSE_MAX_ROWS = 200_000
 
 
 def is_collective_name(name: str) -> bool:
@@ -209,6 +213,16 @@ def _capture_covers(attrs: Mapping) -> bool:
             and str(attrs.get("gputrace.collective.backend", "")).lower() != "nccl")
 
 
+def _by_rank(ranks: np.ndarray) -> dict[int, np.ndarray]:
+    """rank -> the positions in ``ranks`` that hold it (ascending), for ranks >= 0; one sort."""
+    ok = np.flatnonzero(ranks >= 0)
+    if len(ok) == 0:
+        return {}
+    o = ok[np.argsort(ranks[ok], kind="stable")]
+    u, first = np.unique(ranks[o], return_index=True)
+    return {int(k): v for k, v in zip(u.tolist(), np.split(o, first[1:]), strict=True)}
+
+
 def _uncertainty(tl: Timeline, ranks_of_res: list[int | None]) -> dict[int, int]:
     out: dict[int, int] = {}
     for res, rk in zip(tl.resources, ranks_of_res, strict=True):
@@ -286,6 +300,8 @@ def _cause(tl: Timeline, row_rank: np.ndarray, rank: int, windows: list[tuple[in
         host[np.fromiter(coll_rows, np.int64)] = False
     ms, me = _union(np.asarray([w[0] for w in windows], np.int64), np.asarray([w[1] for w in windows], np.int64))
     rows = np.flatnonzero(host & (c["start"] < me.max()) & (c["end"] > ms.min()))
+    if len(rows) > CAUSE_MAX_ROWS:
+        return []
     names: dict[str, int] = {}
     lanes = c["lane"][rows]
     for ln in np.unique(lanes).tolist():
@@ -334,10 +350,8 @@ def collectives(tl: Timeline, top: int = 20,
         return empty
     c = tl.cols
     res = c["resource"]
-    row_rank = np.full(tl.n, -1, np.int64)
-    for i, rk in enumerate(ranks_of_res):
-        if rk is not None:
-            row_rank[res == i] = rk
+    lut = np.asarray([-1 if rk is None else rk for rk in ranks_of_res] + [-1], np.int64)  # [-1]: no resource
+    row_rank = lut[np.where((res >= 0) & (res < len(ranks_of_res)), res, len(ranks_of_res))]
     idx = activity_index(tl)
     kr = idx.rows[idx.what == KERNEL]
     ks, ke = idx.start[idx.what == KERNEL], idx.end[idx.what == KERNEL]
@@ -346,28 +360,42 @@ def collectives(tl: Timeline, top: int = 20,
     phase_names = tl.phases
     coll_ids = [i for i, p in enumerate(phase_names) if _HOST_COLLECTIVE.match(p) or _NAMED_COLLECTIVE.match(p)]
     host_coll = np.isin(c["phase"], np.asarray(coll_ids)) if coll_ids else np.zeros(tl.n, bool)
-    cap = [r for r, a in tl.attrs.items() if a.get(_CAPTURE_OP) is not None]
-    if cap:
-        host_coll[np.asarray(cap, np.int64)] = True
-    pr = attr_scan(tl).profiler  # Kineto's bookkeeping, the recorder's sample batches  # the profiler's device-side copies of annotations (gpu_user_annotation) are not calls
+    # the torch capture's spans are named after their op: only rows of such names are asked for its attribute
+    cap_ids = [i for i, p in enumerate(phase_names) if _NAMED_COLLECTIVE.match(p) or p in _CAPTURE_ONLY_NAMES]
+    if cap_ids:
+        cand = np.flatnonzero(np.isin(c["phase"], np.asarray(cap_ids))).tolist()
+        cap = [r for r in cand if (tl.attrs.get(r) or {}).get(_CAPTURE_OP) is not None]
+        if cap:
+            host_coll[np.asarray(cap, np.int64)] = True
+    # not calls: the profiler's device-side copies of annotations, the recorder's sample batches
+    pr = attr_scan(tl).profiler
     if len(pr):
         host_coll[pr] = False
     content = _Content(tl)
     ranks_out, per_rank = [], {}
     coll_rows: dict[int, set[int]] = {}
-    for rk in sorted({int(x) for x in row_rank.tolist() if x >= 0}):
-        on = row_rank[kr] == rk
-        comm_k = on & kcomm
+    # Rows grouped by rank once (a mask per rank would cost rows x ranks).
+    kern_of = _by_rank(row_rank[kr])
+    hrows = np.flatnonzero(host_coll)
+    host_of = _by_rank(row_rank[hrows])
+    no = np.zeros(0, np.int64)
+    iv_g: list[np.ndarray] = []
+    iv_s: list[np.ndarray] = []
+    iv_e: list[np.ndarray] = []
+    for rk in sorted(set(_by_rank(row_rank).keys())):
+        ki = kern_of.get(rk, no)
+        comm_i, comp_i = ki[kcomm[ki]], ki[~kcomm[ki]]
         evs: list[CollEvent] = []
-        if comm_k.any():
-            cs, ce, source = ks[comm_k], ke[comm_k], "nccl kernels"
-            for r, s, e in zip(kr[comm_k].tolist(), cs.tolist(), ce.tolist(), strict=True):
+        hr = no
+        if len(comm_i):
+            cs, ce, source = ks[comm_i], ke[comm_i], "nccl kernels"
+            for r, s, e in zip(kr[comm_i].tolist(), cs.tolist(), ce.tolist(), strict=True):
                 name = str(tl.attrs.get(r, {}).get(A.KERNEL_NAME, tl.name_of(r)))
                 op, group, seq, (size, unit) = content.of(r, start_at_parent=True)
                 evs.append(CollEvent(rk, op_of(name), int(s), int(e), group, seq, size, unit, True, r))
-            rows_used = kr[comm_k].tolist()
+            rows_used = kr[comm_i].tolist()
         else:
-            hr = np.flatnonzero(host_coll & (row_rank == rk))
+            hr = hrows[host_of.get(rk, no)]
             kinds: dict[str, list[int]] = {}
             for r in hr.tolist():
                 k = _host_kind(phase_names[int(c["phase"][r])], tl.attrs.get(r))
@@ -385,13 +413,19 @@ def collectives(tl: Timeline, top: int = 20,
                                      _capture_covers(a) if kind == "capture" else covers, r))
             ru = np.asarray(rows_used, np.int64)
             cs, ce = c["start"][ru], c["end"][ru]
-        coll_rows[rk] = set(rows_used) if comm_k.any() else set(hr.tolist())
+        coll_rows[rk] = set(rows_used) if len(comm_i) else set(hr.tolist())
         comm = int((_union(cs, ce)[1] - _union(cs, ce)[0]).sum()) if len(cs) else 0
-        comp = on & ~kcomm
-        overlap = _covered(cs, ce, ks[comp], ke[comp]) if len(cs) and comp.any() else 0
+        overlap = _covered(cs, ce, ks[comp_i], ke[comp_i]) if len(cs) and len(comp_i) else 0
         ranks_out.append({"rank": rk, "source": source, "comm_ns": comm, "overlap_ns": overlap,
-                          "exposed_ns": comm - overlap, "calls": len(evs), "intervals": merged_pairs(cs, ce)})
+                          "exposed_ns": comm - overlap, "calls": len(evs), "intervals": []})
+        iv_g.append(np.full(len(cs), len(ranks_out) - 1, np.int64))
+        iv_s.append(cs)
+        iv_e.append(ce)
         per_rank[rk] = sorted(evs, key=lambda e: e.start)
+    if ranks_out:  # every rank's intervals in one union pass
+        pairs = merged_pairs_by_group(np.concatenate(iv_g), np.concatenate(iv_s), np.concatenate(iv_e), len(ranks_out))
+        for r, p in zip(ranks_out, pairs, strict=True):
+            r["intervals"] = p
     if len(per_rank) < 2:
         return {"ranks": ranks_out, "collectives": [], "matched": 0, "stragglers": []}
     unc = _uncertainty(tl, ranks_of_res)
