@@ -10,7 +10,7 @@
   ranges named after a collective (``all_reduce``, ``allreduce``, ``all_gather``, ``reduce_scatter``,
   ``broadcast``, ``all_to_all``, ``barrier``: a ``gputrace.phase``, an NVTX range or a ``record_function``
   around the call); torch.distributed's calls (``c10d::allreduce_`` ...); the backend's host annotations
-  (``nccl:all_reduce``). Compute: every other kernel. The calls and ``nccl:`` annotations only enqueue an
+  (``nccl:all_reduce``) and NCCL's own NVTX ranges (``ncclAllReduce`` ...). Compute: every other kernel. The calls and ``nccl:`` annotations only enqueue an
   asynchronous collective: they do not last until it completes (``CollEvent.covers_wait`` false).
 * **Content** of an event, where the trace has it (the event's own attributes, its ancestors', and a
   ``c10d::`` call's ``record_param_comms`` child): process group (``gputrace.collective.group``, Kineto's
@@ -55,7 +55,9 @@ UNCERTAINTY_KEY = "gputrace.clock.anchor_uncertainty_ns"
 _NCCL_KERNEL = re.compile(r"^(?:void\s+)?nccl(?:Dev)?Kernel_|^ncclKernel|^ncclDevKernel")
 _HOST_COLLECTIVE = re.compile(
     r"^(?:c10d::(?:allreduce|allgather|all_gather|reduce_scatter|_reduce_scatter|broadcast|alltoall|all_to_all|"
-    r"reduce|gather|scatter|barrier|_allgather)\w*|(?:nccl|gloo):\w+)$")
+    r"reduce|gather|scatter|barrier|_allgather)\w*|(?:nccl|gloo):\w+|"
+    # NCCL's own NVTX ranges (domain NCCL, named after the API function, when NCCL is built with NVTX)
+    r"nccl(?:AllReduce|Broadcast|Bcast|Reduce|AllGather|ReduceScatter|AlltoAll|AllToAll|Gather|Scatter))$")
 #: A program's own range around a collective call, named after it (exactly; any case).
 _NAMED_COLLECTIVE = re.compile(
     r"^(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier)$", re.IGNORECASE)
@@ -159,11 +161,12 @@ class _Content:
                 if p >= 0:
                     self.param_child.setdefault(p, r)
 
-    def of(self, row: int, start_at_parent: bool = False) -> tuple[str | None, str | None, int | None, tuple]:
-        """(op, group, seq, (size, unit)) of ``row``: its own attributes first, then its ``record_param_comms``
-        child, then up to four ancestors (from its parent when ``start_at_parent``: a kernel's own name says its
-        op, its launching phase the rest)."""
-        chain = [] if start_at_parent else [row]
+    def of(self, row: int) -> tuple[str | None, str | None, int | None, tuple]:
+        """(op, group, seq, (size, unit)) of ``row``: its own attributes first (a recent Kineto's NCCL kernel
+        carries ``Collective name``, ``Process Group Name``, ``In msg nelems``), then its ``record_param_comms``
+        child, then up to four ancestors (a kernel's: the phase around its launch, ``nccl:all_reduce``, and its
+        ``record_param_comms``)."""
+        chain = [row]
         if row in self.param_child:
             chain.append(self.param_child[row])
         p = int(self.parent[row])
@@ -391,7 +394,7 @@ def collectives(tl: Timeline, top: int = 20,
             cs, ce, source = ks[comm_i], ke[comm_i], "nccl kernels"
             for r, s, e in zip(kr[comm_i].tolist(), cs.tolist(), ce.tolist(), strict=True):
                 name = str(tl.attrs.get(r, {}).get(A.KERNEL_NAME, tl.name_of(r)))
-                op, group, seq, (size, unit) = content.of(r, start_at_parent=True)
+                op, group, seq, (size, unit) = content.of(r)
                 evs.append(CollEvent(rk, op_of(name), int(s), int(e), group, seq, size, unit, True, r))
             rows_used = kr[comm_i].tolist()
         else:

@@ -97,11 +97,13 @@ def test_one_rank_reports_nothing():
     assert collectives(read_any([DATA / "train_kineto.json.gz"])) == {"ranks": [], "collectives": [], "stragglers": []}
 
 
-def _kineto(path: Path, rank: int, kernels: list[tuple[str, float, float]],
+def _kineto(path: Path, rank: int, kernels: list[tuple],
             annotations: list[tuple[str, float, float]] = ()) -> Path:
-    ev = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-           "args": {"device": 0, "stream": 7 if not n.startswith("nccl") else 9, "correlation": i + 1}}
-          for i, (n, ts, dur) in enumerate(kernels)]
+    """A Kineto file of ``rank``: kernels (name, ts µs, dur µs, optionally extra args) and annotations."""
+    ev = [{"ph": "X", "cat": "kernel", "name": k[0], "pid": 0, "tid": 7, "ts": k[1], "dur": k[2],
+           "args": {"device": 0, "stream": 7 if not k[0].startswith("nccl") else 9, "correlation": i + 1,
+                    **(k[3] if len(k) > 3 else {})}}
+          for i, k in enumerate(kernels)]
     ev += [{"ph": "X", "cat": "user_annotation", "name": n, "pid": 100 + rank, "tid": 100 + rank, "ts": ts, "dur": dur,
             "args": {}} for n, ts, dur in annotations]
     doc = {"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000,
@@ -145,6 +147,27 @@ def test_sampled_nccl_trace_matches_by_time_not_order(tmp_path):
     assert sorted(m["wait_ns"] for m in c["collectives"]) == [84 * US, 1292 * US, 3302 * US, 4859 * US, 22328 * US]
     [top] = c["stragglers"]
     assert top["rank"] == 1 and top["last"] == 5 and top["median_wait_ns"] == 3302 * US
+
+
+def _args(nelems: int, seq: int | None = None) -> dict:
+    """A recent Kineto's arguments on an NCCL kernel (torch 2.3+; ``Seq`` where the version writes it)."""
+    a = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": 2,
+         "Process Group Name": "0", "dtype": "Float"}
+    return a if seq is None else {**a, "Seq": seq}
+
+
+def test_kernel_arguments_are_content(tmp_path):
+    """Two all-reduce kernels that overlap but reduce different sizes are two collectives (no match); with
+    sequence numbers, the kernels of one collective match whatever their times."""
+    r0 = _kineto(tmp_path / "r0.json", 0, [(AR, 0, 10_000, _args(1024))])
+    r1 = _kineto(tmp_path / "r1.json", 1, [(AR, 5_000, 5_000, _args(2048))])
+    c = collectives(read_any([r0, r1]))
+    assert c["matched"] == 0 and c["unmatched"] == 2
+    r0 = _kineto(tmp_path / "r0.json", 0, [(AR, 0, 10_000, _args(1024, 7)), (AR, 20_000, 10_000, _args(1024, 8))])
+    r1 = _kineto(tmp_path / "r1.json", 1, [(AR, 26_000, 4_000, _args(1024, 8))])
+    c = collectives(read_any([r0, r1]))
+    [m] = c["collectives"]
+    assert m["how"] == "sequence" and m["waits"] == {"0": 6 * MS} and c["unmatched"] == 1
 
 
 def test_per_step_waits_from_profiler_steps(tmp_path):
