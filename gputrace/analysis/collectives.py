@@ -10,8 +10,9 @@
   ranges named after a collective (``all_reduce``, ``allreduce``, ``all_gather``, ``reduce_scatter``,
   ``broadcast``, ``all_to_all``, ``barrier``: a ``gputrace.phase``, an NVTX range or a ``record_function``
   around the call); torch.distributed's calls (``c10d::allreduce_`` ...); the backend's host annotations
-  (``nccl:all_reduce``) and NCCL's own NVTX ranges (``ncclAllReduce`` ...). Compute: every other kernel. The calls and ``nccl:`` annotations only enqueue an
-  asynchronous collective: they do not last until it completes (``CollEvent.covers_wait`` false).
+  (``nccl:all_reduce``) and NCCL's own NVTX ranges (``ncclAllReduce`` ...). Compute: every other kernel. The
+  calls, ``nccl:`` annotations and NCCL's ranges only enqueue an asynchronous collective: they do not last until
+  it completes (``CollEvent.covers_wait`` false).
 * **Content** of an event, where the trace has it (the event's own attributes, its ancestors', and a
   ``c10d::`` call's ``record_param_comms`` child): process group (``gputrace.collective.group``, Kineto's
   ``Process Group Name``), sequence number (``gputrace.collective.seq``, ``Seq``), size
