@@ -29,8 +29,9 @@
   collectives are grouped by the step their last rank arrived in, with each rank's summed wait there. Another
   step detection can hand its steps in (``steps=``).
 * **The straggler's cause**: what the straggler rank ran while the others waited for it: ``stragglers[i]["cause"]``,
-  the spans innermost on its threads inside those waits (top three names), and ``stragglers[i]["lines"]``, the
-  lines its processes were at then, from ``gputrace record``'s stack samples (``analysis.host_samples``).
+  the spans innermost on its threads inside those waits (top three names); ``stragglers[i]["lines"]``, the
+  lines its processes were at then, from ``gputrace record``'s stack samples (``analysis.host_samples``); and
+  ``stragglers[i]["kernels"]``, its compute kernels in those waits (its GPU's work, when that made it late).
 
 Pure; any thread. :func:`collectives` returns plain JSON-able data.
 """
@@ -441,7 +442,9 @@ def collectives(tl: Timeline, top: int = 20,
            "unmatched": sum(len(v) for v in per_rank.values()) - n_used, "clock": clock.to_dict(),
            "stragglers": [], "steps": _per_step(matched)}
     if clock.ok:
-        out["stragglers"] = _stragglers(tl, row_rank, found, coll_rows)
+        comp = ~kcomm
+        out["stragglers"] = _stragglers(tl, row_rank, found, coll_rows,
+                                        (kr[comp], ks[comp], ke[comp], row_rank[kr[comp]]))
     matched.sort(key=lambda m: -m["wait_ns"])
     out["collectives"] = matched[:top]
     return out
@@ -472,7 +475,26 @@ def _per_step(matched: list[dict]) -> list[dict]:
     return out
 
 
-def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_rows: dict[int, set[int]]) -> list[dict]:
+def _kernels_in(tl: Timeline, kernels: tuple, rank: int, windows: list[tuple[int, int]], top: int = 3) -> list[dict]:
+    """``rank``'s compute kernels (rows, starts, ends, ranks) inside ``windows``: time per kernel name (clipped to
+    the windows), top ``top``, longest first; what its GPU was busy with while the others waited."""
+    rows, ks, ke, kr = kernels
+    sel = np.flatnonzero(kr == rank)
+    if not windows or not len(sel):
+        return []
+    ws = np.asarray([w[0] for w in windows], np.int64)
+    we = np.asarray([w[1] for w in windows], np.int64)
+    names: dict[str, int] = {}
+    for i in sel.tolist():
+        ov = int(np.clip(np.minimum(we, ke[i]) - np.maximum(ws, ks[i]), 0, None).sum())
+        if ov > 0:
+            n = tl.name_of(int(rows[i]))
+            names[n] = names.get(n, 0) + ov
+    return [{"name": n, "ns": ns} for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top]]
+
+
+def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_rows: dict[int, set[int]],
+                kernels: tuple) -> list[dict]:
     strag: dict[int, list[Matched]] = {}
     for m in found:
         strag.setdefault(m.last_rank, []).append(m)
@@ -485,6 +507,7 @@ def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_r
         out.append({"rank": rk, "last": len(ms), "of": len(found), "caused_ns": int(sum(waits)),
                     "median_wait_ns": int(np.median(waits)),
                     "cause": _cause(tl, row_rank, rk, windows, coll_rows.get(rk, set())),
-                    "lines": _lines(tl, rk, windows)})
+                    "lines": _lines(tl, rk, windows),
+                    "kernels": _kernels_in(tl, kernels, rk, windows) if len(windows) <= 10_000 else []})
     out.sort(key=lambda s: (-s["last"], -s["caused_ns"]))
     return out

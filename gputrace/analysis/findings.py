@@ -343,6 +343,9 @@ def _straggler(ctx: Context) -> list[Finding]:
     cause = s.get("cause") or []
     ran = (f"; meanwhile rank {s['rank']} ran " + ", ".join(f"{c['name']} {fmt_ns(c['ns'])}" for c in cause)
            if cause else "")
+    kern = s.get("kernels") or []
+    if kern:
+        ran += "; its GPU ran " + ", ".join(f"{k['name']} {fmt_ns(k['ns'])}" for k in kern)
     lines = s.get("lines") or []
     if lines:  # the stack samples name the line (docs/findings.md, "Ranks and collectives")
         ran += f"; rank {s['rank']} was at " + ", ".join(f"{x['site']} ({x['samples']} samples)" for x in lines[:2])

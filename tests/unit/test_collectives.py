@@ -124,6 +124,8 @@ def test_nccl_kernels_overlap_exposure_and_bounded_wait(tmp_path):
     assert by[1]["overlap_ns"] == 0 and by[1]["exposed_ns"] == 5 * MS
     [m] = c["collectives"]
     assert m["last_rank"] == 1 and m["waits"] == {"0": 25 * MS} and m["how"] == "time"
+    # the straggler's GPU was busy with its gemm during rank 0's wait (5-30 ms)
+    assert c["stragglers"][0]["kernels"] == [{"name": "gemm", "ns": 25 * MS}]
 
 
 # HTA's public 2-rank trace (tests/data/trace_filter/sampled_rank-{0,1} of facebookresearch/HolisticTraceAnalysis):
