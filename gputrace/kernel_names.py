@@ -222,13 +222,13 @@ def _last_part(a: str) -> tuple[str, str]:
 
 
 def _short_arg(arg: str) -> str:
-    """A template argument for a table cell: nested lists elided, leading namespaces dropped; a lambda keeps the
-    function it is in (``GeluCUDAKernelImpl(…)::…::{lambda(…)#1}``)."""
+    """A template argument for a table cell: nested lists elided, leading namespaces dropped; a lambda is named by
+    the function it is defined in (``GeluCUDAKernelImpl(…) lambda``)."""
     a = _elide(arg)
     head, last = _last_part(a)
-    if last.startswith("{lambda") and head:
+    if last.startswith("{lambda") and head:  # a lambda: named by the function it is defined in
         outer = head.split("::{lambda", 1)[0]
-        return _last_part(outer)[1] + "::…::" + last if outer != head else _last_part(head)[1] + "::" + last
+        return _last_part(outer)[1] + " lambda"
     return last or a
 
 
