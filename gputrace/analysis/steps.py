@@ -12,7 +12,8 @@ A *step series* is found per process (``host``, ``pid``), by the first of these 
    the one that comes first, so a step starts where the loop's body does.
 3. **A repeating kernel sequence** (no host range repeats): the process's kernels on its busiest GPU, in
    start order; the period is that of a kernel name whose recurrences are mostly the same number of kernels
-   apart and whose repeats tile most of the sequence (the same name sequence between them); a step starts at
+   apart and whose repeats tile most of the sequence (the same name sequence between them; of several, the
+   one that tiles the most kernels, so not a layer's sub-loop nor one kernel repeated); a step starts at
    the position in the period with the longest GPU idle gap before it (where the host loads the next batch).
 
 A step runs from one occurrence's start to the next's (so time between two ranges is in a step); the last
@@ -235,7 +236,7 @@ def _kernel_steps(tl: Timeline, krows: np.ndarray, ks: np.ndarray, ke: np.ndarra
         ref = max(set(segs), key=segs.count)
         if segs.count(ref) * 2 < len(segs):
             continue
-        key = (m, -len(regular), int(pos[0]))
+        key = (-len(regular) * m, m, int(pos[0]))  # the period that tiles the most kernels, then the shortest
         if best is None or key < best[0]:
             best = (key, m, pos, regular)
     if best is None:
@@ -403,7 +404,8 @@ def detect_steps(tl: Timeline) -> list[StepSeries]:
 
 def breakdown(tl: Timeline, s: StepSeries, a: int, b: int) -> dict[str, int]:
     """Where the time of window [a, b) of series ``s``'s process went: ``{label: ns}`` with ``span NAME`` (host
-    ranges at the marking spans' depth and one below, the marking spans left out), ``CUDA API NAME``,
+    ranges at the marking spans' depth and one below, the marking spans and the process's root left out),
+    ``host in no range`` (the window less the union of the process's ranges but its root), ``CUDA API NAME``,
     ``kernel NAME``, ``copy NAME``/``memset``, and ``GPU idle`` (the window less the GPU's busy time in it)."""
     c = tl.cols
     if b <= a:
@@ -422,9 +424,22 @@ def breakdown(tl: Timeline, s: StepSeries, a: int, b: int) -> dict[str, int]:
 
     hm = np.zeros(tl.n, bool)
     hm[host_rows(tl)] = True
-    mine = (proc == k) & over & hm
     api = api_rows(tl)
-    ph = np.flatnonzero(mine & phase_mask(tl) & ~api)
+    pm = hm & phase_mask(tl) & ~api & (proc == k)
+    every = np.flatnonzero(pm)
+    if len(every):  # the process's root (a span over all its host work) is the window itself: left out
+        lo_t, hi_t = c["start"][every].min(), c["end"][every].max()
+        pm[every[(c["parent"][every] < 0) & (c["start"][every] <= lo_t) & (c["end"][every] >= hi_t)]] = False
+    ph = np.flatnonzero(pm & over)
+    if len(ph):
+        _, us, ue = union_by_group(np.zeros(len(ph), np.int64), np.maximum(c["start"][ph], a),
+                                   np.minimum(c["end"][ph], b))
+        untraced = (b - a) - int(np.clip(ue - us, 0, None).sum())
+    else:
+        untraced = b - a
+    if untraced > 0 and len(every):
+        out["host in no range"] = untraced
+    mine = (proc == k) & over & hm
     if len(ph):
         lo = max(s.depth, 0)
         ph = ph[(c["depth"][ph] >= lo) & (c["depth"][ph] <= lo + 1) & ~np.isin(c["phase"][ph], list(s.marks))]
