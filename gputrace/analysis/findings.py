@@ -340,7 +340,7 @@ def _warmup(ctx: Context) -> list[Finding]:
     w = steps.get("warmup")
     if not w or int(w.get("ns") or 0) < ctx.min_ns:
         return []
-    parts = []
+    parts, what = [], []
     for s in steps.get("series") or []:
         ww = s.get("warmup")
         if not ww:
@@ -348,19 +348,21 @@ def _warmup(ctx: Context) -> list[Finding]:
         bits = []
         if ww.get("startup_ns"):
             bits.append(f"start-up {fmt_ns(ww['startup_ns'])}")
+            what.append("start-up")
         before = int(ww.get("before_first_step_ns") or 0) - int(ww.get("startup_ns") or 0)
         if before > 0:
-            bits.append(f"{fmt_ns(before)} more before step 0")
+            bits.append(f"{fmt_ns(before)} {'more ' if ww.get('startup_ns') else ''}before step 0")
+            what.append("loading before the first step")
         if ww.get("steps"):
             bits.append(f"{ww['steps']} first step(s) {fmt_ns(ww['steps_ns'])} (steady median {fmt_ns(s['median_ns'])})")
         most = ", ".join(f"{t['what']} {fmt_ns(t['ns'])}" for t in ww.get("top") or [])
         parts.append(f"{s['process']}: {fmt_ns(ww['ns'])} until step {ww['steps']} of {s['name']} ("
                      + "; ".join(bits) + ")" + (f"; most of it: {most}" if most else ""))
     n = int(w.get("steps") or 0)
-    slow = f", {n} slow first step(s)" if n else ""
+    what = list(dict.fromkeys(what)) + ([f"{n} slow first step(s)"] if n else [])
     return [Finding(
-        "warm-up", f"warm-up: {fmt_ns(w['ns'])} before the steady state (start-up, loading{slow}); the other "
-                   "findings leave it out: time after warm-up, or amortise it over a longer run",
+        "warm-up", f"warm-up: {fmt_ns(w['ns'])} before the steady state ({', '.join(what)}); the other findings "
+                   "leave it out: time after warm-up, or amortise it over a longer run",
         "; ".join(parts), int(w["ns"]), "warm-up", tuple((int(a), int(b)) for a, b in w.get("intervals") or ()))]
 
 

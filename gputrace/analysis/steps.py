@@ -247,8 +247,10 @@ def _kernel_steps(tl: Timeline, krows: np.ndarray, ks: np.ndarray, ke: np.ndarra
     gap = np.maximum(ks - prev_end, 0)
     idx = regular[:, None] + np.arange(m)[None, :]
     r = int(np.argmax(np.median(gap[idx], axis=0)))
-    b = pos + r
-    b = b[b < n]
+    target = names[regular[0] + r]
+    b = np.concatenate([[pos[0] + r - m], pos + r])  # a step may start before the anchor's first occurrence
+    b = b[(b >= 0) & (b < n)]
+    b = b[names[b] == target]
     if len(b) < MIN_STEPS:
         return None
     starts = ks[b]
