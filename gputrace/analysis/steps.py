@@ -6,13 +6,15 @@ A *step series* is found per process (``host``, ``pid``), by the first of these 
    ends in a number after a step word (``step0``, ``iteration 3``, ``train_step_12``, ``batch#4``), at least
    :data:`MIN_STEPS` of one prefix, disjoint in time, numbers rising with time.
 2. **A repeating range**: on the process's main thread lane (the lane whose top-level spans cover the most
-   time), a span name recurring at least :data:`MIN_STEPS` times at one depth, disjoint in time: the shallowest
+   time), a span name recurring at least :data:`MIN_STEPS` times at one depth, disjoint in time, under one
+   parent (or under sequential parents that it fills: steps inside ``epoch`` ranges): the shallowest
    depth that has one; there, the name with the most time in all (``train_step``), and then, among the names
    that recur as often (one per step: ``dataloader.next``, ``forward``, ``backward``, ``optimizer.step``),
    the one that comes first, so a step starts where the loop's body does.
 3. **A repeating kernel sequence** (no host range repeats): the process's kernels on its busiest GPU, in
    start order; the period is that of a kernel name whose recurrences are mostly the same number of kernels
-   apart and whose repeats tile most of the sequence (the same name sequence between them; of several, the
+   apart and whose repeats tile most of the sequence (the same name sequence between them, of at least
+   :data:`MIN_KERNEL_NAMES` distinct names; of several, the
    one that tiles the most kernels, so not a layer's sub-loop nor one kernel repeated); a step starts at
    the position in the period with the longest GPU idle gap before it (where the host loads the next batch).
 
@@ -62,6 +64,9 @@ WARMUP_MIN_EXCESS = 0.25
 #: The steps (first start to last end) hold at least this share of the process's phase and GPU busy time (a
 #: series of ``verify`` calls at the end of a run of proofs is not the run's loop).
 MIN_COVERAGE = 0.5
+#: A kernel period holds at least this many distinct kernel names (forward, backward, optimizer: not two
+#: kernels alternating inside one phase).
+MIN_KERNEL_NAMES = 3
 #: Steps listed one by one in the JSON document (the figures count them all).
 MAX_LISTED_STEPS = 1000
 #: Rows of a breakdown difference kept (largest first).
@@ -185,6 +190,26 @@ def _main_lane(tl: Timeline, rows: np.ndarray) -> int:
     return int(np.argmax(dur))
 
 
+def _fills_parents(tl: Timeline, r: np.ndarray) -> bool:
+    """Whether ranges ``r`` under several parents are a loop split over them (steps filling each of
+    sequential ``epoch`` ranges), not a sub-loop inside each of them (the per-circuit ``assemble`` calls at
+    the end of each proof): under each parent, from their first start to their last end they cover at least
+    half of it. One parent (or none): True."""
+    c = tl.cols
+    par = c["parent"][r]
+    ps = np.unique(par)
+    if len(ps) == 1:
+        return True
+    if (ps < 0).any() or not _disjoint(c["start"][ps], c["end"][ps]):
+        return False
+    lo = np.full(len(ps), _BIG, np.int64)
+    hi = np.zeros(len(ps), np.int64)
+    k = np.searchsorted(ps, par)
+    np.minimum.at(lo, k, c["start"][r])
+    np.maximum.at(hi, k, c["end"][r])
+    return bool(np.all((hi - lo) * 2 >= c["end"][ps] - c["start"][ps]))
+
+
 def _repeating(tl: Timeline, rows: np.ndarray):
     """Candidates ``(name, its rows by start, the phase ids recurring with it)`` of a repeating range on the
     main lane, one per depth, shallowest first (see the module docstring, case 2)."""
@@ -202,7 +227,7 @@ def _repeating(tl: Timeline, rows: np.ndarray):
                 continue
             r = at[c["phase"][at] == p]
             r = r[np.argsort(c["start"][r], kind="stable")]
-            if _disjoint(c["start"][r], c["end"][r]):
+            if _disjoint(c["start"][r], c["end"][r]) and _fills_parents(tl, r):
                 cands.append((int((c["end"][r] - c["start"][r]).sum()), p, r))
         if not cands:
             continue
@@ -234,7 +259,7 @@ def _kernel_steps(tl: Timeline, krows: np.ndarray, ks: np.ndarray, ke: np.ndarra
             continue  # a sub-loop inside a step (a layer), or no regular period
         segs = [tuple(names[a:a + m].tolist()) for a in regular.tolist()]
         ref = max(set(segs), key=segs.count)
-        if segs.count(ref) * 2 < len(segs):
+        if segs.count(ref) * 2 < len(segs) or len(set(ref)) < MIN_KERNEL_NAMES:
             continue
         key = (-len(regular) * m, m, int(pos[0]))  # the period that tiles the most kernels, then the shortest
         if best is None or key < best[0]:

@@ -242,3 +242,31 @@ def test_report_shows_the_steps_and_json_has_them():
     render(d, console(file=buf, width=200))
     out = buf.getvalue()
     assert "Steps" in out and "22 of train_step (range)" in out and "slow step(s)" in out
+
+
+def test_with_steps_the_startup_is_part_of_the_warmup():
+    from tests.unit.test_findings_startup import train_run
+
+    d = analyse_timeline(train_run()).to_dict()
+    [w] = [f for f in d["findings"] if f["rule"] == "warm-up"]
+    assert w["saving_ns"] == 450 * MS and "start-up 400 ms" in w["evidence"]  # to the first step, at 450 ms
+    assert not [f for f in d["findings"] if f["rule"] == "startup"]
+    [g] = [f for f in d["findings"] if f["rule"] == "gpu-idle-host"]  # the steady state's idle GPU only
+    assert g["saving_ns"] <= d["steady"]["wall_ns"] == 550 * MS
+
+
+def test_steps_split_over_epochs_but_not_a_sub_loop_of_each_batch():
+    def run(fill):
+        spans = []
+        for e in range(2):
+            t0 = e * 100 * MS
+            spans.append({"id": f"e{e}", "name": "epoch", "start": t0, "end": t0 + 90 * MS})
+            at = t0 + (0 if fill else 80 * MS)
+            for i in range(4):
+                d = (20 if fill else 2) * MS
+                spans.append({"name": "step", "start": at + i * d, "end": at + (i + 1) * d - MS, "parent": f"e{e}"})
+        return make_timeline(spans)
+
+    [s] = detect_steps(run(fill=True))
+    assert len(s.start) == 8  # the steps of both epochs
+    assert detect_steps(run(fill=False)) == []  # four short calls at the end of each batch: not the loop
