@@ -354,7 +354,8 @@ def _warmup(ctx: Context) -> list[Finding]:
             bits.append(f"{fmt_ns(before)} {'more ' if ww.get('startup_ns') else ''}before step 0")
             what.append("loading before the first step")
         if ww.get("steps"):
-            bits.append(f"{ww['steps']} first step(s) {fmt_ns(ww['steps_ns'])} (steady median {fmt_ns(s['median_ns'])})")
+            bits.append(f"{ww['steps']} first step(s) {fmt_ns(ww['steps_ns'])} "
+                        f"(steady median {fmt_ns(s['median_ns'])})")
         most = ", ".join(f"{t['what']} {fmt_ns(t['ns'])}" for t in ww.get("top") or [])
         parts.append(f"{s['process']}: {fmt_ns(ww['ns'])} until step {ww['steps']} of {s['name']} ("
                      + "; ".join(bits) + ")" + (f"; most of it: {most}" if most else ""))

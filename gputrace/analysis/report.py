@@ -41,8 +41,8 @@ from gputrace.analysis.stalls import (
     wait_stalls,
 )
 from gputrace.analysis.startup import startup_intervals
-from gputrace.analysis.steps import steady_timeline, steps_report
 from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
+from gputrace.analysis.steps import steady_timeline, steps_report
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.unobserved import unobserved
 from gputrace.analysis.waits import HostWaits, host_waits
@@ -300,7 +300,8 @@ def analyse_timeline(
     them here and adds the GPU-activity tables after, `TimelineAnalysis.add_gpu_activity`).
     ``steps``: find the loop's steps and warm-up (`gputrace.analysis.steps`); with a warm-up of at least
     `findings.default_min_ns` of the steady-state wall, the same analysis of the steady state (``steady``,
-    the trace with the warm-up cut) is made too, for the findings. Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
+    the trace with the warm-up cut) is made too, for the findings.
+    Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
     if top < 0:
         raise ValueError(f"top must be >= 0, got {top}")
     wall = wall_ns(tl)

@@ -502,13 +502,11 @@ def breakdown(tl: Timeline, s: StepSeries, a: int, b: int) -> dict[str, int]:
 def diff(slow: dict[str, int], base: dict[str, int], rows: int = DIFF_ROWS) -> list[dict]:
     """The largest differences of two breakdowns: ``[{"what", "slowest_ns", "median_ns", "delta_ns"}]``, the
     largest increase first (only increases when there are any)."""
-    keys = set(slow) | set(base)
-    d = [{"what": k, "slowest_ns": slow.get(k, 0), "median_ns": base.get(k, 0),
-          "delta_ns": slow.get(k, 0) - base.get(k, 0)} for k in keys]
-    up = [x for x in d if x["delta_ns"] > 0]
-    d = sorted(up, key=lambda x: (-x["delta_ns"], x["what"])) if up else sorted(
-        d, key=lambda x: (-abs(x["delta_ns"]), x["what"]))
-    return d[:rows]
+    rows_ = [(k, slow.get(k, 0), base.get(k, 0)) for k in set(slow) | set(base)]
+    up = [r for r in rows_ if r[1] > r[2]]
+    picked = sorted(up, key=lambda r: (r[2] - r[1], r[0])) if up else sorted(
+        rows_, key=lambda r: (-abs(r[1] - r[2]), r[0]))
+    return [{"what": k, "slowest_ns": a, "median_ns": b, "delta_ns": a - b} for k, a, b in picked[:rows]]
 
 
 def _top(bd: dict[str, int], rows: int = 3) -> list[dict]:

@@ -32,7 +32,7 @@ def loop(walls_ms, gap_ms=0, name="train_step", root=True):
     its wall at its end."""
     spans = []
     t = 100 * MS
-    for i, w in enumerate(walls_ms):
+    for w in walls_ms:
         d = int(w * MS)
         spans.append({"name": name, "start": t, "end": t + d, "parent": "root" if root else None})
         spans.append(kernel(t + d - d // 2, d // 2))
