@@ -235,7 +235,12 @@ def _repeating(tl: Timeline, rows: np.ndarray):
         n = len(ar)
         peers = [(int(c["start"][r[0]]), p, r) for _, p, r in cands if abs(len(r) - n) <= 1]
         first = min(peers, key=lambda t: (t[0], t[1]))
-        yield tl.phases[first[1]], first[2], tuple(p for _, p, _ in peers)
+        r = first[2]
+        every = rows[c["phase"][rows] == first[1]]  # the same range at other depths too (a warm-up loop before
+        every = every[np.argsort(c["start"][every], kind="stable")]  # the profiled `train` range), if disjoint
+        if len(every) > len(r) and _disjoint(c["start"][every], c["end"][every]):
+            r = every
+        yield tl.phases[first[1]], r, tuple(p for _, p, _ in peers)
 
 
 def _kernel_steps(tl: Timeline, krows: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> tuple[str, np.ndarray,
@@ -288,7 +293,7 @@ def _last_end(tl: Timeline, r: np.ndarray, rows: np.ndarray, peers) -> int:
     """Where the last step ends: the end of the last marking span, or of a span recurring with it (same depth)
     that starts after it (a step marked by ``forward`` ends with its ``optimizer.step``)."""
     c = tl.cols
-    peer_rows = rows[np.isin(c["phase"][rows], np.asarray(peers)) & (c["depth"][rows] == c["depth"][r[0]])]
+    peer_rows = rows[np.isin(c["phase"][rows], np.asarray(peers)) & (c["depth"][rows] == c["depth"][r[-1]])]
     tail = peer_rows[c["start"][peer_rows] >= c["start"][r[-1]]]
     return int(max(c["end"][r[-1]], c["end"][tail].max() if len(tail) else 0))
 
@@ -305,15 +310,15 @@ def _work_union(tl: Timeline, rows: np.ndarray, us: np.ndarray, ue: np.ndarray) 
     return ws, we
 
 
-def _covers(tl: Timeline, r: np.ndarray, rows: np.ndarray, work: tuple[np.ndarray, np.ndarray], peers=()) -> bool:
-    """Whether steps marked by rows ``r`` (first start to last end) hold :data:`MIN_COVERAGE` of ``work``."""
+def _coverage(tl: Timeline, r: np.ndarray, rows: np.ndarray, work: tuple[np.ndarray, np.ndarray], peers=()) -> float:
+    """The share of ``work`` that steps marked by rows ``r`` (first start to last end) hold."""
     ws, we = work
     total = int((we - ws).sum())
     if total <= 0:
-        return True
+        return 1.0
     a = np.array([int(tl.cols["start"][r[0]])], np.int64)
     b = np.array([_last_end(tl, r, rows, peers or (int(tl.cols["phase"][r[0]]),))], np.int64)
-    return int(_busy_in(ws, we, a, b)[0]) >= MIN_COVERAGE * total
+    return int(_busy_in(ws, we, a, b)[0]) / total
 
 
 def _busy_in(us: np.ndarray, ue: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -385,14 +390,20 @@ def detect_steps(tl: Timeline) -> list[StepSeries]:
         found = None
         if len(rows):
             work = _work_union(tl, rows, us, ue)
+            held = 0.0
             for method, name, r in _numbered(tl, rows):
-                if method == "profiler-step" or _covers(tl, r, rows, work):
+                held = 1.0 if method == "profiler-step" else _coverage(tl, r, rows, work)
+                if held >= MIN_COVERAGE:
                     found = (method, name, r, (int(c["phase"][r[0]]),), np.unique(c["phase"][r]).tolist())
                     break
-            if found is None:
+            if found is None or found[0] == "numbered":
+                # A range wins over numbered steps that it holds more of than they do (the loop's first
+                # iterations before the numbered ones: an Nsight trace's warm-up loop outside its `train` range).
                 for name, r, peers in _repeating(tl, rows):
-                    if _covers(tl, r, rows, work, peers):
-                        found = ("range", name, r, peers, list(peers))
+                    cov = _coverage(tl, r, rows, work, peers)
+                    if cov >= MIN_COVERAGE:
+                        if found is None or (len(r) > len(found[2]) and cov > held + 0.1):
+                            found = ("range", name, r, peers, list(peers))
                         break
         if found is not None:
             method, name, r, peers, marks = found
@@ -431,7 +442,8 @@ def detect_steps(tl: Timeline) -> list[StepSeries]:
 
 def breakdown(tl: Timeline, s: StepSeries, a: int, b: int) -> dict[str, int]:
     """Where the time of window [a, b) of series ``s``'s process went: ``{label: ns}`` with ``span NAME`` (host
-    ranges at the marking spans' depth and one below, the marking spans and the process's root left out),
+    ranges in the window, at the shallowest depth there and one below; the marking spans and the ranges around
+    the whole window left out),
     ``host in no range`` (the window less the union of the process's ranges but its root), ``CUDA API NAME``,
     ``kernel NAME``, ``copy NAME``/``memset``, and ``GPU idle`` (the window less the GPU's busy time in it)."""
     c = tl.cols
@@ -467,9 +479,12 @@ def breakdown(tl: Timeline, s: StepSeries, a: int, b: int) -> dict[str, int]:
     if untraced > 0 and len(every):
         out["host in no range"] = untraced
     mine = (proc == k) & over & hm
+    # the step's parts: ranges inside the window (not those around it: the step's own range, `train`), at the
+    # shallowest depth there and one below, the marking ranges left out
+    ph = ph[~((c["start"][ph] <= a) & (c["end"][ph] >= b)) & ~np.isin(c["phase"][ph], list(s.marks))]
     if len(ph):
-        lo = max(s.depth, 0)
-        ph = ph[(c["depth"][ph] >= lo) & (c["depth"][ph] <= lo + 1) & ~np.isin(c["phase"][ph], list(s.marks))]
+        lo = int(c["depth"][ph].min())
+        ph = ph[c["depth"][ph] <= lo + 1]
         add(ph, [f"span {tl.name_of(int(r))}" for r in ph.tolist()], c["start"][ph], c["end"][ph])
     ar = np.flatnonzero(mine & api)
     add(ar, [f"CUDA API {tl.name_of(int(r))}" for r in ar.tolist()], c["start"][ar], c["end"][ar])
@@ -529,8 +544,8 @@ def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict]) -> dict:
                                                        s.gpu_busy[:MAX_LISTED_STEPS].tolist(), strict=True))]}
     i_slow = s.warmup + int(np.argmax(steady))
     i_med = s.warmup + int(np.argmin(np.abs(steady - med)))
-    why = diff(breakdown(tl, s, int(s.start[i_slow]), int(s.end[i_slow])),
-               breakdown(tl, s, int(s.start[i_med]), int(s.end[i_med])))
+    why = [] if i_slow == i_med else diff(breakdown(tl, s, int(s.start[i_slow]), int(s.end[i_slow])),
+                                          breakdown(tl, s, int(s.start[i_med]), int(s.end[i_med])))
     out["slowest"] = {"index": i_slow, "wall_ns": int(wall[i_slow]), "median_index": i_med,
                       "median_wall_ns": int(wall[i_med]), "why": why, "text": _why_text(s, i_slow, i_med, why)}
     if s.warmup_ns > 0:

@@ -144,6 +144,18 @@ def test_kineto_fixtures_steps():
     assert detect_steps(read_any(FOREIGN / "train_kineto_cpu.json.gz")) == []  # two steps only
 
 
+def test_nsys_fixture_warmup_loop_outside_the_numbered_steps():
+    """train_nsys: 3 iterations as top-level ranges, then 4 inside `train` / `stepN`: 7 steps of the range that
+    starts each (`preprocess`), not the 4 numbered ones, so the warm-up is the first (cuBLAS set-up) alone."""
+    from gputrace.timeline.load import read_any
+
+    tl = read_any(FOREIGN / "train_nsys.sqlite.gz")
+    [s] = detect_steps(tl)
+    assert (s.method, s.name, len(s.start), s.warmup) == ("range", "preprocess", 7, 1)
+    [again] = detect_steps(steady_timeline(tl, {(s.host, s.pid): s.cut}))  # the steady state alone: stable
+    assert (again.name, len(again.start), again.warmup, again.warmup_ns) == ("preprocess", 6, 0, 0)
+
+
 # ---- warm-up, breakdowns ----------------------------------------------------------------------------------
 
 
