@@ -48,7 +48,7 @@ import numpy as np
 
 from gputrace.activity import short_kernel_name
 from gputrace.analysis._common import device_activity, fmt_ns, host_rows, union_by_group
-from gputrace.analysis.activity_index import KERNEL, WHAT_NAMES, activity_index
+from gputrace.analysis.activity_index import KERNEL, WHAT_NAMES, activity_index, renumbered_scan
 from gputrace.analysis.api_calls import api_rows, phase_mask
 from gputrace.timeline.model import Timeline
 
@@ -608,8 +608,16 @@ def steady_timeline(tl: Timeline, cuts: dict[tuple[str, int], int]) -> Timeline:
     cols["gpu_start"] = np.where(has, np.maximum(cols["gpu_start"], ct), cols["gpu_start"])
     cols["gpu_end"] = np.where(has, np.maximum(cols["gpu_end"], cols["gpu_start"]), cols["gpu_end"])
     del g0
+    pos = np.full(tl.n, -1, np.int64)  # old row -> its index among the kept rows (the unsorted order)
+    pos[keep] = np.arange(len(keep), dtype=np.int64)
+    attrs = {int(pos[r]): a for r, a in tl.attrs.items() if pos[r] >= 0}
+    names = {int(pos[r]): v for r, v in tl.names.items() if pos[r] >= 0}
+    out = Timeline.from_unsorted(cols, tl.phases, tl.lanes, tl.resources, tl.trace_ids, attrs, names)
+    # old row -> new row: the kept rows in the Timeline's order (what from_unsorted sorts them by; tl.lanes are
+    # in order already), so the attributes' scan is renumbered rather than redone
+    order = np.lexsort((-cols["end"], cols["start"], cols["lane"]))  # the model's row order (stable)
     inv = np.full(tl.n, -1, np.int64)
-    inv[keep] = np.arange(len(keep), dtype=np.int64)
-    attrs = {int(inv[r]): a for r, a in tl.attrs.items() if inv[r] >= 0}
-    names = {int(inv[r]): v for r, v in tl.names.items() if inv[r] >= 0}
-    return Timeline.from_unsorted(cols, tl.phases, tl.lanes, tl.resources, tl.trace_ids, attrs, names)
+    inv[keep[order]] = np.arange(len(keep), dtype=np.int64)
+    if len(keep) == out.n and np.array_equal(out.cols["start"], cols["start"][order]):
+        renumbered_scan(out, tl, inv)
+    return out

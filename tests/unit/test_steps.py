@@ -282,3 +282,17 @@ def test_steps_split_over_epochs_but_not_a_sub_loop_of_each_batch():
     [s] = detect_steps(run(fill=True))
     assert len(s.start) == 8  # the steps of both epochs
     assert detect_steps(run(fill=False)) == []  # four short calls at the end of each batch: not the loop
+
+
+def test_the_steady_timeline_reuses_the_attribute_scan_renumbered():
+    from gputrace.analysis import activity_index as ai
+
+    tl = train_loop_timeline(steps=6, slow_step=None)
+    [s] = detect_steps(tl)
+    cut = steady_timeline(tl, {(s.host, s.pid): s.cut})
+    seeded = ai.attr_scan(cut)  # renumbered from tl's scan ...
+    ai._SCANS.pop(id(cut))
+    fresh = ai.attr_scan(cut)  # ... and the pass over the attributes agree
+    for f in ("act_rows", "act_what", "act_stream", "api", "profiler", "tagged", "paused"):
+        assert np.array_equal(getattr(seeded, f), getattr(fresh, f)), f
+    assert len(fresh.act_rows) > 0
