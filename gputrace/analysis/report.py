@@ -137,9 +137,22 @@ class TimelineAnalysis:
     #: `steps.steps_report`: the loop's steps per process and the warm-up (empty: none found, or not computed)
     steps: dict = field(default_factory=dict)
     #: The same analysis of the steady state (the trace with its warm-up cut: `steps.steady_timeline`), which
-    #: the findings read; None when there is no warm-up worth cutting.
+    #: the findings read: made on first use (`steady_state`); stays None without a warm-up worth cutting.
     steady: TimelineAnalysis | None = None
     steady_tl: Timeline | None = field(default=None, repr=False)
+    #: How to make ``steady`` (the source Timeline, the cuts, `analyse_timeline`'s options); empty: no cut.
+    steady_plan: dict = field(default_factory=dict, repr=False)
+
+    def steady_state(self) -> TimelineAnalysis | None:
+        """The analysis of the steady state (made now on first use: the stalls panel does not wait for it),
+        or None when nothing was cut."""
+        if self.steady is None and self.steady_plan:
+            plan = dict(self.steady_plan)
+            tl, cuts = plan.pop("tl"), plan.pop("cuts")
+            plan["critical"] = plan["critical"] or bool(self.gpu_activity)
+            self.steady_tl = steady_timeline(tl, cuts)
+            self.steady = analyse_timeline(self.steady_tl, steps=False, **plan)
+        return self.steady
 
     @property
     def listed(self) -> list[Stall]:
@@ -150,11 +163,12 @@ class TimelineAnalysis:
         holds the same sections over the steady state, and the findings are read from them."""
         d = self._sections()
         d["steps"] = self.steps
-        if self.steady is not None:
-            d["steady"] = self.steady._sections()
+        steady = self.steady_state()
+        if steady is not None:
+            d["steady"] = steady._sections()
         d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
         _drop_unused_intervals(d)
-        if self.steady is not None:
+        if steady is not None:
             _drop_unused_intervals(d["steady"])
         return d
 
@@ -196,8 +210,9 @@ class TimelineAnalysis:
         """The ranked findings (``gputrace.analysis.findings``) over this analysis, as ``to_dict()["findings"]``
         gives them, without building the whole document (the TUI's stalls panel lists them): over the steady
         state when a warm-up was cut."""
-        if self.steady is not None:
-            return findings({**self.steady._findings_input(), "steps": self.steps}, self.steady.comm)
+        steady = self.steady_state()
+        if steady is not None:
+            return findings({**steady._findings_input(), "steps": self.steps}, steady.comm)
         return findings({**self._findings_input(), "steps": self.steps}, self.comm)
 
     def _findings_input(self) -> dict:
@@ -300,7 +315,7 @@ def analyse_timeline(
     them here and adds the GPU-activity tables after, `TimelineAnalysis.add_gpu_activity`).
     ``steps``: find the loop's steps and warm-up (`gputrace.analysis.steps`); with a warm-up of at least
     `findings.default_min_ns` of the steady-state wall, the same analysis of the steady state (``steady``,
-    the trace with the warm-up cut) is made too, for the findings.
+    the trace with the warm-up cut) is made for the findings, on first use (`TimelineAnalysis.steady_state`).
     Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
     if top < 0:
         raise ValueError(f"top must be >= 0, got {top}")
@@ -346,10 +361,9 @@ def analyse_timeline(
         out.steps = st.to_dict()
         warm = st.warmup_ns
         if st.cuts and warm >= default_min_ns(max(wall - warm, 0)):
-            out.steady_tl = steady_timeline(tl, st.cuts)
-            out.steady = analyse_timeline(out.steady_tl, by_device=by_device, min_lost_ns=asked_min_lost, top=top,
-                                          wait_margin_ns=wait_margin_ns,
-                                          pageable_gbps=pageable_gbps, critical=critical, steps=False)
+            out.steady_plan = {"tl": tl, "cuts": st.cuts, "by_device": by_device, "min_lost_ns": asked_min_lost,
+                               "top": top, "wait_margin_ns": wait_margin_ns, "pageable_gbps": pageable_gbps,
+                               "critical": critical}
     if critical:
         out.add_gpu_activity(tl)
     return out

@@ -238,7 +238,7 @@ def test_the_threshold_is_one_percent_of_the_steady_wall():
 
 def test_without_a_warmup_nothing_is_cut():
     b = analyse_timeline(loop([10, 10, 10, 10], root=False))  # a profiler window: the loop from its start
-    assert b.steady is None and b.steps["warmup"] is None and len(b.steps["series"]) == 1
+    assert b.steady_state() is None and b.steps["warmup"] is None and len(b.steps["series"]) == 1
     assert not [f for f in b.to_dict()["findings"] if f["rule"] == "warm-up"]
 
 
