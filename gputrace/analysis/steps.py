@@ -363,32 +363,76 @@ def _process_name(tl: Timeline, rows: np.ndarray, host: str, pid: int, several: 
     return name if rank is None else f"{name} (rank {rank})"
 
 
-def detect_steps(tl: Timeline) -> list[StepSeries]:
+@dataclass
+class _Procs:
+    """Each process's rows, found once (whole-array passes; a trace of thousands of pids is not scanned per pid):
+    ``keys`` (host, pid); per process ``rows`` (all, ascending), ``phases`` (host phase rows, no CUDA API call),
+    ``api`` (CUDA API rows), ``dev`` (indices into ``act_*``: its device activity, or, when none is its own,
+    the pid-less activity of its host: a Kineto trace's streams) and ``own`` (whether ``dev`` is its own)."""
+
+    keys: list[tuple[str, int]]
+    rows: list[np.ndarray]
+    phases: list[np.ndarray]
+    api: list[np.ndarray]
+    dev: list[np.ndarray]
+    own: list[bool]
+    act_rows: np.ndarray
+    act_s: np.ndarray
+    act_e: np.ndarray
+
+
+def _groups(key: np.ndarray, n: int) -> list[np.ndarray]:
+    """Indices of ``key == k`` for k in range(n), each ascending (one stable sort)."""
+    o = np.argsort(key, kind="stable")
+    b = np.searchsorted(key[o], np.arange(n + 1))
+    return [o[b[k]:b[k + 1]] for k in range(n)]
+
+
+def _procs(tl: Timeline) -> _Procs:
+    c = tl.cols
+    lane_proc, keys = _proc_of_lanes(tl)
+    proc = lane_proc[c["lane"]]
+    n = len(keys)
+    hm = np.zeros(tl.n, bool)
+    hm[host_rows(tl)] = True
+    api = api_rows(tl)
+    ph = hm & phase_mask(tl) & ~api
+    ap = hm & api
+    rows = _groups(proc, n)
+    act_rows, act_s, act_e = device_activity(tl)
+    act_proc = proc[act_rows]
+    dev = _groups(act_proc, n)
+    hosts = sorted({h for h, _ in keys} | {ln.host for ln in tl.lanes})
+    hix = {h: i for i, h in enumerate(hosts)}
+    lane_host = np.array([hix[ln.host] for ln in tl.lanes] or [0], np.int64)
+    loose = np.flatnonzero(act_proc < 0)
+    by_host = _groups(lane_host[c["lane"][act_rows[loose]]], len(hosts))
+    own = [len(d) > 0 for d in dev]
+    dev = [d if o else loose[by_host[hix[h]]] for d, o, (h, _) in zip(dev, own, keys, strict=True)]
+    return _Procs(keys, rows, [r[ph[r]] for r in rows], [r[ap[r]] for r in rows], dev, own, act_rows, act_s, act_e)
+
+
+def detect_steps(tl: Timeline, procs: _Procs | None = None) -> list[StepSeries]:
     """The step series of each process that has one (see the module docstring), by host then pid."""
     if tl.n == 0 or not tl.lanes:
         return []
     c = tl.cols
-    lane_proc, keys = _proc_of_lanes(tl)
-    proc = lane_proc[c["lane"]]
-    hm = np.zeros(tl.n, bool)
-    hm[host_rows(tl)] = True
-    hm &= phase_mask(tl)
-    act_rows, act_s, act_e = device_activity(tl)
+    P = procs or _procs(tl)
     ai = activity_index(tl)
-    lane_host = np.array([ln.host for ln in tl.lanes], dtype=object)
-    hosts = {h for h, _ in keys}
+    kin_all = ai.rows[ai.what == KERNEL]
+    kpos = np.flatnonzero(ai.what == KERNEL)
+    hosts = {h for h, _ in P.keys}
     out = []
-    for k, (host, pid) in enumerate(keys):
-        mine = proc == k
-        rows = np.flatnonzero(mine & hm)
-        on_host = lane_host[c["lane"][act_rows]] == host
-        dev_mine = proc[act_rows] == k
-        dev = dev_mine if dev_mine.any() else on_host & (proc[act_rows] < 0)
+    for k, (host, pid) in enumerate(P.keys):
+        rows = P.phases[k]
+        dev = P.dev[k]
+        if len(rows) < MIN_STEPS and len(dev) < 2 * MIN_STEPS:
+            continue
         us = ue = np.zeros(0, np.int64)
-        if dev.any():
-            _, us, ue = union_by_group(np.zeros(int(dev.sum()), np.int64), act_s[dev], act_e[dev])
+        if len(dev):
+            _, us, ue = union_by_group(np.zeros(len(dev), np.int64), P.act_s[dev], P.act_e[dev])
         found = None
-        if len(rows):
+        if len(rows) >= MIN_STEPS:
             work = _work_union(tl, rows, us, ue)
             held = 0.0
             for method, name, r in _numbered(tl, rows):
@@ -412,12 +456,15 @@ def detect_steps(tl: Timeline) -> list[StepSeries]:
             ends = np.concatenate([starts[1:], [last_end]])
             depth = int(c["depth"][r[0]])
         else:
-            kmask = ai.what == KERNEL
-            krows = ai.rows[kmask]
-            kin = np.isin(krows, act_rows[dev]) if dev.any() else np.zeros(len(krows), bool)
+            if not len(dev) or not len(kin_all):
+                continue
+            mine = np.sort(P.act_rows[dev])
+            at = np.searchsorted(mine, kin_all).clip(0, len(mine) - 1)
+            kin = mine[at] == kin_all
             if not kin.any():
                 continue
-            krows, kst, ken, kdev = krows[kin], ai.start[kmask][kin], ai.end[kmask][kin], ai.device[kmask][kin]
+            ki = kpos[kin]
+            krows, kst, ken, kdev = ai.rows[ki], ai.start[ki], ai.end[ki], ai.device[ki]
             vals, cnt = np.unique(kdev, return_counts=True)
             sel = kdev == vals[np.argmax(cnt)]
             o = np.argsort(kst[sel], kind="stable")
@@ -426,12 +473,13 @@ def detect_steps(tl: Timeline) -> list[StepSeries]:
                 continue
             name, starts, ends = ks_
             method, depth, marks = "kernels", -1, []
-        lo = [int(c["start"][np.flatnonzero(mine)].min())] if mine.any() else []
-        if dev_mine.any():
-            lo.append(int(act_s[dev_mine].min()))
+        every = P.rows[k]
+        lo = [int(c["start"][every].min())] if len(every) else []
+        if P.own[k]:
+            lo.append(int(P.act_s[dev].min()))
         first = min(lo + [int(starts[0])])
         wall = ends - starts
-        out.append(StepSeries(host, pid, _process_name(tl, rows, host, pid, len(keys) > len(hosts)), method, name,
+        out.append(StepSeries(host, pid, _process_name(tl, rows, host, pid, len(P.keys) > len(hosts)), method, name,
                               starts, ends, _busy_in(us, ue, starts, ends), _warmup_count(wall), first, depth,
                               tuple(int(m) for m in marks), bool(len(us))))
     return out
@@ -440,72 +488,66 @@ def detect_steps(tl: Timeline) -> list[StepSeries]:
 # ---- breakdowns and the summary ----------------------------------------------------------------------------
 
 
-def breakdown(tl: Timeline, s: StepSeries, a: int, b: int) -> dict[str, int]:
+def breakdown(tl: Timeline, s: StepSeries, a: int, b: int, procs: _Procs | None = None) -> dict[str, int]:
     """Where the time of window [a, b) of series ``s``'s process went: ``{label: ns}`` with ``span NAME`` (host
     ranges in the window, at the shallowest depth there and one below; the marking spans and the ranges around
-    the whole window left out),
-    ``host in no range`` (the window less the union of the process's ranges but its root), ``CUDA API NAME``,
-    ``kernel NAME``, ``copy NAME``/``memset``, and ``GPU idle`` (the window less the GPU's busy time in it)."""
+    the whole window left out), ``host in no range`` (the window less the union of the process's ranges but
+    its root), ``CUDA API NAME``, ``kernel NAME``, ``copy NAME``/``memset``, and ``GPU idle`` (the window less
+    the GPU's busy time in it)."""
     c = tl.cols
-    if b <= a:
+    P = procs or _procs(tl)
+    if b <= a or (s.host, s.pid) not in P.keys:
         return {}
-    lane_proc, keys = _proc_of_lanes(tl)
-    k = keys.index((s.host, s.pid)) if (s.host, s.pid) in keys else -1
-    proc = lane_proc[c["lane"]]
-    over = (c["start"] < b) & (np.maximum(c["end"], c["gpu_end"]) > a)
+    k = P.keys.index((s.host, s.pid))
     out: dict[str, int] = {}
 
-    def add(label_rows: np.ndarray, labels: list[str], s0: np.ndarray, e0: np.ndarray) -> None:
+    def add(labels: list[str], s0: np.ndarray, e0: np.ndarray) -> None:
         d = np.clip(np.minimum(e0, b) - np.maximum(s0, a), 0, None)
         for lab, v in zip(labels, d.tolist(), strict=True):
             if v > 0:
                 out[lab] = out.get(lab, 0) + int(v)
 
-    hm = np.zeros(tl.n, bool)
-    hm[host_rows(tl)] = True
-    api = api_rows(tl)
-    pm = hm & phase_mask(tl) & ~api & (proc == k)
-    every = np.flatnonzero(pm)
+    every = P.phases[k]
     if len(every):  # the process's root (a span over all its host work) is the window itself: left out
         lo_t, hi_t = c["start"][every].min(), c["end"][every].max()
-        pm[every[(c["parent"][every] < 0) & (c["start"][every] <= lo_t) & (c["end"][every] >= hi_t)]] = False
-    ph = np.flatnonzero(pm & over)
+        every = every[~((c["parent"][every] < 0) & (c["start"][every] <= lo_t) & (c["end"][every] >= hi_t))]
+    ph = every[(c["start"][every] < b) & (c["end"][every] > a)]
     if len(ph):
         _, us, ue = union_by_group(np.zeros(len(ph), np.int64), np.maximum(c["start"][ph], a),
                                    np.minimum(c["end"][ph], b))
         untraced = (b - a) - int(np.clip(ue - us, 0, None).sum())
     else:
         untraced = b - a
-    if untraced > 0 and len(every):
+    if untraced > 0 and len(P.phases[k]):
         out["host in no range"] = untraced
-    mine = (proc == k) & over & hm
     # the step's parts: ranges inside the window (not those around it: the step's own range, `train`), at the
     # shallowest depth there and one below, the marking ranges left out
     ph = ph[~((c["start"][ph] <= a) & (c["end"][ph] >= b)) & ~np.isin(c["phase"][ph], list(s.marks))]
     if len(ph):
         lo = int(c["depth"][ph].min())
         ph = ph[c["depth"][ph] <= lo + 1]
-        add(ph, [f"span {tl.name_of(int(r))}" for r in ph.tolist()], c["start"][ph], c["end"][ph])
-    ar = np.flatnonzero(mine & api)
-    add(ar, [f"CUDA API {tl.name_of(int(r))}" for r in ar.tolist()], c["start"][ar], c["end"][ar])
+        add([f"span {tl.name_of(int(r))}" for r in ph.tolist()], c["start"][ph], c["end"][ph])
+    ar = P.api[k]
+    ar = ar[(c["start"][ar] < b) & (c["end"][ar] > a)]
+    add([f"CUDA API {tl.name_of(int(r))}" for r in ar.tolist()], c["start"][ar], c["end"][ar])
     ai = activity_index(tl)
-    act_rows, _, _ = device_activity(tl)
-    dev_proc = proc[act_rows]
-    host_of = np.array([ln.host for ln in tl.lanes], dtype=object)[c["lane"][act_rows]]
-    dev_mine = dev_proc == k
-    keep = act_rows[dev_mine] if dev_mine.any() else act_rows[(host_of == s.host) & (dev_proc < 0)]
-    sel = np.isin(ai.rows, keep) & (ai.start < b) & (ai.end > a)
-    rows = ai.rows[sel]
+    keep = np.sort(P.act_rows[P.dev[k]])
+    if len(keep) and len(ai.rows):
+        at = np.searchsorted(ai.rows, keep).clip(0, len(ai.rows) - 1)
+        ix = at[ai.rows[at] == keep]
+        ix = ix[(ai.start[ix] < b) & (ai.end[ix] > a)]
+    else:
+        ix = np.zeros(0, np.int64)
     labels = []
-    for r, w in zip(rows.tolist(), ai.what[sel].tolist(), strict=True):
+    for r, w in zip(ai.rows[ix].tolist(), ai.what[ix].tolist(), strict=True):
         nm = tl.name_of(int(r))
         labels.append(f"kernel {short_kernel_name(nm)}" if w == KERNEL else
                       ("memset" if WHAT_NAMES[w] == "memset" else f"copy {nm}"))
-    add(rows, labels, ai.start[sel], ai.end[sel])
+    add(labels, ai.start[ix], ai.end[ix])
     if s.has_gpu:
-        busy = ai.start[sel], ai.end[sel]
-        if len(rows):
-            _, us, ue = union_by_group(np.zeros(len(rows), np.int64), np.maximum(busy[0], a), np.minimum(busy[1], b))
+        if len(ix):
+            _, us, ue = union_by_group(np.zeros(len(ix), np.int64), np.maximum(ai.start[ix], a),
+                                       np.minimum(ai.end[ix], b))
             idle = (b - a) - int((ue - us).sum())
         else:
             idle = b - a
@@ -528,7 +570,7 @@ def _top(bd: dict[str, int], rows: int = 3) -> list[dict]:
     return [{"what": k, "ns": v} for k, v in sorted(bd.items(), key=lambda kv: (-kv[1], kv[0]))[:rows]]
 
 
-def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict]) -> dict:
+def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict], procs: _Procs) -> dict:
     wall = s.wall
     steady = wall[s.warmup:]
     med = float(np.median(steady))
@@ -544,8 +586,8 @@ def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict]) -> dict:
                                                        s.gpu_busy[:MAX_LISTED_STEPS].tolist(), strict=True))]}
     i_slow = s.warmup + int(np.argmax(steady))
     i_med = s.warmup + int(np.argmin(np.abs(steady - med)))
-    why = [] if i_slow == i_med else diff(breakdown(tl, s, int(s.start[i_slow]), int(s.end[i_slow])),
-                                          breakdown(tl, s, int(s.start[i_med]), int(s.end[i_med])))
+    why = [] if i_slow == i_med else diff(breakdown(tl, s, int(s.start[i_slow]), int(s.end[i_slow]), procs),
+                                          breakdown(tl, s, int(s.start[i_med]), int(s.end[i_med]), procs))
     out["slowest"] = {"index": i_slow, "wall_ns": int(wall[i_slow]), "median_index": i_med,
                       "median_wall_ns": int(wall[i_med]), "why": why, "text": _why_text(s, i_slow, i_med, why)}
     if s.warmup_ns > 0:
@@ -553,7 +595,7 @@ def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict]) -> dict:
                  if d.get("host") == s.host and int(d.get("pid", -1)) == s.pid)
         out["warmup"] = {"start_ns": s.first_ns, "end_ns": s.cut, "ns": s.warmup_ns, "steps": s.warmup,
                          "steps_ns": int(wall[:s.warmup].sum()), "before_first_step_ns": int(s.start[0]) - s.first_ns,
-                         "startup_ns": st, "top": _top(breakdown(tl, s, s.first_ns, s.cut))}
+                         "startup_ns": st, "top": _top(breakdown(tl, s, s.first_ns, s.cut, procs))}
     return out
 
 
@@ -569,10 +611,11 @@ def steps_report(tl: Timeline, startup: list[dict] | None = None) -> Steps:
     ``series`` (one per process with steps) and ``warmup`` (the union of the processes' warm-up, or None).
     ``startup``: ``startup.startup_intervals(tl)`` when the caller has it (the warm-up says how much of it
     was start-up)."""
-    series = detect_steps(tl)
+    procs = _procs(tl) if tl.n and tl.lanes else None
+    series = detect_steps(tl, procs)
     st = startup or []
     out = Steps(series)
-    docs = [_series_dict(tl, s, st) for s in series]
+    docs = [_series_dict(tl, s, st, procs) for s in series] if procs is not None else []
     warm = None
     iv = out.warmup_intervals
     if iv:
