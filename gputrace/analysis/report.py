@@ -163,6 +163,14 @@ class TimelineAnalysis:
             plan["critical"] = plan["critical"] or bool(self.gpu_activity)
             self.steady_tl = steady_timeline(tl, cuts)
             self.steady = analyse_timeline(self.steady_tl, steps=False, **plan)
+            # A launcher (torchrun) stays one in the steady state, where its start-up is empty: its root is
+            # still not host work of the GPU's (findings read launchers from the start-up entries).
+            seen = {(d["host"], d["pid"]) for d in self.steady.startup}
+            first = min(cuts.values())
+            at = {(d["host"], d["pid"]): cuts.get((d["host"], d["pid"]), first) for d in self.startup}
+            self.steady.startup = self.steady.startup + [
+                {**d, "start_ns": at[(d["host"], d["pid"])], "end_ns": at[(d["host"], d["pid"])], "duration_ns": 0}
+                for d in self.startup if d.get("launcher") and (d["host"], d["pid"]) not in seen]
         return self.steady
 
     @property

@@ -296,3 +296,23 @@ def test_the_steady_timeline_reuses_the_attribute_scan_renumbered():
     for f in ("act_rows", "act_what", "act_stream", "api", "profiler", "tagged", "paused"):
         assert np.array_equal(getattr(seeded, f), getattr(fresh, f)), f
     assert len(fresh.act_rows) > 0
+
+
+def test_a_launcher_stays_one_in_the_steady_state():
+    """torchrun's process (no work of its own, the parent of the workers) is not named as the GPU's host work
+    in the steady state either, where its start-up is empty."""
+    spans = [{"id": "L", "name": "python torchrun", "start": 0, "end": 1000 * MS, "pid": 1, "resource": 0},
+             {"id": "W", "name": "python worker.py", "start": 10 * MS, "end": 990 * MS, "pid": 2, "resource": 1}]
+    t = 400 * MS
+    for _ in range(8):
+        spans.append({"name": "step", "start": t, "end": t + 60 * MS, "parent": "W", "pid": 2, "resource": 1})
+        spans.append({**kernel(t + 50 * MS, 10 * MS), "pid": 2, "resource": 1})
+        t += 70 * MS
+    tl = make_timeline(spans, resources=[{"service.name": "torchrun"},
+                                         {"service.name": "worker", "process.parent_pid": 1}])
+    a = analyse_timeline(tl)
+    assert [d["process"] for d in a.startup if d["launcher"]] == ["python torchrun"]
+    d = a.to_dict()
+    [g] = [f for f in d["findings"] if f["rule"] == "gpu-idle-host"]
+    assert "torchrun" not in g["title"]
+    assert [x["process"] for x in d["steady"]["startup"] if x["launcher"]] == ["python torchrun"]
