@@ -123,8 +123,8 @@ def render_steps(steps: dict, t0: int, console) -> None:
                                       NAME_COLUMN if col == "process" else {}))
     for s in series:
         w = s.get("warmup")
-        warm = "-" if not w else (f"{_fmt(w['ns'])} until {(s['steady_from_ns'] - t0) / 1e9:.3f} s"
-                                  + (f", {w['steps']} slow step(s)" if w["steps"] else ""))
+        warm = "-" if not w else (f"{_fmt(w['ns'])}" + (f", {w['steps']} slow step(s)" if w["steps"] else "")
+                                  + f"; steady from {(s['steady_from_ns'] - t0) / 1e9:.3f} s")
         busy = _fmt(s["gpu_busy_median_ns"]) if s.get("gpu_busy_median_ns") is not None else "-"
         _row(t, s["process"], f"{s['count']:,} of {s['name']} ({s['method']})", _fmt(s["median_ns"]),
              _fmt(s["p90_ns"]), busy, s["slowest"]["text"], warm)
