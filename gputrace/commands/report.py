@@ -107,6 +107,30 @@ def render_findings(items: list[dict], console) -> None:
     console.print(t)
 
 
+def render_steps(steps: dict, t0: int, console) -> None:
+    """The Steps table (analysis/steps.py): per process, the loop's steps, the steady state's median and p90,
+    the slowest step against the median one and why, and the warm-up the findings leave out."""
+    from rich.table import Table
+
+    series = (steps or {}).get("series") or []
+    if not series:
+        return
+    t = Table(title="Steps (the loop's iterations; the findings read the steady state, after the warm-up)",
+              title_justify="left")
+    for col in ("process", "steps", "median", "p90", "GPU busy", "slowest vs median: why", "warm-up"):
+        t.add_column(col, justify="left" if col in ("process", "steps", "slowest vs median: why", "warm-up")
+                     else "right", **({"overflow": "fold"} if col.startswith("slowest") else
+                                      NAME_COLUMN if col == "process" else {}))
+    for s in series:
+        w = s.get("warmup")
+        warm = "-" if not w else (f"{_fmt(w['ns'])}" + (f", {w['steps']} slow step(s)" if w["steps"] else "")
+                                  + f"; steady from {(s['steady_from_ns'] - t0) / 1e9:.3f} s")
+        busy = _fmt(s["gpu_busy_median_ns"]) if s.get("gpu_busy_median_ns") is not None else "-"
+        _row(t, s["process"], f"{s['count']:,} of {s['name']} ({s['method']})", _fmt(s["median_ns"]),
+             _fmt(s["p90_ns"]), busy, s["slowest"]["text"], warm)
+    console.print(t)
+
+
 def render_api(rows: list[dict], console) -> None:
     """The CUDA API calls table (not phases: analysis/api_calls.py)."""
     from rich.table import Table
@@ -200,6 +224,7 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
     render_findings(data.get("findings", []), console)  # before anything else: what to fix first
+    render_steps(data.get("steps") or {}, data["t0"], console)
     # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
     console.print(rich_text(data["pinning_summary"]))
     t = Table(title="Phases", title_justify="left")
