@@ -19,7 +19,7 @@ from gputrace.tui.panels import SUMMARY_COLUMNS, SUMMARY_ROWS, SummaryPanel, sor
 def _names_timeline(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     spans, t = [], 0
-    for i in range(n):
+    for _ in range(n):
         d = int(rng.integers(1, 50)) * 1000
         spans.append({"name": f"op_{int(rng.integers(0, n // 2)):06d}", "start": t, "end": t + d})
         t += d + 100
