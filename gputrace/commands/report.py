@@ -122,7 +122,8 @@ def render_steps(steps: dict, t0: int, console) -> None:
         t.add_column(col, justify="left" if col in ("process", "steps", "slowest vs median: why", "warm-up")
                      else "right", **({"overflow": "fold"} if col.startswith("slowest") else
                                       NAME_COLUMN if col == "process" else {}))
-    for s in series:
+    shown, cut = cut_rows(series, "median_ns")
+    for s in shown:
         w = s.get("warmup")
         warm = "-" if not w else (f"{_fmt(w['ns'])}" + (f", {w['steps']} slow step(s)" if w["steps"] else "")
                                   + f"; steady from {(s['steady_from_ns'] - t0) / 1e9:.3f} s")
@@ -130,6 +131,7 @@ def render_steps(steps: dict, t0: int, console) -> None:
         _row(t, s["process"], f"{s['count']:,} of {s['name']} ({s['method']})", _fmt(s["median_ns"]),
              _fmt(s["p90_ns"]), busy, s["slowest"]["text"], warm)
     console.print(t)
+    print_cut(console, cut, "processes", "time per step")
 
 
 def render_api(rows: list[dict], console) -> None:
