@@ -157,8 +157,8 @@ def render_comm(comm: dict, console) -> None:
     t = Table(title="Communication per rank", title_justify="left")
     for col in ("rank", "source", "collectives", "comm", "overlapped", "exposed"):
         t.add_column(col, justify="left" if col in ("rank", "source") else "right")
-    ranks, cut = cut_rows(comm["ranks"], "exposed_ns")
-    for r in ranks:
+    shown, cut = cut_rows(comm["ranks"], "exposed_ns")
+    for r in shown:
         _row(t, str(r["rank"]), r["source"], str(r["calls"]), _fmt(r["comm_ns"]), _fmt(r["overlap_ns"]),
              _fmt(r["exposed_ns"]))
     console.print(t)
