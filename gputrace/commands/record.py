@@ -45,10 +45,14 @@ def register(sub) -> argparse.ArgumentParser:
         description="Run COMMAND (python script.py, python -m mod, python -c CODE, torchrun ..., a shell script) "
                     "and record every Python process it starts into one OTLP JSON Lines trace, with CUDA "
                     "activity (CUPTI) and NVTX ranges where available.",
-        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--service-name NAME] -- COMMAND [args ...]",
+        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--no-torch-capture] [--service-name NAME] "
+              "-- COMMAND [args ...]",
     )
     p.add_argument("--trace", type=Path, default=Path("record.jsonl"), help="trace file (default record.jsonl)")
     p.add_argument("--no-cuda-activity", action="store_true", help="host-side trace only (no CUPTI)")
+    p.add_argument("--no-torch-capture", action="store_true",
+                   help="do not record torch's forward/backward/optimizer.step/dataloader.next ranges and "
+                        "torch.distributed collectives (sets GPUTRACE_TORCH_CAPTURE=0 for every process)")
     p.add_argument("--service-name", default=None,
                    help="resource service.name of every process (default: each process's command)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [args ...]")
@@ -69,8 +73,11 @@ def launch_command(command: list[str]) -> list[str]:
     return cmd
 
 
-def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None) -> dict:
-    """Environment of the launch: the bootstrap first on PYTHONPATH, where to write, CUDA activity + NVTX."""
+def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None,
+               torch_capture: bool = True) -> dict:
+    """Environment of the launch: the bootstrap first on PYTHONPATH, where to write, CUDA activity + NVTX,
+    the torch capture switch (``GPUTRACE_TORCH_CAPTURE``: off when ``torch_capture`` is False, else as the
+    caller's environment says)."""
     from gputrace.trace.launch import ENV_CHECKIN, ENV_ROOT, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 
     env = dict(os.environ)
@@ -83,6 +90,8 @@ def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, serv
     else:
         env.pop(ENV_SERVICE, None)
     env["GPUTRACE_CUDA_ACTIVITY"] = "1" if cuda_activity else "0"
+    if not torch_capture:
+        env["GPUTRACE_TORCH_CAPTURE"] = "0"
     if cuda_activity and not env.get("NVTX_INJECTION64_PATH"):
         from gputrace.trace.cupti_collect import library_path
 
@@ -127,7 +136,8 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="gputrace-record-") as tmp:
         checkin = Path(tmp) / "procs"
         checkin.mkdir()
-        env = launch_env(trace, checkin, write_bootstrap(Path(tmp)), not args.no_cuda_activity, args.service_name)
+        env = launch_env(trace, checkin, write_bootstrap(Path(tmp)), not args.no_cuda_activity, args.service_name,
+                         torch_capture=not getattr(args, "no_torch_capture", False))
         try:
             rc = run_group(argv, env)
         except OSError as exc:
