@@ -5,7 +5,8 @@
   with no rank attribute has no ranks and this module reports nothing.
 * **Communication** rows: NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``: device time) and, where a
   rank has none, the host-side collectives that torch.distributed records (``c10d::allreduce_`` ...,
-  ``nccl:all_reduce``, ``gloo:all_reduce``) and the program's own ranges named after a collective
+  ``nccl:all_reduce``, ``gloo:all_reduce``), NCCL's own NVTX ranges (``ncclAllReduce`` ...) and the
+  program's own ranges named after a collective
   (``all_reduce``, ``allreduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``, ``all_to_all``, ``barrier``:
   a ``gputrace.phase``, an NVTX range or a ``record_function`` around the call, which is what ``gputrace record``
   sees of a gloo or MPI collective on the host). Per rank one kind is used, in this order: ``c10d::`` calls,
@@ -39,7 +40,9 @@ RANK_KEYS = ("gputrace.rank", "rank", "distributedInfo.rank")
 _NCCL_KERNEL = re.compile(r"^(?:void\s+)?nccl(?:Dev)?Kernel_|^ncclKernel|^ncclDevKernel")
 _HOST_COLLECTIVE = re.compile(
     r"^(?:c10d::(?:allreduce|allgather|all_gather|reduce_scatter|_reduce_scatter|broadcast|alltoall|all_to_all|"
-    r"reduce|gather|scatter|barrier|_allgather)\w*|(?:nccl|gloo):\w+)$")
+    r"reduce|gather|scatter|barrier|_allgather)\w*|(?:nccl|gloo):\w+|"
+    # NCCL's own NVTX ranges (domain NCCL, named after the API function, when NCCL is built with NVTX)
+    r"nccl(?:AllReduce|Broadcast|Bcast|Reduce|AllGather|ReduceScatter|AlltoAll|AllToAll|Gather|Scatter))$")
 #: A program's own range around a collective call, named after it (exactly; any case).
 _NAMED_COLLECTIVE = re.compile(
     r"^(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier)$", re.IGNORECASE)

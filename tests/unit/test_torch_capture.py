@@ -1,0 +1,228 @@
+"""The torch capture on the real torch: step ranges in-process, then whole programs written as a user would
+(no gputrace import, no ranges) under ``gputrace record``: a 1-rank gloo group calling collectives, and a
+2-rank DDP gloo CPU job under torchrun, whose bucket all-reduces must carry bytes and sequence numbers that
+match across ranks, leave the training's numbers unchanged, and be what the collectives analysis reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gputrace.trace import recorder, torch_capture  # noqa: E402
+from gputrace.trace.sinks.memory import MemorySink  # noqa: E402
+from gputrace.trace.torch_capture import bookkeeping as B  # noqa: E402
+
+pytestmark = pytest.mark.slow  # (importing torch alone takes over a second)
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "tests" / "data" / "torch_programs"
+
+
+@pytest.fixture
+def captured():
+    """torch with the capture installed and a recorder into memory; both undone afterwards."""
+    assert not torch_capture.installed
+    sink = MemorySink()
+    recorder.configure(sinks=[sink], collect_gpu_info=False, cuda_activity=False)
+    torch_capture.install()
+    try:
+        yield sink
+    finally:
+        torch_capture.uninstall()
+        recorder.shutdown()
+
+
+def _names(spans):
+    return [s["name"] for s in sorted(spans, key=lambda s: s["start_ns"])]
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_a_training_loop_shows_its_step_parts(captured):
+    model, loss_fn = Net(), torch.nn.MSELoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(torch.randn(20, 4), torch.randn(20, 2))
+    for x, y in torch.utils.data.DataLoader(data, batch_size=4):  # 5 steps
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    recorder.get_recorder().drain()
+    spans = [s for s in captured.spans]
+    names = _names(spans)
+    step = ["dataloader.next", "forward", "forward", "backward", "optimizer.step"]
+    assert names == step * 5 + ["dataloader.next"]  # the last next() ends the epoch
+    fw = [s for s in spans if s["name"] == "forward"]
+    assert [s["attributes"][B.MODULE] for s in fw] == ["Net", "MSELoss"] * 5  # outermost calls only
+    assert {s["attributes"][B.OPTIMIZER] for s in spans if s["name"] == "optimizer.step"} == {"SGD"}
+    last = max((s for s in spans if s["name"] == "dataloader.next"), key=lambda s: s["start_ns"])
+    assert last["attributes"].get("gputrace.torch.end_of_data") is True and "status_code" not in last
+    # After two backward calls the global hooks are gone: only the classes seen at depth 0 are wrapped.
+    m = torch_capture.installed["modules"]
+    assert m.narrowed and set(m.roots) == {Net, torch.nn.MSELoss}
+    assert not torch.nn.modules.module._global_forward_pre_hooks
+    assert "__call__" not in vars(torch.nn.Linear)
+    # The model pickles without any gputrace object in it (torch.save(model) loads where gputrace is absent).
+    assert b"gputrace" not in pickle.dumps(model)
+
+
+def test_a_forward_that_raises_closes_its_range_and_the_next_is_recorded(captured):
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("bad input")
+
+    model = Net()
+    boom = Boom()
+    for _ in range(2):  # during learning (global hooks), then after narrowing (class wrappers)
+        with pytest.raises(ValueError, match="bad input"):
+            boom(torch.ones(1))
+        model(torch.ones(1, 4)).sum().backward()
+    torch_capture.installed["modules"].narrow()
+    with pytest.raises(ValueError, match="bad input"):
+        boom(torch.ones(1))
+    model(torch.ones(1, 4))
+    recorder.get_recorder().drain()
+    spans = sorted(captured.spans, key=lambda s: s["start_ns"])
+    fw = [(s["attributes"][B.MODULE], s.get("status_code")) for s in spans if s["name"] == "forward"]
+    assert fw == [("Boom", 2), ("Net", None), ("Boom", 2), ("Net", None), ("Boom", 2), ("Net", None)]
+    # every range is a root (nothing was left open to parent the next one)
+    assert all(s["parent_span_id"] is None for s in spans)
+
+
+def test_uninstall_gives_torch_back(captured):
+    torch_capture.uninstall()
+    assert torch.autograd.backward.__module__ == "torch.autograd"
+    assert not getattr(torch.utils.data.dataloader._BaseDataLoaderIter.__next__, "_gputrace", False)
+    assert not getattr(torch.distributed.all_reduce, "_gputrace", False)
+    assert not torch.nn.modules.module._global_forward_hooks
+
+
+def _record(tmp_path: Path, argv: list[str], *flags: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    trace = tmp_path / "t.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop(torch_capture.ENV, None)
+    r = subprocess.run([sys.executable, "-m", "gputrace", "record", "--no-cuda-activity", *flags, "--trace",
+                        str(trace), "--", *argv], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    spans = []
+    for line in trace.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            res = {a["key"]: next(iter(a["value"].values())) for a in rs["resource"]["attributes"]}
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    attrs = {a["key"]: next(iter(a["value"].values())) for a in sp.get("attributes", [])}
+                    spans.append({"name": sp["name"], "start": int(sp["startTimeUnixNano"]),
+                                  "end": int(sp["endTimeUnixNano"]), "attrs": attrs, "res": res,
+                                  "error": sp.get("status", {}).get("code") == 2})
+    return r, spans
+
+
+def test_one_rank_gloo_collectives(tmp_path):
+    prog = tmp_path / "coll.py"
+    port = _free_port()
+    prog.write_text(textwrap.dedent(f"""
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        t = torch.ones(1000)
+        dist.all_reduce(t)
+        dist.broadcast(torch.zeros(10, dtype=torch.float64), src=0)
+        dist.all_reduce(t, async_op=True).wait()
+        out = [torch.empty(3, dtype=torch.int32)]
+        dist.all_gather(out, torch.ones(3, dtype=torch.int32))
+        dist.all_gather_object([None], {{"a": 1}})
+        dist.barrier()
+        dist.destroy_process_group()
+    """))
+    _, spans = _record(tmp_path, [sys.executable, str(prog)])
+    coll = sorted((s for s in spans if B.OP in s["attrs"]), key=lambda s: s["start"])
+    got = [(s["name"], s["attrs"][B.API].rsplit(".", 1)[1], int(s["attrs"][B.SEQ]),
+            int(s["attrs"][B.BYTES]) if B.BYTES in s["attrs"] else None, s["attrs"].get(B.DTYPE),
+            s["attrs"][B.ASYNC], s["attrs"]["gputrace.collective.completion"]) for s in coll]
+    assert got == [
+        ("all_reduce", "all_reduce", 0, 4000, "float32", False, "call"),
+        ("broadcast", "broadcast", 1, 80, "float64", False, "call"),
+        ("all_reduce", "all_reduce", 2, 4000, "float32", True, "future"),
+        ("all_gather", "all_gather", 3, 12, "int32", False, "call"),
+        ("all_gather", "all_gather_object", 4, None, None, False, "call"),  # its inner all_gathers not counted
+        ("barrier", "barrier", 5, None, None, False, "call"),
+    ]
+    assert {(s["attrs"][B.GROUP_RANKS], int(s["attrs"][B.GROUP_SIZE])) for s in coll} == {("0", 1)}
+    assert len({s["attrs"][B.GROUP] for s in coll}) == 1
+    a = coll[2]  # the async one: from the call to its future's completion
+    assert a["start"] <= int(a["attrs"][B.CALL_END]) <= a["end"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun() -> str:
+    exe = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or shutil.which("torchrun")
+    if exe is None:
+        pytest.skip("torchrun not found")
+    return exe
+
+
+def _params_sums(stdout: str) -> dict[int, str]:
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"DDP rank=(\d+) .* params_sum=(\S+)", stdout)}
+
+
+def test_ddp_gloo_two_ranks_under_torchrun(tmp_path):
+    argv = [_torchrun(), "--standalone", "--nproc-per-node", "2", str(PROGRAMS / "ddp_gloo_cpu.py"),
+            "--steps", "4", "--late-ms", "40"]
+    r, spans = _record(tmp_path, argv)
+    by_rank: dict[int, list[dict]] = defaultdict(list)
+    for s in spans:
+        if "gputrace.rank" in s["res"]:
+            by_rank[int(s["res"]["gputrace.rank"])].append(s)
+    assert set(by_rank) == {0, 1}
+    buckets = {}
+    for rank, ss in by_rank.items():
+        ss.sort(key=lambda s: s["start"])
+        names = [s["name"] for s in ss]
+        for part in ("forward", "backward", "optimizer.step"):
+            assert names.count(part) == (8 if part == "forward" else 4), (rank, part)  # model + loss per step
+        ar = [s for s in ss if s["name"] == "all_reduce"]
+        assert ar and all(s["attrs"][B.API] == "ddp.bucket" for s in ar)
+        # each bucket all-reduce lies inside its step's backward
+        bw = [s for s in ss if s["name"] == "backward"]
+        assert all(any(b["start"] <= s["start"] and s["end"] <= b["end"] for b in bw) for s in ar)
+        buckets[rank] = {(s["attrs"][B.GROUP], int(s["attrs"][B.SEQ])): (int(s["attrs"][B.BYTES]),
+                                                                           s["attrs"][B.DTYPE]) for s in ar}
+        assert sorted(k[1] for k in buckets[rank]) == list(range(len(ar)))
+        assert {s["attrs"][B.GROUP_RANKS] for s in ar} == {"0-1"}
+    assert buckets[0] == buckets[1]  # the n-th all-reduce of the group has the same size on both ranks
+    assert len({b for b, _ in buckets[0].values()}) >= 2  # the small bucket cap made several buckets
+    # The collectives analysis reads them: every all-reduce matched, rank 1 (late by 40 ms) the straggler.
+    from gputrace.analysis.collectives import collectives
+    from gputrace.timeline.load import read_any
+
+    c = collectives(read_any(tmp_path / "t.jsonl"))
+    assert [x["calls"] for x in c["ranks"]] == [len(buckets[0])] * 2
+    assert c["stragglers"][0]["rank"] == 1
+    assert c["stragglers"][0]["median_wait_ns"] > 30e6
+    # Same training result without the capture (DDP's own all-reduce): the hook divides and sums as DDP does.
+    r2, spans2 = _record(tmp_path, argv, "--no-torch-capture")
+    assert not [s for s in spans2 if s["name"] in ("all_reduce", "forward", "backward")]
+    assert _params_sums(r.stdout) == _params_sums(r2.stdout) and len(_params_sums(r.stdout)) == 2
