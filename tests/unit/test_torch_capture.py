@@ -189,7 +189,7 @@ def _params_sums(stdout: str) -> dict[int, str]:
 
 
 def test_ddp_gloo_two_ranks_under_torchrun(tmp_path):
-    argv = [_torchrun(), "--standalone", "--nproc-per-node", "2", str(PROGRAMS / "ddp_gloo_cpu.py"),
+    argv = [_torchrun(), "--standalone", "--nproc-per-node", "2", str(PROGRAMS / "ddp_train.py"),
             "--steps", "4", "--late-ms", "40"]
     r, spans = _record(tmp_path, argv)
     by_rank: dict[int, list[dict]] = defaultdict(list)

@@ -38,8 +38,7 @@ import signal
 import sys
 from typing import Any
 
-from gputrace.trace import clock, hotpath, recorder, records
-from gputrace.trace import torch_capture
+from gputrace.trace import clock, hotpath, recorder, records, torch_capture
 from gputrace.trace.launch import ENV_CHECKIN, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 from gputrace.trace.sinks.jsonl import JsonlFileSink
 

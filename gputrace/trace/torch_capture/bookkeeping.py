@@ -62,24 +62,38 @@ def dtype_name(dtype: Any) -> str:
     return s[6:] if s.startswith("torch.") else s
 
 
+_dtype_names: dict[Any, str] = {}
+
+
+def _dtype_of(t: Any) -> str:
+    d = getattr(t, "dtype", "?")
+    try:
+        name = _dtype_names.get(d)
+    except TypeError:  # an unhashable dtype
+        return dtype_name(d)
+    if name is None:
+        name = dtype_name(d)
+        if len(_dtype_names) < 256:
+            _dtype_names[d] = name
+    return name
+
+
 def payload(value: Any) -> tuple[int | None, str | None]:
     """(bytes, dtype) of a collective's input: a tensor (``numel() * element_size()``), or a list/tuple of
     tensors (bytes summed; dtype of the first, or ``mixed``). ``(None, None)`` for anything else (an object
     collective, ``None``)."""
     try:
-        if hasattr(value, "numel") and hasattr(value, "element_size"):
-            return int(value.numel()) * int(value.element_size()), dtype_name(getattr(value, "dtype", "?"))
-        if isinstance(value, (list, tuple)) and value:
+        if isinstance(value, (list, tuple)):
+            if not value:
+                return None, None
             total, dtypes = 0, set()
             for t in value:
-                if not (hasattr(t, "numel") and hasattr(t, "element_size")):
-                    return None, None
                 total += int(t.numel()) * int(t.element_size())
-                dtypes.add(dtype_name(getattr(t, "dtype", "?")))
+                dtypes.add(_dtype_of(t))
             return total, (dtypes.pop() if len(dtypes) == 1 else "mixed")
-    except Exception:  # noqa: BLE001 - a tensor subclass whose numel raises: the span has no size
+        return int(value.numel()) * int(value.element_size()), _dtype_of(value)
+    except Exception:  # noqa: BLE001 - not tensors, or a tensor subclass whose numel raises: no size
         return None, None
-    return None, None
 
 
 def ranks_text(ranks: Sequence[int]) -> str:

@@ -36,6 +36,7 @@ Never breaks the program: bookkeeping that fails leaves that call unrecorded (on
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -65,9 +66,11 @@ def _first_value(fut: Any) -> Any:
 
 
 def _end_when_done(h: Any, fut: Any) -> None:
-    """End the handle ``h`` when ``fut`` completes (now, if it has)."""
-    h.set(CALL_END, _hp.now_ns() + clock.EPOCH_OFFSET_NS)
-    h.set(COMPLETION, "future")
+    """End the handle ``h`` when ``fut`` completes (now, if it has): one Python callback on the thread that
+    completes it (gloo's worker; it waits for the GIL, so the end may be late by up to the interpreter's
+    switch interval while the program's threads run Python)."""
+    h.extra[CALL_END] = _hp.now_ns() + clock.EPOCH_OFFSET_NS
+    h.extra[COMPLETION] = "future"
 
     def done(f: Any) -> None:
         try:
@@ -80,17 +83,23 @@ def _end_when_done(h: Any, fut: Any) -> None:
     try:
         fut.add_done_callback(done)
     except Exception as e:  # noqa: BLE001 - no callbacks on this future: the span ends at the call
-        h.set(COMPLETION, "call")
+        h.extra[COMPLETION] = "call"
         h.end()
         note_error("collectives.future", e)
+
+
+def _start(op: str, attrs: dict) -> Any:
+    """A ``start_phase`` handle with ``attrs`` as its attributes (no keyword dict copied)."""
+    h = _hp.start_phase(op)
+    h.extra = attrs
+    return h
 
 
 class Collectives:
     """The capture of one process's collectives (see the module contract)."""
 
     def __init__(self, torch: Any) -> None:
-        import torch.distributed as dist
-
+        dist = importlib.import_module("torch.distributed")
         self.dist = dist
         self.c10d = dist.distributed_c10d
         self._is_compiling = torch.compiler.is_compiling
@@ -159,17 +168,18 @@ class Collectives:
             _loc.c = True
             try:
                 if not is_async:
-                    p = _hp.phase(op, **attrs)
+                    attrs[COMPLETION] = "call"
+                    p = _hp.phase(op)
+                    p.extra = attrs
                     p.__enter__()
                     try:
                         out = orig(*args, **kwargs)
                     except BaseException as e:
                         p.__exit__(type(e), e, e.__traceback__)
                         raise
-                    p.set(COMPLETION, "call")
                     p.__exit__(None, None, None)
                     return out
-                h = _hp.start_phase(op, **attrs)
+                h = _start(op, attrs)
                 try:
                     work = orig(*args, **kwargs)
                 except BaseException as e:
@@ -181,7 +191,7 @@ class Collectives:
                 except Exception:  # noqa: BLE001, S110 - a backend without futures: ends at the call
                     pass
                 if fut is None:
-                    h.set(COMPLETION, "call")
+                    attrs[COMPLETION] = "call"
                     h.end()
                 else:
                     _end_when_done(h, fut)
@@ -194,9 +204,7 @@ class Collectives:
 
     # -- DDP ---------------------------------------------------------------------------------------
     def install_ddp(self) -> None:
-        from torch.nn.parallel import distributed as ddp_mod
-
-        ddp = ddp_mod.DistributedDataParallel
+        ddp = importlib.import_module("torch.nn.parallel.distributed").DistributedDataParallel
         orig_forward = ddp.forward
         orig_register = ddp.register_comm_hook
         orig_builtin = getattr(ddp, "_register_builtin_comm_hook", None)
@@ -224,8 +232,8 @@ class Collectives:
         def register_comm_hook(m, state, hook):
             return orig_register(m, state, _user_hook(hook))
 
-        ddp.forward = forward  # type: ignore[method-assign]
-        ddp.register_comm_hook = register_comm_hook  # type: ignore[method-assign]
+        ddp.forward = forward
+        ddp.register_comm_hook = register_comm_hook
         undo = [("forward", orig_forward), ("register_comm_hook", orig_register)]
         if orig_builtin is not None:
             @functools.wraps(orig_builtin)
@@ -233,7 +241,7 @@ class Collectives:
                 m.__dict__["_gputrace_builtin"] = True
                 return orig_builtin(m, comm_hook_type)
 
-            ddp._register_builtin_comm_hook = _register_builtin_comm_hook  # type: ignore[method-assign]
+            ddp._register_builtin_comm_hook = _register_builtin_comm_hook
             undo.append(("_register_builtin_comm_hook", orig_builtin))
 
         def restore() -> None:
@@ -244,7 +252,7 @@ class Collectives:
 
     # No annotations on the hook: DDP's _check_comm_hook rejects a ``bucket`` or return annotation other
     # than GradBucket / Future (and this module's annotations are strings).
-    def bucket_hook(self, state, bucket):  # type: ignore[no-untyped-def]
+    def bucket_hook(self, state, bucket):
         """DDP's default gradient all-reduce (divide by the group size, then sum) inside an ``all_reduce``
         span that ends when the bucket's all-reduce completes."""
         all_reduce = self.originals.get("all_reduce") or self.c10d.all_reduce
@@ -258,15 +266,28 @@ class Collectives:
             attrs[BUCKET] = int(bucket.index())
         except Exception:  # noqa: BLE001, S110 - no bucket index in this torch: the span has none
             pass
-        h = _hp.start_phase("all_reduce", **attrs)
+        h = _start("all_reduce", attrs)
         try:
             t.div_(attrs["gputrace.collective.group_size"])
             fut = all_reduce(t, group=group, async_op=True).get_future()
         except BaseException as e:
             h.end(error=e)
             raise
-        _end_when_done(h, fut)
-        return fut.then(_first_value)
+        attrs[CALL_END] = _hp.now_ns() + clock.EPOCH_OFFSET_NS
+        attrs[COMPLETION] = "future"
+
+        def done(f):
+            # DDP needs the bucket's tensor from a ``then`` callback anyway: ending the span there costs no
+            # second Python callback (each one takes the GIL on the thread that completes the future).
+            try:
+                out = f.value()[0]
+            except BaseException as e:
+                h.end(error=e)
+                raise
+            h.end()
+            return out
+
+        return fut.then(done)
 
     def uninstall(self) -> None:
         for f in reversed(self._undo):
@@ -280,7 +301,7 @@ def _user_hook(hook: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(hook)
     def comm_hook(state, bucket):
-        h = _hp.start_phase("ddp.comm_hook", **{"gputrace.collective.hook": getattr(hook, "__qualname__", "?")})
+        h = _start("ddp.comm_hook", {"gputrace.collective.hook": getattr(hook, "__qualname__", "?")})
         try:
             fut = hook(state, bucket)
         except BaseException as e:

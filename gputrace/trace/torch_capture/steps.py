@@ -30,6 +30,7 @@ Runs on the program's threads; imports torch only through the module objects the
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import threading
 from collections.abc import Callable
@@ -42,16 +43,28 @@ from gputrace.trace.torch_capture.status import note_error
 #: Per thread: ``d``, the depth of module calls in progress; ``mods``, the open forward ranges (learning).
 _loc = threading.local()
 _MISSING = object()
+#: (attribute name, class) -> the span attributes naming it, one shared read-only dict per class: a phase
+#: given them as ``extra`` costs no keyword dict on the caller's thread.
+_class_attrs: dict[tuple[str, type], dict[str, Any]] = {}
 
 
-def ranged(fn: Callable[..., Any], name: str, attrs: Callable[[tuple], dict] | None = None,
+def class_attrs(key: str, cls: type) -> dict[str, Any]:
+    a = _class_attrs.get((key, cls))
+    if a is None:
+        a = _class_attrs[(key, cls)] = {key: cls.__name__}
+    return a
+
+
+def ranged(fn: Callable[..., Any], name: str, attrs: Callable[[tuple], dict | None] | None = None,
            stop_ok: bool = False) -> Callable[..., Any]:
     """``fn`` run inside a phase ``name`` (attributes from ``attrs(args)``); ``stop_ok``: a
     ``StopIteration`` ends the range normally (iterator exhaustion)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        p = _hp.phase(name, **attrs(args)) if attrs is not None else _hp.phase(name)
+        p = _hp.phase(name)
+        if attrs is not None:
+            p.extra = attrs(args)  # (read-only, possibly shared: the attributes, without a keyword dict)
         p.__enter__()
         try:
             out = fn(*args, **kwargs)
@@ -59,7 +72,7 @@ def ranged(fn: Callable[..., Any], name: str, attrs: Callable[[tuple], dict] | N
             if not stop_ok:
                 p.__exit__(StopIteration, None, None)
                 raise
-            p.set("gputrace.torch.end_of_data", True)
+            p.extra = {**(p.extra or {}), "gputrace.torch.end_of_data": True}
             p.__exit__(None, None, None)
             raise
         except BaseException as e:
@@ -77,9 +90,7 @@ class ModuleRanges:
     puts torch back as it was (tests)."""
 
     def __init__(self, torch: Any, max_depth: int = 0, learn_calls: int = 64, learn_backwards: int = 2) -> None:
-        from torch.nn.modules import module as mm
-
-        self._mm = mm
+        self._mm = importlib.import_module("torch.nn.modules.module")
         self._is_compiling = torch.compiler.is_compiling
         self.max_depth = max(0, int(max_depth))
         self.learn_calls = learn_calls
@@ -108,9 +119,11 @@ class ModuleRanges:
         if d == 0:
             self.roots[cls] = None
             self.root_calls += 1
-            p = _hp.phase("forward", **{MODULE: cls.__name__})
+            p = _hp.phase("forward")
+            p.extra = class_attrs(MODULE, cls)
         else:
-            p = _hp.phase(cls.__name__, **{MODULE: cls.__name__, DEPTH: d})
+            p = _hp.phase(cls.__name__)
+            p.extra = {MODULE: cls.__name__, DEPTH: d}
         p.__enter__()
         mods = getattr(_loc, "mods", None)
         if mods is None:
@@ -170,7 +183,8 @@ class ModuleRanges:
                 finally:
                     _loc.d = d
             _loc.d = 1
-            p = phase("forward", **{MODULE: type(mod).__name__})
+            p = phase("forward")
+            p.extra = class_attrs(MODULE, type(mod))
             p.__enter__()
             try:
                 out = call(mod, *args, **kwargs)
@@ -193,7 +207,7 @@ class ModuleRanges:
             if own is _MISSING:
                 del cls.__call__
             else:
-                cls.__call__ = own  # type: ignore[method-assign]
+                cls.__call__ = own
         self._patched = []
 
 
@@ -220,8 +234,8 @@ def wrap_backward(torch: Any, modules: ModuleRanges | None) -> Callable[[], None
     return undo
 
 
-def _optimizer_attrs(args: tuple) -> dict:
-    return {OPTIMIZER: type(args[0]).__name__} if args else {}
+def _optimizer_attrs(args: tuple) -> dict | None:
+    return class_attrs(OPTIMIZER, type(args[0])) if args else None
 
 
 def wrap_optimizer(torch: Any) -> Callable[[], None]:
@@ -256,21 +270,19 @@ def wrap_optimizer(torch: Any) -> Callable[[], None]:
             if own is _MISSING:
                 del cls.step
             else:
-                cls.step = own  # type: ignore[attr-defined]
+                cls.step = own
 
     return undo
 
 
 def wrap_dataloader(torch: Any) -> Callable[[], None]:
     """``_BaseDataLoaderIter.__next__`` inside a ``dataloader.next`` range; returns the undo."""
-    from torch.utils.data import dataloader as dl
-
-    base = dl._BaseDataLoaderIter
+    base = importlib.import_module("torch.utils.data.dataloader")._BaseDataLoaderIter
     orig = base.__dict__["__next__"]
-    base.__next__ = ranged(orig, "dataloader.next", stop_ok=True)  # type: ignore[method-assign]
+    base.__next__ = ranged(orig, "dataloader.next", stop_ok=True)
 
     def undo() -> None:
-        base.__next__ = orig  # type: ignore[method-assign]
+        base.__next__ = orig
 
     return undo
 
