@@ -20,11 +20,11 @@ Contract:
 
 from __future__ import annotations
 
-import importlib.abc
 import os
 import sys
 from typing import Any
 
+from gputrace.trace import hotpath
 from gputrace.trace.torch_capture import status
 
 ENV = "GPUTRACE_TORCH_CAPTURE"
@@ -48,7 +48,9 @@ def max_depth(environ: Any = None) -> int:
         return 0
 
 
-class _Loader(importlib.abc.Loader):
+# The finder and loader are plain classes (the import system needs only find_spec / create_module /
+# exec_module): importing importlib.abc would import importlib.resources into every recorded process.
+class _Loader:
     """torch's own loader, then ``install()``."""
 
     def __init__(self, inner: Any) -> None:
@@ -67,7 +69,7 @@ class _Loader(importlib.abc.Loader):
         install()
 
 
-class TorchFinder(importlib.abc.MetaPathFinder):
+class TorchFinder:
     """First on ``sys.meta_path`` until torch is imported; answers only for ``torch``."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
@@ -105,8 +107,8 @@ def install_when_imported() -> None:
 
 def install() -> None:
     """Install every part of the capture into the imported torch (once per process). Never raises."""
-    if installed or not enabled():
-        return
+    if installed or not enabled() or hotpath.DISABLED:
+        return  # (GPUTRACE_DISABLE: phases are no-ops, so the wrappers would only cost)
     torch = sys.modules.get("torch")
     if torch is None:
         return
