@@ -108,6 +108,34 @@ def test_a_forward_that_raises_closes_its_range_and_the_next_is_recorded(capture
     assert all(s["parent_span_id"] is None for s in spans)
 
 
+def test_no_narrowing_while_another_thread_is_inside_a_forward(captured):
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+
+    class Slow(torch.nn.Module):
+        def forward(self, x):
+            inside.set()
+            release.wait(10)
+            return x
+
+    t = threading.Thread(target=lambda: Slow()(torch.ones(1)), name="worker")
+    t.start()
+    assert inside.wait(10)
+    model = Net()
+    for _ in range(3):
+        model(torch.ones(1, 4)).sum().backward()
+    m = torch_capture.installed["modules"]
+    assert not m.narrowed  # the worker's forward is still open: its post hook must stay
+    release.set()
+    t.join()
+    model(torch.ones(1, 4))
+    assert m.narrowed
+    recorder.get_recorder().drain()
+    slow = [s for s in captured.spans if s["name"] == "forward" and s["attributes"][B.MODULE] == "Slow"]
+    assert len(slow) == 1 and slow[0]["attributes"]["gputrace.lane"] == "thread:worker"
+
+
 def test_uninstall_gives_torch_back(captured):
     torch_capture.uninstall()
     assert torch.autograd.backward.__module__ == "torch.autograd"

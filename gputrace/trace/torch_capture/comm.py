@@ -124,6 +124,8 @@ class Collectives:
     def _attrs(self, op: str, api: str, group: Any, data: Any, is_async: bool) -> dict | None:
         """The span's attributes, or None (bookkeeping failed: the call runs unrecorded, error noted)."""
         try:
+            if group is None and not self.dist.is_initialized():
+                return None  # the program's own mistake: torch raises it, nothing to note here
             info = self._group(group)
             nbytes, dtype = payload(data) if data is not None else (None, None)
             return collective_attrs(op, api, info, self.seq.next(info.name), nbytes, dtype, is_async)

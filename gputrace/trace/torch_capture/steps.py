@@ -97,6 +97,7 @@ class ModuleRanges:
         self.learn_backwards = learn_backwards
         self.roots: dict[type, None] = {}  # classes seen at depth 0, in order
         self.root_calls = 0
+        self.open_roots = 0  # outermost calls in progress, all threads (narrowing waits for none)
         self.backwards = 0
         self.narrowed = False
         self._handles: list[Any] = []
@@ -119,6 +120,7 @@ class ModuleRanges:
         if d == 0:
             self.roots[cls] = None
             self.root_calls += 1
+            self.open_roots += 1
             p = _hp.phase("forward")
             p.extra = class_attrs(MODULE, cls)
         else:
@@ -141,12 +143,17 @@ class ModuleRanges:
         if not mods:
             return
         p = mods.pop()
-        # Called from _call_impl's except branch when forward raised: that exception is being handled.
-        et, ev, tb = sys.exc_info()
+        # Called from _call_impl's except branch when forward raised: that exception is being handled, and
+        # the output is still None.
+        et, ev, tb = sys.exc_info() if out is None else (None, None, None)
         p.__exit__(et, ev, tb)
-        if (d == 0 and ev is None and self.max_depth == 0 and not self.narrowed
-                and (self.backwards >= self.learn_backwards or self.root_calls >= self.learn_calls)):
-            self.narrow()  # (not from the except branch: it iterates the live hook dict)
+        if d == 0:
+            self.open_roots -= 1
+            if (ev is None and self.max_depth == 0 and not self.narrowed and self.open_roots <= 0
+                    and (self.backwards >= self.learn_backwards or self.root_calls >= self.learn_calls)):
+                # Not from the except branch (it iterates the live hook dict), nor while another thread is
+                # inside an outermost call (its post hook would be gone and its range left open).
+                self.narrow()
 
     def backward_done(self) -> None:
         """A ``backward`` call ended (the learning phase counts them)."""
