@@ -136,6 +136,38 @@ def test_no_narrowing_while_another_thread_is_inside_a_forward(captured):
     assert len(slow) == 1 and slow[0]["attributes"]["gputrace.lane"] == "thread:worker"
 
 
+def test_ddp_default_and_program_comm_hooks_one_rank(captured):
+    """One rank, in this process: DDP's default all-reduce becomes our bucket hook (an ``all_reduce`` span per
+    bucket, seq counting on); a hook the program registers runs inside ``ddp.comm_hook`` and its own
+    ``dist.all_reduce`` is the collective span; a built-in hook is left alone."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        plain, custom, builtin = DDP(Net()), DDP(Net()), DDP(Net())
+        custom.register_comm_hook(None, default_hooks.allreduce_hook)
+        builtin._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+        for m in (plain, custom, builtin):
+            for _ in range(2):
+                m(torch.ones(3, 4)).sum().backward()
+    finally:
+        dist.destroy_process_group()
+    recorder.get_recorder().drain()
+    spans = sorted(captured.spans, key=lambda s: s["start_ns"])
+    ar = [s for s in spans if s["name"] == "all_reduce"]
+    assert [s["attributes"][B.API] for s in ar] == ["ddp.bucket"] * 2 + ["torch.distributed.all_reduce"] * 2
+    assert [s["attributes"][B.SEQ] for s in ar] == [0, 1, 2, 3]
+    nbytes = sum(p.numel() * 4 for p in Net().parameters())
+    assert all(s["attributes"][B.BYTES] == nbytes for s in ar)
+    hooks = [s for s in spans if s["name"] == "ddp.comm_hook"]
+    assert len(hooks) == 2 and hooks[0]["attributes"]["gputrace.collective.hook"] == "allreduce_hook"
+    inner = {s["span_id"] for s in ar[2:]}
+    assert all(any(h["start_ns"] <= s["start_ns"] and s["end_ns"] <= h["end_ns"] for h in hooks)
+               for s in ar if s["span_id"] in inner)
+
+
 def test_uninstall_gives_torch_back(captured):
     torch_capture.uninstall()
     assert torch.autograd.backward.__module__ == "torch.autograd"
