@@ -20,10 +20,15 @@ Rows:
 * ``forward, steady``: an outermost call of ``nn.Identity`` (no work) with the class wrapper against plain.
 * ``forward, learning``: the same with the global module hooks (the first steps only), per module call.
 * ``all_reduce 4 KiB``, ``all_reduce async``: ``dist.all_reduce`` on a 1-rank gloo group.
-* ``DDP step``: a training step of a 1-rank gloo DDP model, our bucket hook against DDP's built-in one.
+* ``DDP step``: a training step of a 1-rank gloo DDP model, our bucket hook and the step ranges against DDP's
+  built-in all-reduce and no capture.
 * ``train step``: a plain training step (DataLoader next, forward of an MLP, loss, backward, SGD step), with
   the capture against without: the figure for the overhead target. ``torch.profiler (CPU)`` on the same step
   is the alternative the capture avoids (record-function observers for every op).
+
+The whole-step rows are also given per pair of blocks (``--pairs`` pairs of ``--block`` steps, on and off in
+alternating order, the install/uninstall churn in both halves): the median ratio and its quartiles, which a
+loaded machine's drift between blocks moves less than the ratio of medians.
 """
 
 from __future__ import annotations
@@ -114,6 +119,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("-n", type=int, default=20000, help="calls per block for the micro rows")
+    ap.add_argument("--pairs", type=int, default=40, help="on/off block pairs for the whole-step rows")
+    ap.add_argument("--block", type=int, default=50, help="steps per block for the whole-step rows")
     a = ap.parse_args()
     torch.set_num_threads(1)
     load0 = f"{os.getloadavg()[0]:.1f}"
@@ -171,28 +178,49 @@ def main() -> int:
     toggled(rows, "all_reduce 4 KiB async", lambda: (lambda: dist.all_reduce(t4k, async_op=True).wait()),
             n // 10, a.repeats)
 
-    # DDP: the hook is registered at an instance's first forward, so one instance per variant
+    # Whole steps: pairs of short blocks, capture on / off, the order alternating; per pair the ratio of the
+    # blocks' per-step times (the install / uninstall churn is in both halves).
     from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def capture_on():
+        torch_capture.install()
+
+    def capture_off():
+        torch_capture.install()
+        torch_capture.uninstall()
 
     plain_ddp = Step(DDP(mlp()))
     plain_ddp()  # first forward without the capture: DDP's built-in all-reduce for good
     torch_capture.install()
-    hooked_ddp = Step(DDP(mlp()))
-    for _ in range(5):
-        hooked_ddp()
-    for _ in range(a.repeats):
-        rows["DDP step (1 rank, MLP)"].setdefault("on", []).append(per_call(hooked_ddp, a.steps))
-        torch_capture.uninstall()
-        rows["DDP step (1 rank, MLP)"].setdefault("off", []).append(per_call(plain_ddp, a.steps))
-        torch_capture.install()
+    hooked_ddp = Step(DDP(mlp()))  # (its first forward registers the bucket hook)
+    hooked_ddp()
     torch_capture.uninstall()
-
-    toggled(rows, "train step (MLP, CPU)", lambda: Step(mlp()), a.steps, a.repeats)
     step = Step(mlp())
+    pair_rows = {
+        "train step (MLP, CPU)": ((capture_on, step), (capture_off, step)),
+        "DDP step (1 rank, MLP)": ((capture_on, hooked_ddp), (capture_off, plain_ddp)),
+    }
+    ratios: dict[str, list[tuple[float, float]]] = {k: [] for k in pair_rows}
+    for i in range(a.pairs):
+        for name, ((on_setup, on_fn), (off_setup, off_fn)) in pair_rows.items():
+            got = {}
+            for side in (("on", "off") if i % 2 else ("off", "on")):
+                setup, fn = (on_setup, on_fn) if side == "on" else (off_setup, off_fn)
+                setup()
+                for _ in range(3):
+                    fn()
+                got[side] = per_call(fn, a.block)
+                torch_capture.uninstall()
+            rows[name].setdefault("on", []).append(got["on"])
+            rows[name].setdefault("off", []).append(got["off"])
+            ratios[name].append((got["on"][1] / got["off"][1], got["on"][0] / got["off"][0]))
     for _ in range(a.repeats):
-        rows["torch.profiler (CPU) on that step"].setdefault("off", []).append(per_call(step, a.steps))
+        off = per_call(step, a.block)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-            rows["torch.profiler (CPU) on that step"].setdefault("on", []).append(per_call(step, a.steps))
+            on = per_call(step, a.block)
+        rows["torch.profiler (CPU) on that step"].setdefault("off", []).append(off)
+        rows["torch.profiler (CPU) on that step"].setdefault("on", []).append(on)
+        ratios.setdefault("torch.profiler (CPU) on that step", []).append((on[1] / off[1], on[0] / off[0]))
 
     dist.destroy_process_group()
     recorder.shutdown()
@@ -210,6 +238,14 @@ def main() -> int:
         wall = statistics.median(w for w, _ in v["on"]) / statistics.median(w for w, _ in v["off"])
         print(f"| {name:38} | {off_c:10.0f} | {on_c:10.0f} | {on_c - off_c:9.0f} | {on_c / off_c:10.3f} "
               f"| {wall:11.3f} |")
+    print()
+    print("Whole steps, per pair of blocks (on / off), median [quartiles]:")
+    for name, rs in ratios.items():
+        cpu = sorted(c for c, _ in rs)
+        wall = sorted(w for _, w in rs)
+        q = len(rs) // 4
+        print(f"  {name:38} cpu {statistics.median(cpu):.3f} [{cpu[q]:.3f}, {cpu[-1 - q]:.3f}]   "
+              f"wall {statistics.median(wall):.3f} [{wall[q]:.3f}, {wall[-1 - q]:.3f}]   ({len(rs)} pairs)")
     return 0
 
 
