@@ -139,33 +139,49 @@ def test_no_narrowing_while_another_thread_is_inside_a_forward(captured):
 def test_ddp_default_and_program_comm_hooks_one_rank(captured):
     """One rank, in this process: DDP's default all-reduce becomes our bucket hook (an ``all_reduce`` span per
     bucket, seq counting on); a hook the program registers runs inside ``ddp.comm_hook`` and its own
-    ``dist.all_reduce`` is the collective span; a built-in hook is left alone."""
+    ``dist.all_reduce`` is the collective span, whether registered before the first forward or after it (torch
+    allows it until the first backward); a built-in hook registered first is left alone, one registered after
+    the first forward (ALLREDUCE) is what our hook does anyway."""
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    x = torch.ones(3, 4)
     try:
-        plain, custom, builtin = DDP(Net()), DDP(Net()), DDP(Net())
+        plain, custom, builtin, late, late_builtin = (DDP(Net()) for _ in range(5))
         custom.register_comm_hook(None, default_hooks.allreduce_hook)
         builtin._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
         for m in (plain, custom, builtin):
             for _ in range(2):
-                m(torch.ones(3, 4)).sum().backward()
+                m(x).sum().backward()
+        out = late(x)
+        late.register_comm_hook(None, default_hooks.allreduce_hook)  # after the first forward
+        out.sum().backward()
+        late(x).sum().backward()
+        out = late_builtin(x)
+        late_builtin._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+        out.sum().backward()
+        late_builtin(x).sum().backward()
+        with pytest.raises(RuntimeError):  # a second registration fails as it does without gputrace
+            late.register_comm_hook(None, default_hooks.allreduce_hook)
     finally:
         dist.destroy_process_group()
     recorder.get_recorder().drain()
     spans = sorted(captured.spans, key=lambda s: s["start_ns"])
     ar = [s for s in spans if s["name"] == "all_reduce"]
-    assert [s["attributes"][B.API] for s in ar] == ["ddp.bucket"] * 2 + ["torch.distributed.all_reduce"] * 2
-    assert [s["attributes"][B.SEQ] for s in ar] == [0, 1, 2, 3]
+    assert [s["attributes"][B.API] for s in ar] == (["ddp.bucket"] * 2 + ["torch.distributed.all_reduce"] * 4
+                                                    + ["ddp.bucket"] * 2)
+    assert [s["attributes"][B.SEQ] for s in ar] == list(range(8))
     nbytes = sum(p.numel() * 4 for p in Net().parameters())
     assert all(s["attributes"][B.BYTES] == nbytes for s in ar)
     hooks = [s for s in spans if s["name"] == "ddp.comm_hook"]
-    assert len(hooks) == 2 and hooks[0]["attributes"]["gputrace.collective.hook"] == "allreduce_hook"
-    inner = {s["span_id"] for s in ar[2:]}
+    assert len(hooks) == 4 and {h["attributes"]["gputrace.collective.hook"] for h in hooks} == {"allreduce_hook"}
     assert all(any(h["start_ns"] <= s["start_ns"] and s["end_ns"] <= h["end_ns"] for h in hooks)
-               for s in ar if s["span_id"] in inner)
+               for s in ar[2:6])
+    # DDP's list holds the program's hooks only (torch also lists the refused second one, as without gputrace)
+    assert [h for h, _ in late._comm_hooks][0] is default_hooks.allreduce_hook
+    assert not plain._comm_hooks
 
 
 def test_uninstall_gives_torch_back(captured):

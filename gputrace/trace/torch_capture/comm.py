@@ -19,8 +19,10 @@ How, and why this way (figures: benchmarks/bench_torch_capture.py, benchmarks/RE
   registered no communication hook of its own (nor a built-in one, nor mixed precision), a Python hook is
   registered that does what DDP's default does (divide the bucket by the group size, all-reduce it, sum)
   inside an ``all_reduce`` span ended by the future's completion. A hook the program registers itself
-  (``register_comm_hook``) runs inside a ``ddp.comm_hook`` span and its own collectives are captured as
-  above. Cost: one Python call per bucket (25 MiB by default), not per parameter.
+  (``register_comm_hook``, before or after that first forward: ours then hands every bucket to it; a
+  built-in ALLREDUCE or FP16_COMPRESS registered after it becomes ours or torch's Python twin) runs inside a
+  ``ddp.comm_hook`` span and its own collectives are captured as above. Cost: one Python call per bucket
+  (25 MiB by default), not per parameter.
 * Not chosen: torch's record-function observers are reachable from Python only through the profiler
   (Kineto), which records every aten op (1.097x a step on the H200, docs/record.md); NVTX emission
   (``emit_nvtx``) also ranges every op; c10d's ``_register_on_completion_hook`` exists for NCCL only.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -212,6 +215,10 @@ class Collectives:
         orig_builtin = getattr(ddp, "_register_builtin_comm_hook", None)
         is_compiling = self._is_compiling
         own_hook = self.bucket_hook
+        # DDP takes one communication hook per module, for good. Ours is registered at the first forward, but
+        # torch lets a program register its own until the first backward: ours is therefore a trampoline to
+        # the program's hook once it has one (the module is held weakly: the reducer, which holds the hook, is
+        # held by the module).
 
         def first_forward(m: Any) -> None:
             d = m.__dict__
@@ -220,7 +227,23 @@ class Collectives:
                 if (getattr(m, "_comm_hooks", None) or d.get("_gputrace_builtin")
                         or getattr(m, "mixed_precision", None) is not None):
                     return  # the program's own hook (captured by register_comm_hook below) or DDP's own
-                orig_register(m, m.process_group, own_hook)
+                wm = weakref.ref(m)
+
+                def hook(state, bucket):
+                    mod = wm()
+                    user = mod.__dict__.get("_gputrace_user_hook") if mod is not None else None
+                    if user is not None:
+                        return user[1](user[0], bucket)
+                    return own_hook(state, bucket)
+
+                hook.__qualname__ = "gputrace.torch_capture.allreduce"
+                orig_register(m, m.process_group, hook)
+                d["_gputrace_own_hook"] = True
+                # Not in DDP's own list: its Python reducer (compiled autograd) calls those hooks per
+                # parameter, and without one it does DDP's default; the list stays the program's.
+                listed = getattr(m, "_comm_hooks", None)
+                if listed and listed[-1][0] is hook:
+                    listed.pop()
             except Exception as e:  # noqa: BLE001 - DDP goes on with its default all-reduce, unrecorded
                 note_error("ddp", e)
 
@@ -230,8 +253,30 @@ class Collectives:
                 first_forward(m)
             return orig_forward(m, *args, **kwargs)
 
+        def take_over(m: Any, state: Any, hook: Any, name: str) -> None:
+            """The program registers ``hook`` after ours: our trampoline calls it from now on, and DDP's own
+            bookkeeping of a registration is done as ``register_comm_hook`` would."""
+            m._check_comm_hook(hook)
+            m.__dict__["_gputrace_user_hook"] = (state, _user_hook(hook))
+            try:
+                m._comm_hooks.append((hook, state))
+                m.logger._set_comm_hook_name(name)
+            except Exception as e:  # noqa: BLE001 - only DDP's logging of the hook's name
+                note_error("ddp.register_comm_hook", e)
+
+        def ours_only(m: Any) -> bool:
+            """Our hook is registered and the program has not registered one since (a second registration
+            goes to torch, which refuses it as it would without gputrace)."""
+            d = m.__dict__
+            if d.get("_gputrace_own_hook") and not d.get("_gputrace_taken"):
+                d["_gputrace_taken"] = True
+                return True
+            return False
+
         @functools.wraps(orig_register)
         def register_comm_hook(m, state, hook):
+            if ours_only(m):
+                return take_over(m, state, hook, getattr(hook, "__qualname__", "?"))
             return orig_register(m, state, _user_hook(hook))
 
         ddp.forward = forward
@@ -240,7 +285,16 @@ class Collectives:
         if orig_builtin is not None:
             @functools.wraps(orig_builtin)
             def _register_builtin_comm_hook(m, comm_hook_type):
-                m.__dict__["_gputrace_builtin"] = True
+                d = m.__dict__
+                d["_gputrace_builtin"] = True
+                if ours_only(m):
+                    kind = str(comm_hook_type)
+                    if kind.endswith("ALLREDUCE"):
+                        return None  # what our hook already does
+                    if kind.endswith("FP16_COMPRESS"):
+                        hooks = importlib.import_module("torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
+                        return take_over(m, m.process_group, hooks.fp16_compress_hook, kind)
+                    d["_gputrace_taken"] = False  # (another kind: torch's own answer, below)
                 return orig_builtin(m, comm_hook_type)
 
             ddp._register_builtin_comm_hook = _register_builtin_comm_hook
