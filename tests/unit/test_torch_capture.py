@@ -234,14 +234,15 @@ def test_one_rank_gloo_collectives(tmp_path):
             int(s["attrs"][B.BYTES]) if B.BYTES in s["attrs"] else None, s["attrs"].get(B.DTYPE),
             s["attrs"][B.ASYNC], s["attrs"]["gputrace.collective.completion"]) for s in coll]
     assert got == [
-        ("all_reduce", "all_reduce", 0, 4000, "float32", False, "call"),
-        ("broadcast", "broadcast", 1, 80, "float64", False, "call"),
+        ("all_reduce", "all_reduce", 0, 4000, "float32", False, "sync"),
+        ("broadcast", "broadcast", 1, 80, "float64", False, "sync"),
         ("all_reduce", "all_reduce", 2, 4000, "float32", True, "future"),
-        ("all_gather", "all_gather", 3, 12, "int32", False, "call"),
-        ("all_gather", "all_gather_object", 4, None, None, False, "call"),  # its inner all_gathers not counted
-        ("barrier", "barrier", 5, None, None, False, "call"),
+        ("all_gather", "all_gather", 3, 12, "int32", False, "sync"),
+        ("all_gather", "all_gather_object", 4, None, None, False, "sync"),  # its inner all_gathers not counted
+        ("barrier", "barrier", 5, None, None, False, "sync"),
     ]
-    assert {(s["attrs"][B.GROUP_RANKS], int(s["attrs"][B.GROUP_SIZE])) for s in coll} == {("0", 1)}
+    assert {(s["attrs"][B.GROUP_RANKS], int(s["attrs"][B.GROUP_SIZE]), s["attrs"][B.BACKEND]) for s in coll} == {
+        ("0", 1, "gloo")}
     assert len({s["attrs"][B.GROUP] for s in coll}) == 1
     a = coll[2]  # the async one: from the call to its future's completion
     assert a["start"] <= int(a["attrs"][B.CALL_END]) <= a["end"]

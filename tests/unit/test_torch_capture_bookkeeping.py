@@ -111,10 +111,11 @@ def test_group_cache_describes_each_group_once():
 
 
 def test_collective_attrs_names_the_call_and_its_group():
-    g = B.GroupInfo("7", "0,2", 2)
+    g = B.GroupInfo("7", "0,2", 2, "nccl")
     a = B.collective_attrs("all_reduce", "ddp.bucket", g, 3, 4096, "float16", True)
     assert a == {B.OP: "all_reduce", B.API: "ddp.bucket", B.GROUP: "7", B.GROUP_RANKS: "0,2", B.GROUP_SIZE: 2,
-                 B.SEQ: 3, B.ASYNC: True, B.BYTES: 4096, B.DTYPE: "float16"}
+                 B.SEQ: 3, B.ASYNC: True, B.BACKEND: "nccl", B.BYTES: 4096, B.DTYPE: "float16"}
+    assert B.BACKEND not in B.collective_attrs("barrier", "x", B.GroupInfo("0", "0", 1), 0, None, None, False)
     assert B.BYTES not in B.collective_attrs("barrier", "x", g, 0, None, None, False)
     assert all(k.startswith("gputrace.collective.") for k in a)
 

@@ -26,6 +26,7 @@ GROUP_RANKS = "gputrace.collective.group_ranks"
 GROUP_SIZE = "gputrace.collective.group_size"
 SEQ = "gputrace.collective.seq"
 ASYNC = "gputrace.collective.async"
+BACKEND = "gputrace.collective.backend"
 COMPLETION = "gputrace.collective.completion"
 CALL_END = "gputrace.collective.call_end_ns"
 BUCKET = "gputrace.collective.bucket"
@@ -114,11 +115,13 @@ def ranks_text(ranks: Sequence[int]) -> str:
 @dataclass(frozen=True)
 class GroupInfo:
     """A process group as the spans name it: ``name`` (torch's group name: the same on every rank, since
-    every rank creates its groups in the same order), its global ``ranks`` (``ranks_text``) and ``size``."""
+    every rank creates its groups in the same order), its global ``ranks`` (``ranks_text``), ``size`` and
+    ``backend`` (``gloo``, ``nccl``, ...; empty when unknown)."""
 
     name: str
     ranks: str
     size: int
+    backend: str = ""
 
 
 class GroupSequences:
@@ -184,6 +187,8 @@ def collective_attrs(op: str, api: str, group: GroupInfo, seq: int, nbytes: int 
     """The ``gputrace.collective.*`` attributes of one collective span (docs/trace-format.md)."""
     a: dict[str, Any] = {OP: op, API: api, GROUP: group.name, GROUP_RANKS: group.ranks, GROUP_SIZE: group.size,
                          SEQ: seq, ASYNC: is_async}
+    if group.backend:
+        a[BACKEND] = group.backend
     if nbytes is not None:
         a[BYTES] = nbytes
     if dtype is not None:

@@ -12,7 +12,10 @@ How, and why this way (figures: benchmarks/bench_torch_capture.py, benchmarks/RE
   a collective's tens of µs at least). A synchronous call is a ``with`` phase (its NCCL kernels are its
   children); an ``async_op=True`` call is a ``start_phase`` handle ended when the Work's future completes
   (``add_done_callback``, on the thread that completes it): the span runs from the call to completion, and
-  ``gputrace.collective.call_end_ns`` says when the call returned. Calls made inside a captured collective
+  ``gputrace.collective.call_end_ns`` says when the call returned. ``gputrace.collective.completion`` says which:
+  ``sync`` (the call; with gloo it returns once the collective is done, with NCCL at enqueue:
+  ``gputrace.collective.backend`` tells them apart), ``future`` (async, ended at completion), ``call`` (async
+  without a future: ended at the call's return, before completion). Calls made inside a captured collective
   (``all_gather_object``'s own ``all_gather``) are not counted again.
 * **DDP**: its bucket all-reduces run in C++ (the reducer) and never reach Python's ``dist.all_reduce``.
   ``DistributedDataParallel.forward`` is wrapped so that at a module's first forward, when the program has
@@ -117,7 +120,11 @@ class Collectives:
         if not name:
             name = self.c10d._get_process_group_name(g)
         ranks = self.dist.get_process_group_ranks(g)
-        return GroupInfo(str(name), ranks_text(ranks), int(g.size()))
+        try:
+            backend = str(self.dist.get_backend(g)).lower()
+        except Exception:  # noqa: BLE001 - a group torch cannot name the backend of: the span has none
+            backend = ""
+        return GroupInfo(str(name), ranks_text(ranks), int(g.size()), backend)
 
     def _group(self, g: Any) -> GroupInfo:
         if g is None:
@@ -173,7 +180,7 @@ class Collectives:
             _loc.c = True
             try:
                 if not is_async:
-                    attrs[COMPLETION] = "call"
+                    attrs[COMPLETION] = "sync"
                     p = _hp.phase(op)
                     p.extra = attrs
                     p.__enter__()
