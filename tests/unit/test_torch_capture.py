@@ -297,8 +297,13 @@ def test_ddp_gloo_two_ranks_under_torchrun(tmp_path):
 
     c = collectives(read_any(tmp_path / "t.jsonl"))
     assert [x["calls"] for x in c["ranks"]] == [len(buckets[0])] * 2
-    assert c["stragglers"][0]["rank"] == 1
-    assert c["stragglers"][0]["median_wait_ns"] > 30e6
+    assert c["matched"] == len(buckets[0]) and {m["how"] for m in c["collectives"]} == {"sequence"}
+    # From the third step on (in the second, DDP's rebuilt-bucket broadcast, in C++ in forward, takes the wait):
+    late = [m for m in c["collectives"] if m["index"] >= 3]
+    assert late and all(m["last_rank"] == 1 and m["wait_ns"] > 20e6 for m in late)
+    if c["clock"]["ok"]:  # (a loaded box can make the ranks' observed ends differ by more than its slack)
+        assert c["stragglers"][0]["rank"] == 1
+        assert c["stragglers"][0]["median_wait_ns"] > 30e6
     # Same training result without the capture (DDP's own all-reduce): the hook divides and sums as DDP does.
     r2, spans2 = _record(tmp_path, argv, "--no-torch-capture")
     assert not [s for s in spans2 if s["name"] in ("all_reduce", "forward", "backward")]
