@@ -184,6 +184,20 @@ def test_ddp_default_and_program_comm_hooks_one_rank(captured):
     assert not plain._comm_hooks
 
 
+def test_compiled_code_traces_none_of_the_capture(captured):
+    """``torch.compile(fullgraph=True)`` over a captured module call, while the global hooks learn and after
+    narrowing: Dynamo must not meet gputrace's code (a graph break would raise here)."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.ones(2, 4)
+    f = torch.compile(lambda x: model(x) * 2, backend="eager", fullgraph=True)
+    assert torch.equal(f(x), model(x) * 2)
+    for _ in range(3):
+        model(x).sum().backward()
+    assert torch_capture.installed["modules"].narrowed
+    g = torch.compile(lambda x: model(x) * 3, backend="eager", fullgraph=True)
+    assert torch.equal(g(x), model(x) * 3)
+
+
 def test_uninstall_gives_torch_back(captured):
     torch_capture.uninstall()
     assert torch.autograd.backward.__module__ == "torch.autograd"

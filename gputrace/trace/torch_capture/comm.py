@@ -170,7 +170,7 @@ class Collectives:
 
         @functools.wraps(orig)
         def collective(*args, **kwargs):
-            if getattr(_loc, "c", False) or is_compiling():
+            if is_compiling() or getattr(_loc, "c", False):  # (Dynamo: nothing of ours to trace)
                 return orig(*args, **kwargs)
             is_async = bool(spec.get(args, kwargs, "async_op"))
             data = spec.get(args, kwargs, data_param) if data_param else None

@@ -56,12 +56,15 @@ def class_attrs(key: str, cls: type) -> dict[str, Any]:
 
 
 def ranged(fn: Callable[..., Any], name: str, attrs: Callable[[tuple], dict | None] | None = None,
-           stop_ok: bool = False) -> Callable[..., Any]:
+           stop_ok: bool = False, skip: Callable[[], bool] | None = None) -> Callable[..., Any]:
     """``fn`` run inside a phase ``name`` (attributes from ``attrs(args)``); ``stop_ok``: a
-    ``StopIteration`` ends the range normally (iterator exhaustion)."""
+    ``StopIteration`` ends the range normally (iterator exhaustion); ``skip()`` true: no range (torch's
+    ``is_compiling``: Dynamo then traces ``fn`` itself, not gputrace's code)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if skip is not None and skip():
+            return fn(*args, **kwargs)
         p = _hp.phase(name)
         if attrs is not None:
             p.extra = attrs(args)  # (read-only, possibly shared: the attributes, without a keyword dict)
@@ -222,7 +225,7 @@ def wrap_backward(torch: Any, modules: ModuleRanges | None) -> Callable[[], None
     """``torch.autograd.backward`` inside a ``backward`` range; returns the undo."""
     ag = torch.autograd
     orig = ag.backward
-    inner = ranged(orig, "backward")
+    inner = ranged(orig, "backward", skip=torch.compiler.is_compiling)
 
     @functools.wraps(orig)
     def backward(*args, **kwargs):
@@ -256,7 +259,8 @@ def wrap_optimizer(torch: Any) -> Callable[[], None]:
         step = getattr(cls, "step", None)
         if step is None or getattr(step, "_gputrace", False):
             return
-        w = ranged(step, "optimizer.step", _optimizer_attrs)  # (functools.wraps keeps torch's `hooked` mark)
+        # (functools.wraps keeps torch's `hooked` mark)
+        w = ranged(step, "optimizer.step", _optimizer_attrs, skip=torch.compiler.is_compiling)
         wrapped.append((cls, cls.__dict__.get("step", _MISSING)))
         cls.step = w  # type: ignore[attr-defined]
 
@@ -286,7 +290,7 @@ def wrap_dataloader(torch: Any) -> Callable[[], None]:
     """``_BaseDataLoaderIter.__next__`` inside a ``dataloader.next`` range; returns the undo."""
     base = importlib.import_module("torch.utils.data.dataloader")._BaseDataLoaderIter
     orig = base.__dict__["__next__"]
-    base.__next__ = ranged(orig, "dataloader.next", stop_ok=True)
+    base.__next__ = ranged(orig, "dataloader.next", stop_ok=True, skip=torch.compiler.is_compiling)
 
     def undo() -> None:
         base.__next__ = orig
