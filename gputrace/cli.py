@@ -28,7 +28,7 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):  # (argparse's overloads: the untyped form)
         ns, extras = self.parse_known_args(args, namespace)
         if extras:
-            sub = self.subcommands.get(getattr(ns, "command", None) or "", self)
+            sub = self.subcommands.get(subcommand(ns), self)
             hint = ""
             flags = [o for a in sub._actions for o in a.option_strings]
             typed = extras[0].split("=")[0]
@@ -44,6 +44,13 @@ class Parser(argparse.ArgumentParser):
     subcommands: dict[str, argparse.ArgumentParser]
 
 
+def subcommand(ns: argparse.Namespace) -> str:
+    """The subcommand's name as typed (``record``), "" when none was given. Read from ``_subcommand``, a
+    default each subcommand's parser sets, not from ``command``: ``record`` has a positional of that name
+    (COMMAND ...) that overwrites the subparsers' ``dest`` with a list."""
+    return str(getattr(ns, "_subcommand", "") or "")
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="gputrace",
@@ -56,6 +63,7 @@ def build_parser() -> Parser:
     for name in COMMANDS:
         p = importlib.import_module(f"gputrace.commands.{name}").register(sub)
         p.allow_abbrev = False  # (read at parse time; the commands' add_parser calls need not say it)
+        p.set_defaults(_subcommand=p.prog.split()[-1])
         parser.subcommands[p.prog.split()[-1]] = p
     return parser
 
@@ -80,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file error no command caught: the user's path and what is wrong, no traceback
         from gputrace.commands._errors import describe_error
 
-        print(f"gputrace {args.command}: {describe_error(exc)}", file=sys.stderr)
+        print(f"gputrace {subcommand(args)}: {describe_error(exc)}", file=sys.stderr)
         return 1
     except MemoryError:
-        print(f"gputrace {args.command}: out of memory (the input is too large "
+        print(f"gputrace {subcommand(args)}: out of memory (the input is too large "
               "for this machine's memory)", file=sys.stderr)
         return 1
 
