@@ -9,8 +9,11 @@ command runs (or for ``--help``), so ``gputrace --version`` stays instant.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
+import os
+import signal
 import sys
 
 import gputrace
@@ -69,6 +72,8 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status. A command that returns ``-SIGINT`` (``record``
+    whose program died of Ctrl-C) ends this process by SIGINT instead (``end_by_signal``)."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -94,6 +99,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gputrace {subcommand(args)}: out of memory (the input is too large "
               "for this machine's memory)", file=sys.stderr)
         return 1
+    return end_by_signal(-rc) if rc == -signal.SIGINT else rc
+
+
+def end_by_signal(signum: int) -> int:
+    """End this process by ``signum`` with its default action, as the program a command ran ended (``record``
+    returns ``-SIGINT`` when the program died of Ctrl-C): a shell sees "killed by SIGINT" and stops a loop
+    (``for i in 1 2 3; do gputrace record -- python t.py; done``), which an exit status of 130 does not.
+    Python ends an uncaught KeyboardInterrupt the same way. Output is flushed first; returns the shell's
+    status (128 + N) only where the signal did not end the process (blocked)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a closed or broken stream: nothing left to flush)
+            stream.flush()
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    return 128 + signum
 
 
 if __name__ == "__main__":
