@@ -118,3 +118,13 @@ def test_the_record_toggle_trace_shows_its_three_processes_at_80x24():
     assert [ln.split(" · ")[0] for ln in shown if ln.startswith(" ▼ pid")] == [" ▼ pid 647", " ▼ pid 681",
                                                                              " ▼ pid 684"]
     assert " ▼ pid 647 · python tr…" in shown
+
+
+def test_a_hostile_command_is_plain_text_in_the_process_header():
+    """service.name is trace text: control characters made visible, markup left as text."""
+    resources = [{"host.name": "h", "process.pid": p, "service.name": "[b]x[/b]\x1b[2J\nevil"} for p in (1, 2)]
+    spans = [dict(name="s", start=0, end=10, pid=p, resource=i) for i, p in enumerate((1, 2))]
+    rows = build_rows(TimelineIndex.build(make_timeline(spans, resources=resources)))
+    parts = [r.parts for r in rows if r.kind == PROCESS]
+    assert len(parts) == 2 and all(p[1].startswith("[b]x[/b]") and "\x1b" not in p[1] and "\n" not in p[1]
+                                   for p in parts)
