@@ -66,17 +66,35 @@ def device_key(host: str, dev: str, proc: int = -1) -> tuple:
     return (DEVICE, host, dev) if proc < 0 else (DEVICE, host, dev, proc)
 
 
-def process_parts(tl: Timeline, host: str, pid: int) -> tuple[str, ...]:
-    """What names process ``pid`` of ``host``: ``rank N`` where a resource of it carries a rank, ``pid P``,
-    then its command (``service.name``, made visible), from the first resource of that host and pid."""
-    rank, command = None, ""
+@dataclass(frozen=True)
+class ProcessName:
+    """What names a process in its header: its rank (None: none recorded), pid and command."""
+
+    pid: int
+    rank: int | None = None
+    command: str = ""
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """``rank N`` (where known), ``pid P``, the command (where known): most telling first."""
+        return (((f"rank {self.rank}",) if self.rank is not None else ()) + (f"pid {self.pid}",)
+                + ((self.command,) if self.command else ()))
+
+
+def process_names(tl: Timeline) -> dict[tuple[str, int], ProcessName]:
+    """Each process's name by (host, pid), from the first of its resources that gives each field: the rank
+    (``analysis.collectives.rank_of``), the command (``service.name``, made visible). One pass."""
+    out: dict[tuple[str, int], ProcessName] = {}
     for res in tl.resources:
-        if res.get("process.pid") != pid or (res.get("host.name") or "?") != host:
+        pid = res.get("process.pid")
+        if not isinstance(pid, int) or isinstance(pid, bool):
             continue
-        rank = rank if rank is not None else rank_of(res)
-        command = command or str(res.get("service.name") or "")
-    parts = ((f"rank {rank}",) if rank is not None else ()) + (f"pid {pid}",)
-    return parts + ((visible(command),) if command else ())
+        key = (str(res.get("host.name") or "?"), pid)
+        old = out.get(key, ProcessName(pid))
+        rank = old.rank if old.rank is not None else rank_of(res)
+        command = old.command or visible(res.get("service.name") or "")
+        out[key] = ProcessName(pid, rank, command)
+    return out
 
 
 def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), show_gpu: bool = True,
@@ -90,6 +108,7 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
     # processes gets a process level (pid -1: lanes of no process, before the processes).
     hosts: dict[str, dict[int, dict[str, list[int]]]] = {}
     several = _several_processes(tl)
+    named = process_names(tl) if several else {}
     for k, lane in enumerate(tl.lanes):
         li = index.lanes[k] if k < len(index.lanes) else None
         if li is None or not li.levels:
@@ -103,15 +122,15 @@ def build_rows(index: TimelineIndex, collapsed: frozenset | set = frozenset(), s
         rows.append(RowSpec(HOST, f"{'▶' if hc else '▼'} {visible(host)}", hkey, collapsed=hc, group=(host,)))
         if hc:
             continue
-        parts = {pid: process_parts(tl, host, pid) for pid in procs if pid >= 0}
-        ranks = {pid: int(p[0].split()[1]) for pid, p in parts.items() if p[0].startswith("rank ")}
-        for pid in sorted(procs, key=lambda p: (p >= 0, p not in ranks, ranks.get(p, 0), p)):
+        names = {pid: named.get((host, pid), ProcessName(pid)) for pid in procs}
+        for pid in [n.pid for n in sorted(names.values(), key=_order)]:
             pad = ""
             if pid >= 0:
                 pkey = (PROCESS, host, pid)
                 pc = pkey in collapsed
-                rows.append(RowSpec(PROCESS, f" {'▶' if pc else '▼'} {' · '.join(parts[pid])}", pkey,
-                                    collapsed=pc, group=(host,), proc=pid, parts=parts[pid]))
+                parts = names[pid].parts
+                rows.append(RowSpec(PROCESS, f" {'▶' if pc else '▼'} {' · '.join(parts)}", pkey,
+                                    collapsed=pc, group=(host,), proc=pid, parts=parts))
                 if pc:
                     continue
                 pad = " "
@@ -210,6 +229,11 @@ def groups_of(tl: Timeline, lane: int) -> set[tuple]:
     proc = ln.pid if ln.pid >= 0 and host in _several_processes(tl) else -1
     keys = {(HOST, host), device_key(host, device_name(ln.device), proc)}
     return keys | ({(PROCESS, host, proc)} if proc >= 0 else set())
+
+
+def _order(name: ProcessName) -> tuple:
+    """Process groups in order: lanes of no process (pid -1) first, then by rank, then by pid."""
+    return (name.pid >= 0, name.rank is None, name.rank or 0, name.pid)
 
 
 def _several_processes(tl: Timeline) -> set[str]:
