@@ -27,6 +27,7 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.collectives import is_collective_name
 from gputrace.analysis.findings_account import CLAIM_ORDER, Finding, Span, account, merge_spans
 from gputrace.analysis.findings_context import Context, _idle_split, _join, _names, _roots, _startup_window
+from gputrace.analysis.host_samples import headline
 
 # Finding, Span, account and CLAIM_ORDER live in findings_account.py, Context (and the helpers the rules share to
 # read it) in findings_context.py; the public names are re-exported here.
@@ -146,8 +147,10 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             if lost < ctx.min_ns:
                 continue
         busy = s.get("host_busy_ns", -1)
-        title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
-        if what.startswith("the host recorded no work"):
+        lines = headline(s.get("samples") or ())  # the Python lines the host ran in the gaps (stack samples)
+        ran = _join(lines) if lines else what
+        title = f"GPU {s['device']} idle while the host runs {ran}: overlap it with GPU work"
+        if what.startswith("the host recorded no work") and not lines:
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
         elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
             title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
@@ -156,9 +159,11 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             title = (f"GPU {s['device']} idle while the host is blocked in one {main} call "
                      f"({fmt_ns(api_max[main])}): CUDA context creation or module loading at first use, or a "
                      f"blocking call; warm up before timing")
-        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"]:
+        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"] and not lines:
             title = (f"GPU {s['device']} idle while the host is mostly untraced: add phases to see what it does "
                      f"({busy / max(s['lost_ns'], 1):.0%} in spans: {what})")
+        if lines:
+            notes.insert(0, f"Python stack samples in the gaps: {_join(lines)}")
         evidence = text + "".join(f"; {n}" for n in notes)
         where = f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
         iv = tuple(merge_spans(s.get("intervals") or ()))
@@ -190,6 +195,8 @@ def _launch_bound(ctx: Context) -> list[Finding]:
             continue
         note = (f"; {len(long_)} hole(s) over {fmt_ns(LAUNCH_GAP_MAX)} ({fmt_ns(sum(b - a for a, b in long_))}) "
                 f"left out: not launch overhead" if long_ else "")
+        lines = headline(r.get("samples") or ())
+        note += f"; the host in the gaps: {_join(lines)}" if lines else ""
         out.append(Finding(
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
@@ -246,12 +253,17 @@ def _sync_waits(ctx: Context) -> list[Finding]:
             t = w.get("start")
             spans[key] = None if t is None else [*iv, (int(t), int(t) + int(w["wait_ns"]))]
     out = []
+    called = {(str(w.get("phase")), str(w.get("type"))): headline(w.get("samples") or ())
+              for w in ctx.gpu.get("sync_wait_samples", [])}  # the Python lines that waited (stack samples)
     for (phase, typ), (n, ns, busy) in acc.items():
         if ns < ctx.min_ns:
             continue
+        lines = called.get((str(phase), str(typ))) or []
+        at = f" at {lines[0]}" if lines else ""
         out.append(Finding(
-            "sync-wait", f"{phase} blocks the host in {typ} syncs: sync later or less often",
-            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it", ns, phase,
+            "sync-wait", f"{phase} blocks the host in {typ} syncs{at}: sync later or less often",
+            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it"
+            + (f"; waiting in {_join(lines)}" if lines else ""), ns, phase,
             tuple(merge_spans(spans.get((phase, typ)) or ()))))
     return out
 
@@ -276,7 +288,10 @@ def _unattributed(ctx: Context) -> list[Finding]:
                     + (f"; start-up ({fmt_ns(excl)}) excluded, see the startup finding" if excl else "")
                     + (f"; {fmt_ns(idle)} of it with the GPU idle, counted in gpu-idle-host" if idle else ""))
         ns -= idle
-        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
+        lines = headline(u.get("samples") or ())  # what the host ran there (stack samples)
+        what = f"mostly {_join(lines)}; add phases to see it" if lines else "add phases to see it"
+        evidence += f"; Python stack samples: {_join(lines)}" if lines else ""
+        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains ({what})",
                            evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ()))))
     out.sort(key=lambda f: -f.saving_ns)
     return out[:3]

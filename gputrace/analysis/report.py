@@ -30,6 +30,13 @@ from gputrace.analysis.findings import Finding, default_min_ns, findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
+from gputrace.analysis.host_samples import (
+    attach_gpu_activity,
+    attach_paths,
+    attach_stalls,
+    process_sites,
+    samples_note,
+)
 from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
 from gputrace.analysis.stalls import (
     Stall,
@@ -133,6 +140,10 @@ class TimelineAnalysis:
     startup: list[dict] = field(default_factory=list)  # `startup.startup_intervals`: per process
     #: `unobserved_summary`: time CUDA collection was paused (no GPU figure counts it; no finding claims it)
     unobserved: dict = field(default_factory=dict)
+    #: `host_samples.process_sites`: each process's top Python lines from the recorder's stack samples (empty
+    #: without samples), and `host_samples.samples_note` (skipped batches, dropped samples)
+    host_samples: list = field(default_factory=list)
+    samples_note: str = ""
 
     @property
     def listed(self) -> list[Stall]:
@@ -161,6 +172,8 @@ class TimelineAnalysis:
             "collectives": self.comm,
             "emulated": self.emulated,
         }
+        if self.host_samples:  # (only in traces with stack samples: other documents keep their shape)
+            d["host_samples"] = {"processes": [p.to_dict() for p in self.host_samples], "note": self.samples_note}
         d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
         _drop_unused_intervals(d)
         return d
@@ -171,6 +184,8 @@ class TimelineAnalysis:
         that analysed with ``critical=False`` first (the TUI: stalls first, then the findings that read them)."""
         if not self.gpu_activity:
             self.gpu_activity = gpu_summary(tl, top=self.listing.top, launch=self.launch)
+            if self.host_samples:
+                attach_gpu_activity(tl, self.gpu_activity)
 
     def findings(self) -> list[Finding]:
         """The ranked findings (``gputrace.analysis.findings``) over this analysis, as ``to_dict()["findings"]``
@@ -288,6 +303,9 @@ def analyse_timeline(
         shown += 1
     hidden = stalls[shown:]
     listing = Listing(int(min_lost_ns), top, shown, len(hidden), int(sum(s.lost_ns for s in hidden)))
+    procs = process_sites(tl)
+    if procs:
+        stalls = attach_stalls(tl, stalls, shown)
     out = TimelineAnalysis(
         spans=tl.n,
         t0=tl.t0,
@@ -301,13 +319,15 @@ def analyse_timeline(
         stalls=stalls,
         listing=listing,
         critical_path=critical_path_summary(tl) if critical else [],
-        unattributed_paths=un.by_path(tl),
+        unattributed_paths=attach_paths(tl, un.by_path(tl)) if procs else un.by_path(tl),
         launch=launch,
         emulated=emulated_costs(tl),
         api_calls=api_call_table(tl, top=top),
         comm=collectives(tl, top=top),
         startup=startup_intervals(tl),
         unobserved=unobserved_summary(tl, gaps),
+        host_samples=procs,
+        samples_note=samples_note(tl) if procs else "",
     )
     if critical:
         out.add_gpu_activity(tl)

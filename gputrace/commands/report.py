@@ -157,6 +157,38 @@ def render_comm(comm: dict, console) -> None:
         console.print(t)
 
 
+def render_host_samples(data: dict, console) -> None:
+    """Where each process's threads were (the recorder's Python stack samples: analysis/host_samples.py), and
+    the lines the listed stalls ran."""
+    from rich.table import Table
+
+    hs = data.get("host_samples") or {}
+    procs = hs.get("processes") or []
+    if not procs:
+        return
+    t = Table(title="Host samples (Python stack samples: where each process's threads were; parked threads left "
+                    "out)", title_justify="left")
+    for col in ("process", "samples", "share", "line (> library call inside it)", "thread"):
+        t.add_column(col, justify="right" if col in ("samples", "share") else "left",
+                     overflow="fold" if col.startswith("line") else "ellipsis")
+    for p in procs:
+        who = f"rank {p['rank']} (pid {p['pid']})" if p.get("rank") is not None else f"pid {p['pid']}"
+        if str(p.get("command") or "").startswith("fork: "):
+            who += " fork"  # (a DataLoader worker, say: it inherits its parent's rank)
+        if not p["sites"]:
+            _row(t, who, f"{p['samples']:,}", "-", "(only parked threads)", "")
+        for i, site in enumerate(p["sites"]):
+            _row(t, who if i == 0 else "", f"{site['count']:,}", f"{site['share']:.0%}", site["label"],
+                 site["thread"])
+    console.print(t)
+    stalls = [s for s in data.get("stalls") or [] if s.get("samples")]
+    for s in stalls[:5]:
+        top = s["samples"][0]
+        console.print(rich_text(f"  {s['text']}: mostly {top['label']} ({top['count']} samples, pid {top['pid']})"))
+    if hs.get("note"):
+        console.print(rich_text(hs["note"], style="dim"))
+
+
 def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     """Print the report tables for ``analyse()`` output on a rich Console (one from
     ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters).
@@ -214,6 +246,7 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
             _row(t, s["category"], _fmt(s["lost_ns"]), f"{s['count']:,}", f"{(s['start'] - t0) / 1e9:.3f}", s["text"])
         console.print(t)
     console.print(rich_text(data["listing"]["text"], style="dim"))
+    render_host_samples(data, console)
     if data.get("emulated"):
         what = ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in data["emulated"].items())
         console.print(rich_text("emulated costs recorded in this trace (not real work): " + what, style="bold yellow"))

@@ -34,6 +34,8 @@ class StallItem:
     row: int = -1
     device: int = -1
     amount_ns: int = -1
+    #: the top Python sites the host ran in it (``host_samples.SiteCount``: traces with stack samples), or ()
+    samples: tuple = ()
 
     def __post_init__(self) -> None:
         if self.amount_ns < 0:
@@ -139,7 +141,8 @@ def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | Non
     out.findings_pending = not findings
     if not findings:
         out.notes.append(FINDINGS_PENDING)
-    out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
+    out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns, s.samples)
+                  for s in analysis.listed]
     if analysis.emulated:
         out.notes.append(analysis.emulated_note())
     out.notes.append(analysis.listing.describe())
