@@ -14,7 +14,9 @@ Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to ``record`` go to the whole 
 and ``record`` waits for the program's own cleanup (its flush included); a third SIGINT kills the group.
 When ``record`` runs in a terminal's foreground, the program's group gets the terminal (so Ctrl-C and
 reading stdin go to it directly) and ``record`` takes it back at the end. The exit status is COMMAND's, as a
-shell gives it (128 + N for a program killed by signal N: 130 SIGINT, 137 SIGKILL, 143 SIGTERM).
+shell gives it (128 + N for a program killed by signal N: 130 SIGINT, 137 SIGKILL, 143 SIGTERM); where the
+program died of SIGINT, ``record`` ends by SIGINT itself after writing its closing line, as the program did, so
+a shell loop of ``record`` runs stops on one Ctrl-C.
 """
 
 from __future__ import annotations
@@ -124,6 +126,13 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def command_status(status: int) -> int:
+    """What ``run`` returns for the program's shell-style ``status``: ``-SIGINT`` where it died of SIGINT
+    (Ctrl-C), which ``gputrace.cli.main`` turns into ending ``record`` by SIGINT too, so that a shell loop of
+    ``record`` runs stops on one Ctrl-C as a loop of the plain program does (the shell sees 130 either way)."""
+    return -signal.SIGINT if status == 128 + signal.SIGINT else status
+
+
 def run(args) -> int:
     from gputrace.textsafe import visible
 
@@ -160,10 +169,10 @@ def run(args) -> int:
             if trace.stat().st_size == 0:
                 trace.unlink()
         print(visible(not_python_line(argv)), file=sys.stderr)
-        return rc
+        return command_status(rc)
     # (infos come from the program's processes: made inert by visible)
     print(visible(summary_line(infos, trace, not args.no_cuda_activity)), file=sys.stderr)
-    return rc
+    return command_status(rc)
 
 
 def run_group(argv: list[str], env: dict) -> int:
