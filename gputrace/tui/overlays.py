@@ -142,6 +142,8 @@ def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | Non
     out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
     if analysis.emulated:
         out.notes.append(analysis.emulated_note())
+    if analysis.unfinished:
+        out.notes.append(analysis.unfinished_note())
     out.notes.append(analysis.listing.describe())
     if marks:
         out.marks_row = np.concatenate([m[0] for m in marks]).astype(np.int64)
