@@ -73,8 +73,9 @@ def _env(tree: str | None) -> dict:
 
 
 def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, workdir: str | None = None,
-          pause: float = 0.1) -> dict:
-    """One recorded job, one process killed at a random point; returns what the trace holds."""
+          pause: float = 0.1, window_s: float | None = None) -> dict:
+    """One recorded job, one process killed at a random moment in the first ``window_s`` seconds after the
+    job's processes exist (None: none killed, a calibration run); returns what the trace holds."""
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="gputrace-kills-", dir=workdir)
     job = Path(tmp, "job.py")
@@ -89,17 +90,18 @@ def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, wo
     while not pids_file.exists() and time.monotonic() < deadline and rec.poll() is None:
         time.sleep(0.005)
     pids = [int(x) for x in pids_file.read_text().split()] if pids_file.exists() else []
-    victim = rng.choice(pids) if pids else None
-    # A random point of its run: the job records STEPS / BURST bursts, PAUSE apart (plus the phases and writes).
-    time.sleep(rng.uniform(0.0, pause * steps / burst))
+    started = time.perf_counter()
+    victim = rng.choice(pids) if pids and window_s is not None else None
     if victim is not None:
+        time.sleep(rng.uniform(0.0, window_s or 0.0))
         try:
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:
             victim = None  # (already done: nothing was killed)
-    out, err = rec.communicate(timeout=120)
+    out, err = rec.communicate(timeout=300)
     wall = time.perf_counter() - t0
     return {"seed": seed, "victim": victim, "main_killed": bool(pids) and victim == pids[0], "wall_s": wall,
+            "job_s": time.perf_counter() - started,
             "record_rc": rec.returncode, "closing": err.strip().splitlines()[-1:] or [""],
             **_check(trace, pids, victim, steps, tree)}
 
@@ -153,9 +155,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, gputrace from {args.tree or ROOT})")
     print(f"{'trial':>5} {'killed':>8} {'strict read':>12} {'survivors losing':>17} {'spans lost':>11} "
           f"{'victim kept':>12} {'wall s':>7}")
+    cal = trial(args.n, args.steps, args.burst, args.seed, args.tree, pause=args.pause)
+    window = cal["job_s"]
+    print(f"    0 calibration (no kill): strict read {'ok' if cal['strict_ok'] else 'REFUSED'}, "
+          f"{cal['survivors_losing']} processes short; the job ran {window:.1f} s: kills land uniformly in it")
     rows = []
     for i in range(args.trials):
-        r = trial(args.n, args.steps, args.burst, args.seed + i, args.tree, pause=args.pause)
+        r = trial(args.n, args.steps, args.burst, args.seed + 1 + i, args.tree, pause=args.pause, window_s=window)
         rows.append(r)
         killed = "main" if r["main_killed"] else ("worker" if r["victim"] else "none")
         print(f"{i + 1:>5} {killed:>8} {'ok' if r['strict_ok'] else 'REFUSED':>12} "
