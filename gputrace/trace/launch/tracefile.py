@@ -46,10 +46,10 @@ class LaunchTrace:
     segments: list[Segment] = field(default_factory=list)
 
     def finish(self) -> list[Segment]:
-        """Join the segments into ``path`` (see the module contract); no segment: no file. Returns the
-        segments. Raises OSError (the folder stays)."""
-        names = segment_files(self.folder)
-        if any(os.path.getsize(os.path.join(self.folder, n)) for n in names):
+        """Join the segments into ``path`` (see the module contract): no segment (no process started
+        recording) writes no file; segments without a line (a process killed before its first flush) an
+        empty one. Returns the segments. Raises OSError (the folder stays)."""
+        if segment_files(self.folder):
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
             try:
                 self.segments = merge(self.folder, fd)
