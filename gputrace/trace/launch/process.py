@@ -112,8 +112,13 @@ def _resource(label: str) -> dict:
 
 
 def _inherit() -> tuple[list, dict]:
-    """recorder.inherit: a program's own configure() also appends to the launch's file."""
-    return [LaunchFileSink(os.environ[ENV_TRACE])], _resource(_state["label"])
+    """recorder.inherit: a program's own configure() also writes into the launch's trace (a new segment of
+    this process). Never raises: once ``record`` has joined the segments (this process outlived the launch)
+    the folder is gone and the program's recorder goes on without the launch's sink."""
+    try:
+        return [LaunchFileSink(os.environ[ENV_TRACE])], _resource(_state["label"])
+    except OSError:
+        return [], _resource(_state["label"])
 
 
 def _on_stop(rec, summary) -> None:
@@ -212,7 +217,11 @@ def _finish() -> None:
             # ids its children were exported with by the earlier recorders).
             label = _state["label"]
             recorder.inherit = None
-            recorder.configure(sinks=[LaunchFileSink(os.environ[ENV_TRACE])],
+            try:
+                sink = LaunchFileSink(os.environ[ENV_TRACE])
+            except OSError:  # (record already joined the segments: nowhere to write)
+                return
+            recorder.configure(sinks=[sink],
                                service_name=os.environ.get(ENV_SERVICE) or label, resource=_resource(label),
                                cuda_activity=False, collect_gpu_info=False)
         root.__exit__(type(err) if err is not None else None, err, None)

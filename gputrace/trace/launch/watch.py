@@ -31,7 +31,7 @@ class Unrecorded:
 def why_unrecorded(argv: list[str], env: dict[str, str], site: str) -> str | None:
     """Why an interpreter with ``argv`` and ``env`` does not run ``record``'s bootstrap (in folder ``site``), or
     None when it does (or is one of multiprocessing's helpers, which record nothing by design)."""
-    flags = set()
+    flags: set[str] = set()
     for a in argv[1:]:
         if a in ("-c", "-m") or not a.startswith("-") or a == "-":
             break
