@@ -49,3 +49,17 @@ def test_report_prints_the_note_and_json_carries_it_only_when_there_is_one(tmp_p
     render(d, c)
     assert "note: 1 process ended without a final flush (killed?): pid 11" in c.export_text()
     assert "unfinished_processes" not in analyse_timeline(_trace(tmp_path, killed=False)).to_dict()
+
+
+def test_a_hostile_command_name_reaches_the_report_inert(tmp_path):
+    """The note's command comes from the trace (untrusted): an escape sequence or markup in it is shown
+    as text, never interpreted."""
+    evil = "python \x1b]0;pwned\x07[bold red]x[/]"
+    res = {"host.name": "h", "process.pid": 3, "gputrace.launch.command": evil}
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(encode_request(res, [_span(1, "w", 0, 10)]) + b"\n")
+    d = analyse_timeline(read_any(path)).to_dict()
+    c = console(record=True, width=300)
+    render(d, c)
+    text = c.export_text()
+    assert "\x1b" not in text and "\\x1b]0;pwned\\x07[bold red]x[/]" in text
