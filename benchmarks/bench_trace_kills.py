@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,10 +101,15 @@ def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, wo
             victim = None  # (already done: nothing was killed)
     out, err = rec.communicate(timeout=300)
     wall = time.perf_counter() - t0
-    return {"seed": seed, "victim": victim, "main_killed": bool(pids) and victim == pids[0], "wall_s": wall,
-            "job_s": time.perf_counter() - started,
-            "record_rc": rec.returncode, "closing": err.strip().splitlines()[-1:] or [""],
-            **_check(trace, pids, victim, steps, tree)}
+    out = {"seed": seed, "victim": victim, "main_killed": bool(pids) and victim == pids[0], "wall_s": wall,
+           "job_s": time.perf_counter() - started,
+           "record_rc": rec.returncode, "closing": err.strip().splitlines()[-1:] or [""],
+           **_check(trace, pids, victim, steps, tree)}
+    if out["strict_ok"] and not out["survivors_losing"]:
+        shutil.rmtree(tmp, ignore_errors=True)  # (a failing trial's files stay, for a look)
+    else:
+        out["dir"] = tmp
+    return out
 
 
 def _check(trace: Path, pids: list[int], victim: int | None, steps: int, tree: str | None) -> dict:
