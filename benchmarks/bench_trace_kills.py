@@ -11,8 +11,10 @@ Each trial runs ``gputrace record --no-cuda-activity -- python JOB`` where JOB f
 (``--burst`` phases, ``--pause`` s apart: large batches, so the exporter's writes are long and a kill lands
 inside one now and then) and ends normally.
 The bench picks one process of the job at random (any of the N, the main one included) and a random moment
-of its run, and SIGKILLs it. Then it reads the trace with the strict reader (``read_any(lenient=False)``) and
-counts each process's ``step`` spans: every process that was not killed must have all of its ``STEPS``.
+of its run (uniform over 80 % of a calibration run's length; a process that has finished already is
+replaced by another still running), and SIGKILLs it. Then it reads the trace with the strict reader
+(``read_any(lenient=False)``) and counts each process's ``step`` spans: every process that was not killed must
+have all of its ``STEPS``.
 
 Prints one row per trial and a summary: trials whose file the strict reader refused, trials where a
 process that was not killed lost spans (and how many), spans the killed processes kept. ``--tree`` runs
@@ -95,10 +97,16 @@ def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, wo
     victim = rng.choice(pids) if pids and window_s is not None else None
     if victim is not None:
         time.sleep(rng.uniform(0.0, window_s or 0.0))
-        try:
-            os.kill(victim, signal.SIGKILL)
-        except ProcessLookupError:
-            victim = None  # (already done: nothing was killed)
+        # (one that has finished already: another of the job still running instead, if any)
+        for pid in [victim] + rng.sample(pids, len(pids)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            victim = pid
+            break
+        else:
+            victim = None
     out, err = rec.communicate(timeout=300)
     wall = time.perf_counter() - t0
     out = {"seed": seed, "victim": victim, "main_killed": bool(pids) and victim == pids[0], "wall_s": wall,
@@ -162,9 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'trial':>5} {'killed':>8} {'strict read':>12} {'survivors losing':>17} {'spans lost':>11} "
           f"{'victim kept':>12} {'wall s':>7}")
     cal = trial(args.n, args.steps, args.burst, args.seed, args.tree, pause=args.pause)
-    window = cal["job_s"]
+    window = 0.8 * cal["job_s"]
     print(f"    0 calibration (no kill): strict read {'ok' if cal['strict_ok'] else 'REFUSED'}, "
-          f"{cal['survivors_losing']} processes short; the job ran {window:.1f} s: kills land uniformly in it")
+          f"{cal['survivors_losing']} processes short; the job ran {cal['job_s']:.1f} s: kills land uniformly "
+          f"in its first {window:.1f} s")
     rows = []
     for i in range(args.trials):
         r = trial(args.n, args.steps, args.burst, args.seed + 1 + i, args.tree, pause=args.pause, window_s=window)
