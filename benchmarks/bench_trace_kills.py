@@ -11,8 +11,9 @@ Each trial runs ``gputrace record --no-cuda-activity -- python JOB`` where JOB f
 (``--burst`` phases, ``--pause`` s apart: large batches, so the exporter's writes are long and a kill lands
 inside one now and then) and ends normally.
 The bench picks one process of the job at random (any of the N, the main one included) and a random moment
-of its run (uniform over 80 % of a calibration run's length; a process that has finished already is
-replaced by another still running), and SIGKILLs it. Then it reads the trace with the strict reader
+of its own work (once its CPU time reaches a uniform random fraction of what a process of the job uses in a
+calibration run without kills: load on the machine does not move the point; a process that has finished
+already is replaced by another still running), and SIGKILLs it. Then it reads the trace with the strict reader
 (``read_any(lenient=False)``) and counts each process's ``step`` spans: every process that was not killed must
 have all of its ``STEPS``.
 
@@ -75,10 +76,25 @@ def _env(tree: str | None) -> dict:
     return env
 
 
+def _cpu_s(pid: int) -> float | None:
+    """CPU time (user + system) of a running process, from /proc; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] == b"Z":
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, workdir: str | None = None,
-          pause: float = 0.1, window_s: float | None = None) -> dict:
-    """One recorded job, one process killed at a random moment in the first ``window_s`` seconds after the
-    job's processes exist (None: none killed, a calibration run); returns what the trace holds."""
+          pause: float = 0.1, window_s: float | None = None, cpu_s: float | None = None) -> dict:
+    """One recorded job. With ``cpu_s`` (a process's CPU time over its whole run, from a calibration trial),
+    one process is SIGKILLed once its CPU time reaches a uniform random fraction of it (a random point of its
+    own work, whatever the machine's load); with ``window_s``, at a random moment of the first ``window_s``
+    seconds; with neither, none is killed and the result's ``cpu_s`` is the median process's CPU time.
+    Returns what the trace holds."""
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="gputrace-kills-", dir=workdir)
     job = Path(tmp, "job.py")
@@ -94,9 +110,16 @@ def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, wo
         time.sleep(0.005)
     pids = [int(x) for x in pids_file.read_text().split()] if pids_file.exists() else []
     started = time.perf_counter()
-    victim = rng.choice(pids) if pids and window_s is not None else None
+    killing = cpu_s is not None or window_s is not None
+    victim = rng.choice(pids) if pids and killing else None
+    used: dict[int, float] = {}
     if victim is not None:
-        time.sleep(rng.uniform(0.0, window_s or 0.0))
+        if cpu_s is not None:
+            target = rng.uniform(0.0, cpu_s)
+            while (c := _cpu_s(victim)) is not None and c < target:
+                time.sleep(0.002)
+        else:
+            time.sleep(rng.uniform(0.0, window_s or 0.0))
         # (one that has finished already: another of the job still running instead, if any)
         for pid in [victim] + rng.sample(pids, len(pids)):
             try:
@@ -107,10 +130,17 @@ def trial(n: int, steps: int, burst: int, seed: int, tree: str | None = None, wo
             break
         else:
             victim = None
+    elif pids:  # calibration: how much CPU a process of the job uses
+        while rec.poll() is None:
+            for p in pids:
+                c = _cpu_s(p)
+                if c is not None:
+                    used[p] = c
+            time.sleep(0.01)
     out, err = rec.communicate(timeout=300)
     wall = time.perf_counter() - t0
     out = {"seed": seed, "victim": victim, "main_killed": bool(pids) and victim == pids[0], "wall_s": wall,
-           "job_s": time.perf_counter() - started,
+           "job_s": time.perf_counter() - started, "cpu_s": sorted(used.values())[len(used) // 2] if used else None,
            "record_rc": rec.returncode, "closing": err.strip().splitlines()[-1:] or [""],
            **_check(trace, pids, victim, steps, tree)}
     if out["strict_ok"] and not out["survivors_losing"]:
@@ -170,13 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'trial':>5} {'killed':>8} {'strict read':>12} {'survivors losing':>17} {'spans lost':>11} "
           f"{'victim kept':>12} {'wall s':>7}")
     cal = trial(args.n, args.steps, args.burst, args.seed, args.tree, pause=args.pause)
-    window = 0.8 * cal["job_s"]
+    cpu = cal["cpu_s"] or 1.0
     print(f"    0 calibration (no kill): strict read {'ok' if cal['strict_ok'] else 'REFUSED'}, "
-          f"{cal['survivors_losing']} processes short; the job ran {cal['job_s']:.1f} s: kills land uniformly "
-          f"in its first {window:.1f} s")
+          f"{cal['survivors_losing']} processes short; a process of the job uses {cpu:.2f} s of CPU: each kill "
+          f"lands at a uniform random point of that")
     rows = []
     for i in range(args.trials):
-        r = trial(args.n, args.steps, args.burst, args.seed + 1 + i, args.tree, pause=args.pause, window_s=window)
+        r = trial(args.n, args.steps, args.burst, args.seed + 1 + i, args.tree, pause=args.pause, cpu_s=cpu)
         rows.append(r)
         killed = "main" if r["main_killed"] else ("worker" if r["victim"] else "none")
         print(f"{i + 1:>5} {killed:>8} {'ok' if r['strict_ok'] else 'REFUSED':>12} "
