@@ -57,26 +57,35 @@ class Watch:
     root: int  # the command's pid (its process group is the same number)
     site: str  # record's bootstrap folder
     found: dict[int, Unrecorded] = field(default_factory=dict)
+    _known: dict[int, bool] = field(default_factory=dict)  # pid -> one of the launch's (decided when first seen)
 
     def scan(self) -> None:
-        """Look at the launch's processes once (see the module doc). Never raises."""
+        """Look at the launch's processes once (see the module doc). Never raises. Reads the status of a
+        process once, when it first appears (a scan costs a listing of ``/proc`` plus the launch's own
+        processes, not every process of the machine each time)."""
         try:
-            procs = _processes()
+            live = {int(n) for n in os.listdir("/proc") if n.isdigit()}
         except OSError:
             return
-        ours = {self.root}
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, pgid) in procs.items():
-            children.setdefault(ppid, []).append(pid)
-            if pgid == self.root:
-                ours.add(pid)
-        todo = list(ours)
-        while todo:
-            for c in children.get(todo.pop(), ()):
-                if c not in ours:
-                    ours.add(c)
-                    todo.append(c)
-        for pid in ours:
+        for pid in [p for p in self._known if p not in live]:
+            del self._known[pid]  # (gone: its number may come back as another process)
+        ours = {p for p, mine in self._known.items() if mine} | {self.root}
+        pending = {}
+        for pid in live - self._known.keys():
+            st = _stat(pid)
+            if st is not None:
+                pending[pid] = st
+        grew = True
+        while grew:  # (a child may be listed before its parent)
+            grew = False
+            for pid, (ppid, pgid) in list(pending.items()):
+                if pid == self.root or pgid == self.root or ppid in ours:
+                    ours.add(pid)
+                    del pending[pid]
+                    grew = True
+        for pid in live - self._known.keys():
+            self._known[pid] = pid in ours
+        for pid in ours & live:
             if pid in self.found:
                 continue  # (the others are looked at again: a process may exec another program later)
             info = _python_process(pid)
@@ -92,23 +101,18 @@ class Watch:
         return [u for pid, u in sorted(self.found.items()) if pid not in checked_in]
 
 
-def _processes() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, process group) of every process in ``/proc``. Raises OSError without ``/proc``."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # (the command name may hold spaces and parentheses)
-        try:
-            out[int(name)] = (int(fields[1]), int(fields[2]))
-        except (IndexError, ValueError):
-            continue
-    return out
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, process group) of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # (the command name may hold spaces and parentheses)
+    try:
+        return int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        return None
 
 
 def _python_process(pid: int) -> tuple[list[str], dict[str, str]] | None:
