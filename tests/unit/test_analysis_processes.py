@@ -63,3 +63,13 @@ def test_a_hostile_command_name_reaches_the_report_inert(tmp_path):
     render(d, c)
     text = c.export_text()
     assert "\x1b" not in text and "\\x1b]0;pwned\\x07[bold red]x[/]" in text
+
+
+def test_view_lists_the_note_in_the_stalls_panel(tmp_path):
+    from gputrace.tui.overlays import compute_overlays
+
+    tl = _trace(tmp_path, killed=True)
+    notes = compute_overlays(tl, tl.t0).notes
+    assert any(n.startswith("1 process ended without a final flush (killed?): pid 11") for n in notes), notes
+    tl = _trace(tmp_path, killed=False)
+    assert not any("final flush" in n for n in compute_overlays(tl, tl.t0).notes)
