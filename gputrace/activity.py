@@ -48,7 +48,7 @@ API_LANE_PREFIX = "api:"
 ANNOTATION_LANE_PREFIX = "annotations:stream "
 MEMORY_KINDS = ("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
-SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "unknown")
+SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "poll", "unknown")
 MEMSET_NAME = "[CUDA memset]"
 
 # CUPTI and nsys spell copy directions HTOD, HTOA, ATOD, ... (A = CUDA array, which lives on the
@@ -111,6 +111,30 @@ def memcpy_name(kind: str) -> str:
     return f"[CUDA memcpy {kind}]"
 
 
+#: CUDA API calls (runtime and driver, any ``_vNNNN`` suffix Nsight appends) -> the sync kind they are. A poll
+#: (``cudaEventQuery``, ``cudaStreamQuery``) returns at once whatever the device is doing: CUPTI records an event
+#: sync for it, but the host never blocks in it. ``cudaStreamWaitEvent`` makes a stream wait on the device; the
+#: host does not wait either.
+_API_SYNC = {
+    "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream",
+    "cudaEventSynchronize": "event", "cuEventSynchronize": "event",
+    "cudaDeviceSynchronize": "context", "cuCtxSynchronize": "context", "cudaThreadSynchronize": "context",
+    "cudaStreamWaitEvent": "stream_wait_event", "cuStreamWaitEvent": "stream_wait_event",
+    "cudaEventQuery": "poll", "cuEventQuery": "poll", "cudaStreamQuery": "poll", "cuStreamQuery": "poll",
+}
+#: Sync kinds in which the host thread blocks until the device catches up (what a sync wait counts).
+BLOCKING_SYNC_TYPES = ("stream", "event", "context", "unknown")
+
+
+def sync_type_of_api(api: object) -> str | None:
+    """The sync kind of a CUDA API call by its name (``cudaStreamSynchronize_v3020`` -> ``stream``,
+    ``cudaEventQuery`` -> ``poll``), None for a call that is not a synchronisation."""
+    if not isinstance(api, str):
+        return None
+    name = api.split("_v", 1)[0] if "_v" in api else api
+    return _API_SYNC.get(name)
+
+
 def sync_name(kind: str) -> str:
     """Span name of a synchronization: '[CUDA sync stream]', '[CUDA sync event]', '[CUDA sync context]'."""
     return f"[CUDA sync {kind}]"
@@ -151,3 +175,23 @@ def api_lane_name(thread_lane: str) -> str:
     """The name of the lane of a thread's CUDA API calls beside its lane ``thread_lane``: ``api:NAME`` for
     ``thread:NAME`` (another lane name keeps its whole name after ``api:``)."""
     return API_LANE_PREFIX + (thread_lane[len("thread:"):] if thread_lane.startswith("thread:") else thread_lane)
+
+
+# ---- host stack samples (gputrace.trace.stack_sampler; docs/trace-format.md, "Host stack samples") ------------
+#: Name of a batch of Python stack samples (one span per recorder drain) and of its lane (``thread:`` + it).
+SAMPLES_SPAN = "gputrace.samples"
+SAMPLES_HZ = "gputrace.samples.hz"  # the rate (samples per second per thread)
+SAMPLES_DT = "gputrace.samples.dt_ns"  # int array: each sample's time minus the previous one's (the first: span start)
+SAMPLES_THREAD = "gputrace.samples.thread"  # int array: index into the thread table, per sample
+SAMPLES_STACK = "gputrace.samples.stack"  # int array: index into the stack table, per sample
+SAMPLES_THREAD_IDS = "gputrace.samples.thread_ids"  # int array: thread table, ident
+SAMPLES_THREAD_NAMES = "gputrace.samples.thread_names"  # string array: thread table, name
+SAMPLES_STACK_LEN = "gputrace.samples.stack_len"  # int array: stack table, frames per stack
+SAMPLES_STACK_FRAMES = "gputrace.samples.stack_frames"  # int array: the stacks' frame indices, innermost first
+SAMPLES_FILES = "gputrace.samples.files"  # string array: file table
+SAMPLES_FILE_KIND = "gputrace.samples.file_kind"  # int array per file: 0 user, 1 library, 2 stdlib, 3 internal
+SAMPLES_FRAME_FILE = "gputrace.samples.frame_file"  # int array: frame table, file index
+SAMPLES_FRAME_LINE = "gputrace.samples.frame_line"  # int array: frame table, line
+SAMPLES_FRAME_FUNC = "gputrace.samples.frame_func"  # string array: frame table, function (qualified name)
+SAMPLES_DROPPED = "gputrace.samples.dropped"  # int: samples dropped since the previous batch (memory bound)
+FILE_USER, FILE_LIBRARY, FILE_STDLIB, FILE_INTERNAL = 0, 1, 2, 3

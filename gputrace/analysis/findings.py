@@ -27,6 +27,7 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.collectives import is_collective_name
 from gputrace.analysis.findings_account import CLAIM_ORDER, Finding, Span, account, merge_spans
 from gputrace.analysis.findings_context import Context, _idle_split, _join, _names, _roots, _startup_window
+from gputrace.analysis.host_samples import headline
 
 # Finding, Span, account and CLAIM_ORDER live in findings_account.py, Context (and the helpers the rules share to
 # read it) in findings_context.py; the public names are re-exported here.
@@ -146,8 +147,10 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             if lost < ctx.min_ns:
                 continue
         busy = s.get("host_busy_ns", -1)
-        title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
-        if what.startswith("the host recorded no work"):
+        lines = headline(s.get("samples") or ())  # the Python lines the host ran in the gaps (stack samples)
+        ran = _join(lines) if lines else what
+        title = f"GPU {s['device']} idle while the host runs {ran}: overlap it with GPU work"
+        if what.startswith("the host recorded no work") and not lines:
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
         elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
             title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
@@ -156,9 +159,11 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             title = (f"GPU {s['device']} idle while the host is blocked in one {main} call "
                      f"({fmt_ns(api_max[main])}): CUDA context creation or module loading at first use, or a "
                      f"blocking call; warm up before timing")
-        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"]:
+        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"] and not lines:
             title = (f"GPU {s['device']} idle while the host is mostly untraced: add phases to see what it does "
                      f"({busy / max(s['lost_ns'], 1):.0%} in spans: {what})")
+        if lines:
+            notes.insert(0, f"Python stack samples in the gaps: {_join(lines)}")
         evidence = text + "".join(f"; {n}" for n in notes)
         where = f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
         iv = tuple(merge_spans(s.get("intervals") or ()))
@@ -190,6 +195,8 @@ def _launch_bound(ctx: Context) -> list[Finding]:
             continue
         note = (f"; {len(long_)} hole(s) over {fmt_ns(LAUNCH_GAP_MAX)} ({fmt_ns(sum(b - a for a, b in long_))}) "
                 f"left out: not launch overhead" if long_ else "")
+        lines = headline(r.get("samples") or ())
+        note += f"; the host in the gaps: {_join(lines)}" if lines else ""
         out.append(Finding(
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
@@ -246,12 +253,17 @@ def _sync_waits(ctx: Context) -> list[Finding]:
             t = w.get("start")
             spans[key] = None if t is None else [*iv, (int(t), int(t) + int(w["wait_ns"]))]
     out = []
+    called = {(str(w.get("phase")), str(w.get("type"))): headline(w.get("samples") or ())
+              for w in ctx.gpu.get("sync_wait_samples", [])}  # the Python lines that waited (stack samples)
     for (phase, typ), (n, ns, busy) in acc.items():
         if ns < ctx.min_ns:
             continue
+        lines = called.get((str(phase), str(typ))) or []
+        at = f" at {lines[0]}" if lines else ""
         out.append(Finding(
-            "sync-wait", f"{phase} blocks the host in {typ} syncs: sync later or less often",
-            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it", ns, phase,
+            "sync-wait", f"{phase} blocks the host in {typ} syncs{at}: sync later or less often",
+            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it"
+            + (f"; waiting in {_join(lines)}" if lines else ""), ns, phase,
             tuple(merge_spans(spans.get((phase, typ)) or ()))))
     return out
 
@@ -276,7 +288,10 @@ def _unattributed(ctx: Context) -> list[Finding]:
                     + (f"; start-up ({fmt_ns(excl)}) excluded, see the startup finding" if excl else "")
                     + (f"; {fmt_ns(idle)} of it with the GPU idle, counted in gpu-idle-host" if idle else ""))
         ns -= idle
-        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
+        lines = headline(u.get("samples") or ())  # what the host ran there (stack samples)
+        what = f"mostly {_join(lines)}; add phases to see it" if lines else "add phases to see it"
+        evidence += f"; Python stack samples: {_join(lines)}" if lines else ""
+        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains ({what})",
                            evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ()))))
     out.sort(key=lambda f: -f.saving_ns)
     return out[:3]
@@ -308,10 +323,12 @@ def _exposed_comm(ctx: Context) -> list[Finding]:
 
 
 def _straggler(ctx: Context) -> list[Finding]:
-    """A straggler rank: the rank that arrived last at most collectives; saving = the waits it caused
-    at those collectives (what the other ranks would win if it kept up)."""
+    """A straggler rank: the rank that arrived last at most collectives matched across ranks by content or time
+    (analysis/collectives.py); saving = the waits it caused at those collectives, each bounded by the waiting
+    rank's own call (what the other ranks would win if it kept up). Silent when the collectives' clock check
+    refused a verdict (``comm["clock"]["ok"]`` false: the report says "cannot tell: clocks differ by X")."""
     st = ctx.comm.get("stragglers", [])
-    if not st:
+    if not st or (ctx.comm.get("clock") or {}).get("ok") is False:
         return []
     s = st[0]
     if s["last"] * 2 <= s["of"] or s["caused_ns"] < ctx.min_ns:
@@ -323,11 +340,58 @@ def _straggler(ctx: Context) -> list[Finding]:
     if coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
         iv = merge_spans((int(c["start"]) - int(w), int(c["start"])) for c in coll if c.get("last_rank") == s["rank"]
                     for w in (c.get("waits") or {}).values())
+    cause = s.get("cause") or []
+    ran = (f"; meanwhile rank {s['rank']} ran " + ", ".join(f"{c['name']} {fmt_ns(c['ns'])}" for c in cause)
+           if cause else "")
+    kern = s.get("kernels") or []
+    if kern:
+        ran += "; its GPU ran " + ", ".join(f"{k['name']} {fmt_ns(k['ns'])}" for k in kern)
+    lines = s.get("lines") or []
+    if lines:  # the stack samples name the line (docs/findings.md, "Ranks and collectives")
+        ran += f"; rank {s['rank']} was at " + ", ".join(f"{x['site']} ({x['samples']} samples)" for x in lines[:2])
     return [Finding(
-        "straggler", f"rank {s['rank']} is the straggler: the other ranks wait for it at collectives",
+        "straggler", f"rank {s['rank']} is the straggler" + (f" (at {lines[0]['site']})" if lines else "")
+        + ": the other ranks wait for it at collectives",
         f"last at {s['last']} of {s['of']} collectives; the others waited {fmt_ns(s['median_wait_ns'])} per "
-        f"collective (median), {fmt_ns(s['caused_ns'])} in all", int(s["caused_ns"]), f"rank {s['rank']}",
+        f"collective (median), {fmt_ns(s['caused_ns'])} in all{ran}", int(s["caused_ns"]), f"rank {s['rank']}",
         tuple(iv))]
+
+
+def _warmup(ctx: Context) -> list[Finding]:
+    """Warm-up: each process's time before its steady state (``data["steps"]``, gputrace/analysis/steps.py):
+    start-up, module loading and the first steps far slower than the median; one finding, saving = that wall
+    time (a one-off cost: what a longer run amortises or a warm-up before timing hides, not a per-step gain).
+    The other rules read the steady state only (``data["steady"]``, see :func:`findings`); this one is listed
+    after them whatever its size."""
+    steps = ctx.data.get("steps") or {}
+    w = steps.get("warmup")
+    if not w or int(w.get("ns") or 0) < ctx.min_ns:
+        return []
+    parts, what = [], []
+    for s in steps.get("series") or []:
+        ww = s.get("warmup")
+        if not ww:
+            continue
+        bits = []
+        if ww.get("startup_ns"):
+            bits.append(f"start-up {fmt_ns(ww['startup_ns'])}")
+            what.append("start-up")
+        before = int(ww.get("before_first_step_ns") or 0) - int(ww.get("startup_ns") or 0)
+        if before > 0:
+            bits.append(f"{fmt_ns(before)} {'more ' if ww.get('startup_ns') else ''}before step 0")
+            what.append("loading before the first step")
+        if ww.get("steps"):
+            bits.append(f"{ww['steps']} first step(s) {fmt_ns(ww['steps_ns'])} "
+                        f"(steady median {fmt_ns(s['median_ns'])})")
+        most = ", ".join(f"{t['what']} {fmt_ns(t['ns'])}" for t in ww.get("top") or [])
+        parts.append(f"{s['process']}: {fmt_ns(ww['ns'])} until step {ww['steps']} of {s['name']} ("
+                     + "; ".join(bits) + ")" + (f"; most of it: {most}" if most else ""))
+    n = int(w.get("steps") or 0)
+    what = list(dict.fromkeys(what)) + ([f"{n} slow first step(s)"] if n else [])
+    return [Finding(
+        "warm-up", f"warm-up: {fmt_ns(w['ns'])} before the steady state ({', '.join(what)}); the other findings "
+                   "leave it out: time after warm-up, or amortise it over a longer run",
+        "; ".join(parts), int(w["ns"]), "warm-up", tuple((int(a), int(b)) for a, b in w.get("intervals") or ()))]
 
 
 def _pinning(ctx: Context) -> list[Finding]:
@@ -355,6 +419,7 @@ RULES: tuple[Rule, ...] = (
     Rule("exposed-comm", "communication no compute overlapped", _exposed_comm),
     Rule("straggler", "the rank the others wait for at collectives", _straggler),
     Rule("pinning-loss", "pinning that costs more than it wins", _pinning),
+    Rule("warm-up", "start-up, loading and slow first steps before the steady state", _warmup),
 )
 
 
@@ -366,12 +431,19 @@ def default_min_ns(wall_ns: int) -> int:
 def findings(data: dict, comm: dict | None = None, min_ns: int | None = None,
              rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     """Every rule's findings over ``data`` (a ``report --json`` document) and ``comm``, each second of wall time
-    counted once (:func:`account`), largest saving first."""
+    counted once (:func:`account`), largest saving first; the ``warm-up`` finding last. A document with a
+    ``steady`` section (the analysis of the steady state: gputrace/analysis/steps.py) is read through it: the
+    rules, their ``min_ns`` and the wall time are the steady state's, and its collectives replace ``comm``."""
+    if data.get("steady"):
+        comm = data["steady"].get("collectives") or {}
+        data = {**data["steady"], "steps": data.get("steps")}
     wall = int(data.get("wall_ns", 0) or 0)
     ctx = Context(data, comm or {}, wall, default_min_ns(wall) if min_ns is None else min_ns)
     out: list[Finding] = []
     for rule in rules:
         out.extend(rule.check(ctx))
-    out = account(out, wall, ctx.min_ns, (data.get("unobserved") or {}).get("intervals") or ())
-    out.sort(key=lambda f: (-f.saving_ns, f.rule, f.where))
+    warm = [f for f in out if f.rule == "warm-up"]  # outside the steady wall the others share
+    out = account([f for f in out if f.rule != "warm-up"], wall, ctx.min_ns,
+                  (data.get("unobserved") or {}).get("intervals") or ()) + warm
+    out.sort(key=lambda f: (f.rule == "warm-up", -f.saving_ns, f.rule, f.where))
     return out

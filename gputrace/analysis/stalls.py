@@ -27,7 +27,7 @@ is a ranking, not a partition: its rows do not add up to the run. Pure numpy; an
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -61,10 +61,17 @@ class Stall:
     intervals: tuple[tuple[int, int], ...] = ()
     #: idle stalls: ns of the gaps' time in recorded host spans, at most lost_ns (-1: not measured, other categories)
     host_busy_ns: int = -1
+    #: idle stalls of a trace with host stack samples: the top sites in its gaps (``host_samples.SiteCount``)
+    samples: tuple = ()
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        sites = self.samples
+        d = asdict(replace(self, samples=()))
         d["intervals"] = [list(p) for p in self.intervals]
+        if sites:
+            d["samples"] = [s.to_dict() for s in sites]
+        else:
+            del d["samples"]
         return d
 
 
