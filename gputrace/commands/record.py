@@ -312,7 +312,7 @@ def summary_line(infos: list[dict], trace: Path | str, cuda_activity: bool = Tru
         n = total("spans")
         procs = len(infos)
     else:
-        n = sum(s.spans for s in segments)
+        n = sum(s.spans - s.sample_batches for s in segments)  # (stack-sample batches are said as samples)
         pids = {i.get("pid") for i in infos if isinstance(i.get("pid"), int)} | {s.pid for s in segments if s.spans}
         procs = max(len(pids), 1)
     spans = f"{n} span{'s' * (n != 1)}"

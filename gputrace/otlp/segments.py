@@ -13,7 +13,8 @@ Layout: a folder ``<trace>.d`` holding ``.record.lock`` (the marker; ``gputrace 
 
 Contract: ``merge`` joins the segments into one file, leaves out each segment's unterminated last line
 (counted in ``Segment.cut_bytes``), and counts the spans each segment holds (``"spanId":"`` occurs once per
-span in an OTLP JSON span, nowhere else in a request: ``parentSpanId`` and escaped text do not match).
+span in an OTLP JSON span, nowhere else in a request: ``parentSpanId`` and escaped text do not match), and
+among them the stack-sample batches (spans named ``gputrace.samples``).
 Stdlib only; raises OSError from the file system.
 """
 
@@ -32,6 +33,8 @@ LOCK_NAME = ".record.lock"
 SUFFIX = ".d"
 _SEGMENT = re.compile(r"^(\d+)-(\d+)\.jsonl$")
 _SPAN_KEY = b'"spanId":"'
+#: The span a batch of Python stack samples is stored as (``gputrace.trace.stack_sampler``): counted apart.
+_SAMPLES_NAME = b'"name":"gputrace.samples"'
 _CHUNK = 1 << 23
 
 
@@ -41,7 +44,8 @@ class Segment:
 
     name: str
     pid: int
-    spans: int = 0  # spans in its whole lines
+    spans: int = 0  # spans in its whole lines (stack-sample batches included)
+    sample_batches: int = 0  # of which stack-sample batches (spans named ``gputrace.samples``)
     lines: int = 0  # whole lines
     bytes: int = 0  # bytes of whole lines
     cut_bytes: int = 0  # its unterminated last line (the writer died while writing it), left out
@@ -98,6 +102,7 @@ def merge(folder: str | os.PathLike, out_fd: int) -> list[Segment]:
                 whole, carry = data[:end], data[end:]
                 if whole:
                     seg.spans += count_spans(whole)
+                    seg.sample_batches += whole.count(_SAMPLES_NAME)
                     seg.lines += whole.count(b"\n")
                     seg.bytes += len(whole)
                     _write_all(out_fd, whole)

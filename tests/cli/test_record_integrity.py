@@ -31,13 +31,14 @@ def _record(tmp_path, *command, trace="rec.jsonl"):
 
 
 def _spans(path):
-    """[(resource attributes, span)] of an OTLP JSON Lines file (json.loads of every line: strict)."""
+    """[(resource attributes, span)] of an OTLP JSON Lines file (json.loads of every line: strict), without the
+    stack-sample batches (spans named ``gputrace.samples``: the closing line counts them as samples)."""
     out = []
     for line in Path(path).read_text().splitlines():
         for rs in json.loads(line)["resourceSpans"]:
             res = {kv["key"]: next(iter(kv["value"].values())) for kv in rs["resource"]["attributes"]}
             for ss in rs["scopeSpans"]:
-                out.extend((res, s) for s in ss["spans"])
+                out.extend((res, s) for s in ss["spans"] if s["name"] != "gputrace.samples")
     return out
 
 

@@ -70,7 +70,7 @@ def test_merge_keeps_whole_lines_and_counts_the_spans_in_the_file(tmp_path):
     s1 = _private_sink(folder, 7)
     s1.export(_spans(3))
     s2 = _private_sink(folder, 7)  # a second recorder of the same process: its own segment
-    s2.export(_spans(4, first=10))
+    s2.export(_spans(3, first=10) + _spans(1, first=20, name="gputrace.samples"))  # (a stack-sample batch)
     assert segment_files(folder) == ["7-0.jsonl", "7-1.jsonl"]
     with open(s2.path, "ab") as f:
         f.write(b'{"resourceSpans":[{"resource"')
@@ -80,7 +80,8 @@ def test_merge_keeps_whole_lines_and_counts_the_spans_in_the_file(tmp_path):
         segs = merge(folder, fd)
     finally:
         os.close(fd)
-    assert [(s.pid, s.spans, s.lines, s.cut_bytes) for s in segs] == [(7, 3, 1, 0), (7, 4, 1, 29)]
+    assert [(s.pid, s.spans, s.sample_batches, s.lines, s.cut_bytes) for s in segs] == [(7, 3, 0, 1, 0),
+                                                                                        (7, 4, 1, 1, 29)]
     data = out.read_bytes()
     assert data.endswith(b"\n") and count_spans(data) == 7
     assert all(json.loads(line) for line in data.splitlines())
