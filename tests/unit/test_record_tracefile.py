@@ -112,3 +112,11 @@ def test_watch_finds_a_python_child_that_reset_its_pythonpath(tmp_path):
         p.wait()
 
 
+
+
+def test_a_folder_that_is_not_records_is_refused_and_left_alone(tmp_path):
+    (tmp_path / "x.jsonl.d").mkdir()
+    (tmp_path / "x.jsonl.d" / "mine.txt").write_text("user file")
+    with pytest.raises(TraceRefused, match="is not a record segment folder"):
+        claim(tmp_path / "x.jsonl")
+    assert (tmp_path / "x.jsonl.d" / "mine.txt").read_text() == "user file"

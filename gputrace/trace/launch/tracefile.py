@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,9 +110,16 @@ def claim(trace: Path) -> LaunchTrace:
 def _busy(trace: Path, folder: str) -> str:
     """Why ``folder`` (which exists) stops this run."""
     lock = os.path.join(folder, LOCK_NAME)
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    fd = -1
+    for _ in range(20):  # (a record started at the same moment may not have made its marker yet)
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+            break
+        except FileNotFoundError:
+            time.sleep(0.01)
+        except OSError:
+            break
+    if fd < 0:
         return (f"{folder} exists and is not a record segment folder: remove or rename it, or give another "
                 f"--trace")
     try:
