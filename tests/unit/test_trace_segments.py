@@ -149,6 +149,20 @@ def test_a_pipe_sink_keeps_its_descriptor_and_checks_it(tmp_path):
     assert count_spans(got) == 2 and (tmp_path / "other.txt").read_bytes() == b""
 
 
+def test_a_private_file_removed_under_its_writer_is_not_made_again(tmp_path):
+    """A process that outlives its launch: record has joined and removed the segments; its later batches are
+    counted as dropped, never written into a file of the same name (another run's folder, say)."""
+    folder = _folder(tmp_path)
+    sink = _private_sink(folder, 4)
+    sink.export(_spans(2))
+    os.unlink(sink.path)
+    sink.export(_spans(3, first=10))
+    sink.close()
+    assert not os.path.exists(sink.path)
+    s = sink.summary()
+    assert (s.exported, s.dropped) == (2, 3) and "3 spans not written" in s.errors[0]
+
+
 def test_create_private_never_reuses_a_name(tmp_path):
     paths = {create_private(str(tmp_path), 5) for _ in range(3)}
     assert sorted(os.path.basename(p) for p in paths) == ["5-0.jsonl", "5-1.jsonl", "5-2.jsonl"]

@@ -210,7 +210,8 @@ class JsonlFileSink(Sink):
         """A descriptor to write this batch to: a fresh one for a regular file (the caller closes it), else
         the kept one once it is checked to be the file still (reopened if the program took its number)."""
         if self._per_write:
-            return os.open(self.path, _APPEND | os.O_CREAT, 0o666)
+            # (a private file is never made again: gone, it was joined and removed, or replaced by another run's)
+            return os.open(self.path, _APPEND if self.private else _APPEND | os.O_CREAT, 0o666)
         if _ident(self._fd) != self._ident:
             self._fd = os.open(self.path, _APPEND | os.O_CREAT, 0o666)
             self._ident = _ident(self._fd)
