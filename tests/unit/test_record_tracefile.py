@@ -62,6 +62,9 @@ def test_claim_refuses_a_symlink_a_directory_and_leftover_segments(tmp_path):
     assert target.read_text() == "keep me" and not os.path.exists(folder_of(link))
     with pytest.raises(TraceRefused, match="is a directory"):
         claim(tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(TraceRefused, match="not a regular file"):
+        claim(tmp_path / "fifo")
     left = claim(tmp_path / "killed.jsonl")
     os.close(left.lock_fd)  # record killed: its lock is gone, its segments stay
     with pytest.raises(TraceRefused, match=r"did not finish \(killed\?\): read them with `gputrace view"):

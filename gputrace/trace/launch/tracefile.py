@@ -2,9 +2,9 @@
 
 Contract (docs/record.md, "The trace file"; the segment layout is ``gputrace.otlp.segments``):
 
-* ``claim(trace)`` refuses a ``--trace`` that is a symbolic link or a directory (record never writes through
-  a link), then creates the segment folder ``<trace>.d`` with its marker ``.record.lock``, holding an
-  exclusive ``flock`` on it (a descriptor of ``record``'s own, close-on-exec) and this pid in it. A folder
+* ``claim(trace)`` refuses a ``--trace`` that is a symbolic link, a directory or another non-regular file
+  (record never writes through a link, and renames a new file over ``trace`` at the end), then creates the
+  segment folder ``<trace>.d`` with its marker ``.record.lock``, holding an exclusive ``flock`` on it (a descriptor of ``record``'s own, close-on-exec) and this pid in it. A folder
   that already exists means another ``record`` is writing the same path (its lock is held) or one did not
   finish (killed: its segments are still there): both are refused with one line saying which, so a second
   run never erases or mixes into another's spans. ``trace`` itself is not touched until ``finish``.
@@ -90,6 +90,9 @@ def claim(trace: Path) -> LaunchTrace:
                            f"link; give the file's own path ({os.path.realpath(trace)})")
     if trace.is_dir():
         raise TraceRefused(f"{trace} is a directory: give a file name, e.g. {trace / 'record.jsonl'}")
+    if trace.exists() and not trace.is_file():
+        raise TraceRefused(f"{trace} is not a regular file (a pipe or a device): record writes a new file at "
+                           f"--trace when the launch ends; give a file name")
     trace.parent.mkdir(parents=True, exist_ok=True)
     folder = folder_of(trace)
     try:
