@@ -4,10 +4,11 @@ Contract (docs/record.md, "The trace file"; the segment layout is ``gputrace.otl
 
 * ``claim(trace)`` refuses a ``--trace`` that is a symbolic link, a directory or another non-regular file
   (record never writes through a link, and renames a new file over ``trace`` at the end), then creates the
-  segment folder ``<trace>.d`` with its marker ``.record.lock``, holding an exclusive ``flock`` on it (a descriptor of ``record``'s own, close-on-exec) and this pid in it. A folder
-  that already exists means another ``record`` is writing the same path (its lock is held) or one did not
-  finish (killed: its segments are still there): both are refused with one line saying which, so a second
-  run never erases or mixes into another's spans. ``trace`` itself is not touched until ``finish``.
+  segment folder ``<trace>.d`` with its marker ``.record.lock``, holding an exclusive ``flock`` on it (a
+  descriptor of ``record``'s own, close-on-exec) and this pid in it. A folder that already exists means another
+  ``record`` is writing the same path (its lock is held) or one did not finish (killed: its segments are still
+  there): both are refused with one line saying which, so a second run never erases or mixes into another's
+  spans. ``trace`` itself is not touched until ``finish``.
 * Each recorded process writes only its own segment (``LaunchFileSink``): a process killed mid-write can cut
   only its own last line, never another's.
 * ``finish()`` joins the segments' whole lines into a new file beside ``trace`` and renames it over
