@@ -50,11 +50,15 @@ def register(sub) -> argparse.ArgumentParser:
         description="Run COMMAND (python script.py, python -m mod, python -c CODE, torchrun ..., a shell script) "
                     "and record every Python process it starts into one OTLP JSON Lines trace, with CUDA "
                     "activity (CUPTI) and NVTX ranges where available.",
-        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--sample-hz N] [--service-name NAME] "
+        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--no-torch-capture] [--sample-hz N] "
+              "[--service-name NAME] "
               "-- COMMAND [args ...]",
     )
     p.add_argument("--trace", type=Path, default=Path("record.jsonl"), help="trace file (default record.jsonl)")
     p.add_argument("--no-cuda-activity", action="store_true", help="host-side trace only (no CUPTI)")
+    p.add_argument("--no-torch-capture", action="store_true",
+                   help="do not record torch's forward/backward/optimizer.step/dataloader.next ranges and "
+                        "torch.distributed collectives (sets GPUTRACE_TORCH_CAPTURE=0 for every process)")
     p.add_argument("--sample-hz", type=float, default=None, metavar="N",
                    help="Python stack samples per second of every thread of every process (0: off; default: "
                         "$GPUTRACE_SAMPLE_HZ, else 20)")
@@ -79,10 +83,11 @@ def launch_command(command: list[str]) -> list[str]:
 
 
 def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None,
-               sample_hz: float | None = None) -> dict:
+               sample_hz: float | None = None, torch_capture: bool = True) -> dict:
     """Environment of the launch: the bootstrap first on PYTHONPATH, where to write (``trace``: the segment
     folder), CUDA activity + NVTX, the stack sampler's rate (``GPUTRACE_SAMPLE_HZ``; None: the environment's,
-    else the sampler's default)."""
+    else the sampler's default), the torch capture switch (``GPUTRACE_TORCH_CAPTURE``: off when
+    ``torch_capture`` is False, else as the caller's environment says)."""
     from gputrace.trace.launch import ENV_CHECKIN, ENV_ROOT, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 
     env = dict(os.environ)
@@ -95,6 +100,8 @@ def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, serv
     else:
         env.pop(ENV_SERVICE, None)
     env["GPUTRACE_CUDA_ACTIVITY"] = "1" if cuda_activity else "0"
+    if not torch_capture:
+        env["GPUTRACE_TORCH_CAPTURE"] = "0"
     if sample_hz is not None:
         env["GPUTRACE_SAMPLE_HZ"] = f"{max(sample_hz, 0.0):g}"
     if cuda_activity and not env.get("NVTX_INJECTION64_PATH"):
@@ -145,7 +152,8 @@ def run(args) -> int:
         checkin.mkdir()
         site = write_bootstrap(Path(tmp))
         env = launch_env(Path(claimed.folder), checkin, site, not args.no_cuda_activity, args.service_name,
-                         getattr(args, "sample_hz", None))
+                         getattr(args, "sample_hz", None),
+                         torch_capture=not getattr(args, "no_torch_capture", False))
         from gputrace.trace.launch.watch import Watch
 
         watch = Watch(0, str(site))
