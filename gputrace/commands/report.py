@@ -235,6 +235,11 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     from gputrace.phases import phase_hex
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
+    if data.get("unfinished_processes"):
+        from gputrace.analysis.processes import Unfinished, unfinished_note
+
+        note = unfinished_note([Unfinished(**u) for u in data["unfinished_processes"]])
+        console.print(rich_text(f"note: {note}", style="yellow"))
     render_findings(data.get("findings", []), console)  # before anything else: what to fix first
     render_steps(data.get("steps") or {}, data["t0"], console)
     # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
