@@ -98,7 +98,9 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
     """``{"ranks": [...], "collectives": [...], "stragglers": [...]}``; empty lists when the trace has fewer
     than one rank. ``ranks``: per rank ``rank``, ``source`` ("nccl kernels" / "host calls"), ``comm_ns``,
     ``overlap_ns``, ``exposed_ns``, ``calls``, ``intervals`` (its communication on the epoch clock, ``[start,
-    end]`` pairs: ``_common.merged_pairs``). ``collectives`` (at most ``top``, longest wait first): ``name``,
+    end]`` pairs: ``_common.merged_pairs``), ``compute_ns`` (the union of its compute kernels: what could hide
+    its communication, the bound of the exposed-comm finding). ``collectives`` (at most ``top``, longest wait
+    first): ``name``,
     ``index`` (n-th of that name), ``last_rank``, ``wait_ns`` (summed over the other ranks), ``waits``
     ({rank: ns}). ``stragglers``: per rank that arrived last at least once, most often last first: ``rank``,
     ``last`` (how many collectives), ``of`` (matched collectives), ``caused_ns`` (the others' summed wait),
@@ -144,8 +146,10 @@ def collectives(tl: Timeline, top: int = 20) -> dict:
         comm = int((_union(cs, ce)[1] - _union(cs, ce)[0]).sum()) if len(cs) else 0
         comp = on & ~kcomm
         overlap = _covered(cs, ce, ks[comp], ke[comp]) if len(cs) and comp.any() else 0
+        compute = int((_union(ks[comp], ke[comp])[1] - _union(ks[comp], ke[comp])[0]).sum()) if comp.any() else 0
         ranks_out.append({"rank": rk, "source": source, "comm_ns": comm, "overlap_ns": overlap,
-                          "exposed_ns": comm - overlap, "calls": len(ev), "intervals": merged_pairs(cs, ce)})
+                          "exposed_ns": comm - overlap, "calls": len(ev), "intervals": merged_pairs(cs, ce),
+                          "compute_ns": compute})
         events[rk] = sorted(ev, key=lambda t: t[2])
     matched: list[dict] = []
     if len(events) >= 2:

@@ -114,6 +114,12 @@ class IdleGaps:
     kernel_basis: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per group: activity spans used
     #: per group: time of the run's extent the device was not observed (paused collection), in no gap
     unobserved_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: per gap: index into ``groups`` of its device group
+    group: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: ``{(group, phase id): ns}``: the group's busy time during which that phase ran on the host as the innermost
+    #: span of a thread (exclusive, as ``act_ns``), for each phase that is the main host work of one of the group's
+    #: gaps: GPU work already overlapped with that host work (`busy_not_under`)
+    busy_under: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(len(self.start))
@@ -142,6 +148,12 @@ class IdleGaps:
         idx = np.flatnonzero(d >= min_ns)
         idx = idx[np.argsort(-d[idx], kind="stable")][:k]
         return [self.gap(int(i)) for i in idx]
+
+    def busy_not_under(self, group: int, phase: int) -> int:
+        """The group's busy time not overlapped by ``phase``'s own host time (-1 or -2, no host work: all of it):
+        the GPU work that could fill a gap while that host work runs, were the two overlapped."""
+        busy = int(self.busy_ns[group]) if group < len(self.busy_ns) else 0
+        return max(0, busy - self.busy_under.get((int(group), int(phase)), 0))
 
     def idle_by_device(self) -> dict[int, int]:
         """Total idle ns per device index (all runs and hosts together)."""
@@ -244,6 +256,9 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     counts = np.zeros(len(gs), np.int64)
     counts[sel] = np.diff(offs_s)
     offs = offsets_from_counts(counts)
+    tops = sorted({(int(g), int(p)) for g, p in zip(gg[sel][np.diff(offs_s) > 0].tolist(),
+                                                     aph[offs_s[:-1][np.diff(offs_s) > 0]].tolist(), strict=True)})
+    under = _busy_under(tl, run, host, g_run, g_host, gid, rows, s, e, tops)
     return IdleGaps(
         device=g_dev[gg],
         host=g_host[gg],
@@ -262,7 +277,63 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         unobserved_ns=un_ns,
         has_activity=has_act,
         kernel_basis=activity_index(tl).mask(tl.n)[grow],
+        group=gg,
+        busy_under=under,
     )
+
+
+def _self_pieces(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, start, end) of every host span's own time (itself minus its host children; background threads left
+    out, as in `_host_activity`): a time instant belongs to the innermost span of its thread."""
+    hrows = host_rows(tl)
+    bg = background_lanes(tl)
+    if bg.any():
+        hrows = hrows[~bg[tl.cols["lane"][hrows]]]
+    mask = np.zeros(tl.n, bool)
+    mask[hrows] = True
+    return uncovered(tl, mask, hrows)
+
+
+def _union_before(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each ``t``, the length of the sorted disjoint segments ``[bs, be)`` before it."""
+    cum = np.concatenate([np.zeros(1, np.int64), np.cumsum(be - bs)])
+    i = np.searchsorted(bs, t, side="right") - 1
+    j = np.maximum(i, 0)
+    return np.where(i >= 0, cum[j] + np.clip(t - bs[j], 0, be[j] - bs[j]), 0)
+
+
+def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarray, g_host: np.ndarray,
+                gid: np.ndarray, rows: np.ndarray, s: np.ndarray, e: np.ndarray, wanted: list[tuple[int, int]]) -> dict:
+    """``{(group, phase): ns}`` for each ``wanted`` pair: how much of the group's busy time (its activity ``rows``,
+    ``s``/``e``, group ``gid``) lies under that phase's own host time in the same process (the pid of the lanes:
+    another process's host code running meanwhile does not overlap this process's GPU work), the phase's pieces
+    merged first (two threads in one phase at once count once); summed over the group's processes, at most the
+    group's busy time as `busy_not_under` uses it."""
+    if not wanted:
+        return {}
+    lane_pid = np.asarray([ln.pid for ln in tl.lanes], np.int64)
+    pids, apid = np.unique(lane_pid[tl.cols["lane"][rows]], return_inverse=True)
+    kg, ks, ke = union_by_group(gid * len(pids) + apid.reshape(-1), s, e)  # each process's busy time per group
+    srow, ss, se = _self_pieces(tl)
+    ph = tl.cols["phase"][srow].astype(np.int64)
+    spid = lane_pid[tl.cols["lane"][srow]]
+    out: dict[tuple[int, int], int] = {}
+    for g in sorted({g for g, _ in wanted}):
+        phases = np.asarray([p for gg, p in wanted if gg == g], np.int64)
+        m = (run[srow] == g_run[g]) & (host[srow] == g_host[g]) & np.isin(ph, phases)
+        for q, pid in enumerate(pids.tolist()):
+            lo, hi = np.searchsorted(kg, [g * len(pids) + q, g * len(pids) + q + 1])
+            mq = m & (spid == pid)
+            if hi == lo or not mq.any():
+                continue
+            bs, be = ks[lo:hi], ke[lo:hi]
+            pg, ps, pe = union_by_group(ph[mq], ss[mq], se[mq])
+            ov = _union_before(bs, be, pe) - _union_before(bs, be, ps)
+            names = np.unique(pg)
+            sums = np.bincount(np.searchsorted(names, pg), weights=ov.astype(np.float64), minlength=len(names))
+            for p, ns in zip(names.tolist(), sums.tolist(), strict=True):
+                out[(g, int(p))] = out.get((g, int(p)), 0) + int(ns)
+    return out
 
 
 def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):
