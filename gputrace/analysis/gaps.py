@@ -307,32 +307,34 @@ def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarr
     """``{(group, phase): ns}`` for each ``wanted`` pair: how much of the group's busy time (its activity ``rows``,
     ``s``/``e``, group ``gid``) lies under that phase's own host time in the same process (the pid of the lanes:
     another process's host code running meanwhile does not overlap this process's GPU work), the phase's pieces
-    merged first (two threads in one phase at once count once); summed over the group's processes, at most the
-    group's busy time as `busy_not_under` uses it."""
+    merged first (two threads in one phase at once count once). GPU work that the phase launched itself (its
+    parent span is of that phase) is left out: the phase's host time over it is that work being driven or waited
+    for, not host work it already hides (a ``train_step`` whose kernels run under it does not make the GPU work
+    unavailable to fill a host-only ``train_step``). Summed over the group's processes; `busy_not_under` caps it."""
     if not wanted:
         return {}
     lane_pid = np.asarray([ln.pid for ln in tl.lanes], np.int64)
-    pids, apid = np.unique(lane_pid[tl.cols["lane"][rows]], return_inverse=True)
-    kg, ks, ke = union_by_group(gid * len(pids) + apid.reshape(-1), s, e)  # each process's busy time per group
+    apid = lane_pid[tl.cols["lane"][rows]]
+    par = tl.cols["parent"][rows]
+    aph = np.where(par >= 0, tl.cols["phase"][np.maximum(par, 0)], -1).astype(np.int64)
     srow, ss, se = _self_pieces(tl)
     ph = tl.cols["phase"][srow].astype(np.int64)
     spid = lane_pid[tl.cols["lane"][srow]]
     out: dict[tuple[int, int], int] = {}
-    for g in sorted({g for g, _ in wanted}):
-        phases = np.asarray([p for gg, p in wanted if gg == g], np.int64)
-        m = (run[srow] == g_run[g]) & (host[srow] == g_host[g]) & np.isin(ph, phases)
-        for q, pid in enumerate(pids.tolist()):
-            lo, hi = np.searchsorted(kg, [g * len(pids) + q, g * len(pids) + q + 1])
-            mq = m & (spid == pid)
-            if hi == lo or not mq.any():
+    for g, p in wanted:
+        m = (run[srow] == g_run[g]) & (host[srow] == g_host[g]) & (ph == p)
+        if not m.any():
+            continue
+        a = (gid == g) & (aph != p)
+        for pid in np.unique(spid[m]).tolist():
+            ap = a & (apid == pid)
+            if not ap.any():
                 continue
-            bs, be = ks[lo:hi], ke[lo:hi]
-            pg, ps, pe = union_by_group(ph[mq], ss[mq], se[mq])
-            ov = _union_before(bs, be, pe) - _union_before(bs, be, ps)
-            names = np.unique(pg)
-            sums = np.bincount(np.searchsorted(names, pg), weights=ov.astype(np.float64), minlength=len(names))
-            for p, ns in zip(names.tolist(), sums.tolist(), strict=True):
-                out[(g, int(p))] = out.get((g, int(p)), 0) + int(ns)
+            _, bs, be = union_by_group(np.zeros(int(ap.sum()), np.int64), s[ap], e[ap])
+            mq = m & (spid == pid)
+            _, ps, pe = union_by_group(np.zeros(int(mq.sum()), np.int64), ss[mq], se[mq])
+            ov = int((_union_before(bs, be, pe) - _union_before(bs, be, ps)).sum())
+            out[(g, p)] = out.get((g, p), 0) + ov
     return out
 
 
