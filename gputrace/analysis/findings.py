@@ -126,6 +126,8 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         bound = min(fill, dev_busy.get(where, fill)) + sum(f.saving_ns for f in parts if f.bound != BOUND_FILL)
         kinds = {f.bound for f in parts}
         what = BOUND_FILL if kinds == {BOUND_FILL} else BOUND_BLOCKED if BOUND_FILL not in kinds else BOUND_FILL_BLOCKED
+        if min(total, bound) < ctx.min_ns and all(f.bound_ns >= 0 for f in parts):
+            continue  # what overlapping could win is under the listing threshold
         if len(parts) == 1:
             out.append(_bounded(parts[0], bound, what) if parts[0].bound_ns >= 0 else parts[0])
             continue

@@ -1,0 +1,158 @@
+"""No estimated saving exceeds its documented bound on any committed trace (issue 32, "savings that can be won"):
+every trace the repository holds (tests/data, the Kineto/Nsight/record fixtures, benchmarks/traces, the H200
+real-program traces, the seed story's A/B traces) is analysed; each finding keeps ``0 <= saving_ns <= bound_ns``,
+and each bound is checked against a figure recomputed here from the Timeline's own rows, by other code than the
+analysis (a union of intervals in plain Python), so a wrong bound cannot pass by agreeing with itself:
+
+* gpu-idle-host (bounded by the GPU work): the saving is at most the device's busy time (its GPU activity rows,
+  else its ``gpu`` spans' device times, merged);
+* sync-wait: at most the sum over that phase's syncs of min(wait, the host's time until the thread's next sync);
+* exposed-comm: at most the rank's compute kernels (not NCCL), merged;
+* pageable-copy: at most the pageable copies' time on that device;
+* launch-bound: at most the phase's instances' host time;
+* every finding: at most the wall time, and the findings together too.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from gputrace import activity as A
+from gputrace.analysis.activity_index import KERNEL, MEMCPY, SYNC, activity_index
+from gputrace.analysis.collectives import is_comm_kernel, rank_of
+from gputrace.analysis.findings import BOUND_FILL
+from gputrace.analysis.report import analyse_timeline
+from gputrace.timeline.load import read_any
+from gputrace.timeline.model import KIND_CODES
+
+GPU_KIND = KIND_CODES["gpu"]
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAIN = sorted([*(ROOT / "tests" / "data").glob("*.jsonl"), *(ROOT / "benchmarks" / "traces").glob("*.jsonl.gz"),
+                *(ROOT / "tests" / "data" / "foreign").glob("train_*.gz")])
+ARCHIVES = [ROOT / "benchmarks" / "real_programs" / "h200-2026-12-01" / "traces.tar.gz",
+            *sorted((ROOT / "examples" / "seed_story").rglob("*.tgz")),
+            *sorted((ROOT / "examples" / "seed_story").rglob("*.txz"))]
+DIST = [ROOT / "tests" / "data" / "foreign" / f"dist_rank{r}.json.gz" for r in (0, 1)]
+
+
+def _union(pairs) -> int:
+    tot, end = 0, None
+    for a, b in sorted(pairs):
+        if end is None or a > end:
+            tot += b - a
+            end = b
+        elif b > end:
+            tot += b - end
+            end = b
+    return tot
+
+
+def _check(tl) -> int:
+    a = analyse_timeline(tl)
+    d = a.to_dict()
+    got = d["findings"]
+    wall = d["wall_ns"]
+    assert sum(f["saving_ns"] for f in got) <= wall
+    c = tl.cols
+    idx = activity_index(tl)
+    work = idx.what != SYNC
+    busy: dict[int, list] = defaultdict(list)  # per device: its activity rows, else its gpu spans (CUDA events)
+    events: dict[int, list] = defaultdict(list)
+    work = set(idx.rows[idx.what != SYNC].tolist())
+    for r in range(tl.n):
+        dev, g0, g1 = int(c["device"][r]), int(c["gpu_start"][r]), int(c["gpu_end"][r])
+        if dev < 0 or not (g1 >= g0 >= 0 or int(c["kind"][r]) == GPU_KIND):
+            continue
+        iv = (g0, g1) if g1 >= g0 >= 0 else (int(c["start"][r]), int(c["end"][r]))
+        (busy if r in work else events)[dev].append(iv)
+    for dev, ivs in events.items():
+        if dev not in busy:
+            busy[dev] = ivs
+    for f in got:  # (busy: kernels, copies and memsets, every row the activity index holds but syncs)
+        assert 0 <= f["saving_ns"] <= f["bound_ns"] and f["bound"], f
+        assert f["saving_ns"] <= wall
+        if f["rule"] == "gpu-idle-host" and f["bound"] == BOUND_FILL:
+            dev = int(f["where"].split()[1])
+            assert f["saving_ns"] <= _union(busy[dev]), f
+        elif f["rule"] == "sync-wait":
+            assert f["saving_ns"] <= _sync_room(tl, idx, f["where"]), f
+        elif f["rule"] == "exposed-comm":
+            assert f["saving_ns"] <= _compute(tl, idx, int(f["where"].split()[1])), f
+        elif f["rule"] == "pageable-copy":
+            phase, dev = f["where"].rsplit(" GPU ", 1)
+            rows = [int(r) for r, w in zip(idx.rows.tolist(), idx.what.tolist(), strict=True) if w == MEMCPY
+                    and int(c["device"][r]) == int(dev)
+                    and "PAGEABLE" in (tl.attrs.get(r, {}).get(A.MEMCPY_SRC), tl.attrs.get(r, {}).get(A.MEMCPY_DST))]
+            assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in rows), f
+        elif f["rule"] == "launch-bound":
+            phase = f["where"].rsplit(" GPU ", 1)[0]
+            assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in range(tl.n)
+                                         if tl.name_of(r) == phase), f
+    return len(got)
+
+
+def _sync_room(tl, idx, phase: str) -> int:
+    """Sum over the syncs under ``phase`` of min(wait, host time until the next sync on its lane or the lane's end)."""
+    c = tl.cols
+    rows = [(int(r), int(s), int(e)) for r, s, e, w in zip(idx.rows.tolist(), idx.start.tolist(), idx.end.tolist(),
+                                                            idx.what.tolist(), strict=True) if w == SYNC]
+    by_lane: dict[int, list] = defaultdict(list)
+    for r, s, e in rows:
+        by_lane[int(c["lane"][r])].append((s, e, r))
+    lane_end: dict[int, int] = defaultdict(int)
+    for r in range(tl.n):
+        ln = int(c["lane"][r])
+        if ln in by_lane:
+            lane_end[ln] = max(lane_end[ln], int(c["end"][r]))
+    room = 0
+    for ln, ws in by_lane.items():
+        ws.sort()
+        for i, (s, e, _r) in enumerate(ws):
+            nxt = ws[i + 1][0] if i + 1 < len(ws) else lane_end[ln]
+            room += min(e - s, max(nxt - e, 0))
+    return room  # (all phases: a finding's syncs are some of them)
+
+
+def _compute(tl, idx, rank: int) -> int:
+    c = tl.cols
+    pairs = []
+    for r, s, e, w in zip(idx.rows.tolist(), idx.start.tolist(), idx.end.tolist(), idx.what.tolist(), strict=True):
+        if w != KERNEL or rank_of(tl.resources[int(c["resource"][r])]) != rank:
+            continue
+        if not is_comm_kernel(str(tl.attrs.get(r, {}).get(A.KERNEL_NAME, tl.name_of(r)))):
+            pairs.append((s, e))
+    return _union(pairs)
+
+
+@pytest.mark.parametrize("path", PLAIN, ids=lambda p: p.name)
+def test_committed_trace(path):
+    _check(read_any(path))
+
+
+def test_committed_two_rank_pair():
+    _check(read_any(DIST))
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=lambda p: p.parent.name + "/" + p.name)
+def test_committed_trace_archives(archive, tmp_path):
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    traces = sorted(p for p in tmp_path.rglob("*") if p.suffix in (".jsonl", ".json") and p.stat().st_size > 1000
+                    and not p.name.endswith(("report.json", "bench.json", "manifest.json", "replicates.json")))
+    assert traces
+    checked = 0
+    for p in traces:
+        try:
+            tl = read_any(p)
+        except ValueError:
+            continue  # a JSON file that is not a trace (a benchmark's own figures)
+        _check(tl)
+        checked += 1
+    assert checked
