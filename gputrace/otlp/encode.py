@@ -150,6 +150,7 @@ _CACHE_MAX = 1 << 16
 _json_str_cache: dict[str, str] = {}
 _str_kv_cache: dict[tuple[str, str], str] = {}
 _trace_hex_cache: dict[Any, str] = {}
+_list_kv_cache: dict[tuple[str, tuple], str] = {}  # short lists of exact ints -> their key/value text
 _int_kv_cache: dict[tuple[str, int], str] = {}  # looked up only for exact ints (True == 1 would match)
 _SMALL_INT = 1 << 40
 
@@ -185,6 +186,7 @@ def attributes_json(a: Mapping[str, Any]) -> str:
     jcache = _json_str_cache
     scache = _str_kv_cache
     icache = _int_kv_cache
+    acache = _list_kv_cache
     for k, v in a.items():
         t = type(v)
         if t is str:
@@ -204,6 +206,17 @@ def attributes_json(a: Mapping[str, Any]) -> str:
                 app(f'{{"key":{jk},"value":{{"intValue":"{v}"}}}}')
         elif t is bool:
             app(f'{{"key":{json_string(k)},"value":{{"boolValue":{"true" if v else "false"}}}}}')
+        elif t is list and len(v) <= 4 and all(type(x) is int for x in v):
+            # short int lists repeat (a kernel's grid and block): cached by value like strings and small ints
+            # (exact ints only: True == 1 and 1.0 == 1 would share a key and encode differently)
+            key = (k, tuple(v))
+            b = acache.get(key)
+            if b is None:
+                b = orjson.dumps({"key": k, "value": attr_value(v)}).decode()
+                if len(acache) >= _CACHE_MAX:
+                    acache.clear()
+                acache[key] = b
+            app(b)
         else:
             app(orjson.dumps({"key": k, "value": attr_value(v)}).decode())
     return ",".join(out)

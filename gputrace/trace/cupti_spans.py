@@ -35,7 +35,7 @@ from gputrace import activity as A
 
 __all__ = [
     "KIND_KERNEL", "KIND_MEMCPY", "KIND_MEMSET", "KIND_SYNC", "API_KINDS", "DEVICE_KINDS",
-    "memcpy_kind", "memory_kind", "sync_type", "demangle", "short_name", "device_attributes", "sync_attributes",
+    "memcpy_kind", "memory_kind", "sync_type", "demangle", "short_name", "kernel_names", "device_attributes", "sync_attributes",
     "span_name",
 ]
 
@@ -120,11 +120,31 @@ def _int(r: dict, key: str, default: int = 0) -> int:
     return int(v) if v is not None else default
 
 
+#: kernel symbol as CUPTI gives it -> (demangled name, short name). A program launches a few hundred distinct
+#: kernels thousands of times each; naming each span anew was a third of the exporter's time (py-spy --gil on a
+#: recorded CNN step, benchmarks/RESULTS.md "record's cost on a launch-bound step"). Bounded; racy fills are
+#: harmless (both threads store the same value).
+_kernel_names: dict[str, tuple[str, str]] = {}
+_KERNEL_NAMES_MAX = 65536
+
+
+def kernel_names(symbol: str) -> tuple[str, str]:
+    """(demangled, short) name of a kernel symbol; cached, thread-safe."""
+    got = _kernel_names.get(symbol)
+    if got is None:
+        full = demangle(symbol)
+        got = (full, short_name(full))
+        if len(_kernel_names) >= _KERNEL_NAMES_MAX:
+            _kernel_names.clear()
+        _kernel_names[symbol] = got
+    return got
+
+
 def span_name(r: dict) -> str:
     """The span name of a device or sync record (GPU activity conventions)."""
     kind = r["kind"]
     if kind in (KIND_KERNEL, "KERNEL"):
-        return short_name(demangle(str(r.get("name") or "kernel")))
+        return kernel_names(str(r.get("name") or "kernel"))[1]
     if kind == KIND_MEMCPY:
         return A.memcpy_name(memcpy_kind(r.get("copy_kind")))
     if kind == KIND_MEMSET:
@@ -147,7 +167,7 @@ def device_attributes(r: dict, api: tuple | None, offset_ns: int) -> dict:
         "gputrace.gpu.end_ns": int(r["end"]) + offset_ns,
     }
     if kind in (KIND_KERNEL, "KERNEL"):
-        a["cuda.kernel.name"] = demangle(str(r.get("name") or "kernel"))
+        a["cuda.kernel.name"] = kernel_names(str(r.get("name") or "kernel"))[0]
         a["cuda.grid"] = [_int(r, "grid_x", 1), _int(r, "grid_y", 1), _int(r, "grid_z", 1)]
         a["cuda.block"] = [_int(r, "block_x", 1), _int(r, "block_y", 1), _int(r, "block_z", 1)]
         a["cuda.registers_per_thread"] = _int(r, "registers_per_thread")

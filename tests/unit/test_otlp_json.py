@@ -147,3 +147,14 @@ def test_fast_path_matches_reference_on_random_attribute_mixes():
         attrs = {rnd.choice(["a", "b%", 'c"', "gputrace.lane", "x"]): rnd.choice(choices) for _ in range(rnd.randrange(6))}
         span = dict(trace_id=TID, span_id=i + 1, name="n", start_ns=1, end_ns=2, attributes=attrs)
         assert encode_request({}, [span]) == encode_request_reference({}, [span]), attrs
+
+
+def test_cached_int_lists_never_stand_in_for_equal_bool_or_float_lists():
+    """The encoder caches short lists of exact ints (a kernel's grid and block) by value: a list that compares
+    equal but holds bools or floats must still be encoded as its own types."""
+    from gputrace.otlp.encode import attributes_json, encode_attributes
+
+    for first, second in (([1, 2], [True, 2]), ([1, 2], [1.0, 2]), ([True, 1], [1, 1])):
+        attributes_json({"cuda.grid": first})
+        got = orjson.loads(f"[{attributes_json({'cuda.grid': second})}]")
+        assert got == encode_attributes({"cuda.grid": second})
