@@ -51,9 +51,9 @@ UNTRACED_SHARE = 0.5
 #: What bounds each rule's saving (``Finding.bound``): what its fix can physically recover (docs/findings.md).
 BOUND_STARTUP = "the start-up's wall time"
 BOUND_FILL = "the GPU work that could fill it (the device's busy time not already under the host work named)"
-BOUND_BLOCKED = "the idle time itself (warming up takes the blocking call out of the timed work)"
-BOUND_FILL_BLOCKED = ("the GPU work that could fill it plus the idle time blocked in one call (the device's busy time "
-                      "not already under the host work named; warming up takes a blocking call out)")
+BOUND_BLOCKED = "the time in the blocking call (warming up takes it out of the timed work)"
+BOUND_FILL_BLOCKED = ("the GPU work that could fill it plus the time in blocking calls (the device's busy time not "
+                      "already under the host work named; warming up takes a blocking call out of the timed work)")
 BOUND_LAUNCH = "the launch gaps (the GPU idle between the phase's kernels; a CUDA graph leaves its busy time)"
 BOUND_PAGEABLE = "the copy time less the same bytes at the pinned bandwidth"
 BOUND_SYNC = "the host work that could run during the waits (each wait at most the host's time until its next sync)"
@@ -112,18 +112,27 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
     Bound (``BOUND_FILL``): overlapping host work with GPU work wins at most the GPU work there is to overlap, so
     each stall's part is at most its ``fill_ns`` (the busy time of its device groups not already under the host
     work it names) and the parts together at most the device's busy time (``device_busy_ns``: one GPU's work
-    fills one gap once); a part titled *blocked in one call* is bounded by its idle time (``BOUND_BLOCKED``).
+    fills one gap once); a part titled *blocked in one call* is bounded by the time in that call (``BOUND_BLOCKED``:
+    the API's total in ``api_calls``, the parts blocked in one API together at most it).
     In a document without these figures, the device's busy time (``gpu_idle.per_device``) bounds the whole."""
     by_dev: dict[str, list[Finding]] = {}
-    for f, _ in _idle_findings(ctx):
+    main_of: dict[int, str] = {}
+    for f, main in _idle_findings(ctx):
         by_dev.setdefault(f.where, []).append(f)
+        main_of[id(f)] = main
     dev_busy = _device_busy(ctx)
     out = []
     for where, parts in by_dev.items():
         parts.sort(key=lambda f: -f.saving_ns)
         total = sum(f.saving_ns for f in parts)
         fill = sum(min(f.saving_ns, f.bound_ns) for f in parts if f.bound == BOUND_FILL)
-        bound = min(fill, dev_busy.get(where, fill)) + sum(f.saving_ns for f in parts if f.bound != BOUND_FILL)
+        blocked: dict[str, list[int]] = {}  # per API: [the parts' idle, its calls' time]
+        for f in parts:
+            if f.bound == BOUND_BLOCKED:
+                v = blocked.setdefault(main_of[id(f)], [0, f.bound_ns])
+                v[0] += f.saving_ns
+        bound = (min(fill, dev_busy.get(where, fill)) + sum(min(lost, call) for lost, call in blocked.values())
+                 + sum(f.saving_ns for f in parts if f.bound not in (BOUND_FILL, BOUND_BLOCKED)))
         kinds = {f.bound for f in parts}
         what = BOUND_FILL if kinds == {BOUND_FILL} else BOUND_BLOCKED if BOUND_FILL not in kinds else BOUND_FILL_BLOCKED
         if min(total, bound) < ctx.min_ns and all(f.bound_ns >= 0 for f in parts):
@@ -179,6 +188,7 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
     dev_busy = _device_busy(ctx)
     # the longest single call of each CUDA API (report's api_calls table): a gap spent in one call is that call
     api_max = {str(a["api"]): int(a.get("max_ns") or 0) for a in ctx.data.get("api_calls") or []}
+    api_total = {str(a["api"]): int(a.get("total_ns") or a.get("max_ns") or 0) for a in ctx.data.get("api_calls") or []}
     for s in ctx.data.get("stalls", []):
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
@@ -226,7 +236,8 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
         blocked = title.startswith(f"GPU {s['device']} idle while the host is blocked in one ")
         fill = int(s.get("fill_ns", -1))
         fill = fill if fill >= 0 else dev_busy.get(where, -1)
-        bound, what = (lost, BOUND_BLOCKED) if blocked else (fill, BOUND_FILL) if fill >= 0 else (-1, "")
+        call = min(lost, api_total.get(main, lost))  # the time in that call (the API's total over the trace)
+        bound, what = (call, BOUND_BLOCKED) if blocked else (fill, BOUND_FILL) if fill >= 0 else (-1, "")
         out.append((Finding("gpu-idle-host", title, evidence, lost, where, iv, bound_ns=bound, bound=what), main))
     return out
 

@@ -6,6 +6,7 @@ named for our analysis) where the GPU-idle bound comes from the timeline itself.
 from __future__ import annotations
 
 from gputrace.analysis.findings import (
+    BOUND_BLOCKED,
     BOUND_COMM,
     BOUND_FILL,
     BOUND_PINNING,
@@ -61,6 +62,20 @@ def test_gpu_idle_in_an_older_document_is_bounded_by_the_device_busy_time():
              "device": 0, "count": 1}
     [f] = run("gpu-idle-host", doc(stalls=[stall], gpu_idle={"per_device": [{"device": 0, "busy_ns": 20 * MS}]}))
     assert f.saving_ns == f.bound_ns == 20 * MS
+
+
+def test_gpu_idle_blocked_in_one_call_is_at_most_the_time_in_that_call():
+    # A profiler window opened before any CUDA work: context creation in one call of 29.9 s within a 30.5 s gap
+    # (HTA's public alexnet trace). Warming up takes the call out of the timed work: at most the call's 29.9 s.
+    text = "GPU 0 idle 30.5 s (leading) while cudaDeviceGetStreamPriorityRange and aten::uniform_ ran on the host"
+    stall = {**idle(30_500 * MS, 1 * MS, 1 * MS, text), "largest_ns": 30_500 * MS, "count": 1}
+    calls = [{"api": "cudaDeviceGetStreamPriorityRange", "count": 11, "total_ns": 29_927 * MS, "max_ns": 29_927 * MS}]
+    [f] = run("gpu-idle-host", doc(stalls=[stall], api_calls=calls))
+    assert "blocked in one" in f.title and f.saving_ns == f.bound_ns == 29_927 * MS and f.bound == BOUND_BLOCKED
+    # Two gaps blocked in the same API share its time once.
+    two = [stall, {**stall, "text": text.replace("30.5 s (leading)", "30.5 s")}]
+    [f] = run("gpu-idle-host", doc(stalls=two, api_calls=calls))
+    assert f.saving_ns == f.bound_ns == 29_927 * MS
 
 
 def test_sync_wait_is_at_most_the_host_work_that_could_move_into_it():

@@ -4,12 +4,12 @@ real-program traces, the seed story's A/B traces) is analysed; each finding keep
 and each bound is checked against a figure recomputed here from the Timeline's own rows, by other code than the
 analysis (a union of intervals in plain Python), so a wrong bound cannot pass by agreeing with itself:
 
-* gpu-idle-host (bounded by the GPU work): the saving is at most the device's busy time (its GPU activity rows,
-  else its ``gpu`` spans' device times, merged);
+* gpu-idle-host: at most the device's busy time (its GPU activity rows, else its ``gpu`` spans' device times,
+  merged), plus, for a gap blocked in one call, the time in CUDA API calls;
 * sync-wait: at most the sum over that phase's syncs of min(wait, the host's time until the thread's next sync);
 * exposed-comm: at most the rank's compute kernels (not NCCL), merged;
 * pageable-copy: at most the pageable copies' time on that device;
-* launch-bound: at most the phase's instances' host time;
+* launch-bound: at most the extent of each instance of the phase with its GPU work;
 * every finding: at most the wall time, and the findings together too.
 """
 
@@ -78,9 +78,11 @@ def _check(tl) -> int:
     for f in got:  # (busy: kernels, copies and memsets, every row the activity index holds but syncs)
         assert 0 <= f["saving_ns"] <= f["bound_ns"] and f["bound"], f
         assert f["saving_ns"] <= wall
-        if f["rule"] == "gpu-idle-host" and f["bound"] == BOUND_FILL:
+        if f["rule"] == "gpu-idle-host":  # the GPU's work, plus (blocked in one call) the time in CUDA API calls
             dev = int(f["where"].split()[1])
-            assert f["saving_ns"] <= _union(busy[dev]), f
+            calls = 0 if f["bound"] == BOUND_FILL else sum(int(c["end"][r] - c["start"][r]) for r in range(tl.n)
+                                                            if tl.name_of(r).startswith(("cu", "hip")))
+            assert f["saving_ns"] <= _union(busy[dev]) + calls, f
         elif f["rule"] == "sync-wait":
             assert f["saving_ns"] <= _sync_room(tl, idx, f["where"]), f
         elif f["rule"] == "exposed-comm":
@@ -91,10 +93,9 @@ def _check(tl) -> int:
                     and int(c["device"][r]) == int(dev)
                     and "PAGEABLE" in (tl.attrs.get(r, {}).get(A.MEMCPY_SRC), tl.attrs.get(r, {}).get(A.MEMCPY_DST))]
             assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in rows), f
-        elif f["rule"] == "launch-bound":
+        elif f["rule"] == "launch-bound":  # at most the extent of the phase's kernels, per instance
             phase = f["where"].rsplit(" GPU ", 1)[0]
-            assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in range(tl.n)
-                                         if tl.name_of(r) == phase), f
+            assert f["saving_ns"] <= _kernel_extents(tl, idx, phase), f
     return len(got)
 
 
@@ -118,6 +119,23 @@ def _sync_room(tl, idx, phase: str) -> int:
             nxt = ws[i + 1][0] if i + 1 < len(ws) else lane_end[ln]
             room += min(e - s, max(nxt - e, 0))
     return room  # (all phases: a finding's syncs are some of them)
+
+
+def _kernel_extents(tl, idx, phase: str) -> int:
+    """Sum over the instances of ``phase`` (the nearest ancestor of that name) of their GPU work's extent:
+    first start to last end of the kernels, copies and memsets under it, or of the instance itself if longer."""
+    c = tl.cols
+    ext: dict[int, list[int]] = {}
+    for r, s, e, w in zip(idx.rows.tolist(), idx.start.tolist(), idx.end.tolist(), idx.what.tolist(), strict=True):
+        if w == SYNC:
+            continue
+        p = int(c["parent"][r])
+        while p >= 0 and tl.name_of(p) != phase:
+            p = int(c["parent"][p])
+        if p >= 0:
+            v = ext.setdefault(p, [int(c["start"][p]), int(c["end"][p])])
+            v[0], v[1] = min(v[0], s), max(v[1], e)
+    return sum(b - a for a, b in ext.values())
 
 
 def _compute(tl, idx, rank: int) -> int:
