@@ -192,3 +192,61 @@ def test_gpu_work_already_under_the_host_work_named_does_not_fill_it_again():
     assert "preprocess" in s2["text"]
     assert s2["device_busy_ns"] == 32 * MS and s2["fill_ns"] == 4 * 1 * MS  # only the 1 ms under forward is free
     assert s["fill_ns"] == 32 * MS  # (the first loop: all of it)
+
+
+# torch.profiler (Kineto) traces as a user's loop writes them: no gputrace import, the profiler's own categories.
+def _kineto(path, rank, events):
+    import json
+
+    doc: dict = {"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000}
+    if rank is not None:  # (before the events: the reader takes the header first)
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+    path.write_text(json.dumps(doc | {"traceEvents": events}))
+    return path
+
+
+def _x(cat, name, ts_ms, dur_ms, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts_ms * 1000, "dur": dur_ms * 1000,
+            "args": args}
+
+
+def test_sync_wait_on_a_loop_that_waits_for_its_own_gpu_work(tmp_path):
+    # Each step: `loss.item()` launches a 40 ms kernel and waits for it (cudaStreamSynchronize), then 3 ms of host
+    # code until the next step. The 40 ms waits are the GPU's own work: dropping the sync lets 3 ms run meanwhile.
+    from gputrace.timeline.load import read_any
+
+    ev = []
+    for i in range(5):
+        t = i * 50
+        ev += [_x("user_annotation", "loss_sync", t, 45),
+               _x("cuda_runtime", "cudaLaunchKernel", t + 1, 1, correlation=2 * i + 1),
+               _x("kernel", "void gemm<1>(float*)", t + 2, 40, tid=7, device=0, stream=7, correlation=2 * i + 1),
+               _x("cuda_runtime", "cudaStreamSynchronize", t + 2, 40, correlation=2 * i + 2),
+               _x("user_annotation", "host_code", t + 45, 3)]
+    d = analyse_timeline(read_any(_kineto(tmp_path / "t.json", None, ev))).to_dict()
+    waits = d["gpu_activity"]["sync_waits"]
+    # 10 ms from each wait's end to the next one's start (3 ms of host code, then the next step's launch); the
+    # last: 6 ms to the thread's last span end
+    assert len(waits) == 5 and sorted(w["host_next_ns"] for w in waits) == [6 * MS] + [10 * MS] * 4
+    [f] = [f for f in d["findings"] if f["rule"] == "sync-wait"]
+    # old estimate: 200 ms of waits, the GPU's own work; the bound: what the host had to do before its next sync
+    assert sum(w["wait_ns"] for w in waits) == 200 * MS
+    assert f["saving_ns"] == f["bound_ns"] == 46 * MS
+
+
+def test_exposed_comm_on_two_ranks_with_little_compute(tmp_path):
+    # Two NCCL ranks: 2 ms of compute, then a 38 ms all-reduce nothing overlaps (both arrive together: no straggler).
+    # 38 ms exposed per rank, 2 ms of compute to hide it: the saving is 2 ms, not 38.
+    from gputrace.analysis.collectives import collectives
+    from gputrace.timeline.load import read_any
+
+    ar = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    paths = [_kineto(tmp_path / f"r{r}.json", r, [
+        _x("kernel", "void gemm<1>(float*)", 0, 2, tid=7, device=0, stream=7, correlation=1),
+        _x("kernel", ar, 2, 38, tid=9, device=0, stream=9, correlation=2)]) for r in (0, 1)]
+    tl = read_any(paths)
+    c = collectives(tl)
+    assert [(r["exposed_ns"], r["compute_ns"]) for r in c["ranks"]] == [(38 * MS, 2 * MS)] * 2
+    got = findings(analyse_timeline(tl).to_dict(), c, min_ns=100_000)
+    exposed = [f for f in got if f.rule == "exposed-comm"]
+    assert exposed and all(f.bound_ns == 2 * MS and f.saving_ns <= 2 * MS for f in exposed)
