@@ -40,10 +40,11 @@ from gputrace.analysis._common import (
 from gputrace.analysis.api_calls import background_lanes
 from gputrace.analysis.gpu_activity import activity_index
 from gputrace.analysis.unobserved import observed_parts, unobserved
-from gputrace.timeline.model import Timeline
+from gputrace.timeline.model import KIND_CODES, Timeline
 
 BETWEEN, LEADING, TRAILING = 0, 1, 2
 EDGE_NAMES = {BETWEEN: "between", LEADING: "leading", TRAILING: "trailing"}
+GPU_KIND = KIND_CODES["gpu"]
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,14 @@ def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarr
         return {}
     lane_pid = np.asarray([ln.pid for ln in tl.lanes], np.int64)
     apid = lane_pid[tl.cols["lane"][rows]]
-    par = tl.cols["parent"][rows]
+    # the phase that launched each piece of GPU work: its nearest host ancestor (a kernel under a `gpu` phase span
+    # on a stream lane was launched by that span's host parent)
+    par = tl.cols["parent"][rows].astype(np.int64)
+    for _ in range(8):
+        up = (par >= 0) & (tl.cols["kind"][np.maximum(par, 0)] == GPU_KIND)
+        if not up.any():
+            break
+        par = np.where(up, tl.cols["parent"][np.maximum(par, 0)], par)
     aph = np.where(par >= 0, tl.cols["phase"][np.maximum(par, 0)], -1).astype(np.int64)
     srow, ss, se = _self_pieces(tl)
     ph = tl.cols["phase"][srow].astype(np.int64)
