@@ -151,3 +151,23 @@ def api_lane_name(thread_lane: str) -> str:
     """The name of the lane of a thread's CUDA API calls beside its lane ``thread_lane``: ``api:NAME`` for
     ``thread:NAME`` (another lane name keeps its whole name after ``api:``)."""
     return API_LANE_PREFIX + (thread_lane[len("thread:"):] if thread_lane.startswith("thread:") else thread_lane)
+
+
+# ---- host stack samples (gputrace.trace.stack_sampler; docs/trace-format.md, "Host stack samples") ------------
+#: Name of a batch of Python stack samples (one span per recorder drain) and of its lane (``thread:`` + it).
+SAMPLES_SPAN = "gputrace.samples"
+SAMPLES_HZ = "gputrace.samples.hz"  # the rate (samples per second per thread)
+SAMPLES_DT = "gputrace.samples.dt_ns"  # int array: each sample's time minus the previous one's (the first: span start)
+SAMPLES_THREAD = "gputrace.samples.thread"  # int array: index into the thread table, per sample
+SAMPLES_STACK = "gputrace.samples.stack"  # int array: index into the stack table, per sample
+SAMPLES_THREAD_IDS = "gputrace.samples.thread_ids"  # int array: thread table, ident
+SAMPLES_THREAD_NAMES = "gputrace.samples.thread_names"  # string array: thread table, name
+SAMPLES_STACK_LEN = "gputrace.samples.stack_len"  # int array: stack table, frames per stack
+SAMPLES_STACK_FRAMES = "gputrace.samples.stack_frames"  # int array: the stacks' frame indices, innermost first
+SAMPLES_FILES = "gputrace.samples.files"  # string array: file table
+SAMPLES_FILE_KIND = "gputrace.samples.file_kind"  # int array per file: 0 user, 1 library, 2 stdlib, 3 internal
+SAMPLES_FRAME_FILE = "gputrace.samples.frame_file"  # int array: frame table, file index
+SAMPLES_FRAME_LINE = "gputrace.samples.frame_line"  # int array: frame table, line
+SAMPLES_FRAME_FUNC = "gputrace.samples.frame_func"  # string array: frame table, function (qualified name)
+SAMPLES_DROPPED = "gputrace.samples.dropped"  # int: samples dropped since the previous batch (memory bound)
+FILE_USER, FILE_LIBRARY, FILE_STDLIB, FILE_INTERNAL = 0, 1, 2, 3

@@ -146,6 +146,24 @@ def attr_scan(tl: Timeline) -> AttrScan:
     return scan
 
 
+def renumbered_scan(new: Timeline, old: Timeline, inv: np.ndarray) -> None:
+    """Cache for ``new`` the :func:`attr_scan` of ``old`` renumbered, without a pass over the attributes:
+    ``new`` holds the rows of ``old`` with ``inv[row] >= 0`` (``inv``: old row -> new row), with the same
+    attribute objects, in the same attribute order (``gputrace.analysis.steps.steady_timeline``)."""
+    s = attr_scan(old)
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        x = inv[a]
+        return x[x >= 0]
+
+    k = inv[s.act_rows]
+    keep = k >= 0
+    o = np.argsort(k[keep], kind="stable")
+    scan = AttrScan(k[keep][o], s.act_what[keep][o], s.act_stream[keep][o], kept(s.api), kept(s.profiler),
+                    kept(s.tagged), kept(s.paused))
+    _SCANS[id(new)] = (weakref.ref(new), scan)
+
+
 def profiler_rows(tl: Timeline) -> np.ndarray:
     """Row numbers of profiler bookkeeping (``gputrace.role = "profiler"``: Kineto's ``PyTorch Profiler (0)``
     span, buffer requests, device-side annotation copies): not host work. Only Kineto traces have them

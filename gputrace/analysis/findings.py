@@ -27,6 +27,7 @@ from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.collectives import is_collective_name
 from gputrace.analysis.findings_account import CLAIM_ORDER, Finding, Span, account, merge_spans
 from gputrace.analysis.findings_context import Context, _idle_split, _join, _names, _roots, _startup_window
+from gputrace.analysis.host_samples import headline
 
 # Finding, Span, account and CLAIM_ORDER live in findings_account.py, Context (and the helpers the rules share to
 # read it) in findings_context.py; the public names are re-exported here.
@@ -50,6 +51,7 @@ UNTRACED_SHARE = 0.5
 
 #: What bounds each rule's saving (``Finding.bound``): what its fix can physically recover (docs/findings.md).
 BOUND_STARTUP = "the start-up's wall time"
+BOUND_WARMUP = "the warm-up's wall time"
 BOUND_FILL = "the GPU work that could fill it (the device's busy time not already under the host work named)"
 BOUND_BLOCKED = "the time in the blocking call (warming up takes it out of the timed work)"
 BOUND_FILL_BLOCKED = ("the GPU work that could fill it plus the time in blocking calls (the device's busy time not "
@@ -216,8 +218,10 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             if lost < ctx.min_ns:
                 continue
         busy = s.get("host_busy_ns", -1)
-        title = f"GPU {s['device']} idle while the host runs {what}: overlap it with GPU work"
-        if what.startswith("the host recorded no work"):
+        lines = headline(s.get("samples") or ())  # the Python lines the host ran in the gaps (stack samples)
+        ran = _join(lines) if lines else what
+        title = f"GPU {s['device']} idle while the host runs {ran}: overlap it with GPU work"
+        if what.startswith("the host recorded no work") and not lines:
             title = f"GPU {s['device']} idle while the host records no work: add phases to see what it does"
         elif "(leading)" in head and any(what == r or what.startswith((r + " and ", r + ", ")) for r in roots):
             title = (f"GPU {s['device']} idle at start-up, before its first GPU work (imports, CUDA context, "
@@ -226,9 +230,11 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
             title = (f"GPU {s['device']} idle while the host is blocked in one {main} call "
                      f"({fmt_ns(api_max[main])}): CUDA context creation or module loading at first use, or a "
                      f"blocking call; warm up before timing")
-        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"]:
+        elif 0 <= busy < UNTRACED_SHARE * s["lost_ns"] and not lines:
             title = (f"GPU {s['device']} idle while the host is mostly untraced: add phases to see what it does "
                      f"({busy / max(s['lost_ns'], 1):.0%} in spans: {what})")
+        if lines:
+            notes.insert(0, f"Python stack samples in the gaps: {_join(lines)}")
         evidence = text + "".join(f"; {n}" for n in notes)
         where = _idle_where(s, hosts)
         iv = tuple(merge_spans(s.get("intervals") or ()))
@@ -266,6 +272,8 @@ def _launch_bound(ctx: Context) -> list[Finding]:
             continue
         note = (f"; {len(long_)} hole(s) over {fmt_ns(LAUNCH_GAP_MAX)} ({fmt_ns(sum(b - a for a, b in long_))}) "
                 f"left out: not launch overhead" if long_ else "")
+        lines = headline(r.get("samples") or ())
+        note += f"; the host in the gaps: {_join(lines)}" if lines else ""
         out.append(Finding(
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
@@ -328,12 +336,17 @@ def _sync_waits(ctx: Context) -> list[Finding]:
             t = w.get("start")
             spans[key] = None if t is None else [*iv, (int(t), int(t) + int(w["wait_ns"]))]
     out = []
+    called = {(str(w.get("phase")), str(w.get("type"))): headline(w.get("samples") or ())
+              for w in ctx.gpu.get("sync_wait_samples", [])}  # the Python lines that waited (stack samples)
     for (phase, typ), (n, ns, busy, bound) in acc.items():
         if min(ns, bound) < ctx.min_ns:
             continue
+        lines = called.get((str(phase), str(typ))) or []
+        at = f" at {lines[0]}" if lines else ""
         out.append(_bounded(Finding(
-            "sync-wait", f"{phase} blocks the host in {typ} syncs: sync later or less often",
-            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it", ns, phase,
+            "sync-wait", f"{phase} blocks the host in {typ} syncs{at}: sync later or less often",
+            f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it"
+            + (f"; waiting in {_join(lines)}" if lines else ""), ns, phase,
             tuple(merge_spans(spans.get((phase, typ)) or ()))), bound, BOUND_SYNC))
     return out
 
@@ -359,7 +372,10 @@ def _unattributed(ctx: Context) -> list[Finding]:
                     + (f"; start-up ({fmt_ns(excl)}) excluded, see the startup finding" if excl else "")
                     + (f"; {fmt_ns(idle)} of it with the GPU idle, counted in gpu-idle-host" if idle else ""))
         ns -= idle
-        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains (add phases to see it)",
+        lines = headline(u.get("samples") or ())  # what the host ran there (stack samples)
+        what = f"mostly {_join(lines)}; add phases to see it" if lines else "add phases to see it"
+        evidence += f"; Python stack samples: {_join(lines)}" if lines else ""
+        out.append(Finding("unattributed", f"{u['path']}: host time no phase explains ({what})",
                            evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ())), bound_ns=ns,
                            bound=BOUND_UNATTRIBUTED))
     out.sort(key=lambda f: -f.saving_ns)
@@ -421,6 +437,44 @@ def _straggler(ctx: Context) -> list[Finding]:
     return [_bounded(f, min(int(s["caused_ns"]), sum(others)), BOUND_STRAGGLER) if others else f]
 
 
+def _warmup(ctx: Context) -> list[Finding]:
+    """Warm-up: each process's time before its steady state (``data["steps"]``, gputrace/analysis/steps.py):
+    start-up, module loading and the first steps far slower than the median; one finding, saving = that wall
+    time (a one-off cost: what a longer run amortises or a warm-up before timing hides, not a per-step gain).
+    The other rules read the steady state only (``data["steady"]``, see :func:`findings`); this one is listed
+    after them whatever its size."""
+    steps = ctx.data.get("steps") or {}
+    w = steps.get("warmup")
+    if not w or int(w.get("ns") or 0) < ctx.min_ns:
+        return []
+    parts, what = [], []
+    for s in steps.get("series") or []:
+        ww = s.get("warmup")
+        if not ww:
+            continue
+        bits = []
+        if ww.get("startup_ns"):
+            bits.append(f"start-up {fmt_ns(ww['startup_ns'])}")
+            what.append("start-up")
+        before = int(ww.get("before_first_step_ns") or 0) - int(ww.get("startup_ns") or 0)
+        if before > 0:
+            bits.append(f"{fmt_ns(before)} {'more ' if ww.get('startup_ns') else ''}before step 0")
+            what.append("loading before the first step")
+        if ww.get("steps"):
+            bits.append(f"{ww['steps']} first step(s) {fmt_ns(ww['steps_ns'])} "
+                        f"(steady median {fmt_ns(s['median_ns'])})")
+        most = ", ".join(f"{t['what']} {fmt_ns(t['ns'])}" for t in ww.get("top") or [])
+        parts.append(f"{s['process']}: {fmt_ns(ww['ns'])} until step {ww['steps']} of {s['name']} ("
+                     + "; ".join(bits) + ")" + (f"; most of it: {most}" if most else ""))
+    n = int(w.get("steps") or 0)
+    what = list(dict.fromkeys(what)) + ([f"{n} slow first step(s)"] if n else [])
+    return [Finding(
+        "warm-up", f"warm-up: {fmt_ns(w['ns'])} before the steady state ({', '.join(what)}); the other findings "
+                   "leave it out: time after warm-up, or amortise it over a longer run",
+        "; ".join(parts), int(w["ns"]), "warm-up", tuple((int(a), int(b)) for a, b in w.get("intervals") or ()),
+        bound_ns=int(w["ns"]), bound=BOUND_WARMUP)]
+
+
 def _pinning(ctx: Context) -> list[Finding]:
     """Pinning that does not pay: pinning and unpinning cost more than the faster copies won; saving =
     the net loss (copy from pageable memory, or pin once and reuse the buffer)."""
@@ -448,6 +502,7 @@ RULES: tuple[Rule, ...] = (
     Rule("exposed-comm", "communication no compute overlapped", _exposed_comm),
     Rule("straggler", "the rank the others wait for at collectives", _straggler),
     Rule("pinning-loss", "pinning that costs more than it wins", _pinning),
+    Rule("warm-up", "start-up, loading and slow first steps before the steady state", _warmup),
 )
 
 
@@ -459,12 +514,19 @@ def default_min_ns(wall_ns: int) -> int:
 def findings(data: dict, comm: dict | None = None, min_ns: int | None = None,
              rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     """Every rule's findings over ``data`` (a ``report --json`` document) and ``comm``, each second of wall time
-    counted once (:func:`account`), largest saving first."""
+    counted once (:func:`account`), largest saving first; the ``warm-up`` finding last. A document with a
+    ``steady`` section (the analysis of the steady state: gputrace/analysis/steps.py) is read through it: the
+    rules, their ``min_ns`` and the wall time are the steady state's, and its collectives replace ``comm``."""
+    if data.get("steady"):
+        comm = data["steady"].get("collectives") or {}
+        data = {**data["steady"], "steps": data.get("steps")}
     wall = int(data.get("wall_ns", 0) or 0)
     ctx = Context(data, comm or {}, wall, default_min_ns(wall) if min_ns is None else min_ns)
     out: list[Finding] = []
     for rule in rules:
         out.extend(rule.check(ctx))
-    out = account(out, wall, ctx.min_ns, (data.get("unobserved") or {}).get("intervals") or ())
-    out.sort(key=lambda f: (-f.saving_ns, f.rule, f.where))
+    warm = [f for f in out if f.rule == "warm-up"]  # outside the steady wall the others share
+    out = account([f for f in out if f.rule != "warm-up"], wall, ctx.min_ns,
+                  (data.get("unobserved") or {}).get("intervals") or ()) + warm
+    out.sort(key=lambda f: (f.rule == "warm-up", -f.saving_ns, f.rule, f.where))
     return out

@@ -30,6 +30,13 @@ from gputrace.analysis.findings import Finding, default_min_ns, findings
 from gputrace.analysis.gaps import IdleGaps, gpu_idle_gaps
 from gputrace.analysis.gpu_activity import LaunchGaps, launch_gaps
 from gputrace.analysis.gpu_summary import gpu_summary
+from gputrace.analysis.host_samples import (
+    attach_gpu_activity,
+    attach_paths,
+    attach_stalls,
+    process_sites,
+    samples_note,
+)
 from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
 from gputrace.analysis.stalls import (
     Stall,
@@ -42,6 +49,7 @@ from gputrace.analysis.stalls import (
 )
 from gputrace.analysis.startup import startup_intervals
 from gputrace.analysis.stats import PhaseTable, phase_table, wall_ns
+from gputrace.analysis.steps import steady_timeline, steps_report
 from gputrace.analysis.unattributed import Unattributed, unattributed_time
 from gputrace.analysis.unobserved import unobserved
 from gputrace.analysis.waits import HostWaits, host_waits
@@ -133,13 +141,58 @@ class TimelineAnalysis:
     startup: list[dict] = field(default_factory=list)  # `startup.startup_intervals`: per process
     #: `unobserved_summary`: time CUDA collection was paused (no GPU figure counts it; no finding claims it)
     unobserved: dict = field(default_factory=dict)
+    #: `steps.steps_report`: the loop's steps per process and the warm-up (empty: none found, or not computed)
+    steps: dict = field(default_factory=dict)
+    #: The same analysis of the steady state (the trace with its warm-up cut: `steps.steady_timeline`), which
+    #: the findings read: made on first use (`steady_state`); stays None without a warm-up worth cutting.
+    steady: TimelineAnalysis | None = None
+    steady_tl: Timeline | None = field(default=None, repr=False)
+    #: How to make ``steady`` (the source Timeline, the cuts, `analyse_timeline`'s options); empty: no cut.
+    steady_plan: dict = field(default_factory=dict, repr=False)
+    #: `host_samples.process_sites`: each process's top Python lines from the recorder's stack samples (empty
+    #: without samples), and `host_samples.samples_note` (skipped batches, dropped samples)
+    host_samples: list = field(default_factory=list)
+    samples_note: str = ""
+
+    def steady_state(self) -> TimelineAnalysis | None:
+        """The analysis of the steady state (made now on first use: the stalls panel does not wait for it),
+        or None when nothing was cut."""
+        if self.steady is None and self.steady_plan:
+            plan = dict(self.steady_plan)
+            tl, cuts = plan.pop("tl"), plan.pop("cuts")
+            plan["critical"] = plan["critical"] or bool(self.gpu_activity)
+            self.steady_tl = steady_timeline(tl, cuts)
+            self.steady = analyse_timeline(self.steady_tl, steps=False, **plan)
+            # A launcher (torchrun) stays one in the steady state, where its start-up is empty: its root is
+            # still not host work of the GPU's (findings read launchers from the start-up entries).
+            seen = {(d["host"], d["pid"]) for d in self.steady.startup}
+            first = min(cuts.values())
+            at = {(d["host"], d["pid"]): cuts.get((d["host"], d["pid"]), first) for d in self.startup}
+            self.steady.startup = self.steady.startup + [
+                {**d, "start_ns": at[(d["host"], d["pid"])], "end_ns": at[(d["host"], d["pid"])], "duration_ns": 0}
+                for d in self.startup if d.get("launcher") and (d["host"], d["pid"]) not in seen]
+        return self.steady
 
     @property
     def listed(self) -> list[Stall]:
         return self.stalls[: self.listing.shown_rows]
 
     def to_dict(self) -> dict:
-        """The ``report --json`` document (plain JSON-able data)."""
+        """The ``report --json`` document (plain JSON-able data). With a warm-up cut (``steady``), ``steady``
+        holds the same sections over the steady state, and the findings are read from them."""
+        d = self._sections()
+        d["steps"] = self.steps
+        steady = self.steady_state()
+        if steady is not None:
+            d["steady"] = steady._sections()
+        d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
+        _drop_unused_intervals(d)
+        if steady is not None:
+            _drop_unused_intervals(d["steady"])
+        return d
+
+    def _sections(self) -> dict:
+        """The document's analysis sections (``findings`` empty)."""
         d = {
             "findings": [],
             "spans": self.spans,
@@ -161,8 +214,8 @@ class TimelineAnalysis:
             "collectives": self.comm,
             "emulated": self.emulated,
         }
-        d["findings"] = [f.to_dict() for f in findings(d, self.comm)]  # the ranked fixes (analysis/findings.py)
-        _drop_unused_intervals(d)
+        if self.host_samples:  # (only in traces with stack samples: other documents keep their shape)
+            d["host_samples"] = {"processes": [p.to_dict() for p in self.host_samples], "note": self.samples_note}
         return d
 
     def add_gpu_activity(self, tl: Timeline) -> None:
@@ -171,17 +224,29 @@ class TimelineAnalysis:
         that analysed with ``critical=False`` first (the TUI: stalls first, then the findings that read them)."""
         if not self.gpu_activity:
             self.gpu_activity = gpu_summary(tl, top=self.listing.top, launch=self.launch)
+            if self.host_samples:
+                attach_gpu_activity(tl, self.gpu_activity)
+        if self.steady is not None and self.steady_tl is not None:
+            self.steady.add_gpu_activity(self.steady_tl)
 
     def findings(self) -> list[Finding]:
         """The ranked findings (``gputrace.analysis.findings``) over this analysis, as ``to_dict()["findings"]``
-        gives them, without building the whole document (the TUI's stalls panel lists them)."""
+        gives them, without building the whole document (the TUI's stalls panel lists them): over the steady
+        state when a warm-up was cut."""
+        steady = self.steady_state()
+        if steady is not None:
+            return findings({**steady._findings_input(), "steps": self.steps}, steady.comm)
+        return findings({**self._findings_input(), "steps": self.steps}, self.comm)
+
+    def _findings_input(self) -> dict:
+        """The sections the findings read, without building the whole document."""
         names = self.phases.names
         d = {"wall_ns": self.wall_ns, "stalls": [s.to_dict() for s in self.listed],
              "phases": [{"phase": names[i]} for i in sorted(set(self.phases.phase.tolist()))],
              "pinning": [r.to_dict() | {"text": r.describe()} for r in self.pinning if r.overhead_ns],
              "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity, "startup": self.startup,
-             "unobserved": self.unobserved}
-        return findings(d, self.comm)
+             "unobserved": self.unobserved, "api_calls": self.api_calls}
+        return d
 
     def emulated_note(self) -> str:
         """One line naming the emulated/injected costs the trace records, or ''."""
@@ -265,15 +330,20 @@ def analyse_timeline(
     wait_margin_ns: int = DEFAULT_WAIT_MARGIN_NS,
     pageable_gbps: float | None = None,
     critical: bool = True,
+    steps: bool = True,
 ) -> TimelineAnalysis:
     """Run every single-run analysis once and rank the stalls (see module docstring).
 
     ``critical``: compute the critical path summary and the GPU-activity tables (the TUI skips
     them here and adds the GPU-activity tables after, `TimelineAnalysis.add_gpu_activity`).
+    ``steps``: find the loop's steps and warm-up (`gputrace.analysis.steps`); with a warm-up of at least
+    `findings.default_min_ns` of the steady-state wall, the same analysis of the steady state (``steady``,
+    the trace with the warm-up cut) is made for the findings, on first use (`TimelineAnalysis.steady_state`).
     Raises ValueError on a negative ``top`` or ``wait_margin_ns``."""
     if top < 0:
         raise ValueError(f"top must be >= 0, got {top}")
     wall = wall_ns(tl)
+    asked_min_lost = min_lost_ns
     if min_lost_ns is None:
         min_lost_ns = default_min_lost(wall)
     gaps = gpu_idle_gaps(tl, min_gap_ns=1)
@@ -288,6 +358,9 @@ def analyse_timeline(
         shown += 1
     hidden = stalls[shown:]
     listing = Listing(int(min_lost_ns), top, shown, len(hidden), int(sum(s.lost_ns for s in hidden)))
+    procs = process_sites(tl)
+    if procs:
+        stalls = attach_stalls(tl, stalls, shown)
     out = TimelineAnalysis(
         spans=tl.n,
         t0=tl.t0,
@@ -301,14 +374,24 @@ def analyse_timeline(
         stalls=stalls,
         listing=listing,
         critical_path=critical_path_summary(tl) if critical else [],
-        unattributed_paths=un.by_path(tl),
+        unattributed_paths=attach_paths(tl, un.by_path(tl)) if procs else un.by_path(tl),
         launch=launch,
         emulated=emulated_costs(tl),
         api_calls=api_call_table(tl, top=top),
         comm=collectives(tl, top=top),
         startup=startup_intervals(tl),
         unobserved=unobserved_summary(tl, gaps),
+        host_samples=procs,
+        samples_note=samples_note(tl) if procs else "",
     )
+    if steps:
+        st = steps_report(tl, out.startup)
+        out.steps = st.to_dict()
+        warm = st.warmup_ns
+        if st.cuts and warm >= default_min_ns(max(wall - warm, 0)):
+            out.steady_plan = {"tl": tl, "cuts": st.cuts, "by_device": by_device, "min_lost_ns": asked_min_lost,
+                               "top": top, "wait_margin_ns": wait_margin_ns, "pageable_gbps": pageable_gbps,
+                               "critical": critical}
     if critical:
         out.add_gpu_activity(tl)
     return out

@@ -27,7 +27,7 @@ is a ranking, not a partition: its rows do not add up to the run. Pure numpy; an
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -61,6 +61,8 @@ class Stall:
     intervals: tuple[tuple[int, int], ...] = ()
     #: idle stalls: ns of the gaps' time in recorded host spans, at most lost_ns (-1: not measured, other categories)
     host_busy_ns: int = -1
+    #: idle stalls of a trace with host stack samples: the top sites in its gaps (``host_samples.SiteCount``)
+    samples: tuple = ()
     #: idle stalls: the GPU work that could fill the gaps, were the host work named overlapped with it: the busy time
     #: of the gaps' device groups (run, host, device) not already under that host work (-1: other categories)
     fill_ns: int = -1
@@ -68,8 +70,13 @@ class Stall:
     device_busy_ns: int = -1
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        sites = self.samples
+        d = asdict(replace(self, samples=()))
         d["intervals"] = [list(p) for p in self.intervals]
+        if sites:
+            d["samples"] = [s.to_dict() for s in sites]
+        else:
+            del d["samples"]
         return d
 
 
@@ -138,8 +145,8 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
         # (overlaps of several threads' spans add up: capped at the gaps' time)
         busy = min(int(covered[idx].sum()), total) if bool(measured[idx].all()) else -1
         out.append(Stall("idle", text, len(idx), total, each, int(dur[big]), s, e, -1, int(gaps.device[big]),
-                         gaps.hosts[int(gaps.host[big])], iv, busy, fill,
-                         dev_busy.get((int(gaps.host[big]), int(gaps.device[big])), -1)))
+                         gaps.hosts[int(gaps.host[big])], iv, busy, fill_ns=fill,
+                         device_busy_ns=dev_busy.get((int(gaps.host[big]), int(gaps.device[big])), -1)))
     return out
 
 

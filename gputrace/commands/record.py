@@ -45,10 +45,14 @@ def register(sub) -> argparse.ArgumentParser:
         description="Run COMMAND (python script.py, python -m mod, python -c CODE, torchrun ..., a shell script) "
                     "and record every Python process it starts into one OTLP JSON Lines trace, with CUDA "
                     "activity (CUPTI) and NVTX ranges where available.",
-        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--service-name NAME] -- COMMAND [args ...]",
+        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--sample-hz N] [--service-name NAME] "
+              "-- COMMAND [args ...]",
     )
     p.add_argument("--trace", type=Path, default=Path("record.jsonl"), help="trace file (default record.jsonl)")
     p.add_argument("--no-cuda-activity", action="store_true", help="host-side trace only (no CUPTI)")
+    p.add_argument("--sample-hz", type=float, default=None, metavar="N",
+                   help="Python stack samples per second of every thread of every process (0: off; default: "
+                        "$GPUTRACE_SAMPLE_HZ, else 20)")
     p.add_argument("--service-name", default=None,
                    help="resource service.name of every process (default: each process's command)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [args ...]")
@@ -69,8 +73,10 @@ def launch_command(command: list[str]) -> list[str]:
     return cmd
 
 
-def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None) -> dict:
-    """Environment of the launch: the bootstrap first on PYTHONPATH, where to write, CUDA activity + NVTX."""
+def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None,
+               sample_hz: float | None = None) -> dict:
+    """Environment of the launch: the bootstrap first on PYTHONPATH, where to write, CUDA activity + NVTX, the
+    stack sampler's rate (``GPUTRACE_SAMPLE_HZ``; None: the environment's, else the sampler's default)."""
     from gputrace.trace.launch import ENV_CHECKIN, ENV_ROOT, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 
     env = dict(os.environ)
@@ -83,6 +89,8 @@ def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, serv
     else:
         env.pop(ENV_SERVICE, None)
     env["GPUTRACE_CUDA_ACTIVITY"] = "1" if cuda_activity else "0"
+    if sample_hz is not None:
+        env["GPUTRACE_SAMPLE_HZ"] = f"{max(sample_hz, 0.0):g}"
     if cuda_activity and not env.get("NVTX_INJECTION64_PATH"):
         from gputrace.trace.cupti_collect import library_path
 
@@ -127,7 +135,8 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="gputrace-record-") as tmp:
         checkin = Path(tmp) / "procs"
         checkin.mkdir()
-        env = launch_env(trace, checkin, write_bootstrap(Path(tmp)), not args.no_cuda_activity, args.service_name)
+        env = launch_env(trace, checkin, write_bootstrap(Path(tmp)), not args.no_cuda_activity, args.service_name,
+                         getattr(args, "sample_hz", None))
         try:
             rc = run_group(argv, env)
         except OSError as exc:
@@ -263,6 +272,9 @@ def summary_line(infos: list[dict], trace: Path | str, cuda_activity: bool = Tru
         head = f"trace: {spans} from {procs} processes in {trace}"
     if dropped:
         head += f" ({dropped} dropped)"
+    samples = total("samples")
+    if samples:
+        head += f", with {samples} Python stack sample{'s' * (samples != 1)}"
     unfinished = sum(1 for i in infos if not i.get("final"))
     if unfinished:
         head += (f"; {unfinished} process{'es' * (unfinished != 1)} ended without a final flush (killed?): "

@@ -107,6 +107,30 @@ def render_findings(items: list[dict], console) -> None:
     console.print(t)
 
 
+def render_steps(steps: dict, t0: int, console) -> None:
+    """The Steps table (analysis/steps.py): per process, the loop's steps, the steady state's median and p90,
+    the slowest step against the median one and why, and the warm-up the findings leave out."""
+    from rich.table import Table
+
+    series = (steps or {}).get("series") or []
+    if not series:
+        return
+    t = Table(title="Steps (the loop's iterations; the findings read the steady state, after the warm-up)",
+              title_justify="left")
+    for col in ("process", "steps", "median", "p90", "GPU busy", "slowest vs median: why", "warm-up"):
+        t.add_column(col, justify="left" if col in ("process", "steps", "slowest vs median: why", "warm-up")
+                     else "right", **({"overflow": "fold"} if col.startswith("slowest") else
+                                      NAME_COLUMN if col == "process" else {}))
+    for s in series:
+        w = s.get("warmup")
+        warm = "-" if not w else (f"{_fmt(w['ns'])}" + (f", {w['steps']} slow step(s)" if w["steps"] else "")
+                                  + f"; steady from {(s['steady_from_ns'] - t0) / 1e9:.3f} s")
+        busy = _fmt(s["gpu_busy_median_ns"]) if s.get("gpu_busy_median_ns") is not None else "-"
+        _row(t, s["process"], f"{s['count']:,} of {s['name']} ({s['method']})", _fmt(s["median_ns"]),
+             _fmt(s["p90_ns"]), busy, s["slowest"]["text"], warm)
+    console.print(t)
+
+
 def render_api(rows: list[dict], console) -> None:
     """The CUDA API calls table (not phases: analysis/api_calls.py)."""
     from rich.table import Table
@@ -145,6 +169,38 @@ def render_comm(comm: dict, console) -> None:
         console.print(t)
 
 
+def render_host_samples(data: dict, console) -> None:
+    """Where each process's threads were (the recorder's Python stack samples: analysis/host_samples.py), and
+    the lines the listed stalls ran."""
+    from rich.table import Table
+
+    hs = data.get("host_samples") or {}
+    procs = hs.get("processes") or []
+    if not procs:
+        return
+    t = Table(title="Host samples (Python stack samples: where each process's threads were; parked threads left "
+                    "out)", title_justify="left")
+    for col in ("process", "samples", "share", "line (> library call inside it)", "thread"):
+        t.add_column(col, justify="right" if col in ("samples", "share") else "left",
+                     overflow="fold" if col.startswith("line") else "ellipsis")
+    for p in procs:
+        who = f"rank {p['rank']} (pid {p['pid']})" if p.get("rank") is not None else f"pid {p['pid']}"
+        if str(p.get("command") or "").startswith("fork: "):
+            who += " fork"  # (a DataLoader worker, say: it inherits its parent's rank)
+        if not p["sites"]:
+            _row(t, who, f"{p['samples']:,}", "-", "(only parked threads)", "")
+        for i, site in enumerate(p["sites"]):
+            _row(t, who if i == 0 else "", f"{site['count']:,}", f"{site['share']:.0%}", site["label"],
+                 site["thread"])
+    console.print(t)
+    stalls = [s for s in data.get("stalls") or [] if s.get("samples")]
+    for s in stalls[:5]:
+        top = s["samples"][0]
+        console.print(rich_text(f"  {s['text']}: mostly {top['label']} ({top['count']} samples, pid {top['pid']})"))
+    if hs.get("note"):
+        console.print(rich_text(hs["note"], style="dim"))
+
+
 def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     """Print the report tables for ``analyse()`` output on a rich Console (one from
     ``gputrace.textsafe.console``: trace text never reaches it as markup or raw control characters).
@@ -155,6 +211,7 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
     render_findings(data.get("findings", []), console)  # before anything else: what to fix first
+    render_steps(data.get("steps") or {}, data["t0"], console)
     # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).
     console.print(rich_text(data["pinning_summary"]))
     t = Table(title="Phases", title_justify="left")
@@ -202,6 +259,7 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
             _row(t, s["category"], _fmt(s["lost_ns"]), f"{s['count']:,}", f"{(s['start'] - t0) / 1e9:.3f}", s["text"])
         console.print(t)
     console.print(rich_text(data["listing"]["text"], style="dim"))
+    render_host_samples(data, console)
     if data.get("emulated"):
         what = ", ".join(f"{k[len('gputrace.emulated.'):]}={'/'.join(v)}" for k, v in data["emulated"].items())
         console.print(rich_text("emulated costs recorded in this trace (not real work): " + what, style="bold yellow"))

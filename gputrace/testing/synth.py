@@ -181,3 +181,43 @@ def switch_run(
     return synthetic_run(
         seed, circuits=circuits, devices=devices, noise=noise, slow=slow, pipeline=tuple(pipe), resource=res
     )
+
+
+def sample_span(samples: Sequence[tuple[int, Sequence[tuple[str, int, str, int]]]], *, pid: int = 1,
+                host: str = "h", hz: float = 100.0, thread: str = "MainThread", resource: int = 0) -> dict:
+    """One ``gputrace.samples`` batch span (a span dict for ``make_timeline``) holding ``samples``: each
+    ``(t_ns, stack)``, the stack's frames ``(file, line, function, kind)`` innermost first (kind:
+    ``activity.FILE_USER`` ...), all on one thread. Encoded as the recorder encodes a batch
+    (``gputrace.trace.stack_sampler.batch_attributes``)."""
+    from gputrace.trace.stack_sampler import SampleBatch, batch_attributes
+
+    samples = sorted(samples, key=lambda s: s[0])
+    files: dict[str, int] = {}
+    frames: dict[tuple, int] = {}
+    stacks: dict[tuple, int] = {}
+    file_list: list[tuple[str, int]] = []
+    frame_list: list[tuple[int, int, str]] = []
+    stack_list: list[tuple[int, ...]] = []
+    sids = []
+    for _, stack in samples:
+        ids = []
+        for f, ln, fn, kind in stack:
+            if f not in files:
+                files[f] = len(file_list)
+                file_list.append((f, kind))
+            key = (files[f], ln, fn)
+            if key not in frames:
+                frames[key] = len(frame_list)
+                frame_list.append(key)
+            ids.append(frames[key])
+        st = tuple(ids)
+        if st not in stacks:
+            stacks[st] = len(stack_list)
+            stack_list.append(st)
+        sids.append(stacks[st])
+    b = SampleBatch(t_ns=[t for t, _ in samples], thread=[0] * len(samples), stack=sids, threads=[(7, thread)],
+                    stacks=stack_list, frames=frame_list, files=file_list, hz=hz)
+    t0 = samples[0][0] if samples else 0
+    t1 = samples[-1][0] + 1 if samples else 1
+    return {"name": "gputrace.samples", "start": t0, "end": t1, "lane": "thread:gputrace.samples", "pid": pid,
+            "host": host, "kind": "host", "resource": resource, "attrs": batch_attributes(b)}

@@ -35,8 +35,8 @@ from gputrace import activity as A
 
 __all__ = [
     "KIND_KERNEL", "KIND_MEMCPY", "KIND_MEMSET", "KIND_SYNC", "API_KINDS", "DEVICE_KINDS",
-    "memcpy_kind", "memory_kind", "sync_type", "demangle", "short_name", "kernel_names", "device_attributes", "sync_attributes",
-    "span_name",
+    "memcpy_kind", "memory_kind", "sync_type", "demangle", "short_name", "kernel_names", "device_attributes",
+    "sync_attributes", "span_name",
 ]
 
 KIND_KERNEL = "CONCURRENT_KERNEL"

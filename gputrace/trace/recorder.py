@@ -106,6 +106,12 @@ class Recorder(RecorderDrain):
         self.gc_full_every: int | None = None
         self._gc_saved: tuple | None = None
         self._thread_names: dict[int, str] = {}
+        #: A started ``stack_sampler.StackSampler`` whose batches every drain writes (``gputrace record``), and
+        #: the (trace id, span id) its batch spans hang under (the process's root span), or None.
+        self.sampler: Any = None
+        self.sample_parent: Any = None
+        self.sample_batches = 0  # batch spans handed to the sinks
+        self.samples_written = 0  # samples in them
 
     def enable_cuda_activity(self, collector) -> None:
         """Collect CUDA activity with ``collector`` (a started ``CuptiCollector``, or any object with its
@@ -164,6 +170,8 @@ class Recorder(RecorderDrain):
             if gc.get_threshold() == new:  # unless the program set its own thresholds meanwhile
                 gc.set_threshold(*old)
         self._stop.set()
+        if self.sampler is not None:  # its last samples go out with the final drain below
+            self.sampler.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
         try:

@@ -47,6 +47,10 @@ class RecorderDrain:
     activity_spans: int
     cupti: Any
     join: ActivityJoin | None
+    sampler: Any
+    sample_parent: Any
+    sample_batches: int
+    samples_written: int
     _pending_cuda: list
     _dropped_pruned: int
     _drop_base: int
@@ -66,7 +70,34 @@ class RecorderDrain:
             n = self._drain_phases(final)
             if self.cupti is not None:
                 n += self._drain_activity(final)
+            if self.sampler is not None:
+                n += self._drain_samples()
             return n
+
+    def _drain_samples(self) -> int:
+        """The stack sampler's batch since the last drain -> one ``gputrace.samples`` span, to every sink (in the
+        trace of the process's root span, whose (trace id, span id) ``sample_parent`` holds under ``record``)."""
+        from gputrace.trace.stack_sampler import batch_span
+
+        batch = self.sampler.take()
+        if batch is None or not batch.t_ns:
+            return 0
+        sid = self.ids.next_span_id()
+        # In the root span's trace (taken when the sampler started) but not its child: a batch explains none of
+        # the root's time (unattributed time counts children), it only says what the threads ran in it.
+        root = self.sample_parent
+        tid, psid = (root[0] if root is not None else (self.ids.trace_salt << 64) | sid), None
+        span = batch_span(batch, self.epoch_offset_ns, sid, tid, psid)
+        self.recorded += 1
+        self.sample_batches += 1
+        self.samples_written += len(batch.t_ns)
+        for s in self.sinks:
+            try:
+                s.export([span])
+                s.flush()
+            except Exception as e:  # noqa: BLE001 recorded in the sink's stats
+                s.stats.add(dropped=1, error=f"{type(e).__name__}: {e}")
+        return 1
 
     def _drain_activity(self, final: bool) -> int:
         """CUPTI records collected so far -> child spans of their phases, to every sink (exporter thread)."""

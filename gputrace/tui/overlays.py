@@ -34,6 +34,8 @@ class StallItem:
     row: int = -1
     device: int = -1
     amount_ns: int = -1
+    #: the top Python sites the host ran in it (``host_samples.SiteCount``: traces with stack samples), or ()
+    samples: tuple = ()
 
     def __post_init__(self) -> None:
         if self.amount_ns < 0:
@@ -71,6 +73,24 @@ def finding_items(tl: Timeline, analysis: TimelineAnalysis) -> list[StallItem]:
     analysis.add_gpu_activity(tl)
     return [StallItem("finding", f"{f.title} ({f.evidence})", tl.t0, tl.t1, -1, -1, f.saving_ns)
             for f in analysis.findings()]
+
+
+def step_items(steps: dict) -> list[StallItem]:
+    """The loop's steps (``analysis.steps``) as stalls-panel rows, after the findings: per process its slowest
+    steady step against the median and why (Enter zooms to that step), and its warm-up (zooms to it)."""
+    out = []
+    for s in (steps or {}).get("series") or []:
+        slow = s["slowest"]
+        st = s["steps"][slow["index"]] if slow["index"] < len(s["steps"]) else None
+        if st is not None:
+            out.append(StallItem("step", f"{s['process']}: {s['count']} steps of {s['name']}, median "
+                                 f"{format_duration(s['median_ns'], 3)}; slowest {slow['text']}", st["start_ns"],
+                                 st["start_ns"] + st["wall_ns"], amount_ns=slow["wall_ns"] - slow["median_wall_ns"]))
+        w = s.get("warmup")
+        if w:
+            out.append(StallItem("warm-up", f"{s['process']}: warm-up before the steady state ({w['steps']} slow "
+                                 "step(s); the findings leave it out)", w["start_ns"], w["end_ns"], amount_ns=w["ns"]))
+    return out
 
 
 def with_findings(ov: Overlays, findings: Sequence[StallItem], notes: Sequence[str] = ()) -> None:
@@ -139,7 +159,9 @@ def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | Non
     out.findings_pending = not findings
     if not findings:
         out.notes.append(FINDINGS_PENDING)
-    out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns) for s in analysis.listed]
+    out.items += step_items(analysis.steps)
+    out.items += [StallItem(s.category, s.text, s.start, s.end, s.row, s.device, s.lost_ns, s.samples)
+                  for s in analysis.listed]
     if analysis.emulated:
         out.notes.append(analysis.emulated_note())
     out.notes.append(analysis.listing.describe())

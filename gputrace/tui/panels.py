@@ -16,6 +16,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from gputrace import activity as A
+from gputrace.analysis.host_samples import sites_in
 from gputrace.analysis.lanes import device_name
 from gputrace.analysis.stats import PhaseStat
 from gputrace.phases import phase_hex
@@ -81,7 +83,12 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
     if len(kids):
         covered = int((c["end"][kids] - c["start"][kids]).sum())
         t.add_row("children", f"{len(kids)} (cover {format_duration(covered, 3)} of {format_duration(e - s, 3)})")
+    sites = sites_in(tl, [(s, e)], host=lane.host, pid=int(lane.pid))  # its process's Python stack samples
+    if sites:
+        t.add_row("python", samples_text(sites, head=False))
     attrs = tl.attrs.get(row, {})
+    if phase == A.SAMPLES_SPAN:  # a stack-sample batch: its arrays are read above, not listed
+        attrs = {k: (f"[{len(v)} values]" if isinstance(v, list) else v) for k, v in attrs.items()}
     api0 = attrs.get("cuda.launch.api_start_ns")
     if isinstance(api0, int) and api0 > 0:
         t.add_row("launch latency", f"{format_duration(s - api0, 3)} (from {attrs.get('cuda.api', 'the API call')})")
@@ -99,6 +106,24 @@ def details_table(tl: Timeline, row: int, origin: int) -> Table:
         t.add_row("trace", tl.trace_ids[int(c["trace"][row])])
     t.add_row("span id", f"{int(c['span_id'][row]):016x}")
     return grid
+
+
+def samples_text(sites: Sequence, head: bool = True) -> Text:
+    """The top Python sites of a stall or span (``host_samples.SiteCount``), one line each: samples, share and
+    ``file.py:LINE in func > library frame``, parked threads dim; empty without samples. Names are trace data:
+    shown literally."""
+    out = Text()
+    if not sites:
+        return out
+    if head:
+        out.append("Python (stack samples in it):\n", style="bold")
+    for i, st in enumerate(sites):
+        who = f" rank {st.rank}" if st.rank is not None else f" pid {st.pid}"
+        line = f"{st.count:>4} {st.share:>4.0%}  {st.label()}{who}" + (" (parked)" if st.parked else "")
+        out.append_text(rich_text(line, style="dim" if st.parked else ""))
+        if head or i < len(sites) - 1:
+            out.append("\n")
+    return out
 
 
 class DetailsPanel(Static):

@@ -39,7 +39,7 @@ from gputrace.tui.layout import View, format_duration
 from gputrace.tui.legend import Legend
 from gputrace.tui.loader import Update
 from gputrace.tui.overlays import Overlays, StallItem, with_findings
-from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPanel
+from gputrace.tui.panels import DetailsPanel, RangePanel, StallsPanel, SummaryPanel, samples_text
 from gputrace.tui.query import QueryError, match_mask
 from gputrace.tui.range_stats import range_summary
 from gputrace.tui.status import status_line, title_line, waiting_line
@@ -237,6 +237,7 @@ class TimelineDisplay(Screen[None]):
             detail.append(f" {format_duration(it.amount_ns)}\n")
             detail.append_text(rich_text(it.text))
             detail.append("\n")
+            detail.append_text(samples_text(it.samples))
             detail.append("Enter: zoom the timeline to it · x: measure it · Esc: to the timeline", style="dim")
         self.query_one("#stall-detail", Static).update(detail)
         if it is not None and self.index is not None and self.query_one(StallsPanel).has_focus:

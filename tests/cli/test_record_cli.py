@@ -34,8 +34,9 @@ def _record(tmp_path, *command, trace="rec.jsonl", env=None):
                env=env)
 
 
-def _spans(path):
-    """[(resource attributes, span)] of an OTLP JSON Lines file."""
+def _spans(path, samples=False):
+    """[(resource attributes, span)] of an OTLP JSON Lines file; the stack sampler's batch spans
+    (``gputrace.samples``) only with ``samples=True``."""
     out = []
     for line in Path(path).read_text().splitlines():
         for rs in json.loads(line)["resourceSpans"]:
@@ -44,7 +45,7 @@ def _spans(path):
                 v = kv["value"]
                 res[kv["key"]] = next(iter(v.values()))
             for ss in rs["scopeSpans"]:
-                out.extend((res, s) for s in ss["spans"])
+                out.extend((res, s) for s in ss["spans"] if samples or s["name"] != "gputrace.samples")
     return out
 
 

@@ -30,7 +30,9 @@ def train_run():
 
 
 def test_startup_is_counted_once():
-    a = analyse_timeline(train_run())
+    # steps=False: the start-up rule on its own (with its four steps found, the run's start-up is part of its
+    # warm-up finding: tests/unit/test_steps.py)
+    a = analyse_timeline(train_run(), steps=False)
     [s] = a.startup
     assert (s["start_ns"], s["end_ns"], s["ends_at"], s["launcher"]) == (0, 400 * MS, "first phase probe", False)
     got = a.to_dict()["findings"]
@@ -48,7 +50,7 @@ def test_startup_is_counted_once():
 
 
 def test_an_idle_gap_inside_startup_is_not_listed_separately():
-    a = analyse_timeline(train_run())
+    a = analyse_timeline(train_run(), steps=False)
     lead = [s for s in a.to_dict()["stalls"] if s["category"] == "idle" and "(leading)" in s["text"]]
     assert lead and lead[0]["lost_ns"] >= 500 * MS  # the analysis sees the gap ...
     got = a.findings()

@@ -142,3 +142,22 @@ def test_compare_render_is_inert():
     import re
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)  # rich's own styling, not trace text
     assert "\\x1b]0;pwned\\x07[/]" in plain and "[/]c1\\x1b[2J" in plain
+
+
+def test_report_steps_table_is_inert():
+    """The Steps table (analysis/steps.py) prints the step range's, the process's and the parts' names."""
+    from gputrace.commands.report import analyse, render
+
+    spans = [{"id": "root", "name": TITLE, "start": 0, "end": 200 * MS}]
+    for i, w in enumerate((60, 10, 10, 30, 10)):
+        t = 10 * MS + i * 40 * MS
+        spans.append({"id": f"s{i}", "name": "[link=http://evil.example]click[/link]", "start": t,
+                      "end": t + w * MS // 2, "parent": "root"})
+        spans.append({"name": "\x1b[2J", "start": t, "end": t + w * MS // 4, "parent": f"s{i}"})
+    d = analyse(make_timeline(spans))
+    assert d["steps"]["series"]
+    buf = io.StringIO()
+    render(d, console(file=buf, force_terminal=True, width=250, color_system="truecolor"))
+    out = buf.getvalue()
+    _no_raw_controls(out)
+    assert "[link=http://evil.example]click" in out and "\\x1b]0;pwned\\x07" in out

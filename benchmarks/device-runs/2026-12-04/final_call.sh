@@ -22,6 +22,7 @@ timeout 120 python3 -m gputrace record --trace $W/cnn.jsonl -- python3 $P/cnn_st
 tail -2 $W/cnn_run.txt
 timeout 120 python3 -m gputrace report $W/cnn.jsonl > $W/cnn_report.txt 2>&1; echo "report exit $?"
 sed -n '/Findings/,/^$/p' $W/cnn_report.txt | head -30; grep -A8 -i "^steps" $W/cnn_report.txt | head -12
+timeout 120 python3 benchmarks/bench_steady_cut.py $W/cnn.jsonl $W/ddp.jsonl > $W/steady_cut.txt 2>&1; tail -6 $W/steady_cut.txt
 el "gpu suite"
 timeout 330 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > $W/gpu_pytest.txt 2>&1; echo "pytest exit $?"
 tail -4 $W/gpu_pytest.txt | cut -c1-300

@@ -21,6 +21,8 @@ Contract (the bootstrap calls ``start()`` once, at interpreter start-up, on the 
   (CUDA does not survive a fork). Multiprocessing children end with ``os._exit`` after
   ``multiprocessing.util._exit_function``: wrapped here so they flush first. Other ``os._exit`` calls and
   SIGKILL lose what was not drained yet (the exporter drains every 0.5 s).
+* Each recorded process (forks too) samples its threads' Python stacks at ``GPUTRACE_SAMPLE_HZ``
+  (``gputrace.trace.stack_sampler``; 0: off), written by every drain in its root span's trace.
 * The multiprocessing forkserver and resource tracker are helpers, not the user's work: they record
   nothing, but the forkserver keeps the fork hook so its children are recorded.
 """
@@ -35,7 +37,7 @@ import signal
 import sys
 from typing import Any
 
-from gputrace.trace import clock, hotpath, recorder, records
+from gputrace.trace import clock, hotpath, recorder, records, stack_sampler
 from gputrace.trace.launch import ENV_CHECKIN, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 from gputrace.trace.sinks.jsonl import JsonlFileSink
 
@@ -116,10 +118,13 @@ def _on_stop(rec, summary) -> None:
     c = _state["counts"]
     if c is None or _state["pid"] != os.getpid():
         return
+    batches = rec.sample_batches  # (written as spans: counted as samples, not as spans)
     for s in rec.sinks:
         if isinstance(s, LaunchFileSink):
             ss = s.summary()
-            c["spans"] += ss.exported
+            c["spans"] += max(ss.exported - batches, 0)
+            batches = 0
+            c["samples"] += rec.samples_written
             c["dropped"] += ss.dropped
             c["sink_errors"].extend(ss.errors)
     c["dropped"] += summary.spans_dropped
@@ -162,7 +167,8 @@ def _begin(label: str, cuda_activity: bool | None) -> None:
 
 def _begin_now(label: str, cuda_activity: bool | None) -> None:
     _state.update(pid=os.getpid(), label=label, root=None, error=None,
-                  counts={"label": label, "pid": os.getpid(), "spans": 0, "dropped": 0, "activity_spans": 0,
+                  counts={"label": label, "pid": os.getpid(), "spans": 0, "samples": 0, "dropped": 0,
+                          "activity_spans": 0,
                           "cuda_activity_asked": False, "cuda_activity_error": None, "sink_errors": [],
                           "final": False})
     _checkin()
@@ -183,6 +189,7 @@ def _begin_now(label: str, cuda_activity: bool | None) -> None:
     root = hotpath.phase(label, kind="host")
     root.__enter__()  # closed by _finish (exit), or by the SIGTERM handler with the other open phases
     _state["root"] = root
+    _start_sampler(rec, root)
     if rec.join is not None:
         # CUDA work outside any phase or NVTX range carries the root's external id: register the root's ids
         # now (its span is exported only at the end) so that work is not held back until then.
@@ -192,6 +199,22 @@ def _begin_now(label: str, cuda_activity: bool | None) -> None:
             rec.join.root = (tid, sid, start)
             if root.xid:
                 rec.join.register_phase(root.xid, tid, sid, start)
+
+
+def _start_sampler(rec, root) -> None:
+    """Python stack samples of every thread at ``GPUTRACE_SAMPLE_HZ`` (0: none), written by every drain in the
+    root span's trace (``gputrace.trace.stack_sampler``). A bad rate is said once on stderr; the program runs
+    on."""
+    try:
+        hz = stack_sampler.env_hz()
+    except ValueError as e:
+        print(f"gputrace record: no stack samples: {e}", file=sys.stderr)
+        return
+    if hz <= 0 or not rec.record:
+        return
+    with rec._drain_lock:
+        rec.sample_parent = records._ids_of(root, rec.ids)
+        rec.sampler = stack_sampler.StackSampler(hz).start()
 
 
 def _finish() -> None:
