@@ -309,9 +309,10 @@ def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarr
     ``s``/``e``, group ``gid``) lies under that phase's own host time in the same process (the pid of the lanes:
     another process's host code running meanwhile does not overlap this process's GPU work), the phase's pieces
     merged first (two threads in one phase at once count once). GPU work that the phase launched itself (its
-    parent span is of that phase) is left out: the phase's host time over it is that work being driven or waited
-    for, not host work it already hides (a ``train_step`` whose kernels run under it does not make the GPU work
-    unavailable to fill a host-only ``train_step``). Summed over the group's processes; `busy_not_under` caps it."""
+    nearest host ancestor is of that phase) is left out: the phase's host time over it is that work being driven or
+    waited for, not host work it already hides (a ``train_step`` whose kernels run under it does not make the GPU
+    work unavailable to fill a host-only ``train_step``); so is GPU work with no host ancestor (its launcher is
+    unknown: a process root's code, most likely). Summed over the group's processes; `busy_not_under` caps it."""
     if not wanted:
         return {}
     lane_pid = np.asarray([ln.pid for ln in tl.lanes], np.int64)
@@ -333,7 +334,7 @@ def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarr
         m = (run[srow] == g_run[g]) & (host[srow] == g_host[g]) & (ph == p)
         if not m.any():
             continue
-        a = (gid == g) & (aph != p)
+        a = (gid == g) & (aph != p) & (aph >= 0)  # (no host ancestor: who launched it is unknown, none hides it)
         for pid in np.unique(spid[m]).tolist():
             ap = a & (apid == pid)
             if not ap.any():
