@@ -10,6 +10,8 @@ analysis (a union of intervals in plain Python), so a wrong bound cannot pass by
 * exposed-comm: at most the rank's compute kernels (not NCCL), merged;
 * pageable-copy: at most the pageable copies' time on that device;
 * launch-bound: at most the extent of each instance of the phase with its GPU work;
+* straggler: at most the other ranks' communication (NCCL kernels, else collective calls), merged per rank;
+* pinning-loss: at most the pin and unpin phases' time; unattributed: at most its phase's time;
 * every finding: at most the wall time, and the findings together too.
 """
 
@@ -23,7 +25,7 @@ import pytest
 
 from gputrace import activity as A
 from gputrace.analysis.activity_index import KERNEL, MEMCPY, SYNC, activity_index
-from gputrace.analysis.collectives import is_comm_kernel, rank_of
+from gputrace.analysis.collectives import is_collective_name, is_comm_kernel, rank_of
 from gputrace.analysis.findings import BOUND_FILL
 from gputrace.analysis.report import analyse_timeline
 from gputrace.timeline.load import read_any
@@ -93,6 +95,15 @@ def _check(tl) -> int:
                     and int(c["device"][r]) == int(dev)
                     and "PAGEABLE" in (tl.attrs.get(r, {}).get(A.MEMCPY_SRC), tl.attrs.get(r, {}).get(A.MEMCPY_DST))]
             assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in rows), f
+        elif f["rule"] == "straggler":  # at most the other ranks' time in collective calls or NCCL kernels
+            assert f["saving_ns"] <= _others_comm(tl, idx, int(f["where"].split()[1])), f
+        elif f["rule"] == "pinning-loss":  # at most the pin and unpin phases' time
+            assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in range(tl.n)
+                                         if tl.name_of(r) in ("pin", "unpin")), f
+        elif f["rule"] == "unattributed":  # at most the time of the path's last phase, all instances
+            last = f["where"].rsplit("/", 1)[-1]
+            assert f["saving_ns"] <= sum(int(c["end"][r] - c["start"][r]) for r in range(tl.n)
+                                         if tl.name_of(r) == last), f
         elif f["rule"] == "launch-bound":  # at most the extent of the phase's kernels, per instance
             phase = f["where"].rsplit(" GPU ", 1)[0]
             assert f["saving_ns"] <= _kernel_extents(tl, idx, phase), f
@@ -136,6 +147,24 @@ def _kernel_extents(tl, idx, phase: str) -> int:
             v = ext.setdefault(p, [int(c["start"][p]), int(c["end"][p])])
             v[0], v[1] = min(v[0], s), max(v[1], e)
     return sum(b - a for a, b in ext.values())
+
+
+def _others_comm(tl, idx, straggler: int) -> int:
+    """Sum over the ranks other than ``straggler`` of their communication: NCCL kernels, else collective calls."""
+    c = tl.cols
+    per: dict[int, list] = defaultdict(list)
+    calls: dict[int, list] = defaultdict(list)
+    kern = {int(r) for r, w in zip(idx.rows.tolist(), idx.what.tolist(), strict=True) if w == KERNEL}
+    for r in range(tl.n):
+        rk = rank_of(tl.resources[int(c["resource"][r])])
+        if rk is None or rk == straggler:
+            continue
+        name = tl.name_of(r)
+        if r in kern and is_comm_kernel(str(tl.attrs.get(r, {}).get(A.KERNEL_NAME, name))):
+            per[rk].append((int(c["start"][r]), int(c["end"][r])))
+        elif r not in kern and is_collective_name(name):
+            calls[rk].append((int(c["start"][r]), int(c["end"][r])))
+    return sum(_union(per[rk] or calls[rk]) for rk in set(per) | set(calls))
 
 
 def _compute(tl, idx, rank: int) -> int:
