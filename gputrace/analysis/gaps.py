@@ -257,9 +257,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     counts = np.zeros(len(gs), np.int64)
     counts[sel] = np.diff(offs_s)
     offs = offsets_from_counts(counts)
-    tops = sorted({(int(g), int(p)) for g, p in zip(gg[sel][np.diff(offs_s) > 0].tolist(),
-                                                     aph[offs_s[:-1][np.diff(offs_s) > 0]].tolist(), strict=True)})
-    under = _busy_under(tl, run, host, g_run, g_host, gid, rows, s, e, tops)
+    under = _busy_under(tl, run, host, g_run, g_host, gid, rows, s, e, _top_pairs(gg[sel], offs_s, aph, (ge - gs)[sel]))
     return IdleGaps(
         device=g_dev[gg],
         host=g_host[gg],
@@ -293,6 +291,21 @@ def _self_pieces(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     mask = np.zeros(tl.n, bool)
     mask[hrows] = True
     return uncovered(tl, mask, hrows)
+
+
+#: GPU-idle fill (`IdleGaps.busy_under`) is measured for at most this many (device group, main host work) pairs, those
+#: with the most idle time: each costs a pass over the group's activity; the others' fill is the group's busy time.
+FILL_PAIRS = 64
+
+
+def _top_pairs(gap_group: np.ndarray, offs: np.ndarray, phase: np.ndarray, dur: np.ndarray) -> list[tuple[int, int]]:
+    """The (group, main host phase) pairs of the measured gaps (CSR ``offs``/``phase``, first entry the largest),
+    the ``FILL_PAIRS`` with the most idle time."""
+    has = np.diff(offs) > 0
+    tot: dict[tuple[int, int], int] = {}
+    for g, p, d in zip(gap_group[has].tolist(), phase[offs[:-1][has]].tolist(), dur[has].tolist(), strict=True):
+        tot[(g, p)] = tot.get((g, p), 0) + d
+    return sorted(sorted(tot, key=lambda k: -tot[k])[:FILL_PAIRS])
 
 
 def _union_before(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -336,7 +349,7 @@ def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarr
             continue
         a = (gid == g) & (aph != p) & (aph >= 0)  # (no host ancestor: who launched it is unknown, none hides it)
         for pid in np.unique(spid[m]).tolist():
-            ap = a & (apid == pid)
+            ap = a & ((apid == pid) | (apid < 0))  # (a stream lane of unknown pid, as Kineto's: any process's)
             if not ap.any():
                 continue
             _, bs, be = union_by_group(np.zeros(int(ap.sum()), np.int64), s[ap], e[ap])
