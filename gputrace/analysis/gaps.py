@@ -341,20 +341,28 @@ def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarr
     aph = np.where(par >= 0, tl.cols["phase"][np.maximum(par, 0)], -1).astype(np.int64)
     srow, ss, se = _self_pieces(tl)
     ph = tl.cols["phase"][srow].astype(np.int64)
-    spid = lane_pid[tl.cols["lane"][srow]]
+    by_ph = np.argsort(ph, kind="stable")  # each pair reads its phase's pieces and its group's rows only
+    ph_sorted = ph[by_ph]
+    of_group: dict[int, np.ndarray] = {}
     out: dict[tuple[int, int], int] = {}
     for g, p in wanted:
-        m = (run[srow] == g_run[g]) & (host[srow] == g_host[g]) & (ph == p)
-        if not m.any():
+        lo, hi = np.searchsorted(ph_sorted, [p, p + 1])
+        pc = by_ph[lo:hi]
+        pc = pc[(run[srow[pc]] == g_run[g]) & (host[srow[pc]] == g_host[g])]
+        if len(pc) == 0:
             continue
-        a = (gid == g) & (aph != p) & (aph >= 0)  # (no host ancestor: who launched it is unknown, none hides it)
-        for pid in np.unique(spid[m]).tolist():
-            ap = a & ((apid == pid) | (apid < 0))  # (a stream lane of unknown pid, as Kineto's: any process's)
-            if not ap.any():
+        if g not in of_group:
+            of_group[g] = np.flatnonzero(gid == g)
+        a = of_group[g]
+        a = a[(aph[a] != p) & (aph[a] >= 0)]  # (no host ancestor: who launched it is unknown, none hides it)
+        spid = lane_pid[tl.cols["lane"][srow[pc]]]
+        for pid in np.unique(spid).tolist():
+            ap = a[(apid[a] == pid) | (apid[a] < 0)]  # (a stream lane of unknown pid, as Kineto's: any process's)
+            if len(ap) == 0:
                 continue
-            _, bs, be = union_by_group(np.zeros(int(ap.sum()), np.int64), s[ap], e[ap])
-            mq = m & (spid == pid)
-            _, ps, pe = union_by_group(np.zeros(int(mq.sum()), np.int64), ss[mq], se[mq])
+            _, bs, be = union_by_group(np.zeros(len(ap), np.int64), s[ap], e[ap])
+            mq = pc[spid == pid]
+            _, ps, pe = union_by_group(np.zeros(len(mq), np.int64), ss[mq], se[mq])
             ov = int((_union_before(bs, be, pe) - _union_before(bs, be, ps)).sum())
             out[(g, p)] = out.get((g, p), 0) + ov
     return out
