@@ -48,7 +48,7 @@ API_LANE_PREFIX = "api:"
 ANNOTATION_LANE_PREFIX = "annotations:stream "
 MEMORY_KINDS = ("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN")
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
-SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "unknown")
+SYNC_TYPES = ("stream", "event", "context", "stream_wait_event", "poll", "unknown")
 MEMSET_NAME = "[CUDA memset]"
 
 # CUPTI and nsys spell copy directions HTOD, HTOA, ATOD, ... (A = CUDA array, which lives on the
@@ -109,6 +109,30 @@ def sync_type(label: object) -> str:
 def memcpy_name(kind: str) -> str:
     """Span name of a copy: '[CUDA memcpy HtoD]'."""
     return f"[CUDA memcpy {kind}]"
+
+
+#: CUDA API calls (runtime and driver, any ``_vNNNN`` suffix Nsight appends) -> the sync kind they are. A poll
+#: (``cudaEventQuery``, ``cudaStreamQuery``) returns at once whatever the device is doing: CUPTI records an event
+#: sync for it, but the host never blocks in it. ``cudaStreamWaitEvent`` makes a stream wait on the device; the
+#: host does not wait either.
+_API_SYNC = {
+    "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream",
+    "cudaEventSynchronize": "event", "cuEventSynchronize": "event",
+    "cudaDeviceSynchronize": "context", "cuCtxSynchronize": "context", "cudaThreadSynchronize": "context",
+    "cudaStreamWaitEvent": "stream_wait_event", "cuStreamWaitEvent": "stream_wait_event",
+    "cudaEventQuery": "poll", "cuEventQuery": "poll", "cudaStreamQuery": "poll", "cuStreamQuery": "poll",
+}
+#: Sync kinds in which the host thread blocks until the device catches up (what a sync wait counts).
+BLOCKING_SYNC_TYPES = ("stream", "event", "context", "unknown")
+
+
+def sync_type_of_api(api: object) -> str | None:
+    """The sync kind of a CUDA API call by its name (``cudaStreamSynchronize_v3020`` -> ``stream``,
+    ``cudaEventQuery`` -> ``poll``), None for a call that is not a synchronisation."""
+    if not isinstance(api, str):
+        return None
+    name = api.split("_v", 1)[0] if "_v" in api else api
+    return _API_SYNC.get(name)
 
 
 def sync_name(kind: str) -> str:

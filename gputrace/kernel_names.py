@@ -10,6 +10,15 @@
   ``cuda.kernel.name`` attribute, the details panel and ``--json``.
 * :func:`fit`: a one-line cell of at most ``width`` characters (an ellipsis where cut), so a table never
   wraps a name over several lines.
+* :func:`kernel_key`: the identity of a kernel, one per distinct kernel: the demangled name without its return
+  type and parameter list, its template arguments kept (``reduce_kernel<128, 4, ...>`` and
+  ``reduce_kernel<256, 2, ...>`` are two kernels) and spelled one way whoever wrote them (Nsight's ``(int)4``,
+  ``(bool)1``, ``(unsigned long)2``, ``<unnamed>``, ``[lambda() (instance 2)]``, ``char *`` and ``> >`` become the C++
+  runtime's ``4``, ``true``, ``2``, ``(anonymous namespace)``, ``{lambda()#2}``, ``char*``, ``>>``), so the kernels of
+  one program recorded by torch.profiler and by Nsight Systems have the same keys.
+* :func:`distinct_display`: short names for a set of kernels that tell them apart: :func:`display_name`, and where
+  several kernels share it, the template arguments in which they differ (``reduce_kernel<128, 4, …>`` and
+  ``reduce_kernel<256, 2, …>``), else a number.
 
 Pure functions, any thread; results of :func:`demangle` and :func:`display_name` are cached (kernel
 names repeat thousands of times in a trace). Never raise on odd input.
@@ -17,6 +26,7 @@ names repeat thousands of times in a trace). Never raise on odd input.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -123,3 +133,131 @@ def fit(text: str, width: int) -> str:
     if width <= 0:
         return ""
     return t if len(t) <= width else t[: width - 1] + ELLIPSIS
+
+
+_CAST_BOOL = re.compile(r"\(bool\)([01])\b")
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|unsigned|bool|size_t|"
+                   r"unsigned long|unsigned int|unsigned short|unsigned char)\)(?=-?\d)")
+_INT_SUFFIX = re.compile(r"\b(-?\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
+_NSYS_LAMBDA = re.compile(r"\[lambda(\([^()]*\)) \(instance (\d+)\)\]")
+_SPACE_STAR = re.compile(r"\s+([*&])")
+_OPERATOR_SPACE = re.compile(r"operator \(\)")
+
+
+def _drop_params(s: str) -> str:
+    """``s`` without its top-level trailing parameter list (and a ``const`` after it)."""
+    t = s.rstrip()
+    if t.endswith(" const"):
+        t = t[:-6].rstrip()
+    if not t.endswith(")"):
+        return t
+    depth = 0
+    for i in range(len(t) - 1, -1, -1):
+        ch = t[i]
+        if ch in ")>]}":
+            depth += 1
+        elif ch in "(<[{":
+            depth -= 1
+            if depth == 0:
+                head = t[:i]
+                return head if head and not head.endswith("operator") else t
+    return t
+
+
+@lru_cache(maxsize=65536)
+def kernel_key(name: str) -> str:
+    """The identity of a kernel (see the module docstring): two names are one kernel when their keys are equal."""
+    if not isinstance(name, str):
+        return str(name)
+    full = demangle(name.strip()).replace("<unnamed>", "(anonymous namespace)")
+    full = _NSYS_LAMBDA.sub(lambda m: "{lambda" + m.group(1) + "#" + m.group(2) + "}", full)
+    full = _CAST_BOOL.sub(lambda m: "true" if m.group(1) == "1" else "false", full)
+    full = _CAST.sub("", full)
+    full = _INT_SUFFIX.sub(r"\1", full)
+    full = _OPERATOR_SPACE.sub("operator()", full)
+    full = _SPACE_STAR.sub(r"\1", full).replace("> >", ">>")
+    if not any(c in full for c in "<("):
+        return full
+    return _drop_params(_strip_return_type(full))
+
+
+def _top_args(key: str) -> list[str]:
+    """The top-level template arguments of a kernel key's last template list (``f<a, b<c>>`` -> ``[a, b<c>]``)."""
+    t = key.rstrip()
+    if not t.endswith(">"):
+        return []
+    depth, end = 0, len(t) - 1
+    args: list[str] = []
+    cur: list[str] = []
+    for i in range(end, -1, -1):
+        ch = t[i]
+        if ch in ">)]}":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch in "<([{":
+            depth -= 1
+            if depth == 0:
+                args.append("".join(reversed(cur)).strip())
+                return list(reversed(args))
+        elif ch == "," and depth == 1:
+            args.append("".join(reversed(cur)).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    return []
+
+
+def _last_part(a: str) -> tuple[str, str]:
+    """(``a`` up to its last top-level ``::``, the part after it)."""
+    depth, cut = 0, 0
+    for i, ch in enumerate(a):
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        elif depth == 0 and a.startswith("::", i):
+            cut = i + 2
+    return a[:max(cut - 2, 0)], a[cut:]
+
+
+def _short_arg(arg: str) -> str:
+    """A template argument for a table cell: nested lists elided, leading namespaces dropped; a lambda is named by
+    the function it is defined in (``GeluCUDAKernelImpl(…) lambda``)."""
+    a = _elide(arg)
+    head, last = _last_part(a)
+    if last.startswith("{lambda") and head:  # a lambda: named by the function it is defined in
+        outer = head.split("::{lambda", 1)[0]
+        return _last_part(outer)[1] + " lambda"
+    return last or a
+
+
+def distinct_display(names: list[str]) -> dict[str, str]:
+    """For each kernel key in ``names`` (:func:`kernel_key` values, or full names), a short name that no other
+    kernel of ``names`` has (see the module docstring)."""
+    keys = {n: kernel_key(n) for n in names}
+    by_disp: dict[str, list[str]] = {}
+    for k in dict.fromkeys(keys.values()):
+        by_disp.setdefault(display_name(k), []).append(k)
+    out_key: dict[str, str] = {}
+    for disp, ks in by_disp.items():
+        if len(ks) == 1:
+            out_key[ks[0]] = disp
+            continue
+        argl = [[_short_arg(x) for x in _top_args(k)] for k in ks]  # compared as shown
+        width = max(len(a) for a in argl)
+        differ = [i for i in range(width) if len({a[i] if i < len(a) else None for a in argl}) > 1]
+        base = disp[:-len("<" + ELLIPSIS + ">")] if disp.endswith("<" + ELLIPSIS + ">") else disp
+        base = _last_part(base)[1] or base  # the template arguments tell them apart: the namespaces can go
+        seen: dict[str, int] = {}
+        for k, a in zip(ks, argl, strict=True):
+            cells: list[str] = []
+            for i in range(len(a)):
+                cell = a[i] if i in differ else ELLIPSIS
+                if not (cell == ELLIPSIS and cells and cells[-1] == ELLIPSIS):
+                    cells.append(cell)
+            d = f"{base}<{', '.join(cells)}>" if cells and differ else disp
+            seen[d] = seen.get(d, 0) + 1
+            out_key[k] = d if seen[d] == 1 else f"{d} #{seen[d]}"
+    return {n: out_key[k] for n, k in keys.items()}
+

@@ -11,7 +11,8 @@ Last line, machine-readable (step times are host wall clock over the timed steps
 
 ``--profile``: the timed steps run inside ``torch.profiler.profile`` (CPU + CUDA), nothing exported (an export
 costs per session, not per step). ``--thread-cpu``: one more line per thread of this process with its CPU time
-(``/proc/self/task``), so a profiler's own threads show what they cost.
+(``/proc/self/task``), so a profiler's own threads show what they cost. ``--gc-stats``: per generation, how many
+collections ran during the timed steps, their total and longest pause (``gc.callbacks``), and the slowest steps.
 
     python benchmarks/real_programs/cnn_step.py --steps 300
     gputrace record --trace cnn.jsonl -- python benchmarks/real_programs/cnn_step.py
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import statistics
 import time
@@ -65,6 +67,7 @@ def main() -> int:
     ap.add_argument("--matmul-n", type=int, default=8192)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--thread-cpu", action="store_true")
+    ap.add_argument("--gc-stats", action="store_true")
     a = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
@@ -98,12 +101,29 @@ def main() -> int:
         if dev == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         prof = torch.profiler.profile(activities=acts)
+    gc_log: list[tuple[int, float]] = []  # (generation, pause ms) of each collection in the timed steps
+    gc_t0 = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_t0[0] = time.perf_counter()
+        else:
+            gc_log.append((info["generation"], (time.perf_counter() - gc_t0[0]) * 1e3))
+
+    if a.gc_stats:
+        gc.callbacks.append(on_gc)
     times = []
     with prof:
         for i in range(a.steps):
             t0 = time.perf_counter()
             step(i)
             times.append((time.perf_counter() - t0) * 1e3)
+    if a.gc_stats:
+        gc.callbacks.remove(on_gc)
+        for g in range(3):
+            ms = [d for gen, d in gc_log if gen == g]
+            print(f"GC gen={g} collections={len(ms)} total_ms={sum(ms):.2f} max_ms={max(ms, default=0):.2f}")
+        print("SLOWEST " + " ".join(f"{t:.2f}" for t in sorted(times)[-8:]))
     times.sort()
     if a.thread_cpu:
         print("\n".join(thread_cpu_lines()))

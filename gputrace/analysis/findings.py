@@ -412,10 +412,12 @@ def _exposed_comm(ctx: Context) -> list[Finding]:
 
 
 def _straggler(ctx: Context) -> list[Finding]:
-    """A straggler rank: the rank that arrived last at most collectives; saving = the waits it caused
-    at those collectives (what the other ranks would win if it kept up)."""
+    """A straggler rank: the rank that arrived last at most collectives matched across ranks by content or time
+    (analysis/collectives.py); saving = the waits it caused at those collectives, each bounded by the waiting
+    rank's own call (what the other ranks would win if it kept up). Silent when the collectives' clock check
+    refused a verdict (``comm["clock"]["ok"]`` false: the report says "cannot tell: clocks differ by X")."""
     st = ctx.comm.get("stragglers", [])
-    if not st:
+    if not st or (ctx.comm.get("clock") or {}).get("ok") is False:
         return []
     s = st[0]
     if s["last"] * 2 <= s["of"] or s["caused_ns"] < ctx.min_ns:
@@ -427,10 +429,20 @@ def _straggler(ctx: Context) -> list[Finding]:
     if coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
         iv = merge_spans((int(c["start"]) - int(w), int(c["start"])) for c in coll if c.get("last_rank") == s["rank"]
                     for w in (c.get("waits") or {}).values())
+    cause = s.get("cause") or []
+    ran = (f"; meanwhile rank {s['rank']} ran " + ", ".join(f"{c['name']} {fmt_ns(c['ns'])}" for c in cause)
+           if cause else "")
+    kern = s.get("kernels") or []
+    if kern:
+        ran += "; its GPU ran " + ", ".join(f"{k['name']} {fmt_ns(k['ns'])}" for k in kern)
+    lines = s.get("lines") or []
+    if lines:  # the stack samples name the line (docs/findings.md, "Ranks and collectives")
+        ran += f"; rank {s['rank']} was at " + ", ".join(f"{x['site']} ({x['samples']} samples)" for x in lines[:2])
     f = Finding(
-        "straggler", f"rank {s['rank']} is the straggler: the other ranks wait for it at collectives",
+        "straggler", f"rank {s['rank']} is the straggler" + (f" (at {lines[0]['site']})" if lines else "")
+        + ": the other ranks wait for it at collectives",
         f"last at {s['last']} of {s['of']} collectives; the others waited {fmt_ns(s['median_wait_ns'])} per "
-        f"collective (median), {fmt_ns(s['caused_ns'])} in all", int(s["caused_ns"]), f"rank {s['rank']}",
+        f"collective (median), {fmt_ns(s['caused_ns'])} in all{ran}", int(s["caused_ns"]), f"rank {s['rank']}",
         tuple(iv))
     # Bound: a rank waits for the straggler inside its own collective calls, so at most its time in collectives.
     others = [int(r["comm_ns"]) for r in ctx.comm.get("ranks", []) if r.get("rank") != s["rank"]]

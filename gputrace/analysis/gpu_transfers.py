@@ -6,7 +6,8 @@
 * :func:`sync_waits`: every synchronization span: the host time blocked, the GPU work it waited for
   (device work on the waited stream, or on the whole device for event/context syncs, that was
   running during the wait), and how long the host kept waiting after that work had finished.
-* :func:`kernel_table`: per (phase, kernel name, device): count, total, mean and longest kernel.
+* :func:`kernel_table`: per (phase, kernel, device): count, total, mean and longest kernel, one row per distinct
+  kernel (its template arguments count); :func:`kernel_names_table`: the same per kernel over all phases.
 
 All figures come from activity spans (``basis`` "kernels"); a Timeline without them gives empty
 results. Pure numpy plus small Python loops over groups; any thread.
@@ -14,13 +15,16 @@ results. Pure numpy plus small Python loops over groups; any thread.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gputrace import activity as A
 from gputrace.analysis._common import sum_count_max
 from gputrace.analysis.gpu_activity import KERNEL, KERNELS, MEMCPY, SYNC, ActivityIndex, activity_index
-from gputrace.kernel_names import display_name
+from gputrace.kernel_names import distinct_display, kernel_key
 from gputrace.timeline.model import Timeline
+from gputrace.timeline.row_attrs import RowAttrs, TemplateAttrs
 
 #: Resource attributes that mean "pinning was asked for" when true (the prover's B1 switch first).
 PIN_SWITCHES = ("gputrace.config.b1", "gputrace.config.pin", "gputrace.config.pinned", "gputrace.config.pinning")
@@ -71,7 +75,8 @@ def copy_table(tl: Timeline, idx: ActivityIndex | None = None, pin_switches=PIN_
 
 
 def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int = 3) -> list[dict]:
-    """Every sync span, longest wait first.
+    """Every sync span in which the host blocked (``activity.BLOCKING_SYNC_TYPES``; a poll such as
+    ``cudaEventQuery`` or a ``cudaStreamWaitEvent`` is not a wait), longest wait first.
 
     Each entry: ``row``, ``type`` (stream/event/context/...), ``device``, ``stream`` (waited on, or
     None), ``start``, ``wait_ns`` (host time blocked), ``gpu_busy_ns`` (union of the waited-for work
@@ -83,6 +88,11 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
     """
     idx = idx or activity_index(tl)
     sync = np.flatnonzero(idx.what == SYNC)
+    if len(sync):  # only syncs that block the host: not a poll nor a stream's wait on an event
+        blocking = [(a.get(A.SYNC_TYPE, "unknown") in A.BLOCKING_SYNC_TYPES
+                     and A.sync_type_of_api(a.get(A.API)) not in ("poll", "stream_wait_event"))
+                    for a in (tl.attrs.get(int(idx.rows[i]), {}) for i in sync.tolist())]
+        sync = sync[np.asarray(blocking, bool)]
     if len(sync) == 0:
         return []
     dw = np.flatnonzero(idx.what != SYNC)
@@ -149,9 +159,44 @@ def _host_next(tl: Timeline, rows: np.ndarray, s: np.ndarray, e: np.ndarray) -> 
     return out
 
 
+def _full_names(tl: Timeline, rows: np.ndarray) -> list[str]:
+    """Each kernel row's full name (``cuda.kernel.name``, else its span name). A ``RowAttrs``/``TemplateAttrs``
+    row whose overlay does not hold the name is answered from its shared dict once per shared dict."""
+    out: list[str] = []
+    shared: dict[int, object] = {}
+    plain: dict[int, bool] = {}
+    overlaid = (RowAttrs, TemplateAttrs)
+    attrs: dict[int, Any] = tl.attrs  # dicts, RowAttrs, TemplateAttrs (any Mapping)
+    name_of, key = tl.name_of, A.KERNEL_NAME
+    for r in rows.tolist():
+        a = attrs.get(r)
+        v = None
+        if a is not None:
+            if type(a) in overlaid:
+                ks = a.keys_
+                p = plain.get(id(ks))
+                if p is None:
+                    p = plain[id(ks)] = key not in ks
+                if p:
+                    sh = a.shared
+                    v = shared.get(id(sh), shared)
+                    if v is shared:
+                        v = shared[id(sh)] = sh.get(key)
+                else:
+                    v = a.get(key)
+            else:
+                v = a.get(key)
+        out.append(str(v) if v is not None else name_of(r))
+    return out
+
+
 def kernel_table(tl: Timeline, idx: ActivityIndex | None = None) -> list[dict]:
-    """Per (phase, kernel short name, device): ``count``, ``total_ns``, ``mean_ns``, ``max_ns``, largest total first;
-    ``full_name`` (the demangled name of the group's first kernel) and ``display`` (it shortened for tables)."""
+    """Per (phase, kernel, device), one row per distinct kernel (``kernel_names.kernel_key``: template arguments
+    that differ make two rows, however the source spells them): ``count``, ``total_ns``, ``mean_ns``,
+    ``max_ns``, largest total first; ``display``: a short name no other kernel of the table has
+    (``kernel_names.distinct_display``: what tables show), ``kernel``: the span name (the source's short name,
+    which kernels differing only in template arguments share), ``full_name`` (the demangled name of the group's
+    first kernel), ``key`` (``kernel_key``)."""
     idx = idx or activity_index(tl)
     k = idx.what == KERNEL
     rows, d = idx.rows[k], (idx.end[k] - idx.start[k])
@@ -160,22 +205,46 @@ def kernel_table(tl: Timeline, idx: ActivityIndex | None = None) -> list[dict]:
     c = tl.cols
     par = c["parent"][rows]
     pphase = np.where(par >= 0, c["phase"][np.maximum(par, 0)], -1).astype(np.int64)
-    kphase = c["phase"][rows].astype(np.int64)
+    names = _full_names(tl, rows)
+    key_ix: dict[str, int] = {}
+    kid = np.fromiter((key_ix.setdefault(kernel_key(n), len(key_ix)) for n in names), np.int64, len(names))
     dev = c["device"][rows].astype(np.int64)
-    nph = len(tl.phases) + 1
-    key = ((pphase + 1) * nph + kphase) * 65536 + (dev + 1)
+    nk = len(key_ix) + 1
+    key = ((pphase + 1) * nk + kid) * 65536 + (dev + 1)
     uk, inv, tot, cnt, mx = sum_count_max(key, d)
     first = np.zeros(len(uk), np.int64)
-    first[inv[::-1]] = rows[::-1]  # a row of each group (the first): its full name
+    first[inv[::-1]] = np.arange(len(rows))[::-1]  # a kernel of each group (the first): its full name
+    keys = list(key_ix)
+    shown = distinct_display(keys)
     out = []
     for j, u in enumerate(uk.tolist()):
         dv = u % 65536 - 1
         pk = u // 65536
-        pp, kp = pk // nph - 1, pk % nph
-        full = str(tl.attrs.get(int(first[j]), {}).get(A.KERNEL_NAME, tl.phases[kp]))
-        out.append({"phase": tl.phases[pp] if pp >= 0 else "(no phase)", "kernel": tl.phases[kp], "device": dv,
-                    "full_name": full, "display": display_name(full),
+        pp, kk = pk // nk - 1, pk % nk
+        full = names[int(first[j])]
+        disp = shown[keys[kk]]
+        span = tl.phases[int(c["phase"][rows[int(first[j])]])]
+        out.append({"phase": tl.phases[pp] if pp >= 0 else "(no phase)", "kernel": span, "device": dv,
+                    "full_name": full, "display": disp, "key": keys[kk],
                     "count": int(cnt[j]), "total_ns": int(tot[j]), "mean_ns": float(tot[j] / cnt[j]),
                     "max_ns": int(mx[j]), "basis": KERNELS})
     out.sort(key=lambda r: -r["total_ns"])
     return out
+
+
+def kernel_names_table(table: list[dict], top: int = 1000) -> list[dict]:
+    """Per distinct kernel (``key``), over every phase and device of ``table`` (``kernel_table``'s rows):
+    ``kernel``, ``display``, ``full_name``, ``key``, ``count``, ``total_ns``, ``max_ns``; largest total
+    first, at most ``top`` (a trace of a million distinct kernels stays a bounded document)."""
+    acc: dict[str, dict] = {}
+    for r in table:
+        a = acc.get(r["key"])
+        if a is None:
+            acc[r["key"]] = {"kernel": r["kernel"], "display": r["display"], "full_name": r["full_name"],
+                             "key": r["key"], "count": r["count"], "total_ns": r["total_ns"], "max_ns": r["max_ns"]}
+        else:
+            a["count"] += r["count"]
+            a["total_ns"] += r["total_ns"]
+            a["max_ns"] = max(a["max_ns"], r["max_ns"])
+    out = sorted(acc.values(), key=lambda a: (-a["total_ns"], a["key"]))
+    return out[:top]

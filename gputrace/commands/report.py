@@ -158,14 +158,27 @@ def render_comm(comm: dict, console) -> None:
         _row(t, str(r["rank"]), r["source"], str(r["calls"]), _fmt(r["comm_ns"]), _fmt(r["overlap_ns"]),
              _fmt(r["exposed_ns"]))
     console.print(t)
+    clock = comm.get("clock") or {}
+    if clock.get("ok") is False:  # the trace rules a straggler verdict out (analysis/collective_match.py)
+        console.print(rich_text(f"Straggler: {clock.get('reason', 'cannot tell')}", style="bold yellow"))
     if comm.get("collectives"):
-        t = Table(title=f"Collectives matched across ranks ({comm.get('matched', 0)}; longest wait first)",
-                  title_justify="left")
-        for col in ("collective", "#", "last rank", "others waited"):
+        t = Table(title=f"Collectives matched across ranks ({comm.get('matched', 0)}, by content or time; "
+                        f"{comm.get('unmatched', 0)} calls unmatched; longest wait first)", title_justify="left")
+        for col in ("collective", "#", "matched by", "step", "last rank", "others waited"):
             name = col == "collective"
-            t.add_column(col, justify="left" if name else "right", **(NAME_COLUMN if name else {}))
+            t.add_column(col, justify="left" if name or col == "step" else "right", **(NAME_COLUMN if name else {}))
         for m in comm["collectives"][:10]:
-            _row(t, m["name"], str(m["index"]), str(m["last_rank"]), _fmt(m["wait_ns"]))
+            _row(t, m["name"], str(m["index"]), m.get("how", ""), m.get("step") or "-", str(m["last_rank"]),
+                 _fmt(m["wait_ns"]))
+        console.print(t)
+    if comm.get("steps"):
+        ranks = sorted({rk for st in comm["steps"] for rk in st["waits"]}, key=lambda x: int(x))
+        t = Table(title="Waits at collectives per step (each rank's wait for the last one)", title_justify="left")
+        for col in ("step", "collectives", "last rank", *(f"rank {rk} waited" for rk in ranks)):
+            t.add_column(col, justify="left" if col == "step" else "right")
+        for st in comm["steps"][:20]:
+            _row(t, st["step"], str(st["collectives"]), str(st["last_rank"]),
+                 *(_fmt(st["waits"].get(rk, 0)) for rk in ranks))
         console.print(t)
 
 

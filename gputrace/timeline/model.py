@@ -219,7 +219,13 @@ class Timeline:
 
     @staticmethod
     def concat(parts: Sequence[Timeline]) -> Timeline:
-        """Merge several Timelines (files, hosts, load batches) into one, re-sorted."""
+        """Merge several Timelines (files, hosts, load batches) into one, re-sorted.
+
+        Rows without a trace id (``trace`` -1: another tool's trace, whose span ids the reader numbered 1, 2, ...
+        per file) link only to rows of their own part: their span and parent ids are moved past every id of
+        the parts before (``_apart``), so two rank files read together never take each other's rows as
+        parents (both number their events from 1; a kernel launched under rank 0's ``aten::mm`` landed under
+        rank 1's row of the same id). Rows with a trace id keep theirs (a trace split over files links across)."""
         parts = [p for p in parts if p is not None]
         if not parts:
             return Timeline.empty()
@@ -236,7 +242,9 @@ class Timeline:
         attrs: dict[int, dict] = {}
         names: dict[int, str] = {}
         base = 0
+        next_id = 0  # ids of trace-less rows below this are taken by the parts before
         for p in parts:
+            ids, next_id = _apart(p.cols, next_id)
             pm = np.array([phase_ix.setdefault(name, len(phase_ix)) for name in p.phases] or [0], dtype=np.int32)
             for name in p.phases:
                 if name not in phases:
@@ -252,7 +260,7 @@ class Timeline:
                 if t not in trace_ids:
                     trace_ids.append(t)
             for k in COLUMNS:
-                col = p.cols[k]
+                col = ids[k] if k in ids else p.cols[k]
                 if k == "phase":
                     col = pm[col] if len(col) else col
                 elif k == "lane":
@@ -386,3 +394,23 @@ class Timeline:
 
     def iter_lanes(self) -> Iterator[tuple[int, Lane]]:
         return iter(enumerate(self.lanes))
+
+
+def _apart(cols: Mapping[str, np.ndarray], next_id: int) -> tuple[dict[str, np.ndarray], int]:
+    """(the ``span_id`` / ``parent_span_id`` columns of one part for ``Timeline.concat``, with the nonzero ids of
+    its trace-less rows shifted up by ``next_id``; the first id free after them). ``{}`` (ids unchanged) when the
+    part has no trace-less row or the shift would pass 2**64."""
+    tr = cols["trace"]
+    free = tr < 0
+    if not free.any():
+        return {}, next_id
+    sid, psid = cols["span_id"], cols["parent_span_id"]
+    top = max(int(sid[free].max()), int(psid[free].max())) if len(sid) else 0
+    if next_id + top >= 1 << 64:
+        return {}, next_id
+    out = {}
+    if next_id:
+        off = np.uint64(next_id)
+        out["span_id"] = np.where(free & (sid != 0), sid + off, sid).astype(np.uint64)
+        out["parent_span_id"] = np.where(free & (psid != 0), psid + off, psid).astype(np.uint64)
+    return out, next_id + top + 1

@@ -110,11 +110,19 @@ def _check(tl) -> int:
     return len(got)
 
 
+def _blocks(tl, r: int) -> bool:
+    """A sync in which the host blocked (not a poll such as cudaEventQuery, nor cudaStreamWaitEvent)."""
+    a = tl.attrs.get(int(r), {})
+    return (a.get(A.SYNC_TYPE, "unknown") in A.BLOCKING_SYNC_TYPES
+            and A.sync_type_of_api(a.get(A.API)) not in ("poll", "stream_wait_event"))
+
+
 def _sync_room(tl, idx, phase: str) -> int:
-    """Sum over the syncs under ``phase`` of min(wait, host time until the next sync on its lane or the lane's end)."""
+    """Sum over the blocking syncs of min(wait, host time until the next one on its lane or the lane's end)."""
     c = tl.cols
     rows = [(int(r), int(s), int(e)) for r, s, e, w in zip(idx.rows.tolist(), idx.start.tolist(), idx.end.tolist(),
-                                                            idx.what.tolist(), strict=True) if w == SYNC]
+                                                            idx.what.tolist(), strict=True)
+            if w == SYNC and _blocks(tl, r)]
     by_lane: dict[int, list] = defaultdict(list)
     for r, s, e in rows:
         by_lane[int(c["lane"][r])].append((s, e, r))

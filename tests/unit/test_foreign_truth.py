@@ -110,8 +110,10 @@ def test_report_cli_opens_on_findings_with_one_line_names(tmp_path):
     lines = out.splitlines()
     assert "Findings" in lines[1] and "Phases" in out and out.index("Findings") < out.index("Phases")
     assert "preprocess" in "\n".join(lines[:8])
-    # no name wraps: a C++ kernel name shows once, on one line, elided
-    assert "at::native::vectorized_elementwise_kernel<…>" in out and "{lambda" not in out
+    # no name wraps: a C++ kernel name shows once, on one line, elided; kernels of one short name are told apart by
+    # the template arguments in which they differ (kernel_names.distinct_display), a lambda by its function
+    assert "vectorized_elementwise_kernel<…, GeluCUDAKernelImpl(…) lamb" in out and "{lambda" not in out
+    assert "vectorized_elementwise_kernel<…, GeluBackwardCUDAKernelImpl" in out
 
 
 def test_kineto_shared_memory_is_the_sum_not_the_static_part():

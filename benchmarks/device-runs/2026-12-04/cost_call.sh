@@ -12,6 +12,10 @@ export NSYS=$(command -v nsys || find /opt/nvidia -type f -name nsys 2>/dev/null
 W=/tmp/cost; mkdir -p $W
 T0=$(date +%s); el() { echo "--- $* ($(( $(date +%s) - T0 )) s)"; }
 P=benchmarks/real_programs
+el "where the slow steps go: GC pauses and thread CPU, plain and under record"
+python3 $P/cnn_step.py --steps 2000 --thread-cpu --gc-stats > $W/gc_plain.txt 2>&1
+python3 -m gputrace record --trace /tmp/gc.jsonl -- python3 $P/cnn_step.py --steps 2000 --thread-cpu --gc-stats > $W/gc_record.txt 2>&1
+grep -h "GC\|SLOWEST\|CNN" $W/gc_plain.txt $W/gc_record.txt; rm -f /tmp/gc.jsonl*
 el "launch-bound CNN, 9 rounds"
 timeout 330 python3 $P/bench_whole_process.py --rounds 9 --modes plain,record,nsys,profiler -- --steps 300 --warmup 30 2>&1 | tee $W/whole_cnn.txt | tail -8
 el "matmul-bound, 5 rounds"

@@ -234,13 +234,29 @@ class Device:
         q = np.flatnonzero(has_corr)
         if len(q):
             a_all[q] = api.find(gpid_all[q] & PID_MASK, corr_all[q])
+        # The kind: from the synchronising call's name where the row is joined to it, else from the enum. Nsight
+        # 2025.3 writes syncType 2 (ENUM_CUPTI_SYNC_TYPE: STREAM_WAIT_EVENT) for cudaStreamSynchronize and 1 (EVENT_
+        # SYNCHRONIZE) for cudaEventQuery; the call says what the host did. A poll (cudaEventQuery, cudaStreamQuery)
+        # is not a sync: its row is dropped and the call stays a plain API call.
+        api_kind = [A.sync_type_of_api(self.phases[int(api.phase[a - api.base])]) if a >= 0 else None
+                    for a in a_all.tolist()]
+        keep = np.asarray([k != "poll" for k in api_kind], bool)
+        if not keep.all():
+            for key in list(c):
+                c[key] = c[key][keep]
+            start, end, gpid_all, has_corr = start[keep], end[keep], gpid_all[keep], has_corr[keep]
+            corr_all, a_all = corr_all[keep], a_all[keep]
+            api_kind = [k for k, ok in zip(api_kind, keep.tolist(), strict=True) if ok]
+            n = len(start)
+            if not n:
+                return
         lane, phase, proc, device, thread = [], [], [], [], []
         attrs_rows = []
         base = self.R.n
         for i, (dev, stream, st, ev) in enumerate(zip(c["deviceId"].tolist(), c["streamId"].tolist(),
                                                       c["syncType"].tolist(), c["eventId"].tolist(), strict=True)):
             gpid, a = int(gpid_all[i]), int(a_all[i])
-            kind = A.sync_type(sync_types.get(int(st)) if st is not None else None)
+            kind = api_kind[i] or A.sync_type(sync_types.get(int(st)) if st is not None else None)
             attrs: dict[str, object] = {A.ACTIVITY: "sync", A.SOURCE: "nsys", A.SYNC_TYPE: kind}
             if stream not in _INVALID:
                 attrs[A.SYNC_STREAM] = int(stream)
