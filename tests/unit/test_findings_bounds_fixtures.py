@@ -1,8 +1,9 @@
 """No estimated saving exceeds its documented bound on any committed trace (issue 32, "savings that can be won"):
-every trace the repository holds (tests/data, the Kineto/Nsight/record fixtures, benchmarks/traces, the H200
-real-program traces, the seed story's A/B traces) is analysed; each finding keeps ``0 <= saving_ns <= bound_ns``,
-and each bound is checked against a figure recomputed here from the Timeline's own rows, by other code than the
-analysis (a union of intervals in plain Python), so a wrong bound cannot pass by agreeing with itself:
+every trace the repository holds (tests/data, the Kineto/Nsight/record fixtures and rank pairs, the golden traces,
+benchmarks/traces, the H200 real-program traces, the seed story's A/B traces) is analysed; each finding keeps
+``0 <= saving_ns <= bound_ns``, and each bound is checked against a figure recomputed here from the Timeline's
+own rows, by other code than the analysis (a union of intervals in plain Python), so a wrong bound cannot pass by
+agreeing with itself:
 
 * gpu-idle-host: at most the device's busy time (its GPU activity rows, else its ``gpu`` spans' device times,
   merged), plus, for a gap blocked in one call, the time in CUDA API calls;
@@ -28,7 +29,7 @@ from gputrace.analysis.activity_index import KERNEL, MEMCPY, SYNC, activity_inde
 from gputrace.analysis.collectives import is_collective_name, is_comm_kernel, rank_of
 from gputrace.analysis.findings import BOUND_FILL
 from gputrace.analysis.report import analyse_timeline
-from gputrace.timeline.load import read_any
+from gputrace.timeline.load import read_any, read_as
 from gputrace.timeline.model import KIND_CODES
 
 GPU_KIND = KIND_CODES["gpu"]
@@ -36,12 +37,18 @@ GPU_KIND = KIND_CODES["gpu"]
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PLAIN = sorted([*(ROOT / "tests" / "data").glob("*.jsonl"), *(ROOT / "benchmarks" / "traces").glob("*.jsonl.gz"),
-                *(ROOT / "tests" / "data" / "foreign").glob("train_*.gz")])
+DATA = ROOT / "tests" / "data"
+PLAIN = sorted([*DATA.glob("*.jsonl"), *DATA.glob("*.jsonl.gz"), *(ROOT / "benchmarks" / "traces").glob("*.jsonl.gz"),
+                *(DATA / "foreign").glob("train_*.gz")])
+#: the golden files that are traces we read (our writers' bytes), with their format; jaeger_sample.json is written
+#: only, kineto_mapped.json and kineto_report_figures.json are figures, not traces
+GOLDEN = [("chrome_sample.json", "chrome"), ("trace_writer.jsonl", "otlp")]
 ARCHIVES = [ROOT / "benchmarks" / "real_programs" / "h200-2026-12-01" / "traces.tar.gz",
             *sorted((ROOT / "examples" / "seed_story").rglob("*.tgz")),
             *sorted((ROOT / "examples" / "seed_story").rglob("*.txz"))]
-DIST = [ROOT / "tests" / "data" / "foreign" / f"dist_rank{r}.json.gz" for r in (0, 1)]
+#: rank files of one job, read together
+PAIRS = [[p, p.with_name(p.name.replace("_rank0", "_rank1"))]
+         for p in sorted((ROOT / "tests" / "data" / "foreign").glob("*_rank0.json.gz"))]
 
 
 def _union(pairs) -> int:
@@ -191,8 +198,14 @@ def test_committed_trace(path):
     _check(read_any(path))
 
 
-def test_committed_two_rank_pair():
-    _check(read_any(DIST))
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p[0].name)
+def test_committed_rank_pairs(pair):
+    _check(read_any(pair))
+
+
+@pytest.mark.parametrize(("name", "kind"), GOLDEN)
+def test_golden_traces(name, kind):
+    _check(read_as(ROOT / "tests" / "golden" / name, kind))
 
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=lambda p: p.parent.name + "/" + p.name)
