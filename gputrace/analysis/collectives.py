@@ -417,7 +417,9 @@ def collectives(tl: Timeline, top: int = 20,
                 a = tl.attrs.get(r) or {}
                 evs.append(CollEvent(rk, op_of(op or phase_names[int(c["phase"][r])]), int(c["start"][r]),
                                      int(c["end"][r]), group, seq, size, unit,
-                                     _capture_covers(a) if kind == "capture" else covers, r))
+                                     _capture_covers(a) if kind == "capture" else covers, r,
+                                     end_exact=not (kind == "capture"
+                                                    and a.get("gputrace.collective.completion") == "future")))
             ru = np.asarray(rows_used, np.int64)
             cs, ce = c["start"][ru], c["end"][ru]
         coll_rows[rk] = set(rows_used) if len(comm_i) else set(hr.tolist())

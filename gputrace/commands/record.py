@@ -14,7 +14,9 @@ Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to ``record`` go to the whole 
 and ``record`` waits for the program's own cleanup (its flush included); a third SIGINT kills the group.
 When ``record`` runs in a terminal's foreground, the program's group gets the terminal (so Ctrl-C and
 reading stdin go to it directly) and ``record`` takes it back at the end. The exit status is COMMAND's, as a
-shell gives it (128 + N for a program killed by signal N: 130 SIGINT, 137 SIGKILL, 143 SIGTERM).
+shell gives it (128 + N for a program killed by signal N: 130 SIGINT, 137 SIGKILL, 143 SIGTERM); where the
+program died of SIGINT, ``record`` ends by SIGINT itself after writing its closing line, as the program did, so
+a shell loop of ``record`` runs stops on one Ctrl-C.
 """
 
 from __future__ import annotations
@@ -45,11 +47,15 @@ def register(sub) -> argparse.ArgumentParser:
         description="Run COMMAND (python script.py, python -m mod, python -c CODE, torchrun ..., a shell script) "
                     "and record every Python process it starts into one OTLP JSON Lines trace, with CUDA "
                     "activity (CUPTI) and NVTX ranges where available.",
-        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--sample-hz N] [--service-name NAME] "
+        usage="gputrace record [--trace FILE] [--no-cuda-activity] [--no-torch-capture] [--sample-hz N] "
+              "[--service-name NAME] "
               "-- COMMAND [args ...]",
     )
     p.add_argument("--trace", type=Path, default=Path("record.jsonl"), help="trace file (default record.jsonl)")
     p.add_argument("--no-cuda-activity", action="store_true", help="host-side trace only (no CUPTI)")
+    p.add_argument("--no-torch-capture", action="store_true",
+                   help="do not record torch's forward/backward/optimizer.step/dataloader.next ranges and "
+                        "torch.distributed collectives (sets GPUTRACE_TORCH_CAPTURE=0 for every process)")
     p.add_argument("--sample-hz", type=float, default=None, metavar="N",
                    help="Python stack samples per second of every thread of every process (0: off; default: "
                         "$GPUTRACE_SAMPLE_HZ, else 20)")
@@ -74,9 +80,11 @@ def launch_command(command: list[str]) -> list[str]:
 
 
 def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, service_name: str | None,
-               sample_hz: float | None = None) -> dict:
+               sample_hz: float | None = None, torch_capture: bool = True) -> dict:
     """Environment of the launch: the bootstrap first on PYTHONPATH, where to write, CUDA activity + NVTX, the
-    stack sampler's rate (``GPUTRACE_SAMPLE_HZ``; None: the environment's, else the sampler's default)."""
+    stack sampler's rate (``GPUTRACE_SAMPLE_HZ``; None: the environment's, else the sampler's default), the
+    torch capture switch (``GPUTRACE_TORCH_CAPTURE``: off when ``torch_capture`` is False, else as the
+    caller's environment says)."""
     from gputrace.trace.launch import ENV_CHECKIN, ENV_ROOT, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 
     env = dict(os.environ)
@@ -89,6 +97,8 @@ def launch_env(trace: Path, checkin: Path, site: Path, cuda_activity: bool, serv
     else:
         env.pop(ENV_SERVICE, None)
     env["GPUTRACE_CUDA_ACTIVITY"] = "1" if cuda_activity else "0"
+    if not torch_capture:
+        env["GPUTRACE_TORCH_CAPTURE"] = "0"
     if sample_hz is not None:
         env["GPUTRACE_SAMPLE_HZ"] = f"{max(sample_hz, 0.0):g}"
     if cuda_activity and not env.get("NVTX_INJECTION64_PATH"):
@@ -116,6 +126,13 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def command_status(status: int) -> int:
+    """What ``run`` returns for the program's shell-style ``status``: ``-SIGINT`` where it died of SIGINT
+    (Ctrl-C), which ``gputrace.cli.main`` turns into ending ``record`` by SIGINT too, so that a shell loop of
+    ``record`` runs stops on one Ctrl-C as a loop of the plain program does (the shell sees 130 either way)."""
+    return -signal.SIGINT if status == 128 + signal.SIGINT else status
+
+
 def run(args) -> int:
     from gputrace.textsafe import visible
 
@@ -136,7 +153,8 @@ def run(args) -> int:
         checkin = Path(tmp) / "procs"
         checkin.mkdir()
         env = launch_env(trace, checkin, write_bootstrap(Path(tmp)), not args.no_cuda_activity, args.service_name,
-                         getattr(args, "sample_hz", None))
+                         getattr(args, "sample_hz", None),
+                         torch_capture=not getattr(args, "no_torch_capture", False))
         try:
             rc = run_group(argv, env)
         except OSError as exc:
@@ -151,10 +169,10 @@ def run(args) -> int:
             if trace.stat().st_size == 0:
                 trace.unlink()
         print(visible(not_python_line(argv)), file=sys.stderr)
-        return rc
+        return command_status(rc)
     # (infos come from the program's processes: made inert by visible)
     print(visible(summary_line(infos, trace, not args.no_cuda_activity)), file=sys.stderr)
-    return rc
+    return command_status(rc)
 
 
 def run_group(argv: list[str], env: dict) -> int:

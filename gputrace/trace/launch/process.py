@@ -21,6 +21,9 @@ Contract (the bootstrap calls ``start()`` once, at interpreter start-up, on the 
   (CUDA does not survive a fork). Multiprocessing children end with ``os._exit`` after
   ``multiprocessing.util._exit_function``: wrapped here so they flush first. Other ``os._exit`` calls and
   SIGKILL lose what was not drained yet (the exporter drains every 0.5 s).
+* When the program imports torch, its forward / backward / optimizer.step / dataloader.next ranges and its
+  torch.distributed collectives are recorded without user code (``gputrace.trace.torch_capture``; off with
+  ``GPUTRACE_TORCH_CAPTURE=0``).
 * Each recorded process (forks too) samples its threads' Python stacks at ``GPUTRACE_SAMPLE_HZ``
   (``gputrace.trace.stack_sampler``; 0: off), written by every drain in its root span's trace.
 * The multiprocessing forkserver and resource tracker are helpers, not the user's work: they record
@@ -37,7 +40,7 @@ import signal
 import sys
 from typing import Any
 
-from gputrace.trace import clock, hotpath, recorder, records, stack_sampler
+from gputrace.trace import clock, hotpath, recorder, records, stack_sampler, torch_capture
 from gputrace.trace.launch import ENV_CHECKIN, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
 from gputrace.trace.sinks.jsonl import JsonlFileSink
 
@@ -332,3 +335,7 @@ def start() -> None:
         return
     _begin(label, cuda_activity=None)
     _install_hooks()
+    try:
+        torch_capture.install_when_imported()
+    except Exception as e:  # noqa: BLE001 - the program runs without the torch capture
+        torch_capture.status.note_error("import hook", e)
