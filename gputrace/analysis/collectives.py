@@ -338,7 +338,9 @@ def collectives(tl: Timeline, top: int = 20,
     trace has no rank. ``ranks``: per rank ``rank``, ``source`` (which kind of event: "nccl kernels", "torch
     capture", "gloo annotations", "named ranges", "c10d calls", "nccl annotations"), ``comm_ns``,
     ``overlap_ns``, ``exposed_ns``, ``calls``, ``intervals`` (its communication on the epoch clock, ``[start,
-    end]`` pairs: ``_common.merged_pairs``). ``collectives`` (at most ``top``, longest wait first): ``name``
+    end]`` pairs: ``_common.merged_pairs``), ``compute_ns`` (the union of its compute kernels: what could hide its
+    communication, the bound of the exposed-comm finding). ``collectives`` (at most ``top``, longest wait first):
+    ``name``
     (the op), ``index`` (its place among the matched collectives, in arrival order), ``how`` ("sequence" /
     "time"), ``last_rank``, ``wait_ns`` (summed over the other ranks), ``waits`` ({rank: ns}, each bounded by
     that rank's own call), ``start`` (the last arrival), ``step``. ``matched``/``unmatched``: how many
@@ -423,8 +425,10 @@ def collectives(tl: Timeline, top: int = 20,
         coll_rows[rk] = set(rows_used) if len(comm_i) else set(hr.tolist())
         comm = int((_union(cs, ce)[1] - _union(cs, ce)[0]).sum()) if len(cs) else 0
         overlap = _covered(cs, ce, ks[comp_i], ke[comp_i]) if len(cs) and len(comp_i) else 0
+        us, ue = _union(ks[comp_i], ke[comp_i])
         ranks_out.append({"rank": rk, "source": source, "comm_ns": comm, "overlap_ns": overlap,
-                          "exposed_ns": comm - overlap, "calls": len(evs), "intervals": []})
+                          "exposed_ns": comm - overlap, "calls": len(evs), "intervals": [],
+                          "compute_ns": int((ue - us).sum())})  # what could hide it: the exposed-comm bound
         iv_g.append(np.full(len(cs), len(ranks_out) - 1, np.int64))
         iv_s.append(cs)
         iv_e.append(ce)

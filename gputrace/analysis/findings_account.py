@@ -10,10 +10,11 @@ Findings claim wall time in :data:`CLAIM_ORDER`, the most specific first: start-
 exposed communication, sync waits, pageable copies, pinning, launch gaps, unattributed host time inside a named
 phase (deepest first), GPU idle per device, and last a process root's host time in no phase. A finding's
 saving is at most the part of its intervals no earlier finding claimed (its evidence says how much went to
-which), and at most the wall time that the claimed intervals and the earlier findings without intervals
-(pageable copies, pinning, any rule over an older document) left. So the table's savings add up to at most
-``wall_ns``, the union of the runs' extents. Two GPUs idle at the same moment save that moment once (the second
-is named in the first's evidence). Wall time in which no GPU was observed (CUDA collection paused, the
+which; a finding whose ``bound_ns`` is shorter than that part claims only its first ``saving_ns`` of it, leaving
+the rest to later findings), and at most the wall time that the claimed intervals and the earlier findings
+without intervals (pageable copies, pinning, any rule over an older document) left. So the table's savings add
+up to at most ``wall_ns``, the union of the runs' extents. Two GPUs idle at the same moment save that moment once
+(the second is named in the first's evidence). Wall time in which no GPU was observed (CUDA collection paused, the
 document's ``unobserved``: gputrace/analysis/unobserved.py) is in no finding: nothing is known about the GPUs
 there.
 
@@ -34,7 +35,8 @@ __all__ = ["CLAIM_ORDER", "Finding", "Span", "account", "merge_spans"]
 class Finding:
     """One row of the Findings table: ``rule`` (the name of its row in findings.RULES), ``title`` (what to fix),
     ``evidence`` (the figures behind it), ``saving_ns`` (estimated time saved), ``where`` (phase, device or
-    rank it concerns). Text is built from trace names: escape it before it reaches markup."""
+    rank it concerns), ``bound_ns`` and ``bound`` (what the fix can recover at most, and what bounds it). Text is
+    built from trace names: escape it before it reaches markup."""
 
     rule: str
     title: str
@@ -44,6 +46,12 @@ class Finding:
     #: The wall-clock intervals (epoch ns, sorted, disjoint) the saving comes from; () when the rule has none.
     #: Not part of the JSON document: :func:`account` turns them into the saving.
     intervals: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    #: What the fix can physically recover at most (ns; -1: not known, e.g. a section of an older document missing),
+    #: computed by the rule from other figures than its estimate (docs/findings.md, "What bounds each saving"):
+    #: ``saving_ns <= bound_ns`` whenever it is known.
+    bound_ns: int = -1
+    #: What bounds it, in words ("the GPU work that could fill it"); "" when ``bound_ns`` is -1.
+    bound: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -84,6 +92,18 @@ def _minus(a: list[Span], b: list[Span]) -> list[Span]:
             k += 1
         if cur < e:
             out.append((cur, e))
+    return out
+
+
+def _first(iv: list[Span], ns: int) -> list[Span]:
+    """The first ``ns`` of ``iv`` (sorted, disjoint): what a finding whose bound is shorter than its intervals claims
+    (its fix recovers at most that much of them; the rest of that wall time stays free for later findings)."""
+    out: list[Span] = []
+    for a, b in iv:
+        if ns <= 0:
+            break
+        out.append((a, min(b, a + ns)))
+        ns -= out[-1][1] - a
     return out
 
 
@@ -148,6 +168,8 @@ def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved:
                 for _, ns, k in taken[:1]:
                     if found[k].rule == f.rule and f.where:
                         also.setdefault(k, []).append(f"{f.where} {fmt_ns(ns)}")
+            if 0 <= f.bound_ns < _length(own):  # bounded below its intervals: the rest is left to later findings
+                own = _first(own, saving)
             claimed = merge_spans([*claimed, *own])
             owners.append((_label(f), own))
             owner_ix.append(i)
