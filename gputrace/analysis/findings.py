@@ -425,8 +425,8 @@ def _straggler(ctx: Context) -> list[Finding]:
     # The others' waits on the job's timeline: [its arrival - their wait, its arrival] at each collective it
     # came last at (ranks waiting at once count once); only when every matched collective is listed.
     coll = ctx.comm.get("collectives", [])
-    iv: list[Span] = []
-    if coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
+    iv: list[Span] = [(int(a), int(b)) for a, b in s.get("intervals") or []]
+    if not iv and coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
         iv = merge_spans((int(c["start"]) - int(w), int(c["start"])) for c in coll if c.get("last_rank") == s["rank"]
                     for w in (c.get("waits") or {}).values())
     cause = s.get("cause") or []
@@ -441,12 +441,25 @@ def _straggler(ctx: Context) -> list[Finding]:
     f = Finding(
         "straggler", f"rank {s['rank']} is the straggler" + (f" (at {lines[0]['site']})" if lines else "")
         + ": the other ranks wait for it at collectives",
-        f"last at {s['last']} of {s['of']} collectives; the others waited {fmt_ns(s['median_wait_ns'])} per "
-        f"collective (median), {fmt_ns(s['caused_ns'])} in all{ran}", int(s["caused_ns"]), f"rank {s['rank']}",
-        tuple(iv))
-    # Bound: a rank waits for the straggler inside its own collective calls, so at most its time in collectives.
+        f"last at {s['last']} of {s['of']} collectives; {_waited(s)}{ran}", int(s["caused_ns"]),
+        f"rank {s['rank']}", tuple(iv))
+    # Bound: a rank waits for the straggler inside its own collective calls, so at most its time in collectives;
+    # and waits of one rank that overlap (a step's bucket all-reduces waiting for one late arrival) count once.
     others = [int(r["comm_ns"]) for r in ctx.comm.get("ranks", []) if r.get("rank") != s["rank"]]
-    return [_bounded(f, min(int(s["caused_ns"]), sum(others)), BOUND_STRAGGLER) if others else f]
+    bound = min(int(s["caused_ns"]), int(s.get("waited_ns", s["caused_ns"])))
+    return [_bounded(f, min(bound, sum(others)), BOUND_STRAGGLER) if others else f]
+
+
+def _waited(s: dict) -> str:
+    """How long the others waited for straggler ``s``: per wait with a rank's overlapping waits merged (one per step
+    where a step's collectives wait together) when that differs from per collective, else per collective."""
+    per_coll = f"{fmt_ns(s['median_wait_ns'])} per collective (median)"
+    n = int(s.get("waits") or 0)
+    if n and n < s["last"]:
+        return (f"the others waited {fmt_ns(s['median_merged_wait_ns'])} per wait (median of {n}, a rank's "
+                f"overlapping waits merged: {s['last']} collectives waited in {n} stretches), "
+                f"{fmt_ns(s['waited_ns'])} in all; {per_coll}")
+    return f"the others waited {per_coll}, {fmt_ns(s['caused_ns'])} in all"
 
 
 def _warmup(ctx: Context) -> list[Finding]:

@@ -359,3 +359,23 @@ def test_clock_offset_of_hours_on_completion_callback_ends_names_no_straggler(tm
     assert not c["clock"]["ok"] and c["stragglers"] == []
     assert c["clock"]["reason"].startswith("cannot tell: clocks differ by about 1") and "exceed" in c["clock"]["reason"]
     assert abs(c["clock"]["offset_ns"] - 3 * HOUR) < MS
+
+
+def test_a_steps_bucket_waits_count_once(tmp_path):
+    """DDP's two bucket all-reduces of a step both wait for the same late rank: rank 0 waited 50 ms per step, not
+    100. The straggler's merged waits say so (one per step), its saving is their union, and the finding reads
+    'per wait' with that figure."""
+    r0, r1 = [], []
+    for k in range(6):
+        for i in range(2):
+            seq = 2 * k + i
+            r0.append(("all_reduce", 100 * k + i * 0.5, 100 * k + 51, _captured("all_reduce", seq)))
+            r1.append(("all_reduce", 100 * k + 50 + i * 0.5, 100 * k + 51, _captured("all_reduce", seq)))
+    tl = read_any([_write(tmp_path, _otlp_rank(0, 100, r0), _otlp_rank(1, 101, r1))])
+    s = collectives(tl)["stragglers"][0]
+    assert s["rank"] == 1 and s["last"] == 12 and s["waits"] == 6
+    # rank 0 waited from its first bucket's call (0) to rank 1's second arrival (50.5 ms): one stretch per step
+    assert abs(s["median_merged_wait_ns"] - 50.5 * MS) < 0.01 * MS and abs(s["waited_ns"] - 6 * 50.5 * MS) < 0.1 * MS
+    assert abs(s["caused_ns"] - 12 * 50 * MS) < 0.1 * MS
+    f = next(f for f in analyse_timeline(tl).to_dict()["findings"] if f["rule"] == "straggler")
+    assert f["saving_ns"] <= 6 * 50.5 * MS + MS and "50.5 ms per wait" in f["evidence"]
