@@ -9,8 +9,11 @@ command runs (or for ``--help``), so ``gputrace --version`` stays instant.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
+import os
+import signal
 import sys
 
 import gputrace
@@ -28,7 +31,7 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):  # (argparse's overloads: the untyped form)
         ns, extras = self.parse_known_args(args, namespace)
         if extras:
-            sub = self.subcommands.get(getattr(ns, "command", None) or "", self)
+            sub = self.subcommands.get(subcommand(ns), self)
             hint = ""
             flags = [o for a in sub._actions for o in a.option_strings]
             typed = extras[0].split("=")[0]
@@ -44,6 +47,13 @@ class Parser(argparse.ArgumentParser):
     subcommands: dict[str, argparse.ArgumentParser]
 
 
+def subcommand(ns: argparse.Namespace) -> str:
+    """The subcommand's name as typed (``record``), "" when none was given. Read from ``_subcommand``, a
+    default each subcommand's parser sets, not from ``command``: ``record`` has a positional of that name
+    (COMMAND ...) that overwrites the subparsers' ``dest`` with a list."""
+    return str(getattr(ns, "_subcommand", "") or "")
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="gputrace",
@@ -56,11 +66,14 @@ def build_parser() -> Parser:
     for name in COMMANDS:
         p = importlib.import_module(f"gputrace.commands.{name}").register(sub)
         p.allow_abbrev = False  # (read at parse time; the commands' add_parser calls need not say it)
+        p.set_defaults(_subcommand=p.prog.split()[-1])
         parser.subcommands[p.prog.split()[-1]] = p
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status. A command that returns ``-SIGINT`` (``record``
+    whose program died of Ctrl-C) ends this process by SIGINT instead (``end_by_signal``)."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -71,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -80,12 +93,28 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file error no command caught: the user's path and what is wrong, no traceback
         from gputrace.commands._errors import describe_error
 
-        print(f"gputrace {args.command}: {describe_error(exc)}", file=sys.stderr)
+        print(f"gputrace {subcommand(args)}: {describe_error(exc)}", file=sys.stderr)
         return 1
     except MemoryError:
-        print(f"gputrace {args.command}: out of memory (the input is too large "
+        print(f"gputrace {subcommand(args)}: out of memory (the input is too large "
               "for this machine's memory)", file=sys.stderr)
         return 1
+    return end_by_signal(-rc) if rc == -signal.SIGINT else rc
+
+
+def end_by_signal(signum: int) -> int:
+    """End this process by ``signum`` with its default action, as the program a command ran ended (``record``
+    returns ``-SIGINT`` when the program died of Ctrl-C): a shell sees "killed by SIGINT" and stops a loop
+    (``for i in 1 2 3; do gputrace record -- python t.py; done``), which an exit status of 130 does not.
+    Python ends an uncaught KeyboardInterrupt the same way. Output is flushed first; returns the shell's
+    status (128 + N) only where the signal did not end the process (blocked)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a closed or broken stream: nothing left to flush)
+            stream.flush()
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    return 128 + signum
 
 
 if __name__ == "__main__":

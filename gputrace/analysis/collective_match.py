@@ -21,10 +21,11 @@ collectives (:class:`Matched`) and a :class:`ClockCheck`. Never by order alone:
 wait longer than its call lasted).
 
 **Clock check** (:func:`check_clocks`): the verdict on which rank is the straggler is only given when the
-trace allows it. It is refused ("cannot tell: clocks differ by X") when the ends of matched collectives, which
-must coincide, differ by more than the tolerance; when an arrival difference is longer than the waiting rank's
-own call for most matched collectives; or when the ranks have collectives of the same op but none of them line
-up in time (X is then the typical distance between their nearest ends).
+trace allows it. It is refused ("cannot tell: clocks differ by X") when the exact ends of matched collectives,
+which must coincide, differ by more than the tolerance (an end seen late by a completion callback, the torch
+capture's ``future`` spans, is no evidence: ``CollEvent.end_exact``); when an arrival difference is longer than
+the waiting rank's own call for most matched collectives; or when the ranks have collectives of the same op but
+none of them line up in time (X is then the typical distance between their nearest ends).
 
 Pure Python over small lists (a collective is a few events per rank); any thread.
 """
@@ -77,7 +78,8 @@ class CollEvent:
     content where the trace has it: ``group`` (process group name), ``seq`` (that group's sequence number),
     ``size`` in ``unit`` ("B" bytes, "n" elements; compared only between events that both have it in one unit).
     ``covers_wait``: the span
-    lasts until the collective completes (see the module docstring). ``row``: the Timeline row, -1 if none."""
+    lasts until the collective completes (see the module docstring). ``row``: the Timeline row, -1 if none.
+    ``end_exact``: see the field."""
 
     rank: int
     op: str
@@ -89,6 +91,10 @@ class CollEvent:
     unit: str = ""
     covers_wait: bool = True
     row: int = -1
+    #: the end is when the collective completed on this rank, not when a callback on another thread later saw it
+    #: complete (the torch capture's async ``future`` spans end a few ms late under load): only exact ends
+    #: testify in the clock check's end comparison.
+    end_exact: bool = True
 
 
 @dataclass
@@ -252,7 +258,7 @@ def check_clocks(matched: Sequence[Matched], per_rank: Mapping[int, Sequence[Col
     # Ends of one collective coincide on a shared clock: their offset per rank against a reference.
     offs: dict[int, list[int]] = {}
     for m in matched:
-        ends = {rk: e.end for rk, e in m.events.items() if e.covers_wait}
+        ends = {rk: e.end for rk, e in m.events.items() if e.covers_wait and e.end_exact}
         if len(ends) < 2:
             continue
         ref = min(ends)

@@ -338,15 +338,21 @@ def collectives(tl: Timeline, top: int = 20,
     trace has no rank. ``ranks``: per rank ``rank``, ``source`` (which kind of event: "nccl kernels", "torch
     capture", "gloo annotations", "named ranges", "c10d calls", "nccl annotations"), ``comm_ns``,
     ``overlap_ns``, ``exposed_ns``, ``calls``, ``intervals`` (its communication on the epoch clock, ``[start,
-    end]`` pairs: ``_common.merged_pairs``). ``collectives`` (at most ``top``, longest wait first): ``name``
+    end]`` pairs: ``_common.merged_pairs``), ``compute_ns`` (the union of its compute kernels: what could hide its
+    communication, the bound of the exposed-comm finding). ``collectives`` (at most ``top``, longest wait first):
+    ``name``
     (the op), ``index`` (its place among the matched collectives, in arrival order), ``how`` ("sequence" /
     "time"), ``last_rank``, ``wait_ns`` (summed over the other ranks), ``waits`` ({rank: ns}, each bounded by
     that rank's own call), ``start`` (the last arrival), ``step``. ``matched``/``unmatched``: how many
     collectives were matched, how many events were not. ``stragglers``: per rank that arrived last at least
     once, most often last first: ``rank``, ``last``, ``of``, ``caused_ns`` (the others' summed wait),
-    ``median_wait_ns`` (per collective it was last at), ``cause`` (see the module docstring); empty when the
-    clock check refuses (``clock``: ``collective_match.ClockCheck.to_dict``). ``steps``: per step ``step``,
-    ``collectives``, ``waits`` ({rank: summed wait}), ``last_rank`` (the rank last most often in it).
+    ``median_wait_ns`` (per collective it was last at), ``waited_ns`` / ``waits`` / ``median_merged_wait_ns`` (each
+    other rank's waits for it with overlapping ones merged, as DDP's bucket all-reduces of one step wait together:
+    their total, how many, the median: the wait per step where a step's collectives wait at once), ``intervals``
+    (those waits on the job's timeline, all ranks merged: ``[start, end]`` pairs), ``cause`` (see the module
+    docstring); empty when the clock check refuses (``clock``: ``collective_match.ClockCheck.to_dict``).
+    ``steps``: per step ``step``, ``collectives``, ``waits`` ({rank: summed wait}), ``last_rank`` (the rank last
+    most often in it).
     ``steps`` (argument): per rank its steps as (start, end, name), from another step detection; default
     ``ProfilerStep#N`` ranges."""
     empty: dict = {"ranks": [], "collectives": [], "stragglers": []}
@@ -415,14 +421,18 @@ def collectives(tl: Timeline, top: int = 20,
                 a = tl.attrs.get(r) or {}
                 evs.append(CollEvent(rk, op_of(op or phase_names[int(c["phase"][r])]), int(c["start"][r]),
                                      int(c["end"][r]), group, seq, size, unit,
-                                     _capture_covers(a) if kind == "capture" else covers, r))
+                                     _capture_covers(a) if kind == "capture" else covers, r,
+                                     end_exact=not (kind == "capture"
+                                                    and a.get("gputrace.collective.completion") == "future")))
             ru = np.asarray(rows_used, np.int64)
             cs, ce = c["start"][ru], c["end"][ru]
         coll_rows[rk] = set(rows_used) if len(comm_i) else set(hr.tolist())
         comm = int((_union(cs, ce)[1] - _union(cs, ce)[0]).sum()) if len(cs) else 0
         overlap = _covered(cs, ce, ks[comp_i], ke[comp_i]) if len(cs) and len(comp_i) else 0
+        us, ue = _union(ks[comp_i], ke[comp_i])
         ranks_out.append({"rank": rk, "source": source, "comm_ns": comm, "overlap_ns": overlap,
-                          "exposed_ns": comm - overlap, "calls": len(evs), "intervals": []})
+                          "exposed_ns": comm - overlap, "calls": len(evs), "intervals": [],
+                          "compute_ns": int((ue - us).sum())})  # what could hide it: the exposed-comm bound
         iv_g.append(np.full(len(cs), len(ranks_out) - 1, np.int64))
         iv_s.append(cs)
         iv_e.append(ce)
@@ -493,6 +503,17 @@ def _kernels_in(tl: Timeline, kernels: tuple, rank: int, windows: list[tuple[int
     return [{"name": n, "ns": ns} for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top]]
 
 
+def _merged(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Intervals merged where they overlap, in start order."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_rows: dict[int, set[int]],
                 kernels: tuple) -> list[dict]:
     strag: dict[int, list[Matched]] = {}
@@ -504,8 +525,21 @@ def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_r
     for rk, ms in strag.items():
         waits = [int(sum(m.waits.values())) for m in ms]
         windows = [(m.arrival - max(m.waits.values()), m.arrival) for m in ms if m.waits and max(m.waits.values()) > 0]
+        # Each waiting rank's waits on the timeline, overlapping ones merged: a step's bucket all-reduces that all
+        # wait for the same late arrival are one wait of that rank, not one per bucket.
+        per_rank: dict[int, list[tuple[int, int]]] = {}
+        for m in ms:
+            for w_rk, w in m.waits.items():
+                if w > 0:
+                    per_rank.setdefault(w_rk, []).append((m.arrival - int(w), m.arrival))
+        merged = {w_rk: _merged(iv) for w_rk, iv in per_rank.items()}
+        stretches = [b - a for iv in merged.values() for a, b in iv]
         out.append({"rank": rk, "last": len(ms), "of": len(found), "caused_ns": int(sum(waits)),
                     "median_wait_ns": int(np.median(waits)),
+                    "waited_ns": int(sum(stretches)),
+                    "waits": len(stretches),
+                    "median_merged_wait_ns": int(np.median(stretches)) if stretches else 0,
+                    "intervals": [list(x) for x in _merged([x for iv in merged.values() for x in iv])],
                     "cause": _cause(tl, row_rank, rk, windows, coll_rows.get(rk, set())),
                     "lines": _lines(tl, rk, windows),
                     "kernels": _kernels_in(tl, kernels, rk, windows) if len(windows) <= 10_000 else []})

@@ -21,7 +21,7 @@ Pure; any thread; raises nothing on missing sections (a rule whose inputs are ab
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputrace.analysis._common import fmt_ns
 from gputrace.analysis.collectives import is_collective_name
@@ -47,6 +47,33 @@ LAUNCH_GAP_MAX = 1_000_000
 #: A GPU-idle finding says the host is mostly untraced (add phases) rather than "overlap X with GPU work" when
 #: the host's recorded spans cover less than this share of the idle time (the stall's ``host_busy_ns``).
 UNTRACED_SHARE = 0.5
+
+
+#: What bounds each rule's saving (``Finding.bound``): what its fix can physically recover (docs/findings.md).
+BOUND_STARTUP = "the start-up's wall time"
+BOUND_WARMUP = "the warm-up's wall time"
+BOUND_FILL = "the GPU work that could fill it (the device's busy time not already under the host work named)"
+BOUND_BLOCKED = "the time in the blocking call (warming up takes it out of the timed work)"
+BOUND_FILL_BLOCKED = ("the GPU work that could fill it plus the time in blocking calls (the device's busy time not "
+                      "already under the host work named; warming up takes a blocking call out of the timed work)")
+BOUND_LAUNCH = "the launch gaps (the GPU idle between the phase's kernels; a CUDA graph leaves its busy time)"
+BOUND_PAGEABLE = "the copy time less the same bytes at the pinned bandwidth"
+BOUND_SYNC = "the host work that could run during the waits (each wait at most the host's time until its next sync)"
+BOUND_UNATTRIBUTED = "the unexplained host time itself"
+BOUND_COMM = "the compute that could hide it (the rank's compute kernels not already overlapping its communication)"
+BOUND_STRAGGLER = "the others' waits, each rank's at most its time in collectives"
+BOUND_PINNING = "the pinning and unpinning time"
+
+
+def _bounded(f: Finding, bound: int, what: str, estimate: int | None = None) -> Finding:
+    """``f`` with ``bound_ns``/``bound`` set and its saving cut to the bound; when the bound cuts the estimate
+    (``estimate``, default ``f.saving_ns``), the evidence says so ("at most 7.9 ms: ...")."""
+    bound = max(0, int(bound))
+    est = f.saving_ns if estimate is None else int(estimate)
+    evidence = f.evidence
+    if bound < est:
+        evidence += f"; at most {fmt_ns(bound)}: {what.split(' (', 1)[0]}"
+    return replace(f, saving_ns=min(f.saving_ns, bound), evidence=evidence, bound_ns=bound, bound=what)
 
 
 @dataclass(frozen=True)
@@ -76,29 +103,71 @@ def _startup(ctx: Context) -> list[Finding]:
     return [Finding(
         "startup", f"start-up: {fmt_ns(total)} before the first phase or GPU work (interpreter, imports, CUDA "
                    "context, set-up): shorten it or amortise it over a longer run",
-        "; ".join(parts), int(total), "start-up", tuple(window))]
+        "; ".join(parts), int(total), "start-up", tuple(window), bound_ns=int(total), bound=BOUND_STARTUP)]
 
 
 def _gpu_idle(ctx: Context) -> list[Finding]:
     """One finding per device (host and GPU index): GPU idle is the device's, whichever process left it
-    idle. The idle stalls of a device (see :func:`_idle_findings`) are merged: saving = their sum, intervals
-    = their union, title from the largest, evidence listing each (at most three, then how many more)."""
+    idle. The idle stalls of a device (see :func:`_idle_findings`) are merged: estimate = their sum, intervals
+    = their union, title from the largest, evidence listing each (at most three, then how many more).
+
+    Bound (``BOUND_FILL``): overlapping host work with GPU work wins at most the GPU work there is to overlap, so
+    each stall's part is at most its ``fill_ns`` (the busy time of its device groups not already under the host
+    work it names) and the parts together at most the device's busy time (``device_busy_ns``: one GPU's work
+    fills one gap once); a part titled *blocked in one call* is bounded by the time in that call (``BOUND_BLOCKED``:
+    the API's total in ``api_calls``, the parts blocked in one API together at most it).
+    In a document without these figures, the device's busy time (``gpu_idle.per_device``) bounds the whole."""
     by_dev: dict[str, list[Finding]] = {}
-    for f, _ in _idle_findings(ctx):
+    main_of: dict[int, str] = {}
+    for f, main in _idle_findings(ctx):
         by_dev.setdefault(f.where, []).append(f)
+        main_of[id(f)] = main
+    dev_busy = _device_busy(ctx)
     out = []
     for where, parts in by_dev.items():
         parts.sort(key=lambda f: -f.saving_ns)
-        if len(parts) == 1:
-            out.append(parts[0])
-            continue
         total = sum(f.saving_ns for f in parts)
+        fill = sum(min(f.saving_ns, f.bound_ns) for f in parts if f.bound == BOUND_FILL)
+        blocked: dict[str, list[int]] = {}  # per API: [the parts' idle, its calls' time]
+        for f in parts:
+            if f.bound == BOUND_BLOCKED:
+                v = blocked.setdefault(main_of[id(f)], [0, f.bound_ns])
+                v[0] += f.saving_ns
+        bound = (min(fill, dev_busy.get(where, fill)) + sum(min(lost, call) for lost, call in blocked.values())
+                 + sum(f.saving_ns for f in parts if f.bound not in (BOUND_FILL, BOUND_BLOCKED)))
+        kinds = {f.bound for f in parts}
+        what = BOUND_FILL if kinds == {BOUND_FILL} else BOUND_BLOCKED if BOUND_FILL not in kinds else BOUND_FILL_BLOCKED
+        if min(total, bound) < ctx.min_ns and all(f.bound_ns >= 0 for f in parts):
+            continue  # what overlapping could win is under the listing threshold
+        if len(parts) == 1:
+            out.append(_bounded(parts[0], bound, what) if parts[0].bound_ns >= 0 else parts[0])
+            continue
         evidence = "; ".join(f.evidence for f in parts[:3])
         if len(parts) > 3:
             evidence += f"; {len(parts) - 3} more idle stretch(es), {fmt_ns(sum(f.saving_ns for f in parts[3:]))}"
         iv = tuple(merge_spans(p for f in parts for p in f.intervals)) if all(f.intervals for f in parts) else ()
-        out.append(Finding("gpu-idle-host", parts[0].title, f"{fmt_ns(total)} idle in all: {evidence}", total, where,
-                           iv))
+        merged = Finding("gpu-idle-host", parts[0].title, f"{fmt_ns(total)} idle in all: {evidence}", total, where, iv)
+        out.append(_bounded(merged, bound, what) if all(f.bound_ns >= 0 for f in parts) else merged)
+    return out
+
+
+def _idle_where(s: dict, hosts: set) -> str:
+    """The ``where`` of an idle stall's finding: its device, and its host when the trace has several."""
+    return f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
+
+
+def _device_busy(ctx: Context) -> dict[str, int]:
+    """Each device's busy time (keyed as the findings' ``where``): the idle stalls' ``device_busy_ns``, else, in an
+    older document, ``gpu_idle.per_device`` (every host's device of that index together)."""
+    stalls = [s for s in ctx.data.get("stalls", []) if s.get("category") == "idle"]
+    hosts = {s.get("host", "") for s in stalls}
+    per = {int(d["device"]): int(d["busy_ns"]) for d in (ctx.data.get("gpu_idle") or {}).get("per_device") or []}
+    out: dict[str, int] = {}
+    for s in stalls:
+        busy = int(s.get("device_busy_ns", -1))
+        busy = busy if busy >= 0 else per.get(int(s["device"]), -1)
+        if busy >= 0:
+            out[_idle_where(s, hosts)] = busy
     return out
 
 
@@ -118,8 +187,10 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
     launchers = {d["process"] for d in ctx.data.get("startup") or [] if d.get("launcher")}
     slow = _straggler(ctx)
     pool = slow[0].saving_ns if slow else 0  # the straggler's waits: idle while waiting at a collective is theirs
+    dev_busy = _device_busy(ctx)
     # the longest single call of each CUDA API (report's api_calls table): a gap spent in one call is that call
     api_max = {str(a["api"]): int(a.get("max_ns") or 0) for a in ctx.data.get("api_calls") or []}
+    api_total = {str(a["api"]): int(a.get("total_ns") or a.get("max_ns") or 0) for a in ctx.data.get("api_calls") or []}
     for s in ctx.data.get("stalls", []):
         if s.get("category") != "idle" or s["lost_ns"] < ctx.min_ns:
             continue
@@ -165,9 +236,15 @@ def _idle_findings(ctx: Context) -> list[tuple[Finding, str]]:
         if lines:
             notes.insert(0, f"Python stack samples in the gaps: {_join(lines)}")
         evidence = text + "".join(f"; {n}" for n in notes)
-        where = f"GPU {s['device']}" + (f" ({s.get('host')})" if len(hosts) > 1 and s.get("host") else "")
+        where = _idle_where(s, hosts)
         iv = tuple(merge_spans(s.get("intervals") or ()))
-        out.append((Finding("gpu-idle-host", title, evidence, lost, where, iv), main))
+        # The bound (see _gpu_idle): the GPU work that could fill the gaps; a call that blocked the host: the idle.
+        blocked = title.startswith(f"GPU {s['device']} idle while the host is blocked in one ")
+        fill = int(s.get("fill_ns", -1))
+        fill = fill if fill >= 0 else dev_busy.get(where, -1)
+        call = min(lost, api_total.get(main, lost))  # the time in that call (the API's total over the trace)
+        bound, what = (call, BOUND_BLOCKED) if blocked else (fill, BOUND_FILL) if fill >= 0 else (-1, "")
+        out.append((Finding("gpu-idle-host", title, evidence, lost, where, iv, bound_ns=bound, bound=what), main))
     return out
 
 
@@ -201,7 +278,8 @@ def _launch_bound(ctx: Context) -> list[Finding]:
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
             f"({r['busy_ns'] / width:.0%}); launch gaps {fmt_ns(gap)} over {r['instances']} run(s){note}",
-            gap, f"{r['phase']} GPU {r['device']}", tuple((a, b) for a, b in iv if b - a <= LAUNCH_GAP_MAX)))
+            gap, f"{r['phase']} GPU {r['device']}", tuple((a, b) for a, b in iv if b - a <= LAUNCH_GAP_MAX),
+            bound_ns=gap, bound=BOUND_LAUNCH))
     return out
 
 
@@ -225,7 +303,7 @@ def _pageable(ctx: Context) -> list[Finding]:
     for c in copies:
         if not c["pageable"] or c["kind"] not in ("HtoD", "DtoH"):
             continue
-        saving = int(c["ns"] - c["bytes"] / gbps)
+        saving = min(int(c["ns"]), int(c["ns"] - c["bytes"] / gbps))  # the bound: never more than the copy time
         if saving < ctx.min_ns:
             continue
         basis = "pinned copies in this trace" if measured else "assumed (no large pinned copy in this trace)"
@@ -233,21 +311,26 @@ def _pageable(ctx: Context) -> list[Finding]:
             "pageable-copy", f"pin the host memory of {c['phase']}'s {c['kind']} copies",
             f"{c['count']} pageable {c['kind']} copies, {c['bytes'] / (1 << 20):.3g} MiB in {fmt_ns(c['ns'])} "
             f"({c['gbps'] or 0:.3g} GB/s); pinned: {gbps:.3g} GB/s, {basis}",
-            saving, f"{c['phase']} GPU {c['device']}"))
+            saving, f"{c['phase']} GPU {c['device']}", bound_ns=saving, bound=BOUND_PAGEABLE))
     return out
 
 
 def _sync_waits(ctx: Context) -> list[Finding]:
-    """Sync waits: the host blocked in stream/device/event synchronisations, per phase; saving = the
-    blocked time (upper bound: what the host could do meanwhile if the sync moved later or went)."""
+    """Sync waits: the host blocked in stream/device/event synchronisations, per phase; estimate = the
+    blocked time. Bound (``BOUND_SYNC``): moving a sync later or dropping it does not make the GPU's work
+    shorter; it lets the host run its next work during the wait, so each wait wins at most the host's time
+    until its next sync on that thread (``host_next_ns``: what could move into it). A document without it
+    bounds by the blocked time."""
     acc: dict[tuple, list[int]] = {}
     spans: dict[tuple, list[Span] | None] = {}
     for w in ctx.gpu.get("sync_waits", []):
         key = (w["phase"], w["type"])
-        v = acc.setdefault(key, [0, 0, 0])
+        v = acc.setdefault(key, [0, 0, 0, 0])
         v[0] += 1
         v[1] += int(w["wait_ns"])
         v[2] += int(w["gpu_busy_ns"])
+        nxt = int(w.get("host_next_ns", -1))
+        v[3] += int(w["wait_ns"]) if nxt < 0 else min(int(w["wait_ns"]), nxt)
         iv = spans.setdefault(key, [])
         if iv is not None:
             t = w.get("start")
@@ -255,16 +338,16 @@ def _sync_waits(ctx: Context) -> list[Finding]:
     out = []
     called = {(str(w.get("phase")), str(w.get("type"))): headline(w.get("samples") or ())
               for w in ctx.gpu.get("sync_wait_samples", [])}  # the Python lines that waited (stack samples)
-    for (phase, typ), (n, ns, busy) in acc.items():
-        if ns < ctx.min_ns:
+    for (phase, typ), (n, ns, busy, bound) in acc.items():
+        if min(ns, bound) < ctx.min_ns:
             continue
         lines = called.get((str(phase), str(typ))) or []
         at = f" at {lines[0]}" if lines else ""
-        out.append(Finding(
+        out.append(_bounded(Finding(
             "sync-wait", f"{phase} blocks the host in {typ} syncs{at}: sync later or less often",
             f"{n} {typ} sync(s) blocked the host {fmt_ns(ns)}; the GPU worked {fmt_ns(busy)} of it"
             + (f"; waiting in {_join(lines)}" if lines else ""), ns, phase,
-            tuple(merge_spans(spans.get((phase, typ)) or ()))))
+            tuple(merge_spans(spans.get((phase, typ)) or ()))), bound, BOUND_SYNC))
     return out
 
 
@@ -281,7 +364,8 @@ def _unattributed(ctx: Context) -> list[Finding]:
         excl = min(ns, start_up.get(u["path"], 0))  # a process root: its start-up is the startup finding's
         ns, dur = ns - excl, dur - excl
         # ... and GPU-idle findings whose main host work is this root claim that host time already.
-        idle = min(ns, sum(f.saving_ns for f, main in idle_claims if main == u["path"]))
+        idle = min(ns, sum(min(f.saving_ns, f.bound_ns) if f.bound_ns >= 0 else f.saving_ns
+                           for f, main in idle_claims if main == u["path"]))
         if ns - idle < ctx.min_ns:
             continue
         evidence = (f"{fmt_ns(ns)} of {fmt_ns(dur)} ({ns / dur if dur else 0.0:.0%}) over {u['count']} instance(s)"
@@ -292,14 +376,17 @@ def _unattributed(ctx: Context) -> list[Finding]:
         what = f"mostly {_join(lines)}; add phases to see it" if lines else "add phases to see it"
         evidence += f"; Python stack samples: {_join(lines)}" if lines else ""
         out.append(Finding("unattributed", f"{u['path']}: host time no phase explains ({what})",
-                           evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ()))))
+                           evidence, ns, u["path"], tuple(merge_spans(u.get("intervals") or ())), bound_ns=ns,
+                           bound=BOUND_UNATTRIBUTED))
     out.sort(key=lambda f: -f.saving_ns)
     return out[:3]
 
 
 def _exposed_comm(ctx: Context) -> list[Finding]:
-    """Exposed communication: a rank's communication time no compute overlapped; saving = that time
-    (upper bound: overlap it with compute, e.g. bucketed all-reduce during backward)."""
+    """Exposed communication: a rank's communication time no compute overlapped; estimate = that time less its
+    waits for the straggler (overlap it with compute, e.g. bucketed all-reduce during backward). Bound
+    (``BOUND_COMM``): overlap hides communication only under compute, so at most the rank's compute kernel
+    time not already overlapping its communication (``compute_ns - overlap_ns``); none without ``compute_ns``."""
     slow = _straggler(ctx)
     srank = ctx.comm["stragglers"][0]["rank"] if slow else None
     out = []
@@ -310,15 +397,17 @@ def _exposed_comm(ctx: Context) -> list[Finding]:
                         for c in ctx.comm.get("collectives", []) if c.get("last_rank") == srank)
             claimed = min(int(r["exposed_ns"]), waits)
         saving = int(r["exposed_ns"]) - claimed
-        if saving < ctx.min_ns:
+        bound = int(r["compute_ns"]) - int(r["overlap_ns"]) if "compute_ns" in r else -1
+        if (saving if bound < 0 else min(saving, bound)) < ctx.min_ns:
             continue
         share = r["overlap_ns"] / r["comm_ns"] if r["comm_ns"] else 0.0
         evidence = (f"{r['calls']} collective(s) ({r['source']}): {fmt_ns(r['comm_ns'])}, {share:.0%} overlapped, "
                     f"{fmt_ns(r['exposed_ns'])} exposed")
         if claimed:
             evidence += f"; {fmt_ns(claimed)} of it waiting for straggler rank {srank}, counted in that finding"
-        out.append(Finding("exposed-comm", f"rank {r['rank']}: communication not overlapped with compute",
-                           evidence, saving, f"rank {r['rank']}", tuple(merge_spans(r.get("intervals") or ()))))
+        f = Finding("exposed-comm", f"rank {r['rank']}: communication not overlapped with compute",
+                    evidence, saving, f"rank {r['rank']}", tuple(merge_spans(r.get("intervals") or ())))
+        out.append(_bounded(f, bound, BOUND_COMM) if bound >= 0 else f)
     return out
 
 
@@ -336,8 +425,8 @@ def _straggler(ctx: Context) -> list[Finding]:
     # The others' waits on the job's timeline: [its arrival - their wait, its arrival] at each collective it
     # came last at (ranks waiting at once count once); only when every matched collective is listed.
     coll = ctx.comm.get("collectives", [])
-    iv: list[Span] = []
-    if coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
+    iv: list[Span] = [(int(a), int(b)) for a, b in s.get("intervals") or []]
+    if not iv and coll and ctx.comm.get("matched", len(coll)) == len(coll) and all("start" in c for c in coll):
         iv = merge_spans((int(c["start"]) - int(w), int(c["start"])) for c in coll if c.get("last_rank") == s["rank"]
                     for w in (c.get("waits") or {}).values())
     cause = s.get("cause") or []
@@ -349,12 +438,28 @@ def _straggler(ctx: Context) -> list[Finding]:
     lines = s.get("lines") or []
     if lines:  # the stack samples name the line (docs/findings.md, "Ranks and collectives")
         ran += f"; rank {s['rank']} was at " + ", ".join(f"{x['site']} ({x['samples']} samples)" for x in lines[:2])
-    return [Finding(
+    f = Finding(
         "straggler", f"rank {s['rank']} is the straggler" + (f" (at {lines[0]['site']})" if lines else "")
         + ": the other ranks wait for it at collectives",
-        f"last at {s['last']} of {s['of']} collectives; the others waited {fmt_ns(s['median_wait_ns'])} per "
-        f"collective (median), {fmt_ns(s['caused_ns'])} in all{ran}", int(s["caused_ns"]), f"rank {s['rank']}",
-        tuple(iv))]
+        f"last at {s['last']} of {s['of']} collectives; {_waited(s)}{ran}", int(s["caused_ns"]),
+        f"rank {s['rank']}", tuple(iv))
+    # Bound: a rank waits for the straggler inside its own collective calls, so at most its time in collectives;
+    # and waits of one rank that overlap (a step's bucket all-reduces waiting for one late arrival) count once.
+    others = [int(r["comm_ns"]) for r in ctx.comm.get("ranks", []) if r.get("rank") != s["rank"]]
+    bound = min(int(s["caused_ns"]), int(s.get("waited_ns", s["caused_ns"])))
+    return [_bounded(f, min(bound, sum(others)), BOUND_STRAGGLER) if others else f]
+
+
+def _waited(s: dict) -> str:
+    """How long the others waited for straggler ``s``: per wait with a rank's overlapping waits merged (one per step
+    where a step's collectives wait together) when that differs from per collective, else per collective."""
+    per_coll = f"{fmt_ns(s['median_wait_ns'])} per collective (median)"
+    n = int(s.get("waits") or 0)
+    if n and n < s["last"]:
+        return (f"the others waited {fmt_ns(s['median_merged_wait_ns'])} per wait (median of {n}, a rank's "
+                f"overlapping waits merged: {s['last']} collectives waited in {n} stretches), "
+                f"{fmt_ns(s['waited_ns'])} in all; {per_coll}")
+    return f"the others waited {per_coll}, {fmt_ns(s['caused_ns'])} in all"
 
 
 def _warmup(ctx: Context) -> list[Finding]:
@@ -391,7 +496,8 @@ def _warmup(ctx: Context) -> list[Finding]:
     return [Finding(
         "warm-up", f"warm-up: {fmt_ns(w['ns'])} before the steady state ({', '.join(what)}); the other findings "
                    "leave it out: time after warm-up, or amortise it over a longer run",
-        "; ".join(parts), int(w["ns"]), "warm-up", tuple((int(a), int(b)) for a, b in w.get("intervals") or ()))]
+        "; ".join(parts), int(w["ns"]), "warm-up", tuple((int(a), int(b)) for a, b in w.get("intervals") or ()),
+        bound_ns=int(w["ns"]), bound=BOUND_WARMUP)]
 
 
 def _pinning(ctx: Context) -> list[Finding]:
@@ -403,8 +509,10 @@ def _pinning(ctx: Context) -> list[Finding]:
         if net is None or net != net or net >= 0 or -net < ctx.min_ns:
             continue
         dev = "all" if p.get("device") is None else f"GPU {p['device']}"
-        out.append(Finding("pinning-loss", f"pinning does not pay on {dev}: reuse pinned buffers or skip pinning",
-                           p.get("text", ""), int(-net), dev))
+        f = Finding("pinning-loss", f"pinning does not pay on {dev}: reuse pinned buffers or skip pinning",
+                    p.get("text", ""), int(-net), dev)
+        # Bound: not pinning (or pinning once) wins at most what pinning and unpinning cost.
+        out.append(_bounded(f, int(p["overhead_ns"]), BOUND_PINNING) if "overhead_ns" in p else f)
     return out
 
 

@@ -10,10 +10,11 @@ Findings claim wall time in :data:`CLAIM_ORDER`, the most specific first: start-
 exposed communication, sync waits, pageable copies, pinning, launch gaps, unattributed host time inside a named
 phase (deepest first), GPU idle per device, and last a process root's host time in no phase. A finding's
 saving is at most the part of its intervals no earlier finding claimed (its evidence says how much went to
-which), and at most the wall time that the claimed intervals and the earlier findings without intervals
-(pageable copies, pinning, any rule over an older document) left. So the table's savings add up to at most
-``wall_ns``, the union of the runs' extents. Two GPUs idle at the same moment save that moment once (the second
-is named in the first's evidence). Wall time in which no GPU was observed (CUDA collection paused, the
+which; a finding whose ``bound_ns`` is shorter than that part claims only its first ``saving_ns`` of it, leaving
+the rest to later findings), and at most the wall time that the claimed intervals and the earlier findings
+without intervals (pageable copies, pinning, any rule over an older document) left. So the table's savings add
+up to at most ``wall_ns``, the union of the runs' extents. Two GPUs idle at the same moment save that moment once
+(the second is named in the first's evidence). Wall time in which no GPU was observed (CUDA collection paused, the
 document's ``unobserved``: gputrace/analysis/unobserved.py) is in no finding: nothing is known about the GPUs
 there.
 
@@ -37,7 +38,8 @@ __all__ = ["CLAIM_ORDER", "Finding", "Span", "account", "merge_spans"]
 class Finding:
     """One row of the Findings table: ``rule`` (the name of its row in findings.RULES), ``title`` (what to fix),
     ``evidence`` (the figures behind it), ``saving_ns`` (estimated time saved), ``where`` (phase, device or
-    rank it concerns). Text is built from trace names: escape it before it reaches markup."""
+    rank it concerns), ``bound_ns`` and ``bound`` (what the fix can recover at most, and what bounds it). Text is
+    built from trace names: escape it before it reaches markup."""
 
     rule: str
     title: str
@@ -47,6 +49,12 @@ class Finding:
     #: The wall-clock intervals (epoch ns, sorted, disjoint) the saving comes from; () when the rule has none.
     #: Not part of the JSON document: :func:`account` turns them into the saving.
     intervals: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    #: What the fix can physically recover at most (ns; -1: not known, e.g. a section of an older document missing),
+    #: computed by the rule from other figures than its estimate (docs/findings.md, "What bounds each saving"):
+    #: ``saving_ns <= bound_ns`` whenever it is known.
+    bound_ns: int = -1
+    #: What bounds it, in words ("the GPU work that could fill it"); "" when ``bound_ns`` is -1.
+    bound: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -92,7 +100,8 @@ def _minus(a: list[Span], b: list[Span]) -> list[Span]:
 class _Claims:
     """The wall time claimed so far: sorted, disjoint pieces (numpy arrays), each tagged with the position of the
     finding that claimed it (pieces of different findings may touch). :meth:`claim` finds the pieces a new
-    finding's intervals overlap by bisection and measures them in whole-array passes, so accounting F findings
+    finding's intervals overlap by bisection (:meth:`overlap`) and measures them in whole-array passes, and
+    :meth:`add` inserts what the finding claims, so accounting F findings
     costs about F x (their intervals + the pieces they overlap) element operations, never a Python step per
     earlier finding (the scan of every earlier finding's intervals per finding took 250 s at 10k ranks)."""
 
@@ -102,9 +111,9 @@ class _Claims:
         self.owner = np.zeros(0, np.int64)
         self.total = 0
 
-    def claim(self, iv: list[Span], who: int) -> tuple[list[Span], np.ndarray, np.ndarray]:
-        """Claim ``iv`` (sorted, disjoint) for finding ``who``: returns the part no earlier finding held (now
-        ``who``'s) and, for each earlier finding that held some of ``iv``, its position and how much it held."""
+    def overlap(self, iv: list[Span]) -> tuple[list[Span], np.ndarray, np.ndarray]:
+        """For ``iv`` (sorted, disjoint): the part no earlier finding holds and, for each earlier finding that
+        holds some of ``iv``, its position and how much it holds."""
         starts, ends, owner = self.starts, self.ends, self.owner
         own: list[Span] = []
         held_o, held_ns = [], []
@@ -120,12 +129,6 @@ class _Claims:
             hole_e = np.concatenate((ps, [e]))
             keep = hole_e > hole_s
             own += zip(hole_s[keep].tolist(), hole_e[keep].tolist(), strict=True)
-        if own:
-            os_, oe = np.array(own, np.int64).T
-            at = np.searchsorted(starts, os_)
-            self.starts, self.ends = np.insert(starts, at, os_), np.insert(ends, at, oe)
-            self.owner = np.insert(owner, at, who)
-            self.total += int((oe - os_).sum())
         if not held_o:
             z = np.zeros(0, np.int64)
             return own, z, z
@@ -134,6 +137,27 @@ class _Claims:
             return own, by, ns
         u, inv = np.unique(by, return_inverse=True)
         return own, u, np.bincount(inv.reshape(-1), weights=ns, minlength=len(u)).astype(np.int64)
+
+    def add(self, own: list[Span], who: int) -> None:
+        """Claim ``own`` (sorted, disjoint, in holes :meth:`overlap` found) for finding position ``who``."""
+        if own:
+            os_, oe = np.array(own, np.int64).T
+            at = np.searchsorted(self.starts, os_)
+            self.starts, self.ends = np.insert(self.starts, at, os_), np.insert(self.ends, at, oe)
+            self.owner = np.insert(self.owner, at, who)
+            self.total += int((oe - os_).sum())
+
+
+def _first(iv: list[Span], ns: int) -> list[Span]:
+    """The first ``ns`` of ``iv`` (sorted, disjoint): what a finding whose bound is shorter than its intervals claims
+    (its fix recovers at most that much of them; the rest of that wall time stays free for later findings)."""
+    out: list[Span] = []
+    for a, b in iv:
+        if ns <= 0:
+            break
+        out.append((a, min(b, a + ns)))
+        ns -= out[-1][1] - a
+    return out
 
 
 #: The order in which findings claim wall time, the most specific first (see the module docstring).
@@ -186,7 +210,7 @@ def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved:
                 if _length(iv) < span:
                     notes.append(f"{fmt_ns(span - _length(iv))} of it with CUDA collection paused (not observed), "
                                  "not counted")
-            own, held_by, held_ns = claims.claim(iv, len(owners))
+            own, held_by, held_ns = claims.overlap(iv)
             saving = min(saving, _length(own))
             if span < f.saving_ns:
                 notes.append(f"{fmt_ns(span)} of wall time (processes in parallel counted once)")
@@ -203,6 +227,9 @@ def account(found: list[Finding], wall_ns: int = 0, min_ns: int = 0, unobserved:
                 for _, ns, k in taken[:1]:
                     if found[k].rule == f.rule and f.where:
                         also.setdefault(k, []).append(f"{f.where} {fmt_ns(ns)}")
+            if 0 <= f.bound_ns < _length(own):  # bounded below its intervals: the rest is left to later findings
+                own = _first(own, saving)
+            claims.add(own, len(owners))
             owners.append((_label(f), i))
         if left is not None and left < saving:
             notes.append(f"capped at the {fmt_ns(left)} of wall time no other finding counts")

@@ -40,10 +40,11 @@ from gputrace.analysis._common import (
 from gputrace.analysis.api_calls import background_lanes
 from gputrace.analysis.gpu_activity import activity_index
 from gputrace.analysis.unobserved import observed_parts, unobserved
-from gputrace.timeline.model import Timeline
+from gputrace.timeline.model import KIND_CODES, Timeline
 
 BETWEEN, LEADING, TRAILING = 0, 1, 2
 EDGE_NAMES = {BETWEEN: "between", LEADING: "leading", TRAILING: "trailing"}
+GPU_KIND = KIND_CODES["gpu"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,12 @@ class IdleGaps:
     kernel_basis: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per group: activity spans used
     #: per group: time of the run's extent the device was not observed (paused collection), in no gap
     unobserved_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: per gap: index into ``groups`` of its device group
+    group: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: ``{(group, phase id): ns}``: the group's busy time during which that phase ran on the host as the innermost
+    #: span of a thread (exclusive, as ``act_ns``), for each phase that is the main host work of one of the group's
+    #: gaps: GPU work already overlapped with that host work (`busy_not_under`)
+    busy_under: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(len(self.start))
@@ -142,6 +149,12 @@ class IdleGaps:
         idx = np.flatnonzero(d >= min_ns)
         idx = idx[np.argsort(-d[idx], kind="stable")][:k]
         return [self.gap(int(i)) for i in idx]
+
+    def busy_not_under(self, group: int, phase: int) -> int:
+        """The group's busy time not overlapped by ``phase``'s own host time (-1 or -2, no host work: all of it):
+        the GPU work that could fill a gap while that host work runs, were the two overlapped."""
+        busy = int(self.busy_ns[group]) if group < len(self.busy_ns) else 0
+        return max(0, busy - self.busy_under.get((int(group), int(phase)), 0))
 
     def idle_by_device(self) -> dict[int, int]:
         """Total idle ns per device index (all runs and hosts together)."""
@@ -242,6 +255,7 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
     counts = np.zeros(len(gs), np.int64)
     counts[sel] = np.diff(offs_s)
     offs = offsets_from_counts(counts)
+    under = _busy_under(tl, run, host, g_run, g_host, gid, rows, s, e, _top_pairs(gg[sel], offs_s, aph, (ge - gs)[sel]))
     return IdleGaps(
         device=g_dev[gg],
         host=g_host[gg],
@@ -260,7 +274,96 @@ def gpu_idle_gaps(tl: Timeline, min_gap_ns: int = 0, edges: bool = True, activit
         unobserved_ns=un_ns,
         has_activity=has_act,
         kernel_basis=activity_index(tl).mask(tl.n)[grow],
+        group=gg,
+        busy_under=under,
     )
+
+
+def _self_pieces(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, start, end) of every host span's own time (itself minus its host children; background threads left
+    out, as in `_host_activity`): a time instant belongs to the innermost span of its thread."""
+    hrows = host_rows(tl)
+    bg = background_lanes(tl)
+    if bg.any():
+        hrows = hrows[~bg[tl.cols["lane"][hrows]]]
+    mask = np.zeros(tl.n, bool)
+    mask[hrows] = True
+    return uncovered(tl, mask, hrows)
+
+
+#: GPU-idle fill (`IdleGaps.busy_under`) is measured for at most this many (device group, main host work) pairs, those
+#: with the most idle time: each costs a pass over the group's activity; the others' fill is the group's busy time.
+FILL_PAIRS = 64
+
+
+def _top_pairs(gap_group: np.ndarray, offs: np.ndarray, phase: np.ndarray, dur: np.ndarray) -> list[tuple[int, int]]:
+    """The (group, main host phase) pairs of the measured gaps (CSR ``offs``/``phase``, first entry the largest),
+    the ``FILL_PAIRS`` with the most idle time."""
+    has = np.diff(offs) > 0
+    tot: dict[tuple[int, int], int] = {}
+    for g, p, d in zip(gap_group[has].tolist(), phase[offs[:-1][has]].tolist(), dur[has].tolist(), strict=True):
+        tot[(g, p)] = tot.get((g, p), 0) + d
+    return sorted(sorted(tot, key=lambda k: -tot[k])[:FILL_PAIRS])
+
+
+def _union_before(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each ``t``, the length of the sorted disjoint segments ``[bs, be)`` before it."""
+    cum = np.concatenate([np.zeros(1, np.int64), np.cumsum(be - bs)])
+    i = np.searchsorted(bs, t, side="right") - 1
+    j = np.maximum(i, 0)
+    return np.where(i >= 0, cum[j] + np.clip(t - bs[j], 0, be[j] - bs[j]), 0)
+
+
+def _busy_under(tl: Timeline, run: np.ndarray, host: np.ndarray, g_run: np.ndarray, g_host: np.ndarray,
+                gid: np.ndarray, rows: np.ndarray, s: np.ndarray, e: np.ndarray, wanted: list[tuple[int, int]]) -> dict:
+    """``{(group, phase): ns}`` for each ``wanted`` pair: how much of the group's busy time (its activity ``rows``,
+    ``s``/``e``, group ``gid``) lies under that phase's own host time in the same process (the pid of the lanes:
+    another process's host code running meanwhile does not overlap this process's GPU work), the phase's pieces
+    merged first (two threads in one phase at once count once). GPU work that the phase launched itself (its
+    nearest host ancestor is of that phase) is left out: the phase's host time over it is that work being driven or
+    waited for, not host work it already hides (a ``train_step`` whose kernels run under it does not make the GPU
+    work unavailable to fill a host-only ``train_step``); so is GPU work with no host ancestor (its launcher is
+    unknown: a process root's code, most likely). Summed over the group's processes; `busy_not_under` caps it."""
+    if not wanted:
+        return {}
+    lane_pid = np.asarray([ln.pid for ln in tl.lanes], np.int64)
+    apid = lane_pid[tl.cols["lane"][rows]]
+    # the phase that launched each piece of GPU work: its nearest host ancestor (a kernel under a `gpu` phase span
+    # on a stream lane was launched by that span's host parent)
+    par = tl.cols["parent"][rows].astype(np.int64)
+    for _ in range(8):
+        up = (par >= 0) & (tl.cols["kind"][np.maximum(par, 0)] == GPU_KIND)
+        if not up.any():
+            break
+        par = np.where(up, tl.cols["parent"][np.maximum(par, 0)], par)
+    aph = np.where(par >= 0, tl.cols["phase"][np.maximum(par, 0)], -1).astype(np.int64)
+    srow, ss, se = _self_pieces(tl)
+    ph = tl.cols["phase"][srow].astype(np.int64)
+    by_ph = np.argsort(ph, kind="stable")  # each pair reads its phase's pieces and its group's rows only
+    ph_sorted = ph[by_ph]
+    of_group: dict[int, np.ndarray] = {}
+    out: dict[tuple[int, int], int] = {}
+    for g, p in wanted:
+        lo, hi = np.searchsorted(ph_sorted, [p, p + 1])
+        pc = by_ph[lo:hi]
+        pc = pc[(run[srow[pc]] == g_run[g]) & (host[srow[pc]] == g_host[g])]
+        if len(pc) == 0:
+            continue
+        if g not in of_group:
+            of_group[g] = np.flatnonzero(gid == g)
+        a = of_group[g]
+        a = a[(aph[a] != p) & (aph[a] >= 0)]  # (no host ancestor: who launched it is unknown, none hides it)
+        spid = lane_pid[tl.cols["lane"][srow[pc]]]
+        for pid in np.unique(spid).tolist():
+            ap = a[(apid[a] == pid) | (apid[a] < 0)]  # (a stream lane of unknown pid, as Kineto's: any process's)
+            if len(ap) == 0:
+                continue
+            _, bs, be = union_by_group(np.zeros(len(ap), np.int64), s[ap], e[ap])
+            mq = pc[spid == pid]
+            _, ps, pe = union_by_group(np.zeros(len(mq), np.int64), ss[mq], se[mq])
+            ov = int((_union_before(bs, be, pe) - _union_before(bs, be, ps)).sum())
+            out[(g, p)] = out.get((g, p), 0) + ov
+    return out
 
 
 def _host_activity(tl, run, host, gap_run, gap_host, gap_dev, gs, ge):

@@ -82,7 +82,9 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
     None), ``start``, ``wait_ns`` (host time blocked), ``gpu_busy_ns`` (union of the waited-for work
     inside the wait), ``work`` (count of those kernels/copies/memsets), ``after_gpu_ns`` (time from
     the end of the last waited-for work to the end of the wait; the whole wait if nothing ran),
-    ``kernels`` (top kernel names by time inside the wait), ``phase`` (enclosing phase), ``basis``.
+    ``kernels`` (top kernel names by time inside the wait), ``phase`` (enclosing phase), ``basis``,
+    ``host_next_ns`` (host time from the end of the wait to the start of the next sync on the same thread lane, or
+    to that lane's last span end: the host work that could run during the wait were the sync moved or dropped).
     """
     idx = idx or activity_index(tl)
     sync = np.flatnonzero(idx.what == SYNC)
@@ -98,8 +100,9 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
     order = np.argsort(d_s, kind="stable")
     d_rows, d_s, d_e, d_dev, d_stream = d_rows[order], d_s[order], d_e[order], d_dev[order], d_stream[order]
     pm = np.maximum.accumulate(d_e) if len(d_e) else d_e
+    host_next = _host_next(tl, idx.rows[sync], idx.start[sync], idx.end[sync])
     out = []
-    for i in sync.tolist():
+    for k, i in enumerate(sync.tolist()):
         r = int(idx.rows[i])
         a = tl.attrs.get(r, {})
         s0, e0, dev = int(idx.start[i]), int(idx.end[i]), int(idx.device[i])
@@ -136,8 +139,23 @@ def sync_waits(tl: Timeline, idx: ActivityIndex | None = None, top_kernels: int 
                     "after_gpu_ns": max(e0 - max(last, s0), 0),
                     "kernels": [{"name": n, "ns": ns}
                                 for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top_kernels]],
-                    "phase": _phase_name(tl, r), "basis": KERNELS})
+                    "phase": _phase_name(tl, r), "basis": KERNELS, "host_next_ns": int(host_next[k])})
     out.sort(key=lambda w: -w["wait_ns"])
+    return out
+
+
+def _host_next(tl: Timeline, rows: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per sync (``rows``, host times ``s``/``e``): the host time from its end to the start of the next sync on
+    its lane (a thread), or to the lane's last span end for the last one; 0 at least."""
+    lane = tl.cols["lane"][rows].astype(np.int64)
+    lane_end = np.full(len(tl.lanes), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(lane_end, tl.cols["lane"].astype(np.int64), tl.cols["end"].astype(np.int64))
+    order = np.lexsort((s, lane))
+    nxt = lane_end[lane[order]]
+    same = lane[order][1:] == lane[order][:-1]
+    nxt[:-1] = np.where(same, s[order][1:], nxt[:-1])
+    out = np.empty(len(rows), np.int64)
+    out[order] = np.maximum(nxt - e[order], 0)
     return out
 
 

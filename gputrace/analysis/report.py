@@ -38,6 +38,7 @@ from gputrace.analysis.host_samples import (
     samples_note,
 )
 from gputrace.analysis.pinning import PinningReport, pinning_economics, pinning_summary
+from gputrace.analysis.processes import unfinished_note, unfinished_processes
 from gputrace.analysis.stalls import (
     Stall,
     idle_stalls,
@@ -135,6 +136,7 @@ class TimelineAnalysis:
     unattributed_paths: list[dict] = field(default_factory=list)
     launch: LaunchGaps | None = None  # GPU phases' launch gaps (empty without activity spans)
     emulated: dict = field(default_factory=dict)  # `emulated_costs`: injected/emulated costs the trace records
+    unfinished: list = field(default_factory=list)  # `processes.unfinished_processes`: killed recorded processes
     gpu_activity: dict = field(default_factory=dict)  # `gpu_summary.gpu_summary` (empty when not computed)
     api_calls: list[dict] = field(default_factory=list)  # `api_calls.api_call_table`: CUDA API calls per name
     comm: dict = field(default_factory=dict)  # `collectives.collectives`: ranks, matched collectives, stragglers
@@ -214,6 +216,8 @@ class TimelineAnalysis:
             "collectives": self.comm,
             "emulated": self.emulated,
         }
+        if self.unfinished:  # (only when there is one: documents of finished runs keep their shape)
+            d["unfinished_processes"] = [u.to_dict() for u in self.unfinished]
         if self.host_samples:  # (only in traces with stack samples: other documents keep their shape)
             d["host_samples"] = {"processes": [p.to_dict() for p in self.host_samples], "note": self.samples_note}
         return d
@@ -247,6 +251,10 @@ class TimelineAnalysis:
              "unattributed": self.unattributed_paths, "gpu_activity": self.gpu_activity, "startup": self.startup,
              "unobserved": self.unobserved, "api_calls": self.api_calls}
         return d
+
+    def unfinished_note(self) -> str:
+        """One line naming the recorded processes that ended without a final flush, or ''."""
+        return unfinished_note(self.unfinished)
 
     def emulated_note(self) -> str:
         """One line naming the emulated/injected costs the trace records, or ''."""
@@ -377,6 +385,7 @@ def analyse_timeline(
         unattributed_paths=attach_paths(tl, un.by_path(tl)) if procs else un.by_path(tl),
         launch=launch,
         emulated=emulated_costs(tl),
+        unfinished=unfinished_processes(tl),
         api_calls=api_call_table(tl, top=top),
         comm=collectives(tl, top=top),
         startup=startup_intervals(tl),

@@ -63,6 +63,11 @@ class Stall:
     host_busy_ns: int = -1
     #: idle stalls of a trace with host stack samples: the top sites in its gaps (``host_samples.SiteCount``)
     samples: tuple = ()
+    #: idle stalls: the GPU work that could fill the gaps, were the host work named overlapped with it: the busy time
+    #: of the gaps' device groups (run, host, device) not already under that host work (-1: other categories)
+    fill_ns: int = -1
+    #: idle stalls: the busy time of the device (this host, every run): what all its idle stalls share (-1: other)
+    device_busy_ns: int = -1
 
     def to_dict(self) -> dict:
         sites = self.samples
@@ -136,9 +141,16 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
     # (overlaps of several threads' spans add up: capped at the gaps' time)
     busys = np.add.reduceat(covered[order], first)
     all_measured = np.logical_and.reduceat(measured[order], first)
+    grp = gaps.group if len(gaps.group) == n else None
+    dev_busy: dict[tuple[int, int], int] = {}
+    ghost = {h: i for i, h in enumerate(gaps.hosts)}
+    for (_, h, d), b in zip(gaps.groups, gaps.busy_ns.tolist(), strict=True):
+        dev_busy[(ghost.get(h, -1), d)] = dev_busy.get((ghost.get(h, -1), d), 0) + int(b)
     out = []
     for k in range(ngroups):
         idx_n, total, each, big = int(sizes[k]), int(totals[k]), int(medians[k]), int(bigs[k])
+        idx = order[first[k]:first[k] + idx_n]
+        fill = -1 if grp is None else sum(gaps.busy_not_under(g, int(top[big])) for g in np.unique(grp[idx]).tolist())
         if idx_n == 1:
             text = gaps.gap(big).describe()
         else:
@@ -158,7 +170,8 @@ def idle_stalls(gaps: IdleGaps) -> list[Stall]:
         iv = tuple((a, b) for a, b in ivs[k])
         busy = min(int(busys[k]), total) if bool(all_measured[k]) else -1
         out.append(Stall("idle", text, idx_n, total, each, int(dur[big]), int(los[k]), int(his[k]), -1,
-                         int(gaps.device[big]), gaps.hosts[int(gaps.host[big])], iv, busy))
+                         int(gaps.device[big]), gaps.hosts[int(gaps.host[big])], iv, busy, fill_ns=fill,
+                         device_busy_ns=dev_busy.get((int(gaps.host[big]), int(gaps.device[big])), -1)))
     return out
 
 

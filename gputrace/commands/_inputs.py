@@ -19,7 +19,9 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
     file cannot be read
     (OSError, or ValueError for a malformed file) or the traces hold no spans (``empty_message``); the
     caller then exits with status 1. With ``lenient``, what was skipped is printed to stderr
-    (``gputrace <command>: --lenient skipped 2 lines skipped, ...``). Raises nothing else.
+    (``gputrace <command>: --lenient skipped 2 lines skipped, ...``); the cut last lines left out of a
+    ``record`` segment folder read as a trace are printed in any case (``gputrace <command>: left out ...``).
+    Raises nothing else.
     """
     import os
 
@@ -38,6 +40,8 @@ def read_inputs(command: str, paths, lenient: bool, empty_message: str) -> Timel
         return None
     if lenient:
         print_skipped(command, tl)
+    else:
+        print_cut(command, tl)
     if tl.n == 0:
         print(f"gputrace {command}: {empty_message}", file=sys.stderr)
         return None
@@ -67,6 +71,15 @@ def read_runs(command: str, paths, lenient: bool) -> tuple[list[Timeline], list[
                 tls.append(t)
                 labels.append(name if len(parts) == 1 else f"{name}#{i}")
     return tls, labels
+
+
+def print_cut(command: str, tl: Timeline) -> None:
+    """Print what a strict read of a segment folder left out (segments' cut last lines), if anything."""
+    from gputrace.timeline.errors import CUT_REASON, LoadReport
+
+    rep = tl.load_report
+    if isinstance(rep, LoadReport) and rep.reasons.get(CUT_REASON):
+        print(f"gputrace {command}: left out {visible(rep.summary())}", file=sys.stderr)
 
 
 def print_skipped(command: str, tl: Timeline, source: str | None = None) -> None:

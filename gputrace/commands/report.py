@@ -91,21 +91,33 @@ NAME_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ellipsis", "max_wid
 
 
 def render_findings(items: list[dict], console) -> None:
-    """The Findings table (analysis/findings.py): what to fix first, largest estimated saving first."""
+    """The Findings (analysis/findings.py): what to fix first, largest estimated saving first. Each finding is
+    a block, not a table row, so that it reads whole at any width (80 columns included): its rank and
+    estimated saving, then its title (the advice), its evidence and its rule, each wrapped under the title
+    (a word longer than the line, a C++ kernel name, folds; nothing is cut)."""
     from rich.table import Table
+    from rich.text import Text
 
     if not items:
         console.print(rich_text("Findings: none above the listing threshold (1% of the wall time)", style="dim"))
         return
-    t = Table(title="Findings (what to fix first; savings are estimates, see docs/findings.md)", title_justify="left")
-    t.add_column("#", justify="right")
-    t.add_column("saves", justify="right")
-    t.add_column("finding", justify="left", no_wrap=True, overflow="ellipsis", max_width=70)
-    t.add_column("evidence", justify="left", overflow="fold")
-    t.add_column("rule", justify="left", no_wrap=True)
+    console.print(rich_text("Findings (what to fix first; savings are estimates, see docs/findings.md)"))
+    t = Table.grid(padding=(0, 1))
+    t.add_column(justify="right", no_wrap=True)
+    t.add_column(justify="right", no_wrap=True)
+    t.add_column(overflow="fold", ratio=1)
     for i, f in enumerate(items, 1):
-        _row(t, str(i), "~" + _fmt(f["saving_ns"]), f["title"], f["evidence"], f["rule"])
+        body = Text("\n").join([rich_text(f["title"], style="bold"), rich_text(f["evidence"]),
+                                rich_text(f"rule: {f['rule']}", style="dim")])
+        if i > 1:
+            t.add_row()  # a blank line between findings
+        t.add_row(f"{i}.", rich_text(finding_saving(f)), body)
     console.print(t)
+
+
+def finding_saving(f: dict) -> str:
+    """A finding's estimated saving as the Findings list shows it (``~1.23 s``)."""
+    return "~" + _fmt(f["saving_ns"])
 
 
 def render_steps(steps: dict, t0: int, console) -> None:
@@ -228,6 +240,11 @@ def render(data: dict, console, phase_rows: int = PHASE_ROWS) -> None:
     from gputrace.phases import phase_hex
 
     console.print(f"[bold]{data['spans']:,} spans[/], wall {_fmt(data['wall_ns'])}")
+    if data.get("unfinished_processes"):
+        from gputrace.analysis.processes import Unfinished, unfinished_note
+
+        note = unfinished_note([Unfinished(**u) for u in data["unfinished_processes"]])
+        console.print(rich_text(f"note: {note}", style="yellow"))
     render_findings(data.get("findings", []), console)  # before anything else: what to fix first
     render_steps(data.get("steps") or {}, data["t0"], console)
     # Always on the first screen: pinning's cost may be far under the stalls cut (113 ms of 153 s).

@@ -14,7 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-__all__ = ["TraceFormatError", "LoadReport"]
+__all__ = ["TraceFormatError", "LoadReport", "CUT_REASON"]
+
+#: ``LoadReport`` reason of a ``record`` segment's unterminated last line (its writer died while writing it):
+#: left out of a strict read too (``formats.otlp_jsonl.segments``).
+CUT_REASON = "cut last line"
 
 #: How many individual problems a report keeps (counts keep going past this).
 MAX_PROBLEMS = 1000

@@ -12,6 +12,9 @@ What it owns:
   worker processes (big, plain, enough CPUs).
 * **Leniency**: ``lenient=True`` skips what cannot be read and records it in
   ``Timeline.load_report``; every complete line before a damaged gzip stream is kept.
+* **Segment folders** (``gputrace record``'s ``<trace>.d/`` before it joined them, or after it was killed:
+  ``formats.otlp_jsonl.segments``): a folder path, or a trace path that is missing while its folder exists,
+  reads as the segments joined; a segment's cut last line is left out and reported in ``load_report``.
 * **Whole reads** (``read_any``, ``read_otlp``), **progressive reads and follow** (``load_steps``:
   what the TUI shows while loading) and **run splitting** (``load_runs``).
 
@@ -71,7 +74,8 @@ def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, worker
 
     parts = []
     together: dict[str, list] = {}  # files of a read_many format, read into one Timeline after the others
-    for p in as_paths(paths):
+    files, _, cut = _segments_joined(as_paths(paths))
+    for p in files:
         if cache.wanted(p):
             tl = cache.load(p, lenient)
             if tl is None:
@@ -87,7 +91,36 @@ def read_any(paths: PathLike | Sequence[PathLike], lenient: bool = False, worker
             parts.append(_read_one(p, kind, lenient, workers))
     for kind, group in together.items():
         parts.append(_read(FORMATS[kind], group, lenient=lenient, workers=workers))
-    return concat_reports(parts)
+    tl = concat_reports(parts)
+    if cut is not None:
+        if isinstance(tl.load_report, LoadReport):
+            cut.absorb(tl.load_report)
+        tl.load_report = cut
+    return tl
+
+
+def _segments_joined(paths: list) -> tuple[list, list[str], LoadReport | None]:
+    """``paths`` with each segment folder (see the module doc) replaced by its joined copy; the one-line
+    notes saying so; a ``LoadReport`` of the cut last lines left out (None when none). Raises
+    ``UnreadableTrace`` for a folder without one whole line, OSError."""
+    from gputrace.timeline.formats.otlp_jsonl import segments
+
+    out, notes, report = [], [], None
+    for p in paths:
+        folder = segments.segment_folder(p)
+        if folder is None:
+            out.append(p)
+            continue
+        path, segs = segments.joined(folder)
+        if not any(s.lines for s in segs):
+            raise UnreadableTrace(f"{folder}: no whole line in its {len(segs)} segment(s) yet")
+        out.append(path)
+        notes.append(segments.describe(folder, segs))
+        cut = segments.cut_report(folder, segs)
+        if cut is not None:
+            report = report or LoadReport()
+            report.absorb(cut)
+    return out, notes, report
 
 
 def _format(kind: str, role: str) -> Format:
@@ -192,7 +225,11 @@ def check_paths(paths: Sequence[PathLike]) -> None:
     """Raise ``UnreadableTrace`` for a missing, unreadable or directory path, or no path at all."""
     if not paths:
         raise UnreadableTrace("no trace file given")
+    from gputrace.timeline.formats.otlp_jsonl.segments import segment_folder
+
     for p in paths:
+        if segment_folder(p) is not None:
+            continue
         if not os.path.exists(p):
             raise UnreadableTrace(f"{p}: no such file")
         if os.path.isdir(p):
@@ -218,17 +255,30 @@ def load_steps(
     are read whole. ``follow``: one file, tailed while a writer
     appends (``incremental.follow``) until ``stop_event`` is set. A big trace with a valid entry in
     the columnar cache (``gputrace.timeline.cache``) is shown from it at once; one read here is
-    stored there by a background thread. Raises ``UnreadableTrace`` for
+    stored there by a background thread. A segment folder (module doc) is read joined, its note leading
+    every step's. Raises ``UnreadableTrace`` for
     a missing or empty file or one where nothing could be read, and the format readers' errors.
     """
-    from gputrace.timeline import cache
-
     files = [os.fspath(p) for p in paths]
     stop = stop_event or threading.Event()
     if follow:
         yield from _follow_steps(files, stop, interval)
         return
     check_paths(files)
+    files, notes, cut = _segments_joined(files)
+    if notes:
+        extra = "; ".join([*notes, *([cut.summary()] if cut is not None else [])])
+        for step in _steps(files, stop, interval, parallel):
+            step.note = f"{extra}; {step.note}" if step.note else extra
+            yield step
+        return
+    yield from _steps(files, stop, interval, parallel)
+
+
+def _steps(files: list[str], stop: threading.Event, interval: float, parallel: bool) -> Iterator[LoadStep]:
+    """``load_steps`` of plain files (checked)."""
+    from gputrace.timeline import cache
+
     total = sum(os.path.getsize(p) for p in files)
     finished: list[Timeline] = []
     base = 0

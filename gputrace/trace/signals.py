@@ -1,4 +1,4 @@
-"""SIGTERM: deliver what was recorded, close the open spans as failed, then do what the signal would
+"""SIGTERM and SIGHUP: deliver what was recorded, close the open spans as failed, then do what the signal would
 have done. Installed by ``configure()`` (main thread only), removed by ``shutdown()``.
 
 Contract
@@ -15,6 +15,8 @@ Contract
   restored and the signal raised again, so the process ends exactly as it would have without gputrace
   (killed by SIGTERM, status -15).
 * ``start_phase()`` handles still open are not on any stack and are not recorded (nothing tracks them).
+* SIGHUP (a closed terminal, ``record`` forwarding one) is handled exactly as SIGTERM: both end the
+  process by default, and both leave the open phases and the last flush in the file.
 * SIGINT needs nothing here: KeyboardInterrupt unwinds the ``with`` blocks (spans end with error status)
   and the ``atexit`` hook shuts the recorder down. SIGKILL cannot be caught: at most the last flush
   interval (<= 1 s) is lost.
@@ -35,7 +37,7 @@ from gputrace.trace import hotpath as _ph
 
 log = logging.getLogger("gputrace.trace")
 
-SIGNALS = (signal.SIGTERM,)
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 _installed: dict[int, Any] = {}  # signal -> the handler it had before ours
 _shutdown: Callable[[], object] | None = None
@@ -117,14 +119,15 @@ def _watchdog(r: int, main: int) -> None:
             return
         if not data:
             return
-        if signal.SIGTERM not in data:
+        sig = next((s for s in SIGNALS if s in data), None)
+        if sig is None:
             continue
         for _ in range(20):  # (5 s of nudges at most)
             time.sleep(0.25)
-            if _term_seen or _watch_pid != os.getpid() or signal.getsignal(signal.SIGTERM) is not _on_signal:
+            if _term_seen or _watch_pid != os.getpid() or signal.getsignal(sig) is not _on_signal:
                 break  # (handled, or no longer ours to handle: never call another handler twice)
             with contextlib.suppress(OSError, ValueError):
-                signal.pthread_kill(main, signal.SIGTERM)
+                signal.pthread_kill(main, sig)
 
 
 def uninstall() -> None:

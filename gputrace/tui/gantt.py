@@ -28,7 +28,7 @@ from gputrace.tui.gantt_navigation import (
 )
 from gputrace.tui.gantt_strip import NAME_W
 from gputrace.tui.layout import View
-from gputrace.tui.rows import DEVICE, HOST
+from gputrace.tui.rows import DEVICE, HOST, PROCESS
 
 
 class Gantt(GanttDisplay, can_focus=True):
@@ -66,7 +66,7 @@ class Gantt(GanttDisplay, can_focus=True):
         Binding("b", "mark", "Mark", tooltip="measure: mark A at the time cursor; again: mark B, the range A..B"),
         Binding("x", "measure", "Measure", tooltip="measure the span or idle gap under the cursor (range = it)"),
         Binding("r", "zoom_range", show=False, tooltip="zoom to the measured range"),
-        Binding("space", "fold", "Fold", show=False, tooltip="fold / unfold the host or device group"),
+        Binding("space", "fold", "Fold", show=False, tooltip="fold / unfold the host, process or device group"),
         Binding("c", "compact", show=False, tooltip="compact: one row per lane, nested phases stacked"),
     ]
 
@@ -262,7 +262,7 @@ class Gantt(GanttDisplay, can_focus=True):
         self.cursor_row = ry
         spec = self.rows[ry]
         if x < NAME_W:
-            if spec.kind in (HOST, DEVICE):
+            if spec.kind in (HOST, PROCESS, DEVICE):
                 self.action_fold()
             self.refresh()
             return

@@ -14,7 +14,7 @@ import numpy as np
 
 from gputrace.timeline.model import Timeline
 from gputrace.tui.index import IntervalIndex, TimelineIndex
-from gputrace.tui.rows import DEVICE, HOST, LANE, RowSpec
+from gputrace.tui.rows import DEVICE, HOST, LANE, PROCESS, RowSpec, device_key
 
 
 def span_times(index: TimelineIndex, row: int) -> tuple[int, int]:
@@ -71,7 +71,7 @@ def measure_target(index: TimelineIndex, ii: IntervalIndex | None, selected: int
 
 def fold_key(spec: RowSpec) -> tuple:
     """The key of the group that folding on ``spec`` folds: a header's own, else its device group's."""
-    return spec.key if spec.kind in (HOST, DEVICE) else (DEVICE, *spec.group)
+    return spec.key if spec.kind in (HOST, PROCESS, DEVICE) else device_key(spec.group[0], spec.group[1], spec.proc)
 
 
 def row_with_key(rows: Sequence[RowSpec], key: tuple) -> int:

@@ -18,10 +18,10 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from gputrace.tui.layout import elide_middle, fit_lane_label
+from gputrace.tui.layout import elide_middle, fit_lane_label, fit_parts
 from gputrace.tui.palette import Palette
 from gputrace.tui.render import Cells, cells_to_runs
-from gputrace.tui.rows import DEVICE, HOST, RowSpec
+from gputrace.tui.rows import DEVICE, HOST, PROCESS, RowSpec
 
 NAME_W = 24  # the name column; the timeline starts at this x
 
@@ -51,10 +51,11 @@ class RowPainter:
         key = (kind, cursor)
         hit_ = self._style_cache.get(key)
         if hit_ is None:
-            cls = "gantt--cursor" if cursor else {HOST: "gantt--host", DEVICE: "gantt--device"}.get(kind, "gantt--name")
+            cls = "gantt--cursor" if cursor else {HOST: "gantt--host", PROCESS: "gantt--host",
+                                                  DEVICE: "gantt--device"}.get(kind, "gantt--name")
             st = self._style_of(cls)
             bg = base
-            if kind in (HOST, DEVICE):
+            if kind in (HOST, PROCESS, DEVICE):
                 hdr = self._style_of("gantt--device" if kind == DEVICE else "gantt--host")
                 if hdr.bgcolor is not None:
                     bg = hdr.bgcolor.get_truecolor().hex
@@ -69,7 +70,10 @@ class RowPainter:
         # elided in the middle (the distinguishing end stays); then cut to cells: wide names keep the grid.
         if spec.name:
             indent = spec.label[:len(spec.label) - len(spec.label.lstrip(" "))]
-            text = indent + fit_lane_label(spec.name, spec.tag, NAME_W - 1 - len(indent))
+            text = indent + fit_lane_label(spec.name, "", NAME_W - 1 - len(indent))
+        elif spec.parts:  # a process header: rank and pid first, then as much of the command as fits
+            head = spec.label[:len(spec.label) - len(spec.label.lstrip(" ")) + 2]  # the indent and "▼ "
+            text = head + fit_parts(spec.parts, NAME_W - 1 - len(head))
         else:
             text = elide_middle(spec.label, NAME_W - 1)
         label = set_cell_size(text, NAME_W - 1)

@@ -116,6 +116,25 @@ def fit_lane_label(name: str, tag: str, width: int) -> str:
     return label()
 
 
+def fit_parts(parts: tuple[str, ...] | list[str], width: int, sep: str = " · ") -> str:
+    """``parts`` joined by ``sep`` in at most ``width`` characters, most telling first: whole parts from the
+    first while they fit; the first that does not is cut at its end with ``…`` when three characters of it
+    would show, else left out with everything after it (``rank 1 · pid 681 · python tr…``). The first part
+    is cut in the middle (``elide_middle``) when even it does not fit. Pure; one line in, one line out."""
+    if not parts:
+        return ""
+    out = elide_middle(parts[0], width)
+    for part in parts[1:]:
+        room = width - len(out) - len(sep)
+        if len(part) <= room:
+            out += sep + part
+            continue
+        if room >= 4:
+            out += sep + part[:room - 1] + "…"
+        break
+    return out
+
+
 def format_bytes(n: int) -> str:
     """``1.50 GiB``-style binary size; ``-`` for negative (absent) sizes."""
     if n is None or n < 0:

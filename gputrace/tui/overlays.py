@@ -164,6 +164,8 @@ def compute_overlays(tl: Timeline, origin: int, analysis: TimelineAnalysis | Non
                   for s in analysis.listed]
     if analysis.emulated:
         out.notes.append(analysis.emulated_note())
+    if analysis.unfinished:
+        out.notes.append(analysis.unfinished_note())
     out.notes.append(analysis.listing.describe())
     if marks:
         out.marks_row = np.concatenate([m[0] for m in marks]).astype(np.int64)

@@ -1,6 +1,7 @@
 """Lane labels in the name column keep what tells a lane from its neighbours (``layout.fit_lane_label``): a kind
 the name repeats is shown once, and a too-long label loses, in order, the pid tag, a lane word before an id,
-the ``thread:`` kind, then the middle of its name; trace text stays plain text on one line."""
+the ``thread:`` kind, then the middle of its name; trace text stays plain text on one line. A host of several
+processes shows each process's header above its lanes (tests/tui/test_process_rows.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from gputrace.timeline.formats.chrome.read import read_chrome
 from gputrace.tui.gantt_strip import NAME_W
 from gputrace.tui.index import TimelineIndex
 from gputrace.tui.layout import fit_lane_label
-from gputrace.tui.rows import LANE, build_rows
+from gputrace.tui.rows import LANE, PROCESS, build_rows
 
 W = NAME_W - 1 - 3  # the name column less the lane indent
 
@@ -73,19 +74,23 @@ def test_kineto_lanes_read_in_the_name_column(tmp_path):
             return [g.render_line(y).text[:NAME_W - 1].rstrip() for y in range(g.size.height)]
 
     shown = asyncio.run(go())
+    # two processes: each has its header (host > process > device > lane), with no pid in its lanes' labels
+    assert " ▼ pid 7" in shown and " ▼ pid 483" in shown
     assert "   thread 483 (python3)" in shown and "   api:483 (python3)" in shown
     assert "   508 ([b]red[/b])" in shown  # untrusted text drawn as it is, not as markup
-    assert "   thread:other [7]" in shown
+    assert "   thread:other" in shown
 
 
-def test_a_lane_of_no_process_gets_no_pid_tag():
-    """Kineto's GPU stream lanes and its profiler-overhead lane have pid -1: '[-1]' would only be noise, and a
-    trace of one process (plus such lanes) tags no lane at all."""
+def test_a_lane_of_no_process_makes_no_process_level():
+    """Kineto's GPU stream lanes and its profiler-overhead lane have pid -1: they are no process of their own,
+    and a trace of one process (plus such lanes) gets no process level and no pid in any label."""
     from pathlib import Path
 
     from gputrace.timeline import read_any
 
     tl = read_any([Path(__file__).resolve().parents[1] / "data" / "foreign" / "train_kineto.json.gz"])
     assert {ln.pid for ln in tl.lanes} >= {-1, 483}  # the premise: pid -1 lanes beside one process's
-    rows = [r for r in build_rows(TimelineIndex.build(tl)) if r.kind == LANE and r.name]
-    assert rows and all(r.tag == "" for r in rows)
+    rows = build_rows(TimelineIndex.build(tl))
+    assert not [r for r in rows if r.kind == PROCESS]
+    lanes = [r for r in rows if r.kind == LANE and r.name]
+    assert lanes and not any("[" in r.label for r in lanes)

@@ -47,3 +47,28 @@ def test_prove_summary_names_lanes_as_report_does():
     assert lane_column("cuda:1") == device_name(1) == "GPU 1"
     assert lane_column("cpu:0") == "CPU thread:cpu-worker-0"
     assert lane_column("odd") == "odd"
+
+
+@pytest.mark.parametrize("typed, hint", [
+    (["--tarce", "t.jsonl"], "(did you mean --trace?)"),
+    (["--no-cuda"], "(did you mean --no-cuda-activity?)"),
+    (["-x"], ""),
+])
+def test_a_mistyped_record_flag_is_a_usage_error_naming_it(capsys, typed, hint):
+    # record's COMMAND positional shares the name of the subparsers' dest: the typo used to crash with
+    # "TypeError: unhashable type: 'list'" instead of reaching record's parser.
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["record", *typed, "--", "python", "-c", "pass"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gputrace record ")
+    assert f"gputrace record: error: unrecognized arguments: {typed[0]}" in err
+    assert hint in err and "Traceback" not in err
+
+
+def test_the_subcommand_name_survives_records_command_positional():
+    from gputrace.cli import subcommand
+
+    ns = build_parser().parse_args(["record", "--", "python", "-c", "pass"])
+    assert subcommand(ns) == "record" and ns.command == ["--", "python", "-c", "pass"]
+    assert subcommand(build_parser().parse_args(["report", "t.jsonl"])) == "report"

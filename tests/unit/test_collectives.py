@@ -246,9 +246,9 @@ def test_a_range_around_the_call_counts_once(tmp_path):
     assert c["collectives"][0]["name"] == "all_reduce" and c["ranks"][0]["source"] == "named ranges"
 
 
-def _captured(op: str, seq: int, nbytes: int = 4096, group: str = "0") -> dict:
+def _captured(op: str, seq: int, nbytes: int = 4096, group: str = "0", completion: str = "future") -> dict:
     return {"gputrace.collective.op": op, "gputrace.collective.seq": seq, "gputrace.collective.group": group,
-            "gputrace.collective.bytes": nbytes, "gputrace.collective.completion": "future"}
+            "gputrace.collective.bytes": nbytes, "gputrace.collective.completion": completion}
 
 
 def test_captured_collectives_match_by_sequence_number(tmp_path):
@@ -273,12 +273,13 @@ def test_a_size_that_differs_is_another_collective(tmp_path):
 
 
 def test_clock_offset_of_hours_names_no_straggler(tmp_path):
-    """Rank 1's host clock is 3 h ahead: its collectives (matched by sequence number) end 3 h after rank 0's,
-    although one collective ends on every rank together, and each all_reduce lasts 190 µs. The report says it
+    """Rank 1's host clock is 3 h ahead: its synchronous collectives (matched by sequence number; their ends are
+    exact) end 3 h after rank 0's, although one collective ends on every rank together, and each all_reduce lasts
+    190 µs. The report says it
     cannot tell, and no straggler finding claims the wall."""
-    r0 = [("all_reduce", 50 * i, 50 * i + 0.19, _captured("all_reduce", i)) for i in range(8)]
-    r1 = [("all_reduce", 3 * 3600 * 1000 + 50 * i, 3 * 3600 * 1000 + 50 * i + 0.19, _captured("all_reduce", i))
-          for i in range(8)]
+    r0 = [("all_reduce", 50 * i, 50 * i + 0.19, _captured("all_reduce", i, completion="sync")) for i in range(8)]
+    r1 = [("all_reduce", 3 * 3600 * 1000 + 50 * i, 3 * 3600 * 1000 + 50 * i + 0.19,
+           _captured("all_reduce", i, completion="sync")) for i in range(8)]
     tl = read_any([_write(tmp_path, _otlp_rank(0, 100, r0), _otlp_rank(1, 101, r1))])
     c = collectives(tl)
     assert c["matched"] == 8 and not c["clock"]["ok"] and c["stragglers"] == []
@@ -334,3 +335,47 @@ def test_hostile_names_reach_the_report_escaped(tmp_path):
     render_comm(d["collectives"], con)
     out = buf.getvalue()
     assert "\x1b" not in out and "[bold red]boom[/]" in out
+
+
+def test_completion_callback_ends_seen_late_do_not_refuse_the_verdict(tmp_path):
+    """The torch capture ends an async collective's span when a callback sees its future complete: under load the
+    late rank's callback runs ms after the other's (2-6 ms were seen on a 2-rank DDP gloo job). Those ends are no
+    evidence that the clocks differ: rank 1, 50 ms late at every bucket, is still named, with rank 0's 50 ms wait."""
+    r0 = [("all_reduce", 100 * i, 100 * i + 52, _captured("all_reduce", i)) for i in range(6)]
+    r1 = [("all_reduce", 100 * i + 50, 100 * i + 52 + 3, _captured("all_reduce", i)) for i in range(6)]
+    c = collectives(read_any([_write(tmp_path, _otlp_rank(0, 100, r0), _otlp_rank(1, 101, r1))]))
+    assert c["matched"] == 6 and c["clock"]["ok"], c["clock"]
+    assert c["stragglers"][0]["rank"] == 1
+    assert [m["waits"] for m in c["collectives"]] == [{"0": 50 * MS}] * 6
+
+
+def test_clock_offset_of_hours_on_completion_callback_ends_names_no_straggler(tmp_path):
+    """The same 3 h offset on async spans ended by completion callbacks (ends not exact): the arrival differences
+    exceed every call's own 190 µs, so the verdict is still refused."""
+    r0 = [("all_reduce", 50 * i, 50 * i + 0.19, _captured("all_reduce", i)) for i in range(8)]
+    r1 = [("all_reduce", 3 * 3600 * 1000 + 50 * i, 3 * 3600 * 1000 + 50 * i + 0.19, _captured("all_reduce", i))
+          for i in range(8)]
+    c = collectives(read_any([_write(tmp_path, _otlp_rank(0, 100, r0), _otlp_rank(1, 101, r1))]))
+    assert not c["clock"]["ok"] and c["stragglers"] == []
+    assert c["clock"]["reason"].startswith("cannot tell: clocks differ by about 1") and "exceed" in c["clock"]["reason"]
+    assert abs(c["clock"]["offset_ns"] - 3 * HOUR) < MS
+
+
+def test_a_steps_bucket_waits_count_once(tmp_path):
+    """DDP's two bucket all-reduces of a step both wait for the same late rank: rank 0 waited 50 ms per step, not
+    100. The straggler's merged waits say so (one per step), its saving is their union, and the finding reads
+    'per wait' with that figure."""
+    r0, r1 = [], []
+    for k in range(6):
+        for i in range(2):
+            seq = 2 * k + i
+            r0.append(("all_reduce", 100 * k + i * 0.5, 100 * k + 51, _captured("all_reduce", seq)))
+            r1.append(("all_reduce", 100 * k + 50 + i * 0.5, 100 * k + 51, _captured("all_reduce", seq)))
+    tl = read_any([_write(tmp_path, _otlp_rank(0, 100, r0), _otlp_rank(1, 101, r1))])
+    s = collectives(tl)["stragglers"][0]
+    assert s["rank"] == 1 and s["last"] == 12 and s["waits"] == 6
+    # rank 0 waited from its first bucket's call (0) to rank 1's second arrival (50.5 ms): one stretch per step
+    assert abs(s["median_merged_wait_ns"] - 50.5 * MS) < 0.01 * MS and abs(s["waited_ns"] - 6 * 50.5 * MS) < 0.1 * MS
+    assert abs(s["caused_ns"] - 12 * 50 * MS) < 0.1 * MS
+    f = next(f for f in analyse_timeline(tl).to_dict()["findings"] if f["rule"] == "straggler")
+    assert f["saving_ns"] <= 6 * 50.5 * MS + MS and "50.5 ms per wait" in f["evidence"]

@@ -73,6 +73,7 @@ def test_unchanged_needs_tight_interval_and_too_few_runs():
     assert r["scale"] == "log" and r["verdict"] == "slower" and r["rel_low"] > 0.7 and r["rel"] == pytest.approx(1.0, abs=0.1)
 
 
+@pytest.mark.slow  # 160 synthetic runs compared in 10 sets (about 5 s here)
 def test_injected_phase_found_at_timeline_level():
     """Synthetic prover runs, msm_l 40 % slower on the variant, 8 vs 8 (6 vs 6 cannot pass Holm over ~40 rows): over many seeds msm_l (and the
     whole run) come out slower every time and untouched phases are rarely called changed."""

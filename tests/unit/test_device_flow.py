@@ -214,6 +214,7 @@ def test_bad_flow_is_refused(tmp_path):
                                device_flow="fast", out_dir=tmp_path, configure_tracer=False))
 
 
+@pytest.mark.slow  # a proof through the real pipeline, its plans checked per call (about 6 s here)
 def test_stream_flow_d4_plans_match_the_host_rule(tmp_path_factory, monkeypatch):
     """With D4 the tail MSMs get the plans the host rule gives for the zeroed tails (here checked per call)."""
     from gputrace.prover.msm_plan import plan_msm
@@ -249,7 +250,14 @@ def test_witnesses_made_at_most_ahead_circuits_ahead(tmp_path_factory, monkeypat
     assert all(max(ch) < started + 2 and len(ch) <= 2 for ch, started in chunks), chunks
 
 
-@pytest.mark.parametrize("switch", ["b1", "pageable", "reload", "g2end", "syncmsm", "windows", "null"])
+#: Each case proves a batch of three through the real pipeline (3-5 s here): the fast lane keeps ``b1`` (pins,
+#: unpins and key staging), the others run in the whole suite (CONTRIBUTING.md: the real prover beyond one
+#: small proof is slow).
+SWITCHES = ["b1"] + [pytest.param(s, marks=pytest.mark.slow)
+                     for s in ("pageable", "reload", "g2end", "syncmsm", "windows", "null")]
+
+
+@pytest.mark.parametrize("switch", SWITCHES)
 def test_regression_switches_act_on_the_stream_flow(tmp_path_factory, switch):
     """Each regression switch of the queued stream flow still verifies, and leaves the trace its code path makes
     (docs/prover.md, "Regression switches"); ``null`` leaves the trace of a run without switches."""
@@ -276,6 +284,7 @@ def test_regression_switches_act_on_the_stream_flow(tmp_path_factory, switch):
         assert be.calls[-3:] == ["sync"] * 3
 
 
+@pytest.mark.slow  # three runs of the prover (about 8 s here)
 def test_null_switch_changes_no_span(tmp_path_factory, monkeypatch):
     """``null`` is a control: the same phases, in the same numbers, as a run without it. The witness plans are
     made before the batch starts, so the flow's timing-dependent spans (a ``sync`` waiting for a plan still being

@@ -11,6 +11,7 @@ import pytest
 
 from gputrace import activity as A
 from gputrace.analysis.activity_index import KERNEL, MEMCPY, SYNC, activity_index
+from gputrace.analysis.findings import BOUND_FILL, findings
 from gputrace.analysis.report import analyse_timeline
 from gputrace.kernel_names import display_name
 
@@ -80,13 +81,21 @@ def test_kineto_and_nsys_kernel_totals_agree(kineto, nsys):
 @pytest.mark.parametrize("which", ["kineto", "nsys"])
 def test_first_screen_names_the_findings(which, request):
     tl = request.getfixturevalue(which)
-    d = analyse_timeline(tl).to_dict()
+    a = analyse_timeline(tl)
+    d = a.to_dict()
     assert list(d)[0] == "findings"
-    top = d["findings"][0]
-    # The host's numpy preprocessing leaves the GPU idle each step: the first fix (move it off the critical path).
-    assert top["rule"] == "gpu-idle-host" and "preprocess" in top["title"]
+    # The host's numpy preprocessing leaves the GPU idle each step (move it off the critical path). Overlapping it
+    # wins at most the GPU's own work (8.5 ms in Kineto's 237 ms, 16.8 ms in the Nsight export's 6.3 s, whose wall
+    # is mostly untraced start-up): first on the Kineto trace, under 1 % of the Nsight export's wall, so listed
+    # there from 1 ms.
+    got = d["findings"] if which == "kineto" else [f.to_dict() for f in findings(d, a.comm, min_ns=1_000_000)]
+    idle = [f for f in got if f["rule"] == "gpu-idle-host"]
+    assert "preprocess" in idle[0]["title"] and (which == "nsys" or got[0] is idle[0])
+    busy = sum(x["busy_ns"] for x in d["gpu_idle"]["per_device"])
+    fill_only = idle[0]["bound"] == BOUND_FILL
+    assert idle[0]["saving_ns"] <= idle[0]["bound_ns"] and (not fill_only or idle[0]["bound_ns"] <= busy)
     # GPU idle is the device's: one finding for GPU 0, its idle stretches in the evidence; each second once.
-    assert [f["where"] for f in d["findings"] if f["rule"] == "gpu-idle-host"] == ["GPU 0"]
+    assert [f["where"] for f in idle] == ["GPU 0"]
     assert sum(f["saving_ns"] for f in d["findings"]) <= d["wall_ns"]
     if which == "kineto":  # AdamW's foreach kernels: many small launches (fused=True would fix it)
         assert any(f["rule"] == "launch-bound" and "AdamW" in f["title"] for f in d["findings"])

@@ -131,7 +131,10 @@ def test_missing_torch_cuda_cupti(kp, monkeypatch):
     assert kp.missing().startswith("torch not importable")
 
 
-@pytest.mark.parametrize("argv", [[], ["--modes", "kernel,record,kineto", "--repeats", "2"]])
+# (each case starts the script in a subprocess that imports torch where it is installed: 3-4 s here; the second
+# runs in the whole suite)
+@pytest.mark.parametrize("argv", [[], pytest.param(["--modes", "kernel,record,kineto", "--repeats", "2"],
+                                                   marks=pytest.mark.slow)])
 def test_exit_2_with_one_line_without_cuda(argv):
     try:
         import torch

@@ -16,7 +16,9 @@ PROGRAM = "import sys; print(sorted(m for m in ('numpy', 'nvtx', 'opentelemetry'
 
 def test_a_bare_process_under_the_bootstrap_imports_no_numpy_nor_nvtx(tmp_path):
     (tmp_path / "procs").mkdir()
-    env = launch_env(tmp_path / "t.jsonl", tmp_path / "procs", write_bootstrap(tmp_path), False, None)
+    segments = tmp_path / "t.jsonl.d"  # (record's segment folder: each process writes its own file there)
+    segments.mkdir()
+    env = launch_env(segments, tmp_path / "procs", write_bootstrap(tmp_path), False, None)
     for k in [k for k in env if k.startswith("NVTX_INJECTION")]:  # no NVTX tool attached
         del env[k]
     r = subprocess.run([sys.executable, "-X", "importtime", "-c", PROGRAM], env=env, capture_output=True,
@@ -30,5 +32,6 @@ def test_a_bare_process_under_the_bootstrap_imports_no_numpy_nor_nvtx(tmp_path):
     (checkin,) = (tmp_path / "procs").glob("*.json")
     info = json.loads(checkin.read_text())
     assert info["final"] and info["spans"] >= 1 and info["label"] == "python -c"
-    assert '"name":"python -c"' in (tmp_path / "t.jsonl").read_text()
+    (segment,) = segments.glob("*.jsonl")
+    assert '"name":"python -c"' in segment.read_text() and segment.name == f"{info['pid']}-0.jsonl"
     assert os.path.basename(checkin) == f"{info['pid']}.json"

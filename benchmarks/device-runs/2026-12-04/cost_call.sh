@@ -17,8 +17,8 @@ python3 $P/cnn_step.py --steps 2000 --thread-cpu --gc-stats > $W/gc_plain.txt 2>
 python3 -m gputrace record --trace /tmp/gc.jsonl -- python3 $P/cnn_step.py --steps 2000 --thread-cpu --gc-stats > $W/gc_record.txt 2>&1
 grep -h "GC\|SLOWEST\|CNN" $W/gc_plain.txt $W/gc_record.txt; rm -f /tmp/gc.jsonl*
 el "launch-bound CNN, 9 rounds"
-timeout 330 python3 $P/bench_whole_process.py --rounds 9 --modes plain,record,nsys,profiler -- --steps 300 --warmup 30 2>&1 | tee $W/whole_cnn.txt | tail -8
+timeout 400 python3 $P/bench_whole_process.py --rounds 9 --modes plain,record,nsys,profiler -- --steps 300 --warmup 30 2>&1 | tee $W/whole_cnn.txt | tail -8
 el "matmul-bound, 5 rounds"
-timeout 200 python3 $P/bench_whole_process.py --rounds 5 --modes plain,record -- --model matmul --steps 300 --warmup 10 2>&1 | tee $W/whole_matmul.txt | tail -4
+timeout 120 python3 $P/bench_whole_process.py --rounds 5 --modes plain,record -- --model matmul --steps 300 --warmup 10 2>&1 | tee $W/whole_matmul.txt | tail -4
 el "pack"
 tar czf $OUT/cost.tgz -C /tmp cost

@@ -2,8 +2,10 @@
 
 Contract (the bootstrap calls ``start()`` once, at interpreter start-up, on the main thread):
 
-* ``start()`` configures a recorder whose file sink appends to ``GPUTRACE_RECORD_TRACE`` (every process of
-  the launch writes whole lines to that one file), with the resource attributes of this process:
+* ``start()`` configures a recorder whose file sink writes this process's own segment in the launch's segment
+  folder ``GPUTRACE_RECORD_TRACE`` (a new ``<pid>-<n>.jsonl`` per recorder: no other process writes it, so
+  no other process's death can damage its lines; ``record`` joins the segments at the end:
+  ``gputrace.trace.launch.tracefile``), with the resource attributes of this process:
   ``process.pid``, ``process.parent_pid``, ``host.name``, ``gputrace.run_id`` (the launch's), ``gputrace.rank``
   / ``gputrace.local_rank`` / ``gputrace.world_size`` (from ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` when
   they are integers), ``gputrace.clock.epoch_offset_ns`` and ``gputrace.clock.anchor_uncertainty_ns`` (the
@@ -11,7 +13,9 @@ Contract (the bootstrap calls ``start()`` once, at interpreter start-up, on the 
   activity as ``GPUTRACE_CUDA_ACTIVITY`` says, NVTX ranges of every domain as spans (``cuda_markers``).
 * A root span named after the command line (``python train.py``, ``python -m pkg``, ``python -c``) is open
   on the main thread while the program runs, so its phases and CUDA work hang under it; it ends at exit
-  (with the exception type of an uncaught error) or when SIGTERM arrives (``gputrace.trace.signals``).
+  (with the exception type of an uncaught error) or when SIGTERM or SIGHUP arrives
+  (``gputrace.trace.signals``). A process whose root span is missing from the file ended without its final
+  flush (``gputrace.analysis.processes`` says so in ``report`` and ``view``).
 * The check-in file ``<GPUTRACE_RECORD_CHECKIN>/<pid>.json`` is written at start (``final`` false) and
   rewritten at every recorder stop with what went into the launch's file so far.
 * A program that calls ``gputrace.configure()`` itself keeps writing into the launch's file too (the
@@ -21,6 +25,9 @@ Contract (the bootstrap calls ``start()`` once, at interpreter start-up, on the 
   (CUDA does not survive a fork). Multiprocessing children end with ``os._exit`` after
   ``multiprocessing.util._exit_function``: wrapped here so they flush first. Other ``os._exit`` calls and
   SIGKILL lose what was not drained yet (the exporter drains every 0.5 s).
+* When the program imports torch, its forward / backward / optimizer.step / dataloader.next ranges and its
+  torch.distributed collectives are recorded without user code (``gputrace.trace.torch_capture``; off with
+  ``GPUTRACE_TORCH_CAPTURE=0``).
 * Each recorded process (forks too) samples its threads' Python stacks at ``GPUTRACE_SAMPLE_HZ``
   (``gputrace.trace.stack_sampler``; 0: off), written by every drain in its root span's trace.
 * The multiprocessing forkserver and resource tracker are helpers, not the user's work: they record
@@ -37,9 +44,9 @@ import signal
 import sys
 from typing import Any
 
-from gputrace.trace import clock, hotpath, recorder, records, stack_sampler
+from gputrace.trace import clock, hotpath, recorder, records, stack_sampler, torch_capture
 from gputrace.trace.launch import ENV_CHECKIN, ENV_RUN_ID, ENV_SERVICE, ENV_TRACE
-from gputrace.trace.sinks.jsonl import JsonlFileSink
+from gputrace.trace.sinks.jsonl import JsonlFileSink, create_private
 
 #: This process's launch state: its pid (a forked child sees its parent's until it begins), command label,
 #: open root span, the uncaught exception (set by the excepthook) and the counts of its check-in file.
@@ -48,10 +55,11 @@ _hooks_installed = False
 
 
 class LaunchFileSink(JsonlFileSink):
-    """The launch's shared trace file, opened for appending (never truncated: other processes write it)."""
+    """This process's own segment of the launch's trace: a new ``<pid>-<n>.jsonl`` in the segment folder
+    ``folder`` (``gputrace.otlp.segments``), written by this sink only. Raises OSError (the folder is gone)."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path, append=True)
+    def __init__(self, folder: str) -> None:
+        super().__init__(create_private(folder), append=True, private=True)
 
 
 def command_label(argv: list[str]) -> tuple[str, str]:
@@ -109,8 +117,13 @@ def _resource(label: str) -> dict:
 
 
 def _inherit() -> tuple[list, dict]:
-    """recorder.inherit: a program's own configure() also appends to the launch's file."""
-    return [LaunchFileSink(os.environ[ENV_TRACE])], _resource(_state["label"])
+    """recorder.inherit: a program's own configure() also writes into the launch's trace (a new segment of
+    this process). Never raises: once ``record`` has joined the segments (this process outlived the launch)
+    the folder is gone and the program's recorder goes on without the launch's sink."""
+    try:
+        return [LaunchFileSink(os.environ[ENV_TRACE])], _resource(_state["label"])
+    except OSError:
+        return [], _resource(_state["label"])
 
 
 def _on_stop(rec, summary) -> None:
@@ -156,13 +169,13 @@ def _begin(label: str, cuda_activity: bool | None) -> None:
     span is open, so the process still leaves its root span and a final check-in. (Blocked rather than
     deferred: until ``configure()`` installs the handler, SIGTERM would still have its default action. Threads
     started meanwhile, the exporter, keep it blocked, so it is always delivered to this thread.)"""
-    blocked = {signal.SIGTERM}
+    blocked = {signal.SIGTERM, signal.SIGHUP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     try:
         _begin_now(label, cuda_activity)
     finally:
-        if signal.SIGTERM not in old:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)  # a pending SIGTERM is acted on now
+        if blocked - set(old):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked - set(old))  # a pending one is acted on now
 
 
 def _begin_now(label: str, cuda_activity: bool | None) -> None:
@@ -230,7 +243,11 @@ def _finish() -> None:
             # ids its children were exported with by the earlier recorders).
             label = _state["label"]
             recorder.inherit = None
-            recorder.configure(sinks=[LaunchFileSink(os.environ[ENV_TRACE])],
+            try:
+                sink = LaunchFileSink(os.environ[ENV_TRACE])
+            except OSError:  # (record already joined the segments: nowhere to write)
+                return
+            recorder.configure(sinks=[sink],
                                service_name=os.environ.get(ENV_SERVICE) or label, resource=_resource(label),
                                cuda_activity=False, collect_gpu_info=False)
         root.__exit__(type(err) if err is not None else None, err, None)
@@ -332,3 +349,7 @@ def start() -> None:
         return
     _begin(label, cuda_activity=None)
     _install_hooks()
+    try:
+        torch_capture.install_when_imported()
+    except Exception as e:  # noqa: BLE001 - the program runs without the torch capture
+        torch_capture.status.note_error("import hook", e)
