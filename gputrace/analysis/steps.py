@@ -6,11 +6,16 @@ A *step series* is found per process (``host``, ``pid``), by the first of these 
    ends in a number after a step word (``step0``, ``iteration 3``, ``train_step_12``, ``batch#4``), at least
    :data:`MIN_STEPS` of one prefix, disjoint in time, numbers rising with time.
 2. **A repeating range**: on the process's main thread lane (the lane whose top-level spans cover the most
-   time), a span name recurring at least :data:`MIN_STEPS` times at one depth, disjoint in time, under one
-   parent (or under sequential parents that it fills: steps inside ``epoch`` ranges): the shallowest
-   depth that has one; there, the name with the most time in all (``train_step``), and then, among the names
-   that recur as often (one per step: ``dataloader.next``, ``forward``, ``backward``, ``optimizer.step``),
-   the one that comes first, so a step starts where the loop's body does.
+   time, as a union: overlapping spans of a helper thread count once), a span name recurring at least
+   :data:`MIN_STEPS` times at one depth, disjoint in time, under one parent (or under sequential parents
+   that it fills: steps inside ``epoch`` ranges): the shallowest depth that has one. There the step is the
+   coarsest period (:func:`_period`): the name with the most time in all (``train_step``), or a rarer name
+   between two calls of which it is called 2 to :data:`MAX_PER_STEP` times (``backward``, with the model's
+   and the loss module's ``forward`` before it); the names that recur that often are once per step
+   (``dataloader.next``, ``backward``, ``optimizer.step``); the step starts at the first of the iteration:
+   the first of them, or a name called several times per step that comes before it (``forward``), at its
+   first call after the previous iteration's (:func:`_iteration_starts`), so a step starts where the loop's
+   body does.
 3. **A repeating kernel sequence** (no host range repeats): the process's kernels on its busiest GPU, in
    start order; the period is that of a kernel name whose recurrences are mostly the same number of kernels
    apart and whose repeats tile most of the sequence (the same name sequence between them, of at least
@@ -70,7 +75,7 @@ MIN_KERNEL_NAMES = 3
 #: A name defines the step when the name with the most time is called at most this many times between two of
 #: its calls (gradient accumulation's micro-batches, each a ``forward`` and ``backward``, per ``optimizer.step``);
 #: a rarer name is not the loop's (a ``validate`` per epoch of hundreds of steps).
-MAX_PER_STEP = 16
+MAX_PER_STEP = 8
 #: Steps listed one by one in the JSON document (the figures count them all).
 MAX_LISTED_STEPS = 1000
 #: Rows of a breakdown difference kept (largest first).
@@ -297,15 +302,15 @@ def _iteration_starts(start: np.ndarray, end: np.ndarray, first: np.ndarray, onc
                       lead: np.ndarray) -> np.ndarray:
     """The rows of ``lead`` (a name called several times per iteration, the first of it) that start the
     iterations: before each occurrence of ``first`` (the first of the names called once per iteration), the
-    first ``lead`` after the later of the previous ``first`` and the last end of a once-per-iteration name
-    before it (the previous iteration's ``optimizer.step``); that ``first`` itself when there is none."""
+    first ``lead`` from the last end of a once-per-iteration name before it (the previous iteration's
+    ``optimizer.step``) on, after the previous ``first``; that ``first`` itself when there is none."""
     fs = start[first]
     ends = np.sort(np.concatenate([end[r] for r in once]))
     j = np.searchsorted(ends, fs, side="right") - 1
     lo = np.where(j >= 0, ends[np.maximum(j, 0)], np.iinfo(np.int64).min)
-    lo = np.maximum(lo, np.concatenate([[np.iinfo(np.int64).min], fs[:-1]]))
+    lo = np.maximum(lo, np.concatenate([[np.iinfo(np.int64).min], fs[:-1] + 1]))
     ls = start[lead]
-    i = np.searchsorted(ls, lo, side="right")
+    i = np.searchsorted(ls, lo, side="left")
     ok = (i < len(ls)) & (ls[np.minimum(i, len(ls) - 1)] <= fs)
     return np.where(ok, lead[np.minimum(i, len(ls) - 1)], first)
 
