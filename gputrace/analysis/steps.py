@@ -281,7 +281,8 @@ def _repeating(tl: Timeline, rows: np.ndarray):
         first = min(peers, key=lambda t: (t[0], t[1]))
         # The names called k times per iteration (``forward`` of the model, then of the loss) ...
         multi = [(int(c["start"][r[0]]), p, r) for _, p, r in cands
-                 if len(r) > n + 1 and _regular(c["start"][first[2]], c["start"][r], int(round(len(r) / n)))]
+                 if 2 <= round(len(r) / n) <= MAX_PER_STEP
+                 and _regular(c["start"][first[2]], c["start"][r], int(round(len(r) / n)))]
         lead = min(multi, key=lambda t: (t[0], t[1])) if multi else None
         if lead is not None and lead[0] < first[0]:
             # ... one of which comes first: a step starts at its first call after the iteration before ends
