@@ -11,7 +11,8 @@ Target: the same rules, savings within 5 %.
     python benchmarks/bench_steady_cut.py [TRACE ...]
 
 Without arguments: the committed traces with a loop (the H200 `record` traces of
-benchmarks/real_programs/h200-2026-12-01/traces.tar.gz, the Kineto and `record` fixtures of tests/data/foreign).
+benchmarks/real_programs/h200-2026-12-01/traces.tar.gz and h200-2026-12-04/cnn.jsonl.gz, the Kineto and `record`
+fixtures of tests/data/foreign, ddp_plain_record.jsonl.gz among them).
 On a GPU machine, a fresh one: ``python -m gputrace record -o train.jsonl -- python
 benchmarks/real_programs/train_step.py --steps 40`` then ``python benchmarks/bench_steady_cut.py train.jsonl``.
 """
@@ -35,6 +36,7 @@ from gputrace.timeline.model import Timeline  # noqa: E402
 
 TAR = ROOT / "benchmarks" / "real_programs" / "h200-2026-12-01" / "traces.tar.gz"
 FOREIGN = ROOT / "tests" / "data" / "foreign"
+CNN = ROOT / "benchmarks" / "real_programs" / "h200-2026-12-04" / "cnn.jsonl.gz"
 
 
 def cut_at(tl: Timeline, cuts: dict[tuple[str, int], int]) -> Timeline:
@@ -105,6 +107,8 @@ def main(argv: list[str]) -> int:
                 for member in ("./train.jsonl", "./ddp.jsonl", "./bench/record-2.jsonl", "./bench/kineto-2.json"):
                     tar.extract(member, tmp.name, filter="data")
                     todo.append((f"h200-2026-12-01 {member[2:]}", [Path(tmp.name) / member]))
+        todo.append(("h200-2026-12-04 cnn.jsonl.gz", [CNN]))
+        todo.append(("ddp_plain_record.jsonl.gz", [FOREIGN / "ddp_plain_record.jsonl.gz"]))
         todo.append(("train_record_toggle.jsonl.gz", [FOREIGN / "train_record_toggle.jsonl.gz"]))
         todo.append(("dist_rank0 + dist_rank1", [FOREIGN / "dist_rank0.json.gz", FOREIGN / "dist_rank1.json.gz"]))
         todo.append(("train_kineto.json.gz", [FOREIGN / "train_kineto.json.gz"]))

@@ -6,11 +6,16 @@ A *step series* is found per process (``host``, ``pid``), by the first of these 
    ends in a number after a step word (``step0``, ``iteration 3``, ``train_step_12``, ``batch#4``), at least
    :data:`MIN_STEPS` of one prefix, disjoint in time, numbers rising with time.
 2. **A repeating range**: on the process's main thread lane (the lane whose top-level spans cover the most
-   time), a span name recurring at least :data:`MIN_STEPS` times at one depth, disjoint in time, under one
-   parent (or under sequential parents that it fills: steps inside ``epoch`` ranges): the shallowest
-   depth that has one; there, the name with the most time in all (``train_step``), and then, among the names
-   that recur as often (one per step: ``dataloader.next``, ``forward``, ``backward``, ``optimizer.step``),
-   the one that comes first, so a step starts where the loop's body does.
+   time, as a union: overlapping spans of a helper thread count once), a span name recurring at least
+   :data:`MIN_STEPS` times at one depth, disjoint in time, under one parent (or under sequential parents
+   that it fills: steps inside ``epoch`` ranges): the shallowest depth that has one. There the step is the
+   coarsest period (:func:`_period`): the name with the most time in all (``train_step``), or a rarer name
+   between two calls of which it is called 2 to :data:`MAX_PER_STEP` times (``backward``, with the model's
+   and the loss module's ``forward`` before it); the names that recur that often are once per step
+   (``dataloader.next``, ``backward``, ``optimizer.step``); the step starts at the first of the iteration:
+   the first of them, or a name called several times per step that comes before it (``forward``), at its
+   first call after the previous iteration's (:func:`_iteration_starts`), so a step starts where the loop's
+   body does.
 3. **A repeating kernel sequence** (no host range repeats): the process's kernels on its busiest GPU, in
    start order; the period is that of a kernel name whose recurrences are mostly the same number of kernels
    apart and whose repeats tile most of the sequence (the same name sequence between them, of at least
@@ -67,6 +72,10 @@ MIN_COVERAGE = 0.5
 #: A kernel period holds at least this many distinct kernel names (forward, backward, optimizer: not two
 #: kernels alternating inside one phase).
 MIN_KERNEL_NAMES = 3
+#: A name defines the step when the name with the most time is called at most this many times between two of
+#: its calls (gradient accumulation's micro-batches, each a ``forward`` and ``backward``, per ``optimizer.step``);
+#: a rarer name is not the loop's (a ``validate`` per epoch of hundreds of steps).
+MAX_PER_STEP = 8
 #: Steps listed one by one in the JSON document (the figures count them all).
 MAX_LISTED_STEPS = 1000
 #: Rows of a breakdown difference kept (largest first).
@@ -180,13 +189,17 @@ def _numbered(tl: Timeline, rows: np.ndarray):
 
 
 def _main_lane(tl: Timeline, rows: np.ndarray) -> int:
-    """The lane whose top-level rows (among ``rows``) cover the most time: the thread that drives the loop."""
+    """The lane whose top-level rows (among ``rows``) cover the most time, as a union (the thread that drives
+    the loop): a thread of overlapping spans (DDP's reducer thread, its bucket all-reduces in flight together,
+    one waiting for a late rank most of each step) counts each instant once, so it never outweighs the lane
+    of the process's root span, whatever the trace's extent (the whole run, or the steady state only)."""
     c = tl.cols
     par = c["parent"][rows]
     top = rows[(par < 0) | (c["lane"][np.maximum(par, 0)] != c["lane"][rows])]
     if not len(top):
         top = rows
-    dur = np.bincount(c["lane"][top], weights=(c["end"][top] - c["start"][top]).astype(np.float64))
+    g, us, ue = union_by_group(c["lane"][top], c["start"][top], c["end"][top])
+    dur = np.bincount(g, weights=(ue - us).astype(np.float64))
     return int(np.argmax(dur))
 
 
@@ -210,9 +223,41 @@ def _fills_parents(tl: Timeline, r: np.ndarray) -> bool:
     return bool(np.all((hi - lo) * 2 >= c["end"][ps] - c["start"][ps]))
 
 
+def _per_gap(q: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """How many of the starts ``a`` (sorted) fall between each two consecutive starts ``q`` (sorted)."""
+    return np.diff(np.searchsorted(a, q, side="left"))
+
+
+def _regular(q: np.ndarray, a: np.ndarray, k: int) -> bool:
+    """Whether ``k`` of the starts ``a`` fall between most consecutive starts ``q`` (two thirds of them: a
+    warm-up iteration may hold an extra call)."""
+    per = _per_gap(q, a)
+    return bool(len(per)) and int(np.count_nonzero(per == k)) * 3 >= len(per) * 2
+
+
+def _period(cands: list, start: np.ndarray) -> tuple[int, list]:
+    """``(count, the candidates called once per iteration)`` of candidates ``(total, phase, rows by start)`` of
+    one depth: their coarsest period. The anchor is the candidate with the most time; a rarer candidate
+    defines the period when ``k`` of the anchor's calls (2 <= k <= :data:`MAX_PER_STEP`) fall between most two
+    of its consecutive calls (``backward`` once per iteration, the anchor ``forward`` twice: the model's and
+    the loss module's); of those, the rarest. So a name called k times per iteration never defines the step,
+    nor does a name far rarer than the loop's body (a ``validate`` per epoch). None: the anchor's count."""
+    _, _, ar = max(cands, key=lambda t: (t[0], -t[1]))
+    n_a = len(ar)
+    best = n_a
+    for _, _, r in sorted(cands, key=lambda t: len(t[2])):
+        k = int(round(n_a / len(r)))
+        if len(r) < n_a - 1 and 2 <= k <= MAX_PER_STEP and _regular(start[r], start[ar], k):
+            best = len(r)
+            break
+    return best, [t for t in cands if abs(len(t[2]) - best) <= 1]
+
+
 def _repeating(tl: Timeline, rows: np.ndarray):
-    """Candidates ``(name, its rows by start, the phase ids recurring with it)`` of a repeating range on the
-    main lane, one per depth, shallowest first (see the module docstring, case 2)."""
+    """Candidates ``(name, its rows by start, the phase ids recurring with it, the marking phase ids)`` of a
+    repeating range on the main lane, one per depth, shallowest first (see the module docstring, case 2). The
+    marks are the names called once per iteration (their rows are left out of a step's breakdown); a name
+    called k times per iteration that starts it (``forward``) recurs with them but is no mark."""
     c = tl.cols
     rows = rows[c["lane"][rows] == _main_lane(tl, rows)]
     if len(rows) < MIN_STEPS:
@@ -231,16 +276,44 @@ def _repeating(tl: Timeline, rows: np.ndarray):
                 cands.append((int((c["end"][r] - c["start"][r]).sum()), p, r))
         if not cands:
             continue
-        _, anchor, ar = max(cands, key=lambda t: (t[0], -t[1]))
-        n = len(ar)
-        peers = [(int(c["start"][r[0]]), p, r) for _, p, r in cands if abs(len(r) - n) <= 1]
+        n, once = _period(cands, c["start"])
+        peers = [(int(c["start"][r[0]]), p, r) for _, p, r in once]
         first = min(peers, key=lambda t: (t[0], t[1]))
+        # The names called k times per iteration (``forward`` of the model, then of the loss) ...
+        multi = [(int(c["start"][r[0]]), p, r) for _, p, r in cands
+                 if 2 <= round(len(r) / n) <= MAX_PER_STEP
+                 and _regular(c["start"][first[2]], c["start"][r], int(round(len(r) / n)))]
+        lead = min(multi, key=lambda t: (t[0], t[1])) if multi else None
+        if lead is not None and lead[0] < first[0]:
+            # ... one of which comes first: a step starts at its first call after the iteration before ends
+            r = _iteration_starts(c["start"], c["end"], first[2], [r for _, _, r in peers], lead[2])
+            marks = tuple(p for _, p, _ in peers)
+            yield tl.phases[lead[1]], r, marks + (lead[1],), marks
+            continue
         r = first[2]
         every = rows[c["phase"][rows] == first[1]]  # the same range at other depths too (a warm-up loop before
         every = every[np.argsort(c["start"][every], kind="stable")]  # the profiled `train` range), if disjoint
         if len(every) > len(r) and _disjoint(c["start"][every], c["end"][every]):
             r = every
-        yield tl.phases[first[1]], r, tuple(p for _, p, _ in peers)
+        marks = tuple(p for _, p, _ in peers)
+        yield tl.phases[first[1]], r, marks, marks
+
+
+def _iteration_starts(start: np.ndarray, end: np.ndarray, first: np.ndarray, once: list[np.ndarray],
+                      lead: np.ndarray) -> np.ndarray:
+    """The rows of ``lead`` (a name called several times per iteration, the first of it) that start the
+    iterations: before each occurrence of ``first`` (the first of the names called once per iteration), the
+    first ``lead`` from the last end of a once-per-iteration name before it (the previous iteration's
+    ``optimizer.step``) on, after the previous ``first``; that ``first`` itself when there is none."""
+    fs = start[first]
+    ends = np.sort(np.concatenate([end[r] for r in once]))
+    j = np.searchsorted(ends, fs, side="right") - 1
+    lo = np.where(j >= 0, ends[np.maximum(j, 0)], np.iinfo(np.int64).min)
+    lo = np.maximum(lo, np.concatenate([[np.iinfo(np.int64).min], fs[:-1] + 1]))
+    ls = start[lead]
+    i = np.searchsorted(ls, lo, side="left")
+    ok = (i < len(ls)) & (ls[np.minimum(i, len(ls) - 1)] <= fs)
+    return np.where(ok, lead[np.minimum(i, len(ls) - 1)], first)
 
 
 def _kernel_steps(tl: Timeline, krows: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> tuple[str, np.ndarray,
@@ -443,11 +516,11 @@ def detect_steps(tl: Timeline, procs: _Procs | None = None) -> list[StepSeries]:
             if found is None or found[0] == "numbered":
                 # A range wins over numbered steps that it holds more of than they do (the loop's first
                 # iterations before the numbered ones: an Nsight trace's warm-up loop outside its `train` range).
-                for name, r, peers in _repeating(tl, rows):
+                for name, r, peers, marks in _repeating(tl, rows):
                     cov = _coverage(tl, r, rows, work, peers)
                     if cov >= MIN_COVERAGE:
                         if found is None or (len(r) > len(found[2]) and cov > held + 0.1):
-                            found = ("range", name, r, peers, list(peers))
+                            found = ("range", name, r, peers, list(marks))
                         break
         if found is not None:
             method, name, r, peers, marks = found

@@ -316,3 +316,106 @@ def test_a_launcher_stays_one_in_the_steady_state():
     [g] = [f for f in d["findings"] if f["rule"] == "gpu-idle-host"]
     assert "torchrun" not in g["title"]
     assert [x["process"] for x in d["steady"]["startup"] if x["launcher"]] == ["python torchrun"]
+
+
+# ---- the coarsest period, and the loop's thread in a steady-state trace ------------------------------------
+
+
+def _sibling_loop(pattern, iterations, t0=10 * MS):
+    """A root and, per iteration, the ranges of ``pattern`` (name, ms) back to back under it (the torch
+    capture's shape: no range around a step)."""
+    spans = [{"id": "root", "name": "python train.py", "start": 0, "end": 0}]
+    t = t0
+    for _ in range(iterations):
+        for nm, d in pattern:
+            spans.append({"name": nm, "start": t, "end": t + int(d * MS), "parent": "root"})
+            t += int(d * MS)
+    spans[0]["end"] = t + MS
+    return spans
+
+
+def test_a_name_called_twice_per_iteration_does_not_make_the_step():
+    """cnn_step.py's shape: the model's and the loss module's ``forward`` (2 per iteration, the most time),
+    then ``backward`` and ``optimizer.step`` once: a step per iteration, from its first ``forward``."""
+    pat = [("forward", 5), ("forward", 1), ("backward", 4), ("optimizer.step", 1)]
+    [s] = detect_steps(make_timeline(_sibling_loop(pat, 6)))
+    assert (s.name, len(s.start)) == ("forward", 6)
+    assert s.start.tolist() == [10 * MS + i * 11 * MS for i in range(6)]
+    assert s.wall.tolist() == [11 * MS] * 6  # the last ends with its optimizer.step
+    # a loader first: the steps start at it, whatever is called twice after it
+    [s] = detect_steps(make_timeline(_sibling_loop([("dataloader.next", 1)] + pat, 5)))
+    assert (s.name, len(s.start), s.wall.tolist()) == ("dataloader.next", 5, [12 * MS] * 5)
+
+
+def test_micro_batches_make_one_step_but_a_periodic_validation_does_not():
+    """Gradient accumulation (4 forward/backward per ``optimizer.step``): one step per optimizer step; a
+    ``validate`` every 10 iterations (more than MAX_PER_STEP) is no step."""
+    acc = [("forward", 2), ("backward", 3)] * 4 + [("optimizer.step", 1)]
+    [s] = detect_steps(make_timeline(_sibling_loop(acc, 5)))
+    assert (s.name, len(s.start), s.wall.tolist()) == ("forward", 5, [21 * MS] * 5)
+    spans = _sibling_loop([("forward", 2), ("backward", 3), ("optimizer.step", 1)], 30)
+    t = spans[0]["end"]
+    for i in range(3):  # validate after every 10th iteration: shift what follows
+        at = 10 * MS + (i + 1) * 10 * 6 * MS + i * 4 * MS
+        for sp in spans[1:]:
+            if sp["start"] >= at:
+                sp["start"] += 4 * MS
+                sp["end"] += 4 * MS
+        spans.append({"name": "validate", "start": at, "end": at + 4 * MS, "parent": "root"})
+    spans[0]["end"] = t + 20 * MS
+    [s] = detect_steps(make_timeline(spans))
+    assert (s.name, len(s.start)) == ("forward", 30)
+
+
+def _ddp_rank(warm_ms=400.0, steps=12):
+    """A DDP rank as ``record`` sees it: the root on the main thread with ``dataloader.next``, ``forward``,
+    ``backward`` and ``optimizer.step`` per step (the first step ``warm_ms`` slower), and DDP's reducer thread
+    whose bucket all-reduces (3 per step, in flight together, each most of the step: this rank waits for a late
+    one) sum to more than the root's time once the warm-up is cut."""
+    spans = [{"id": "root", "name": "python ddp.py", "start": 0, "end": 0}]
+    t = 2000 * MS  # start-up
+    for i in range(steps):
+        s0 = t
+        for nm, d in (("dataloader.next", 1), ("forward", 2 + (warm_ms if i == 0 else 0)), ("backward", 55),
+                      ("optimizer.step", 1)):
+            spans.append({"name": nm, "start": t, "end": t + int(d * MS), "parent": "root"})
+            t += int(d * MS)
+        for b in range(3):
+            spans.append({"name": "all_reduce", "start": s0 + (3 + b) * MS, "end": t - MS, "lane": "thread:Dummy-1"})
+    spans[0]["end"] = t + MS
+    return make_timeline(spans)
+
+
+def test_the_loop_thread_is_the_roots_in_the_steady_state_too():
+    tl = _ddp_rank()
+    [s] = detect_steps(tl)
+    assert (s.name, len(s.start), s.warmup) == ("dataloader.next", 12, 1)
+    cut = steady_timeline(tl, {(s.host, s.pid): s.cut})
+    [c] = detect_steps(cut)  # the reducer thread's overlapping waits (2.2x its wall) are not the loop's thread
+    assert (c.name, c.method, c.warmup) == ("dataloader.next", "range", 0)
+    assert c.start.tolist() == s.start[1:].tolist() and c.end.tolist() == s.end[1:].tolist()
+
+
+@pytest.mark.slow
+def test_record_traces_from_the_h200_steps_and_steady_cut():
+    """The H200 ``record`` traces of benchmarks/real_programs (2026-12-04): cnn_step.py (2 ``forward`` per
+    iteration) has its 230 iterations as steps (30 untimed + 200 timed; the program's median 3.97 ms), and
+    ddp_plain.py's steady findings are the same with the warm-up cut from the trace (bench_steady_cut.py)."""
+    import sys
+
+    from gputrace.timeline.load import read_any
+
+    [s] = detect_steps(read_any(ROOT / "benchmarks" / "real_programs" / "h200-2026-12-04" / "cnn.jsonl.gz"))
+    assert (s.name, len(s.start)) == ("forward", 230)
+    assert 3.5 * MS < np.median(s.wall[s.warmup:]) < 4.5 * MS
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_steady_cut import cut_at, steady
+
+    tl = read_any(FOREIGN / "ddp_plain_record.jsonl.gz")
+    full = analyse_timeline(tl).to_dict()
+    cuts = {(x["host"], int(x["pid"])): int(x["steady_from_ns"]) for x in full["steps"]["series"] if x.get("warmup")}
+    assert len(cuts) == 2
+    got, want = steady(full), steady(analyse_timeline(cut_at(tl, cuts)).to_dict())
+    assert want and set(got) == set(want)
+    for k, v in want.items():
+        assert abs(got[k] - v) <= 0.05 * v, (k, got[k], v)
