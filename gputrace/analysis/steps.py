@@ -366,7 +366,12 @@ def _last_end(tl: Timeline, r: np.ndarray, rows: np.ndarray, peers) -> int:
     """Where the last step ends: the end of the last marking span, or of a span recurring with it (same depth)
     that starts after it (a step marked by ``forward`` ends with its ``optimizer.step``)."""
     c = tl.cols
-    peer_rows = rows[np.isin(c["phase"][rows], np.asarray(peers)) & (c["depth"][rows] == c["depth"][r[-1]])]
+    ph = c["phase"][rows]
+    m = c["depth"][rows] == c["depth"][r[-1]]
+    peer = ph == peers[0]  # np.isin over a few names, without its set-up per call
+    for p in peers[1:]:
+        peer |= ph == p
+    peer_rows = rows[peer & m]
     tail = peer_rows[c["start"][peer_rows] >= c["start"][r[-1]]]
     return int(max(c["end"][r[-1]], c["end"][tail].max() if len(tail) else 0))
 
@@ -383,15 +388,13 @@ def _work_union(tl: Timeline, rows: np.ndarray, us: np.ndarray, ue: np.ndarray) 
     return ws, we
 
 
-def _coverage(tl: Timeline, r: np.ndarray, rows: np.ndarray, work: tuple[np.ndarray, np.ndarray], peers=()) -> float:
-    """The share of ``work`` that steps marked by rows ``r`` (first start to last end) hold."""
+def _coverage(work: tuple[np.ndarray, np.ndarray], a: int, b: int) -> float:
+    """The share of ``work`` that steps from ``a`` (their first start) to ``b`` (:func:`_last_end`) hold."""
     ws, we = work
     total = int((we - ws).sum())
     if total <= 0:
         return 1.0
-    a = np.array([int(tl.cols["start"][r[0]])], np.int64)
-    b = np.array([_last_end(tl, r, rows, peers or (int(tl.cols["phase"][r[0]]),))], np.int64)
-    return int(_busy_in(ws, we, a, b)[0]) / total
+    return int(_busy_in(ws, we, np.array([a], np.int64), np.array([b], np.int64))[0]) / total
 
 
 def _busy_in(us: np.ndarray, ue: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -399,20 +402,27 @@ def _busy_in(us: np.ndarray, ue: np.ndarray, a: np.ndarray, b: np.ndarray) -> np
     if len(us) == 0:
         return np.zeros(len(a), np.int64)
     cum = np.concatenate([[0], np.cumsum(ue - us)])
+    t = np.concatenate([b, a])  # the union up to each end, then up to each start: one pass for both
+    k = np.searchsorted(us, t, side="right") - 1
+    kk = np.maximum(k, 0)
+    upto = np.where(k >= 0, cum[kk] + np.clip(np.minimum(t, ue[kk]) - us[kk], 0, None), 0)
+    return (upto[:len(b)] - upto[len(b):]).astype(np.int64)
 
-    def upto(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(us, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        part = np.where(k >= 0, np.clip(np.minimum(t, ue[kk]) - us[kk], 0, None), 0)
-        return cum[np.maximum(k, 0)] * (k >= 0) + part
 
-    return (upto(b) - upto(a)).astype(np.int64)
+def _median(x: np.ndarray) -> float:
+    """``np.median`` of a non-empty 1-d array without NaN (the same float: the middle value, or the float64 mean
+    of the two middle ones), without its per-call set-up (it runs per process)."""
+    v = np.sort(x)
+    n = len(v)
+    if n % 2:
+        return float(v[n // 2])
+    return (float(v[n // 2 - 1]) + float(v[n // 2])) / 2
 
 
 def _warmup_count(wall: np.ndarray) -> int:
     n = len(wall)
-    med = float(np.median(wall))
-    mad = float(np.median(np.abs(wall - med))) * 1.4826
+    med = _median(wall)
+    mad = _median(np.abs(wall - med)) * 1.4826
     thr = med + max(WARMUP_MADS * mad, WARMUP_MIN_EXCESS * med)
     k = 0
     while k < n // 2 and wall[k] > thr:
@@ -441,7 +451,9 @@ class _Procs:
     """Each process's rows, found once (whole-array passes; a trace of thousands of pids is not scanned per pid):
     ``keys`` (host, pid); per process ``rows`` (all, ascending), ``phases`` (host phase rows, no CUDA API call),
     ``api`` (CUDA API rows), ``dev`` (indices into ``act_*``: its device activity, or, when none is its own,
-    the pid-less activity of its host: a Kineto trace's streams) and ``own`` (whether ``dev`` is its own)."""
+    the pid-less activity of its host: a Kineto trace's streams), ``own`` (whether ``dev`` is its own) and
+    ``group`` (which ``dev`` it is: its own index, or ``len(keys)`` + its host's index when shared: what is
+    derived from ``dev`` alone is computed once per group, in ``cache``); ``index``: (host, pid) -> its index."""
 
     keys: list[tuple[str, int]]
     rows: list[np.ndarray]
@@ -452,6 +464,16 @@ class _Procs:
     act_rows: np.ndarray
     act_s: np.ndarray
     act_e: np.ndarray
+    group: list[int] = field(default_factory=list)
+    index: dict[tuple[str, int], int] = field(default_factory=dict)
+    cache: dict[tuple[str, int], object] = field(default_factory=dict)
+
+    def cached(self, make, k: int, *args):
+        """``make(*args)`` for process ``k``'s device activity group: computed once per group and ``make``."""
+        key = (make.__name__, self.group[k])
+        if key not in self.cache:
+            self.cache[key] = make(*args)
+        return self.cache[key]
 
 
 def _groups(key: np.ndarray, n: int) -> list[np.ndarray]:
@@ -479,10 +501,44 @@ def _procs(tl: Timeline) -> _Procs:
     hix = {h: i for i, h in enumerate(hosts)}
     lane_host = np.array([hix[ln.host] for ln in tl.lanes] or [0], np.int64)
     loose = np.flatnonzero(act_proc < 0)
-    by_host = _groups(lane_host[c["lane"][act_rows[loose]]], len(hosts))
+    by_host = [loose[g] for g in _groups(lane_host[c["lane"][act_rows[loose]]], len(hosts))]  # one array per host
     own = [len(d) > 0 for d in dev]
-    dev = [d if o else loose[by_host[hix[h]]] for d, o, (h, _) in zip(dev, own, keys, strict=True)]
-    return _Procs(keys, rows, [r[ph[r]] for r in rows], [r[ap[r]] for r in rows], dev, own, act_rows, act_s, act_e)
+    dev = [d if o else by_host[hix[h]] for d, o, (h, _) in zip(dev, own, keys, strict=True)]
+    group = [k if o else n + hix[h] for k, (o, (h, _)) in enumerate(zip(own, keys, strict=True))]
+    return _Procs(keys, rows, [r[ph[r]] for r in rows], [r[ap[r]] for r in rows], dev, own, act_rows, act_s, act_e,
+                  group, {key: k for k, key in enumerate(keys)})
+
+
+def _dev_kernels(tl: Timeline, P: _Procs, k: int) -> np.ndarray:
+    """Positions in ``activity_index(tl)`` of process ``k``'s kernels (its ``dev``), ascending."""
+    ai = activity_index(tl)
+    mine = np.sort(P.act_rows[P.dev[k]])
+    if not len(mine) or not len(ai.rows):
+        return np.zeros(0, np.int64)
+    at = np.searchsorted(ai.rows, mine).clip(0, len(ai.rows) - 1)
+    at = at[ai.rows[at] == mine]
+    return at[ai.what[at] == KERNEL]
+
+
+def _dev_union(P: _Procs, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of device activity ``dev`` (indices into ``P.act_*``): (starts, ends), sorted and disjoint."""
+    if not len(dev):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    _, us, ue = union_by_group(np.zeros(len(dev), np.int64), P.act_s[dev], P.act_e[dev])
+    return us, ue
+
+
+def _busiest_kernel_steps(tl: Timeline, P: _Procs, k: int) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """:func:`_kernel_steps` of process ``k``'s kernels on the device that ran the most of them, or None."""
+    ki = _dev_kernels(tl, P, k)
+    if not len(ki):
+        return None
+    ai = activity_index(tl)
+    krows, kst, ken, kdev = ai.rows[ki], ai.start[ki], ai.end[ki], ai.device[ki]
+    vals, cnt = np.unique(kdev, return_counts=True)
+    sel = kdev == vals[np.argmax(cnt)]
+    o = np.argsort(kst[sel], kind="stable")
+    return _kernel_steps(tl, krows[sel][o], kst[sel][o], ken[sel][o])
 
 
 def detect_steps(tl: Timeline, procs: _Procs | None = None) -> list[StepSeries]:
@@ -491,9 +547,6 @@ def detect_steps(tl: Timeline, procs: _Procs | None = None) -> list[StepSeries]:
         return []
     c = tl.cols
     P = procs or _procs(tl)
-    ai = activity_index(tl)
-    kin_all = ai.rows[ai.what == KERNEL]
-    kpos = np.flatnonzero(ai.what == KERNEL)
     hosts = {h for h, _ in P.keys}
     out = []
     for k, (host, pid) in enumerate(P.keys):
@@ -501,50 +554,38 @@ def detect_steps(tl: Timeline, procs: _Procs | None = None) -> list[StepSeries]:
         dev = P.dev[k]
         if len(rows) < MIN_STEPS and len(dev) < 2 * MIN_STEPS:
             continue
-        us = ue = np.zeros(0, np.int64)
-        if len(dev):
-            _, us, ue = union_by_group(np.zeros(len(dev), np.int64), P.act_s[dev], P.act_e[dev])
+        us, ue = P.cached(_dev_union, k, P, dev)  # per host, not per pid, when shared
         found = None
         if len(rows) >= MIN_STEPS:
             work = _work_union(tl, rows, us, ue)
             held = 0.0
             for method, name, r in _numbered(tl, rows):
-                held = 1.0 if method == "profiler-step" else _coverage(tl, r, rows, work)
+                peers = (int(c["phase"][r[0]]),)
+                le = _last_end(tl, r, rows, peers)
+                held = 1.0 if method == "profiler-step" else _coverage(work, int(c["start"][r[0]]), le)
                 if held >= MIN_COVERAGE:
-                    found = (method, name, r, (int(c["phase"][r[0]]),), np.unique(c["phase"][r]).tolist())
+                    found = (method, name, r, le, np.unique(c["phase"][r]).tolist())
                     break
             if found is None or found[0] == "numbered":
                 # A range wins over numbered steps that it holds more of than they do (the loop's first
                 # iterations before the numbered ones: an Nsight trace's warm-up loop outside its `train` range).
                 for name, r, peers, marks in _repeating(tl, rows):
-                    cov = _coverage(tl, r, rows, work, peers)
+                    le = _last_end(tl, r, rows, peers)
+                    cov = _coverage(work, int(c["start"][r[0]]), le)
                     if cov >= MIN_COVERAGE:
                         if found is None or (len(r) > len(found[2]) and cov > held + 0.1):
-                            found = ("range", name, r, peers, list(marks))
+                            found = ("range", name, r, le, list(marks))
                         break
         if found is not None:
-            method, name, r, peers, marks = found
+            method, name, r, last_end, marks = found
             starts = c["start"][r].astype(np.int64)
-            last_end = _last_end(tl, r, rows, peers)
             ends = np.concatenate([starts[1:], [last_end]])
             depth = int(c["depth"][r[0]])
         else:
-            if not len(dev) or not len(kin_all):
-                continue
-            mine = np.sort(P.act_rows[dev])
-            at = np.searchsorted(mine, kin_all).clip(0, len(mine) - 1)
-            kin = mine[at] == kin_all
-            if not kin.any():
-                continue
-            ki = kpos[kin]
-            krows, kst, ken, kdev = ai.rows[ki], ai.start[ki], ai.end[ki], ai.device[ki]
-            vals, cnt = np.unique(kdev, return_counts=True)
-            sel = kdev == vals[np.argmax(cnt)]
-            o = np.argsort(kst[sel], kind="stable")
-            ks_ = _kernel_steps(tl, krows[sel][o], kst[sel][o], ken[sel][o])
+            ks_ = P.cached(_busiest_kernel_steps, k, tl, P, k)
             if ks_ is None:
                 continue
-            name, starts, ends = ks_
+            name, starts, ends = ks_[0], ks_[1].copy(), ks_[2].copy()
             method, depth, marks = "kernels", -1, []
         every = P.rows[k]
         lo = [int(c["start"][every].min())] if len(every) else []
@@ -569,9 +610,9 @@ def breakdown(tl: Timeline, s: StepSeries, a: int, b: int, procs: _Procs | None 
     the GPU's busy time in it)."""
     c = tl.cols
     P = procs or _procs(tl)
-    if b <= a or (s.host, s.pid) not in P.keys:
+    k = P.index.get((s.host, s.pid), -1)
+    if b <= a or k < 0:
         return {}
-    k = P.keys.index((s.host, s.pid))
     out: dict[str, int] = {}
 
     def add(labels: list[str], s0: np.ndarray, e0: np.ndarray) -> None:
@@ -604,13 +645,7 @@ def breakdown(tl: Timeline, s: StepSeries, a: int, b: int, procs: _Procs | None 
     ar = ar[(c["start"][ar] < b) & (c["end"][ar] > a)]
     add([f"CUDA API {tl.name_of(int(r))}" for r in ar.tolist()], c["start"][ar], c["end"][ar])
     ai = activity_index(tl)
-    keep = np.sort(P.act_rows[P.dev[k]])
-    if len(keep) and len(ai.rows):
-        at = np.searchsorted(ai.rows, keep).clip(0, len(ai.rows) - 1)
-        ix = at[ai.rows[at] == keep]
-        ix = ix[(ai.start[ix] < b) & (ai.end[ix] > a)]
-    else:
-        ix = np.zeros(0, np.int64)
+    ix = _activity_in(P.cached(_activity_by_time, k, tl, P, k), a, b)
     labels = []
     for r, w in zip(ai.rows[ix].tolist(), ai.what[ix].tolist(), strict=True):
         nm = tl.name_of(int(r))
@@ -629,6 +664,33 @@ def breakdown(tl: Timeline, s: StepSeries, a: int, b: int, procs: _Procs | None 
     return out
 
 
+def _activity_by_time(tl: Timeline, P: _Procs, k: int) -> tuple[np.ndarray, ...]:
+    """Process ``k``'s device activity (its ``dev``) as positions in ``activity_index(tl)``, by start: (positions,
+    their starts, their ends, the running maximum of their ends), for :func:`_activity_in`."""
+    ai = activity_index(tl)
+    keep = np.sort(P.act_rows[P.dev[k]])
+    if not len(keep) or not len(ai.rows):
+        z = np.zeros(0, np.int64)
+        return z, z, z, z
+    at = np.searchsorted(ai.rows, keep).clip(0, len(ai.rows) - 1)
+    ix = at[ai.rows[at] == keep]
+    ix = ix[np.argsort(ai.start[ix], kind="stable")]
+    e = ai.end[ix]
+    return ix, ai.start[ix], e, np.maximum.accumulate(e) if len(e) else e
+
+
+def _activity_in(by_time: tuple[np.ndarray, ...], a: int, b: int) -> np.ndarray:
+    """The positions (ascending) of the activity in ``by_time`` (:func:`_activity_by_time`) that overlaps [a, b):
+    only those starting before ``b`` from the first whose running end passes ``a`` are looked at (a window of a
+    process sharing its host's streams with thousands of others does not scan them all)."""
+    ix, st, en, run_end = by_time
+    lo = int(np.searchsorted(run_end, a, side="right"))
+    hi = int(np.searchsorted(st, b, side="left"))
+    if hi <= lo:
+        return np.zeros(0, np.int64)
+    return np.sort(ix[lo:hi][en[lo:hi] > a])
+
+
 def diff(slow: dict[str, int], base: dict[str, int], rows: int = DIFF_ROWS) -> list[dict]:
     """The largest differences of two breakdowns: ``[{"what", "slowest_ns", "median_ns", "delta_ns"}]``, the
     largest increase first (only increases when there are any)."""
@@ -644,13 +706,14 @@ def _top(bd: dict[str, int], rows: int = 3) -> list[dict]:
 
 
 def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict], procs: _Procs) -> dict:
+    """Series ``s`` in the JSON document; ``startup``: the start-up entries of its process (``_by_process``)."""
     wall = s.wall
     steady = wall[s.warmup:]
-    med = float(np.median(steady))
+    med = _median(steady)
     out = {"process": s.process, "host": s.host, "pid": s.pid, "method": s.method, "name": s.name,
            "count": len(wall), "steady_count": len(steady), "median_ns": int(med),
            "p90_ns": int(np.percentile(steady, 90)), "mean_ns": int(steady.mean()),
-           "gpu_busy_median_ns": int(np.median(s.gpu_busy[s.warmup:])) if s.has_gpu else None,
+           "gpu_busy_median_ns": int(_median(s.gpu_busy[s.warmup:])) if s.has_gpu else None,
            "steady_from_ns": s.cut,
            "steps": [{"index": i, "start_ns": int(a), "wall_ns": int(w), "gpu_busy_ns": int(g) if s.has_gpu else None,
                       "warmup": i < s.warmup}
@@ -664,8 +727,7 @@ def _series_dict(tl: Timeline, s: StepSeries, startup: list[dict], procs: _Procs
     out["slowest"] = {"index": i_slow, "wall_ns": int(wall[i_slow]), "median_index": i_med,
                       "median_wall_ns": int(wall[i_med]), "why": why, "text": _why_text(s, i_slow, i_med, why)}
     if s.warmup_ns > 0:
-        st = sum(max(0, min(int(d["end_ns"]), s.cut) - max(int(d["start_ns"]), s.first_ns)) for d in startup
-                 if d.get("host") == s.host and int(d.get("pid", -1)) == s.pid)
+        st = sum(max(0, min(int(d["end_ns"]), s.cut) - max(int(d["start_ns"]), s.first_ns)) for d in startup)
         out["warmup"] = {"start_ns": s.first_ns, "end_ns": s.cut, "ns": s.warmup_ns, "steps": s.warmup,
                          "steps_ns": int(wall[:s.warmup].sum()), "before_first_step_ns": int(s.start[0]) - s.first_ns,
                          "startup_ns": st, "top": _top(breakdown(tl, s, s.first_ns, s.cut, procs))}
@@ -679,6 +741,14 @@ def _why_text(s: StepSeries, i_slow: int, i_med: int, why: list[dict]) -> str:
     return head + (": " + ", ".join(parts) if parts else "")
 
 
+def _by_process(startup: list[dict]) -> dict[tuple[object, int], list[dict]]:
+    """The start-up entries by (host, pid), in their order (grouped once: not scanned per process)."""
+    out: dict[tuple[object, int], list[dict]] = {}
+    for d in startup:
+        out.setdefault((d.get("host"), int(d.get("pid", -1))), []).append(d)
+    return out
+
+
 def steps_report(tl: Timeline, startup: list[dict] | None = None) -> Steps:
     """:func:`detect_steps` and the ``steps`` section of ``report --json`` (docs/analysis.md, "Steps"):
     ``series`` (one per process with steps) and ``warmup`` (the union of the processes' warm-up, or None).
@@ -688,7 +758,8 @@ def steps_report(tl: Timeline, startup: list[dict] | None = None) -> Steps:
     series = detect_steps(tl, procs)
     st = startup or []
     out = Steps(series)
-    docs = [_series_dict(tl, s, st, procs) for s in series] if procs is not None else []
+    by_proc = _by_process(st)
+    docs = [_series_dict(tl, s, by_proc.get((s.host, s.pid), []), procs) for s in series] if procs is not None else []
     warm = None
     iv = out.warmup_intervals
     if iv:
