@@ -307,7 +307,7 @@ def fmt_ns(ns: float) -> str:
         return f"{ns / 1e6:.3g} ms"
     if a < 600e9:
         return f"{ns / 1e9:.3g} s"
-    m, s = divmod(ns / 1e9, 60)
+    m, s = divmod(round(ns / 1e8) / 10, 60)  # (rounded first: 10799.99 s is '180 m 00.0 s', not '179 m 60.0 s')
     return f"{int(m)} m {s:04.1f} s"
 
 

@@ -293,11 +293,14 @@ def _innermost(rows: list[int], starts: list[int], ends: list[int], ws: list[int
 def _cause(tl: Timeline, row_rank: np.ndarray, rank: int, windows: list[tuple[int, int]], coll_rows: set[int],
            top: int = 3) -> list[dict]:
     """What ``rank`` ran on the host inside ``windows``: per span name, the time its spans were the innermost
-    span of their thread (collectives and the profiler's rows left out); top ``top`` names, longest first."""
+    span of their thread (collectives, process roots and the profiler's rows left out); top ``top`` names, longest
+    first."""
     if not windows:
         return []
     c = tl.cols
-    host = (c["gpu_start"] < 0) & (c["kind"] != 1) & (row_rank == rank)
+    # (process roots left out: a root's own time is the process's code in no span, and a rank's forked DataLoader
+    # workers, whose roots span the whole run, named themselves the cause of every wait)
+    host = (c["gpu_start"] < 0) & (c["kind"] != 1) & (row_rank == rank) & (c["parent"] >= 0)
     pr = attr_scan(tl).profiler  # Kineto's bookkeeping, the recorder's sample batches
     if len(pr):
         host[pr] = False
@@ -347,8 +350,9 @@ def collectives(tl: Timeline, top: int = 20,
     collectives were matched, how many events were not. ``stragglers``: per rank that arrived last at least
     once, most often last first: ``rank``, ``last``, ``of``, ``caused_ns`` (the others' summed wait),
     ``median_wait_ns`` (per collective it was last at), ``waited_ns`` / ``waits`` / ``median_merged_wait_ns`` (each
-    other rank's waits for it with overlapping ones merged, as DDP's bucket all-reduces of one step wait together:
-    their total, how many, the median: the wait per step where a step's collectives wait at once), ``intervals``
+    other rank's waits for it with overlapping ones merged, as DDP's bucket all-reduces of one step wait together,
+    each merged stretch costing its longest single wait: their total, how many, the median: the wait per step where
+    a step's collectives wait at once), ``intervals``
     (those waits on the job's timeline, all ranks merged: ``[start, end]`` pairs), ``cause`` (see the module
     docstring); empty when the clock check refuses (``clock``: ``collective_match.ClockCheck.to_dict``).
     ``steps``: per step ``step``, ``collectives``, ``waits`` ({rank: summed wait}), ``last_rank`` (the rank last
@@ -514,6 +518,12 @@ def _merged(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+def _longest_inside(waits: list[tuple[int, int]], stretch: tuple[int, int]) -> int:
+    """The longest of ``waits`` lying inside ``stretch`` (one of their merged intervals)."""
+    a, b = stretch
+    return max(e - s for s, e in waits if a <= s and e <= b)
+
+
 def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_rows: dict[int, set[int]],
                 kernels: tuple) -> list[dict]:
     strag: dict[int, list[Matched]] = {}
@@ -533,7 +543,9 @@ def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_r
                 if w > 0:
                     per_rank.setdefault(w_rk, []).append((m.arrival - int(w), m.arrival))
         merged = {w_rk: _merged(iv) for w_rk, iv in per_rank.items()}
-        stretches = [b - a for iv in merged.values() for a, b in iv]
+        # A stretch costs its rank the longest single wait in it, not its length: DDP's first bucket is launched
+        # while the rank still computes the next ones, so the stretch also holds that rank's own compute.
+        stretches = [_longest_inside(per_rank[w_rk], iv) for w_rk, ivs in merged.items() for iv in ivs]
         out.append({"rank": rk, "last": len(ms), "of": len(found), "caused_ns": int(sum(waits)),
                     "median_wait_ns": int(np.median(waits)),
                     "waited_ns": int(sum(stretches)),

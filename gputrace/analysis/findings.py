@@ -437,7 +437,10 @@ def _straggler(ctx: Context) -> list[Finding]:
         ran += "; its GPU ran " + ", ".join(f"{k['name']} {fmt_ns(k['ns'])}" for k in kern)
     lines = s.get("lines") or []
     if lines:  # the stack samples name the line (docs/findings.md, "Ranks and collectives")
-        ran += f"; rank {s['rank']} was at " + ", ".join(f"{x['site']} ({x['samples']} samples)" for x in lines[:2])
+        per_site: dict[str, int] = {}  # (one site may come as several rows: busy and waiting, other library frames)
+        for x in lines:
+            per_site[x["site"]] = per_site.get(x["site"], 0) + int(x["samples"])
+        ran += f"; rank {s['rank']} was at " + ", ".join(f"{k} ({n} samples)" for k, n in list(per_site.items())[:2])
     f = Finding(
         "straggler", f"rank {s['rank']} is the straggler" + (f" (at {lines[0]['site']})" if lines else "")
         + ": the other ranks wait for it at collectives",

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputrace.trace import clock
+from gputrace.trace import clock, gil_share
 from gputrace.trace.cupti_api_filter import restrict_api
 from gputrace.trace.cupti_convert import RecordConverter
 from gputrace.trace.cupti_pause import MAX_PAUSED_KEPT, PauseLog
@@ -343,6 +343,10 @@ class CuptiCollector:
         CUPTI: a record that fails to convert is counted in ``dropped`` and conversion goes on with the next.
         One ``try`` per buffer, not per record: after a failure the loop resumes on the same iterator. (A
         buffer whose iteration itself raises counts one drop and keeps what came before.)"""
+        with gil_share.shared():  # the program's launching threads get the GIL back within 0.1 ms meanwhile
+            self._convert_buffer(activities)
+
+    def _convert_buffer(self, activities) -> None:
         self.buffers += 1
         self._last_delivery = time.monotonic()
         convert = self._convert

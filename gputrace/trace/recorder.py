@@ -315,10 +315,39 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+#: Environment variable: the size of each buffer handed to CUPTI, in KiB (default 2048; 16 to 65536 accepted).
+CUPTI_BUFFER_ENV = "GPUTRACE_CUPTI_BUFFER_KB"
+
+
+def cupti_buffer_bytes(default: int = 2 << 20) -> int:
+    """The CUPTI buffer size ``GPUTRACE_CUPTI_BUFFER_KB`` asks for, or ``default`` when it is unset or not an
+    integer in [16, 65536] KiB."""
+    raw = os.environ.get(CUPTI_BUFFER_ENV, "").strip()
+    try:
+        kb = int(raw)
+    except ValueError:
+        return default
+    return kb << 10 if 16 <= kb <= 65536 else default
+
+
+#: Environment variable: CUPTI's worker-thread flush period in ms (default 500; 0 leaves CUPTI's heuristics).
+CUPTI_FLUSH_ENV = "GPUTRACE_CUPTI_FLUSH_MS"
+
+
+def cupti_flush_ms(default: int = 500) -> int:
+    """The flush period ``GPUTRACE_CUPTI_FLUSH_MS`` asks for, or ``default`` when unset or not an integer in
+    [0, 60000]."""
+    try:
+        ms = int(os.environ.get(CUPTI_FLUSH_ENV, "").strip())
+    except ValueError:
+        return default
+    return ms if 0 <= ms <= 60_000 else default
+
+
 def _start_cuda_activity(rec: Recorder, markers: bool) -> None:
     from gputrace.trace.cupti_collect import CuptiCollector, CuptiUnavailable
 
-    col = CuptiCollector(markers=markers)
+    col = CuptiCollector(markers=markers, buffer_bytes=cupti_buffer_bytes(), flush_period_ms=cupti_flush_ms())
     try:
         col.start()
     except CuptiUnavailable as e:

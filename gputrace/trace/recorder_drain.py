@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gputrace.trace import hotpath as _ph, records
+from gputrace.trace import gil_share, hotpath as _ph, records
 
 if TYPE_CHECKING:
     import threading
@@ -66,7 +66,7 @@ class RecorderDrain:
 
         Called by the exporter thread; also safe from any other thread (serialised by a lock).
         """
-        with self._drain_lock:
+        with self._drain_lock, gil_share.shared():
             n = self._drain_phases(final)
             if self.cupti is not None:
                 n += self._drain_activity(final)

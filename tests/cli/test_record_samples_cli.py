@@ -4,6 +4,7 @@ spent its time in (gputrace.trace.stack_sampler -> timeline.samples -> analysis.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -113,3 +114,13 @@ def test_ddp_plain_under_torchrun_names_rank_1s_late_line(tmp_path):
     assert f"ddp_plain.py:{line} in load_batch" in labels, labels
     rank0 = [s["label"] for p in procs if p["rank"] == 0 for s in p["sites"]]
     assert f"ddp_plain.py:{line} in load_batch" not in rank0  # only the late rank sleeps there
+    # Issue 32's target, on the CPU: the first finding names the slow rank and its line, and the others' wait per
+    # step within 10 % of the program's own figure (rank 0's backward, which holds DDP's all-reduce, minus rank 1's).
+    first = doc["findings"][0]
+    assert first["rule"] == "straggler" and "rank 1" in first["title"], doc["findings"][:2]
+    assert f"ddp_plain.py:{line} in load_batch" in first["title"], first["title"]
+    back = {int(m.group(1)): float(m.group(2)) for m in
+            (re.search(r"rank=(\d+) .*backward_median_ms=([0-9.]+)", ln) for ln in r.stdout.splitlines()) if m}
+    want_ms = back[0] - back[1]
+    s = doc["collectives"]["stragglers"][0]
+    assert s["rank"] == 1 and abs(s["median_merged_wait_ns"] / 1e6 - want_ms) <= 0.1 * want_ms, (s, back)

@@ -18,17 +18,7 @@ from gputrace.analysis.findings import (
 )
 from gputrace.analysis.report import analyse_timeline
 from gputrace.testing.synth import make_timeline
-
-MS = 1_000_000
-WALL = 1000 * MS
-
-
-def doc(**sections) -> dict:
-    gpu = sections.pop("gpu", {})
-    base = {"wall_ns": WALL, "stalls": [], "phases": [], "unattributed": [], "pinning": [],
-            "gpu_activity": {"launch_gaps": [], "copies": [], "sync_waits": [], **gpu}}
-    base.update(sections)
-    return base
+from tests.unit.test_findings import MS, WALL, doc
 
 
 def run(name, data, comm=None):
