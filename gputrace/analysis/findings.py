@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from gputrace.analysis._common import fmt_ns
+from gputrace.analysis._common import MAX_INTERVALS, fmt_ns
 from gputrace.analysis.collectives import is_collective_name
 from gputrace.analysis.findings_account import CLAIM_ORDER, Finding, Span, account, merge_spans
 from gputrace.analysis.findings_context import Context, _idle_split, _join, _names, _roots, _startup_window
+from gputrace.analysis.gpu_activity import LONG_HOLE_NS
 from gputrace.analysis.host_samples import headline
 
 # Finding, Span, account and CLAIM_ORDER live in findings_account.py, Context (and the helpers the rules share to
@@ -43,7 +44,7 @@ LAUNCH_BOUND_BUSY = 0.5
 #: ... and launched at least this many kernels per instance (fewer is a wait, not launch overhead).
 LAUNCH_BOUND_KERNELS = 4
 #: ... with gaps of at most this much per kernel on average (ns): launching and dispatching, not waiting.
-LAUNCH_GAP_MAX = 1_000_000
+LAUNCH_GAP_MAX = LONG_HOLE_NS
 #: A GPU-idle finding says the host is mostly untraced (add phases) rather than "overlap X with GPU work" when
 #: the host's recorded spans cover less than this share of the idle time (the stall's ``host_busy_ns``).
 UNTRACED_SHARE = 0.5
@@ -259,8 +260,13 @@ def _launch_bound(ctx: Context) -> list[Finding]:
     phases = {p["phase"] for p in ctx.data.get("phases", [])}
     for r in ctx.gpu.get("launch_gaps", []):
         iv = merge_spans(r.get("intervals") or ())
-        long_ = [(a, b) for a, b in iv if b - a > LAUNCH_GAP_MAX]
-        gap = max(0, int(r["gap_ns"]) - sum(b - a for a, b in long_))
+        coarse = len(r.get("intervals") or ()) >= MAX_INTERVALS  # merged windows, not holes: every one looks long
+        if "long_gap_ns" in r:  # the holes over LAUNCH_GAP_MAX, counted exactly by the analysis
+            n_long, long_ns = int(r["long_gaps"]), int(r["long_gap_ns"])
+        else:  # an older document: from its intervals
+            long_ = [(a, b) for a, b in iv if b - a > LAUNCH_GAP_MAX]
+            n_long, long_ns = len(long_), sum(b - a for a, b in long_)
+        gap = max(0, int(r["gap_ns"]) - long_ns)
         width = r["busy_ns"] + gap
         if width <= 0 or gap < ctx.min_ns or r["busy_ns"] / width >= LAUNCH_BOUND_BUSY:
             continue
@@ -270,15 +276,16 @@ def _launch_bound(ctx: Context) -> list[Finding]:
         other = sum(a["ns"] for a in r.get("host_activity", []) if a["phase"] in phases and a["phase"] != r["phase"])
         if other * 2 >= gap:
             continue
-        note = (f"; {len(long_)} hole(s) over {fmt_ns(LAUNCH_GAP_MAX)} ({fmt_ns(sum(b - a for a, b in long_))}) "
-                f"left out: not launch overhead" if long_ else "")
+        note = (f"; {n_long} hole(s) over {fmt_ns(LAUNCH_GAP_MAX)} ({fmt_ns(long_ns)}) "
+                f"left out: not launch overhead" if n_long else "")
         lines = headline(r.get("samples") or ())
         note += f"; the host in the gaps: {_join(lines)}" if lines else ""
         out.append(Finding(
             "launch-bound", f"{r['phase']} is launch-bound: fuse its kernels or capture them in a CUDA graph",
             f"{r['kernels']} kernels busy {fmt_ns(r['busy_ns'])} of {fmt_ns(width)} "
             f"({r['busy_ns'] / width:.0%}); launch gaps {fmt_ns(gap)} over {r['instances']} run(s){note}",
-            gap, f"{r['phase']} GPU {r['device']}", tuple((a, b) for a, b in iv if b - a <= LAUNCH_GAP_MAX),
+            gap, f"{r['phase']} GPU {r['device']}",
+            tuple(iv) if coarse else tuple((a, b) for a, b in iv if b - a <= LAUNCH_GAP_MAX),
             bound_ns=gap, bound=BOUND_LAUNCH))
     return out
 

@@ -215,9 +215,10 @@ class LaunchGaps:
     def by_phase(self, top_activity: int = 3) -> list[dict]:
         """Totals per (phase name, device), largest gap first, root phases (a ``prove``: their gaps are the
         GPU's idle time of the whole run) after the others: instances, bracket/window/busy/kernel/gap ns,
-        kernels, unattributed ns (None if no instance had a known thread), the top host activities and
+        kernels, unattributed ns (None if no instance had a known thread), the top host activities,
         ``intervals``: the union of the holes, ``[start, end]`` pairs (at most ``MAX_INTERVALS``: see
-        ``_common.merged_pairs``)."""
+        ``_common.merged_pairs``), and ``long_gap_ns``/``long_gaps``: the holes longer than :data:`LONG_HOLE_NS`,
+        their sum and count (exact, whatever ``intervals`` kept)."""
         acc: dict[tuple[int, int], dict] = {}
         for i in range(len(self)):
             key = (int(self.phase[i]), int(self.device[i]))
@@ -245,15 +246,28 @@ class LaunchGaps:
             entry_group[d.pop("_rows")] = k
         owner = np.repeat(np.arange(len(self)), np.diff(self.hole_offsets))
         pairs = merged_pairs_by_group(entry_group[owner], self.hole_start, self.hole_end, len(acc))
+        # Holes longer than a launch, counted exactly (``intervals`` is coarsened past MAX_INTERVALS, and its merged
+        # windows would all look long): host work or a wait, not launch overhead (findings' launch-bound rule).
+        hl = self.hole_end - self.hole_start
+        is_long = hl > LONG_HOLE_NS
+        long_ns = np.bincount(entry_group[owner], weights=np.where(is_long, hl, 0).astype(np.float64),
+                              minlength=len(acc))
+        long_n = np.bincount(entry_group[owner], weights=is_long.astype(np.float64), minlength=len(acc))
         out = []
         for k, d in enumerate(acc.values()):
             act = sorted(d.pop("_act").items(), key=lambda kv: -kv[1])[:top_activity]
             d["host_activity"] = [{"phase": self.phases[p], "ns": n} for p, n in act]
             d["bracket"] = "/".join(sorted(d["bracket"]))
             d["intervals"] = pairs[k]
+            d["long_gap_ns"] = int(long_ns[k])
+            d["long_gaps"] = int(long_n[k])
             out.append(d)
         out.sort(key=lambda d: (d["root"], -d["gap_ns"]))
         return out
+
+
+#: A launch gap longer than this (ns) is host work or a wait, not launch overhead.
+LONG_HOLE_NS = 1_000_000
 
 
 def launch_gaps(tl: Timeline, idx: ActivityIndex | None = None) -> LaunchGaps:

@@ -212,3 +212,21 @@ def test_findings_are_ranked_by_saving():
     got = findings(d)
     assert [f.rule for f in got] == ["gpu-idle-host", "sync-wait", "launch-bound"]
     assert findings(doc()) == []
+
+
+def test_launch_bound_counts_long_holes_exactly_when_intervals_are_coarsened():
+    """A phase run 456 times (a CNN's forward) has more holes than ``intervals`` keeps (MAX_INTERVALS): its merged
+    windows are all longer than a launch. The analysis's exact ``long_gap_ns`` decides what is left out, so the
+    phase is still launch-bound (it was silent: every coarse window read as a long hole)."""
+    from gputrace.analysis._common import MAX_INTERVALS
+
+    coarse = [[k * 10 * MS, k * 10 * MS + 3 * MS] for k in range(MAX_INTERVALS)]  # 3 ms windows
+    r = {**launch(kernels=5928, busy=27 * MS, gap=312 * MS), "intervals": coarse, "long_gap_ns": 7 * MS,
+         "long_gaps": 4}
+    [f] = run("launch-bound", doc(gpu={"launch_gaps": [r]}))
+    assert f.saving_ns == 305 * MS and "4 hole(s) over 1 ms (7 ms) left out" in f.evidence
+    assert len(f.intervals) == MAX_INTERVALS  # the coarse windows, all of them: they hold the short holes
+    # an older document without the exact figures reads its intervals as before
+    old = {k: v for k, v in r.items() if k not in ("long_gap_ns", "long_gaps")}
+    assert run("launch-bound", doc(gpu={"launch_gaps": [old]})) == []
+

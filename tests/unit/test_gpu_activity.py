@@ -240,3 +240,18 @@ def test_launch_gaps_are_per_phase_never_per_python_frame_or_operator(tmp_path):
     assert named == {"ProfilerStep#6"}
     bound = [f for f in analyse(tl)["findings"] if f["rule"] == "launch-bound"]
     assert [f["title"].split(" is launch-bound")[0] for f in bound] == ["ProfilerStep#6"]
+
+
+def test_by_phase_counts_holes_longer_than_a_launch_exactly():
+    """``by_phase`` gives the holes over LONG_HOLE_NS (1 ms) as an exact sum and count per phase (``intervals`` is
+    coarsened past MAX_INTERVALS, so the launch-bound rule cannot read them there): a phase launching 6 kernels of
+    10 µs with gaps of 100 µs, 2 ms, 100 µs, 3 ms, 100 µs has 2 long holes, 5 ms."""
+    from gputrace.analysis.gpu_activity import LONG_HOLE_NS
+
+    step = {"span_id": 1, "name": "step", "start_ns": t(0), "end_ns": t(6000), "attributes": {"gputrace.lane": "thread:main"}}
+    recs, at = [], 0.0
+    for i, gap in enumerate((100, 2000, 100, 3000, 100, 0)):
+        recs.append(kernel(f"k{i}", at, at + 10, 1, i + 1, 1))
+        at += 10 + gap
+    [d] = [x for x in launch_gaps(activity_timeline(RES, [step], recs)).by_phase() if x["phase"] == "step"]
+    assert LONG_HOLE_NS == 1_000_000 and d["long_gaps"] == 2 and d["long_gap_ns"] == 5_000_000, d
