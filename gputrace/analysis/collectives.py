@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from gputrace import activity as A
-from gputrace.analysis._common import merged_pairs_by_group
+from gputrace.analysis._common import merged_pairs, merged_pairs_by_group
 from gputrace.analysis.activity_index import KERNEL, activity_index, attr_scan
 from gputrace.analysis.collective_match import CollEvent, Matched, match, op_of
 from gputrace.analysis.host_samples import sites_in
@@ -352,9 +352,8 @@ def collectives(tl: Timeline, top: int = 20,
     ``median_wait_ns`` (per collective it was last at), ``waited_ns`` / ``waits`` / ``median_merged_wait_ns`` (each
     other rank's waits for it with overlapping ones merged, as DDP's bucket all-reduces of one step wait together,
     each merged stretch costing its longest single wait: their total, how many, the median: the wait per step where
-    a step's collectives wait at once), ``intervals``
-    (those waits on the job's timeline, all ranks merged: ``[start, end]`` pairs), ``cause`` (see the module
-    docstring); empty when the clock check refuses (``clock``: ``collective_match.ClockCheck.to_dict``).
+    a step's collectives wait at once), ``intervals`` (those waits on the job's timeline, all ranks merged:
+    ``[start, end]`` pairs, ``_common.merged_pairs``), ``cause`` (see the module docstring); empty when the clock check refuses (``clock``: ``collective_match.ClockCheck.to_dict``).
     ``steps``: per step ``step``, ``collectives``, ``waits`` ({rank: summed wait}), ``last_rank`` (the rank last
     most often in it).
     ``steps`` (argument): per rank its steps as (start, end, name), from another step detection; default
@@ -507,21 +506,20 @@ def _kernels_in(tl: Timeline, kernels: tuple, rank: int, windows: list[tuple[int
     return [{"name": n, "ns": ns} for n, ns in sorted(names.items(), key=lambda kv: -kv[1])[:top]]
 
 
-def _merged(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Intervals merged where they overlap, in start order."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(iv):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
+def _stretch_costs(waits: list[tuple[int, int]]) -> list[int]:
+    """One rank's ``waits`` ((start, end) pairs) merged where they overlap; per merged stretch, the longest single
+    wait in it (what the stretch cost the rank: DDP launches its first bucket while it still computes the next ones,
+    so a stretch's length also holds that rank's own compute). One sort, one pass."""
+    out: list[int] = []
+    end = 0
+    for a, b in sorted(waits):
+        if out and a <= end:
+            end = max(end, b)
+            out[-1] = max(out[-1], b - a)
         else:
-            out.append((a, b))
+            out.append(b - a)
+            end = b
     return out
-
-
-def _longest_inside(waits: list[tuple[int, int]], stretch: tuple[int, int]) -> int:
-    """The longest of ``waits`` lying inside ``stretch`` (one of their merged intervals)."""
-    a, b = stretch
-    return max(e - s for s, e in waits if a <= s and e <= b)
 
 
 def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_rows: dict[int, set[int]],
@@ -542,16 +540,15 @@ def _stragglers(tl: Timeline, row_rank: np.ndarray, found: list[Matched], coll_r
             for w_rk, w in m.waits.items():
                 if w > 0:
                     per_rank.setdefault(w_rk, []).append((m.arrival - int(w), m.arrival))
-        merged = {w_rk: _merged(iv) for w_rk, iv in per_rank.items()}
-        # A stretch costs its rank the longest single wait in it, not its length: DDP's first bucket is launched
-        # while the rank still computes the next ones, so the stretch also holds that rank's own compute.
-        stretches = [_longest_inside(per_rank[w_rk], iv) for w_rk, ivs in merged.items() for iv in ivs]
+        stretches = [c for iv in per_rank.values() for c in _stretch_costs(iv)]
+        every = [x for iv in per_rank.values() for x in iv]
         out.append({"rank": rk, "last": len(ms), "of": len(found), "caused_ns": int(sum(waits)),
                     "median_wait_ns": int(np.median(waits)),
                     "waited_ns": int(sum(stretches)),
                     "waits": len(stretches),
                     "median_merged_wait_ns": int(np.median(stretches)) if stretches else 0,
-                    "intervals": [list(x) for x in _merged([x for iv in merged.values() for x in iv])],
+                    "intervals": merged_pairs(np.asarray([a for a, _ in every], np.int64),
+                                              np.asarray([b for _, b in every], np.int64)),
                     "cause": _cause(tl, row_rank, rk, windows, coll_rows.get(rk, set())),
                     "lines": _lines(tl, rk, windows),
                     "kernels": _kernels_in(tl, kernels, rk, windows) if len(windows) <= 10_000 else []})
