@@ -353,7 +353,8 @@ def collectives(tl: Timeline, top: int = 20,
     other rank's waits for it with overlapping ones merged, as DDP's bucket all-reduces of one step wait together,
     each merged stretch costing its longest single wait: their total, how many, the median: the wait per step where
     a step's collectives wait at once), ``intervals`` (those waits on the job's timeline, all ranks merged:
-    ``[start, end]`` pairs, ``_common.merged_pairs``), ``cause`` (see the module docstring); empty when the clock check refuses (``clock``: ``collective_match.ClockCheck.to_dict``).
+    ``[start, end]`` pairs, ``_common.merged_pairs``), ``cause`` (see the module docstring); empty when the clock
+    check refuses (``clock``: ``collective_match.ClockCheck.to_dict``).
     ``steps``: per step ``step``, ``collectives``, ``waits`` ({rank: summed wait}), ``last_rank`` (the rank last
     most often in it).
     ``steps`` (argument): per rank its steps as (start, end, name), from another step detection; default
