@@ -319,15 +319,21 @@ def env_flag(name: str) -> bool:
 CUPTI_BUFFER_ENV = "GPUTRACE_CUPTI_BUFFER_KB"
 
 
+def env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """The integer the environment variable ``name`` holds, or ``default`` when it is unset, not an integer or
+    outside [lo, hi]."""
+    try:
+        v = int(os.environ.get(name, "").strip())
+    except ValueError:
+        return default
+    return v if lo <= v <= hi else default
+
+
 def cupti_buffer_bytes(default: int = 2 << 20) -> int:
     """The CUPTI buffer size ``GPUTRACE_CUPTI_BUFFER_KB`` asks for, or ``default`` when it is unset or not an
     integer in [16, 65536] KiB."""
-    raw = os.environ.get(CUPTI_BUFFER_ENV, "").strip()
-    try:
-        kb = int(raw)
-    except ValueError:
-        return default
-    return kb << 10 if 16 <= kb <= 65536 else default
+    kb = env_int(CUPTI_BUFFER_ENV, -1, 16, 65536)
+    return kb << 10 if kb > 0 else default
 
 
 #: Environment variable: CUPTI's worker-thread flush period in ms (default 500; 0 leaves CUPTI's heuristics).
@@ -337,11 +343,7 @@ CUPTI_FLUSH_ENV = "GPUTRACE_CUPTI_FLUSH_MS"
 def cupti_flush_ms(default: int = 500) -> int:
     """The flush period ``GPUTRACE_CUPTI_FLUSH_MS`` asks for, or ``default`` when unset or not an integer in
     [0, 60000]."""
-    try:
-        ms = int(os.environ.get(CUPTI_FLUSH_ENV, "").strip())
-    except ValueError:
-        return default
-    return ms if 0 <= ms <= 60_000 else default
+    return env_int(CUPTI_FLUSH_ENV, default, 0, 60_000)
 
 
 def _start_cuda_activity(rec: Recorder, markers: bool) -> None:
