@@ -27,6 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gputrace.testing.synth import kineto_pids_trace  # noqa: E402
+
 MS = 1_000_000
 BASE = 1_700_000_000_000_000_000
 
@@ -66,14 +70,9 @@ def write_ranks(path: Path, n: int) -> int:
 
 
 def write_pids(path: Path, n: int) -> int:
-    ev = []
-    for p in range(n):
-        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000 + p, "tid": 1, "ts": p * 10.0,
-                   "dur": 5.0, "args": {}})
-        ev.append({"ph": "X", "cat": "kernel", "name": "void gemm<1>(float*)", "pid": 0, "tid": 7, "ts": p * 10.0 + 2,
-                   "dur": 3.0, "args": {"device": 0, "stream": 7, "correlation": p + 1}})
-    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE, "traceEvents": ev}))
-    return 2 * n
+    doc = kineto_pids_trace(n, base_ns=BASE)
+    path.write_text(json.dumps(doc))
+    return len(doc["traceEvents"])
 
 
 def write_names(path: Path, n: int) -> int:

@@ -221,3 +221,19 @@ def sample_span(samples: Sequence[tuple[int, Sequence[tuple[str, int, str, int]]
     t1 = samples[-1][0] + 1 if samples else 1
     return {"name": "gputrace.samples", "start": t0, "end": t1, "lane": "thread:gputrace.samples", "pid": pid,
             "host": host, "kind": "host", "resource": resource, "attrs": batch_attributes(b)}
+
+
+def kineto_pids_trace(n: int, base_ns: int | None = None) -> dict:
+    """A Kineto (torch.profiler) JSON document with ``n`` processes: one ``aten::mm`` CPU op per pid (1000 + i)
+    and one kernel each on pid 0's stream 7, all the host's processes sharing its kernels (the shape of a trace of
+    many pids, for the scaling tests and ``benchmarks/bench_scaling.py``). ``base_ns``: ``baseTimeNanoseconds``."""
+    ev = []
+    for p in range(n):
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000 + p, "tid": 1, "ts": p * 10.0,
+                   "dur": 5.0, "args": {}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "void gemm<1>(float*)", "pid": 0, "tid": 7, "ts": p * 10.0 + 2,
+                   "dur": 3.0, "args": {"device": 0, "stream": 7, "correlation": p + 1}})
+    doc: dict = {"schemaVersion": 1, "traceEvents": ev}
+    if base_ns is not None:
+        doc["baseTimeNanoseconds"] = base_ns
+    return doc

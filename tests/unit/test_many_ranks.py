@@ -13,7 +13,7 @@ import pytest
 from gputrace.analysis._common import host_run_extents, run_extents
 from gputrace.analysis.findings_account import CLAIM_ORDER, SAME_TIME_NAMES, Finding, account, merge_spans
 from gputrace.analysis.startup import startup_intervals
-from gputrace.testing.synth import make_timeline
+from gputrace.testing.synth import kineto_pids_trace, make_timeline
 from gputrace.timeline.model import Lane, Timeline
 
 
@@ -135,14 +135,8 @@ def test_a_kineto_trace_of_forty_thousand_pids(tmp_path):
     from gputrace.timeline.load import read_any
 
     n = 40_000
-    ev = []
-    for p in range(n):
-        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000 + p, "tid": 1, "ts": p * 10.0,
-                   "dur": 5.0, "args": {}})
-        ev.append({"ph": "X", "cat": "kernel", "name": "void gemm<1>(float*)", "pid": 0, "tid": 7, "ts": p * 10.0 + 2,
-                   "dur": 3.0, "args": {"device": 0, "stream": 7, "correlation": p + 1}})
     path = tmp_path / "pids.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    path.write_text(json.dumps(kineto_pids_trace(n)))
     tl = read_any([path])
     assert len({ln.pid for ln in tl.lanes}) > n
     assert startup_intervals(tl) == []

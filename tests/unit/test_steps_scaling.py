@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gputrace.analysis.steps import _activity_in, breakdown, detect_steps, steps_report
-from gputrace.testing.synth import make_timeline
+from gputrace.testing.synth import kineto_pids_trace, make_timeline
 
 MS = 1_000_000
 KERNEL = {"gputrace.activity": "kernel"}
@@ -118,14 +118,8 @@ def test_steps_of_a_kineto_trace_of_twenty_thousand_pids(tmp_path):
     from gputrace.timeline.load import read_any
 
     n = 20_000
-    ev = []
-    for p in range(n):
-        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000 + p, "tid": 1, "ts": p * 10.0,
-                   "dur": 5.0, "args": {}})
-        ev.append({"ph": "X", "cat": "kernel", "name": "void gemm<1>(float*)", "pid": 0, "tid": 7, "ts": p * 10.0 + 2,
-                   "dur": 3.0, "args": {"device": 0, "stream": 7, "correlation": p + 1}})
     path = tmp_path / "pids.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    path.write_text(json.dumps(kineto_pids_trace(n)))
     tl = read_any([path])
     assert len({ln.pid for ln in tl.lanes}) > n
     st = steps_report(tl)
