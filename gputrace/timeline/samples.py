@@ -129,6 +129,16 @@ def _strs(a: Any, fld: str, n: int | None = None) -> list[str]:
     return a
 
 
+
+def _intern(index: dict, items: list, key) -> int:
+    """The position of ``key`` in ``items``, appending it (and noting it in ``index``) the first time."""
+    k = index.get(key)
+    if k is None:
+        k = index[key] = len(items)
+        items.append(key)
+    return k
+
+
 class _Builder:
     """Interns frames and stacks across batches; collects the per-sample columns."""
 
@@ -168,38 +178,19 @@ class _Builder:
         t = int(start) + np.cumsum(dt)
         # valid: intern
         o = self.out
-        pk = (host, pid, resource)
-        p = self.proc_ix.get(pk)
-        if p is None:
-            p = self.proc_ix[pk] = len(o.procs)
-            o.procs.append(pk)
+        p = _intern(self.proc_ix, o.procs, (host, pid, resource))
         o.hz[p] = float(hz)
         fmap = np.empty(len(ffile), np.int64)
         for j, (fi, ln, fn) in enumerate(zip(ffile.tolist(), fline.tolist(), ffunc, strict=True)):
-            fr = Frame(files[fi], ln, fn, int(fkind[fi]))
-            k = self.frame_ix.get(fr)
-            if k is None:
-                k = self.frame_ix[fr] = len(o.frames)
-                o.frames.append(fr)
-            fmap[j] = k
+            fmap[j] = _intern(self.frame_ix, o.frames, Frame(files[fi], ln, fn, int(fkind[fi])))
         smap = np.empty(len(slen), np.int64)
         at = 0
         for j, ln in enumerate(slen.tolist()):
-            st = tuple(fmap[sfr[at:at + ln]].tolist())
+            smap[j] = _intern(self.stack_ix, o.stacks, tuple(fmap[sfr[at:at + ln]].tolist()))
             at += ln
-            k = self.stack_ix.get(st)
-            if k is None:
-                k = self.stack_ix[st] = len(o.stacks)
-                o.stacks.append(st)
-            smap[j] = k
         tmap = np.empty(len(tids), np.int64)
         for j, (ident, name) in enumerate(zip(tids.tolist(), tnames, strict=True)):
-            tk = (p, ident, name)
-            k = self.thread_ix.get(tk)
-            if k is None:
-                k = self.thread_ix[tk] = len(o.threads)
-                o.threads.append(tk)
-            tmap[j] = k
+            tmap[j] = _intern(self.thread_ix, o.threads, (p, ident, name))
         self.cols.append((t, np.full(n, p, np.int32), tmap[thr].astype(np.int32), smap[stk].astype(np.int32)))
         o.batches += 1
         o.dropped += dropped
