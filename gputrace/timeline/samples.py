@@ -129,7 +129,6 @@ def _strs(a: Any, fld: str, n: int | None = None) -> list[str]:
     return a
 
 
-
 def _intern(index: dict, items: list, key) -> int:
     """The position of ``key`` in ``items``, appending it (and noting it in ``index``) the first time."""
     k = index.get(key)
