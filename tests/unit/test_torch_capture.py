@@ -178,7 +178,7 @@ def test_ddp_default_and_program_comm_hooks_one_rank(captured):
     hooks = [s for s in spans if s["name"] == "ddp.comm_hook"]
     assert len(hooks) == 4 and {h["attributes"]["gputrace.collective.hook"] for h in hooks} == {"allreduce_hook"}
     assert all(any(h["start_ns"] <= s["start_ns"] and s["end_ns"] <= h["end_ns"] for h in hooks)
-               for s in ar[2:6])
+               for s in ar[2:6]), [(s["name"], s["start_ns"], s["end_ns"]) for s in hooks + ar[2:6]]
     # DDP's list holds the program's hooks only (torch also lists the refused second one, as without gputrace)
     assert [h for h, _ in late._comm_hooks][0] is default_hooks.allreduce_hook
     assert not plain._comm_hooks
